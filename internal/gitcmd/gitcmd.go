@@ -1,0 +1,331 @@
+// Package gitcmd is the only place in gitfleet that runs git. Every git
+// process is built from a Cmd description and checked before it runs:
+// flags come from gitfleet's own code and must look like flags, positional
+// values (URLs, paths, revisions) can never be read as options, and the
+// environment is hardened once (no prompts, no credential helpers, no hooks,
+// no system or global configuration, a protocol allow-list, a timeout).
+//
+// It knows nothing about repositories, nodes or the catalog.
+package gitcmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultProtocols are the transports git may use for upstreams.
+const DefaultProtocols = "https:http:git:ssh"
+
+// Runner runs git commands with a hardened environment.
+type Runner struct {
+	// Git is the git executable (default "git" from PATH).
+	Git string
+	// Timeout bounds each git process (default 10 minutes).
+	Timeout time.Duration
+	// Protocols is GIT_ALLOW_PROTOCOL (default DefaultProtocols). Add
+	// "file" only for paths an operator gave (the catalog).
+	Protocols string
+	// MaxOutput bounds the captured stdout of Output (default 256 MiB).
+	MaxOutput int64
+}
+
+// Cmd describes one git invocation.
+type Cmd struct {
+	// GitDir, when set, is passed as --git-dir.
+	GitDir string
+	// Dir is the working directory of the process.
+	Dir string
+	// Name is the subcommand, e.g. "fetch".
+	Name string
+	// Flags are options written by gitfleet's code. Each must start with "-".
+	Flags []string
+	// Args are positional values (URLs, paths, refspecs, revisions). They
+	// come after "--" (or --end-of-options when EndOfOptions is set) and none
+	// may start with "-".
+	Args []string
+	// EndOfOptions separates Args with --end-of-options instead of "--", for
+	// commands where "--" means "paths follow" (rev-parse, diff-tree).
+	EndOfOptions bool
+	// Config are extra -c key=value settings.
+	Config []string
+	// Env are extra environment variables (KEY=value).
+	Env    []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Timeout overrides the runner's timeout when positive.
+	Timeout time.Duration
+}
+
+// subcommands gitfleet may run. Anything else is refused.
+var subcommands = map[string]bool{
+	"init": true, "fetch": true, "ls-remote": true, "for-each-ref": true,
+	"symbolic-ref": true, "rev-parse": true, "cat-file": true, "diff-tree": true,
+	"ls-tree": true, "upload-pack": true, "config": true, "gc": true,
+	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
+}
+
+// hardening is applied to every command as -c settings.
+var hardening = []string{
+	"core.hooksPath=/dev/null",
+	"credential.helper=",
+	"http.followRedirects=false",
+	"protocol.version=2",
+	"http.lowSpeedLimit=1000",
+	"http.lowSpeedTime=60",
+	"core.askPass=false",
+	"fetch.recurseSubmodules=false",
+	"gc.auto=0",
+	"maintenance.auto=false",
+	"core.fsync=committed",
+	"advice.detachedHead=false",
+}
+
+// Error is a failed git command. Its Class says what kind of failure it was.
+type Error struct {
+	Args     []string
+	ExitCode int
+	Stderr   string
+	Class    Class
+	Err      error
+}
+
+func (e *Error) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if len(msg) > 500 {
+		msg = msg[len(msg)-500:]
+	}
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("git %s: %s: %s", strings.Join(e.Args, " "), e.Class, msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Class is a kind of git failure, for retries and reports.
+type Class string
+
+// The failure classes.
+const (
+	ClassOther     Class = "error"
+	ClassTimeout   Class = "timeout"
+	ClassNetwork   Class = "network"
+	ClassNotFound  Class = "not-found"
+	ClassAuth      Class = "auth"
+	ClassTLS       Class = "tls"
+	ClassThrottled Class = "throttled"
+	ClassDisk      Class = "disk"
+)
+
+// ClassOf returns the class of err (ClassOther for non-git errors).
+func ClassOf(err error) Class {
+	var ge *Error
+	if errors.As(err, &ge) {
+		return ge.Class
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ClassTimeout
+	}
+	return ClassOther
+}
+
+func classify(stderr string, err error) Class {
+	s := strings.ToLower(stderr)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassTimeout
+	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
+		strings.Contains(s, "read-only file system"):
+		return ClassDisk
+	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
+		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
+		return ClassThrottled
+	case strings.Contains(s, "repository not found") || strings.Contains(s, "error: 404") ||
+		strings.Contains(s, "does not appear to be a git repository") ||
+		strings.Contains(s, "not found") || strings.Contains(s, "error: 410"):
+		return ClassNotFound
+	case strings.Contains(s, "authentication failed") || strings.Contains(s, "could not read username") ||
+		strings.Contains(s, "could not read password") || strings.Contains(s, "terminal prompts disabled") ||
+		strings.Contains(s, "error: 401") || strings.Contains(s, "error: 403") ||
+		strings.Contains(s, "permission denied"):
+		return ClassAuth
+	case strings.Contains(s, "ssl") || strings.Contains(s, "certificate") || strings.Contains(s, "tls"):
+		return ClassTLS
+	case strings.Contains(s, "could not resolve host") || strings.Contains(s, "connection refused") ||
+		strings.Contains(s, "failed to connect") || strings.Contains(s, "connection timed out") ||
+		strings.Contains(s, "connection reset") || strings.Contains(s, "unable to access") ||
+		strings.Contains(s, "early eof") || strings.Contains(s, "the remote end hung up") ||
+		strings.Contains(s, "operation too slow") || strings.Contains(s, "couldn't connect"):
+		return ClassNetwork
+	}
+	return ClassOther
+}
+
+func (r *Runner) timeout(c *Cmd) time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return 10 * time.Minute
+}
+
+func (r *Runner) argv(c *Cmd) ([]string, error) {
+	if !subcommands[c.Name] {
+		return nil, fmt.Errorf("gitcmd: subcommand %q is not allowed", c.Name)
+	}
+	args := make([]string, 0, 2*len(hardening)+len(c.Flags)+len(c.Args)+6)
+	for _, kv := range hardening {
+		args = append(args, "-c", kv)
+	}
+	for _, kv := range c.Config {
+		if strings.HasPrefix(kv, "-") || !strings.Contains(kv, "=") {
+			return nil, fmt.Errorf("gitcmd: bad config setting %q", kv)
+		}
+		args = append(args, "-c", kv)
+	}
+	if c.GitDir != "" {
+		args = append(args, "--git-dir="+c.GitDir)
+	}
+	args = append(args, c.Name)
+	for _, f := range c.Flags {
+		if !strings.HasPrefix(f, "-") {
+			return nil, fmt.Errorf("gitcmd: flag %q of git %s does not start with '-'", f, c.Name)
+		}
+		args = append(args, f)
+	}
+	if len(c.Args) > 0 {
+		if c.EndOfOptions {
+			args = append(args, "--end-of-options")
+		} else {
+			args = append(args, "--")
+		}
+		for _, a := range c.Args {
+			if a == "" || strings.HasPrefix(a, "-") {
+				return nil, fmt.Errorf("gitcmd: argument %q of git %s may not be empty or start with '-'", a, c.Name)
+			}
+			args = append(args, a)
+		}
+	}
+	return args, nil
+}
+
+func (r *Runner) env(c *Cmd) []string {
+	protocols := r.Protocols
+	if protocols == "" {
+		protocols = DefaultProtocols
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=/nonexistent",
+		"LC_ALL=C",
+		"GIT_ALLOW_PROTOCOL=" + protocols,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ASKPASS=false",
+		"SSH_ASKPASS=false",
+		"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=30",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_OPTIONAL_LOCKS=0",
+	}
+	if tmp := os.Getenv("TMPDIR"); tmp != "" {
+		env = append(env, "TMPDIR="+tmp)
+	}
+	return append(env, c.Env...)
+}
+
+// Run runs c. Stdout goes to c.Stdout (discarded when nil). On failure the
+// error is an *Error carrying the tail of stderr and a Class.
+func (r *Runner) Run(ctx context.Context, c Cmd) error {
+	args, err := r.argv(&c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout(&c))
+	defer cancel()
+	git := r.Git
+	if git == "" {
+		git = "git"
+	}
+	cmd := exec.CommandContext(ctx, git, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = r.env(&c)
+	cmd.Stdin = c.Stdin
+	cmd.Stdout = c.Stdout
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd.Stderr = stderr
+	// git starts helpers (remote-https, index-pack): kill the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	if runErr == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		runErr = fmt.Errorf("%w (%v)", ctx.Err(), runErr)
+	}
+	ge := &Error{Args: append([]string{c.Name}, c.Args...), ExitCode: -1, Stderr: stderr.String(), Err: runErr}
+	var ee *exec.ExitError
+	if errors.As(runErr, &ee) {
+		ge.ExitCode = ee.ExitCode()
+	}
+	ge.Class = classify(ge.Stderr, runErr)
+	return ge
+}
+
+// Output runs c and returns its stdout (bounded by MaxOutput).
+func (r *Runner) Output(ctx context.Context, c Cmd) ([]byte, error) {
+	max := r.MaxOutput
+	if max <= 0 {
+		max = 256 << 20
+	}
+	var buf limitedBuffer
+	buf.max = max
+	c.Stdout = &buf
+	err := r.Run(ctx, c)
+	if err == nil && buf.over {
+		return nil, fmt.Errorf("git %s: output larger than %d bytes", c.Name, max)
+	}
+	return buf.Bytes(), err
+}
+
+type limitedBuffer struct {
+	bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.max {
+		b.over = true
+		return 0, errors.New("output limit reached")
+	}
+	return b.Buffer.Write(p)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.buf) }

@@ -1,0 +1,126 @@
+package gitcmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// MirroredRefs are the namespaces gitfleet mirrors: branches and tags. Pull
+// request and other host-private refs are left out on purpose: they dwarf
+// the rest on busy repositories and nobody clones them from a mirror.
+var MirroredRefs = []string{"refs/heads/", "refs/tags/"}
+
+// FetchRefspecs mirror MirroredRefs exactly (forced, so that a force-pushed
+// upstream is followed, and pruned by fetch --prune).
+var FetchRefspecs = []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+
+// Refs maps full ref names to object IDs. Head is the symbolic target of HEAD
+// ("refs/heads/main"), when known.
+type Refs struct {
+	Refs map[string]string
+	Head string
+}
+
+// Digest is a short, stable fingerprint of the refs (not of HEAD): two
+// repositories with the same branches and tags at the same objects have the
+// same digest. An empty set has digest "".
+func (r Refs) Digest() string {
+	if len(r.Refs) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(r.Refs))
+	for n := range r.Refs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %s\n", r.Refs[n], n)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func mirrored(name string) bool {
+	for _, p := range MirroredRefs {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// LsRemote asks url for its refs (protocol v2 ls-refs where the server
+// speaks it) without fetching anything.
+func (r *Runner) LsRemote(ctx context.Context, url string) (Refs, error) {
+	out, err := r.Output(ctx, Cmd{Name: "ls-remote", Flags: []string{"--symref"}, Args: []string{url}})
+	if err != nil {
+		return Refs{}, err
+	}
+	return parseLsRemote(out), nil
+}
+
+func parseLsRemote(out []byte) Refs {
+	refs := Refs{Refs: make(map[string]string)}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		left, name, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		if target, isSym := strings.CutPrefix(left, "ref: "); isSym {
+			if name == "HEAD" {
+				refs.Head = target
+			}
+			continue
+		}
+		if mirrored(name) && !strings.HasSuffix(name, "^{}") && isOID(left) {
+			refs.Refs[name] = left
+		}
+	}
+	return refs
+}
+
+// LocalRefs reads the mirrored refs and HEAD of the bare repository at dir.
+func (r *Runner) LocalRefs(ctx context.Context, dir string) (Refs, error) {
+	out, err := r.Output(ctx, Cmd{GitDir: dir, Name: "for-each-ref",
+		Flags: []string{"--format=%(objectname) %(refname)"}, Args: []string{"refs/heads/", "refs/tags/"}})
+	if err != nil {
+		return Refs{}, err
+	}
+	refs := Refs{Refs: make(map[string]string)}
+	for _, line := range strings.Split(string(out), "\n") {
+		oid, name, ok := strings.Cut(line, " ")
+		if ok && isOID(oid) {
+			refs.Refs[name] = oid
+		}
+	}
+	head, err := r.Output(ctx, Cmd{GitDir: dir, Name: "symbolic-ref", Flags: []string{"-q"}, Args: []string{"HEAD"}})
+	if err == nil {
+		refs.Head = strings.TrimSpace(string(head))
+	}
+	return refs, nil
+}
+
+func isOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsOID reports whether s is a full hexadecimal object ID (SHA-1 or SHA-256).
+func IsOID(s string) bool { return isOID(s) }

@@ -1,0 +1,188 @@
+// Package gittest makes real upstream repositories and a real git smart-HTTP
+// server on 127.0.0.1 for tests and the demo. It uses the plain git CLI
+// (these are upstreams, not the mirror's own hardened git work).
+package gittest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
+)
+
+// Upstreams is a directory of bare repositories served over HTTP.
+type Upstreams struct {
+	Dir  string // bare repositories live at Dir/<name>.git
+	URL  string // http://127.0.0.1:PORT
+	work string
+	srv  *http.Server
+	mu   sync.Mutex
+	n    int
+}
+
+// Start serves dir (created if missing) on a free port of 127.0.0.1.
+func Start(dir string) (*Upstreams, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "gittest-work-")
+	if err != nil {
+		return nil, err
+	}
+	u := &Upstreams{Dir: dir, work: work}
+	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
+		// keys look like 127.0.0.1:PORT/<name>; serve by name.
+		_, name, _ := strings.Cut(key, "/")
+		p := filepath.Join(dir, filepath.FromSlash(name)+".git")
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return p, true
+		}
+		return "", false
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	u.URL = "http://" + ln.Addr().String()
+	// The handler sees "/<name>.git/..."; prefix the host so it parses as a key.
+	host := ln.Addr().String()
+	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + host + r.URL.Path
+		h.ServeHTTP(w, r2)
+	})}
+	go func() { _ = u.srv.Serve(ln) }()
+	return u, nil
+}
+
+// Close stops the server.
+func (u *Upstreams) Close() {
+	_ = u.srv.Close()
+	_ = os.RemoveAll(u.work)
+}
+
+// RepoURL is the clone URL of name.
+func (u *Upstreams) RepoURL(name string) string { return u.URL + "/" + name + ".git" }
+
+// Create makes a bare repository name with the given branches (first is
+// HEAD), each with one commit, and the given tags on the first branch.
+func (u *Upstreams) Create(name string, branches, tags []string) error {
+	bare := filepath.Join(u.Dir, name+".git")
+	wt := filepath.Join(u.work, name)
+	if err := os.MkdirAll(filepath.Dir(bare), 0o755); err != nil {
+		return err
+	}
+	if err := Git("", "init", "-q", "--bare", "-b", branches[0], bare); err != nil {
+		return err
+	}
+	if err := Git("", "init", "-q", "-b", branches[0], wt); err != nil {
+		return err
+	}
+	if err := Git(wt, "remote", "add", "origin", bare); err != nil {
+		return err
+	}
+	for i, b := range branches {
+		if i > 0 {
+			if err := Git(wt, "checkout", "-q", "-b", b, branches[0]); err != nil {
+				return err
+			}
+		}
+		if err := u.commitIn(wt, name+" "+b); err != nil {
+			return err
+		}
+		if i == 0 {
+			for _, t := range tags {
+				if err := Git(wt, "tag", "-a", "-m", "tag "+t, t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := Git(wt, "push", "-q", "origin", "--all"); err != nil {
+		return err
+	}
+	if err := Git(wt, "push", "-q", "origin", "--tags"); err != nil {
+		return err
+	}
+	return Git(wt, "checkout", "-q", branches[0])
+}
+
+// Commit adds a commit to branch of name and pushes it; it returns the new
+// commit ID.
+func (u *Upstreams) Commit(name, branch string) (string, error) {
+	wt := filepath.Join(u.work, name)
+	if err := Git(wt, "checkout", "-q", branch); err != nil {
+		return "", err
+	}
+	if err := u.commitIn(wt, name+" "+branch); err != nil {
+		return "", err
+	}
+	if err := Git(wt, "push", "-q", "origin", branch); err != nil {
+		return "", err
+	}
+	out, err := Output(wt, "rev-parse", "HEAD")
+	return strings.TrimSpace(out), err
+}
+
+func (u *Upstreams) commitIn(wt, what string) error {
+	u.mu.Lock()
+	u.n++
+	n := u.n
+	u.mu.Unlock()
+	f := filepath.Join(wt, "file.txt")
+	if err := os.WriteFile(f, []byte(fmt.Sprintf("%s change %d\n", what, n)), 0o644); err != nil {
+		return err
+	}
+	if err := Git(wt, "add", "file.txt"); err != nil {
+		return err
+	}
+	return Git(wt, "commit", "-q", "-m", fmt.Sprintf("%s change %d", what, n))
+}
+
+// Refs lists the branches and tags of name's bare repository.
+func (u *Upstreams) Refs(name string) (map[string]string, error) {
+	return RefsOf(filepath.Join(u.Dir, name+".git"))
+}
+
+// RefsOf lists the branches and tags of a repository directory.
+func RefsOf(dir string) (map[string]string, error) {
+	r := &gitcmd.Runner{Protocols: "file"}
+	refs, err := r.LocalRefs(context.Background(), dir)
+	return refs.Refs, err
+}
+
+// Env is a fixed identity and no user configuration for test git commands.
+func Env() []string {
+	return append(os.Environ(),
+		"GIT_AUTHOR_NAME=gitfleet test", "GIT_AUTHOR_EMAIL=test@gitfleet.invalid",
+		"GIT_COMMITTER_NAME=gitfleet test", "GIT_COMMITTER_EMAIL=test@gitfleet.invalid",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+}
+
+// Git runs git in dir and returns an error with its output on failure.
+func Git(dir string, args ...string) error {
+	_, err := Output(dir, args...)
+	return err
+}
+
+// Output runs git in dir and returns its stdout.
+func Output(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = Env()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}

@@ -1,0 +1,312 @@
+// Package mirror keeps the bare mirrors of a node on disk, one directory per
+// repository key under <data>/repos/<key>.git. It owns their life cycle:
+// a clone is made in <data>/tmp and renamed into place only when complete,
+// fetches update refs atomically, git work on one repository is serialised,
+// removal is a rename out of the tree followed by deletion, and stale lock
+// files left by a killed process are cleaned when the store opens. So a
+// directory under repos/ is always a complete repository.
+//
+// It decides nothing about when to fetch or from where: callers pass URLs.
+package mirror
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Store is the set of bare mirrors under one data directory.
+type Store struct {
+	root string // <data>/repos
+	tmp  string // <data>/tmp
+	git  *gitcmd.Runner
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
+// killed process left in tmp.
+func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
+	s := &Store{
+		root:  filepath.Join(dataDir, "repos"),
+		tmp:   filepath.Join(dataDir, "tmp"),
+		git:   git,
+		log:   log,
+		locks: make(map[string]*keyLock),
+	}
+	if err := os.RemoveAll(s.tmp); err != nil {
+		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
+	}
+	for _, d := range []string{s.root, s.tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Root is the directory that holds the repositories.
+func (s *Store) Root() string { return s.root }
+
+// Path is the directory of key's mirror. The key must be valid.
+func (s *Store) Path(key string) string {
+	return filepath.Join(s.root, filepath.FromSlash(key)+".git")
+}
+
+// Has reports whether key's mirror exists (and so is complete).
+func (s *Store) Has(key string) bool {
+	if repokey.Check(key) != nil {
+		return false
+	}
+	fi, err := os.Stat(s.Path(key))
+	return err == nil && fi.IsDir()
+}
+
+// Lock serialises git work on key; call the returned function to unlock.
+func (s *Store) Lock(key string) func() {
+	s.mu.Lock()
+	l := s.locks[key]
+	if l == nil {
+		l = &keyLock{}
+		s.locks[key] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(s.locks, key)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Result says what a Sync did.
+type Result struct {
+	Cloned  bool // the mirror did not exist and was cloned
+	Fetched bool // objects were fetched (refs differed)
+	Changed bool // the mirror's refs changed
+	Before  gitcmd.Refs
+	After   gitcmd.Refs
+}
+
+// Sync brings key's mirror up to date with url: a clone if there is none,
+// otherwise a cheap ref listing and a fetch only when the refs differ.
+func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
+	if err := repokey.Check(key); err != nil {
+		return Result{}, err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		after, err := s.clone(ctx, key, url)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Cloned: true, Fetched: true, Changed: true, After: after}, nil
+	}
+	before, err := s.git.LocalRefs(ctx, dir)
+	if err != nil {
+		return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
+	}
+	remote, err := s.git.LsRemote(ctx, url)
+	if err != nil {
+		return Result{Before: before, After: before}, err
+	}
+	res := Result{Before: before, After: before}
+	if remote.Digest() != before.Digest() {
+		if err := s.fetch(ctx, dir, url); err != nil {
+			return res, err
+		}
+		res.Fetched = true
+		after, err := s.git.LocalRefs(ctx, dir)
+		if err != nil {
+			return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
+		}
+		res.After = after
+		res.Changed = after.Digest() != before.Digest()
+	}
+	if remote.Head != "" && remote.Head != res.After.Head {
+		if err := s.setHead(ctx, dir, remote.Head); err != nil {
+			return res, err
+		}
+		res.After.Head = remote.Head
+	}
+	return res, nil
+}
+
+func (s *Store) fetch(ctx context.Context, dir, url string) error {
+	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "fetch",
+		Flags: []string{"--prune", "--atomic", "--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
+		Args:  append([]string{url}, gitcmd.FetchRefspecs...)})
+}
+
+func (s *Store) setHead(ctx context.Context, dir, head string) error {
+	if !strings.HasPrefix(head, "refs/heads/") {
+		return nil
+	}
+	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "symbolic-ref", Args: []string{"HEAD", head}})
+}
+
+// clone fetches url into a fresh repository in tmp and renames it into place.
+func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error) {
+	tmp, err := os.MkdirTemp(s.tmp, "clone-")
+	if err != nil {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
+		return gitcmd.Refs{}, err
+	}
+	remote, err := s.git.LsRemote(ctx, url)
+	if err != nil {
+		return gitcmd.Refs{}, err
+	}
+	if len(remote.Refs) > 0 {
+		if err := s.fetch(ctx, tmp, url); err != nil {
+			return gitcmd.Refs{}, err
+		}
+	}
+	if err := s.setHead(ctx, tmp, remote.Head); err != nil {
+		return gitcmd.Refs{}, err
+	}
+	refs, err := s.git.LocalRefs(ctx, tmp)
+	if err != nil {
+		return gitcmd.Refs{}, err
+	}
+	dst := s.Path(key)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
+	}
+	return refs, nil
+}
+
+// Refs reads the refs of key's mirror.
+func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
+	if !s.Has(key) {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, fs.ErrNotExist)
+	}
+	return s.git.LocalRefs(ctx, s.Path(key))
+}
+
+// Remove deletes key's mirror: it is first renamed out of repos/, so that
+// it is never seen half-deleted.
+func (s *Store) Remove(key string) error {
+	if err := repokey.Check(key); err != nil {
+		return err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	trash := filepath.Join(s.tmp, "rm-"+randHex())
+	if err := os.Rename(dir, trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("mirror %s: remove: %w", key, err)
+	}
+	s.pruneEmptyParents(filepath.Dir(dir))
+	if err := os.RemoveAll(trash); err != nil {
+		return fmt.Errorf("mirror %s: remove: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) pruneEmptyParents(dir string) {
+	for dir != s.root && strings.HasPrefix(dir, s.root) {
+		if os.Remove(dir) != nil { // not empty, or gone
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// Scan lists the keys of every mirror on disk and removes the lock files a
+// killed git left in them (nothing else runs git on them yet).
+func (s *Store) Scan() ([]string, error) {
+	var keys []string
+	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			s.log.Warn("scan: skip unreadable entry", "path", path, "err", err)
+			return nil
+		}
+		if !d.IsDir() || path == s.root || !strings.HasSuffix(d.Name(), ".git") {
+			return nil
+		}
+		rel, _ := filepath.Rel(s.root, path)
+		key := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
+		if repokey.Check(key) != nil {
+			s.log.Warn("scan: not a repository key, left alone", "path", path)
+			return fs.SkipDir
+		}
+		s.cleanLocks(path)
+		keys = append(keys, key)
+		return fs.SkipDir
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mirror: scan %s: %w", s.root, err)
+	}
+	return keys, nil
+}
+
+// cleanLocks removes *.lock files and fetch quarantines in one repository.
+func (s *Store) cleanLocks(repo string) {
+	for _, name := range []string{"HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock", "index.lock"} {
+		if os.Remove(filepath.Join(repo, name)) == nil {
+			s.log.Info("removed stale lock", "path", filepath.Join(repo, name))
+		}
+	}
+	_ = filepath.WalkDir(filepath.Join(repo, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".lock") {
+			if os.Remove(p) == nil {
+				s.log.Info("removed stale lock", "path", p)
+			}
+		}
+		return nil
+	})
+	if ents, err := os.ReadDir(filepath.Join(repo, "objects")); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "incoming-") || strings.HasPrefix(e.Name(), "tmp_") {
+				_ = os.RemoveAll(filepath.Join(repo, "objects", e.Name()))
+			}
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack")); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "tmp_") || strings.HasSuffix(e.Name(), ".lock") {
+				_ = os.Remove(filepath.Join(repo, "objects", "pack", e.Name()))
+			}
+		}
+	}
+}
+
+func randHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

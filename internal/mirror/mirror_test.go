@@ -1,0 +1,136 @@
+package mirror_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+func setup(t *testing.T) (*gittest.Upstreams, *mirror.Store) {
+	t.Helper()
+	up, err := gittest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up, st
+}
+
+func keyOf(t *testing.T, url string) string {
+	t.Helper()
+	k, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestSyncClonesThenFetchesOnlyWhenRefsDiffer(t *testing.T) {
+	up, st := setup(t)
+	if err := up.Create("a", []string{"main", "dev"}, []string{"v1", "v2"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	url := up.RepoURL("a")
+	key := keyOf(t, url)
+
+	res, err := st.Sync(ctx, key, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Cloned || !res.Changed {
+		t.Fatalf("first sync: want a clone, got %+v", res)
+	}
+	want, _ := up.Refs("a")
+	if !reflect.DeepEqual(res.After.Refs, want) {
+		t.Fatalf("refs after clone = %v, want %v", res.After.Refs, want)
+	}
+	if res.After.Head != "refs/heads/main" {
+		t.Fatalf("HEAD = %q", res.After.Head)
+	}
+
+	res, err = st.Sync(ctx, key, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fetched || res.Changed {
+		t.Fatalf("unchanged upstream: want no fetch, got %+v", res)
+	}
+
+	if _, err := up.Commit("a", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = st.Sync(ctx, key, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = up.Refs("a")
+	if !res.Fetched || !res.Changed || !reflect.DeepEqual(res.After.Refs, want) {
+		t.Fatalf("after a push: got %+v, want refs %v", res, want)
+	}
+}
+
+func TestSyncOfMissingUpstreamFailsAsNotFoundAndLeavesNothing(t *testing.T) {
+	up, st := setup(t)
+	url := up.RepoURL("nope")
+	key := keyOf(t, url)
+	_, err := st.Sync(context.Background(), key, url)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if c := gitcmd.ClassOf(err); c != gitcmd.ClassNotFound {
+		t.Fatalf("class = %s (%v), want not-found", c, err)
+	}
+	if st.Has(key) {
+		t.Fatal("a failed clone left a repository behind")
+	}
+}
+
+func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
+	up, st := setup(t)
+	if err := up.Create("x/y", []string{"main"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	url := up.RepoURL("x/y")
+	key := keyOf(t, url)
+	if _, err := st.Sync(context.Background(), key, url); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(st.Path(key), "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := st.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(keys, []string{key}) {
+		t.Fatalf("scan = %v, want [%s]", keys, key)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Fatal("stale lock survived the scan")
+	}
+	if err := st.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	if st.Has(key) {
+		t.Fatal("removed mirror still there")
+	}
+	keys, _ = st.Scan()
+	if len(keys) != 0 {
+		t.Fatalf("scan after remove = %v", keys)
+	}
+}

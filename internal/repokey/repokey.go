@@ -1,0 +1,217 @@
+// Package repokey turns upstream URLs into repository keys, the one name of
+// a repository everywhere in gitfleet: on the ring, on disk, in the API and
+// in public clone URLs. A key is the URL normalised: lower-case host (with
+// the port when it is not the scheme's default), the path without ".git" and
+// trailing slashes, no scheme, no credentials. It validates URLs as hostile
+// input: only allowed schemes, no credentials, nothing that could escape a
+// data directory or be read by git as an option.
+//
+// It does no I/O (no DNS): see Options.AllowPrivate.
+package repokey
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// MaxKeyLen bounds a key's length (it becomes a path on disk).
+const MaxKeyLen = 512
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid repository URL")
+
+// Options say which URLs are acceptable.
+type Options struct {
+	// AllowPrivate allows upstreams on loopback, private and link-local
+	// addresses and "localhost" (tests and the demo need it; a public
+	// mirror should not fetch from its own network).
+	AllowPrivate bool
+}
+
+var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418", "ssh": "22"}
+
+// Normalize validates rawURL and returns its key and the URL to fetch
+// (cleaned: scp-like "git@host:path" becomes ssh://git@host/path).
+func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
+	fail := func(format string, a ...any) (string, string, error) {
+		return "", "", fmt.Errorf("%w %q: %s", ErrInvalid, truncate(rawURL), fmt.Sprintf(format, a...))
+	}
+	s := strings.TrimSpace(rawURL)
+	if s == "" {
+		return fail("empty")
+	}
+	if strings.HasPrefix(s, "-") {
+		return fail("starts with '-'")
+	}
+	for _, r := range s {
+		if r < 0x21 || r == 0x7f {
+			return fail("contains a space or control character")
+		}
+	}
+	if !strings.Contains(s, "://") {
+		// scp-like syntax: [user@]host:path
+		at := strings.Index(s, "@")
+		colon := strings.Index(s, ":")
+		if colon > 0 && (at < 0 || at < colon) && !strings.Contains(s[:colon], "/") {
+			s = "ssh://" + s[:colon] + "/" + strings.TrimPrefix(s[colon+1:], "/")
+		} else {
+			return fail("not a URL (want https://host/path)")
+		}
+	}
+	u, perr := url.Parse(s)
+	if perr != nil {
+		return fail("cannot parse: %v", perr)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if _, ok := defaultPorts[scheme]; !ok {
+		return fail("scheme %q is not allowed (https, http, git, ssh)", u.Scheme)
+	}
+	if u.User != nil {
+		if _, hasPass := u.User.Password(); hasPass || scheme != "ssh" {
+			return fail("credentials in the URL are not allowed")
+		}
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fail("query strings and fragments are not allowed")
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return fail("no host")
+	}
+	if !validHost(host) {
+		return fail("bad host %q", host)
+	}
+	if !opt.AllowPrivate && isPrivate(host) {
+		return fail("host %q is on a private or loopback network (see --allow-private-upstreams)", host)
+	}
+	port := u.Port()
+	if port == defaultPorts[scheme] {
+		port = ""
+	}
+	path := u.Path
+	for strings.HasSuffix(path, "/") {
+		path = strings.TrimSuffix(path, "/")
+	}
+	path = strings.TrimSuffix(path, ".git")
+	for strings.HasSuffix(path, "/") {
+		path = strings.TrimSuffix(path, "/")
+	}
+	path = strings.TrimPrefix(path, "/")
+	if path == "" {
+		return fail("no repository path")
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if err := checkSegment(seg); err != nil {
+			return fail("path: %v", err)
+		}
+	}
+	hostPart := host
+	if strings.Contains(host, ":") { // IPv6 literal
+		hostPart = "[" + host + "]"
+	}
+	if port != "" {
+		hostPart += ":" + port
+	}
+	key = hostPart + "/" + path
+	if len(key) > MaxKeyLen {
+		return fail("key longer than %d bytes", MaxKeyLen)
+	}
+	u.Scheme = scheme
+	u.Host = strings.ToLower(u.Host)
+	return key, u.String(), nil
+}
+
+// Check validates a key given directly (from an HTTP path or a peer): it
+// must be what Normalize produces, so that it cannot escape a directory.
+func Check(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key %q: empty or too long", ErrInvalid, truncate(key))
+	}
+	host, path, ok := strings.Cut(key, "/")
+	if !ok || host == "" || path == "" {
+		return fmt.Errorf("%w: key %q: want host/path", ErrInvalid, truncate(key))
+	}
+	h := host
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		h = hp
+	}
+	h = strings.Trim(h, "[]")
+	if !validHost(h) || strings.ToLower(host) != host {
+		return fmt.Errorf("%w: key %q: bad host", ErrInvalid, truncate(key))
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if err := checkSegment(seg); err != nil {
+			return fmt.Errorf("%w: key %q: %v", ErrInvalid, truncate(key), err)
+		}
+	}
+	return nil
+}
+
+// Host returns the host part of a key (with port), for per-host limits.
+func Host(key string) string {
+	h, _, _ := strings.Cut(key, "/")
+	return h
+}
+
+func checkSegment(seg string) error {
+	switch {
+	case seg == "":
+		return errors.New("empty segment")
+	case seg == "." || seg == "..":
+		return errors.New("'.' or '..' segment")
+	case strings.HasPrefix(seg, "."):
+		return fmt.Errorf("segment %q starts with '.'", seg)
+	case strings.HasPrefix(seg, "-"):
+		return fmt.Errorf("segment %q starts with '-'", seg)
+	case strings.HasSuffix(seg, ".lock"), strings.HasSuffix(seg, ".git"):
+		// ".git" would let one key's directory sit inside another's.
+		return fmt.Errorf("segment %q ends in .lock or .git", seg)
+	case len(seg) > 255:
+		return errors.New("segment longer than 255 bytes")
+	}
+	for _, r := range seg {
+		if r < 0x21 || r == 0x7f || r == '\\' || r == ':' {
+			return fmt.Errorf("segment %q has a forbidden character", seg)
+		}
+	}
+	return nil
+}
+
+func validHost(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return !strings.HasPrefix(h, "-") && !strings.HasPrefix(h, ".")
+}
+
+func isPrivate(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsUnspecified() || a.IsMulticast() || a.IsInterfaceLocalMulticast()
+}
+
+func truncate(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "..."
+	}
+	return s
+}
