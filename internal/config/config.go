@@ -1,0 +1,244 @@
+// Package config is gitfleet's configuration: one struct with defaults that
+// work, loaded from a YAML file (--config) and then from flags, every key
+// being both. The README's configuration table is checked against it by a
+// test, so the two cannot drift apart.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config holds every setting of every role. The `name` tag is both the YAML
+// key and the flag name; `help` is the flag's usage and the README's text.
+type Config struct {
+	Data                  string        `name:"data" help:"data directory (state, mirrors)"`
+	Catalog               string        `name:"catalog" help:"catalog repository: a git URL or a local path (coordinator, up)"`
+	CatalogInterval       time.Duration `name:"catalog-interval" help:"how often the catalog is re-fetched"`
+	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, status page"`
+	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
+	Coordinator           string        `name:"coordinator" help:"node: the coordinator's gRPC address (host:port)"`
+	JoinToken             string        `name:"join-token" help:"shared secret that admits nodes to the fleet (env GITFLEET_JOIN_TOKEN)"`
+	Mode                  string        `name:"mode" help:"node: partial (a worker) or full (the aggregator)"`
+	Name                  string        `name:"name" help:"node: a name for people (default: the host name)"`
+	Capacity              float64       `name:"capacity" help:"node: placement weight, 1 = a standard node; 0 = a full node that fetches nothing itself"`
+	Tunnel                string        `name:"tunnel" help:"full node: listen address for partial nodes' tunnels"`
+	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
+	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
+	Grace                 time.Duration `name:"grace" help:"coordinator: how long a silent node keeps its repositories"`
+	Warmup                time.Duration `name:"warmup" help:"coordinator: how long a coordinator with no stored state waits for nodes before placing"`
+	WarmupNodes           int           `name:"warmup-nodes" help:"coordinator: end the warm-up early once this many nodes are alive (0: time only)"`
+	Heartbeat             time.Duration `name:"heartbeat" help:"coordinator: how often nodes send heartbeats (a node is suspect after 3 missed)"`
+	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories one catalog change may remove without confirmation"`
+	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
+	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
+	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
+	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
+	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
+	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
+	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"allow upstreams on loopback and private networks (tests, demo)"`
+	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
+}
+
+// Default returns the defaults: a setting left out keeps these.
+func Default() Config {
+	return Config{
+		Data:            "gitfleet-data",
+		CatalogInterval: 5 * time.Minute,
+		HTTP:            "127.0.0.1:8080",
+		GRPC:            "127.0.0.1:7070",
+		Coordinator:     "127.0.0.1:7070",
+		Mode:            "partial",
+		Capacity:        1,
+		Tunnel:          "127.0.0.1:7071",
+		Grace:           10 * time.Minute,
+		Warmup:          10 * time.Minute,
+		Heartbeat:       5 * time.Second,
+		MaxPurge:        0.05,
+		MaxInterval:     24 * time.Hour,
+		MinInterval:     time.Minute,
+		Policy:          "adaptive",
+		Fetchers:        10,
+		GitTimeout:      30 * time.Minute,
+		LogLevel:        "info",
+	}
+}
+
+// Field describes one setting, for the README and for help.
+type Field struct {
+	Name, Type, Default, Help string
+}
+
+// Fields lists every setting with its default.
+func Fields() []Field {
+	d := Default()
+	v := reflect.ValueOf(d)
+	t := v.Type()
+	out := make([]Field, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		out = append(out, Field{Name: f.Tag.Get("name"), Type: typeName(f.Type), Default: format(v.Field(i)), Help: f.Tag.Get("help")})
+	}
+	return out
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func typeName(t reflect.Type) string {
+	if t == durationType {
+		return "duration"
+	}
+	return t.Kind().String()
+}
+
+func format(v reflect.Value) string {
+	if v.Type() == durationType {
+		return time.Duration(v.Int()).String()
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// Load builds the configuration of one command: defaults, then the YAML
+// file named by --config (if any), then the flags in args. The flag set is
+// returned so that callers can read the positional arguments.
+func Load(name string, args []string) (Config, *flag.FlagSet, error) {
+	cfg := Default()
+	if p := configPath(args); p != "" {
+		if err := cfg.loadYAML(p); err != nil {
+			return cfg, nil, err
+		}
+	}
+	if cfg.JoinToken == "" {
+		cfg.JoinToken = os.Getenv("GITFLEET_JOIN_TOKEN")
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.String("config", "", "YAML configuration file (flags override it)")
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, fs, err
+	}
+	return cfg, fs, nil
+}
+
+func configPath(args []string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, "config="); ok {
+			return v
+		}
+		if a == "config" && i+1 < len(args) {
+			return args[i+1]
+		}
+		if args[i] == "--" {
+			break
+		}
+	}
+	return ""
+}
+
+func (c *Config) loadYAML(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var raw map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	byName := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		byName[t.Field(i).Tag.Get("name")] = i
+	}
+	for k, node := range raw {
+		i, ok := byName[k]
+		if !ok {
+			return fmt.Errorf("config %s:%d: unknown key %q", path, node.Line, k)
+		}
+		if err := set(v.Field(i), node.Value); err != nil {
+			return fmt.Errorf("config %s:%d: %s: %w", path, node.Line, k, err)
+		}
+	}
+	return nil
+}
+
+func set(f reflect.Value, s string) error {
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(n))
+	case f.Kind() == reflect.Float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		f.SetFloat(x)
+	default:
+		return errors.New("unsupported type")
+	}
+	return nil
+}
+
+// register binds every field to a flag, with the current value as default.
+func (c *Config) register(fs *flag.FlagSet) {
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, help := f.Tag.Get("name"), f.Tag.Get("help")
+		p := v.Field(i).Addr().Interface()
+		switch p := p.(type) {
+		case *time.Duration:
+			fs.DurationVar(p, name, *p, help)
+		case *string:
+			fs.StringVar(p, name, *p, help)
+		case *bool:
+			fs.BoolVar(p, name, *p, help)
+		case *int:
+			fs.IntVar(p, name, *p, help)
+		case *float64:
+			fs.Float64Var(p, name, *p, help)
+		}
+	}
+}
+
+// Markdown renders the settings as the README's configuration table
+// (`gitfleet help config` prints it).
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| flag / YAML key | type | default | what it sets |\n|---|---|---|---|\n")
+	for _, f := range Fields() {
+		d := "`" + f.Default + "`"
+		if f.Default == "" {
+			d = "(none)"
+		}
+		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, f.Type, d, f.Help)
+	}
+	return b.String()
+}

@@ -1,0 +1,54 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadmeTableMatchesTheConfig(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip("no README next to the module")
+	}
+	if !strings.Contains(string(b), Markdown()) {
+		t.Fatalf("README.md's configuration table is out of date; replace it with the output of `gitfleet help config`:\n%s", Markdown())
+	}
+}
+
+func TestFlagsOverrideYAMLWhichOverridesDefaults(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gitfleet.yaml")
+	yaml := "grace: 30s\nfetchers: 4\nallow-private-upstreams: true\ncatalog: /srv/catalog\n"
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Load("test", []string{"--config", p, "--fetchers", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Grace != 30*time.Second || cfg.Fetchers != 7 || !cfg.AllowPrivateUpstreams || cfg.Catalog != "/srv/catalog" {
+		t.Fatalf("got %+v", cfg)
+	}
+	if cfg.MaxInterval != Default().MaxInterval {
+		t.Fatalf("an unset key lost its default: %v", cfg.MaxInterval)
+	}
+}
+
+func TestUnknownOrBadYAMLKeysAreClearErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"gracee: 10s\n", `unknown key "gracee"`},
+		{"grace: soon\n", "grace"},
+		{"fetchers: [1\n", "gitfleet.yaml"},
+	} {
+		p := filepath.Join(t.TempDir(), "gitfleet.yaml")
+		if err := os.WriteFile(p, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Load("test", []string{"--config=" + p})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want it to mention %q", tc.yaml, err, tc.want)
+		}
+	}
+}
