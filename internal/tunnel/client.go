@@ -1,0 +1,211 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/hashicorp/yamux"
+)
+
+// ClientConfig is the partial node's tunnel configuration.
+type ClientConfig struct {
+	// Addr is the full node's tunnel address, host:port.
+	Addr   string
+	NodeID uint32
+	// Proof is a hex string that the full node's auth callback checks,
+	// e.g. an HMAC of the node ID.
+	Proof string
+	// TLS, if set, wraps the connection in TLS; nil means plain TCP.
+	TLS *tls.Config
+	// Logger receives the tunnel's events; nil discards them.
+	Logger *slog.Logger
+	// MinBackoff and MaxBackoff bound the wait before a redial (default 1s
+	// and 1m). The wait doubles with each failure up to MaxBackoff and is
+	// jittered down by up to half; after a refused handshake it is
+	// MaxBackoff, jittered likewise.
+	MinBackoff, MaxBackoff time.Duration
+	// Clock times the backoff; nil means the wall clock.
+	Clock clock.Clock
+}
+
+func (c ClientConfig) withDefaults() (ClientConfig, error) {
+	if c.Addr == "" {
+		return c, errors.New("tunnel: no full node address")
+	}
+	if err := checkProof(c.Proof); err != nil {
+		return c, fmt.Errorf("tunnel: node %d: %w", c.NodeID, err)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = time.Minute
+	}
+	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	return c, nil
+}
+
+// Serve keeps a tunnel to the full node at cfg.Addr and serves h on every
+// stream that the full node opens through it. It redials after any failure
+// or disconnect, with backoff, until ctx is done, and then returns
+// ctx.Err(). It returns early only for an unusable cfg.
+func Serve(ctx context.Context, cfg ClientConfig, h http.Handler) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger.With("node", cfg.NodeID, "addr", cfg.Addr)
+	failures := 0
+	for {
+		var wait time.Duration
+		sess, err := connect(ctx, cfg, log)
+		switch {
+		case err == nil:
+			log.Info("tunnel up")
+			start := cfg.Clock.Now()
+			err = serveSession(ctx, sess, h, log)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// Only a session that lasted resets the backoff, so that two
+			// nodes configured with the same ID, replacing each other,
+			// slow down instead of flapping at MinBackoff.
+			if cfg.Clock.Now().Sub(start) >= cfg.MaxBackoff {
+				failures = 0
+			}
+			log.Warn("tunnel down", "err", err)
+			wait = backoff(cfg.MinBackoff, cfg.MaxBackoff, failures, rand.Float64())
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, errRefused):
+			log.Error("full node refused the tunnel; check this node's ID and token", "err", err)
+			wait = backoff(cfg.MaxBackoff, cfg.MaxBackoff, 0, rand.Float64())
+		default:
+			log.Warn("tunnel connect failed", "err", err)
+			wait = backoff(cfg.MinBackoff, cfg.MaxBackoff, failures, rand.Float64())
+		}
+		failures++
+		log.Debug("tunnel redial scheduled", "wait", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cfg.Clock.After(wait):
+		}
+	}
+}
+
+// backoff is the wait before a redial after failures consecutive failures:
+// minWait doubled per failure, capped at maxWait, then scaled into
+// [d/2, d] by jitter in [0, 1) so that nodes cut off together do not
+// redial together.
+func backoff(minWait, maxWait time.Duration, failures int, jitter float64) time.Duration {
+	d := minWait
+	for i := 0; i < failures && d < maxWait; i++ {
+		d *= 2
+	}
+	d = min(d, maxWait)
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// connect dials the full node, authenticates, and starts the yamux
+// session in which this end accepts streams.
+func connect(ctx context.Context, cfg ClientConfig, log *slog.Logger) (*yamux.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if cfg.TLS != nil {
+		conn, err = (&tls.Dialer{Config: cfg.TLS}).DialContext(ctx, "tcp", cfg.Addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", cfg.Addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", cfg.Addr, err)
+	}
+	if err := clientHandshake(ctx, conn, cfg.NodeID, cfg.Proof); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", cfg.Addr, err)
+	}
+	sess, err := yamux.Server(conn, yamuxConfig(log))
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("start yamux session: %w", err)
+	}
+	return sess, nil
+}
+
+func clientHandshake(ctx context.Context, conn net.Conn, nodeID uint32, proof string) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(deadline); err != nil {
+			return fmt.Errorf("set deadline: %w", err)
+		}
+	}
+	// Cancellation unblocks the reads and writes below by closing.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	if _, err := io.WriteString(conn, formatHello(nodeID, proof)); err != nil {
+		stop()
+		return fmt.Errorf("write hello: %w", err)
+	}
+	line, err := readLine(conn)
+	if !stop() {
+		return ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	if err := parseReply(line); err != nil {
+		return err
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("clear deadline: %w", err)
+	}
+	return nil
+}
+
+// serveSession serves h on the streams of sess until the session ends or
+// ctx is done, and returns why the session ended.
+func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, log *slog.Logger) error {
+	defer sess.Close()
+	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	defer stop()
+	srv := &http.Server{
+		Handler: h,
+		// The full node is authenticated but a slow one must not hold
+		// streams open forever.
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	defer srv.Close()
+	return srv.Serve(sessionListener{sess})
+}
+
+// sessionListener hides the type of yamux's accept errors from
+// http.Server, which would otherwise retry forever on a closed session whose
+// last error looks temporary (a read that timed out with ETIMEDOUT, as when
+// TCP keepalive gives up on a dead full node).
+type sessionListener struct{ *yamux.Session }
+
+func (l sessionListener) Accept() (net.Conn, error) {
+	c, err := l.Session.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("tunnel session ended: %w", err)
+	}
+	return c, nil
+}
