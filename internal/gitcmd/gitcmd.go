@@ -70,6 +70,8 @@ var subcommands = map[string]bool{
 	"symbolic-ref": true, "rev-parse": true, "cat-file": true, "diff-tree": true,
 	"ls-tree": true, "upload-pack": true, "config": true, "gc": true,
 	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
+	// catalog gen writes synthetic catalogs in one stream and checks them out.
+	"fast-import": true, "read-tree": true,
 }
 
 // hardening is applied to every command as -c settings.
@@ -260,7 +262,22 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	cmd := exec.CommandContext(ctx, git, args...)
 	cmd.Dir = c.Dir
 	cmd.Env = r.env(&c)
-	cmd.Stdin = c.Stdin
+	if c.Stdin != nil {
+		// os/exec waits for its stdin copier even after the process died,
+		// and a reader that never returns (a stalled HTTP body) would hang
+		// Wait for ever: copy through our own pipe that we can abandon.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("gitcmd: %w", err)
+		}
+		defer pw.Close()
+		cmd.Stdin = pr
+		go func() {
+			_, _ = io.Copy(pw, c.Stdin)
+			pw.Close()
+		}()
+		defer pr.Close()
+	}
 	cmd.Stdout = c.Stdout
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
