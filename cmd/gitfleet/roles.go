@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
+	"github.com/gitfleet/gitfleet/internal/coordinator"
+	"github.com/gitfleet/gitfleet/internal/demo"
+	"github.com/gitfleet/gitfleet/internal/node"
+)
+
+func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
+	return coordinator.Config{
+		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, JoinToken: cfg.JoinToken,
+		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
+		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge,
+	}
+}
+
+func nodeConfig(cfg config.Config, dataDir string) node.Config {
+	return node.Config{
+		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinator: cfg.Coordinator, JoinToken: cfg.JoinToken,
+		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
+		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
+		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
+		AllowPrivate: cfg.AllowPrivateUpstreams,
+	}
+}
+
+func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.GRPC)
+	if err != nil {
+		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
+	}
+	return coordinator.Serve(ctx, coordinatorConfig(cfg, cfg.Data), log, ln)
+}
+
+func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	n, err := node.New(nodeConfig(cfg, cfg.Data), log, clock.Real{})
+	if err != nil {
+		return err
+	}
+	return n.Run(ctx)
+}
+
+// runUp runs a coordinator and a full node in one process: the
+// single-machine mirror, which partial nodes can join later.
+func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.GRPC)
+	if err != nil {
+		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
+	}
+	if cfg.WarmupNodes == 0 {
+		cfg.WarmupNodes = 1 // the full node itself is enough to start
+	}
+	ccfg := coordinatorConfig(cfg, filepath.Join(cfg.Data, "coordinator"))
+	ncfg := nodeConfig(cfg, filepath.Join(cfg.Data, "node"))
+	ncfg.Mode = "full"
+	ncfg.Coordinator = ln.Addr().String()
+	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), ln) }()
+	go func() { errc <- n.Run(ctx) }()
+	err = <-errc
+	cancel()
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
+}
+
+func runDemo(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) error {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	return demo.Run(ctx, demo.Options{HTTPAddr: cfg.HTTP, LogLevel: level}, out)
+}

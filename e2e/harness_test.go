@@ -1,0 +1,167 @@
+// Package e2e runs gitfleet as real processes against real git servers on
+// 127.0.0.1 and checks what a user would see.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gitfleet-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "gitfleet")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/gitfleet")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gitfleet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one gitfleet process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// start runs gitfleet with args; its output goes to a log file that is
+// printed when the test fails.
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			t.Logf("---- log of %s ----\n%s", name, b)
+		}
+	})
+	return p
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+type apiRepo struct {
+	Key     string `json:"key"`
+	Owner   uint32 `json:"owner_node"`
+	State   string `json:"state"`
+	Current bool   `json:"current"`
+	Served  bool   `json:"served"`
+	Error   string `json:"last_error"`
+}
+
+func apiRepos(base string) (map[string]apiRepo, error) {
+	resp, err := http.Get(base + "/api/v1/repos")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Repos []apiRepo `json:"repos"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	out := map[string]apiRepo{}
+	for _, r := range body.Repos {
+		out[r.Key] = r
+	}
+	return out, nil
+}
+
+// lsRemote lists the branches and tags a git server offers for url.
+func lsRemote(url string) (map[string]string, error) {
+	cmd := exec.Command("git", "ls-remote", "--refs", "--", url)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ls-remote %s: %w: %s", url, err, stderr.String())
+	}
+	refs := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		oid, name, ok := strings.Cut(line, "\t")
+		if ok && (strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/")) {
+			refs[name] = oid
+		}
+	}
+	return refs, nil
+}

@@ -1,0 +1,198 @@
+package catalog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
+// BenchCatalog returns the git directory and commit of a generated catalog
+// of n entries in .list files of perFile lines. Generation is deterministic,
+// so catalogs are kept under os.TempDir() between runs.
+func benchCatalog(b *testing.B, n, perFile int) (gitDir, commit string) {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("%d-%d", n, perFile))
+	marker := filepath.Join(dir, "commit")
+	if c, err := os.ReadFile(marker); err == nil {
+		return filepath.Join(dir, ".git"), strings.TrimSpace(string(c))
+	}
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		b.Fatal(err)
+	}
+	commit, err := Generate(context.Background(), testGit, tmp, n, perFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "commit"), []byte(commit), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, ".git"), commit
+}
+
+// benchChange makes (once) a commit on top of base that changes 100
+// entries in 10 files: 5 lines removed and 5 added in each.
+func benchChange(b *testing.B, gitDir, base string, n, perFile int) string {
+	b.Helper()
+	ctx := context.Background()
+	ref := "refs/heads/bench-change-" + base[:12]
+	if c, err := resolveCommit(ctx, testGit, gitDir, ref); err == nil {
+		return c
+	}
+	err := fastImport(ctx, testGit, gitDir, func(w *bufio.Writer) {
+		const msg = "change 100 entries\n"
+		fmt.Fprintf(w, "commit %s\ncommitter %s\ndata %d\n%sfrom %s\n", ref, genIdentity, len(msg), msg, base)
+		for f := range 10 {
+			content := appendGenList(nil, f*perFile+5, perFile-5)
+			for j := range 5 {
+				content = appendGenURL(content, n+f*5+j)
+				content = append(content, '\n')
+			}
+			fmt.Fprintf(w, "M 100644 inline %s\ndata %d\n%s\n", genPath(f), len(content), content)
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := resolveCommit(ctx, testGit, gitDir, ref)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// catFileAlone is how long `git cat-file --batch` alone takes to read every
+// blob of commit (the best of three runs).
+func catFileAlone(b *testing.B, gitDir, commit string) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	blobs, err := lsTree(ctx, testGit, gitDir, commit, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var in bytes.Buffer
+	for _, bl := range blobs {
+		in.WriteString(bl.oid + "\n")
+	}
+	best := time.Duration(1 << 62)
+	for range 3 {
+		start := time.Now()
+		err := testGit.Run(ctx, gitcmd.Cmd{GitDir: gitDir, Name: "cat-file", Flags: []string{"--batch", "--buffer"},
+			Stdin: bytes.NewReader(in.Bytes()), Stdout: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// peakRSS resets the kernel's peak resident size of this process (when
+// it lets us) and returns a function that reads it, in MB.
+func peakRSS() func() (float64, bool) {
+	if os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) != nil {
+		return func() (float64, bool) { return 0, false }
+	}
+	return func() (float64, bool) {
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return 0, false
+		}
+		for l := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				return float64(kb) / 1024, err == nil
+			}
+		}
+		return 0, false
+	}
+}
+
+func liveHeapMB() float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc) / (1 << 20)
+}
+
+// BenchmarkLoad is a cold load (parse, normalise, index) of a generated
+// catalog of .list files of 1,000 lines, against cat-file alone.
+//
+//	go test -run='^$' -bench=Load -benchtime=3x ./internal/catalog/
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			gitDir, commit := benchCatalog(b, n, 1000)
+			cat := catFileAlone(b, gitDir, commit)
+
+			base := liveHeapMB()
+			readPeak := peakRSS()
+			c, err := Load(ctx, testGit, gitDir, commit, Options{})
+			if err != nil || c.Len() != n {
+				b.Fatalf("Load: %v, %d entries", err, c.Len())
+			}
+			peak, peakOK := readPeak()
+			heap := liveHeapMB() - base
+			runtime.KeepAlive(c)
+			c = nil
+
+			b.ResetTimer()
+			for b.Loop() {
+				if c, err = Load(ctx, testGit, gitDir, commit, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perOp := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(perOp)/float64(cat), "x-catfile")
+			b.ReportMetric(cat.Seconds()*1000, "catfile-ms")
+			b.ReportMetric(float64(n)/perOp.Seconds(), "entries/s")
+			b.ReportMetric(heap, "heap-MB")
+			if peakOK {
+				b.ReportMetric(peak, "peak-RSS-MB")
+			}
+		})
+	}
+}
+
+// BenchmarkUpdate applies a commit that changes 100 entries (in 10 files)
+// to catalogs of growing size: its time must not grow with them.
+//
+//	go test -run='^$' -bench=Update ./internal/catalog/
+func BenchmarkUpdate(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			gitDir, base := benchCatalog(b, n, 1000)
+			next := benchChange(b, gitDir, base, n, 1000)
+			old, err := Load(ctx, testGit, gitDir, base, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var d Delta
+			for b.Loop() {
+				if _, d, err = old.Update(ctx, testGit, gitDir, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if len(d.Added) != 50 || len(d.Removed) != 50 || len(d.Changed) != 0 {
+				b.Fatalf("delta: %d added, %d removed, %d changed; want 50, 50, 0", len(d.Added), len(d.Removed), len(d.Changed))
+			}
+			b.ReportMetric(float64(len(d.Added)+len(d.Removed)), "changed-entries")
+		})
+	}
+}

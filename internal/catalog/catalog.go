@@ -1,0 +1,263 @@
+// Package catalog owns the catalog: the git repository that lists the
+// upstream URLs gitfleet mirrors. It reads a catalog commit in bulk (one
+// ls-tree and one cat-file process), parses both file forms (".list" files
+// of one URL per line, and Compass-CI style YAML files with DEFAULTS),
+// normalises every URL to its repository key, reports bad entries with file
+// and line, and turns the change between two commits into an entry-level
+// Delta that costs O(changed files), not O(catalog). It also keeps the
+// coordinator's clone of the catalog repository (Source) and checks a
+// Delta against mass deletions (CheckPurge).
+//
+// It must not decide anything about placement, nodes or fetching, and it
+// must not keep state beyond immutable Catalog values: the coordinator
+// decides when a new Catalog is applied.
+package catalog
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Entry is one upstream repository of the catalog.
+type Entry struct {
+	// Key is the repository key (see package repokey).
+	Key string
+	// URL is the upstream to fetch (cleaned by repokey.Normalize).
+	URL string
+	// Fallbacks are the other URLs of a YAML entry's url list.
+	Fallbacks []string
+	// Attrs are the entry's other YAML keys merged over the DEFAULTS above
+	// it; lists and maps are compact JSON. It is shared: do not modify it.
+	Attrs map[string]string
+	// File and Line locate the entry (the line of its URL).
+	File string
+	Line int
+}
+
+// Problem severities. Errors fail `gitfleet catalog check`; warnings do not.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
+
+// Problem is something wrong in the catalog, located by file and line.
+type Problem struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Key      string `json:"key,omitempty"`
+	Reason   string `json:"reason"`
+	Severity string `json:"severity"`
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Reason) }
+
+// Options say how entries are checked.
+type Options struct {
+	// AllowPrivate is passed to repokey.Normalize: upstreams on loopback
+	// and private networks are accepted (tests and demos).
+	AllowPrivate bool
+	// Log receives one summary line per Load and Update (nil: silent).
+	Log *slog.Logger
+}
+
+// A Catalog is the parsed content of one commit: entries by key, plus
+// per-file bookkeeping so that an update re-reads only changed files. It is
+// immutable: Update returns a new Catalog that shares the unchanged files.
+type Catalog struct {
+	commit string
+	opt    Options
+	files  fileTable
+	keys   keyIndex
+	// defaults holds the own attributes of each directory's DEFAULTS file,
+	// by directory ("" is the root).
+	defaults map[string]map[string]string
+}
+
+// Commit is the commit the catalog was read from.
+func (c *Catalog) Commit() string { return c.commit }
+
+// Len is the number of distinct keys.
+func (c *Catalog) Len() int { return c.keys.n }
+
+// Get returns the entry of key. Finding its line costs a walk of its file.
+func (c *Catalog) Get(key string) (Entry, bool) {
+	e := c.keys.get(key)
+	if e == nil {
+		return Entry{}, false
+	}
+	f := c.files.get(e.name.path)
+	return e.export(f, f.lineOf(e)), true
+}
+
+// Range calls fn for every entry, one per key, in file path order and then
+// line order, until fn returns false. It sorts the file list, so it costs
+// O(files log files) on top of the walk.
+func (c *Catalog) Range(fn func(Entry) bool) {
+	for _, f := range c.sortedFiles() {
+		for i, e := range f.entries {
+			if c.keys.kept(e) && !fn(e.export(f, int(f.lines[i]))) {
+				return
+			}
+		}
+	}
+}
+
+// Problems returns every problem of the catalog (bad entries, unreadable
+// files, duplicates) in file and line order.
+func (c *Catalog) Problems() []Problem {
+	var out []Problem
+	c.files.each(func(f *fileData) { out = append(out, f.problems...) })
+	c.keys.eachDup(func(kept, dup *entry) {
+		out = append(out, Problem{File: dup.name.path, Line: c.lineOf(dup), Key: dup.key, Severity: SeverityWarning,
+			Reason: fmt.Sprintf("duplicate of %s kept at %s:%d (the first by file path and line is kept)",
+				kept.key, kept.name.path, c.lineOf(kept))})
+	})
+	sortProblems(out)
+	return out
+}
+
+// lineOf is the line of an entry of c.
+func (c *Catalog) lineOf(e *entry) int { return c.files.get(e.name.path).lineOf(e) }
+
+func sortProblems(ps []Problem) {
+	slices.SortFunc(ps, func(a, b Problem) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), strings.Compare(a.Reason, b.Reason))
+	})
+}
+
+func (c *Catalog) sortedFiles() []*fileData {
+	fs := make([]*fileData, 0, c.files.n)
+	c.files.each(func(f *fileData) {
+		if len(f.entries) > 0 {
+			fs = append(fs, f)
+		}
+	})
+	slices.SortFunc(fs, func(a, b *fileData) int { return strings.Compare(a.name.path, b.name.path) })
+	return fs
+}
+
+// fileName is the identity of a catalog path, shared by every version of
+// its file, like the entries that do not change between versions.
+type fileName struct{ path string }
+
+// fileData is one version of what a catalog file contributed. It is never
+// modified once built: an update replaces it with a new version that
+// shares the entries that did not change, so that the key index needs no
+// change for them.
+type fileData struct {
+	name *fileName
+	// entries are in line order: lines[i] is the line of entries[i].
+	entries  []*entry
+	lines    []int32
+	problems []Problem
+	// attrs are the merged DEFAULTS above this file (shared, may be nil).
+	attrs map[string]string
+	// allocated counts the entries made for this path since it was last
+	// read whole. Versions share entries, so the arrays they were made in
+	// stay alive while one of them is used: this bounds that waste.
+	allocated int
+}
+
+// setEntries makes slab (just parsed) the entries of f.
+func (f *fileData) setEntries(slab []entry, lines []int32) {
+	f.entries = make([]*entry, len(slab))
+	for i := range slab {
+		f.entries[i] = &slab[i]
+	}
+	f.lines, f.allocated = lines, len(slab)
+}
+
+// lineOf is the line of e in f (a walk of the file).
+func (f *fileData) lineOf(e *entry) int {
+	for i, x := range f.entries {
+		if x == e {
+			return int(f.lines[i])
+		}
+	}
+	return 0
+}
+
+// entry is the compact form of an Entry: most entries of a big catalog are
+// "https://" + key (+ ".git"), with nothing else, and cost 40 bytes plus
+// their key (which shares one string per file), plus 12 in their file.
+type entry struct {
+	key   string
+	name  *fileName
+	extra *extra
+	form  urlForm
+}
+
+// urlForm says how an entry's URL is rebuilt from its key.
+type urlForm uint8
+
+const (
+	formExtra    urlForm = iota // extra.url
+	formHTTPS                   // "https://" + key
+	formHTTPSGit                // "https://" + key + ".git"
+)
+
+// extra holds what few entries have.
+type extra struct {
+	url       string
+	fallbacks []string
+	// attrs, when set, replaces the file's attrs (own keys merged over them).
+	attrs map[string]string
+}
+
+func (e *entry) url() string {
+	switch e.form {
+	case formHTTPS:
+		return "https://" + e.key
+	case formHTTPSGit:
+		return "https://" + e.key + ".git"
+	}
+	return e.extra.url
+}
+
+// attrs are the attributes of e, a entry of f.
+func (e *entry) attrs(f *fileData) map[string]string {
+	if e.extra != nil && e.extra.attrs != nil {
+		return e.extra.attrs
+	}
+	return f.attrs
+}
+
+// export makes the Entry of e, on line of f.
+func (e *entry) export(f *fileData, line int) Entry {
+	out := Entry{Key: e.key, URL: e.url(), Attrs: e.attrs(f), File: e.name.path, Line: line}
+	if e.extra != nil {
+		out.Fallbacks = e.extra.fallbacks
+	}
+	return out
+}
+
+// sameContent says whether a (of file fa) and b (of fb) would be fetched
+// and shown the same way: where they are does not matter, a moved entry is
+// not a change.
+func sameContent(a *entry, fa *fileData, b *entry, fb *fileData) bool {
+	if a.form != b.form || a.form == formExtra && a.extra.url != b.extra.url || a.key != b.key ||
+		!maps.Equal(a.attrs(fa), b.attrs(fb)) {
+		return false
+	}
+	var fallA, fallB []string
+	if a.extra != nil {
+		fallA = a.extra.fallbacks
+	}
+	if b.extra != nil {
+		fallB = b.extra.fallbacks
+	}
+	return slices.Equal(fallA, fallB)
+}
+
+// before is the duplicate rule: of two entries with the same key, the one
+// in the first file by path (byte order), then on the first line, is kept.
+func before(pathA string, lineA int, pathB string, lineB int) bool {
+	if pathA != pathB {
+		return pathA < pathB
+	}
+	return lineA < lineB
+}

@@ -1,0 +1,256 @@
+// Package catalogcli implements `gitfleet catalog`, the tools for the people
+// who maintain a catalog repository: check (a linter that can run in their
+// CI), diff (what a change between two commits does) and gen (a synthetic
+// catalog for benchmarks and tests).
+//
+// It only reads the repositories it is given (gen writes a new one), keeps
+// no state, and leaves every catalog rule to package catalog.
+package catalogcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
+// Exit codes of Main.
+const (
+	exitOK       = 0
+	exitProblems = 1 // check found errors
+	exitUsage    = 2 // bad arguments, or the repository could not be read
+)
+
+const usage = `usage:
+  gitfleet catalog check PATH [REV] [--json] [--allow-private-upstreams]
+      every problem of the catalog at REV (default HEAD) with file:line, and a
+      summary; exits 1 when there are errors
+  gitfleet catalog diff PATH OLD NEW [--json] [--allow-private-upstreams]
+      the keys added, removed and changed between two commits
+  gitfleet catalog gen --repos N [--per-file M] DIR
+      writes a synthetic catalog repository of N entries in .list files of M
+      lines (default 1000) into DIR
+`
+
+// Main runs `gitfleet catalog` with args (what follows "catalog") and
+// returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	git := &gitcmd.Runner{Protocols: "file"}
+	var run func(context.Context, *gitcmd.Runner, []string, io.Writer) (int, error)
+	switch args[0] {
+	case "check":
+		run = check
+	case "diff":
+		run = diff
+	case "gen":
+		run = gen
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "gitfleet catalog: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+	code, err := run(ctx, git, args[1:], stdout)
+	var bad usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case errors.As(err, &bad):
+		fmt.Fprintf(stderr, "gitfleet catalog %s: %v\n%s", args[0], err, usage)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "gitfleet catalog %s: %v\n", args[0], err)
+		return exitUsage
+	}
+	return code
+}
+
+// usageError is a mistake in the arguments: the usage is shown with it.
+type usageError struct{ error }
+
+// parseArgs parses flags that may come before, between or after the
+// positional arguments, and checks the number of positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		} else if err != nil {
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) < minPos || len(pos) > maxPos {
+		return nil, usageError{fmt.Errorf("want %d to %d arguments, got %d: %q", minPos, maxPos, len(pos), pos)}
+	}
+	return pos, nil
+}
+
+// newFlags makes a silent flag set: Main reports its errors.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("gitfleet catalog "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// gitDir finds the git directory of path (a work tree or a bare repository).
+func gitDir(ctx context.Context, git *gitcmd.Runner, path string) (string, error) {
+	out, err := git.Output(ctx, gitcmd.Cmd{Dir: path, Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
+	if err != nil {
+		return "", fmt.Errorf("%s is not a git repository: %w", path, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+type checkReport struct {
+	Commit   string            `json:"commit"`
+	Entries  int               `json:"entries"`
+	Errors   int               `json:"errors"`
+	Warnings int               `json:"warnings"`
+	Problems []catalog.Problem `json:"problems"`
+}
+
+func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("check")
+	asJSON := fs.Bool("json", false, "write the report as JSON")
+	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
+	pos, err := parseArgs(fs, args, 1, 2)
+	if err != nil {
+		return 0, err
+	}
+	rev := "HEAD"
+	if len(pos) == 2 {
+		rev = pos[1]
+	}
+	dir, err := gitDir(ctx, git, pos[0])
+	if err != nil {
+		return 0, err
+	}
+	c, err := catalog.Load(ctx, git, dir, rev, catalog.Options{AllowPrivate: *private})
+	if err != nil {
+		return 0, err
+	}
+	r := checkReport{Commit: c.Commit(), Entries: c.Len(), Problems: c.Problems()}
+	for _, p := range r.Problems {
+		if p.Severity == catalog.SeverityError {
+			r.Errors++
+		} else {
+			r.Warnings++
+		}
+	}
+	code := exitOK
+	if r.Errors > 0 {
+		code = exitProblems
+	}
+	if *asJSON {
+		if r.Problems == nil {
+			r.Problems = []catalog.Problem{}
+		}
+		return code, writeJSON(stdout, r)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(stdout, "%s:%d: %s: %s\n", p.File, p.Line, p.Severity, p.Reason)
+	}
+	fmt.Fprintf(stdout, "%s at %.12s: %s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
+		plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
+	return code, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+type diffReport struct {
+	Old     string   `json:"old"`
+	New     string   `json:"new"`
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+	Changed []string `json:"changed"`
+}
+
+func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("diff")
+	asJSON := fs.Bool("json", false, "write the report as JSON")
+	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
+	pos, err := parseArgs(fs, args, 3, 3)
+	if err != nil {
+		return 0, err
+	}
+	dir, err := gitDir(ctx, git, pos[0])
+	if err != nil {
+		return 0, err
+	}
+	old, err := catalog.Load(ctx, git, dir, pos[1], catalog.Options{AllowPrivate: *private})
+	if err != nil {
+		return 0, err
+	}
+	next, d, err := old.Update(ctx, git, dir, pos[2])
+	if err != nil {
+		return 0, err
+	}
+	r := diffReport{Old: old.Commit(), New: next.Commit(), Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
+	if *asJSON {
+		return exitOK, writeJSON(stdout, r)
+	}
+	for _, l := range []struct {
+		mark string
+		keys []string
+	}{{"+", r.Added}, {"-", r.Removed}, {"~", r.Changed}} {
+		for _, k := range l.keys {
+			fmt.Fprintf(stdout, "%s %s\n", l.mark, k)
+		}
+	}
+	fmt.Fprintf(stdout, "%.12s..%.12s: %d added, %d removed, %d changed\n", r.Old, r.New, len(r.Added), len(r.Removed), len(r.Changed))
+	return exitOK, nil
+}
+
+// keys lists the keys of es (never nil, for JSON).
+func keys(es []catalog.Entry) []string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.Key)
+	}
+	return out
+}
+
+func gen(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("gen")
+	repos := fs.Int("repos", 0, "number of entries")
+	perFile := fs.Int("per-file", 1000, "entries per .list file")
+	pos, err := parseArgs(fs, args, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	commit, err := catalog.Generate(ctx, git, pos[0], *repos, *perFile)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "%s: %d entries in %d files at %s\n", pos[0], *repos, (*repos+*perFile-1) / *perFile, commit)
+	return exitOK, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

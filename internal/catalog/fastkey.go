@@ -1,0 +1,111 @@
+package catalog
+
+import (
+	"bytes"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// fastKey is repokey.Normalize for the one form that makes up nearly all of
+// a big catalog, "https://host/path", without parsing or allocating: at a
+// million lines, Normalize (url.Parse and its garbage) would be most of a
+// load. It accepts only what it can prove Normalize accepts with the same
+// result, and then returns the key's length: the key is line[8:8+n] and
+// the fetch URL is the line itself. Anything else (a port, upper case in
+// the host, an IP address, percent-escapes, another scheme...) returns
+// false, and the caller asks Normalize. TestFastKeyAgreesWithNormalize and
+// FuzzFastKey hold it to that.
+func fastKey(line []byte) (n int, ok bool) {
+	const scheme = "https://"
+	if len(line) <= len(scheme) || string(line[:len(scheme)]) != scheme {
+		return 0, false
+	}
+	rest := line[len(scheme):]
+	slash, letter := -1, false
+	for i, c := range rest {
+		if k := keyChars[c]; k == lower {
+			letter = true
+		} else if k != digitDotDash {
+			if c == '/' {
+				slash = i
+			}
+			break
+		}
+	}
+	// A letter rules out an IP address; localhost is left to Normalize,
+	// which knows whether private hosts are allowed.
+	if slash <= 0 || slash > 253 || !letter || rest[0] == '-' || rest[0] == '.' {
+		return 0, false
+	}
+	if host := rest[:slash]; host[len(host)-1] == 't' &&
+		(string(host) == "localhost" || bytes.HasSuffix(host, []byte(".localhost"))) {
+		return 0, false
+	}
+	// The path as Normalize trims it: trailing slashes, one ".git",
+	// trailing slashes, then the leading slash. The key is rest[:end].
+	end := len(rest)
+	for end > slash && rest[end-1] == '/' {
+		end--
+	}
+	if end-slash >= len(".git") && string(rest[end-len(".git"):end]) == ".git" {
+		end -= len(".git")
+	}
+	for end > slash && rest[end-1] == '/' {
+		end--
+	}
+	if end <= slash+1 || end > repokey.MaxKeyLen {
+		return 0, false
+	}
+	// What was trimmed is slashes and ".git"; check the rest, segment by
+	// segment, as Normalize does.
+	seg := slash + 1
+	for i := seg; i <= end; i++ {
+		if i < end && rest[i] != '/' {
+			if keyChars[rest[i]] == 0 {
+				return 0, false
+			}
+			continue
+		}
+		if !fastSegment(rest[seg:i]) {
+			return 0, false
+		}
+		seg = i + 1
+	}
+	return end, true
+}
+
+func fastSegment(s []byte) bool {
+	if len(s) == 0 || len(s) > 255 || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	switch s[len(s)-1] {
+	case 'k':
+		return !bytes.HasSuffix(s, []byte(".lock"))
+	case 't':
+		return !bytes.HasSuffix(s, []byte(".git"))
+	}
+	return true
+}
+
+// Character classes of fastKey: a host is lower-case letters, digits, dots
+// and dashes; a path may also have upper case, "_", "~" and "/".
+const (
+	pathOnly     = 1
+	digitDotDash = 2
+	lower        = 3
+)
+
+var keyChars = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = lower
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = pathOnly
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = digitDotDash
+	}
+	t['.'], t['-'] = digitDotDash, digitDotDash
+	t['_'], t['~'], t['/'] = pathOnly, pathOnly, pathOnly
+	return t
+}()

@@ -1,0 +1,466 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"go.yaml.in/yaml/v3"
+)
+
+// fileKind says what a catalog path is, from its name alone.
+type fileKind uint8
+
+const (
+	kindNone     fileKind = iota // README*, hidden: never read
+	kindList                     // *.list: one URL per line
+	kindDefaults                 // DEFAULTS: attributes for the entries below
+	kindYAML                     // anything else: a YAML entry if it is one
+)
+
+// maxFileSize bounds what is parsed of one file; a larger file is reported.
+const maxFileSize = 64 << 20
+
+func classify(p string) fileKind {
+	for _, part := range strings.Split(p, "/") {
+		if strings.HasPrefix(part, ".") {
+			return kindNone
+		}
+	}
+	base := path.Base(p)
+	switch {
+	case base == "DEFAULTS":
+		return kindDefaults
+	case strings.HasSuffix(base, ".list"):
+		return kindList
+	case strings.HasPrefix(strings.ToUpper(base), "README"):
+		return kindNone
+	}
+	return kindYAML
+}
+
+// dirOf is the directory of a catalog path ("" for the root).
+func dirOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+func (f *fileData) problem(line int, severity, key, reason string) {
+	f.problems = append(f.problems, Problem{File: f.name.path, Line: line, Key: key, Reason: reason, Severity: severity})
+}
+
+// parseEntries fills f from the content of an entry file (.list or YAML).
+func parseEntries(f *fileData, kind fileKind, data []byte, opt repokey.Options) {
+	if kind == kindList {
+		parseList(f, data, opt)
+	} else {
+		parseYAML(f, data, opt)
+	}
+}
+
+// parseList reads a .list file: one URL per line; "#" at the start of a
+// line or after a blank starts a comment; blank lines, CRLF and a missing
+// final newline are fine. The keys of the file share one string.
+func parseList(f *fileData, data []byte, opt repokey.Options) {
+	data = bytes.TrimPrefix(data, utf8BOM)
+	n := bytes.Count(data, []byte{'\n'}) + 1
+	slab, lines := make([]entry, 0, n), make([]int32, 0, n)
+	arena := make([]byte, 0, len(data))
+	var ends []int
+	for line := 1; len(data) > 0; line++ {
+		l, rest, _ := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		l = bytes.TrimSpace(stripComment(l))
+		if len(l) == 0 {
+			continue
+		}
+		e := entry{name: f.name}
+		if n, ok := fastKey(l); ok {
+			arena = append(arena, l[len("https://"):len("https://")+n]...)
+			switch rest := len(l) - len("https://") - n; {
+			case rest == 0:
+				e.form = formHTTPS
+			case rest == len(".git") && bytes.HasSuffix(l, []byte(".git")):
+				e.form = formHTTPSGit
+			default: // trailing slashes
+				e.extra = &extra{url: string(l)}
+			}
+		} else {
+			key, fetch, err := repokey.Normalize(string(l), opt)
+			if err != nil {
+				f.problem(line, SeverityError, "", err.Error())
+				continue
+			}
+			if e.form = formOf(key, fetch); e.form == formExtra {
+				e.extra = &extra{url: fetch}
+			}
+			arena = append(arena, key...)
+		}
+		ends = append(ends, len(arena))
+		slab = append(slab, e)
+		lines = append(lines, int32(line))
+	}
+	if cap(slab) > len(slab)+len(slab)/8 { // many comments or bad lines
+		slab, lines = slices.Clone(slab), slices.Clone(lines)
+	}
+	keys := string(arena)
+	start := 0
+	for i := range slab {
+		slab[i].key = keys[start:ends[i]]
+		start = ends[i]
+	}
+	f.setEntries(slab, lines)
+}
+
+// stripComment cuts l at a "#" that starts it or follows a blank (a "#"
+// inside a URL is left for the URL check to refuse).
+func stripComment(l []byte) []byte {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(l[i:], '#')
+		if j < 0 {
+			return l
+		}
+		i += j
+		if i == 0 || l[i-1] == ' ' || l[i-1] == '\t' {
+			return l[:i]
+		}
+	}
+}
+
+func formOf(key, fetch string) urlForm {
+	const scheme = "https://"
+	switch {
+	case len(fetch) == len(scheme)+len(key) && strings.HasPrefix(fetch, scheme) && fetch[len(scheme):] == key:
+		return formHTTPS
+	case len(fetch) == len(scheme)+len(key)+4 && strings.HasPrefix(fetch, scheme) &&
+		strings.HasSuffix(fetch, ".git") && fetch[len(scheme):len(fetch)-4] == key:
+		return formHTTPSGit
+	}
+	return formExtra
+}
+
+// firstDocument decodes data and returns the root node of its first
+// non-empty YAML document (nil if none). A syntax error or a second
+// non-empty document is reported on f; after a syntax error it returns nil,
+// so that a malformed file contributes nothing.
+func firstDocument(f *fileData, data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root *yaml.Node
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return root
+		}
+		if err != nil {
+			line, msg := yamlError(err)
+			f.problem(line, SeverityError, "", "not valid YAML, file skipped: "+msg)
+			return nil
+		}
+		if len(doc.Content) == 0 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].ShortTag() == "!!null" {
+			continue // an empty document, e.g. a lone "---"
+		}
+		if root == nil {
+			root = doc.Content[0]
+			continue
+		}
+		f.problem(doc.Content[0].Line, SeverityError, "",
+			"a second YAML document: a file holds one entry, only the first document is read")
+		return root
+	}
+}
+
+// yamlError splits a yaml.v3 error ("yaml: line 3: did not find...") into
+// its line (1 when it has none) and message.
+func yamlError(err error) (int, string) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	rest, ok := strings.CutPrefix(msg, "line ")
+	if !ok {
+		return 1, msg
+	}
+	digits, text, _ := strings.Cut(rest, ": ")
+	n, convErr := strconv.Atoi(digits)
+	if convErr != nil || n < 1 {
+		return 1, msg
+	}
+	return n, text
+}
+
+// parseYAML reads a YAML entry file: a mapping whose "url" is a string or
+// a list (the first is the upstream, the rest fallbacks) and whose other
+// keys are attributes. A file that never mentions "url", or whose document
+// is not a mapping, is not an entry file and is ignored without a problem.
+func parseYAML(f *fileData, data []byte, opt repokey.Options) {
+	if !bytes.Contains(data, []byte("url")) {
+		return
+	}
+	root := firstDocument(f, data)
+	if root == nil || root.Kind != yaml.MappingNode {
+		return
+	}
+	var urlNode *yaml.Node
+	attrs := yamlAttrs(f, root, func(k, v *yaml.Node) bool {
+		if k.Value != "url" {
+			return false
+		}
+		urlNode = v
+		return true
+	})
+	if urlNode == nil {
+		f.problem(root.Line, SeverityWarning, "", "a YAML mapping without a url: key is not an entry; ignored")
+		return
+	}
+	urls := []*yaml.Node{urlNode}
+	if urlNode.Kind == yaml.SequenceNode {
+		urls = urlNode.Content
+	}
+	if len(urls) == 0 {
+		f.problem(urlNode.Line, SeverityError, "", "url: is an empty list")
+		return
+	}
+	for i, u := range urls {
+		urls[i] = resolveAlias(u)
+		if urls[i].Kind != yaml.ScalarNode || urls[i].ShortTag() == "!!null" {
+			f.problem(u.Line, SeverityError, "", "url: want a URL or a list of URLs")
+			return
+		}
+	}
+	key, fetch, err := repokey.Normalize(urls[0].Value, opt)
+	if err != nil {
+		f.problem(urls[0].Line, SeverityError, "", err.Error())
+		return
+	}
+	e := entry{key: key, name: f.name, form: formOf(key, fetch)}
+	var fallbacks []string
+	for _, u := range urls[1:] {
+		_, fb, err := repokey.Normalize(u.Value, opt)
+		if err != nil {
+			f.problem(u.Line, SeverityError, key, "fallback URL skipped: "+err.Error())
+			continue
+		}
+		fallbacks = append(fallbacks, fb)
+	}
+	if e.form == formExtra || len(fallbacks) > 0 || len(attrs) > 0 {
+		e.extra = &extra{fallbacks: fallbacks}
+		if e.form == formExtra {
+			e.extra.url = fetch
+		}
+		if len(attrs) > 0 {
+			e.extra.attrs = mergeAttrs(f.attrs, attrs)
+		}
+	}
+	f.setEntries([]entry{e}, []int32{int32(urls[0].Line)})
+}
+
+// parseDefaults reads a DEFAULTS file: a mapping of attributes for every
+// entry below its directory. A url key there is ignored with a warning.
+func parseDefaults(f *fileData, data []byte) map[string]string {
+	root := firstDocument(f, data)
+	if root == nil {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		f.problem(root.Line, SeverityError, "", "DEFAULTS must be a YAML mapping; ignored")
+		return nil
+	}
+	return yamlAttrs(f, root, func(k, _ *yaml.Node) bool {
+		if k.Value != "url" {
+			return false
+		}
+		f.problem(k.Line, SeverityWarning, "", "url: in DEFAULTS is ignored (every entry names its own)")
+		return true
+	})
+}
+
+// yamlAttrs renders the keys of a mapping as attributes, except those that
+// special takes. A repeated or non-string key is reported.
+func yamlAttrs(f *fileData, m *yaml.Node, special func(k, v *yaml.Node) bool) map[string]string {
+	var attrs map[string]string
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], resolveAlias(m.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			f.problem(k.Line, SeverityError, "", "a key that is not a string; ignored")
+			continue
+		}
+		if seen[k.Value] {
+			f.problem(k.Line, SeverityError, "", fmt.Sprintf("key %q is repeated; the first is used", k.Value))
+			continue
+		}
+		seen[k.Value] = true
+		if special(k, v) {
+			continue
+		}
+		s, err := renderAttr(v)
+		if err != nil {
+			f.problem(v.Line, SeverityError, "", fmt.Sprintf("attribute %q skipped: %v", k.Value, err))
+			continue
+		}
+		if attrs == nil {
+			attrs = make(map[string]string)
+		}
+		attrs[k.Value] = s
+	}
+	return attrs
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// mergeAttrs returns inner merged over outer (outer is not modified).
+func mergeAttrs(outer, inner map[string]string) map[string]string {
+	if len(inner) == 0 {
+		return outer
+	}
+	if len(outer) == 0 {
+		return inner
+	}
+	out := maps.Clone(outer)
+	maps.Copy(out, inner)
+	return out
+}
+
+// Bounds of a rendered attribute; aliases can make a small file render to a
+// huge value, so rendering stops at these.
+const (
+	maxAttrLen   = 64 << 10
+	maxAttrDepth = 32
+)
+
+var errAttrTooBig = fmt.Errorf("value larger than %d bytes or deeper than %d levels", maxAttrLen, maxAttrDepth)
+
+// renderAttr renders an attribute value: a scalar as its text (null as
+// ""), a list or a map as compact JSON in source order.
+func renderAttr(n *yaml.Node) (string, error) {
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!null" {
+			return "", nil
+		}
+		return n.Value, nil
+	}
+	var buf []byte
+	if err := appendJSON(&buf, n, 0); err != nil {
+		return "", err
+	}
+	return string(buf), nil
+}
+
+func appendJSON(buf *[]byte, n *yaml.Node, depth int) error {
+	if depth > maxAttrDepth || len(*buf) > maxAttrLen {
+		return errAttrTooBig
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			*buf = append(*buf, "null"...)
+			return nil
+		}
+		return appendJSON(buf, n.Alias, depth+1)
+	case yaml.SequenceNode, yaml.MappingNode:
+		open, close, step := byte('['), byte(']'), 1
+		if n.Kind == yaml.MappingNode {
+			open, close, step = '{', '}', 2
+		}
+		*buf = append(*buf, open)
+		for i := 0; i+step-1 < len(n.Content); i += step {
+			if i > 0 {
+				*buf = append(*buf, ',')
+			}
+			if step == 2 {
+				k := resolveAlias(n.Content[i])
+				if k.Kind != yaml.ScalarNode {
+					return errors.New("a map key that is not a string")
+				}
+				*buf = appendJSONString(*buf, k.Value)
+				*buf = append(*buf, ':')
+			}
+			if err := appendJSON(buf, n.Content[i+step-1], depth+1); err != nil {
+				return err
+			}
+		}
+		*buf = append(*buf, close)
+		return nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			*buf = append(*buf, "null"...)
+			return nil
+		case "!!bool", "!!int", "!!float":
+			var v any
+			if n.Decode(&v) == nil {
+				if b, err := json.Marshal(v); err == nil {
+					*buf = append(*buf, b...)
+					return nil
+				}
+			}
+		}
+		*buf = appendJSONString(*buf, n.Value)
+		return nil
+	}
+	return fmt.Errorf("unsupported YAML node kind %d", n.Kind)
+}
+
+func appendJSONString(buf []byte, s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(buf, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
+}
+
+// defaultsAbove returns, for every directory with a DEFAULTS, its
+// attributes merged over those of the DEFAULTS above it (inner over outer).
+func defaultsAbove(own map[string]map[string]string) map[string]map[string]string {
+	merged := make(map[string]map[string]string, len(own))
+	var get func(dir string) map[string]string
+	get = func(dir string) map[string]string {
+		if m, ok := merged[dir]; ok {
+			return m
+		}
+		var outer map[string]string
+		for d := dir; d != ""; {
+			d = dirOf(d)
+			if _, ok := own[d]; ok {
+				outer = get(d)
+				break
+			}
+		}
+		m := mergeAttrs(outer, own[dir])
+		merged[dir] = m
+		return m
+	}
+	for dir := range own {
+		get(dir)
+	}
+	return merged
+}
+
+// attrsFor returns the merged DEFAULTS that apply to files in dir.
+func attrsFor(merged map[string]map[string]string, dir string) map[string]string {
+	for {
+		if m, ok := merged[dir]; ok {
+			return m
+		}
+		if dir == "" {
+			return nil
+		}
+		dir = dirOf(dir)
+	}
+}

@@ -1,0 +1,87 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
+// headRef is where Source keeps the remote's HEAD.
+const headRef = "refs/gitfleet/catalog"
+
+// Source is the coordinator's bare clone of the catalog repository.
+type Source struct {
+	dir    string
+	remote string
+	git    *gitcmd.Runner
+	log    *slog.Logger
+	mu     sync.Mutex // one fetch at a time
+}
+
+// OpenSource prepares a bare clone of remote in <dataDir>/catalog.git
+// (created if missing, reused otherwise). remote is a URL or a local path
+// (the operator gave it; git must allow the file protocol for a path).
+func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*Source, error) {
+	if remote == "" {
+		return nil, fmt.Errorf("catalog: no catalog repository given")
+	}
+	if !isURL(remote) {
+		abs, err := filepath.Abs(remote)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: catalog repository %q: %w", remote, err)
+		}
+		remote = abs
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{dir: filepath.Join(dataDir, "catalog.git"), remote: remote, git: git, log: log}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	// init on an existing repository only re-checks it.
+	err := git.Run(context.Background(), gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{s.dir}})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: create the catalog clone in %s: %w", s.dir, err)
+	}
+	return s, nil
+}
+
+// isURL tells a URL ("https://...", scp-like "git@host:path") from a path.
+func isURL(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	colon := strings.Index(s, ":")
+	return colon > 0 && !strings.Contains(s[:colon], "/")
+}
+
+// Dir is the git directory of the clone, for Load and Update.
+func (s *Source) Dir() string { return s.dir }
+
+// Fetch fetches the remote's HEAD (its default branch) and returns its
+// commit ID. The clone's ref moves only when the fetch succeeded, so a
+// failure leaves the previous commit readable.
+func (s *Source) Fetch(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: s.dir, Name: "fetch",
+		Flags: []string{"--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"},
+		Args:  []string{s.remote, "+HEAD:" + headRef}})
+	if err != nil {
+		s.log.Warn("catalog fetch failed; keeping the previous catalog", "remote", s.remote, "err", err)
+		return "", fmt.Errorf("catalog: fetch %s: %w", s.remote, err)
+	}
+	commit, err := resolveCommit(ctx, s.git, s.dir, headRef)
+	if err != nil {
+		return "", err
+	}
+	s.log.Debug("catalog fetched", "remote", s.remote, "commit", commit)
+	return commit, nil
+}

@@ -1,0 +1,520 @@
+// Package coordinator is the fleet's lightweight public coordinator. It reads
+// the catalog, keeps the membership of nodes, decides which node mirrors
+// which repository, and tells nodes about changes over their gRPC sessions.
+// It never moves repository data.
+//
+// The rules live in pure packages (catalog, membership, ring); this package
+// is the shell around them: sessions, timers, persistence.
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/membership"
+	"github.com/gitfleet/gitfleet/internal/ring"
+	"github.com/gitfleet/gitfleet/internal/store"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Config configures a coordinator.
+type Config struct {
+	DataDir           string
+	Catalog           string // path or URL of the catalog repository
+	CatalogInterval   time.Duration
+	JoinToken         string
+	Grace             time.Duration
+	Warmup            time.Duration
+	WarmupNodes       int
+	HeartbeatInterval time.Duration
+	AllowPrivate      bool
+	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
+	BatchSize int
+	// MaxPurgeShare is the largest share of all repositories one catalog
+	// change may remove without an operator's confirmation.
+	MaxPurgeShare float64
+}
+
+// Coordinator is the running coordinator. Create it with New, serve its
+// gRPC service, and call Run.
+type Coordinator struct {
+	fleetv1.UnimplementedCoordinatorServer
+
+	cfg   Config
+	log   *slog.Logger
+	clk   clock.Clock
+	db    store.Store
+	git   *gitcmd.Runner
+	src   *catalog.Source
+	wake  chan struct{}
+	flush chan struct{}
+
+	mu       sync.Mutex
+	cat      *catalog.Catalog
+	table    *membership.Table
+	ring     *ring.Ring
+	placing  bool
+	repos    map[string]*repo
+	nodes    map[uint32]*nodeRecord
+	sessions map[uint32]*session
+	dirty    map[string]bool   // repos to persist (false: delete)
+	meta     map[string]string // meta values to persist
+	forget   []uint32          // forgotten nodes to delete from the store
+	// memberDirty says the membership table changed since the last persist.
+	memberDirty bool
+	purge       *pendingPurge
+}
+
+// repo is the coordinator's view of one repository.
+type repo struct {
+	URL        string
+	Fallbacks  []string `json:",omitempty"`
+	Owner      uint32   `json:",omitempty"` // confirmed owner
+	Target     uint32   `json:",omitempty"` // owner-to-be, until it confirms a clone
+	Digest     string   `json:",omitempty"`
+	State      string   `json:",omitempty"`
+	LastCheck  int64    `json:",omitempty"` // unix ms
+	LastChange int64    `json:",omitempty"`
+	LastError  string   `json:",omitempty"`
+	Failures   int      `json:",omitempty"`
+}
+
+// Repository states, as shown by the API.
+const (
+	StatePending = "pending" // not mirrored yet
+	StateOK      = "ok"
+	StateFailing = "failing"
+)
+
+type nodeRecord struct {
+	ID         uint32
+	Name       string
+	SecretHash string
+	Mode       fleetv1.Mode
+	Capacity   float64
+	TunnelAddr string `json:",omitempty"`
+}
+
+type pendingPurge struct {
+	commit  string
+	removed int
+	total   int
+}
+
+// Buckets of the store.
+const (
+	bucketMeta  = "meta"
+	bucketNodes = "nodes"
+	bucketRepos = "repos"
+)
+
+// New opens the coordinator's state in cfg.DataDir. A coordinator with
+// stored state resumes from it; one without waits for nodes (warm-up).
+func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
+	if cfg.JoinToken == "" {
+		return nil, errors.New("coordinator: a join token is required (--join-token)")
+	}
+	if cfg.Catalog == "" {
+		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	}
+	if cfg.CatalogInterval <= 0 {
+		cfg.CatalogInterval = 5 * time.Minute
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 5 * time.Second
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.MaxPurgeShare <= 0 {
+		cfg.MaxPurgeShare = 0.05
+	}
+	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "coordinator.db"))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	c := &Coordinator{
+		cfg:      cfg,
+		log:      log,
+		clk:      clk,
+		db:       db,
+		git:      &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
+		wake:     make(chan struct{}, 1),
+		flush:    make(chan struct{}, 1),
+		repos:    make(map[string]*repo),
+		nodes:    make(map[uint32]*nodeRecord),
+		sessions: make(map[uint32]*session),
+		dirty:    make(map[string]bool),
+		meta:     make(map[string]string),
+	}
+	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coordinator: catalog: %w", err)
+	}
+	if err := c.restore(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Coordinator) memberConfig() membership.Config {
+	mc := membership.DefaultConfig()
+	if c.cfg.Grace > 0 {
+		mc.Grace = c.cfg.Grace
+	}
+	if c.cfg.Warmup > 0 {
+		mc.Warmup = c.cfg.Warmup
+	}
+	mc.WarmupNodes = c.cfg.WarmupNodes
+	mc.HeartbeatTimeout = 3 * c.cfg.HeartbeatInterval
+	return mc
+}
+
+// restore loads nodes, membership, repository states and the catalog
+// commit last applied.
+func (c *Coordinator) restore(ctx context.Context) error {
+	now := c.clk.Now()
+	snap, ok, err := c.db.Get(ctx, bucketMeta, "membership")
+	if err != nil {
+		return fmt.Errorf("coordinator: restore: %w", err)
+	}
+	if ok {
+		c.table, err = membership.Restore(c.memberConfig(), snap, now)
+		if err != nil {
+			return fmt.Errorf("coordinator: restore membership: %w", err)
+		}
+		c.placing = true
+	} else {
+		c.table = membership.New(c.memberConfig(), now)
+	}
+	err = c.db.Scan(ctx, bucketNodes, "", func(_ string, v []byte) error {
+		var n nodeRecord
+		if err := json.Unmarshal(v, &n); err != nil {
+			return err
+		}
+		c.nodes[n.ID] = &n
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: restore nodes: %w", err)
+	}
+	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
+		var r repo
+		if err := json.Unmarshal(v, &r); err != nil {
+			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
+			return nil
+		}
+		c.repos[k] = &r
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: restore repositories: %w", err)
+	}
+	c.rebuildRing()
+	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
+		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
+		if err != nil {
+			c.log.Warn("restore: stored catalog commit unreadable, reloading from the remote", "commit", string(commit), "err", err)
+		} else {
+			c.cat = cat
+		}
+	}
+	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", len(c.repos), "placing", c.placing)
+	return nil
+}
+
+func (c *Coordinator) catalogOptions() catalog.Options {
+	return catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Log: c.log}
+}
+
+// Close releases the store.
+func (c *Coordinator) Close() error { return c.db.Close() }
+
+// Run refreshes the catalog, runs the membership timers and persists state
+// until ctx ends.
+func (c *Coordinator) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.catalogLoop(ctx) }()
+	go func() { defer wg.Done(); c.membershipLoop(ctx) }()
+	go func() { defer wg.Done(); c.persistLoop(ctx) }()
+	wg.Wait()
+	c.persist(context.Background())
+	return nil
+}
+
+func (c *Coordinator) catalogLoop(ctx context.Context) {
+	for {
+		if err := c.RefreshCatalog(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clk.After(c.cfg.CatalogInterval):
+		}
+	}
+}
+
+// RefreshCatalog fetches the catalog and applies what changed.
+func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	commit, err := c.src.Fetch(ctx)
+	if err != nil {
+		return fmt.Errorf("fetch catalog: %w", err)
+	}
+	c.mu.Lock()
+	old := c.cat
+	c.mu.Unlock()
+	if old != nil && old.Commit() == commit {
+		return nil
+	}
+	var next *catalog.Catalog
+	var delta catalog.Delta
+	if old == nil {
+		next, err = catalog.Load(ctx, c.git, c.src.Dir(), commit, c.catalogOptions())
+		if err != nil {
+			return fmt.Errorf("load catalog %s: %w", commit, err)
+		}
+		delta = c.deltaFromStored(next)
+	} else {
+		next, delta, err = old.Update(ctx, c.git, c.src.Dir(), commit)
+		if err != nil {
+			return fmt.Errorf("update catalog to %s: %w", commit, err)
+		}
+	}
+	for _, p := range next.Problems() {
+		c.log.Warn("catalog entry skipped", "problem", p.String())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := len(c.repos)
+	if err := catalog.CheckPurge(total, len(delta.Removed), c.cfg.MaxPurgeShare); err != nil && old != nil {
+		if c.purge == nil || c.purge.commit != commit {
+			c.log.Error("catalog change NOT applied: it would remove too many repositories at once; confirm it to apply",
+				"commit", commit, "removed", len(delta.Removed), "total", total, "err", err)
+		}
+		c.purge = &pendingPurge{commit: commit, removed: len(delta.Removed), total: total}
+		return nil
+	}
+	c.purge = nil
+	c.applyDelta(delta)
+	c.cat = next
+	c.dirtyMeta("catalog_commit", commit)
+	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
+		"added", len(delta.Added), "removed", len(delta.Removed), "changed", len(delta.Changed))
+	c.signalPersist()
+	return nil
+}
+
+// deltaFromStored compares a freshly loaded catalog with the repositories
+// the store knows (a first load, or a restart whose commit was lost).
+func (c *Coordinator) deltaFromStored(next *catalog.Catalog) catalog.Delta {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var d catalog.Delta
+	seen := make(map[string]bool, next.Len())
+	next.Range(func(e catalog.Entry) bool {
+		seen[e.Key] = true
+		r, ok := c.repos[e.Key]
+		switch {
+		case !ok:
+			d.Added = append(d.Added, e)
+		case r.URL != e.URL:
+			d.Changed = append(d.Changed, e)
+		}
+		return true
+	})
+	for k := range c.repos {
+		if !seen[k] {
+			d.Removed = append(d.Removed, catalog.Entry{Key: k})
+		}
+	}
+	return d
+}
+
+// applyDelta changes the repository set. Caller holds c.mu.
+func (c *Coordinator) applyDelta(d catalog.Delta) {
+	for _, e := range d.Added {
+		c.repos[e.Key] = &repo{URL: e.URL, Fallbacks: e.Fallbacks, State: StatePending}
+		c.dirty[e.Key] = true
+		c.place(e.Key)
+		c.broadcastState(e.Key)
+	}
+	for _, e := range d.Changed {
+		r := c.repos[e.Key]
+		if r == nil {
+			continue
+		}
+		r.URL, r.Fallbacks = e.URL, e.Fallbacks
+		c.dirty[e.Key] = true
+		for _, id := range []uint32{r.Owner, r.Target} {
+			if s := c.sessions[id]; s != nil && id != 0 {
+				s.queueAssign(e.Key, false)
+			}
+		}
+		c.broadcastState(e.Key)
+	}
+	for _, e := range d.Removed {
+		r := c.repos[e.Key]
+		if r == nil {
+			continue
+		}
+		for _, id := range []uint32{r.Owner, r.Target} {
+			if s := c.sessions[id]; s != nil && id != 0 {
+				s.queueDrop(e.Key)
+			}
+		}
+		delete(c.repos, e.Key)
+		c.dirty[e.Key] = false
+		for _, s := range c.sessions {
+			if s.full {
+				s.queueRemoved(e.Key)
+			}
+		}
+	}
+}
+
+// ConfirmPurge applies a held-back catalog change that removes many
+// repositories. It returns an error when nothing is held back.
+func (c *Coordinator) ConfirmPurge(ctx context.Context) error {
+	c.mu.Lock()
+	p := c.purge
+	if p == nil {
+		c.mu.Unlock()
+		return errors.New("no catalog change is waiting for confirmation")
+	}
+	old := c.cat
+	c.mu.Unlock()
+	next, delta, err := old.Update(ctx, c.git, c.src.Dir(), p.commit)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.purge = nil
+	c.applyDelta(delta)
+	c.cat = next
+	c.dirtyMeta("catalog_commit", p.commit)
+	c.log.Warn("catalog change confirmed by the operator", "commit", p.commit, "removed", len(delta.Removed))
+	c.signalPersist()
+	return nil
+}
+
+// checkToken compares a presented join token in constant time.
+func (c *Coordinator) checkToken(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(c.cfg.JoinToken)) == 1
+}
+
+func hashSecret(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func newSecret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tunnelAddrs lists where partial nodes open tunnels. Caller holds c.mu.
+func (c *Coordinator) tunnelAddrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		if n.Mode == fleetv1.Mode_MODE_FULL && n.TunnelAddr != "" {
+			out = append(out, n.TunnelAddr)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Coordinator) signalPersist() {
+	select {
+	case c.flush <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Coordinator) dirtyMeta(key, value string) { c.meta[key] = value }
+
+// persistLoop writes dirty state in batches.
+func (c *Coordinator) persistLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.flush:
+		case <-c.clk.After(time.Second):
+		}
+		c.persist(ctx)
+	}
+}
+
+func (c *Coordinator) persist(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && !c.memberDirty {
+		c.mu.Unlock()
+		return
+	}
+	c.memberDirty = false
+	ops := make([]store.Op, 0, len(c.dirty)+len(c.meta)+1)
+	for k, v := range c.meta {
+		ops = append(ops, store.Op{Bucket: bucketMeta, Key: k, Value: []byte(v)})
+	}
+	for _, id := range c.forget {
+		ops = append(ops, store.Op{Bucket: bucketNodes, Key: fmt.Sprint(id), Delete: true})
+	}
+	c.forget = nil
+	for k, keep := range c.dirty {
+		r := c.repos[k]
+		if !keep || r == nil {
+			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
+			continue
+		}
+		b, _ := json.Marshal(r)
+		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
+	}
+	ops = append(ops, store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()})
+	c.dirty = make(map[string]bool)
+	c.meta = make(map[string]string)
+	c.mu.Unlock()
+	if err := c.db.Batch(ctx, ops); err != nil {
+		c.log.Error("persist state failed; will retry", "err", err)
+		// Put the operations back so that nothing is lost.
+		c.mu.Lock()
+		for _, op := range ops {
+			if op.Bucket == bucketRepos {
+				if _, ok := c.dirty[op.Key]; !ok {
+					c.dirty[op.Key] = !op.Delete
+				}
+			} else if op.Key != "membership" {
+				c.dirtyMeta(op.Key, string(op.Value))
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *Coordinator) saveNode(ctx context.Context, n *nodeRecord) error {
+	b, err := json.Marshal(n)
+	if err != nil {
+		return err
+	}
+	return c.db.Put(ctx, bucketNodes, fmt.Sprint(n.ID), b)
+}

@@ -1,0 +1,46 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Serve runs a coordinator with its gRPC service on ln until ctx ends.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) error {
+	c, err := New(ctx, cfg, log, clock.Real{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	srv := grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(64<<20))
+	fleetv1.RegisterCoordinatorServer(srv, c)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("coordinator listening", "grpc", ln.Addr().String(), "catalog", cfg.Catalog)
+	select {
+	case <-ctx.Done():
+		srv.Stop()
+	case err = <-errc:
+	}
+	wg.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,382 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gitfleet/gitfleet/internal/membership"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Register admits a node. A new node gets the smallest free ID and a
+// secret; a known node proves itself with its secret and keeps its ID.
+func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest) (*fleetv1.RegisterResponse, error) {
+	if !c.checkToken(req.GetJoinToken()) {
+		c.log.Warn("registration refused: wrong join token", "name", req.GetName())
+		return nil, status.Error(codes.PermissionDenied, "join token refused: check --join-token against the coordinator's")
+	}
+	if req.GetMode() != fleetv1.Mode_MODE_PARTIAL && req.GetMode() != fleetv1.Mode_MODE_FULL {
+		return nil, status.Error(codes.InvalidArgument, "mode must be partial or full")
+	}
+	if len(req.GetName()) > 128 || len(req.GetTunnelAddr()) > 256 || req.GetCapacity() < 0 || req.GetCapacity() > 1e6 {
+		return nil, status.Error(codes.InvalidArgument, "name, tunnel address or capacity out of range")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var rec *nodeRecord
+	secret := ""
+	if id := req.GetNodeId(); id != 0 {
+		if n := c.nodes[id]; n != nil && n.SecretHash == hashSecret(req.GetNodeSecret()) {
+			rec = n
+		} else {
+			c.log.Info("unknown node ID or wrong secret: registering as a new node", "id", id, "name", req.GetName())
+		}
+	}
+	if rec == nil {
+		secret = newSecret()
+		rec = &nodeRecord{ID: c.allocateID(), SecretHash: hashSecret(secret)}
+	}
+	rec.Name, rec.Mode, rec.Capacity, rec.TunnelAddr = req.GetName(), req.GetMode(), req.GetCapacity(), req.GetTunnelAddr()
+	c.nodes[rec.ID] = rec
+	if err := c.saveNode(ctx, rec); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store node: %v", err)
+	}
+	c.log.Info("node registered", "node", rec.ID, "name", rec.Name, "mode", rec.Mode.String(), "capacity", rec.Capacity)
+	if rec.Mode == fleetv1.Mode_MODE_FULL {
+		// Partial nodes learn where to open their tunnels.
+		for _, s := range c.sessions {
+			s.queueWelcome()
+		}
+	}
+	return &fleetv1.RegisterResponse{NodeId: rec.ID, NodeSecret: secret, HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds()}, nil
+}
+
+// allocateID returns the smallest ID that no registered node has (IDs of
+// forgotten nodes are reused). Caller holds c.mu.
+func (c *Coordinator) allocateID() uint32 {
+	for id := uint32(1); ; id++ {
+		if _, taken := c.nodes[id]; !taken {
+			return id
+		}
+	}
+}
+
+// Session is a node's long-lived stream.
+func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "the first message of a session must be Hello")
+	}
+	c.mu.Lock()
+	rec := c.nodes[hello.GetNodeId()]
+	if rec == nil || rec.SecretHash != hashSecret(hello.GetNodeSecret()) {
+		c.mu.Unlock()
+		return status.Error(codes.Unauthenticated, "unknown node or wrong node secret: register again")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	s := newSession(c, rec, cancel)
+	if old := c.sessions[rec.ID]; old != nil {
+		old.cancel() // a newer session replaces an older one
+	}
+	c.sessions[rec.ID] = s
+	now := c.clk.Now()
+	changes := c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
+		Member: rec.Capacity > 0}, now)
+	c.applyChanges(changes)
+	s.queueWelcome()
+	// The node gets what it owns or is about to own, and a full node the
+	// state of every repository.
+	for k, r := range c.repos {
+		if r.Owner == rec.ID {
+			s.queueAssign(k, false)
+		} else if r.Target == rec.ID {
+			s.queueAssign(k, true)
+		}
+		if s.full {
+			s.queueState(k)
+		}
+	}
+	c.mu.Unlock()
+	c.log.Info("session opened", "node", rec.ID, "name", rec.Name)
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- s.sendLoop(ctx, stream) }()
+	recvErr := c.recvLoop(rec.ID, s, stream)
+
+	cancel()
+	err = <-sendErr
+	c.mu.Lock()
+	if c.sessions[rec.ID] == s {
+		delete(c.sessions, rec.ID)
+		c.applyChanges(c.table.Disconnect(rec.ID, c.clk.Now()))
+	}
+	c.mu.Unlock()
+	c.log.Info("session closed", "node", rec.ID, "recv", recvErr, "send", err)
+	if recvErr == io.EOF {
+		return nil
+	}
+	return recvErr
+}
+
+func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator_SessionServer) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.sessions[id] != s {
+			c.mu.Unlock()
+			return status.Error(codes.Aborted, "replaced by a newer session")
+		}
+		switch m := msg.Msg.(type) {
+		case *fleetv1.NodeMessage_Heartbeat:
+			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
+			s.disk = m.Heartbeat
+		case *fleetv1.NodeMessage_Inventory:
+			c.inventory(id, s, m.Inventory)
+			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
+		case *fleetv1.NodeMessage_Results:
+			for _, r := range m.Results.GetResults() {
+				c.result(id, r)
+			}
+			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
+		default:
+			c.log.Warn("unexpected message from node", "node", id)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// inventory reconciles what a node holds with what it should hold: a
+// partial node drops mirrors it no longer owns; an owner's digest is
+// adopted. Caller holds c.mu.
+func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
+	for _, h := range inv.GetRepos() {
+		key := h.GetKey()
+		if repokey.Check(key) != nil {
+			continue
+		}
+		r := c.repos[key]
+		if s.full {
+			continue // full nodes keep every copy; removals reach them as RepoRemoved
+		}
+		switch {
+		case r == nil:
+			if c.cat != nil { // only once the catalog is known
+				s.queueDrop(key)
+			}
+		case r.Owner == id:
+			if r.Digest == "" {
+				r.Digest = h.GetDigest()
+				c.dirty[key] = true
+			}
+		case r.Target == id:
+		case r.Owner == 0 && c.placing:
+			c.place(key)
+		default:
+			if r.Owner != 0 {
+				s.queueDrop(key)
+			}
+		}
+	}
+}
+
+// result records a check result. Caller holds c.mu.
+func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
+	key := res.GetKey()
+	r := c.repos[key]
+	if r == nil {
+		return
+	}
+	if res.GetServed() {
+		return // a full node's pull: nothing to record yet
+	}
+	if id != r.Owner && id != r.Target {
+		return // a stale result from a former owner
+	}
+	if id == r.Target {
+		if !res.GetOk() {
+			return // the move is not done until the new owner has a mirror
+		}
+		old := r.Owner
+		r.Owner, r.Target = id, 0
+		if old != 0 && old != id {
+			c.sendDrop(old, key)
+		}
+	}
+	at := res.GetCheckedAtMs()
+	r.LastCheck = at
+	if res.GetOk() {
+		if res.GetChanged() || r.Digest != res.GetDigest() {
+			r.LastChange = at
+		}
+		r.Digest = res.GetDigest()
+		r.State, r.LastError, r.Failures = StateOK, "", 0
+	} else {
+		r.Failures++
+		r.LastError = fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError())
+		if r.Digest == "" {
+			r.State = StatePending
+		}
+		if r.Failures > 0 {
+			r.State = StateFailing
+		}
+	}
+	c.dirty[key] = true
+	c.broadcastState(key)
+}
+
+// session is the coordinator's side of one node's stream. Outgoing work is
+// kept as per-key pending operations, so that a burst of changes to one
+// repository is coalesced and memory is bounded by the number of keys.
+type session struct {
+	c      *Coordinator
+	id     uint32
+	full   bool
+	cancel context.CancelFunc
+	disk   *fleetv1.Heartbeat
+
+	// guarded by c.mu
+	welcome bool
+	assign  map[string]bool // key -> urgent
+	drop    map[string]bool
+	states  map[string]bool
+	removed map[string]bool
+
+	signal chan struct{}
+	once   sync.Once
+}
+
+func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
+	return &session{c: c, id: rec.ID, full: rec.Mode == fleetv1.Mode_MODE_FULL, cancel: cancel,
+		assign: map[string]bool{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
+		signal: make(chan struct{}, 1)}
+}
+
+func (s *session) kick() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) queueWelcome() { s.welcome = true; s.kick() }
+
+func (s *session) queueAssign(key string, urgent bool) {
+	delete(s.drop, key)
+	s.assign[key] = s.assign[key] || urgent
+	s.kick()
+}
+
+func (s *session) queueDrop(key string) {
+	delete(s.assign, key)
+	s.drop[key] = true
+	s.kick()
+}
+
+func (s *session) queueState(key string) {
+	delete(s.removed, key)
+	s.states[key] = true
+	s.kick()
+}
+
+func (s *session) queueRemoved(key string) {
+	delete(s.states, key)
+	s.removed[key] = true
+	s.kick()
+}
+
+// next builds the next batch of messages. Caller holds c.mu.
+func (s *session) next() []*fleetv1.CoordinatorMessage {
+	c := s.c
+	n := c.cfg.BatchSize
+	var out []*fleetv1.CoordinatorMessage
+	if s.welcome {
+		s.welcome = false
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Welcome{Welcome: &fleetv1.Welcome{
+			NodeId: s.id, HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), TunnelAddrs: c.tunnelAddrs()}}})
+	}
+	if len(s.drop) > 0 {
+		keys := take(s.drop, n)
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Drop{Drop: &fleetv1.Drop{Keys: keys}}})
+	}
+	if len(s.removed) > 0 {
+		keys := take(s.removed, n)
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoRemoved{RepoRemoved: &fleetv1.RepoRemoved{Keys: keys}}})
+	}
+	if len(s.assign) > 0 {
+		a := &fleetv1.Assign{}
+		for k, urgent := range s.assign {
+			if len(a.Repos) >= n {
+				break
+			}
+			delete(s.assign, k)
+			if r := c.repos[k]; r != nil {
+				a.Repos = append(a.Repos, &fleetv1.Repo{Key: k, Url: r.URL, FallbackUrls: r.Fallbacks, Urgent: urgent})
+			}
+		}
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Assign{Assign: a}})
+	}
+	if len(s.states) > 0 {
+		keys := take(s.states, n)
+		rs := &fleetv1.RepoStates{}
+		for _, k := range keys {
+			if r := c.repos[k]; r != nil {
+				rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: r.URL, Owner: r.Owner, Digest: r.Digest,
+					State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError})
+			}
+		}
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
+	}
+	return out
+}
+
+// take removes and returns up to n keys of m.
+func take(m map[string]bool, n int) []string {
+	keys := make([]string, 0, min(n, len(m)))
+	for k := range m {
+		if len(keys) >= n {
+			break
+		}
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		delete(m, k)
+	}
+	return keys
+}
+
+func (s *session) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionServer) error {
+	for {
+		s.c.mu.Lock()
+		msgs := s.next()
+		s.c.mu.Unlock()
+		for _, m := range msgs {
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+		if len(msgs) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.signal:
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/schedule"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// repoState tells the scheduler what the node knows of key's mirror.
+func (n *Node) repoState(key string) schedule.RepoState {
+	d, ok := n.digest(key)
+	return schedule.RepoState{Cloned: ok && d != "" && n.mirror.Has(key)}
+}
+
+// fetchLoop starts checks as the scheduler makes them due, at most
+// cfg.Fetchers at once.
+func (n *Node) fetchLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, n.cfg.Fetchers)
+	for {
+		key, ok, wait := n.sched.Next()
+		if ok {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots; n.kick() }()
+				n.check(ctx, key)
+			}()
+			continue
+		}
+		if wait <= 0 || wait > 5*time.Second {
+			wait = 5 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wakeup:
+		case <-n.clk.After(wait):
+		}
+	}
+}
+
+// check runs one check of key against its upstream and reports it.
+func (n *Node) check(ctx context.Context, key string) {
+	n.mu.Lock()
+	o := n.owned[key]
+	var url, taskID string
+	var fallbacks []string
+	if o != nil {
+		url, fallbacks, taskID = o.url, o.fallbacks, o.taskID
+		o.taskID = ""
+	}
+	n.mu.Unlock()
+	if o == nil {
+		n.sched.Done(key, schedule.Outcome{})
+		return
+	}
+	start := n.clk.Now()
+	res, err := n.mirror.Sync(ctx, key, url)
+	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk; i++ {
+		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
+		res, err = n.mirror.Sync(ctx, key, fallbacks[i])
+	}
+	if ctx.Err() != nil {
+		return // shutting down: the check did not happen
+	}
+	out := schedule.Outcome{Changed: res.Changed, Fetched: res.Fetched}
+	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), DurationMs: n.clk.Now().Sub(start).Milliseconds(), TaskId: taskID}
+	if err != nil {
+		out.Class = failureClass(err)
+		out.HostThrottled = gitcmd.ClassOf(err) == gitcmd.ClassThrottled
+		r.Error, r.ErrorClass = err.Error(), string(gitcmd.ClassOf(err))
+		n.log.Warn("check failed", "key", key, "class", r.ErrorClass, "err", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			r.ErrorClass = string(gitcmd.ClassTimeout)
+		}
+	} else {
+		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
+		if res.Changed || res.Cloned {
+			n.setDigest(key, r.Digest)
+			n.log.Info("mirror updated", "key", key, "cloned", res.Cloned, "digest", r.Digest)
+		} else if d, _ := n.digest(key); d != r.Digest {
+			n.setDigest(key, r.Digest)
+		}
+	}
+	n.sched.Done(key, out)
+	n.report(r)
+	if n.full != nil && err == nil {
+		n.full.ownSynced(key, r.Digest)
+	}
+}
+
+func failureClass(err error) schedule.FailureClass {
+	switch gitcmd.ClassOf(err) {
+	case gitcmd.ClassNotFound:
+		return schedule.NotFound
+	case gitcmd.ClassAuth:
+		return schedule.Auth
+	case gitcmd.ClassTLS:
+		return schedule.TLS
+	case gitcmd.ClassDisk:
+		return schedule.Disk
+	default:
+		return schedule.Transient
+	}
+}

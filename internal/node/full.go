@@ -1,0 +1,266 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// fullNode is the aggregator part of a full node: it knows every
+// repository (from the coordinator), pulls each from its owner through the
+// owner's tunnel when the owner reports a change, and serves the public.
+type fullNode struct {
+	n *Node
+
+	httpLn, tunnelLn, proxyLn net.Listener
+	tunnels                   *tunnel.Server
+
+	mu      sync.Mutex
+	view    map[string]*fleetv1.RepoState
+	pending map[string]bool // keys waiting for a pull
+	pulling map[string]bool
+	retryAt map[string]time.Time
+	signal  chan struct{}
+}
+
+func newFullNode(n *Node) *fullNode {
+	return &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
+}
+
+// listen opens the public HTTP, tunnel and local proxy listeners, so that
+// a port that is taken fails the start at once.
+func (f *fullNode) listen() error {
+	cfg := f.n.cfg
+	var err error
+	if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+	}
+	if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
+		return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+	}
+	// git reaches owners through this loopback-only reverse proxy.
+	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return fmt.Errorf("full node: listen on loopback: %w", err)
+	}
+	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String())
+	return nil
+}
+
+// HTTPAddr is the public HTTP address actually bound.
+func (f *fullNode) tunnelAdvertise() string {
+	if a := f.n.cfg.TunnelAdvertise; a != "" {
+		return a
+	}
+	return f.tunnelLn.Addr().String()
+}
+
+func (f *fullNode) serve(ctx context.Context) error {
+	n := f.n
+	f.tunnels = tunnel.NewServer(func(id uint32, proof string) error {
+		if proof != tunnelProof(n.cfg.JoinToken, id) {
+			return errors.New("tunnel proof refused: the node's join token differs from the full node's")
+		}
+		return nil
+	}, n.log, nil)
+	servers := []*http.Server{
+		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: f.tunnels.ReverseProxy(), ReadHeaderTimeout: 10 * time.Second},
+	}
+	errc := make(chan error, 3)
+	go func() { errc <- servers[0].Serve(f.httpLn) }()
+	go func() { errc <- servers[1].Serve(f.proxyLn) }()
+	go func() { errc <- f.tunnels.Serve(ctx, f.tunnelLn) }()
+	var wg sync.WaitGroup
+	for i := 0; i < n.cfg.Fetchers; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); f.pullLoop(ctx) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	for _, s := range servers {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.Shutdown(sctx)
+		cancel()
+	}
+	f.tunnelLn.Close()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// states records repository states from the coordinator and queues pulls
+// where the owner's mirror differs from ours.
+func (f *fullNode) states(rs []*fleetv1.RepoState) {
+	f.mu.Lock()
+	for _, r := range rs {
+		f.view[r.GetKey()] = r
+		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
+			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() {
+				f.pending[r.GetKey()] = true
+				delete(f.retryAt, r.GetKey())
+			}
+		}
+	}
+	f.mu.Unlock()
+	f.kick()
+}
+
+// removed deletes repositories that left the catalog.
+func (f *fullNode) removed(keys []string) {
+	for _, k := range keys {
+		f.mu.Lock()
+		delete(f.view, k)
+		delete(f.pending, k)
+		f.mu.Unlock()
+		if err := f.n.mirror.Remove(k); err != nil {
+			f.n.log.Error("remove repository", "key", k, "err", err)
+			continue
+		}
+		f.n.forgetDigest(k)
+		f.n.log.Info("repository removed from the mirror", "key", k)
+	}
+}
+
+// ownSynced notes that this node, as the owner, fetched key itself.
+func (f *fullNode) ownSynced(key, digest string) {
+	f.mu.Lock()
+	delete(f.pending, key)
+	f.mu.Unlock()
+}
+
+func (f *fullNode) kick() {
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+// nextPull picks a pending key that is not being pulled and not waiting
+// for a retry.
+func (f *fullNode) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.pending {
+		if f.pulling[k] || now.Before(f.retryAt[k]) {
+			continue
+		}
+		delete(f.pending, k)
+		f.pulling[k] = true
+		return k, f.view[k], true
+	}
+	return "", nil, false
+}
+
+func (f *fullNode) pullLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		key, st, ok := f.nextPull(f.n.clk.Now())
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.signal:
+			case <-f.n.clk.After(time.Second):
+			}
+			continue
+		}
+		err := f.pull(ctx, key, st)
+		f.mu.Lock()
+		delete(f.pulling, key)
+		if err != nil && ctx.Err() == nil {
+			f.pending[key] = true
+			f.retryAt[key] = f.n.clk.Now().Add(2 * time.Second)
+		}
+		f.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			f.n.log.Warn("pull from owner failed; will retry", "key", key, "err", err)
+		}
+		f.kick()
+	}
+}
+
+// pull fetches key's new objects from its owner through the owner's tunnel.
+func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) error {
+	if st == nil {
+		return nil // removed meanwhile
+	}
+	owner := st.GetOwner()
+	if owner == f.n.id {
+		return nil
+	}
+	if !f.tunnels.Connected(owner) {
+		return fmt.Errorf("owner node %d has no tunnel open", owner)
+	}
+	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
+	start := f.n.clk.Now()
+	res, err := f.n.mirror.Sync(ctx, key, url)
+	if err != nil {
+		return err
+	}
+	digest := res.After.Digest()
+	f.n.setDigest(key, digest)
+	if res.Changed {
+		f.n.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
+	}
+	f.n.report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
+		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
+		DurationMs: f.n.clk.Now().Sub(start).Milliseconds()})
+	return nil
+}
+
+// resolve serves a repository only when the catalog lists it and a
+// complete mirror is on disk.
+func (f *fullNode) resolve(key string) (string, bool) {
+	f.mu.Lock()
+	_, listed := f.view[key]
+	f.mu.Unlock()
+	if !listed || !f.n.mirror.Has(key) {
+		return "", false
+	}
+	return f.n.mirror.Path(key), true
+}
+
+func (f *fullNode) publicHandler() http.Handler {
+	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /api/v1/repos", f.apiRepos)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := gitserve.Match(r.URL.Path); ok {
+			git.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/" {
+			f.statusPage(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	return mux
+}
+
+// partial nodes serve their own mirrors to full nodes through the tunnel.
+func (n *Node) tunnelHandler() http.Handler {
+	return &gitserve.Handler{Git: n.git, Log: n.log, Resolve: func(key string) (string, bool) {
+		if !n.mirror.Has(key) {
+			return "", false
+		}
+		return n.mirror.Path(key), true
+	}}
+}

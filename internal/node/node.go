@@ -1,0 +1,274 @@
+// Package node runs a gitfleet node: a partial node (a worker that mirrors
+// the repositories the coordinator gives it, decides when to re-check each,
+// and lets full nodes pull its mirrors through a tunnel it opens itself) or
+// a full node (the aggregator that holds every repository, pulls them from
+// their owners, and serves git and the JSON API to the public).
+//
+// Every connection of a partial node is outbound. Decisions about time live
+// in package schedule; this package does the I/O around them.
+package node
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/schedule"
+	"github.com/gitfleet/gitfleet/internal/store"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Config configures a node.
+type Config struct {
+	Mode        string // "partial" or "full"
+	DataDir     string
+	Name        string
+	Coordinator string // host:port of the coordinator's gRPC
+	JoinToken   string
+	// Capacity is the placement weight (1 = a standard node; 0 = hold no
+	// repositories of its own, only for full nodes).
+	Capacity float64
+	Fetchers int
+	// Budget is background checks per hour (0 = unlimited).
+	Budget      float64
+	MaxInterval time.Duration
+	MinInterval time.Duration
+	Policy      string
+	GitTimeout  time.Duration
+	// Full nodes.
+	HTTPAddr        string // public git + API
+	TunnelAddr      string // where partial nodes dial in
+	TunnelAdvertise string // the address given to partial nodes (default TunnelAddr)
+	PublicURL       string
+	// AllowPrivate accepts upstreams on loopback and private networks.
+	AllowPrivate bool
+}
+
+// Node is a running node.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	clk    clock.Clock
+	git    *gitcmd.Runner
+	mirror *mirror.Store
+	db     store.Store
+	sched  *schedule.Scheduler
+	full   *fullNode // nil on partial nodes
+
+	runCtx context.Context
+	id     uint32
+	secret string
+
+	mu      sync.Mutex
+	owned   map[string]*owned // repositories this node fetches
+	results map[string]*fleetv1.CheckResult
+	sess    *coordSession // current session (nil when disconnected)
+	tunnels map[string]context.CancelFunc
+	wakeup  chan struct{}
+	sendNow chan struct{}
+	digests map[string]string // key -> digest of the local mirror
+}
+
+type owned struct {
+	url       string
+	fallbacks []string
+	taskID    string
+}
+
+// identity is what a node keeps of its registration.
+type identity struct {
+	NodeID uint32 `json:"node_id"`
+	Secret string `json:"secret"`
+}
+
+// New prepares a node's data directory.
+func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
+	if cfg.Mode != "partial" && cfg.Mode != "full" {
+		return nil, fmt.Errorf("node: mode %q: want partial or full", cfg.Mode)
+	}
+	if cfg.Coordinator == "" {
+		return nil, errors.New("node: the coordinator's address is required (--coordinator)")
+	}
+	if cfg.Fetchers <= 0 {
+		cfg.Fetchers = 10
+	}
+	if cfg.GitTimeout <= 0 {
+		cfg.GitTimeout = 30 * time.Minute
+	}
+	if cfg.Name == "" {
+		h, _ := os.Hostname()
+		cfg.Name = h
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	git := &gitcmd.Runner{Timeout: cfg.GitTimeout}
+	ms, err := mirror.Open(cfg.DataDir, git, log)
+	if err != nil {
+		return nil, err
+	}
+	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval}, clk)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("node: scheduler: %w", err)
+	}
+	n := &Node{cfg: cfg, log: log, clk: clk, git: git, mirror: ms, db: db, sched: sched,
+		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
+		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{}}
+	if cfg.Mode == "full" {
+		n.full = newFullNode(n)
+	}
+	return n, nil
+}
+
+func (n *Node) loadIdentity() error {
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, "node.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node: read identity: %w", err)
+	}
+	var id identity
+	if err := json.Unmarshal(b, &id); err != nil {
+		return fmt.Errorf("node: %s is damaged (delete it to register as a new node): %w", filepath.Join(n.cfg.DataDir, "node.json"), err)
+	}
+	n.id, n.secret = id.NodeID, id.Secret
+	return nil
+}
+
+func (n *Node) saveIdentity() error {
+	b, _ := json.Marshal(identity{NodeID: n.id, Secret: n.secret})
+	p := filepath.Join(n.cfg.DataDir, "node.json")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("node: save identity: %w", err)
+	}
+	return os.Rename(tmp, p)
+}
+
+// tunnelProof proves to a full node that the tunnel comes from a fleet
+// member: an HMAC of the node ID under the join token.
+func tunnelProof(joinToken string, id uint32) string {
+	m := hmac.New(sha256.New, []byte(joinToken))
+	fmt.Fprintf(m, "gitfleet-tunnel:%d", id)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Run runs the node until ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.db.Close()
+	if err := n.loadIdentity(); err != nil {
+		return err
+	}
+	if err := n.loadDigests(ctx); err != nil {
+		return err
+	}
+	keys, err := n.mirror.Scan()
+	if err != nil {
+		return err
+	}
+	n.log.Info("node starting", "mode", n.cfg.Mode, "data", n.cfg.DataDir, "mirrors_on_disk", len(keys))
+	held := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		held[k] = true
+	}
+	n.mu.Lock()
+	for k := range n.digests {
+		if !held[k] {
+			delete(n.digests, k) // a mirror that is gone from disk
+		}
+	}
+	for _, k := range keys {
+		if _, ok := n.digests[k]; !ok {
+			n.digests[k] = "" // unknown: the first check will tell
+		}
+	}
+	n.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n.runCtx = ctx
+	var wg sync.WaitGroup
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	errc := make(chan error, 2)
+	if n.full != nil {
+		if err := n.full.listen(); err != nil {
+			return err
+		}
+		run(func(ctx context.Context) {
+			if err := n.full.serve(ctx); err != nil {
+				errc <- err
+			}
+		})
+	}
+	run(n.fetchLoop)
+	run(func(ctx context.Context) {
+		if err := n.coordinatorLoop(ctx); err != nil {
+			errc <- err
+		}
+	})
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cancel()
+	wg.Wait()
+	n.stopTunnels()
+	return runErr
+}
+
+const bucketDigests = "digests"
+
+func (n *Node) loadDigests(ctx context.Context) error {
+	return n.db.Scan(ctx, bucketDigests, "", func(k string, v []byte) error {
+		n.digests[k] = string(v)
+		return nil
+	})
+}
+
+func (n *Node) setDigest(key, digest string) {
+	n.mu.Lock()
+	n.digests[key] = digest
+	n.mu.Unlock()
+	if err := n.db.Put(context.Background(), bucketDigests, key, []byte(digest)); err != nil {
+		n.log.Warn("store digest", "key", key, "err", err)
+	}
+}
+
+func (n *Node) forgetDigest(key string) {
+	n.mu.Lock()
+	delete(n.digests, key)
+	n.mu.Unlock()
+	if err := n.db.Delete(context.Background(), bucketDigests, key); err != nil {
+		n.log.Warn("delete digest", "key", key, "err", err)
+	}
+}
+
+func (n *Node) digest(key string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d, ok := n.digests[key]
+	return d, ok
+}

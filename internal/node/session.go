@@ -1,0 +1,365 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
+	"github.com/gitfleet/gitfleet/internal/version"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// ErrJoinRefused is returned when the coordinator refuses the join token.
+var ErrJoinRefused = errors.New("the coordinator refused the join token")
+
+type coordSession struct {
+	stream fleetv1.Coordinator_SessionClient
+	send   chan *fleetv1.NodeMessage
+}
+
+// backoff returns the wait before attempt n (0-based): exponential from
+// min to max with ±25% jitter.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 0; i < n && d < hi; i++ {
+		d *= 2
+	}
+	return time.Duration(float64(min(d, hi)) * (0.75 + rand.Float64()/2))
+}
+
+// coordinatorLoop connects to the coordinator, registers, and keeps a
+// session open, reconnecting with backoff, until ctx ends.
+func (n *Node) coordinatorLoop(ctx context.Context) error {
+	conn, err := grpc.NewClient(n.cfg.Coordinator,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return fmt.Errorf("node: coordinator address %q: %w", n.cfg.Coordinator, err)
+	}
+	defer conn.Close()
+	client := fleetv1.NewCoordinatorClient(conn)
+	attempt := 0
+	for ctx.Err() == nil {
+		err := n.register(ctx, client)
+		if err == nil {
+			attempt = 0
+			err = n.session(ctx, client)
+		}
+		if errors.Is(err, ErrJoinRefused) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := backoff(attempt, 500*time.Millisecond, 30*time.Second)
+		attempt++
+		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", n.cfg.Coordinator, "err", err, "retry_in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) error {
+	mode := fleetv1.Mode_MODE_PARTIAL
+	tunnelAddr := ""
+	if n.full != nil {
+		mode = fleetv1.Mode_MODE_FULL
+		tunnelAddr = n.full.tunnelAdvertise()
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, NodeId: n.id,
+		NodeSecret: n.secret, Name: n.cfg.Name, Mode: mode, Capacity: n.cfg.Capacity,
+		TunnelAddr: tunnelAddr, Version: version.Version})
+	if err != nil {
+		if status.Code(err) == codes.PermissionDenied {
+			return fmt.Errorf("%w: %s", ErrJoinRefused, status.Convert(err).Message())
+		}
+		return fmt.Errorf("register: %w", err)
+	}
+	if resp.GetNodeSecret() != "" || resp.GetNodeId() != n.id {
+		n.id, n.secret = resp.GetNodeId(), resp.GetNodeSecret()
+		if err := n.saveIdentity(); err != nil {
+			return err
+		}
+		n.log.Info("registered with the coordinator", "node", n.id)
+	}
+	return nil
+}
+
+// session runs one session: hello, inventory, then heartbeats and results
+// out and assignments in.
+func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Session(ctx)
+	if err != nil {
+		return fmt.Errorf("open session: %w", err)
+	}
+	if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Hello{Hello: &fleetv1.Hello{NodeId: n.id, NodeSecret: n.secret}}}); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	if err := n.sendInventory(stream); err != nil {
+		return err
+	}
+	s := &coordSession{stream: stream}
+	n.mu.Lock()
+	n.sess = s
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		if n.sess == s {
+			n.sess = nil
+		}
+		n.mu.Unlock()
+	}()
+	n.log.Info("session open", "node", n.id, "coordinator", n.cfg.Coordinator)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- n.sendLoop(ctx, stream) }()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			cancel()
+			<-sendErr
+			if status.Code(err) == codes.Unauthenticated {
+				n.id, n.secret = 0, "" // forgotten by the coordinator: register anew
+			}
+			return fmt.Errorf("session: %w", err)
+		}
+		n.handle(ctx, msg)
+	}
+}
+
+func (n *Node) sendInventory(stream fleetv1.Coordinator_SessionClient) error {
+	n.mu.Lock()
+	inv := make([]*fleetv1.HeldRepo, 0, len(n.digests))
+	for k, d := range n.digests {
+		inv = append(inv, &fleetv1.HeldRepo{Key: k, Digest: d})
+	}
+	n.mu.Unlock()
+	for len(inv) > 0 {
+		batch := inv[:min(len(inv), 1000)]
+		inv = inv[len(batch):]
+		if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Inventory{Inventory: &fleetv1.Inventory{Repos: batch, Done: len(inv) == 0}}}); err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+	}
+	return nil
+}
+
+// sendLoop sends heartbeats and batched results.
+func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionClient) error {
+	interval := 5 * time.Second
+	hb := time.NewTicker(interval)
+	defer hb.Stop()
+	flush := time.NewTicker(200 * time.Millisecond)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hb.C:
+			if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Heartbeat{Heartbeat: n.heartbeat()}}); err != nil {
+				return err
+			}
+		case <-flush.C:
+		case <-n.sendNow:
+		}
+		n.mu.Lock()
+		var batch []*fleetv1.CheckResult
+		for k, r := range n.results {
+			batch = append(batch, r)
+			delete(n.results, k)
+			if len(batch) == 500 {
+				break
+			}
+		}
+		n.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Results{Results: &fleetv1.Results{Results: batch}}}); err != nil {
+			// Keep them for the next session: nothing is lost.
+			n.mu.Lock()
+			for _, r := range batch {
+				if _, newer := n.results[r.Key]; !newer {
+					n.results[r.Key] = r
+				}
+			}
+			n.mu.Unlock()
+			return err
+		}
+	}
+}
+
+func (n *Node) heartbeat() *fleetv1.Heartbeat {
+	hb := &fleetv1.Heartbeat{}
+	var st syscall.Statfs_t
+	if syscall.Statfs(n.cfg.DataDir, &st) == nil {
+		hb.DiskTotalBytes = st.Blocks * uint64(st.Bsize)
+		hb.DiskUsedBytes = (st.Blocks - st.Bavail) * uint64(st.Bsize)
+	}
+	n.mu.Lock()
+	hb.Repos = uint32(len(n.owned))
+	n.mu.Unlock()
+	stats := n.sched.Stats()
+	hb.Queued, hb.Running = uint32(stats.Urgent+stats.Background), uint32(stats.Running)
+	return hb
+}
+
+// report queues a result for the coordinator (the newest per key wins).
+func (n *Node) report(r *fleetv1.CheckResult) {
+	n.mu.Lock()
+	n.results[r.Key] = r
+	n.mu.Unlock()
+	select {
+	case n.sendNow <- struct{}{}:
+	default:
+	}
+}
+
+// handle applies one message from the coordinator.
+func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
+	switch m := msg.Msg.(type) {
+	case *fleetv1.CoordinatorMessage_Welcome:
+		if n.full == nil {
+			n.setTunnels(n.runCtx, m.Welcome.GetTunnelAddrs())
+		}
+	case *fleetv1.CoordinatorMessage_Assign:
+		for _, r := range m.Assign.GetRepos() {
+			n.assign(r)
+		}
+		n.kick()
+	case *fleetv1.CoordinatorMessage_Drop:
+		for _, k := range m.Drop.GetKeys() {
+			n.drop(k)
+		}
+	case *fleetv1.CoordinatorMessage_CheckNow:
+		n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
+	case *fleetv1.CoordinatorMessage_RepoStates:
+		if n.full != nil {
+			n.full.states(m.RepoStates.GetRepos())
+		}
+	case *fleetv1.CoordinatorMessage_RepoRemoved:
+		if n.full != nil {
+			n.full.removed(m.RepoRemoved.GetKeys())
+		}
+	}
+}
+
+func (n *Node) assign(r *fleetv1.Repo) {
+	key := r.GetKey()
+	// The coordinator validated the URL; a node checks again, so that a
+	// confused or compromised coordinator cannot make it fetch elsewhere.
+	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate})
+	if err != nil || want != key {
+		n.log.Warn("ignoring assignment: URL does not match its key or is not allowed", "key", key, "url", r.GetUrl(), "err", err)
+		return
+	}
+	n.mu.Lock()
+	o, known := n.owned[key]
+	if !known {
+		o = &owned{}
+		n.owned[key] = o
+	}
+	o.url, o.fallbacks = r.GetUrl(), r.GetFallbackUrls()
+	n.mu.Unlock()
+	if !known {
+		n.sched.Add(key, repokey.Host(key), n.repoState(key))
+	}
+	if r.GetUrgent() && known {
+		n.sched.Urgent(key)
+	}
+}
+
+// drop stops fetching key and, on a partial node, deletes its mirror.
+func (n *Node) drop(key string) {
+	n.mu.Lock()
+	_, known := n.owned[key]
+	delete(n.owned, key)
+	n.mu.Unlock()
+	if known {
+		n.sched.Remove(key)
+	}
+	if n.full != nil {
+		return // the full node keeps its copy: it serves every repository
+	}
+	if err := n.mirror.Remove(key); err != nil {
+		n.log.Error("drop mirror", "key", key, "err", err)
+		return
+	}
+	n.forgetDigest(key)
+	n.log.Info("dropped", "key", key)
+}
+
+func (n *Node) checkNow(key, taskID string) {
+	n.mu.Lock()
+	o := n.owned[key]
+	if o != nil {
+		o.taskID = taskID
+	}
+	n.mu.Unlock()
+	if o != nil {
+		n.sched.Urgent(key)
+		n.kick()
+	}
+}
+
+func (n *Node) kick() {
+	select {
+	case n.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) setTunnels(ctx context.Context, addrs []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	want := map[string]bool{}
+	for _, a := range addrs {
+		want[a] = true
+		if _, ok := n.tunnels[a]; ok {
+			continue
+		}
+		tctx, cancel := context.WithCancel(ctx)
+		n.tunnels[a] = cancel
+		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log}
+		go func() {
+			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
+				n.log.Error("tunnel stopped", "addr", a, "err", err)
+			}
+		}()
+		n.log.Info("opening tunnel to full node", "addr", a)
+	}
+	for a, cancel := range n.tunnels {
+		if !want[a] {
+			cancel()
+			delete(n.tunnels, a)
+		}
+	}
+}
+
+func (n *Node) stopTunnels() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for a, cancel := range n.tunnels {
+		cancel()
+		delete(n.tunnels, a)
+	}
+}

@@ -1,0 +1,85 @@
+package schedule
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// FailureClass says why a check failed; each class has its own retry rule.
+type FailureClass int
+
+const (
+	// None: the check succeeded.
+	None FailureClass = iota
+	// Transient: a network error or a timeout. Retried with exponential
+	// backoff and jitter.
+	Transient
+	// NotFound: the upstream says the repository does not exist. Retried
+	// like Transient; after GoneAfter in a row the repository is parked as
+	// gone and rechecked once a day.
+	NotFound
+	// Auth: the upstream wants credentials. Long backoff.
+	Auth
+	// TLS: the certificate or handshake is bad. Long backoff.
+	TLS
+	// Disk: the node could not write. The node is unhealthy: background
+	// checks stop until a check succeeds or ResetHealth is called.
+	Disk
+	numClasses
+)
+
+var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk"}
+
+func (c FailureClass) String() string {
+	if c < 0 || c >= numClasses {
+		return "unknown"
+	}
+	return classNames[c]
+}
+
+// Retry rules.
+const (
+	// GoneAfter is how many NotFound in a row park a repository as gone.
+	GoneAfter = 5
+	// GoneRecheck is how often a gone repository is checked again.
+	GoneRecheck = 24 * time.Hour
+
+	transientBase = time.Minute
+	longBase      = time.Hour // Auth and TLS
+	longCap       = 24 * time.Hour
+	hostBase      = time.Minute // a throttling host
+	hostCap       = time.Hour
+)
+
+// backoff returns base*2^(n-1), capped, with "equal jitter": a uniform
+// draw from [d/2, d), so that repositories that failed together do not
+// come back together.
+func backoff(n int, base, limit time.Duration, rng *rand.Rand) time.Duration {
+	d := limit
+	if n < 1 {
+		n = 1
+	}
+	if n <= 32 && base<<(n-1) > 0 && base<<(n-1) < limit {
+		d = base << (n - 1)
+	}
+	return d/2 + time.Duration(rng.Int64N(int64(d/2)+1))
+}
+
+// retryDelay is how long a repository waits after its fails-th failure in
+// a row of class c (fails >= 1). Disk is not the repository's fault: it
+// is retried as soon as the node is healthy again.
+func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duration {
+	switch c {
+	case NotFound:
+		if notFound >= GoneAfter {
+			return GoneRecheck
+		}
+		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+	case Auth, TLS:
+		return backoff(fails, longBase, longCap, s.rng)
+	case Disk:
+		return 0
+	default:
+		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+	}
+}

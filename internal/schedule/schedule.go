@@ -1,0 +1,709 @@
+// Package schedule is the freshness scheduler of a node: it decides which
+// mirrored repository to check upstream next.
+//
+// It owns the per-repository schedule (next due time, failure counters,
+// what the policy has learned of each repository's change rate), the
+// node's background budget, per-host rate limits and host backoff, and the
+// urgent lane (webhooks, on-demand fetches, new clones). It is pure logic:
+// it must not run git, touch the disk or the network, start goroutines, or
+// read the wall clock. Time comes only from the injected clock.Clock; the
+// node daemon runs the checks and reports their outcomes with Done.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+)
+
+// Policy names accepted in Config.Policy.
+const (
+	PolicyAdaptive    = "adaptive"
+	PolicyFixed       = "fixed"
+	PolicyCompass     = "compass"
+	PolicySourcegraph = "sourcegraph"
+)
+
+// Config configures a Scheduler. The zero value is usable: every zero
+// field takes its default.
+type Config struct {
+	// Policy is "adaptive" (default), "fixed", "compass" or "sourcegraph".
+	Policy string
+	// Budget is the number of background checks an hour for the whole
+	// node; 0 means unlimited. Urgent checks are not counted.
+	Budget float64
+	// Concurrency is the most checks running at once (default 10).
+	Concurrency int
+	// MaxInterval is the staleness bound: a repository whose last
+	// successful check is older than this goes ahead of every other
+	// background check (default 24h). When the budget is smaller than
+	// Len()/MaxInterval the bound cannot hold and the budget wins.
+	MaxInterval time.Duration
+	// MinInterval is the shortest time between two background checks of
+	// one repository (default 1m).
+	MinInterval time.Duration
+	// HostLimits caps checks an hour per upstream host, urgent or not.
+	HostLimits map[string]float64
+	// Seed seeds the jitter of backoffs and first due times.
+	Seed uint64
+}
+
+const (
+	defaultConcurrency = 10
+	defaultMaxInterval = 24 * time.Hour
+	defaultMinInterval = time.Minute
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Policy == "" {
+		c.Policy = PolicyAdaptive
+	}
+	switch c.Policy {
+	case PolicyAdaptive, PolicyFixed, PolicyCompass, PolicySourcegraph:
+	default:
+		return c, fmt.Errorf("schedule: unknown policy %q (want adaptive, fixed, compass or sourcegraph)", c.Policy)
+	}
+	if c.Budget < 0 || math.IsNaN(c.Budget) || math.IsInf(c.Budget, 0) {
+		return c, fmt.Errorf("schedule: budget %v checks/hour: must be a finite number >= 0 (0 = unlimited)", c.Budget)
+	}
+	if c.Concurrency < 0 {
+		return c, fmt.Errorf("schedule: concurrency %d: must be >= 0 (0 = default %d)", c.Concurrency, defaultConcurrency)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = defaultConcurrency
+	}
+	if c.MaxInterval < 0 || c.MinInterval < 0 {
+		return c, fmt.Errorf("schedule: intervals must be >= 0 (min %v, max %v)", c.MinInterval, c.MaxInterval)
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = defaultMaxInterval
+	}
+	if c.MinInterval == 0 {
+		c.MinInterval = defaultMinInterval
+	}
+	if c.MinInterval > c.MaxInterval {
+		return c, fmt.Errorf("schedule: min interval %v is longer than max interval %v", c.MinInterval, c.MaxInterval)
+	}
+	for h, l := range c.HostLimits {
+		if !(l > 0) || math.IsInf(l, 0) {
+			return c, fmt.Errorf("schedule: host limit for %q is %v checks/hour: must be a finite number > 0", h, l)
+		}
+	}
+	return c, nil
+}
+
+// RepoState is what the node knows of a repository when it adds it.
+type RepoState struct {
+	// LastCheck is the last successful check (zero if unknown).
+	LastCheck time.Time
+	// LastChange is when the upstream last moved, as far as the mirror
+	// knows (zero if unknown).
+	LastChange time.Time
+	// ChangeTimes is the known history of changes (commit or ref update
+	// times, any order); it may be empty.
+	ChangeTimes []time.Time
+	// Cloned is false for a repository that has no mirror yet: it goes to
+	// the urgent lane.
+	Cloned bool
+}
+
+// Outcome is the result of one check, reported with Done.
+type Outcome struct {
+	// Changed is true when the upstream's refs differed from the mirror's.
+	Changed bool
+	// Class is None for a successful check, else why it failed.
+	Class FailureClass
+	// ChangeTimes are the commit or ref update times newly seen by this
+	// check; it may be empty even when Changed is true.
+	ChangeTimes []time.Time
+	// Fetched is true when objects were fetched (or cloned).
+	Fetched bool
+	// HostThrottled is true when the host answered 429/503 or refused the
+	// connection: the whole host backs off.
+	HostThrottled bool
+}
+
+// Stats is a snapshot of the scheduler's counters and queues.
+type Stats struct {
+	Checks   int                  // checks finished (Done)
+	Fetches  int                  // checks that fetched
+	Changed  int                  // checks that found the upstream moved
+	Failures map[FailureClass]int // failed checks by class
+	Urgent   int                  // repositories waiting in the urgent lane
+	// Background is the number of repositories waiting in the background
+	// lane, due or not.
+	Background      int
+	Running         int // checks started and not yet Done
+	Gone            int // repositories parked after repeated NotFound
+	HostsBackingOff int // hosts in backoff now
+	Healthy         bool
+}
+
+// Scheduler decides which repository a node checks next. It is safe for
+// concurrent use.
+type Scheduler struct {
+	mu       sync.Mutex
+	cfg      Config
+	clk      clock.Clock
+	pol      policy
+	rng      *rand.Rand
+	repos    map[string]*repo // includes removed repos whose check is running
+	live     int              // repositories not removed
+	hosts    map[string]*host
+	hostList []*host // in order of first use, for deterministic ties
+	budget   *bucket // nil when unlimited
+	running  int
+	seq      uint64
+	adds     uint64  // repositories placed, for spread
+	added    []*repo // added, first check not placed yet: see placeAdded
+	healthy  bool
+	gone     int
+	counts   Stats
+}
+
+// repo is one repository's schedule state.
+type repo struct {
+	key   string
+	host  *host
+	queue queueKind
+	pos   [2]int
+	seq   uint64 // tie-break: order of (re)scheduling
+
+	urgentSeq uint64
+	notBefore time.Time // background: not started before this
+	deadline  time.Time // background: MaxInterval after the last success
+	rank      float64   // background: smaller goes first
+
+	lastCheck  time.Time // last successful check
+	lastChange time.Time
+	lastStart  time.Time
+	cloned     bool
+
+	running     bool
+	removed     bool // removed while running: forgotten at Done
+	urgentAgain bool // asked for while running: urgent again at Done
+
+	fails    int // failures in a row (Disk excluded)
+	notFound int // NotFound in a row
+
+	interval time.Duration // sourcegraph: the last interval
+	est      estimate      // adaptive: change rate
+}
+
+// host is one upstream host with its queues, limit and backoff.
+type host struct {
+	name         string
+	limit        *bucket // nil when unlimited
+	backoffUntil time.Time
+	throttles    int // throttled answers in a row
+	urgent       repoHeap
+	waiting      repoHeap
+	ready        repoHeap
+	deadline     repoHeap
+}
+
+// New returns a Scheduler for cfg that reads time from clk.
+func New(cfg Config, clk clock.Clock) (*Scheduler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		return nil, errors.New("schedule: nil clock")
+	}
+	s := &Scheduler{
+		cfg:     cfg,
+		clk:     clk,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		repos:   make(map[string]*repo),
+		hosts:   make(map[string]*host),
+		healthy: true,
+	}
+	if cfg.Budget > 0 {
+		s.budget = newBucket(cfg.Budget, float64(cfg.Concurrency), clk.Now())
+	}
+	switch cfg.Policy {
+	case PolicyFixed:
+		s.pol = fixed{s}
+	case PolicyCompass:
+		s.pol = compass{}
+	case PolicySourcegraph:
+		s.pol = sourcegraph{}
+	default:
+		s.pol = newAdaptive(s)
+	}
+	return s, nil
+}
+
+func (s *Scheduler) hostFor(name string) *host {
+	if h := s.hosts[name]; h != nil {
+		return h
+	}
+	h := &host{
+		name:     name,
+		urgent:   repoHeap{kind: urgentQueue},
+		waiting:  repoHeap{kind: waitingQueue},
+		ready:    repoHeap{kind: readyQueue},
+		deadline: repoHeap{kind: deadlineQueue},
+	}
+	if l, ok := s.cfg.HostLimits[name]; ok {
+		h.limit = newBucket(l, 1, s.clk.Now())
+	}
+	s.hosts[name] = h
+	s.hostList = append(s.hostList, h)
+	return h
+}
+
+// Add starts scheduling a repository, or replaces what is known of one
+// already added. A repository that is not cloned goes to the urgent lane;
+// the first background check of the others is spread over their interval
+// from st.LastCheck (or from now), so that adding many at once does not
+// make them due at once.
+func (s *Scheduler) Add(key, hostName string, st RepoState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	r := s.repos[key]
+	switch {
+	case r == nil:
+		r = &repo{key: key, pos: [2]int{-1, -1}, est: estimate{bin: -1}}
+		s.repos[key] = r
+		s.live++
+	case r.removed:
+		r.removed = false
+		s.live++
+	default:
+		s.unqueue(r)
+		s.pol.remove(r)
+	}
+	r.host = s.hostFor(hostName)
+	r.lastCheck, r.lastChange, r.cloned = st.LastCheck, st.LastChange, st.Cloned
+	for _, t := range st.ChangeTimes {
+		if t.After(r.lastChange) {
+			r.lastChange = t
+		}
+	}
+	r.fails, r.interval = 0, 0
+	s.setNotFound(r, 0)
+	s.pol.add(r, st, now)
+	switch {
+	case r.running: // Done schedules it
+	case !r.cloned:
+		s.toUrgent(r)
+	default:
+		r.queue = addedQueue
+		s.added = append(s.added, r)
+	}
+}
+
+// placeAdded schedules the first background check of the repositories
+// added since the last call. It waits for the first call that needs the
+// queues, so that the policy plans a batch of additions knowing all of
+// them (the fixed interval depends on Len, the adaptive one on every
+// rate). The first check is spread over the repository's interval from
+// its last check (or from now), so that they do not all come due at once.
+func (s *Scheduler) placeAdded(now time.Time) {
+	for _, r := range s.added {
+		if r.queue != addedQueue {
+			continue // removed, made urgent or restored since
+		}
+		base := r.lastCheck
+		if base.IsZero() {
+			base = now
+		}
+		r.queue = notQueued
+		s.toBackground(r, base.Add(time.Duration(s.spread()*float64(s.pol.first(r, now)))), now)
+	}
+	clear(s.added)
+	s.added = s.added[:0]
+}
+
+// spread returns the next number of a low-discrepancy sequence in [0, 1)
+// (multiples of the golden ratio): however many repositories are added,
+// their first checks are spread evenly, with no clumps as random draws
+// would make.
+func (s *Scheduler) spread() float64 {
+	s.adds++
+	_, frac := math.Modf(float64(s.adds) * 0.6180339887498949)
+	return frac
+}
+
+// Remove stops scheduling a repository. A check of it that is running
+// may still be reported with Done; it is then ignored.
+func (s *Scheduler) Remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[key]
+	if r == nil || r.removed {
+		return
+	}
+	s.unqueue(r)
+	s.pol.remove(r)
+	s.setNotFound(r, 0)
+	s.live--
+	if r.running {
+		r.removed = true
+		return
+	}
+	delete(s.repos, key)
+}
+
+// Urgent asks for a check of key as soon as a slot is free, ahead of the
+// background lane and outside the budget. It overrides the repository's
+// own backoff, not its host's. If the repository is being checked, it is
+// checked again once that check is done. Unknown keys are ignored.
+func (s *Scheduler) Urgent(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[key]
+	switch {
+	case r == nil || r.removed || r.queue == urgentQueue:
+	case r.running:
+		r.urgentAgain = true
+	default:
+		s.unqueue(r)
+		s.toUrgent(r)
+	}
+}
+
+// Next returns the repository to check now and marks it running; the
+// caller must report the result with Done. When nothing may start now it
+// returns ok == false and how long until something may: after wait, or
+// earlier if Add, Urgent, Done, Restore or ResetHealth is called. A zero
+// wait means nothing will start until one of those is called (nothing is
+// scheduled, every slot is busy, or the node is unhealthy with nothing
+// urgent).
+func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	s.placeAdded(now)
+	if s.running >= s.cfg.Concurrency {
+		return "", false, 0
+	}
+	var wake time.Time
+	note := func(t time.Time) {
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+
+	var pick *repo
+	for _, h := range s.hostList {
+		if h.urgent.len() == 0 {
+			continue
+		}
+		if at := h.openAt(now); at.After(now) {
+			note(at)
+			continue
+		}
+		if r := h.urgent.top(); pick == nil || r.urgentSeq < pick.urgentSeq {
+			pick = r
+		}
+	}
+	if pick != nil {
+		s.start(pick, now)
+		return pick.key, true, 0
+	}
+	if !s.healthy {
+		return "", false, durationUntil(now, wake)
+	}
+
+	budgetAt := now
+	if s.budget != nil {
+		budgetAt = s.budget.readyAt(now)
+	}
+	var best *repo
+	bestOverdue := false
+	for _, h := range s.hostList {
+		h.promote(now)
+		if h.ready.len() == 0 {
+			if w := h.waiting.top(); w != nil {
+				note(later(w.notBefore, h.openAt(now)))
+			}
+			continue
+		}
+		if at := later(h.openAt(now), budgetAt); at.After(now) {
+			note(at)
+			continue
+		}
+		r := h.deadline.top()
+		overdue := !r.deadline.After(now)
+		if !overdue {
+			r = h.ready.top()
+		}
+		if best == nil || rankedBefore(r, overdue, best, bestOverdue) {
+			best, bestOverdue = r, overdue
+		}
+	}
+	if best == nil {
+		return "", false, durationUntil(now, wake)
+	}
+	if s.budget != nil {
+		s.budget.take()
+	}
+	s.start(best, now)
+	return best.key, true, 0
+}
+
+// rankedBefore says whether ready repository a goes before b: those past
+// their MaxInterval deadline first (earliest deadline first), then the
+// policy's rank.
+func rankedBefore(a *repo, aOverdue bool, b *repo, bOverdue bool) bool {
+	switch {
+	case aOverdue != bOverdue:
+		return aOverdue
+	case aOverdue && !a.deadline.Equal(b.deadline):
+		return a.deadline.Before(b.deadline)
+	case !aOverdue && a.rank != b.rank:
+		return a.rank < b.rank
+	}
+	return a.seq < b.seq
+}
+
+func durationUntil(now, t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	// A wake-up time is in the future; never return 0, which means "wait
+	// for an event".
+	return max(t.Sub(now), time.Nanosecond)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+var DebugLate [25]int
+var DebugHour [24]int
+
+func (s *Scheduler) start(r *repo, now time.Time) {
+	if r.queue == readyQueue {
+		l := int(now.Sub(r.notBefore).Hours())
+		DebugLate[min(l, 24)]++
+		DebugHour[now.UTC().Hour()]++
+	}
+	s.unqueue(r)
+	r.running = true
+	r.lastStart = now
+	s.running++
+	if r.host.limit != nil {
+		r.host.limit.take()
+	}
+}
+
+// Done reports the outcome of a check started by Next. Reports for keys
+// that are not running are ignored.
+func (s *Scheduler) Done(key string, o Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[key]
+	if r == nil || !r.running {
+		return
+	}
+	r.running = false
+	s.running--
+	s.count(o)
+	if r.removed {
+		delete(s.repos, key)
+		return
+	}
+	now := s.clk.Now()
+	h := r.host
+	if o.HostThrottled {
+		h.throttles++
+		h.backoffUntil = now.Add(backoff(h.throttles, hostBase, hostCap, s.rng))
+	} else if o.Class == None {
+		h.throttles = 0
+	}
+
+	switch o.Class {
+	case None:
+		r.fails = 0
+		s.setNotFound(r, 0)
+		r.cloned = true
+		r.lastCheck = now
+		s.healthy = true
+		if o.Changed {
+			lc := now
+			if len(o.ChangeTimes) > 0 {
+				lc = o.ChangeTimes[0]
+				for _, t := range o.ChangeTimes[1:] {
+					lc = later(lc, t)
+				}
+			}
+			r.lastChange = later(r.lastChange, lc)
+		}
+	case Disk:
+		s.healthy = false
+	case NotFound:
+		r.fails++
+		s.setNotFound(r, r.notFound+1)
+	default:
+		r.fails++
+		s.setNotFound(r, 0)
+	}
+
+	due := s.pol.next(r, now, o)
+	if o.Class != None {
+		due = later(due, now.Add(s.retryDelay(o.Class, r.fails, r.notFound)))
+	}
+	if r.urgentAgain {
+		r.urgentAgain = false
+		s.toUrgent(r)
+		return
+	}
+	s.toBackground(r, due, now)
+}
+
+func (s *Scheduler) count(o Outcome) {
+	c := &s.counts
+	c.Checks++
+	if o.Fetched {
+		c.Fetches++
+	}
+	if o.Changed {
+		c.Changed++
+	}
+	if o.Class != None {
+		if c.Failures == nil {
+			c.Failures = make(map[FailureClass]int)
+		}
+		c.Failures[o.Class]++
+	}
+}
+
+// setNotFound sets r's NotFound streak and keeps the count of gone
+// repositories.
+func (s *Scheduler) setNotFound(r *repo, n int) {
+	was, is := r.notFound >= GoneAfter, n >= GoneAfter
+	r.notFound = n
+	switch {
+	case is && !was:
+		s.gone++
+	case was && !is:
+		s.gone--
+	}
+}
+
+// toUrgent puts r at the end of the urgent lane.
+func (s *Scheduler) toUrgent(r *repo) {
+	s.seq++
+	r.urgentSeq = s.seq
+	r.queue = urgentQueue
+	r.host.urgent.push(r)
+}
+
+// toBackground schedules r's next background check no earlier than due,
+// nor than MinInterval after its last start.
+func (s *Scheduler) toBackground(r *repo, due, now time.Time) {
+	if !r.lastStart.IsZero() {
+		due = later(due, r.lastStart.Add(s.cfg.MinInterval))
+	}
+	s.seq++
+	r.seq = s.seq
+	r.notBefore = due
+	if !s.pol.ranks() {
+		r.rank = float64(due.UnixNano()) / 1e9
+	}
+	base := r.lastCheck
+	if base.IsZero() {
+		base = now
+	}
+	r.deadline = base.Add(s.cfg.MaxInterval)
+	r.queue = waitingQueue
+	r.host.waiting.push(r)
+}
+
+func (s *Scheduler) unqueue(r *repo) {
+	h := r.host
+	switch r.queue {
+	case urgentQueue:
+		h.urgent.remove(r)
+	case waitingQueue:
+		h.waiting.remove(r)
+	case readyQueue:
+		h.ready.remove(r)
+		h.deadline.remove(r)
+	}
+	r.queue = notQueued
+}
+
+// promote moves the waiting repositories whose time has come to ready.
+func (h *host) promote(now time.Time) {
+	for {
+		r := h.waiting.top()
+		if r == nil || r.notBefore.After(now) {
+			return
+		}
+		h.waiting.remove(r)
+		r.queue = readyQueue
+		h.ready.push(r)
+		h.deadline.push(r)
+	}
+}
+
+// openAt is when the host may be asked again: after its backoff and when
+// its rate limit has a token.
+func (h *host) openAt(now time.Time) time.Time {
+	at := later(now, h.backoffUntil)
+	if h.limit != nil {
+		at = later(at, h.limit.readyAt(now))
+	}
+	return at
+}
+
+// Len returns the number of repositories scheduled.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
+}
+
+// Healthy reports whether background checks run: false after a Disk
+// failure, until a check succeeds or ResetHealth is called.
+func (s *Scheduler) Healthy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.healthy
+}
+
+// ResetHealth resumes background checks after a Disk failure, once the
+// node has made room.
+func (s *Scheduler) ResetHealth() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.healthy = true
+}
+
+// Stats returns the counters and queue lengths.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	s.placeAdded(now)
+	st := s.counts
+	st.Failures = make(map[FailureClass]int, len(s.counts.Failures))
+	for c, n := range s.counts.Failures {
+		st.Failures[c] = n
+	}
+	for _, h := range s.hostList {
+		st.Urgent += h.urgent.len()
+		st.Background += h.waiting.len() + h.ready.len()
+		if h.backoffUntil.After(now) {
+			st.HostsBackingOff++
+		}
+	}
+	st.Running = s.running
+	st.Gone = s.gone
+	st.Healthy = s.healthy
+	return st
+}
