@@ -1,0 +1,84 @@
+package repokey
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestNormalizeGivesOneKeyForEveryFormOfAURL(t *testing.T) {
+	for _, tc := range []struct{ url, key, fetch string }{
+		{"https://GitHub.com/a/b.git", "github.com/a/b", "https://github.com/a/b.git"},
+		{"https://github.com/a/b", "github.com/a/b", "https://github.com/a/b"},
+		{"https://github.com/a/b/", "github.com/a/b", "https://github.com/a/b/"},
+		{"https://github.com:443/a/b.git", "github.com/a/b", "https://github.com:443/a/b.git"},
+		{"git@github.com:a/b.git", "github.com/a/b", "ssh://git@github.com/a/b.git"},
+		{"ssh://git@github.com/a/b.git", "github.com/a/b", "ssh://git@github.com/a/b.git"},
+		{"git://github.com/a/b.git", "github.com/a/b", "git://github.com/a/b.git"},
+		{"http://example.com:8080/x/y/z.git", "example.com:8080/x/y/z", "http://example.com:8080/x/y/z.git"},
+		{"  https://gitee.com/oschina/git-osc.git \t", "gitee.com/oschina/git-osc", "https://gitee.com/oschina/git-osc.git"},
+	} {
+		key, fetch, err := Normalize(tc.url, Options{})
+		if err != nil {
+			t.Errorf("%q: %v", tc.url, err)
+			continue
+		}
+		if key != tc.key || fetch != tc.fetch {
+			t.Errorf("%q: got key %q fetch %q, want %q %q", tc.url, key, fetch, tc.key, tc.fetch)
+		}
+		if err := Check(key); err != nil {
+			t.Errorf("Check(%q): %v", key, err)
+		}
+	}
+}
+
+func TestNormalizeRefusesHostileURLs(t *testing.T) {
+	for _, tc := range []struct{ url, why string }{
+		{"", "empty"},
+		{"not a url", "space"},
+		{"--upload-pack=touch /tmp/pwned", "starts with '-'"},
+		{"ext::sh -c touch% /tmp/pwned", "space"},
+		{"file:///etc/passwd", "scheme"},
+		{"/srv/repos/a.git", "not a URL"},
+		{"ftp://example.org/a.git", "scheme"},
+		{"https://user:secret@github.com/a/b.git", "credentials"},
+		{"https://token@github.com/a/b.git", "credentials"},
+		{"https://github.com/a/../../etc", "'.' or '..'"},
+		{"https://github.com/a/.hidden", "starts with '.'"},
+		{"https://github.com/a/-x", "starts with '-'"},
+		{"https://github.com/a.git/objects", "ends in .lock or .git"},
+		{"https://github.com/a/b.lock", "ends in .lock or .git"},
+		{"https://github.com/", "no repository path"},
+		{"https://github.com/a/b?x=1", "query"},
+		{"https://127.0.0.1/a/b", "private"},
+		{"https://localhost/a/b", "private"},
+		{"https://10.1.2.3/a/b", "private"},
+		{"https://[::1]/a/b", "private"},
+		{"https://github.com/" + strings.Repeat("a", 600), "longer"},
+	} {
+		_, _, err := Normalize(tc.url, Options{})
+		if err == nil {
+			t.Errorf("%q: accepted", tc.url)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%q: err = %v, want it to say %q", tc.url, err, tc.why)
+		}
+	}
+}
+
+func TestPrivateUpstreamsOnlyWhenAllowed(t *testing.T) {
+	key, _, err := Normalize("http://127.0.0.1:8080/team/repo.git", Options{AllowPrivate: true})
+	if err != nil || key != "127.0.0.1:8080/team/repo" {
+		t.Fatalf("got %q, %v", key, err)
+	}
+}
+
+func TestCheckRefusesKeysThatEscape(t *testing.T) {
+	for _, key := range []string{"", "github.com", "github.com/", "/etc/passwd", "github.com/../x", "github.com/a//b",
+		"GitHub.com/a/b", "github.com/a/b.git", "github.com/a.git/b", "github.com/.git/x", "github.com/a\\b", "github.com/a:b"} {
+		if Check(key) == nil {
+			t.Errorf("Check(%q) accepted", key)
+		}
+	}
+}
