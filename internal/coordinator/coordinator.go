@@ -77,12 +77,15 @@ type Coordinator struct {
 	// memberDirty says the membership table changed since the last persist.
 	memberDirty bool
 	purge       *pendingPurge
+	overlay     map[string]overlay     // API additions and removals
+	tasks       map[string]pendingTask // on-demand checks -> the full node that asked
 }
 
 // repo is the coordinator's view of one repository.
 type repo struct {
 	URL        string
-	Fallbacks  []string `json:",omitempty"`
+	Fallbacks  []string          `json:",omitempty"`
+	Attrs      map[string]string `json:",omitempty"`
 	Owner      uint32   `json:",omitempty"` // confirmed owner
 	Target     uint32   `json:",omitempty"` // owner-to-be, until it confirms a clone
 	Digest     string   `json:",omitempty"`
@@ -91,6 +94,8 @@ type repo struct {
 	LastChange int64    `json:",omitempty"`
 	LastError  string   `json:",omitempty"`
 	Failures   int      `json:",omitempty"`
+	Checks     uint64   `json:",omitempty"`
+	Fetches    uint64   `json:",omitempty"`
 }
 
 // Repository states, as shown by the API.
@@ -160,6 +165,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		sessions: make(map[uint32]*session),
 		dirty:    make(map[string]bool),
 		meta:     make(map[string]string),
+		overlay:  make(map[string]overlay),
+		tasks:    make(map[string]pendingTask),
 	}
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
@@ -225,6 +232,9 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: restore repositories: %w", err)
+	}
+	if err := c.loadOverlay(ctx); err != nil {
+		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
 	c.rebuildRing()
 	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
@@ -351,17 +361,26 @@ func (c *Coordinator) deltaFromStored(next *catalog.Catalog) catalog.Delta {
 // applyDelta changes the repository set. Caller holds c.mu.
 func (c *Coordinator) applyDelta(d catalog.Delta) {
 	for _, e := range d.Added {
-		c.repos[e.Key] = &repo{URL: e.URL, Fallbacks: e.Fallbacks, State: StatePending}
+		if ov, ok := c.overlay[e.Key]; ok && (ov.Removed || ov.URL != e.URL) {
+			continue // the API's word wins over the catalog's
+		}
+		if r := c.repos[e.Key]; r != nil { // listed again (e.g. by the API before)
+			r.URL, r.Fallbacks, r.Attrs = e.URL, e.Fallbacks, e.Attrs
+			c.dirty[e.Key] = true
+			c.broadcastState(e.Key)
+			continue
+		}
+		c.repos[e.Key] = &repo{URL: e.URL, Fallbacks: e.Fallbacks, Attrs: e.Attrs, State: StatePending}
 		c.dirty[e.Key] = true
 		c.place(e.Key)
 		c.broadcastState(e.Key)
 	}
 	for _, e := range d.Changed {
 		r := c.repos[e.Key]
-		if r == nil {
+		if ov, ok := c.overlay[e.Key]; r == nil || ok && (ov.Removed || ov.URL != e.URL) {
 			continue
 		}
-		r.URL, r.Fallbacks = e.URL, e.Fallbacks
+		r.URL, r.Fallbacks, r.Attrs = e.URL, e.Fallbacks, e.Attrs
 		c.dirty[e.Key] = true
 		for _, id := range []uint32{r.Owner, r.Target} {
 			if s := c.sessions[id]; s != nil && id != 0 {
@@ -372,8 +391,8 @@ func (c *Coordinator) applyDelta(d catalog.Delta) {
 	}
 	for _, e := range d.Removed {
 		r := c.repos[e.Key]
-		if r == nil {
-			continue
+		if ov, ok := c.overlay[e.Key]; r == nil || ok && !ov.Removed {
+			continue // added through the API: stays until removed there
 		}
 		for _, id := range []uint32{r.Owner, r.Target} {
 			if s := c.sessions[id]; s != nil && id != 0 {
@@ -390,20 +409,22 @@ func (c *Coordinator) applyDelta(d catalog.Delta) {
 	}
 }
 
-// ConfirmPurge applies a held-back catalog change that removes many
-// repositories. It returns an error when nothing is held back.
-func (c *Coordinator) ConfirmPurge(ctx context.Context) error {
+var errNoPurge = errors.New("no catalog change is waiting for confirmation")
+
+// confirmPurge applies a held-back catalog change that removes many
+// repositories.
+func (c *Coordinator) confirmPurge(ctx context.Context) (string, error) {
 	c.mu.Lock()
 	p := c.purge
 	if p == nil {
 		c.mu.Unlock()
-		return errors.New("no catalog change is waiting for confirmation")
+		return "", errNoPurge
 	}
 	old := c.cat
 	c.mu.Unlock()
 	next, delta, err := old.Update(ctx, c.git, c.src.Dir(), p.commit)
 	if err != nil {
-		return err
+		return "", err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -413,7 +434,7 @@ func (c *Coordinator) ConfirmPurge(ctx context.Context) error {
 	c.dirtyMeta("catalog_commit", p.commit)
 	c.log.Warn("catalog change confirmed by the operator", "commit", p.commit, "removed", len(delta.Removed))
 	c.signalPersist()
-	return nil
+	return fmt.Sprintf("applied catalog commit %s: %d repositories removed", p.commit, len(delta.Removed)), nil
 }
 
 // checkToken compares a presented join token in constant time.

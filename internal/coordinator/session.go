@@ -204,6 +204,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	if res.GetServed() {
 		return // a full node's pull: nothing to record yet
 	}
+	defer c.taskDone(res)
 	if id != r.Owner && id != r.Target {
 		return // a stale result from a former owner
 	}
@@ -219,6 +220,10 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	at := res.GetCheckedAtMs()
 	r.LastCheck = at
+	r.Checks++
+	if res.GetFetched() {
+		r.Fetches++
+	}
 	if res.GetOk() {
 		if res.GetChanged() || r.Digest != res.GetDigest() {
 			r.LastChange = at
@@ -255,6 +260,8 @@ type session struct {
 	drop    map[string]bool
 	states  map[string]bool
 	removed map[string]bool
+	checks  []*fleetv1.CheckNow
+	done    []*fleetv1.TaskDone
 
 	signal chan struct{}
 	once   sync.Once
@@ -293,6 +300,16 @@ func (s *session) queueState(key string) {
 	s.kick()
 }
 
+func (s *session) queueCheck(key, taskID string) {
+	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, TaskId: taskID})
+	s.kick()
+}
+
+func (s *session) queueTaskDone(d *fleetv1.TaskDone) {
+	s.done = append(s.done, d)
+	s.kick()
+}
+
 func (s *session) queueRemoved(key string) {
 	delete(s.states, key)
 	s.removed[key] = true
@@ -309,6 +326,14 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Welcome{Welcome: &fleetv1.Welcome{
 			NodeId: s.id, HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), TunnelAddrs: c.tunnelAddrs()}}})
 	}
+	for _, ch := range s.checks {
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_CheckNow{CheckNow: ch}})
+	}
+	s.checks = nil
+	for _, d := range s.done {
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TaskDone{TaskDone: d}})
+	}
+	s.done = nil
 	if len(s.drop) > 0 {
 		keys := take(s.drop, n)
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Drop{Drop: &fleetv1.Drop{Keys: keys}}})
@@ -336,7 +361,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		for _, k := range keys {
 			if r := c.repos[k]; r != nil {
 				rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: r.URL, Owner: r.Owner, Digest: r.Digest,
-					State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError})
+					State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError,
+					Attrs: r.Attrs, FallbackUrls: r.Fallbacks, Checks: r.Checks, Fetches: r.Fetches})
 			}
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

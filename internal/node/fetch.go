@@ -55,11 +55,11 @@ func (n *Node) fetchLoop(ctx context.Context) {
 func (n *Node) check(ctx context.Context, key string) {
 	n.mu.Lock()
 	o := n.owned[key]
-	var url, taskID string
-	var fallbacks []string
+	var url string
+	var fallbacks, taskIDs []string
 	if o != nil {
-		url, fallbacks, taskID = o.url, o.fallbacks, o.taskID
-		o.taskID = ""
+		url, fallbacks, taskIDs = o.url, o.fallbacks, o.taskIDs
+		o.taskIDs = nil
 	}
 	n.mu.Unlock()
 	if o == nil {
@@ -76,7 +76,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		return // shutting down: the check did not happen
 	}
 	out := schedule.Outcome{Changed: res.Changed, Fetched: res.Fetched}
-	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), DurationMs: n.clk.Now().Sub(start).Milliseconds(), TaskId: taskID}
+	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), DurationMs: n.clk.Now().Sub(start).Milliseconds(), TaskIds: taskIDs}
 	if err != nil {
 		out.Class = failureClass(err)
 		out.HostThrottled = gitcmd.ClassOf(err) == gitcmd.ClassThrottled

@@ -84,7 +84,7 @@ type Node struct {
 type owned struct {
 	url       string
 	fallbacks []string
-	taskID    string
+	taskIDs   []string // on-demand checks waiting for the next check
 }
 
 // identity is what a node keeps of its registration.

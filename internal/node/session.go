@@ -311,8 +311,8 @@ func (n *Node) drop(key string) {
 func (n *Node) checkNow(key, taskID string) {
 	n.mu.Lock()
 	o := n.owned[key]
-	if o != nil {
-		o.taskID = taskID
+	if o != nil && taskID != "" {
+		o.taskIDs = append(o.taskIDs, taskID)
 	}
 	n.mu.Unlock()
 	if o != nil {
@@ -339,7 +339,8 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		}
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
-		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log}
+		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log,
+			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
 		go func() {
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
 				n.log.Error("tunnel stopped", "addr", a, "err", err)

@@ -78,6 +78,655 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
 }
 
+type AddRepoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Attrs         map[string]string      `protobuf:"bytes,2,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddRepoRequest) Reset() {
+	*x = AddRepoRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRepoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRepoRequest) ProtoMessage() {}
+
+func (x *AddRepoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRepoRequest.ProtoReflect.Descriptor instead.
+func (*AddRepoRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddRepoRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *AddRepoRequest) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
+}
+
+type AddRepoResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Created       bool                   `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddRepoResponse) Reset() {
+	*x = AddRepoResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRepoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRepoResponse) ProtoMessage() {}
+
+func (x *AddRepoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRepoResponse.ProtoReflect.Descriptor instead.
+func (*AddRepoResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddRepoResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AddRepoResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+type RemoveRepoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRepoRequest) Reset() {
+	*x = RemoveRepoRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRepoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRepoRequest) ProtoMessage() {}
+
+func (x *RemoveRepoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRepoRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRepoRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveRepoRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type RemoveRepoResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRepoResponse) Reset() {
+	*x = RemoveRepoResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRepoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRepoResponse) ProtoMessage() {}
+
+func (x *RemoveRepoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRepoResponse.ProtoReflect.Descriptor instead.
+func (*RemoveRepoResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
+}
+
+type FetchNowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchNowRequest) Reset() {
+	*x = FetchNowRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchNowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchNowRequest) ProtoMessage() {}
+
+func (x *FetchNowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchNowRequest.ProtoReflect.Descriptor instead.
+func (*FetchNowRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FetchNowRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *FetchNowRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+type FetchNowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         uint32                 `protobuf:"varint,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchNowResponse) Reset() {
+	*x = FetchNowResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchNowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchNowResponse) ProtoMessage() {}
+
+func (x *FetchNowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchNowResponse.ProtoReflect.Descriptor instead.
+func (*FetchNowResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FetchNowResponse) GetOwner() uint32 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+}
+
+type NodeTransition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	AtMs          int64                  `protobuf:"varint,3,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTransition) Reset() {
+	*x = NodeTransition{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTransition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTransition) ProtoMessage() {}
+
+func (x *NodeTransition) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTransition.ProtoReflect.Descriptor instead.
+func (*NodeTransition) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NodeTransition) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *NodeTransition) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *NodeTransition) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+type NodeInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Mode             Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=gitfleet.v1.Mode" json:"mode,omitempty"`
+	State            string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	LastHeartbeatMs  int64                  `protobuf:"varint,5,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
+	Repos            uint32                 `protobuf:"varint,6,opt,name=repos,proto3" json:"repos,omitempty"`
+	DiskUsedBytes    uint64                 `protobuf:"varint,7,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
+	DiskTotalBytes   uint64                 `protobuf:"varint,8,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	Flapping         bool                   `protobuf:"varint,9,opt,name=flapping,proto3" json:"flapping,omitempty"`
+	Capacity         float64                `protobuf:"fixed64,10,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	EffectiveWeight  float64                `protobuf:"fixed64,11,opt,name=effective_weight,json=effectiveWeight,proto3" json:"effective_weight,omitempty"`
+	EffectiveGraceMs int64                  `protobuf:"varint,12,opt,name=effective_grace_ms,json=effectiveGraceMs,proto3" json:"effective_grace_ms,omitempty"`
+	History          []*NodeTransition      `protobuf:"bytes,13,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeInfo) Reset() {
+	*x = NodeInfo{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeInfo) ProtoMessage() {}
+
+func (x *NodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
+func (*NodeInfo) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NodeInfo) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
+}
+
+func (x *NodeInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetLastHeartbeatMs() int64 {
+	if x != nil {
+		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetRepos() uint32 {
+	if x != nil {
+		return x.Repos
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetDiskUsedBytes() uint64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetDiskTotalBytes() uint64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetFlapping() bool {
+	if x != nil {
+		return x.Flapping
+	}
+	return false
+}
+
+func (x *NodeInfo) GetCapacity() float64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetEffectiveWeight() float64 {
+	if x != nil {
+		return x.EffectiveWeight
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetEffectiveGraceMs() int64 {
+	if x != nil {
+		return x.EffectiveGraceMs
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetHistory() []*NodeTransition {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// A held-back catalog change, if any.
+	PendingPurge  string `protobuf:"bytes,2,opt,name=pending_purge,json=pendingPurge,proto3" json:"pending_purge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListNodesResponse) GetNodes() []*NodeInfo {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetPendingPurge() string {
+	if x != nil {
+		return x.PendingPurge
+	}
+	return ""
+}
+
+type ConfirmPurgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmPurgeRequest) Reset() {
+	*x = ConfirmPurgeRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmPurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmPurgeRequest) ProtoMessage() {}
+
+func (x *ConfirmPurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmPurgeRequest.ProtoReflect.Descriptor instead.
+func (*ConfirmPurgeRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+}
+
+type ConfirmPurgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmPurgeResponse) Reset() {
+	*x = ConfirmPurgeResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmPurgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmPurgeResponse) ProtoMessage() {}
+
+func (x *ConfirmPurgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmPurgeResponse.ProtoReflect.Descriptor instead.
+func (*ConfirmPurgeResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ConfirmPurgeResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type RegisterRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	JoinToken string                 `protobuf:"bytes,1,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
@@ -97,7 +746,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +758,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +771,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterRequest) GetJoinToken() string {
@@ -192,7 +841,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +853,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +866,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterResponse) GetNodeId() uint32 {
@@ -256,7 +905,7 @@ type NodeMessage struct {
 
 func (x *NodeMessage) Reset() {
 	*x = NodeMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +917,7 @@ func (x *NodeMessage) String() string {
 func (*NodeMessage) ProtoMessage() {}
 
 func (x *NodeMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +930,7 @@ func (x *NodeMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMessage.ProtoReflect.Descriptor instead.
 func (*NodeMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeMessage) GetMsg() isNodeMessage_Msg {
@@ -365,7 +1014,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +1026,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +1039,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Hello) GetNodeId() uint32 {
@@ -419,7 +1068,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +1080,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +1093,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Inventory) GetRepos() []*HeldRepo {
@@ -471,7 +1120,7 @@ type HeldRepo struct {
 
 func (x *HeldRepo) Reset() {
 	*x = HeldRepo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +1132,7 @@ func (x *HeldRepo) String() string {
 func (*HeldRepo) ProtoMessage() {}
 
 func (x *HeldRepo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +1145,7 @@ func (x *HeldRepo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldRepo.ProtoReflect.Descriptor instead.
 func (*HeldRepo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeldRepo) GetKey() string {
@@ -526,7 +1175,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +1187,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +1200,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Heartbeat) GetDiskUsedBytes() uint64 {
@@ -598,7 +1247,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +1259,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +1272,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Results) GetResults() []*CheckResult {
@@ -647,7 +1296,8 @@ type CheckResult struct {
 	Error      string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	ErrorClass string `protobuf:"bytes,9,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
 	DurationMs int64  `protobuf:"varint,10,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	TaskId     string `protobuf:"bytes,11,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// On-demand checks (FetchNow) this check answers.
+	TaskIds []string `protobuf:"bytes,11,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
 	// Full nodes: this result reports a pull from the owner (the copy the public is served).
 	Served        bool `protobuf:"varint,12,opt,name=served,proto3" json:"served,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -656,7 +1306,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +1318,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +1331,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckResult) GetKey() string {
@@ -754,11 +1404,11 @@ func (x *CheckResult) GetDurationMs() int64 {
 	return 0
 }
 
-func (x *CheckResult) GetTaskId() string {
+func (x *CheckResult) GetTaskIds() []string {
 	if x != nil {
-		return x.TaskId
+		return x.TaskIds
 	}
-	return ""
+	return nil
 }
 
 func (x *CheckResult) GetServed() bool {
@@ -778,6 +1428,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_CheckNow
 	//	*CoordinatorMessage_RepoStates
 	//	*CoordinatorMessage_RepoRemoved
+	//	*CoordinatorMessage_TaskDone
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -785,7 +1436,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1448,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1461,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CoordinatorMessage) GetMsg() isCoordinatorMessage_Msg {
@@ -874,6 +1525,15 @@ func (x *CoordinatorMessage) GetRepoRemoved() *RepoRemoved {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetTaskDone() *TaskDone {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_TaskDone); ok {
+			return x.TaskDone
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -902,6 +1562,10 @@ type CoordinatorMessage_RepoRemoved struct {
 	RepoRemoved *RepoRemoved `protobuf:"bytes,6,opt,name=repo_removed,json=repoRemoved,proto3,oneof"`
 }
 
+type CoordinatorMessage_TaskDone struct {
+	TaskDone *TaskDone `protobuf:"bytes,7,opt,name=task_done,json=taskDone,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -913,6 +1577,93 @@ func (*CoordinatorMessage_CheckNow) isCoordinatorMessage_Msg() {}
 func (*CoordinatorMessage_RepoStates) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_RepoRemoved) isCoordinatorMessage_Msg() {}
+
+func (*CoordinatorMessage_TaskDone) isCoordinatorMessage_Msg() {}
+
+// TaskDone tells the full node that asked for a check (FetchNow) how it went.
+type TaskDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Ok            bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	Changed       bool                   `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDone) Reset() {
+	*x = TaskDone{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDone) ProtoMessage() {}
+
+func (x *TaskDone) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
+func (*TaskDone) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TaskDone) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskDone) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TaskDone) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *TaskDone) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *TaskDone) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *TaskDone) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
 
 type Welcome struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -926,7 +1677,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1689,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1702,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -988,7 +1739,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1751,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1764,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Repo) GetKey() string {
@@ -1054,7 +1805,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1817,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1830,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -1099,7 +1850,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1862,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1875,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -1144,7 +1895,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1907,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1920,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -1188,22 +1939,27 @@ func (x *CheckNow) GetTaskId() string {
 
 // RepoState is what full nodes learn of every repository.
 type RepoState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
-	Owner         uint32                 `protobuf:"varint,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	Digest        string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
-	State         string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
-	LastCheckMs   int64                  `protobuf:"varint,6,opt,name=last_check_ms,json=lastCheckMs,proto3" json:"last_check_ms,omitempty"`
-	LastChangeMs  int64                  `protobuf:"varint,7,opt,name=last_change_ms,json=lastChangeMs,proto3" json:"last_change_ms,omitempty"`
-	LastError     string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Url          string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Owner        uint32                 `protobuf:"varint,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Digest       string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	State        string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	LastCheckMs  int64                  `protobuf:"varint,6,opt,name=last_check_ms,json=lastCheckMs,proto3" json:"last_check_ms,omitempty"`
+	LastChangeMs int64                  `protobuf:"varint,7,opt,name=last_change_ms,json=lastChangeMs,proto3" json:"last_change_ms,omitempty"`
+	LastError    string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Attrs        map[string]string      `protobuf:"bytes,9,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	FallbackUrls []string               `protobuf:"bytes,10,rep,name=fallback_urls,json=fallbackUrls,proto3" json:"fallback_urls,omitempty"`
+	// Check counters for the API: upstream ref listings and fetches done.
+	Checks        uint64 `protobuf:"varint,11,opt,name=checks,proto3" json:"checks,omitempty"`
+	Fetches       uint64 `protobuf:"varint,12,opt,name=fetches,proto3" json:"fetches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1971,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1984,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RepoState) GetKey() string {
@@ -1287,6 +2043,34 @@ func (x *RepoState) GetLastError() string {
 	return ""
 }
 
+func (x *RepoState) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
+}
+
+func (x *RepoState) GetFallbackUrls() []string {
+	if x != nil {
+		return x.FallbackUrls
+	}
+	return nil
+}
+
+func (x *RepoState) GetChecks() uint64 {
+	if x != nil {
+		return x.Checks
+	}
+	return 0
+}
+
+func (x *RepoState) GetFetches() uint64 {
+	if x != nil {
+		return x.Fetches
+	}
+	return 0
+}
+
 type RepoStates struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Repos         []*RepoState           `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
@@ -1296,7 +2080,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +2092,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +2105,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -1341,7 +2125,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +2137,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +2150,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -1380,7 +2164,51 @@ var File_gitfleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\xfc\x01\n" +
+	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\x9a\x01\n" +
+	"\x0eAddRepoRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
+	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
+	"\x0fAddRepoResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"%\n" +
+	"\x11RemoveRepoRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"\x14\n" +
+	"\x12RemoveRepoResponse\"<\n" +
+	"\x0fFetchNowRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\"(\n" +
+	"\x10FetchNowResponse\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\rR\x05owner\"\x12\n" +
+	"\x10ListNodesRequest\"I\n" +
+	"\x0eNodeTransition\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x13\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xc7\x03\n" +
+	"\bNodeInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x11.gitfleet.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12*\n" +
+	"\x11last_heartbeat_ms\x18\x05 \x01(\x03R\x0flastHeartbeatMs\x12\x14\n" +
+	"\x05repos\x18\x06 \x01(\rR\x05repos\x12&\n" +
+	"\x0fdisk_used_bytes\x18\a \x01(\x04R\rdiskUsedBytes\x12(\n" +
+	"\x10disk_total_bytes\x18\b \x01(\x04R\x0ediskTotalBytes\x12\x1a\n" +
+	"\bflapping\x18\t \x01(\bR\bflapping\x12\x1a\n" +
+	"\bcapacity\x18\n" +
+	" \x01(\x01R\bcapacity\x12)\n" +
+	"\x10effective_weight\x18\v \x01(\x01R\x0feffectiveWeight\x12,\n" +
+	"\x12effective_grace_ms\x18\f \x01(\x03R\x10effectiveGraceMs\x125\n" +
+	"\ahistory\x18\r \x03(\v2\x1b.gitfleet.v1.NodeTransitionR\ahistory\"e\n" +
+	"\x11ListNodesResponse\x12+\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x15.gitfleet.v1.NodeInfoR\x05nodes\x12#\n" +
+	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
+	"\x13ConfirmPurgeRequest\"0\n" +
+	"\x14ConfirmPurgeResponse\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xfc\x01\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"join_token\x18\x01 \x01(\tR\tjoinToken\x12\x17\n" +
@@ -1421,7 +2249,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x18\n" +
 	"\arunning\x18\x05 \x01(\rR\arunning\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc0\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x02\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -1435,9 +2263,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"errorClass\x12\x1f\n" +
 	"\vduration_ms\x18\n" +
 	" \x01(\x03R\n" +
-	"durationMs\x12\x17\n" +
-	"\atask_id\x18\v \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\xd6\x02\n" +
+	"durationMs\x12\x19\n" +
+	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
+	"\x06served\x18\f \x01(\bR\x06served\"\x8c\x03\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -1445,8 +2273,16 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tcheck_now\x18\x04 \x01(\v2\x15.gitfleet.v1.CheckNowH\x00R\bcheckNow\x12:\n" +
 	"\vrepo_states\x18\x05 \x01(\v2\x17.gitfleet.v1.RepoStatesH\x00R\n" +
 	"repoStates\x12=\n" +
-	"\frepo_removed\x18\x06 \x01(\v2\x18.gitfleet.v1.RepoRemovedH\x00R\vrepoRemovedB\x05\n" +
-	"\x03msg\"y\n" +
+	"\frepo_removed\x18\x06 \x01(\v2\x18.gitfleet.v1.RepoRemovedH\x00R\vrepoRemoved\x124\n" +
+	"\ttask_done\x18\a \x01(\v2\x15.gitfleet.v1.TaskDoneH\x00R\btaskDoneB\x05\n" +
+	"\x03msg\"\x8d\x01\n" +
+	"\bTaskDone\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x0e\n" +
+	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12\x18\n" +
+	"\achanged\x18\x06 \x01(\bR\achanged\"y\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
@@ -1462,7 +2298,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\"5\n" +
 	"\bCheckNow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\"\xdc\x01\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\"\xa6\x03\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -1472,7 +2308,16 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rlast_check_ms\x18\x06 \x01(\x03R\vlastCheckMs\x12$\n" +
 	"\x0elast_change_ms\x18\a \x01(\x03R\flastChangeMs\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\b \x01(\tR\tlastError\":\n" +
+	"last_error\x18\b \x01(\tR\tlastError\x127\n" +
+	"\x05attrs\x18\t \x03(\v2!.gitfleet.v1.RepoState.AttrsEntryR\x05attrs\x12#\n" +
+	"\rfallback_urls\x18\n" +
+	" \x03(\tR\ffallbackUrls\x12\x16\n" +
+	"\x06checks\x18\v \x01(\x04R\x06checks\x12\x18\n" +
+	"\afetches\x18\f \x01(\x04R\afetches\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\n" +
 	"RepoStates\x12,\n" +
 	"\x05repos\x18\x01 \x03(\v2\x16.gitfleet.v1.RepoStateR\x05repos\"!\n" +
@@ -1481,10 +2326,16 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_PARTIAL\x10\x01\x12\r\n" +
-	"\tMODE_FULL\x10\x022\xa0\x01\n" +
+	"\tMODE_FULL\x10\x022\x9f\x04\n" +
 	"\vCoordinator\x12G\n" +
 	"\bRegister\x12\x1c.gitfleet.v1.RegisterRequest\x1a\x1d.gitfleet.v1.RegisterResponse\x12H\n" +
-	"\aSession\x12\x18.gitfleet.v1.NodeMessage\x1a\x1f.gitfleet.v1.CoordinatorMessage(\x010\x01B8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
+	"\aSession\x12\x18.gitfleet.v1.NodeMessage\x1a\x1f.gitfleet.v1.CoordinatorMessage(\x010\x01\x12D\n" +
+	"\aAddRepo\x12\x1b.gitfleet.v1.AddRepoRequest\x1a\x1c.gitfleet.v1.AddRepoResponse\x12M\n" +
+	"\n" +
+	"RemoveRepo\x12\x1e.gitfleet.v1.RemoveRepoRequest\x1a\x1f.gitfleet.v1.RemoveRepoResponse\x12G\n" +
+	"\bFetchNow\x12\x1c.gitfleet.v1.FetchNowRequest\x1a\x1d.gitfleet.v1.FetchNowResponse\x12J\n" +
+	"\tListNodes\x12\x1d.gitfleet.v1.ListNodesRequest\x1a\x1e.gitfleet.v1.ListNodesResponse\x12S\n" +
+	"\fConfirmPurge\x12 .gitfleet.v1.ConfirmPurgeRequest\x1a!.gitfleet.v1.ConfirmPurgeResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_gitfleet_v1_fleet_proto_rawDescOnce sync.Once
@@ -1499,53 +2350,84 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
-	(Mode)(0),                  // 0: gitfleet.v1.Mode
-	(*RegisterRequest)(nil),    // 1: gitfleet.v1.RegisterRequest
-	(*RegisterResponse)(nil),   // 2: gitfleet.v1.RegisterResponse
-	(*NodeMessage)(nil),        // 3: gitfleet.v1.NodeMessage
-	(*Hello)(nil),              // 4: gitfleet.v1.Hello
-	(*Inventory)(nil),          // 5: gitfleet.v1.Inventory
-	(*HeldRepo)(nil),           // 6: gitfleet.v1.HeldRepo
-	(*Heartbeat)(nil),          // 7: gitfleet.v1.Heartbeat
-	(*Results)(nil),            // 8: gitfleet.v1.Results
-	(*CheckResult)(nil),        // 9: gitfleet.v1.CheckResult
-	(*CoordinatorMessage)(nil), // 10: gitfleet.v1.CoordinatorMessage
-	(*Welcome)(nil),            // 11: gitfleet.v1.Welcome
-	(*Repo)(nil),               // 12: gitfleet.v1.Repo
-	(*Assign)(nil),             // 13: gitfleet.v1.Assign
-	(*Drop)(nil),               // 14: gitfleet.v1.Drop
-	(*CheckNow)(nil),           // 15: gitfleet.v1.CheckNow
-	(*RepoState)(nil),          // 16: gitfleet.v1.RepoState
-	(*RepoStates)(nil),         // 17: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),        // 18: gitfleet.v1.RepoRemoved
+	(Mode)(0),                    // 0: gitfleet.v1.Mode
+	(*AddRepoRequest)(nil),       // 1: gitfleet.v1.AddRepoRequest
+	(*AddRepoResponse)(nil),      // 2: gitfleet.v1.AddRepoResponse
+	(*RemoveRepoRequest)(nil),    // 3: gitfleet.v1.RemoveRepoRequest
+	(*RemoveRepoResponse)(nil),   // 4: gitfleet.v1.RemoveRepoResponse
+	(*FetchNowRequest)(nil),      // 5: gitfleet.v1.FetchNowRequest
+	(*FetchNowResponse)(nil),     // 6: gitfleet.v1.FetchNowResponse
+	(*ListNodesRequest)(nil),     // 7: gitfleet.v1.ListNodesRequest
+	(*NodeTransition)(nil),       // 8: gitfleet.v1.NodeTransition
+	(*NodeInfo)(nil),             // 9: gitfleet.v1.NodeInfo
+	(*ListNodesResponse)(nil),    // 10: gitfleet.v1.ListNodesResponse
+	(*ConfirmPurgeRequest)(nil),  // 11: gitfleet.v1.ConfirmPurgeRequest
+	(*ConfirmPurgeResponse)(nil), // 12: gitfleet.v1.ConfirmPurgeResponse
+	(*RegisterRequest)(nil),      // 13: gitfleet.v1.RegisterRequest
+	(*RegisterResponse)(nil),     // 14: gitfleet.v1.RegisterResponse
+	(*NodeMessage)(nil),          // 15: gitfleet.v1.NodeMessage
+	(*Hello)(nil),                // 16: gitfleet.v1.Hello
+	(*Inventory)(nil),            // 17: gitfleet.v1.Inventory
+	(*HeldRepo)(nil),             // 18: gitfleet.v1.HeldRepo
+	(*Heartbeat)(nil),            // 19: gitfleet.v1.Heartbeat
+	(*Results)(nil),              // 20: gitfleet.v1.Results
+	(*CheckResult)(nil),          // 21: gitfleet.v1.CheckResult
+	(*CoordinatorMessage)(nil),   // 22: gitfleet.v1.CoordinatorMessage
+	(*TaskDone)(nil),             // 23: gitfleet.v1.TaskDone
+	(*Welcome)(nil),              // 24: gitfleet.v1.Welcome
+	(*Repo)(nil),                 // 25: gitfleet.v1.Repo
+	(*Assign)(nil),               // 26: gitfleet.v1.Assign
+	(*Drop)(nil),                 // 27: gitfleet.v1.Drop
+	(*CheckNow)(nil),             // 28: gitfleet.v1.CheckNow
+	(*RepoState)(nil),            // 29: gitfleet.v1.RepoState
+	(*RepoStates)(nil),           // 30: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),          // 31: gitfleet.v1.RepoRemoved
+	nil,                          // 32: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                          // 33: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	0,  // 0: gitfleet.v1.RegisterRequest.mode:type_name -> gitfleet.v1.Mode
-	4,  // 1: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
-	5,  // 2: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
-	7,  // 3: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
-	8,  // 4: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
-	6,  // 5: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
-	9,  // 6: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	11, // 7: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	13, // 8: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	14, // 9: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	15, // 10: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	17, // 11: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	18, // 12: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	12, // 13: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	16, // 14: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	1,  // 15: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	3,  // 16: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	2,  // 17: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	10, // 18: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	32, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
+	8,  // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
+	9,  // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
+	0,  // 4: gitfleet.v1.RegisterRequest.mode:type_name -> gitfleet.v1.Mode
+	16, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
+	17, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
+	19, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
+	20, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
+	18, // 9: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
+	21, // 10: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
+	24, // 11: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	26, // 12: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	27, // 13: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	28, // 14: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	30, // 15: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	31, // 16: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	23, // 17: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	25, // 18: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	33, // 19: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	29, // 20: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	13, // 21: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	15, // 22: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	1,  // 23: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	3,  // 24: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	5,  // 25: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	7,  // 26: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	11, // 27: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	14, // 28: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	22, // 29: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	2,  // 30: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	4,  // 31: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	6,  // 32: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	10, // 33: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	12, // 34: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -1553,19 +2435,20 @@ func file_gitfleet_v1_fleet_proto_init() {
 	if File_gitfleet_v1_fleet_proto != nil {
 		return
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[2].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[14].OneofWrappers = []any{
 		(*NodeMessage_Hello)(nil),
 		(*NodeMessage_Inventory)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Results)(nil),
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[9].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[21].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Assign)(nil),
 		(*CoordinatorMessage_Drop)(nil),
 		(*CoordinatorMessage_CheckNow)(nil),
 		(*CoordinatorMessage_RepoStates)(nil),
 		(*CoordinatorMessage_RepoRemoved)(nil),
+		(*CoordinatorMessage_TaskDone)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1573,7 +2456,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

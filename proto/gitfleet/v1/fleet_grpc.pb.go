@@ -27,8 +27,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Coordinator_Register_FullMethodName = "/gitfleet.v1.Coordinator/Register"
-	Coordinator_Session_FullMethodName  = "/gitfleet.v1.Coordinator/Session"
+	Coordinator_Register_FullMethodName     = "/gitfleet.v1.Coordinator/Register"
+	Coordinator_Session_FullMethodName      = "/gitfleet.v1.Coordinator/Session"
+	Coordinator_AddRepo_FullMethodName      = "/gitfleet.v1.Coordinator/AddRepo"
+	Coordinator_RemoveRepo_FullMethodName   = "/gitfleet.v1.Coordinator/RemoveRepo"
+	Coordinator_FetchNow_FullMethodName     = "/gitfleet.v1.Coordinator/FetchNow"
+	Coordinator_ListNodes_FullMethodName    = "/gitfleet.v1.Coordinator/ListNodes"
+	Coordinator_ConfirmPurge_FullMethodName = "/gitfleet.v1.Coordinator/ConfirmPurge"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -39,6 +44,16 @@ type CoordinatorClient interface {
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NodeMessage, CoordinatorMessage], error)
+	// AddRepo adds or updates a repository outside the catalog (persisted).
+	AddRepo(ctx context.Context, in *AddRepoRequest, opts ...grpc.CallOption) (*AddRepoResponse, error)
+	// RemoveRepo removes a repository (persisted, even if the catalog lists it).
+	RemoveRepo(ctx context.Context, in *RemoveRepoRequest, opts ...grpc.CallOption) (*RemoveRepoResponse, error)
+	// FetchNow asks the owner of a repository for an immediate check.
+	FetchNow(ctx context.Context, in *FetchNowRequest, opts ...grpc.CallOption) (*FetchNowResponse, error)
+	// ListNodes describes every node of the fleet.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// ConfirmPurge applies a held-back catalog change that removes many repositories.
+	ConfirmPurge(ctx context.Context, in *ConfirmPurgeRequest, opts ...grpc.CallOption) (*ConfirmPurgeResponse, error)
 }
 
 type coordinatorClient struct {
@@ -72,6 +87,56 @@ func (c *coordinatorClient) Session(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Coordinator_SessionClient = grpc.BidiStreamingClient[NodeMessage, CoordinatorMessage]
 
+func (c *coordinatorClient) AddRepo(ctx context.Context, in *AddRepoRequest, opts ...grpc.CallOption) (*AddRepoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddRepoResponse)
+	err := c.cc.Invoke(ctx, Coordinator_AddRepo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) RemoveRepo(ctx context.Context, in *RemoveRepoRequest, opts ...grpc.CallOption) (*RemoveRepoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveRepoResponse)
+	err := c.cc.Invoke(ctx, Coordinator_RemoveRepo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) FetchNow(ctx context.Context, in *FetchNowRequest, opts ...grpc.CallOption) (*FetchNowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchNowResponse)
+	err := c.cc.Invoke(ctx, Coordinator_FetchNow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, Coordinator_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) ConfirmPurge(ctx context.Context, in *ConfirmPurgeRequest, opts ...grpc.CallOption) (*ConfirmPurgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfirmPurgeResponse)
+	err := c.cc.Invoke(ctx, Coordinator_ConfirmPurge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -80,6 +145,16 @@ type CoordinatorServer interface {
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
 	Session(grpc.BidiStreamingServer[NodeMessage, CoordinatorMessage]) error
+	// AddRepo adds or updates a repository outside the catalog (persisted).
+	AddRepo(context.Context, *AddRepoRequest) (*AddRepoResponse, error)
+	// RemoveRepo removes a repository (persisted, even if the catalog lists it).
+	RemoveRepo(context.Context, *RemoveRepoRequest) (*RemoveRepoResponse, error)
+	// FetchNow asks the owner of a repository for an immediate check.
+	FetchNow(context.Context, *FetchNowRequest) (*FetchNowResponse, error)
+	// ListNodes describes every node of the fleet.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// ConfirmPurge applies a held-back catalog change that removes many repositories.
+	ConfirmPurge(context.Context, *ConfirmPurgeRequest) (*ConfirmPurgeResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -95,6 +170,21 @@ func (UnimplementedCoordinatorServer) Register(context.Context, *RegisterRequest
 }
 func (UnimplementedCoordinatorServer) Session(grpc.BidiStreamingServer[NodeMessage, CoordinatorMessage]) error {
 	return status.Error(codes.Unimplemented, "method Session not implemented")
+}
+func (UnimplementedCoordinatorServer) AddRepo(context.Context, *AddRepoRequest) (*AddRepoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddRepo not implemented")
+}
+func (UnimplementedCoordinatorServer) RemoveRepo(context.Context, *RemoveRepoRequest) (*RemoveRepoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveRepo not implemented")
+}
+func (UnimplementedCoordinatorServer) FetchNow(context.Context, *FetchNowRequest) (*FetchNowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FetchNow not implemented")
+}
+func (UnimplementedCoordinatorServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedCoordinatorServer) ConfirmPurge(context.Context, *ConfirmPurgeRequest) (*ConfirmPurgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfirmPurge not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -142,6 +232,96 @@ func _Coordinator_Session_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Coordinator_SessionServer = grpc.BidiStreamingServer[NodeMessage, CoordinatorMessage]
 
+func _Coordinator_AddRepo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddRepoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).AddRepo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_AddRepo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).AddRepo(ctx, req.(*AddRepoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_RemoveRepo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRepoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).RemoveRepo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_RemoveRepo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).RemoveRepo(ctx, req.(*RemoveRepoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_FetchNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchNowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).FetchNow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_FetchNow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).FetchNow(ctx, req.(*FetchNowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_ConfirmPurge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfirmPurgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).ConfirmPurge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_ConfirmPurge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).ConfirmPurge(ctx, req.(*ConfirmPurgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -152,6 +332,26 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Register",
 			Handler:    _Coordinator_Register_Handler,
+		},
+		{
+			MethodName: "AddRepo",
+			Handler:    _Coordinator_AddRepo_Handler,
+		},
+		{
+			MethodName: "RemoveRepo",
+			Handler:    _Coordinator_RemoveRepo_Handler,
+		},
+		{
+			MethodName: "FetchNow",
+			Handler:    _Coordinator_FetchNow_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _Coordinator_ListNodes_Handler,
+		},
+		{
+			MethodName: "ConfirmPurge",
+			Handler:    _Coordinator_ConfirmPurge_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

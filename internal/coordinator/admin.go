@@ -1,0 +1,251 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/store"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// overlay is a repository added or removed through the API: it survives
+// restarts and wins over the catalog.
+type overlay struct {
+	URL       string            `json:",omitempty"`
+	Fallbacks []string          `json:",omitempty"`
+	Attrs     map[string]string `json:",omitempty"`
+	Removed   bool              `json:",omitempty"`
+}
+
+const bucketOverlay = "overlay"
+
+// pendingTask remembers which full node asked for an on-demand check.
+type pendingTask struct {
+	node uint32
+	at   time.Time
+}
+
+// authFull checks that the caller is a registered full node.
+func (c *Coordinator) authFull(ctx context.Context) (uint32, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	get := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	id64, err := strconv.ParseUint(get("x-gitfleet-node"), 10, 32)
+	if err != nil {
+		return 0, status.Error(codes.Unauthenticated, "missing or bad x-gitfleet-node")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.nodes[uint32(id64)]
+	if rec == nil || rec.SecretHash != hashSecret(get("x-gitfleet-secret")) {
+		return 0, status.Error(codes.Unauthenticated, "unknown node or wrong node secret")
+	}
+	if rec.Mode != fleetv1.Mode_MODE_FULL {
+		return 0, status.Error(codes.PermissionDenied, "only full nodes may change the repository set")
+	}
+	return rec.ID, nil
+}
+
+// AddRepo adds (or updates) a repository outside the catalog.
+func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) (*fleetv1.AddRepoResponse, error) {
+	if _, err := c.authFull(ctx); err != nil {
+		return nil, err
+	}
+	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate})
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if len(req.GetAttrs()) > 64 {
+		return nil, status.Error(codes.InvalidArgument, "at most 64 attributes")
+	}
+	ov := overlay{URL: url, Attrs: req.GetAttrs()}
+	if err := c.putOverlay(ctx, key, ov); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.overlay[key] = ov
+	e := catalog.Entry{Key: key, URL: url, Attrs: ov.Attrs}
+	_, exists := c.repos[key]
+	if exists {
+		c.applyDelta(catalog.Delta{Changed: []catalog.Entry{e}})
+	} else {
+		c.applyDelta(catalog.Delta{Added: []catalog.Entry{e}})
+	}
+	c.signalPersist()
+	c.log.Info("repository added through the API", "key", key, "url", url, "update", exists)
+	return &fleetv1.AddRepoResponse{Key: key, Created: !exists}, nil
+}
+
+// RemoveRepo removes a repository and keeps it removed across catalog updates.
+func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoRequest) (*fleetv1.RemoveRepoResponse, error) {
+	if _, err := c.authFull(ctx); err != nil {
+		return nil, err
+	}
+	key := req.GetKey()
+	if err := repokey.Check(key); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	c.mu.Lock()
+	_, exists := c.repos[key]
+	c.mu.Unlock()
+	if !exists {
+		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", key)
+	}
+	ov := overlay{Removed: true}
+	if err := c.putOverlay(ctx, key, ov); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.overlay[key] = ov
+	c.applyDelta(catalog.Delta{Removed: []catalog.Entry{{Key: key}}})
+	c.signalPersist()
+	c.log.Info("repository removed through the API", "key", key)
+	return &fleetv1.RemoveRepoResponse{}, nil
+}
+
+func (c *Coordinator) putOverlay(ctx context.Context, key string, ov overlay) error {
+	b, _ := json.Marshal(ov)
+	if err := c.db.Put(ctx, bucketOverlay, key, b); err != nil {
+		return status.Errorf(codes.Unavailable, "store: %v", err)
+	}
+	return nil
+}
+
+// FetchNow routes an on-demand check to the repository's owner.
+func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest) (*fleetv1.FetchNowResponse, error) {
+	from, err := c.authFull(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.repos[req.GetKey()]
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
+	}
+	for _, id := range []uint32{r.Owner, r.Target} {
+		s := c.sessions[id]
+		if id == 0 || s == nil {
+			continue
+		}
+		s.queueCheck(req.GetKey(), req.GetTaskId())
+		if req.GetTaskId() != "" {
+			c.gcTasks()
+			c.tasks[req.GetTaskId()] = pendingTask{node: from, at: c.clk.Now()}
+		}
+		return &fleetv1.FetchNowResponse{Owner: id}, nil
+	}
+	return nil, status.Errorf(codes.Unavailable, "the owner of %s (node %d) is not connected; it will be checked when it is back or re-placed", req.GetKey(), r.Owner)
+}
+
+// gcTasks forgets task routes older than an hour. Caller holds c.mu.
+func (c *Coordinator) gcTasks() {
+	if len(c.tasks) < 1024 {
+		return
+	}
+	cutoff := c.clk.Now().Add(-time.Hour)
+	for id, t := range c.tasks {
+		if t.at.Before(cutoff) {
+			delete(c.tasks, id)
+		}
+	}
+}
+
+// taskDone tells the full nodes that asked for these tasks. Caller holds c.mu.
+func (c *Coordinator) taskDone(res *fleetv1.CheckResult) {
+	for _, id := range res.GetTaskIds() {
+		t, ok := c.tasks[id]
+		if !ok {
+			continue
+		}
+		delete(c.tasks, id)
+		if s := c.sessions[t.node]; s != nil {
+			s.queueTaskDone(&fleetv1.TaskDone{TaskId: id, Key: res.GetKey(), Ok: res.GetOk(), Error: res.GetError(),
+				Digest: res.GetDigest(), Changed: res.GetChanged()})
+		}
+	}
+}
+
+// ListNodes describes the fleet.
+func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest) (*fleetv1.ListNodesResponse, error) {
+	if _, err := c.authFull(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := map[uint32]uint32{}
+	for _, r := range c.repos {
+		if r.Owner != 0 {
+			counts[r.Owner]++
+		}
+	}
+	resp := &fleetv1.ListNodesResponse{}
+	if c.purge != nil {
+		resp.PendingPurge = fmt.Sprintf("catalog commit %s would remove %d of %d repositories; confirm it to apply", c.purge.commit, c.purge.removed, c.purge.total)
+	}
+	for _, st := range c.table.Nodes() {
+		rec := c.nodes[st.ID]
+		n := &fleetv1.NodeInfo{Id: st.ID, Name: st.Name, State: st.State.String(), Repos: counts[st.ID],
+			Flapping: st.Flapping, Capacity: st.Weight, EffectiveWeight: st.EffectiveWeight,
+			EffectiveGraceMs: st.EffectiveGrace.Milliseconds()}
+		if !st.LastHeartbeat.IsZero() {
+			n.LastHeartbeatMs = st.LastHeartbeat.UnixMilli()
+		}
+		if rec != nil {
+			n.Mode = rec.Mode
+		}
+		if s := c.sessions[st.ID]; s != nil && s.disk != nil {
+			n.DiskUsedBytes, n.DiskTotalBytes = s.disk.GetDiskUsedBytes(), s.disk.GetDiskTotalBytes()
+		}
+		for _, h := range st.History {
+			n.History = append(n.History, &fleetv1.NodeTransition{From: h.From.String(), To: h.To.String(), AtMs: h.At.UnixMilli()})
+		}
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	return resp, nil
+}
+
+// ConfirmPurge applies a held-back catalog change.
+func (c *Coordinator) ConfirmPurge(ctx context.Context, _ *fleetv1.ConfirmPurgeRequest) (*fleetv1.ConfirmPurgeResponse, error) {
+	if _, err := c.authFull(ctx); err != nil {
+		return nil, err
+	}
+	msg, err := c.confirmPurge(ctx)
+	if errors.Is(err, errNoPurge) {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &fleetv1.ConfirmPurgeResponse{Message: msg}, nil
+}
+
+func (c *Coordinator) loadOverlay(ctx context.Context) error {
+	return c.db.Scan(ctx, bucketOverlay, "", func(k string, v []byte) error {
+		var ov overlay
+		if err := json.Unmarshal(v, &ov); err != nil {
+			c.log.Warn("restore: skip unreadable overlay entry", "key", k, "err", err)
+			return nil
+		}
+		c.overlay[k] = ov
+		return nil
+	})
+}
+
+var _ store.Store = (*store.Bolt)(nil)
