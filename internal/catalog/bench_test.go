@@ -196,3 +196,47 @@ func BenchmarkUpdate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadCompassLayout loads a catalog of one YAML file per
+// repository, laid out like Compass-CI's upstream-repos.
+//
+//	go test -run='^$' -bench=CompassLayout -benchtime=3x ./internal/catalog/
+func BenchmarkLoadCompassLayout(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("compass-%d", n))
+	gitDir := filepath.Join(dir, ".git")
+	if _, err := os.Stat(filepath.Join(dir, "commit")); err != nil {
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+		if err := testGit.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--quiet", "--initial-branch=main"}, Args: []string{dir}}); err != nil {
+			b.Fatal(err)
+		}
+		err := fastImport(ctx, testGit, gitDir, func(w *bufio.Writer) {
+			fmt.Fprintf(w, "commit refs/heads/main\ncommitter %s\ndata 4\ngen\n", genIdentity)
+			for i := range n {
+				name := fmt.Sprintf("pkg-%06d", i)
+				body := fmt.Sprintf("---\nurl:\n- https://gitee.com/src-openeuler/%s.git\n", name)
+				fmt.Fprintf(w, "M 100644 inline %c/%s/%s\ndata %d\n%s\n", 'a'+i%26, name, name, len(body), body)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "commit"), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	base := liveHeapMB()
+	var c *Catalog
+	for b.Loop() {
+		var err error
+		if c, err = Load(ctx, testGit, gitDir, "main", Options{}); err != nil || c.Len() != n {
+			b.Fatalf("Load: %v", err)
+		}
+	}
+	b.ReportMetric(liveHeapMB()-base, "heap-MB")
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+	runtime.KeepAlive(c)
+}

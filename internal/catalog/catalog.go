@@ -66,7 +66,8 @@ type Options struct {
 
 // A Catalog is the parsed content of one commit: entries by key, plus
 // per-file bookkeeping so that an update re-reads only changed files. It is
-// immutable: Update returns a new Catalog that shares the unchanged files.
+// immutable, so safe for concurrent use: Update returns a new Catalog that
+// shares what did not change.
 type Catalog struct {
 	commit string
 	opt    Options
@@ -111,17 +112,16 @@ func (c *Catalog) Range(fn func(Entry) bool) {
 func (c *Catalog) Problems() []Problem {
 	var out []Problem
 	c.files.each(func(f *fileData) { out = append(out, f.problems...) })
+	var lines lineCache
+	lineOf := func(e *entry) int { return lines.of(c.files.get(e.name.path), e) }
 	c.keys.eachDup(func(kept, dup *entry) {
-		out = append(out, Problem{File: dup.name.path, Line: c.lineOf(dup), Key: dup.key, Severity: SeverityWarning,
+		out = append(out, Problem{File: dup.name.path, Line: lineOf(dup), Key: dup.key, Severity: SeverityWarning,
 			Reason: fmt.Sprintf("duplicate of %s kept at %s:%d (the first by file path and line is kept)",
-				kept.key, kept.name.path, c.lineOf(kept))})
+				kept.key, kept.name.path, lineOf(kept))})
 	})
 	sortProblems(out)
 	return out
 }
-
-// lineOf is the line of an entry of c.
-func (c *Catalog) lineOf(e *entry) int { return c.files.get(e.name.path).lineOf(e) }
 
 func sortProblems(ps []Problem) {
 	slices.SortFunc(ps, func(a, b Problem) int {
@@ -179,6 +179,28 @@ func (f *fileData) lineOf(e *entry) int {
 		}
 	}
 	return 0
+}
+
+// lineCache finds the lines of entries; for big files it indexes them
+// once, so that a change to a whole big file stays linear.
+type lineCache map[*fileData]map[*entry]int32
+
+func (lc *lineCache) of(f *fileData, e *entry) int {
+	if len(f.entries) < 64 {
+		return f.lineOf(e)
+	}
+	if *lc == nil {
+		*lc = make(lineCache)
+	}
+	m, ok := (*lc)[f]
+	if !ok {
+		m = make(map[*entry]int32, len(f.entries))
+		for i, x := range f.entries {
+			m[x] = f.lines[i]
+		}
+		(*lc)[f] = m
+	}
+	return int(m[e])
 }
 
 // entry is the compact form of an Entry: most entries of a big catalog are

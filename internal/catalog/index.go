@@ -39,8 +39,8 @@ type keyIndex struct {
 
 // keyShard is an open-addressing table (linear probing) of entries by key.
 // Each slot has a one-byte tag from the key's hash, so that a probe reads
-// an entry only when the tags match. It is immutable once built; a change
-// builds a new shard.
+// an entry only when the tags match. It is immutable once built: a change
+// is made on a copy.
 type keyShard struct {
 	slots []*entry
 	tags  []uint8

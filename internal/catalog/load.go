@@ -391,25 +391,3 @@ func share(of, nf *fileData) (fresh []*entry, reused map[*entry]bool) {
 	}
 	return fresh, reused
 }
-
-// lineCache finds the lines of entries; for big files it indexes them
-// once, so that a change to a whole big file stays linear.
-type lineCache map[*fileData]map[*entry]int32
-
-func (lc *lineCache) of(f *fileData, e *entry) int {
-	if len(f.entries) < 64 {
-		return f.lineOf(e)
-	}
-	if *lc == nil {
-		*lc = make(lineCache)
-	}
-	m, ok := (*lc)[f]
-	if !ok {
-		m = make(map[*entry]int32, len(f.entries))
-		for i, x := range f.entries {
-			m[x] = f.lines[i]
-		}
-		(*lc)[f] = m
-	}
-	return int(m[e])
-}

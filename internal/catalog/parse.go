@@ -76,10 +76,9 @@ func parseEntries(f *fileData, kind fileKind, data []byte, opt repokey.Options) 
 // final newline are fine. The keys of the file share one string.
 func parseList(f *fileData, data []byte, opt repokey.Options) {
 	data = bytes.TrimPrefix(data, utf8BOM)
-	n := bytes.Count(data, []byte{'\n'}) + 1
-	slab, lines := make([]entry, 0, n), make([]int32, 0, n)
+	most := bytes.Count(data, []byte{'\n'}) + 1
+	slab, lines, ends := make([]entry, 0, most), make([]int32, 0, most), make([]int, 0, most)
 	arena := make([]byte, 0, len(data))
-	var ends []int
 	for line := 1; len(data) > 0; line++ {
 		l, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
@@ -90,10 +89,10 @@ func parseList(f *fileData, data []byte, opt repokey.Options) {
 		e := entry{name: f.name}
 		if n, ok := fastKey(l); ok {
 			arena = append(arena, l[len("https://"):len("https://")+n]...)
-			switch rest := len(l) - len("https://") - n; {
-			case rest == 0:
+			switch trimmed := len(l) - len("https://") - n; {
+			case trimmed == 0:
 				e.form = formHTTPS
-			case rest == len(".git") && bytes.HasSuffix(l, []byte(".git")):
+			case trimmed == len(".git") && bytes.HasSuffix(l, []byte(".git")):
 				e.form = formHTTPSGit
 			default: // trailing slashes
 				e.extra = &extra{url: string(l)}

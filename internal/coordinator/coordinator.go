@@ -86,16 +86,16 @@ type repo struct {
 	URL        string
 	Fallbacks  []string          `json:",omitempty"`
 	Attrs      map[string]string `json:",omitempty"`
-	Owner      uint32   `json:",omitempty"` // confirmed owner
-	Target     uint32   `json:",omitempty"` // owner-to-be, until it confirms a clone
-	Digest     string   `json:",omitempty"`
-	State      string   `json:",omitempty"`
-	LastCheck  int64    `json:",omitempty"` // unix ms
-	LastChange int64    `json:",omitempty"`
-	LastError  string   `json:",omitempty"`
-	Failures   int      `json:",omitempty"`
-	Checks     uint64   `json:",omitempty"`
-	Fetches    uint64   `json:",omitempty"`
+	Owner      uint32            `json:",omitempty"` // confirmed owner
+	Target     uint32            `json:",omitempty"` // owner-to-be, until it confirms a clone
+	Digest     string            `json:",omitempty"`
+	State      string            `json:",omitempty"`
+	LastCheck  int64             `json:",omitempty"` // unix ms
+	LastChange int64             `json:",omitempty"`
+	LastError  string            `json:",omitempty"`
+	Failures   int               `json:",omitempty"`
+	Checks     uint64            `json:",omitempty"`
+	Fetches    uint64            `json:",omitempty"`
 }
 
 // Repository states, as shown by the API.

@@ -40,8 +40,9 @@ const (
 
 // Feedback tuning (variables while tuning).
 var (
-	KappaGain   = 0.25 // share of the correction applied per full round of plans
-	Utilization = 0.97 // share of the budget planned: the rest absorbs clumps
+	KappaGain    = 0.25 // share of the correction applied per full round of plans
+	Utilization  = 1.0  // share of the budget planned: the rest absorbs clumps
+	BacklogDrain = 24 * time.Hour
 )
 
 type adaptive struct {
@@ -128,14 +129,32 @@ func (*adaptive) ranks() bool { return false }
 // footprint.
 func (p *adaptive) plan(r *repo, now time.Time) (time.Time, footprint) {
 	l := r.est.rate()
+	if AgeHack > 0 && !r.lastChange.IsZero() {
+		age := now.Sub(r.lastChange).Hours() + 12
+		l *= math.Pow(age/AgeRef, -AgeHack)
+	}
 	xd := p.interval(l)
-	if !(p.mu > 0) || math.IsInf(p.mu, 1) {
+	if !(p.mu > 0) || math.IsInf(p.mu, 1) || NoDaily {
 		return now.Add(xd), evenly(xd)
 	}
 	var prof [24]float64
 	r.est.dayProfile(&prof)
 	c := p.s.cfg
-	best := newDay(l, &prof).choose(p.mu, c.MinInterval, c.MaxInterval)
+	var around []time.Duration
+	if ContinuousOpt {
+		around = []time.Duration{xd * 4 / 5, xd, xd * 5 / 4}
+	}
+	best := newDay(l, &prof).choose(p.mu, c.MinInterval, c.MaxInterval, around)
+	if DebugChoice != nil {
+		switch {
+		case best.every > 0:
+			DebugChoice[fmt.Sprintf("every %v", best.every)]++
+		case best.k > 0:
+			DebugChoice[fmt.Sprintf("k=%d %v", best.k, best.hours[:best.k])]++
+		default:
+			DebugChoice[fmt.Sprintf("interval (%.1f of x)", float64(best.interval)/float64(xd))]++
+		}
+	}
 	// The repository keeps its minute within the hour, so that those on
 	// the same schedule do not all come due on the hour.
 	offset := now.Sub(now.Truncate(time.Hour))
@@ -173,6 +192,13 @@ func (p *adaptive) solve() {
 	for _, d := range p.demand {
 		planned += d / 86400
 	}
+	// Repositories due and waiting for the budget are demand too: count
+	// them as if they had to be cleared in BacklogDrain.
+	var backlog int
+	for _, h := range p.s.hostList {
+		backlog += h.ready.len()
+	}
+	planned += float64(backlog) / BacklogDrain.Seconds()
 	if p.replans > 0 && planned > 0 {
 		// Correct by a share of the plans made since the last correction:
 		// a plan is only remade when its repository is checked.
@@ -192,8 +218,17 @@ func (p *adaptive) solve() {
 	}
 	p.mu = freshness.Price(demand, budget*p.kappa, p.mu)
 	if debugSolve {
-		fmt.Printf("%s solve: live=%d budget=%.3g/h planned=%.3g/h kappa=%.3f mu=%.0f\n", p.s.clk.Now().Format(time.DateTime), p.s.live, budget*3600, planned*3600, p.kappa, p.mu)
+		fmt.Printf("%s solve: live=%d budget=%.3g/h planned=%.3g/h backlog=%d kappa=%.3f mu=%.0f\n", p.s.clk.Now().Format(time.DateTime), p.s.live, budget*3600, planned*3600, backlog, p.kappa, p.mu)
 	}
 }
 
 var debugSolve = os.Getenv("DEBUGSOLVE") != ""
+
+var AgeHack = 0.0
+var AgeRef = 48.0
+
+var NoDaily = false
+
+var ContinuousOpt = true
+
+var DebugChoice map[string]int

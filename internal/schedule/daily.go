@@ -87,7 +87,7 @@ func (s dailySchedule) footprint() footprint {
 
 // choose returns the daily schedule with the most fresh seconds a day less
 // mu for each check, every gap between checks in [lo, hi].
-func (d *day) choose(mu float64, lo, hi time.Duration) dailySchedule {
+func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration) dailySchedule {
 	var best dailySchedule
 	bestValue := math.Inf(-1)
 	consider := func(c dailySchedule, value float64) {
@@ -144,7 +144,39 @@ func (d *day) choose(mu float64, lo, hi time.Duration) dailySchedule {
 			if shortest, longest := gaps(&in); longest <= hi && shortest >= lo {
 				consider(c, value)
 			}
+			if step := 24 / k; EvenOpt && 24%k == 0 && time.Duration(step)*time.Hour >= lo {
+				// Evenly spaced, at the best phase: what a steady source wants.
+				even := dailySchedule{k: k}
+				bestF := math.Inf(-1)
+				for phase := range step {
+					var f float64
+					for i := range k {
+						f += d.fresh[phase+i*step][step]
+					}
+					if f > bestF {
+						bestF = f
+						for i := range k {
+							even.hours[i] = phase + i*step
+						}
+					}
+				}
+				consider(even, bestF-float64(k)*mu)
+			}
 		}
+	}
+
+	// Every x, whatever the hour: the phase drifts, so each check is
+	// worth the average over the hours of the day.
+	for _, x := range intervals {
+		if x < time.Hour || x < lo || x > hi {
+			continue
+		}
+		var f float64
+		for h := range 24 {
+			f += d.after(h, x)
+		}
+		f /= 24
+		consider(dailySchedule{interval: x}, (f-mu)*daySeconds/x.Seconds())
 	}
 
 	// More often than hourly: evenly, a Poisson process hour by hour.
@@ -162,6 +194,19 @@ func (d *day) choose(mu float64, lo, hi time.Duration) dailySchedule {
 		slices.Sort(best.hours[:best.k])
 	}
 	return best
+}
+
+// after returns the expected fresh seconds in the time x (whole hours are
+// used) after a check at hour h.
+func (d *day) after(h int, x time.Duration) float64 {
+	n := int(x / time.Hour)
+	days, rest := n/24, n%24
+	sum, stay := 0.0, 1.0
+	for range days {
+		sum += stay * d.fresh[h][24]
+		stay *= d.stay
+	}
+	return sum + stay*d.fresh[h][rest]
 }
 
 // gap is the number of hours from hour a to hour b, 24 if they are the
@@ -226,3 +271,5 @@ func nextInHours(t time.Time, hours []int, offset time.Duration) time.Time {
 		day = day.Add(24 * time.Hour)
 	}
 }
+
+var EvenOpt = true

@@ -6,6 +6,8 @@ import (
 	"time"
 )
 
+const harmonics = 8 // of the time-of-day profile
+
 // Tuning of the change model (variables while tuning).
 var (
 	RateDecay   = 60 * 24 * time.Hour // observations lose weight e-fold in this time
@@ -25,8 +27,10 @@ type estimate struct {
 	seen    time.Time // latest change time counted
 	episode time.Time // start of the last episode counted
 
-	n, t float64     // decayed episodes, and exposure in seconds
-	hour [24]float32 // decayed episodes by hour of day
+	n, t float64 // decayed episodes, and exposure in seconds
+	// harmonics of the time of day of the episodes: decayed sums of
+	// cos(k θ) and sin(k θ), θ the time of day as an angle, k = 1..
+	cos, sin [harmonics]float64
 
 	bin  int       // rate bin the repository is counted in, -1 if none
 	plan footprint // the daily schedule it is planned on
@@ -40,8 +44,9 @@ func (e *estimate) decayTo(now time.Time) {
 	w := math.Exp(-now.Sub(e.at).Seconds() / tau)
 	e.n *= w
 	e.t = e.t*w + tau*(1-w)
-	for i := range e.hour {
-		e.hour[i] *= float32(w)
+	for k := range harmonics {
+		e.cos[k] *= w
+		e.sin[k] *= w
 	}
 	e.at = now
 }
@@ -66,7 +71,13 @@ func (e *estimate) observe(now time.Time, ts []time.Time, changed bool) {
 		e.episode = t
 		w := math.Exp(-max(now.Sub(t), 0).Seconds() / RateDecay.Seconds())
 		e.n += w
-		e.hour[t.UTC().Hour()] += float32(w)
+		u := t.UTC()
+		theta := 2 * math.Pi * float64(u.Hour()*3600+u.Minute()*60+u.Second()) / daySeconds
+		for k := range harmonics {
+			s, c := math.Sincos(float64(k+1) * theta)
+			e.cos[k] += w * c
+			e.sin[k] += w * s
+		}
 	}
 	if changed && !counted {
 		e.seen, e.episode = now, now
@@ -79,7 +90,7 @@ func (e *estimate) observe(now time.Time, ts []time.Time, changed bool) {
 // known).
 func (e *estimate) begin(history []time.Time, lastChange, now time.Time) {
 	e.at, e.seen, e.episode = now, time.Time{}, time.Time{}
-	e.n, e.t, e.hour = 0, 0, [24]float32{}
+	e.n, e.t, e.cos, e.sin = 0, 0, [harmonics]float64{}, [harmonics]float64{}
 	first := lastChange
 	for _, t := range history {
 		if first.IsZero() || t.Before(first) {
@@ -99,13 +110,27 @@ func (e *estimate) rate() float64 {
 }
 
 // dayProfile fills f with the relative intensity of each hour of the day
-// (UTC), averaging 1, pulled towards flat by ProfilePrio pseudo-episodes.
+// (UTC), averaging 1: the first harmonics of the episodes' times of day,
+// each shrunk by n/(n+ProfilePrio) so that a few episodes make a flat
+// profile.
 func (e *estimate) dayProfile(f *[24]float64) {
-	var sum float64
-	for _, v := range e.hour {
-		sum += float64(v)
+	if e.n <= 0 {
+		*f = [24]float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+		return
 	}
-	for h, v := range e.hour {
-		f[h] = 24 * (float64(v) + ProfilePrio/24) / (sum + ProfilePrio)
+	shrink := 1 / (e.n + ProfilePrio)
+	var sum float64
+	for h := range f {
+		theta := 2 * math.Pi * (float64(h) + 0.5) / 24
+		v := 1.0
+		for k := range harmonics {
+			s, c := math.Sincos(float64(k+1) * theta)
+			v += 2 * shrink * (e.cos[k]*c + e.sin[k]*s)
+		}
+		f[h] = max(v, 0.02)
+		sum += f[h]
+	}
+	for h := range f {
+		f[h] *= 24 / sum
 	}
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -27,11 +29,43 @@ func sweepCases(t *testing.T) []sweepCase {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first, _ := tr.Span()
 	cases = append(cases, sweepCase{"github", tr, time.Time{}})
+	cases = append(cases, sweepCase{"githubH", tr, first.Add(60 * 24 * time.Hour)})
 	for _, k := range []string{KindPoissonHeavyTail, KindWorkHours, KindBursty} {
-		cases = append(cases, sweepCase{k, Generate(k, 1000, 60, 1), epoch.Add(30 * 24 * time.Hour)})
+		for seed := int64(1); seed <= 2; seed++ {
+			cases = append(cases, sweepCase{fmt.Sprintf("%s%d", k[:5], seed), Generate(k, 1000, 60, seed), epoch.Add(30 * 24 * time.Hour)})
+		}
 	}
 	return cases
+}
+
+func baselines(t *testing.T, cases []sweepCase, pers []float64) map[string][]Result {
+	path := "/tmp/baselines.json"
+	m := map[string][]Result{}
+	if b, err := os.ReadFile(path); err == nil {
+		json.Unmarshal(b, &m)
+	}
+	changed := false
+	for _, c := range cases {
+		for _, per := range pers {
+			k := fmt.Sprintf("%s@%g", c.name, per)
+			if _, ok := m[k]; ok {
+				continue
+			}
+			res, err := Run(c.tr, Options{Policies: []string{"fixed", "compass", "sourcegraph", "optimal"}, Budget: per * float64(len(c.tr.Repos)) / 24, Start: c.start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[k] = res
+			changed = true
+		}
+	}
+	if changed {
+		b, _ := json.Marshal(m)
+		os.WriteFile(path, b, 0o644)
+	}
+	return m
 }
 
 func TestSweep(t *testing.T) {
@@ -41,21 +75,38 @@ func TestSweep(t *testing.T) {
 	}
 	name, vals, _ := strings.Cut(spec, "=")
 	cases := sweepCases(t)
-	per := 1.0
+	pers := []float64{0.5, 1, 4}
 	if s := os.Getenv("PER"); s != "" {
-		per, _ = strconv.ParseFloat(s, 64)
+		pers = nil
+		for _, p := range strings.Split(s, ",") {
+			f, _ := strconv.ParseFloat(p, 64)
+			pers = append(pers, f)
+		}
 	}
+	base := baselines(t, cases, pers)
 	for _, v := range strings.Split(vals, ",") {
 		set(name, v)
-		line := fmt.Sprintf("%s=%-8s", name, v)
-		for _, c := range cases {
-			res, err := Run(c.tr, Options{Policies: []string{"adaptive"}, Budget: per * float64(len(c.tr.Repos)) / 24, Start: c.start})
-			if err != nil {
-				t.Fatal(err)
+		for _, per := range pers {
+			line := fmt.Sprintf("%s=%-6s %3g/d", name, v, per)
+			var sumB, sumO float64
+			worstB := 0.0
+			for _, c := range cases {
+				res, err := Run(c.tr, Options{Policies: []string{"adaptive"}, Budget: per * float64(len(c.tr.Repos)) / 24, Start: c.start})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := 1 - res[0].Freshness
+				b := base[fmt.Sprintf("%s@%g", c.name, per)]
+				best := math.Min(1-b[0].Freshness, math.Min(1-b[1].Freshness, 1-b[2].Freshness))
+				opt := 1 - b[3].Freshness
+				line += fmt.Sprintf(" %s=%.3f/%.3f", c.name, a/best, a/opt)
+				sumB += math.Log(a / best)
+				sumO += math.Log(a / opt)
+				worstB = math.Max(worstB, a/best)
 			}
-			line += fmt.Sprintf(" %s=%.4f", c.name[:5], 1-res[0].Freshness)
+			n := float64(len(cases))
+			fmt.Printf("%s | gm %.3f/%.3f worst %.3f\n", line, math.Exp(sumB/n), math.Exp(sumO/n), worstB)
 		}
-		fmt.Println(line)
 	}
 }
 
@@ -75,6 +126,18 @@ func set(name, v string) {
 		schedule.ProfilePrio = f
 	case "KappaGain":
 		schedule.KappaGain = f
+	case "Drain":
+		schedule.BacklogDrain = d
+	case "AgeHack":
+		schedule.AgeHack = f
+	case "AgeRef":
+		schedule.AgeRef = f
+	case "NoDaily":
+		schedule.NoDaily = v == "true"
+	case "Cont":
+		schedule.ContinuousOpt = v == "true"
+	case "Even":
+		schedule.EvenOpt = v == "true"
 	case "Util":
 		schedule.Utilization = f
 	}
