@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -25,6 +26,9 @@ var FetchRefspecs = []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/ta
 type Refs struct {
 	Refs map[string]string
 	Head string
+	// Times are the committer times (unix seconds) of the commits that
+	// branches point to; only LocalRefs fills them.
+	Times map[string]int64
 }
 
 // Digest is a short, stable fingerprint of the refs (not of HEAD): two
@@ -91,15 +95,19 @@ func parseLsRemote(out []byte) Refs {
 // LocalRefs reads the mirrored refs and HEAD of the bare repository at dir.
 func (r *Runner) LocalRefs(ctx context.Context, dir string) (Refs, error) {
 	out, err := r.Output(ctx, Cmd{GitDir: dir, Name: "for-each-ref",
-		Flags: []string{"--format=%(objectname) %(refname)"}, Args: []string{"refs/heads/", "refs/tags/"}})
+		Flags: []string{"--format=%(objectname) %(committerdate:unix) %(refname)"}, Args: []string{"refs/heads/", "refs/tags/"}})
 	if err != nil {
 		return Refs{}, err
 	}
-	refs := Refs{Refs: make(map[string]string)}
+	refs := Refs{Refs: make(map[string]string), Times: make(map[string]int64)}
 	for _, line := range strings.Split(string(out), "\n") {
-		oid, name, ok := strings.Cut(line, " ")
-		if ok && isOID(oid) {
-			refs.Refs[name] = oid
+		f := strings.SplitN(line, " ", 3)
+		if len(f) != 3 || !isOID(f[0]) {
+			continue
+		}
+		refs.Refs[f[2]] = f[0]
+		if t, err := strconv.ParseInt(f[1], 10, 64); err == nil && t > 0 {
+			refs.Times[f[2]] = t
 		}
 	}
 	head, err := r.Output(ctx, Cmd{GitDir: dir, Name: "symbolic-ref", Flags: []string{"-q"}, Args: []string{"HEAD"}})

@@ -87,6 +87,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
+		out.ChangeTimes = n.changeTimes(key, res)
 		if res.Changed || res.Cloned {
 			n.setDigest(key, r.Digest)
 			n.log.Info("mirror updated", "key", key, "cloned", res.Cloned, "digest", r.Digest)

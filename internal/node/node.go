@@ -71,14 +71,16 @@ type Node struct {
 	id     uint32
 	secret string
 
-	mu      sync.Mutex
-	owned   map[string]*owned // repositories this node fetches
-	results map[string]*fleetv1.CheckResult
-	sess    *coordSession // current session (nil when disconnected)
-	tunnels map[string]context.CancelFunc
-	wakeup  chan struct{}
-	sendNow chan struct{}
-	digests map[string]string // key -> digest of the local mirror
+	mu        sync.Mutex
+	owned     map[string]*owned // repositories this node fetches
+	results   map[string]*fleetv1.CheckResult
+	sess      *coordSession // current session (nil when disconnected)
+	tunnels   map[string]context.CancelFunc
+	wakeup    chan struct{}
+	sendNow   chan struct{}
+	digests   map[string]string // key -> digest of the local mirror
+	meta      map[string]*repoMeta
+	metaDirty map[string]bool
 }
 
 type owned struct {
@@ -131,7 +133,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
-		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{}}
+		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}}
 	if cfg.Mode == "full" {
 		n.full = newFullNode(n)
 	}
@@ -181,6 +184,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.loadDigests(ctx); err != nil {
 		return err
 	}
+	if err := n.loadMeta(ctx); err != nil {
+		return err
+	}
 	keys, err := n.mirror.Scan()
 	if err != nil {
 		return err
@@ -223,6 +229,7 @@ func (n *Node) Run(ctx context.Context) error {
 		})
 	}
 	run(n.fetchLoop)
+	run(n.persistLoop)
 	run(func(ctx context.Context) {
 		if err := n.coordinatorLoop(ctx); err != nil {
 			errc <- err

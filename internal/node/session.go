@@ -281,7 +281,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	o.url, o.fallbacks = r.GetUrl(), r.GetFallbackUrls()
 	n.mu.Unlock()
 	if !known {
-		n.sched.Add(key, repokey.Host(key), n.repoState(key))
+		n.addToSchedule(key, repokey.Host(key))
 	}
 	if r.GetUrgent() && known {
 		n.sched.Urgent(key)
@@ -297,6 +297,9 @@ func (n *Node) drop(key string) {
 	if known {
 		n.sched.Remove(key)
 	}
+	n.mu.Lock()
+	n.metaDirty[key] = true // forgotten at the next save unless still held
+	n.mu.Unlock()
 	if n.full != nil {
 		return // the full node keeps its copy: it serves every repository
 	}
