@@ -1,0 +1,743 @@
+// Package placement owns the assignment of repository keys to nodes: for
+// every key its confirmed owner and, during a make-before-break move, its
+// target (the owner-to-be); the overrides that keep a key off a node that
+// handed it back; and the pacing of clones, at most MaxInFlight per node.
+//
+// It is a pure state machine, the functional core of the coordinator's
+// placement: the coordinator feeds it the catalog's keys (AddKeys,
+// RemoveKeys), the placement members that package membership computes
+// (SetMembers), and what nodes report (Confirm, CloneFailed, Hold, SetDisk,
+// HandBack), and drains Decisions (assign, drop) to send on the nodes'
+// sessions. It must not do I/O, start goroutines or read the clock, and it
+// does not decide who is a member or how long a node may be away (package
+// membership does).
+//
+// The desired owner of a key is a pure function of the members, the key set
+// and the overrides: the bounded-load placement of package ring, then, for a
+// key with overrides, the first member clockwise from the key that it does
+// not avoid. So the same inputs give the same owners whatever the order of
+// the events that led to them, and a coordinator restarted from a Snapshot
+// with the same members moves nothing.
+//
+// A move is make-before-break: the target clones and confirms, and only then
+// is the old owner told to drop the key. A key whose owner is no longer a
+// member (gone past its grace) has nobody serving it: its assignment goes to
+// the front of its new node's queue, marked urgent. A new key (or one whose
+// owner left) is never sent to a node with a full disk: it goes to the next
+// member, and that is remembered as an override until the full node has
+// room again.
+//
+// AddKeys, RemoveKeys and SetMembers recompute the placement of every key
+// (the load bound makes a key's owner depend on the whole key set): feed
+// catalog changes in batches. Decisions is cheap; call it after every batch
+// of events. An Engine is not safe for concurrent use.
+package placement
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxInFlight   = 50
+	DefaultDiskHighWater = 0.85
+	DefaultDiskLowWater  = 0.75
+)
+
+// Config tunes an Engine. The zero value means the defaults.
+type Config struct {
+	// LoadFactor bounds a member's keys to LoadFactor times its weight
+	// share (ring.DefaultLoadFactor if <= 0).
+	LoadFactor float64
+	// VnodesPerWeight is the number of ring points of a member of weight
+	// 1.0 (ring.DefaultVnodesPerWeight if <= 0).
+	VnodesPerWeight int
+	// MaxInFlight caps the clones a node has been told to make and has not
+	// confirmed yet (DefaultMaxInFlight if <= 0).
+	MaxInFlight int
+	// DiskHighWater: a node whose disk is used above this share takes no
+	// new clones (DefaultDiskHighWater if not in (0, 1]).
+	DiskHighWater float64
+	// DiskLowWater: once a node's disk is used below this share, the keys
+	// it handed back return to it, paced like any move
+	// (DefaultDiskLowWater if not in (0, DiskHighWater]). The gap between
+	// the marks keeps a node from taking back what it just handed back.
+	DiskLowWater float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if !(c.DiskHighWater > 0 && c.DiskHighWater <= 1) {
+		c.DiskHighWater = DefaultDiskHighWater
+	}
+	if !(c.DiskLowWater > 0 && c.DiskLowWater <= c.DiskHighWater) {
+		c.DiskLowWater = min(DefaultDiskLowWater, c.DiskHighWater)
+	}
+	return c
+}
+
+// Member is a placement member: a node ID (never 0) and its effective
+// weight (capacity relative to a standard node, flap penalty applied).
+type Member struct {
+	ID     uint32
+	Weight float64
+}
+
+// Kind says what a Decision asks of a node.
+type Kind uint8
+
+// The kinds of decisions.
+const (
+	// Assign: the node must clone the key (then confirm) and keep it.
+	Assign Kind = iota + 1
+	// Drop: the node must delete its copy of the key.
+	Drop
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Assign:
+		return "assign"
+	case Drop:
+		return "drop"
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Decision is an order for one node about one key.
+type Decision struct {
+	Kind Kind
+	Node uint32
+	Key  string
+	// Urgent (assign only): nobody serves the key now (its owner is gone);
+	// the node should clone it before its other work.
+	Urgent bool
+	// From (assign only) is the key's previous owner, 0 for a key nobody
+	// has mirrored yet: when it is set, the full node has a copy to clone
+	// from, which spares the upstream.
+	From uint32
+}
+
+// Per-key flags. A key with a target is either queued (waiting for a slot
+// on the target) or sent (the assign is out, the clone in flight).
+const (
+	flagQueued uint8 = 1 << iota
+	flagSent
+	flagInUrgent // queued and pushed to its target's urgent queue
+)
+
+// Disk levels of a node.
+const (
+	diskOK   uint8 = iota // unknown, or between the marks
+	diskFull              // above DiskHighWater: no new clones
+	diskRoom              // below DiskLowWater: handed-back keys return
+)
+
+// Engine holds the placement of every key. Create it with New or Restore.
+type Engine struct {
+	cfg Config
+
+	// Per key, by index; RemoveKeys moves the last key into the hole.
+	keys   []string
+	index  map[string]int32
+	owner  []uint32 // confirmed owner, 0 if none
+	target []uint32 // owner-to-be during a move, 0 if none
+	place  []uint32 // bounded-load placement without overrides; nil without members
+	flags  []uint8
+
+	members []Member // by ID, weights > 0
+	member  map[uint32]bool
+	ring    *ring.Ring // nil until there are members
+
+	overrides map[string][]uint32 // key -> members it must avoid
+	nodes     map[uint32]*nodeState
+	ready     map[uint32]bool // nodes Decisions must look at
+	moving    int             // keys with a target
+	out       []Decision
+}
+
+// nodeState is what the engine tracks of a node.
+type nodeState struct {
+	inFlight int // keys targeted here with the assign sent
+	queued   int // keys targeted here waiting for a slot
+	// Queues of key indexes; an entry is stale (and skipped) unless the key
+	// still targets this node and is queued.
+	urgent, normal queue
+	disk           uint8
+	back           []string // keys avoiding this node, to bring back while it has room
+}
+
+// queue is a FIFO of key indexes.
+type queue struct {
+	items []int32
+	head  int
+}
+
+func (q *queue) push(i int32) { q.items = append(q.items, i) }
+
+func (q *queue) pop() (int32, bool) {
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+		return 0, false
+	}
+	i := q.items[q.head]
+	q.head++
+	if q.head >= 1024 && q.head*2 >= len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		q.items, q.head = q.items[:n], 0
+	}
+	return i, true
+}
+
+// New returns an engine with no keys and no members.
+func New(cfg Config) *Engine {
+	return &Engine{
+		cfg:       cfg.withDefaults(),
+		index:     map[string]int32{},
+		member:    map[uint32]bool{},
+		overrides: map[string][]uint32{},
+		nodes:     map[uint32]*nodeState{},
+		ready:     map[uint32]bool{},
+	}
+}
+
+// AddKeys adds keys to the catalog (keys already known and empty keys are
+// ignored) and places them: a new key is assigned to its desired owner,
+// paced like any clone.
+func (e *Engine) AddKeys(keys ...string) {
+	if e.addKeys(keys) {
+		e.replace()
+	}
+}
+
+func (e *Engine) addKeys(keys []string) bool {
+	if len(e.keys) == 0 && len(keys) > 0 {
+		// Loading a catalog: size everything once.
+		e.index = make(map[string]int32, len(keys))
+		e.keys = make([]string, 0, len(keys))
+		e.owner = make([]uint32, 0, len(keys))
+		e.target = make([]uint32, 0, len(keys))
+		e.flags = make([]uint8, 0, len(keys))
+	}
+	added := false
+	for _, k := range keys {
+		if _, ok := e.index[k]; ok || k == "" {
+			continue
+		}
+		if len(e.keys) == math.MaxInt32 {
+			panic("placement: more than 2^31-1 keys")
+		}
+		e.index[k] = int32(len(e.keys))
+		e.keys = append(e.keys, k)
+		e.owner = append(e.owner, 0)
+		e.target = append(e.target, 0)
+		e.flags = append(e.flags, 0)
+		added = true
+	}
+	return added
+}
+
+// RemoveKeys removes keys from the catalog: their owners and targets are
+// told to drop them. Unknown keys are ignored.
+func (e *Engine) RemoveKeys(keys ...string) {
+	removed := false
+	for _, k := range keys {
+		i, ok := e.index[k]
+		if !ok {
+			continue
+		}
+		if o := e.owner[i]; o != 0 && e.member[o] {
+			e.emit(Decision{Kind: Drop, Node: o, Key: k})
+		}
+		e.cancel(i)
+		delete(e.overrides, k)
+		e.removeAt(i)
+		removed = true
+	}
+	if removed {
+		e.replace()
+	}
+}
+
+// removeAt deletes key i by moving the last key into its place.
+func (e *Engine) removeAt(i int32) {
+	delete(e.index, e.keys[i])
+	last := int32(len(e.keys) - 1)
+	if i != last {
+		e.keys[i], e.owner[i], e.target[i], e.flags[i] = e.keys[last], e.owner[last], e.target[last], e.flags[last]
+		if e.place != nil {
+			e.place[i] = e.place[last]
+		}
+		e.index[e.keys[i]] = i
+		if e.flags[i]&flagQueued != 0 {
+			// Its queue entries name the old index: queue it again.
+			e.flags[i] &^= flagInUrgent
+			e.enqueue(i)
+		}
+	}
+	e.keys[last] = ""
+	e.keys, e.owner, e.target, e.flags = e.keys[:last], e.owner[:last], e.target[:last], e.flags[:last]
+	if e.place != nil {
+		e.place = e.place[:last]
+	}
+}
+
+// SetMembers sets the placement members (from package membership once its
+// warm-up is over: alive nodes and suspect ones within their grace, with
+// effective weights; members with an ID of 0 or a weight <= 0 are left out;
+// IDs must be distinct) and, if they changed, recomputes the desired owner
+// of every key and starts the moves. A key whose owner is still a member moves
+// make-before-break; a key whose owner is not is assigned at once, urgent.
+// An empty member set changes nothing: keys keep their owners until there
+// are members again.
+func (e *Engine) SetMembers(ms []Member) {
+	norm := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		if m.ID != 0 && m.Weight > 0 {
+			norm = append(norm, m)
+		}
+	}
+	slices.SortFunc(norm, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	if slices.Equal(norm, e.members) {
+		return
+	}
+	e.setRing(norm)
+	for k, ex := range e.overrides {
+		ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.member[id] })
+		if len(ex) == 0 {
+			delete(e.overrides, k)
+		} else {
+			e.overrides[k] = ex
+		}
+	}
+	e.replace()
+	for id, ns := range e.nodes {
+		switch {
+		case ns.queued > 0:
+			e.ready[id] = true
+		case !e.member[id] && ns.inFlight == 0:
+			delete(e.nodes, id)
+		}
+	}
+}
+
+// setRing installs members (normalised) and their ring.
+func (e *Engine) setRing(ms []Member) {
+	e.members = ms
+	e.member = make(map[uint32]bool, len(ms))
+	rms := make([]ring.Member, len(ms))
+	for i, m := range ms {
+		e.member[m.ID] = true
+		rms[i] = ring.Member{ID: m.ID, Weight: m.Weight}
+	}
+	e.ring, e.place = nil, nil
+	if len(ms) > 0 {
+		e.ring = ring.New(rms, ring.Options{VnodesPerWeight: e.cfg.VnodesPerWeight, LoadFactor: e.cfg.LoadFactor})
+	}
+}
+
+// replace recomputes the bounded-load placement and moves every key
+// towards its desired owner.
+func (e *Engine) replace() {
+	if e.ring == nil {
+		return
+	}
+	e.place = e.ring.Place(e.keys)
+	for i := range e.keys {
+		e.apply(int32(i))
+	}
+}
+
+// want is the desired owner of key i: its bounded-load placement, or, if
+// it must avoid that member, the first member clockwise that it need not
+// avoid. 0 without members.
+func (e *Engine) want(i int32) uint32 {
+	if e.place == nil {
+		return 0
+	}
+	p := e.place[i]
+	if len(e.overrides) == 0 {
+		return p
+	}
+	ex := e.overrides[e.keys[i]]
+	if !slices.Contains(ex, p) {
+		return p
+	}
+	for _, id := range e.ring.LookupN(e.keys[i], len(ex)+1) {
+		if !slices.Contains(ex, id) {
+			return id
+		}
+	}
+	return p // it avoids every member: keep the placement
+}
+
+// live reports whether id is a node that serves what it owns.
+func (e *Engine) live(id uint32) bool { return id != 0 && e.member[id] }
+
+func (e *Engine) full(id uint32) bool {
+	ns := e.nodes[id]
+	return ns != nil && ns.disk == diskFull
+}
+
+// apply moves key i towards its desired owner.
+func (e *Engine) apply(i int32) {
+	w := e.want(i)
+	if w == 0 {
+		return
+	}
+	o := e.owner[i]
+	if !e.live(o) && e.full(w) {
+		// Nobody serves the key: it cannot wait for this disk.
+		e.avoidFull(i)
+		w = e.want(i)
+	}
+	switch {
+	case o == w:
+		e.cancel(i)
+	case e.target[i] == w:
+		// The owner may have left since the move started: the key is
+		// urgent now.
+		if o != 0 && !e.member[o] && e.flags[i]&(flagQueued|flagInUrgent) == flagQueued {
+			e.enqueue(i)
+		}
+	default:
+		e.cancel(i)
+		e.target[i] = w
+		e.flags[i] = flagQueued
+		e.moving++
+		e.node(w).queued++
+		e.enqueue(i)
+	}
+}
+
+// avoidFull makes key i avoid the full members it would go to, as long as
+// one member remains that it does not avoid.
+func (e *Engine) avoidFull(i int32) {
+	k := e.keys[i]
+	for {
+		w := e.want(i)
+		ex := e.overrides[k]
+		if w == 0 || !e.full(w) || len(ex)+1 >= len(e.members) {
+			return
+		}
+		e.overrides[k] = append(ex, w)
+	}
+}
+
+// enqueue puts queued key i on its target's queue: the urgent one if its
+// owner is gone.
+func (e *Engine) enqueue(i int32) {
+	t := e.target[i]
+	ns := e.node(t)
+	if o := e.owner[i]; o != 0 && !e.member[o] {
+		ns.urgent.push(i)
+		e.flags[i] |= flagInUrgent
+	} else {
+		ns.normal.push(i)
+	}
+	e.ready[t] = true
+}
+
+// cancel ends the move of key i, if any: a target that got the assign is
+// told to drop the key.
+func (e *Engine) cancel(i int32) {
+	t := e.target[i]
+	if t == 0 {
+		return
+	}
+	ns := e.node(t)
+	if e.flags[i]&flagSent != 0 {
+		ns.inFlight--
+		e.ready[t] = true
+		if e.member[t] {
+			e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i]})
+		}
+	} else {
+		ns.queued--
+	}
+	e.target[i], e.flags[i] = 0, 0
+	e.moving--
+}
+
+// node returns the state of id, creating it.
+func (e *Engine) node(id uint32) *nodeState {
+	ns := e.nodes[id]
+	if ns == nil {
+		ns = &nodeState{}
+		e.nodes[id] = ns
+	}
+	return ns
+}
+
+func (e *Engine) emit(d Decision) { e.out = append(e.out, d) }
+
+// Confirm records that node holds a complete mirror of key. If node is the
+// key's target, the move is done: node becomes the owner, its slot is
+// freed, and the old owner, if still a member, is told to drop the key.
+// Confirmations from other nodes change nothing.
+func (e *Engine) Confirm(node uint32, key string) {
+	if i, ok := e.index[key]; ok && node != 0 && e.target[i] == node {
+		e.complete(i)
+	}
+}
+
+func (e *Engine) complete(i int32) {
+	t, old := e.target[i], e.owner[i]
+	ns := e.node(t)
+	if e.flags[i]&flagSent != 0 {
+		ns.inFlight--
+		e.ready[t] = true
+	} else {
+		ns.queued--
+	}
+	e.owner[i], e.target[i], e.flags[i] = t, 0, 0
+	e.moving--
+	if old != 0 && old != t && e.member[old] {
+		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i]})
+	}
+}
+
+// CloneFailed records that node could not clone key: its slot is freed and
+// the move goes to the back of the node's queue, to be tried again when its
+// turn comes.
+func (e *Engine) CloneFailed(node uint32, key string) {
+	i, ok := e.index[key]
+	if !ok || node == 0 || e.target[i] != node || e.flags[i]&flagSent == 0 {
+		return
+	}
+	ns := e.node(node)
+	ns.inFlight--
+	ns.queued++
+	e.flags[i] = flagQueued
+	e.enqueue(i)
+}
+
+// Hold reconciles what node holds on disk (the inventory of a node that
+// connects, such as a restarted partial node) with the placement; call it
+// after SetMembers has counted the node in. A key the node owns stays; a
+// key it was to get completes its move without a clone; a key nobody
+// serves (no owner, or an owner that is no longer a member) is adopted,
+// then moves make-before-break if node is not its desired owner. Other
+// keys, and keys the engine does not know, are dropped: feed the catalog
+// before inventories. Before any members, every known key is adopted.
+func (e *Engine) Hold(node uint32, keys ...string) {
+	if node == 0 {
+		return
+	}
+	for _, k := range keys {
+		i, ok := e.index[k]
+		switch {
+		case !ok:
+			e.emit(Decision{Kind: Drop, Node: node, Key: k})
+		case e.owner[i] == node:
+		case e.target[i] == node:
+			e.complete(i)
+		case !e.live(e.owner[i]) && (e.ring == nil || e.member[node]):
+			e.owner[i] = node
+			e.apply(i)
+		default:
+			e.emit(Decision{Kind: Drop, Node: node, Key: k})
+		}
+	}
+}
+
+// SetDisk records a node's disk usage. Above DiskHighWater the node takes
+// no new clones, and the keys waiting for it that nobody serves go to other
+// members; the node is expected to HandBack what it cannot hold. Below
+// DiskLowWater the keys it handed back return to it, a few at a time, as
+// its clone slots allow.
+func (e *Engine) SetDisk(node uint32, used, total uint64) {
+	if node == 0 || total == 0 {
+		return
+	}
+	share := float64(used) / float64(total)
+	ns := e.node(node)
+	switch {
+	case share > e.cfg.DiskHighWater:
+		if ns.disk != diskFull {
+			ns.disk, ns.back = diskFull, nil
+			e.avoidFullQueued(node, ns)
+		}
+	case share < e.cfg.DiskLowWater:
+		if ns.disk != diskRoom {
+			ns.disk = diskRoom
+			ns.back = e.avoiding(node)
+			e.ready[node] = true
+		}
+	default:
+		if ns.disk == diskFull {
+			e.ready[node] = true
+		}
+		ns.disk, ns.back = diskOK, nil
+	}
+}
+
+// avoidFullQueued re-places the keys waiting for full node that nobody
+// serves.
+func (e *Engine) avoidFullQueued(node uint32, ns *nodeState) {
+	var waiting []int32
+	for _, q := range []*queue{&ns.urgent, &ns.normal} {
+		for _, i := range q.items[q.head:] {
+			if e.target[i] == node && e.flags[i]&flagQueued != 0 && !e.live(e.owner[i]) {
+				waiting = append(waiting, i)
+			}
+		}
+	}
+	for _, i := range waiting {
+		if e.target[i] == node { // not done already through a duplicate entry
+			e.apply(i)
+		}
+	}
+}
+
+// avoiding returns the keys that avoid node, sorted.
+func (e *Engine) avoiding(node uint32) []string {
+	var keys []string
+	for k, ex := range e.overrides {
+		if slices.Contains(ex, node) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// HandBack records that node cannot hold keys (its disk is full): each key
+// it owns or was to get goes to the next member clockwise that is not full,
+// make-before-break, and the key avoids node until node reports room again
+// (SetDisk below DiskLowWater). Keys the node neither owns nor was to get
+// are ignored.
+func (e *Engine) HandBack(node uint32, keys ...string) {
+	if ns := e.nodes[node]; ns != nil && ns.disk == diskRoom {
+		// It has no room after all: wait for its next report of room.
+		ns.disk, ns.back = diskOK, nil
+	}
+	for _, k := range keys {
+		i, ok := e.index[k]
+		if !ok || node == 0 || (e.owner[i] != node && e.target[i] != node) {
+			continue
+		}
+		ex := e.overrides[k]
+		if slices.Contains(ex, node) || len(ex)+1 >= len(e.members) {
+			continue // already avoided, or the last member left to it
+		}
+		e.overrides[k] = append(ex, node)
+		e.avoidFull(i)
+		e.apply(i)
+	}
+}
+
+// Decisions returns the decisions taken since the last call, and releases
+// the clones that the pacing allows: at most MaxInFlight assigns
+// outstanding per node, urgent keys first, nothing to a node whose disk is
+// full or that is not a member. Further assigns are released by later calls
+// as Confirm and CloneFailed free slots. Call it after each batch of events.
+func (e *Engine) Decisions() []Decision {
+	for len(e.ready) > 0 {
+		ids := slices.Sorted(maps.Keys(e.ready))
+		clear(e.ready)
+		for _, id := range ids {
+			ns := e.nodes[id]
+			if ns == nil || !e.member[id] || ns.disk == diskFull {
+				continue
+			}
+			if ns.disk == diskRoom {
+				e.bringBack(id, ns)
+			}
+			e.release(id, ns)
+		}
+	}
+	out := e.out
+	e.out = nil
+	return out
+}
+
+// bringBack lets keys that avoid node return to it, as many as it has free
+// slots for.
+func (e *Engine) bringBack(node uint32, ns *nodeState) {
+	for len(ns.back) > 0 && ns.inFlight+ns.queued < e.cfg.MaxInFlight {
+		k := ns.back[0]
+		ns.back = ns.back[1:]
+		i, ok := e.index[k]
+		ex := e.overrides[k]
+		if !ok || !slices.Contains(ex, node) {
+			continue
+		}
+		if ex = slices.DeleteFunc(ex, func(id uint32) bool { return id == node }); len(ex) == 0 {
+			delete(e.overrides, k)
+		} else {
+			e.overrides[k] = ex
+		}
+		e.apply(i)
+	}
+	if len(ns.back) == 0 {
+		ns.back = nil
+	}
+}
+
+// release sends the assigns that node has slots for.
+func (e *Engine) release(node uint32, ns *nodeState) {
+	for ns.inFlight < e.cfg.MaxInFlight {
+		i, ok := ns.urgent.pop()
+		if !ok {
+			if i, ok = ns.normal.pop(); !ok {
+				return
+			}
+		}
+		if int(i) >= len(e.keys) || e.target[i] != node || e.flags[i]&flagQueued == 0 {
+			continue // stale
+		}
+		o := e.owner[i]
+		e.flags[i] = flagSent
+		ns.queued--
+		ns.inFlight++
+		e.emit(Decision{Kind: Assign, Node: node, Key: e.keys[i], Urgent: o != 0 && !e.member[o], From: o})
+	}
+}
+
+// Owner returns the confirmed owner of key (0 if nobody has confirmed a
+// mirror yet) and its target (0 unless a move is under way); false if the
+// key is unknown. The owner may be a node that is no longer a member until
+// the target confirms.
+func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
+	i, ok := e.index[key]
+	if !ok {
+		return 0, 0, false
+	}
+	return e.owner[i], e.target[i], true
+}
+
+// Load returns the number of keys each node owns (confirmed).
+func (e *Engine) Load() map[uint32]int {
+	load := map[uint32]int{}
+	for _, o := range e.owner {
+		if o != 0 {
+			load[o]++
+		}
+	}
+	return load
+}
+
+// InFlight returns, for each node with any, the assigns sent to it and not
+// confirmed yet.
+func (e *Engine) InFlight() map[uint32]int {
+	out := map[uint32]int{}
+	for id, ns := range e.nodes {
+		if ns.inFlight > 0 {
+			out[id] = ns.inFlight
+		}
+	}
+	return out
+}
+
+// PendingMoves returns the number of keys with a target: clones queued,
+// in flight, or waiting for a disk with room.
+func (e *Engine) PendingMoves() int { return e.moving }

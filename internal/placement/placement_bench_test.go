@@ -1,0 +1,171 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+const benchKeys = 1_000_000
+
+// desired is where every key ends once its moves are done.
+func desired(e *Engine) []uint32 {
+	out := make([]uint32, len(e.keys))
+	for i := range out {
+		out[i] = e.want(int32(i))
+	}
+	return out
+}
+
+func loads(owners []uint32) map[uint32]int {
+	c := map[uint32]int{}
+	for _, o := range owners {
+		c[o]++
+	}
+	return c
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkPlace1MKeys1000Members places 1,000,000 keys over 1,000 equal
+// members from scratch: catalog loaded, then the members, every key queued
+// for its first clone. It reports the heap the engine holds afterwards.
+func BenchmarkPlace1MKeys1000Members(b *testing.B) {
+	keys := testKeys(benchKeys)
+	ms := equalMembers(span(1, 1000)...)
+	base := heapInUse()
+	var e *Engine
+	for b.Loop() {
+		e = nil
+		e = New(Config{})
+		e.AddKeys(keys...)
+		e.SetMembers(ms)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/place")
+	held := heapInUse() - base
+	b.ReportMetric(float64(held)/(1<<20), "MB_heap")
+	b.ReportMetric(float64(held)/benchKeys, "B/key")
+	runtime.KeepAlive(e)
+}
+
+// settled returns an engine whose keys are all on their desired owners.
+func settled(b *testing.B, keys []string, ms []Member) *Engine {
+	e := New(Config{})
+	e.AddKeys(keys...)
+	e.SetMembers(ms)
+	settle(b, e)
+	return e
+}
+
+// BenchmarkChurn reports, for one member joining or leaving 100 equal
+// members that hold 1,000,000 keys, the time SetMembers takes to recompute
+// every key's owner, and the keys moved over the minimum that had to move
+// (what the members that gain keys gain).
+func BenchmarkChurn(b *testing.B) {
+	keys := testKeys(benchKeys)
+	hundred := equalMembers(span(1, 100)...)
+	e := settled(b, keys, hundred)
+	before := desired(e)
+	for _, tt := range []struct {
+		name  string
+		after []Member
+	}{
+		{"join", append(slices.Clone(hundred), Member{ID: 101, Weight: 1})},
+		{"leave", hundred[1:]},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			var moved int
+			var after []uint32
+			for b.Loop() {
+				e.SetMembers(tt.after)
+				moved = e.PendingMoves()
+				after = desired(e)
+				b.StopTimer()
+				e.SetMembers(hundred) // back: the moves are cancelled
+				e.Decisions()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(moved)/float64(minMoved(before, after)), "moved/min")
+			b.ReportMetric(float64(moved), "moved")
+		})
+	}
+}
+
+// BenchmarkAddKeys is a catalog change of 100 new keys (then their removal)
+// on an engine holding 1,000,000 keys over 100 members: each recomputes
+// the placement of every key.
+func BenchmarkAddKeys(b *testing.B) {
+	keys := testKeys(benchKeys + 100)
+	e := New(Config{})
+	e.AddKeys(keys[:benchKeys]...)
+	e.SetMembers(equalMembers(span(1, 100)...))
+	for b.Loop() {
+		e.AddKeys(keys[benchKeys:]...)
+		e.RemoveKeys(keys[benchKeys:]...)
+		e.Decisions()
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(2*b.N), "s/change")
+}
+
+// BenchmarkBalance reports max/mean load of 100 equal members, and the
+// largest gap between a member's share and its capacity share with weights
+// 1, 2, 4 and 8 mixed over 100 members, both at 1,000,000 keys.
+func BenchmarkBalance(b *testing.B) {
+	keys := testKeys(benchKeys)
+	var mixed []Member
+	for i := range 100 {
+		mixed = append(mixed, Member{ID: uint32(i + 1), Weight: float64(int(1) << (i % 4))})
+	}
+	for _, tt := range []struct {
+		name string
+		ms   []Member
+	}{
+		{"equal", equalMembers(span(1, 100)...)},
+		{"mixed", mixed},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			var e *Engine
+			for b.Loop() {
+				e = New(Config{})
+				e.AddKeys(keys...)
+				e.SetMembers(tt.ms)
+			}
+			load := loads(desired(e))
+			total := 0.0
+			for _, m := range tt.ms {
+				total += m.Weight
+			}
+			maxRatio, maxErr := 0.0, 0.0
+			for _, m := range tt.ms {
+				fair := m.Weight / total * float64(len(keys))
+				maxRatio = max(maxRatio, float64(load[m.ID])/fair)
+				maxErr = max(maxErr, math.Abs(float64(load[m.ID])-fair)/fair)
+			}
+			b.ReportMetric(maxRatio, "max/mean")
+			b.ReportMetric(maxErr, "max_share_err")
+		})
+	}
+}
+
+// BenchmarkOwner is the lookup of a key's owner.
+func BenchmarkOwner(b *testing.B) {
+	keys := testKeys(benchKeys)
+	e := New(Config{})
+	e.AddKeys(keys...)
+	e.SetMembers(equalMembers(span(1, 100)...))
+	i := 0
+	for b.Loop() {
+		if _, _, ok := e.Owner(keys[i%len(keys)]); !ok {
+			b.Fatal(fmt.Sprintf("key %d unknown", i))
+		}
+		i += 7919
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+}

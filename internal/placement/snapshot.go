@@ -1,0 +1,258 @@
+package placement
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
+)
+
+// snapshotMagic starts a snapshot; its last byte is the format version.
+const snapshotMagic = "gfplace\x01"
+
+// Move states of a snapshot record.
+const (
+	recordSettled = iota // no move
+	recordQueued
+	recordSent
+)
+
+// Snapshot encodes what a restarted engine needs besides the key set: a
+// digest of the key set, the members it placed with, the overrides, and the
+// keys whose state the placement does not give (an owner other than the
+// desired one, or a move under way). Owners that equal the placement are not stored: Restore
+// recomputes them, so a settled fleet's snapshot is a few bytes per member
+// and per override whatever the number of keys.
+func (e *Engine) Snapshot() []byte {
+	b := []byte(snapshotMagic)
+	b = binary.AppendUvarint(b, uint64(len(e.keys)))
+	b = binary.LittleEndian.AppendUint64(b, keySetDigest(e.keys))
+	b = binary.AppendUvarint(b, uint64(len(e.members)))
+	for _, m := range e.members {
+		b = binary.AppendUvarint(b, uint64(m.ID))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
+	}
+
+	overridden := make([]string, 0, len(e.overrides))
+	for k := range e.overrides {
+		overridden = append(overridden, k)
+	}
+	slices.Sort(overridden)
+	b = binary.AppendUvarint(b, uint64(len(overridden)))
+	for _, k := range overridden {
+		b = appendString(b, k)
+		ex := e.overrides[k]
+		b = binary.AppendUvarint(b, uint64(len(ex)))
+		for _, id := range ex {
+			b = binary.AppendUvarint(b, uint64(id))
+		}
+	}
+
+	var records []int32
+	for i := range e.keys {
+		if e.target[i] != 0 || e.owner[i] != e.want(int32(i)) {
+			records = append(records, int32(i))
+		}
+	}
+	slices.SortFunc(records, func(x, y int32) int { return cmp.Compare(e.keys[x], e.keys[y]) })
+	b = binary.AppendUvarint(b, uint64(len(records)))
+	for _, i := range records {
+		b = appendString(b, e.keys[i])
+		b = binary.AppendUvarint(b, uint64(e.owner[i]))
+		b = binary.AppendUvarint(b, uint64(e.target[i]))
+		state := byte(recordSettled)
+		switch {
+		case e.flags[i]&flagSent != 0:
+			state = recordSent
+		case e.flags[i]&flagQueued != 0:
+			state = recordQueued
+		}
+		b = append(b, state)
+	}
+	return b
+}
+
+// keySetDigest identifies a set of distinct keys whatever their order.
+func keySetDigest(keys []string) uint64 {
+	var sum uint64
+	for _, k := range keys {
+		sum += ring.Hash(k)
+	}
+	return sum
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// Restore rebuilds an engine from a Snapshot and the key set the engine had
+// when the snapshot was taken (persist the two together; apply later
+// catalog changes with AddKeys and RemoveKeys). Every key gets back its
+// owner and target, and clones in flight count against their nodes' slots;
+// SetMembers with the same members then moves nothing. Restore refuses a
+// damaged snapshot, and one taken with another key set: the owners it
+// would restore could not be trusted (start from New, and let the nodes'
+// inventories (Hold) tell who holds what).
+func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
+	e := New(cfg)
+	e.addKeys(keys)
+	r := &reader{b: data}
+	if string(r.bytes(len(snapshotMagic))) != snapshotMagic {
+		return nil, errors.New("placement: not a placement snapshot of version 1")
+	}
+	n, digest := r.uvarint(), binary.LittleEndian.Uint64(r.bytes(8))
+	if r.err != nil {
+		return nil, r.err
+	}
+	if n != uint64(len(e.keys)) || digest != keySetDigest(e.keys) {
+		return nil, fmt.Errorf("placement: the snapshot was taken with another key set (%d keys, given %d distinct)", n, len(e.keys))
+	}
+
+	ms := make([]Member, r.count())
+	for j := range ms {
+		ms[j] = Member{ID: r.id(), Weight: math.Float64frombits(binary.LittleEndian.Uint64(r.bytes(8)))}
+		if r.err == nil && !(ms[j].Weight > 0 && ms[j].Weight <= math.MaxFloat64) {
+			return nil, fmt.Errorf("placement: snapshot member %d has weight %g", ms[j].ID, ms[j].Weight)
+		}
+		if r.err == nil && j > 0 && ms[j].ID <= ms[j-1].ID {
+			return nil, fmt.Errorf("placement: snapshot members out of order at %d", ms[j].ID)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	e.setRing(ms)
+	if e.ring != nil {
+		e.place = e.ring.Place(e.keys)
+	}
+
+	for range r.count() {
+		k := r.str()
+		ex := make([]uint32, r.count())
+		for j := range ex {
+			ex[j] = r.id()
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if _, ok := e.index[k]; !ok {
+			return nil, fmt.Errorf("placement: snapshot override of unknown key %q", k)
+		}
+		if len(ex) == 0 {
+			return nil, fmt.Errorf("placement: snapshot override of %q avoids no node", k)
+		}
+		slices.Sort(ex)
+		e.overrides[k] = slices.Compact(ex)
+	}
+	for i := range e.keys {
+		e.owner[i] = e.want(int32(i))
+	}
+
+	for range r.count() {
+		k, owner, target, state := r.str(), r.u32(), r.u32(), r.byte()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if (target == 0) != (state == recordSettled) || state > recordSent {
+			return nil, fmt.Errorf("placement: snapshot record of %q: target %d with move state %d", k, target, state)
+		}
+		i, ok := e.index[k]
+		if !ok {
+			return nil, fmt.Errorf("placement: snapshot record of unknown key %q", k)
+		}
+		e.owner[i] = owner
+		if target == 0 {
+			continue
+		}
+		e.target[i] = target
+		e.moving++
+		ns := e.node(target)
+		if state == recordSent {
+			e.flags[i] = flagSent
+			ns.inFlight++
+		} else {
+			e.flags[i] = flagQueued
+			ns.queued++
+			e.enqueue(i)
+		}
+	}
+	if len(r.b) > 0 {
+		return nil, fmt.Errorf("placement: %d bytes after the snapshot", len(r.b))
+	}
+	return e, nil
+}
+
+// reader decodes a snapshot; after the first error it returns zero values.
+type reader struct {
+	b   []byte
+	err error
+}
+
+var errTruncated = errors.New("placement: snapshot truncated")
+
+func (r *reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.b = nil
+}
+
+func (r *reader) bytes(n int) []byte {
+	if n > len(r.b) {
+		r.fail(errTruncated)
+		return make([]byte, n)
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) byte() byte { return r.bytes(1)[0] }
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(errTruncated)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	v := r.uvarint()
+	if v > math.MaxUint32 {
+		r.fail(fmt.Errorf("placement: snapshot node ID %d out of range", v))
+		return 0
+	}
+	return uint32(v)
+}
+
+// id is a node ID, never 0.
+func (r *reader) id() uint32 {
+	v := r.u32()
+	if v == 0 && r.err == nil {
+		r.fail(errors.New("placement: snapshot has node ID 0"))
+	}
+	return v
+}
+
+// count is a number of items that follow, each at least one byte long.
+func (r *reader) count() int {
+	v := r.uvarint()
+	if v > uint64(len(r.b)) {
+		r.fail(errTruncated)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) str() string {
+	n := r.count()
+	return string(r.bytes(n))
+}
