@@ -14,7 +14,6 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
-	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -73,12 +72,9 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 		return nil, status.Error(codes.InvalidArgument, "at most 64 attributes")
 	}
 	ov := overlay{URL: url, Attrs: req.GetAttrs()}
-	if err := c.putOverlay(ctx, key, ov); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.overlay[key] = ov
+	c.overlayDirty[key] = true
 	e := catalog.Entry{Key: key, URL: url, Attrs: ov.Attrs}
 	_, exists := c.repos[key]
 	if exists {
@@ -86,7 +82,10 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	} else {
 		c.applyDelta(catalog.Delta{Added: []catalog.Entry{e}})
 	}
-	c.signalPersist()
+	c.mu.Unlock()
+	if err := c.persist(ctx); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 	c.log.Info("repository added through the API", "key", key, "url", url, "update", exists)
 	return &fleetv1.AddRepoResponse{Key: key, Created: !exists}, nil
 }
@@ -106,25 +105,16 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	if !exists {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", key)
 	}
-	ov := overlay{Removed: true}
-	if err := c.putOverlay(ctx, key, ov); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.overlay[key] = ov
+	c.overlay[key] = overlay{Removed: true}
+	c.overlayDirty[key] = true
 	c.applyDelta(catalog.Delta{Removed: []catalog.Entry{{Key: key}}})
-	c.signalPersist()
+	c.mu.Unlock()
+	if err := c.persist(ctx); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 	c.log.Info("repository removed through the API", "key", key)
 	return &fleetv1.RemoveRepoResponse{}, nil
-}
-
-func (c *Coordinator) putOverlay(ctx context.Context, key string, ov overlay) error {
-	b, _ := json.Marshal(ov)
-	if err := c.db.Put(ctx, bucketOverlay, key, b); err != nil {
-		return status.Errorf(codes.Unavailable, "store: %v", err)
-	}
-	return nil
 }
 
 // FetchNow routes an on-demand check to the repository's owner.
@@ -135,11 +125,11 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.repos[req.GetKey()]
-	if r == nil {
+	if _, ok := c.repos[req.GetKey()]; !ok {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
 	}
-	for _, id := range []uint32{r.Owner, r.Target} {
+	owner, target := c.owner(req.GetKey())
+	for _, id := range []uint32{owner, target} {
 		s := c.sessions[id]
 		if id == 0 || s == nil {
 			continue
@@ -151,7 +141,7 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 		}
 		return &fleetv1.FetchNowResponse{Owner: id}, nil
 	}
-	return nil, status.Errorf(codes.Unavailable, "the owner of %s (node %d) is not connected; it will be checked when it is back or re-placed", req.GetKey(), r.Owner)
+	return nil, status.Errorf(codes.Unavailable, "the owner of %s (node %d) is not connected; it will be checked when it is back or re-placed", req.GetKey(), owner)
 }
 
 // gcTasks forgets task routes older than an hour. Caller holds c.mu.
@@ -189,19 +179,14 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	counts := map[uint32]uint32{}
-	for _, r := range c.repos {
-		if r.Owner != 0 {
-			counts[r.Owner]++
-		}
-	}
+	counts := c.engine.Load()
 	resp := &fleetv1.ListNodesResponse{}
 	if c.purge != nil {
 		resp.PendingPurge = fmt.Sprintf("catalog commit %s would remove %d of %d repositories; confirm it to apply", c.purge.commit, c.purge.removed, c.purge.total)
 	}
 	for _, st := range c.table.Nodes() {
 		rec := c.nodes[st.ID]
-		n := &fleetv1.NodeInfo{Id: st.ID, Name: st.Name, State: st.State.String(), Repos: counts[st.ID],
+		n := &fleetv1.NodeInfo{Id: st.ID, Name: st.Name, State: st.State.String(), Repos: uint32(counts[st.ID]),
 			Flapping: st.Flapping, Capacity: st.Weight, EffectiveWeight: st.EffectiveWeight,
 			EffectiveGraceMs: st.EffectiveGrace.Milliseconds()}
 		if !st.LastHeartbeat.IsZero() {
@@ -247,5 +232,3 @@ func (c *Coordinator) loadOverlay(ctx context.Context) error {
 		return nil
 	})
 }
-
-var _ store.Store = (*store.Bolt)(nil)

@@ -26,7 +26,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
-	"github.com/gitfleet/gitfleet/internal/ring"
+	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -66,7 +66,8 @@ type Coordinator struct {
 	mu       sync.Mutex
 	cat      *catalog.Catalog
 	table    *membership.Table
-	ring     *ring.Ring
+	engine   *placement.Engine
+	members  []placement.Member // last given to the engine
 	placing  bool
 	repos    map[string]*repo
 	nodes    map[uint32]*nodeRecord
@@ -74,28 +75,28 @@ type Coordinator struct {
 	dirty    map[string]bool   // repos to persist (false: delete)
 	meta     map[string]string // meta values to persist
 	forget   []uint32          // forgotten nodes to delete from the store
-	// memberDirty says the membership table changed since the last persist.
-	memberDirty bool
-	purge       *pendingPurge
-	overlay     map[string]overlay     // API additions and removals
-	tasks       map[string]pendingTask // on-demand checks -> the full node that asked
+	// memberDirty says the membership table changed since the last persist;
+	// placeDirty, the placement engine.
+	memberDirty, placeDirty bool
+	purge                   *pendingPurge
+	// restoredRepos is how many repositories the store held at start.
+	restoredRepos int
+	overlay       map[string]overlay // API additions and removals
+	overlayDirty  map[string]bool
+	tasks         map[string]pendingTask // on-demand checks -> the full node that asked
 }
 
-// repo is the coordinator's view of one repository.
+// repo is what the coordinator knows of one repository beyond its catalog
+// entry (see entry) and its placement (see owner).
 type repo struct {
-	URL        string
-	Fallbacks  []string          `json:",omitempty"`
-	Attrs      map[string]string `json:",omitempty"`
-	Owner      uint32            `json:",omitempty"` // confirmed owner
-	Target     uint32            `json:",omitempty"` // owner-to-be, until it confirms a clone
-	Digest     string            `json:",omitempty"`
-	State      string            `json:",omitempty"`
-	LastCheck  int64             `json:",omitempty"` // unix ms
-	LastChange int64             `json:",omitempty"`
-	LastError  string            `json:",omitempty"`
-	Failures   int               `json:",omitempty"`
-	Checks     uint64            `json:",omitempty"`
-	Fetches    uint64            `json:",omitempty"`
+	Digest     string `json:",omitempty"`
+	State      string `json:",omitempty"`
+	LastCheck  int64  `json:",omitempty"` // unix ms
+	LastChange int64  `json:",omitempty"`
+	LastError  string `json:",omitempty"`
+	Failures   int    `json:",omitempty"`
+	Checks     uint64 `json:",omitempty"`
+	Fetches    uint64 `json:",omitempty"`
 }
 
 // Repository states, as shown by the API.
@@ -153,20 +154,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
 	c := &Coordinator{
-		cfg:      cfg,
-		log:      log,
-		clk:      clk,
-		db:       db,
-		git:      &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
-		wake:     make(chan struct{}, 1),
-		flush:    make(chan struct{}, 1),
-		repos:    make(map[string]*repo),
-		nodes:    make(map[uint32]*nodeRecord),
-		sessions: make(map[uint32]*session),
-		dirty:    make(map[string]bool),
-		meta:     make(map[string]string),
-		overlay:  make(map[string]overlay),
-		tasks:    make(map[string]pendingTask),
+		cfg:          cfg,
+		log:          log,
+		clk:          clk,
+		db:           db,
+		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
+		wake:         make(chan struct{}, 1),
+		flush:        make(chan struct{}, 1),
+		repos:        make(map[string]*repo),
+		nodes:        make(map[uint32]*nodeRecord),
+		sessions:     make(map[uint32]*session),
+		dirty:        make(map[string]bool),
+		meta:         make(map[string]string),
+		overlay:      make(map[string]overlay),
+		overlayDirty: make(map[string]bool),
+		tasks:        make(map[string]pendingTask),
 	}
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
@@ -225,7 +227,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		var r repo
 		if err := json.Unmarshal(v, &r); err != nil {
 			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
-			return nil
+			r = repo{State: StatePending}
 		}
 		c.repos[k] = &r
 		return nil
@@ -233,10 +235,10 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: restore repositories: %w", err)
 	}
+	c.restoredRepos = len(c.repos)
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
-	c.rebuildRing()
 	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
 		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
 		if err != nil {
@@ -244,6 +246,24 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		} else {
 			c.cat = cat
 		}
+	}
+	// The placement engine holds the same key set as the stored states.
+	keys := make([]string, 0, len(c.repos))
+	for k := range c.repos {
+		keys = append(keys, k)
+	}
+	pcfg := placement.Config{}
+	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
+		c.engine, err = placement.Restore(pcfg, snap, keys)
+		if err != nil {
+			// Fall back to a warm-up: the nodes' inventories say who holds what.
+			c.log.Warn("restore: stored placement does not match the stored repositories; warming up again", "err", err)
+			c.placing = false
+		}
+	}
+	if c.engine == nil {
+		c.engine = placement.New(pcfg)
+		c.engine.AddKeys(keys...)
 	}
 	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", len(c.repos), "placing", c.placing)
 	return nil
@@ -265,8 +285,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); c.membershipLoop(ctx) }()
 	go func() { defer wg.Done(); c.persistLoop(ctx) }()
 	wg.Wait()
-	c.persist(context.Background())
-	return nil
+	return c.persist(context.Background())
 }
 
 func (c *Coordinator) catalogLoop(ctx context.Context) {
@@ -314,7 +333,10 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	total := len(c.repos)
-	if err := catalog.CheckPurge(total, len(delta.Removed), c.cfg.MaxPurgeShare); err != nil && old != nil {
+	if old == nil && c.restoredRepos == 0 {
+		total = 0 // a first load removes nothing
+	}
+	if err := catalog.CheckPurge(total, len(delta.Removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
 		if c.purge == nil || c.purge.commit != commit {
 			c.log.Error("catalog change NOT applied: it would remove too many repositories at once; confirm it to apply",
 				"commit", commit, "removed", len(delta.Removed), "total", total, "err", err)
@@ -323,9 +345,10 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 		return nil
 	}
 	c.purge = nil
-	c.applyDelta(delta)
 	c.cat = next
+	c.applyDelta(delta)
 	c.dirtyMeta("catalog_commit", commit)
+	c.applyHeld()
 	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
 		"added", len(delta.Added), "removed", len(delta.Removed), "changed", len(delta.Changed))
 	c.signalPersist()
@@ -333,80 +356,100 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 }
 
 // deltaFromStored compares a freshly loaded catalog with the repositories
-// the store knows (a first load, or a restart whose commit was lost).
+// the coordinator knows (a first load, or a restart whose commit was lost).
 func (c *Coordinator) deltaFromStored(next *catalog.Catalog) catalog.Delta {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var d catalog.Delta
-	seen := make(map[string]bool, next.Len())
 	next.Range(func(e catalog.Entry) bool {
-		seen[e.Key] = true
-		r, ok := c.repos[e.Key]
-		switch {
-		case !ok:
+		if _, ok := c.repos[e.Key]; !ok {
 			d.Added = append(d.Added, e)
-		case r.URL != e.URL:
-			d.Changed = append(d.Changed, e)
 		}
 		return true
 	})
 	for k := range c.repos {
-		if !seen[k] {
+		if _, ok := next.Get(k); !ok {
 			d.Removed = append(d.Removed, catalog.Entry{Key: k})
 		}
 	}
 	return d
 }
 
-// applyDelta changes the repository set. Caller holds c.mu.
+// entry is the effective catalog entry of key: the API's overlay wins over
+// the catalog. Caller holds c.mu.
+func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
+	if ov, ok := c.overlay[key]; ok {
+		if ov.Removed {
+			return catalog.Entry{}, false
+		}
+		return catalog.Entry{Key: key, URL: ov.URL, Fallbacks: ov.Fallbacks, Attrs: ov.Attrs}, true
+	}
+	if c.cat == nil {
+		return catalog.Entry{}, false
+	}
+	return c.cat.Get(key)
+}
+
+// applyDelta changes the repository set. Entries are read with entry()
+// afterwards, so c.cat or c.overlay must already say the new truth for
+// changed entries. Caller holds c.mu.
 func (c *Coordinator) applyDelta(d catalog.Delta) {
+	var added, removed []string
 	for _, e := range d.Added {
 		if ov, ok := c.overlay[e.Key]; ok && (ov.Removed || ov.URL != e.URL) {
 			continue // the API's word wins over the catalog's
 		}
-		if r := c.repos[e.Key]; r != nil { // listed again (e.g. by the API before)
-			r.URL, r.Fallbacks, r.Attrs = e.URL, e.Fallbacks, e.Attrs
-			c.dirty[e.Key] = true
-			c.broadcastState(e.Key)
+		if _, known := c.repos[e.Key]; known { // listed again (e.g. added by the API before)
+			d.Changed = append(d.Changed, e)
 			continue
 		}
-		c.repos[e.Key] = &repo{URL: e.URL, Fallbacks: e.Fallbacks, Attrs: e.Attrs, State: StatePending}
+		c.repos[e.Key] = &repo{State: StatePending}
 		c.dirty[e.Key] = true
-		c.place(e.Key)
-		c.broadcastState(e.Key)
-	}
-	for _, e := range d.Changed {
-		r := c.repos[e.Key]
-		if ov, ok := c.overlay[e.Key]; r == nil || ok && (ov.Removed || ov.URL != e.URL) {
-			continue
-		}
-		r.URL, r.Fallbacks, r.Attrs = e.URL, e.Fallbacks, e.Attrs
-		c.dirty[e.Key] = true
-		for _, id := range []uint32{r.Owner, r.Target} {
-			if s := c.sessions[id]; s != nil && id != 0 {
-				s.queueAssign(e.Key, false)
-			}
-		}
-		c.broadcastState(e.Key)
+		added = append(added, e.Key)
 	}
 	for _, e := range d.Removed {
-		r := c.repos[e.Key]
-		if ov, ok := c.overlay[e.Key]; r == nil || ok && !ov.Removed {
+		if ov, ok := c.overlay[e.Key]; ok && !ov.Removed {
 			continue // added through the API: stays until removed there
 		}
-		for _, id := range []uint32{r.Owner, r.Target} {
-			if s := c.sessions[id]; s != nil && id != 0 {
-				s.queueDrop(e.Key)
-			}
+		if _, known := c.repos[e.Key]; !known {
+			continue
 		}
 		delete(c.repos, e.Key)
 		c.dirty[e.Key] = false
+		removed = append(removed, e.Key)
 		for _, s := range c.sessions {
 			if s.full {
 				s.queueRemoved(e.Key)
 			}
 		}
 	}
+	if len(added) > 0 {
+		c.engine.AddKeys(added...)
+		c.placeDirty = true
+	}
+	if len(removed) > 0 {
+		c.engine.RemoveKeys(removed...) // drops at owners and targets
+		c.placeDirty = true
+	}
+	for _, e := range d.Changed {
+		if _, known := c.repos[e.Key]; !known {
+			continue
+		}
+		if ov, ok := c.overlay[e.Key]; ok && ov.URL != e.URL {
+			continue
+		}
+		owner, target := c.owner(e.Key)
+		for _, id := range []uint32{owner, target} {
+			if s := c.sessions[id]; s != nil && id != 0 {
+				s.queueAssign(e.Key, false) // carries the new URL
+			}
+		}
+		c.broadcastState(e.Key)
+	}
+	for _, k := range added {
+		c.broadcastState(k)
+	}
+	c.decide()
 }
 
 var errNoPurge = errors.New("no catalog change is waiting for confirmation")
@@ -429,8 +472,8 @@ func (c *Coordinator) confirmPurge(ctx context.Context) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.purge = nil
-	c.applyDelta(delta)
 	c.cat = next
+	c.applyDelta(delta)
 	c.dirtyMeta("catalog_commit", p.commit)
 	c.log.Warn("catalog change confirmed by the operator", "commit", p.commit, "removed", len(delta.Removed))
 	c.signalPersist()
@@ -483,25 +526,30 @@ func (c *Coordinator) persistLoop(ctx context.Context) {
 		case <-c.flush:
 		case <-c.clk.After(time.Second):
 		}
-		c.persist(ctx)
+		_ = c.persist(ctx)
 	}
 }
 
-func (c *Coordinator) persist(ctx context.Context) {
+// persist writes what changed since the last call in one atomic batch, so
+// that the stored catalog commit, overlay, repository set and placement
+// always agree with each other.
+func (c *Coordinator) persist(ctx context.Context) error {
 	c.mu.Lock()
-	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && !c.memberDirty {
+	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty {
 		c.mu.Unlock()
-		return
+		return nil
 	}
-	c.memberDirty = false
-	ops := make([]store.Op, 0, len(c.dirty)+len(c.meta)+1)
+	ops := make([]store.Op, 0, len(c.dirty)+len(c.meta)+len(c.overlayDirty)+len(c.forget)+3)
 	for k, v := range c.meta {
 		ops = append(ops, store.Op{Bucket: bucketMeta, Key: k, Value: []byte(v)})
+	}
+	for k := range c.overlayDirty {
+		b, _ := json.Marshal(c.overlay[k])
+		ops = append(ops, store.Op{Bucket: bucketOverlay, Key: k, Value: b})
 	}
 	for _, id := range c.forget {
 		ops = append(ops, store.Op{Bucket: bucketNodes, Key: fmt.Sprint(id), Delete: true})
 	}
-	c.forget = nil
 	for k, keep := range c.dirty {
 		r := c.repos[k]
 		if !keep || r == nil {
@@ -511,25 +559,37 @@ func (c *Coordinator) persist(ctx context.Context) {
 		b, _ := json.Marshal(r)
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}
-	ops = append(ops, store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()})
-	c.dirty = make(map[string]bool)
-	c.meta = make(map[string]string)
+	ops = append(ops,
+		store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()},
+		store.Op{Bucket: bucketMeta, Key: "placement", Value: c.engine.Snapshot()})
+	dirty, meta, overlayDirty, forget := c.dirty, c.meta, c.overlayDirty, c.forget
+	c.dirty, c.meta, c.overlayDirty, c.forget = map[string]bool{}, map[string]string{}, map[string]bool{}, nil
+	c.memberDirty, c.placeDirty = false, false
 	c.mu.Unlock()
-	if err := c.db.Batch(ctx, ops); err != nil {
-		c.log.Error("persist state failed; will retry", "err", err)
-		// Put the operations back so that nothing is lost.
-		c.mu.Lock()
-		for _, op := range ops {
-			if op.Bucket == bucketRepos {
-				if _, ok := c.dirty[op.Key]; !ok {
-					c.dirty[op.Key] = !op.Delete
-				}
-			} else if op.Key != "membership" {
-				c.dirtyMeta(op.Key, string(op.Value))
-			}
-		}
-		c.mu.Unlock()
+	err := c.db.Batch(ctx, ops)
+	if err == nil {
+		return nil
 	}
+	c.log.Error("persist state failed; will retry", "err", err)
+	// Put the changes back so that nothing is lost (newer ones win).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range dirty {
+		if _, newer := c.dirty[k]; !newer {
+			c.dirty[k] = v
+		}
+	}
+	for k, v := range meta {
+		if _, newer := c.meta[k]; !newer {
+			c.meta[k] = v
+		}
+	}
+	for k := range overlayDirty {
+		c.overlayDirty[k] = true
+	}
+	c.forget = append(c.forget, forget...)
+	c.memberDirty, c.placeDirty = true, true
+	return fmt.Errorf("store the coordinator's state: %w", err)
 }
 
 func (c *Coordinator) saveNode(ctx context.Context, n *nodeRecord) error {

@@ -5,103 +5,54 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
-	"github.com/gitfleet/gitfleet/internal/ring"
+	"github.com/gitfleet/gitfleet/internal/placement"
 )
 
-// rebuildRing makes the ring from the current placement members and tells
-// whether the member set changed. Caller holds c.mu (or is restoring).
-func (c *Coordinator) rebuildRing() bool {
-	ms := c.table.Members()
-	members := make([]ring.Member, 0, len(ms))
-	for _, m := range ms {
-		members = append(members, ring.Member{ID: m.ID, Weight: m.Weight})
-	}
-	if c.ring != nil && slices.Equal(c.ring.Members(), sortedMembers(members)) {
-		return false
-	}
-	c.ring = ring.New(members, ring.Options{})
-	return true
-}
+// The rules of placement live in package placement (a pure engine); this
+// file feeds it and carries out its decisions.
 
-func sortedMembers(ms []ring.Member) []ring.Member {
-	out := slices.Clone(ms)
-	slices.SortFunc(out, func(a, b ring.Member) int { return int(a.ID) - int(b.ID) })
-	return out
-}
-
-// isMember reports whether id currently takes part in placement (alive or
-// within grace). Caller holds c.mu.
-func (c *Coordinator) isMember(id uint32) bool {
-	if id == 0 {
-		return false
-	}
-	for _, m := range c.ring.Members() {
-		if m.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-// place moves key towards its ring owner, make-before-break: the new owner
-// is told first (Target) and becomes Owner only when it confirms a mirror;
-// the old owner keeps fetching until then. Caller holds c.mu.
-func (c *Coordinator) place(key string) {
+// setMembers gives the engine the current placement members. Caller holds c.mu.
+func (c *Coordinator) setMembers() {
 	if !c.placing {
 		return
 	}
-	r := c.repos[key]
-	if r == nil {
-		return
+	ms := c.table.Members()
+	members := make([]placement.Member, 0, len(ms))
+	for _, m := range ms {
+		members = append(members, placement.Member{ID: m.ID, Weight: m.Weight})
 	}
-	want, ok := c.ring.Lookup(key)
-	if !ok {
-		return // no members at all: keep whatever there is
+	if slices.Equal(members, c.members) {
+		return // SetMembers recomputes every key: only when they change
 	}
-	switch {
-	case r.Owner == want:
-		if r.Target != 0 {
-			c.sendDrop(r.Target, key)
-			r.Target = 0
-			c.dirty[key] = true
+	c.members = members
+	c.engine.SetMembers(members)
+	c.placeDirty = true
+}
+
+// decide drains the engine's decisions onto the nodes' sessions. Caller
+// holds c.mu.
+func (c *Coordinator) decide() {
+	for _, d := range c.engine.Decisions() {
+		c.placeDirty = true
+		s := c.sessions[d.Node]
+		switch d.Kind {
+		case placement.Assign:
+			if s != nil {
+				s.queueAssign(d.Key, d.Urgent)
+			}
+			c.broadcastState(d.Key)
+		case placement.Drop:
+			if s != nil {
+				s.queueDrop(d.Key)
+			}
 		}
-	case r.Owner == 0 || !c.isMember(r.Owner):
-		// Nobody (alive or within grace) holds it: hand it over at once.
-		if r.Target != 0 && r.Target != want {
-			c.sendDrop(r.Target, key)
-		}
-		r.Owner, r.Target = want, 0
-		c.dirty[key] = true
-		c.sendAssign(want, key, true)
-		c.broadcastState(key)
-	case r.Target != want:
-		if r.Target != 0 {
-			c.sendDrop(r.Target, key)
-		}
-		r.Target = want
-		c.dirty[key] = true
-		c.sendAssign(want, key, true)
 	}
 }
 
-// placeAll re-places every repository (after the member set changed).
-// Caller holds c.mu.
-func (c *Coordinator) placeAll() {
-	for k := range c.repos {
-		c.place(k)
-	}
-}
-
-func (c *Coordinator) sendAssign(id uint32, key string, urgent bool) {
-	if s := c.sessions[id]; s != nil {
-		s.queueAssign(key, urgent)
-	}
-}
-
-func (c *Coordinator) sendDrop(id uint32, key string) {
-	if s := c.sessions[id]; s != nil {
-		s.queueDrop(key)
-	}
+// owner returns key's confirmed owner and target.
+func (c *Coordinator) owner(key string) (owner, target uint32) {
+	o, t, _ := c.engine.Owner(key)
+	return o, t
 }
 
 // broadcastState queues key's state to every full node. Caller holds c.mu.
@@ -127,10 +78,8 @@ func (c *Coordinator) applyChanges(changes []membership.Change) {
 		}
 	}
 	c.checkPlacing()
-	if c.rebuildRing() {
-		c.log.Info("placement members changed", "members", len(c.ring.Members()))
-		c.placeAll()
-	}
+	c.setMembers()
+	c.decide()
 	c.signalPersist()
 }
 
@@ -143,17 +92,19 @@ func (c *Coordinator) checkPlacing() {
 	c.placing = true
 	c.memberDirty = true
 	c.log.Info("warm-up over: placing repositories", "members", len(c.table.Members()), "repos", len(c.repos))
-	c.rebuildRing()
-	c.placeAll()
+	c.setMembers()
+	c.decide()
 }
 
 // membershipLoop runs the membership timers.
 func (c *Coordinator) membershipLoop(ctx interface{ Done() <-chan struct{} }) {
 	for {
 		c.mu.Lock()
-		changes := c.table.Tick(c.clk.Now())
-		c.applyChanges(changes)
+		c.applyChanges(c.table.Tick(c.clk.Now()))
 		c.checkPlacing()
+		// The flap penalty can end without a transition: members may change.
+		c.setMembers()
+		c.decide()
 		wait := time.Second
 		if next, ok := c.table.NextDeadline(); ok {
 			if d := next.Sub(c.clk.Now()); d < wait {

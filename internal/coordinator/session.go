@@ -96,18 +96,17 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 		Member: rec.Capacity > 0}, now)
 	c.applyChanges(changes)
 	s.queueWelcome()
-	// The node gets what it owns or is about to own, and a full node the
-	// state of every repository.
-	for k, r := range c.repos {
-		if r.Owner == rec.ID {
-			s.queueAssign(k, false)
-		} else if r.Target == rec.ID {
-			s.queueAssign(k, true)
+	// The node gets what it owns or is cloning, and a full node the state
+	// of every repository.
+	c.engine.Each(func(k string, owner, target uint32, sent bool) {
+		if owner == rec.ID || target == rec.ID && sent {
+			s.queueAssign(k, target == rec.ID)
 		}
 		if s.full {
 			s.queueState(k)
 		}
-	}
+	})
+	c.decide()
 	c.mu.Unlock()
 	c.log.Info("session opened", "node", rec.ID, "name", rec.Name)
 
@@ -145,6 +144,10 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 		case *fleetv1.NodeMessage_Heartbeat:
 			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
 			s.disk = m.Heartbeat
+			if m.Heartbeat.GetDiskTotalBytes() > 0 {
+				c.engine.SetDisk(id, m.Heartbeat.GetDiskUsedBytes(), m.Heartbeat.GetDiskTotalBytes())
+				c.decide()
+			}
 		case *fleetv1.NodeMessage_Inventory:
 			c.inventory(id, s, m.Inventory)
 			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
@@ -160,37 +163,50 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 	}
 }
 
-// inventory reconciles what a node holds with what it should hold: a
-// partial node drops mirrors it no longer owns; an owner's digest is
-// adopted. Caller holds c.mu.
+// inventory reconciles what a partial node holds with what it should hold:
+// the engine keeps what the node owns or is moving to it (no re-clone) and
+// drops the rest. Before the catalog is loaded the inventory waits, so that
+// nothing is dropped for not being known yet. Full nodes keep every copy
+// (removals reach them as RepoRemoved). Caller holds c.mu.
 func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
+	if s.full {
+		return
+	}
 	for _, h := range inv.GetRepos() {
 		key := h.GetKey()
 		if repokey.Check(key) != nil {
 			continue
 		}
-		r := c.repos[key]
-		if s.full {
-			continue // full nodes keep every copy; removals reach them as RepoRemoved
-		}
-		switch {
-		case r == nil:
-			if c.cat != nil { // only once the catalog is known
-				s.queueDrop(key)
-			}
-		case r.Owner == id:
-			if r.Digest == "" {
+		s.held = append(s.held, key)
+		if r := c.repos[key]; r != nil && r.Digest == "" && h.GetDigest() != "" {
+			if owner, _ := c.owner(key); owner == id {
 				r.Digest = h.GetDigest()
 				c.dirty[key] = true
 			}
-		case r.Target == id:
-		case r.Owner == 0 && c.placing:
-			c.place(key)
-		default:
-			if r.Owner != 0 {
-				s.queueDrop(key)
-			}
 		}
+	}
+	if c.cat != nil {
+		c.applyHeldOf(s)
+	}
+}
+
+// applyHeldOf gives the engine what a session's node said it holds.
+// Caller holds c.mu.
+func (c *Coordinator) applyHeldOf(s *session) {
+	if len(s.held) == 0 {
+		return
+	}
+	c.engine.Hold(s.id, s.held...)
+	s.held = nil
+	c.placeDirty = true
+	c.decide()
+}
+
+// applyHeld applies the inventories that waited for the catalog. Caller
+// holds c.mu.
+func (c *Coordinator) applyHeld() {
+	for _, s := range c.sessions {
+		c.applyHeldOf(s)
 	}
 }
 
@@ -201,22 +217,25 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	if r == nil {
 		return
 	}
+	defer c.taskDone(res)
 	if res.GetServed() {
 		return // a full node's pull: nothing to record yet
 	}
-	defer c.taskDone(res)
-	if id != r.Owner && id != r.Target {
+	owner, target := c.owner(key)
+	switch {
+	case id == target && res.GetOk():
+		c.engine.Confirm(id, key) // the move is done: the old owner drops it
+		c.placeDirty = true
+		c.decide()
+	case id == target && owner != 0:
+		c.engine.CloneFailed(id, key) // retried later; the owner keeps serving
+		c.decide()
+		return
+	case id == target:
+		c.engine.CloneFailed(id, key) // nobody has it yet: show why
+		c.decide()
+	case id != owner:
 		return // a stale result from a former owner
-	}
-	if id == r.Target {
-		if !res.GetOk() {
-			return // the move is not done until the new owner has a mirror
-		}
-		old := r.Owner
-		r.Owner, r.Target = id, 0
-		if old != 0 && old != id {
-			c.sendDrop(old, key)
-		}
 	}
 	at := res.GetCheckedAtMs()
 	r.LastCheck = at
@@ -233,12 +252,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	} else {
 		r.Failures++
 		r.LastError = fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError())
-		if r.Digest == "" {
-			r.State = StatePending
-		}
-		if r.Failures > 0 {
-			r.State = StateFailing
-		}
+		r.State = StateFailing
 	}
 	c.dirty[key] = true
 	c.broadcastState(key)
@@ -260,6 +274,7 @@ type session struct {
 	drop    map[string]bool
 	states  map[string]bool
 	removed map[string]bool
+	held    []string // inventory waiting for the catalog
 	checks  []*fleetv1.CheckNow
 	done    []*fleetv1.TaskDone
 
@@ -349,8 +364,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 				break
 			}
 			delete(s.assign, k)
-			if r := c.repos[k]; r != nil {
-				a.Repos = append(a.Repos, &fleetv1.Repo{Key: k, Url: r.URL, FallbackUrls: r.Fallbacks, Urgent: urgent})
+			if e, ok := c.entry(k); ok {
+				a.Repos = append(a.Repos, &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: urgent})
 			}
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Assign{Assign: a}})
@@ -359,11 +374,15 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		keys := take(s.states, n)
 		rs := &fleetv1.RepoStates{}
 		for _, k := range keys {
-			if r := c.repos[k]; r != nil {
-				rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: r.URL, Owner: r.Owner, Digest: r.Digest,
-					State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError,
-					Attrs: r.Attrs, FallbackUrls: r.Fallbacks, Checks: r.Checks, Fetches: r.Fetches})
+			r := c.repos[k]
+			e, ok := c.entry(k)
+			if r == nil || !ok {
+				continue
 			}
+			owner, _ := c.owner(k)
+			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest,
+				State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError,
+				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: r.Checks, Fetches: r.Fetches})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

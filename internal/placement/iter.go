@@ -1,0 +1,11 @@
+package placement
+
+// Each calls fn for every key with its confirmed owner, its target (0 when
+// no move is under way) and whether the assign to the target has been sent
+// (a clone in flight). The shell uses it to re-send a node what it holds or
+// is cloning when the node's session opens again.
+func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
+	for i, k := range e.keys {
+		fn(k, e.owner[i], e.target[i], e.flags[i]&flagSent != 0)
+	}
+}
