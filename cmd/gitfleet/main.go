@@ -26,6 +26,7 @@ Usage:
   gitfleet up [flags]                coordinator and full node in one process
   gitfleet demo                      a self-contained demonstration (no network needed)
   gitfleet catalog check|diff|gen    tools for catalog maintainers
+  gitfleet sim placement|schedule    simulators of placement and freshness
   gitfleet version
   gitfleet help config               every setting, as a Markdown table
 
@@ -65,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		})
 	case "catalog":
 		return catalogcli.Main(ctx, rest, stdout, stderr)
+	case "sim":
+		return runSim(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gitfleet", version.Version)
 		return 0
