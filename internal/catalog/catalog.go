@@ -240,7 +240,7 @@ func (e *entry) url() string {
 	return e.extra.url
 }
 
-// attrs are the attributes of e, a entry of f.
+// attrs are the attributes of e, an entry of f.
 func (e *entry) attrs(f *fileData) map[string]string {
 	if e.extra != nil && e.extra.attrs != nil {
 		return e.extra.attrs
@@ -275,11 +275,9 @@ func sameContent(a *entry, fa *fileData, b *entry, fb *fileData) bool {
 	return slices.Equal(fallA, fallB)
 }
 
-// before is the duplicate rule: of two entries with the same key, the one
-// in the first file by path (byte order), then on the first line, is kept.
-func before(pathA string, lineA int, pathB string, lineB int) bool {
-	if pathA != pathB {
-		return pathA < pathB
-	}
-	return lineA < lineB
+// compareLocations orders entries for the duplicate rule: of entries with
+// the same key, the one in the first file by path (byte order), then on
+// the first line, is kept.
+func compareLocations(pathA string, lineA int, pathB string, lineB int) int {
+	return cmp.Or(strings.Compare(pathA, pathB), cmp.Compare(lineA, lineB))
 }

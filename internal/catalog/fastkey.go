@@ -78,13 +78,7 @@ func fastSegment(s []byte) bool {
 	if len(s) == 0 || len(s) > 255 || s[0] == '.' || s[0] == '-' {
 		return false
 	}
-	switch s[len(s)-1] {
-	case 'k':
-		return !bytes.HasSuffix(s, []byte(".lock"))
-	case 't':
-		return !bytes.HasSuffix(s, []byte(".git"))
-	}
-	return true
+	return !bytes.HasSuffix(s, []byte(".git"))
 }
 
 // Character classes of fastKey: a host is lower-case letters, digits, dots

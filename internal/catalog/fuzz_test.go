@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,4 +190,41 @@ func FuzzFastKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(checkFastKey)
+}
+
+func TestSimpleEntryAgreesWithTheYAMLParser(t *testing.T) {
+	for _, s := range []string{
+		"---\nurl:\n- https://github.com/gueFDF/Go.git",
+		"---\nurl:\n- https://github.com/a/b.git\n- git@gitee.com:a/b.git\n\n\n",
+		"url: https://github.com/a/b\r\n",
+		"url: https:\n", "url:\n- https://x/a:\n", "url:\n- null\n", "url:\n- 'https://x/a'\n", "url:\n  - https://x/a\n",
+		"---\nurl:\n\n- https://x/a\n", "url:\n- https://x/a\nowner: me\n", "url:\n- https://x/a # c\n", "url: https://x/%41\n",
+		"\ufeff---\nurl:\n- https://x/a\n", "url:\n- https://x/a\n---\nurl: https://y/b\n", "---\n",
+	} {
+		checkSimpleEntry(t, []byte(s))
+	}
+	if _, ok := simpleEntry([]byte("---\nurl:\n- https://github.com/gueFDF/Go.git")); !ok {
+		t.Error("the usual Compass-CI form should take the fast path")
+	}
+}
+
+func checkSimpleEntry(t *testing.T, data []byte) {
+	t.Helper()
+	urls, ok := simpleEntry(data)
+	if !ok {
+		return // the YAML parser decides
+	}
+	f := &fileData{name: &fileName{"x"}}
+	want, attrs, wantOK := yamlEntry(f, data)
+	if !wantOK || len(attrs) > 0 || len(f.problems) > 0 || !slices.Equal(urls, want) {
+		t.Fatalf("simpleEntry(%q) = %v, but the YAML parser reads %v %v %v (problems %v)", data, urls, want, attrs, wantOK, f.problems)
+	}
+}
+
+func FuzzSimpleEntry(f *testing.F) {
+	for _, s := range yamlSeeds {
+		f.Add([]byte(s))
+	}
+	sampleSeeds(f, func(b []byte) { f.Add(b) })
+	f.Fuzz(checkSimpleEntry)
 }

@@ -132,7 +132,7 @@ func (s *keyShard) add(e *entry, h uint64, line int32, lines []int32) {
 		s.slots[i], s.tags[i], lines[i] = e, tagOf(h), line
 		s.n++
 		return
-	case before(e.name.path, int(line), old.name.path, int(lines[i])):
+	case compareLocations(e.name.path, int(line), old.name.path, int(lines[i])) < 0:
 		s.slots[i], lines[i], e = e, line, old
 	}
 	if s.dups == nil {

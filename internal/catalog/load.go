@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -299,7 +298,7 @@ func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[string]key
 			}
 			if len(cands) > 0 {
 				slices.SortFunc(cands, func(a, b *entry) int {
-					return cmp.Or(strings.Compare(a.name.path, b.name.path), cmp.Compare(lines.of(newFile(a), a), lines.of(newFile(b), b)))
+					return compareLocations(a.name.path, lines.of(newFile(a), a), b.name.path, lines.of(newFile(b), b))
 				})
 				st.kept = cands[0]
 				if len(cands) > 1 {

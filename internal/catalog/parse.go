@@ -203,15 +203,35 @@ func yamlError(err error) (int, string) {
 // keys are attributes. A file that never mentions "url", or whose document
 // is not a mapping, is not an entry file and is ignored without a problem.
 func parseYAML(f *fileData, data []byte, opt repokey.Options) {
+	urls, ok := simpleEntry(data)
+	var attrs map[string]string
+	if !ok {
+		if urls, attrs, ok = yamlEntry(f, data); !ok {
+			return
+		}
+	}
+	addEntry(f, urls, attrs, opt)
+}
+
+// yamlURL is one URL of a YAML entry, with its line.
+type yamlURL struct {
+	value string
+	line  int
+}
+
+// yamlEntry reads the URLs and attributes of a YAML entry file with the
+// YAML parser. ok is false when the file is not an entry, or a bad one
+// (reported on f).
+func yamlEntry(f *fileData, data []byte) (urls []yamlURL, attrs map[string]string, ok bool) {
 	if !bytes.Contains(data, []byte("url")) {
-		return
+		return nil, nil, false
 	}
 	root := firstDocument(f, data)
 	if root == nil || root.Kind != yaml.MappingNode {
-		return
+		return nil, nil, false
 	}
 	var urlNode *yaml.Node
-	attrs := yamlAttrs(f, root, func(k, v *yaml.Node) bool {
+	attrs = yamlAttrs(f, root, func(k, v *yaml.Node) bool {
 		if k.Value != "url" {
 			return false
 		}
@@ -220,34 +240,95 @@ func parseYAML(f *fileData, data []byte, opt repokey.Options) {
 	})
 	if urlNode == nil {
 		f.problem(root.Line, SeverityWarning, "", "a YAML mapping without a url: key is not an entry; ignored")
-		return
+		return nil, nil, false
 	}
-	urls := []*yaml.Node{urlNode}
+	nodes := []*yaml.Node{urlNode}
 	if urlNode.Kind == yaml.SequenceNode {
-		urls = urlNode.Content
+		nodes = urlNode.Content
 	}
-	if len(urls) == 0 {
+	if len(nodes) == 0 {
 		f.problem(urlNode.Line, SeverityError, "", "url: is an empty list")
-		return
+		return nil, nil, false
 	}
-	for i, u := range urls {
-		urls[i] = resolveAlias(u)
-		if urls[i].Kind != yaml.ScalarNode || urls[i].ShortTag() == "!!null" {
-			f.problem(u.Line, SeverityError, "", "url: want a URL or a list of URLs")
-			return
+	for _, n := range nodes {
+		u := resolveAlias(n)
+		if u.Kind != yaml.ScalarNode || u.ShortTag() == "!!null" {
+			f.problem(n.Line, SeverityError, "", "url: want a URL or a list of URLs")
+			return nil, nil, false
+		}
+		urls = append(urls, yamlURL{u.Value, u.Line})
+	}
+	return urls, attrs, true
+}
+
+// simpleEntry reads, without the YAML parser (which costs some 40 times
+// more), the form that nearly every Compass-CI entry file has:
+//
+//	---
+//	url:
+//	- https://host/path.git
+//
+// with the "---" optional, one or more "- " lines (or "url: URL" on one
+// line) and only blank lines after them. It accepts only what the YAML
+// parser reads the same way: URLs that start with a letter and hold a
+// ":" but do not end with one (so that YAML cannot read them as a number,
+// a bool, null or a mapping), made of characters that mean nothing inside
+// a plain scalar. For anything else it returns false, and the YAML parser
+// decides. FuzzSimpleEntry holds it to that.
+func simpleEntry(data []byte) ([]yamlURL, bool) {
+	var urls []yamlURL
+	inList, done := false, false
+	for line := 1; len(data) > 0; line++ {
+		l, rest, _ := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		l = bytes.TrimSuffix(l, []byte{'\r'})
+		switch {
+		case len(l) == 0 && len(urls) > 0:
+			done = true
+		case done:
+			return nil, false
+		case line == 1 && string(l) == "---":
+		case !inList && len(urls) == 0 && string(l) == "url:":
+			inList = true
+		case !inList && len(urls) == 0 && bytes.HasPrefix(l, []byte("url: ")) && plainURL(l[len("url: "):]):
+			urls = append(urls, yamlURL{string(l[len("url: "):]), line})
+			done = true
+		case inList && bytes.HasPrefix(l, []byte("- ")) && plainURL(l[len("- "):]):
+			urls = append(urls, yamlURL{string(l[len("- "):]), line})
+		default:
+			return nil, false
 		}
 	}
-	key, fetch, err := repokey.Normalize(urls[0].Value, opt)
+	return urls, len(urls) > 0
+}
+
+// plainURL says whether YAML reads s, in a plain scalar, as the string s.
+func plainURL(s []byte) bool {
+	if len(s) == 0 || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') ||
+		s[len(s)-1] == ':' || !bytes.Contains(s, []byte{':'}) {
+		return false
+	}
+	for _, c := range s {
+		if keyChars[c] == 0 && strings.IndexByte(":@+%=", c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// addEntry adds to f the entry of a YAML file with urls and attrs.
+func addEntry(f *fileData, urls []yamlURL, attrs map[string]string, opt repokey.Options) {
+	key, fetch, err := repokey.Normalize(urls[0].value, opt)
 	if err != nil {
-		f.problem(urls[0].Line, SeverityError, "", err.Error())
+		f.problem(urls[0].line, SeverityError, "", err.Error())
 		return
 	}
 	e := entry{key: key, name: f.name, form: formOf(key, fetch)}
 	var fallbacks []string
 	for _, u := range urls[1:] {
-		_, fb, err := repokey.Normalize(u.Value, opt)
+		_, fb, err := repokey.Normalize(u.value, opt)
 		if err != nil {
-			f.problem(u.Line, SeverityError, key, "fallback URL skipped: "+err.Error())
+			f.problem(u.line, SeverityError, key, "fallback URL skipped: "+err.Error())
 			continue
 		}
 		fallbacks = append(fallbacks, fb)
@@ -261,7 +342,7 @@ func parseYAML(f *fileData, data []byte, opt repokey.Options) {
 			e.extra.attrs = mergeAttrs(f.attrs, attrs)
 		}
 	}
-	f.setEntries([]entry{e}, []int32{int32(urls[0].Line)})
+	f.setEntries([]entry{e}, []int32{int32(urls[0].line)})
 }
 
 // parseDefaults reads a DEFAULTS file: a mapping of attributes for every

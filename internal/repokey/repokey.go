@@ -167,9 +167,9 @@ func checkSegment(seg string) error {
 		return fmt.Errorf("segment %q starts with '.'", seg)
 	case strings.HasPrefix(seg, "-"):
 		return fmt.Errorf("segment %q starts with '-'", seg)
-	case strings.HasSuffix(seg, ".lock"), strings.HasSuffix(seg, ".git"):
+	case strings.HasSuffix(seg, ".git"):
 		// ".git" would let one key's directory sit inside another's.
-		return fmt.Errorf("segment %q ends in .lock or .git", seg)
+		return fmt.Errorf("segment %q ends in .git", seg)
 	case len(seg) > 255:
 		return errors.New("segment longer than 255 bytes")
 	}

@@ -17,6 +17,7 @@ func TestNormalizeGivesOneKeyForEveryFormOfAURL(t *testing.T) {
 		{"git://github.com/a/b.git", "github.com/a/b", "git://github.com/a/b.git"},
 		{"http://example.com:8080/x/y/z.git", "example.com:8080/x/y/z", "http://example.com:8080/x/y/z.git"},
 		{"  https://gitee.com/oschina/git-osc.git \t", "gitee.com/oschina/git-osc", "https://gitee.com/oschina/git-osc.git"},
+		{"https://gitee.com/src-openeuler/python-flufl.lock.git", "gitee.com/src-openeuler/python-flufl.lock", "https://gitee.com/src-openeuler/python-flufl.lock.git"},
 	} {
 		key, fetch, err := Normalize(tc.url, Options{})
 		if err != nil {
@@ -46,8 +47,7 @@ func TestNormalizeRefusesHostileURLs(t *testing.T) {
 		{"https://github.com/a/../../etc", "'.' or '..'"},
 		{"https://github.com/a/.hidden", "starts with '.'"},
 		{"https://github.com/a/-x", "starts with '-'"},
-		{"https://github.com/a.git/objects", "ends in .lock or .git"},
-		{"https://github.com/a/b.lock", "ends in .lock or .git"},
+		{"https://github.com/a.git/objects", "ends in .git"},
 		{"https://github.com/", "no repository path"},
 		{"https://github.com/a/b?x=1", "query"},
 		{"https://127.0.0.1/a/b", "private"},
