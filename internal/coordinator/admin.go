@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -75,12 +74,13 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	c.mu.Lock()
 	c.overlay[key] = ov
 	c.overlayDirty[key] = true
-	e := catalog.Entry{Key: key, URL: url, Attrs: ov.Attrs}
-	_, exists := c.repos[key]
+	exists := c.engine.Has(key)
 	if exists {
-		c.applyDelta(catalog.Delta{Changed: []catalog.Entry{e}})
+		c.applyChange(nil, nil, []string{key})
 	} else {
-		c.applyDelta(catalog.Delta{Added: []catalog.Entry{e}})
+		c.engine.AddKeys(key)
+		c.placeDirty = true
+		c.applyChange(nil, nil, []string{key})
 	}
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
@@ -100,7 +100,7 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	c.mu.Lock()
-	_, exists := c.repos[key]
+	exists := c.engine.Has(key)
 	c.mu.Unlock()
 	if !exists {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", key)
@@ -108,7 +108,7 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	c.mu.Lock()
 	c.overlay[key] = overlay{Removed: true}
 	c.overlayDirty[key] = true
-	c.applyDelta(catalog.Delta{Removed: []catalog.Entry{{Key: key}}})
+	c.applyChange(nil, []string{key}, nil)
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
@@ -125,7 +125,7 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.repos[req.GetKey()]; !ok {
+	if !c.engine.Has(req.GetKey()) {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
 	}
 	owner, target := c.owner(req.GetKey())

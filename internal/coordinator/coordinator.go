@@ -69,7 +69,7 @@ type Coordinator struct {
 	engine   *placement.Engine
 	members  []placement.Member // last given to the engine
 	placing  bool
-	repos    map[string]*repo
+	status   map[string]*repo // repositories that have been checked at least once
 	nodes    map[uint32]*nodeRecord
 	sessions map[uint32]*session
 	dirty    map[string]bool   // repos to persist (false: delete)
@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
 		wake:         make(chan struct{}, 1),
 		flush:        make(chan struct{}, 1),
-		repos:        make(map[string]*repo),
+		status:       make(map[string]*repo),
 		nodes:        make(map[uint32]*nodeRecord),
 		sessions:     make(map[uint32]*session),
 		dirty:        make(map[string]bool),
@@ -229,13 +229,12 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
 			r = repo{State: StatePending}
 		}
-		c.repos[k] = &r
+		c.status[k] = &r
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("coordinator: restore repositories: %w", err)
 	}
-	c.restoredRepos = len(c.repos)
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
@@ -247,11 +246,10 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.cat = cat
 		}
 	}
-	// The placement engine holds the same key set as the stored states.
-	keys := make([]string, 0, len(c.repos))
-	for k := range c.repos {
-		keys = append(keys, k)
-	}
+	// The placement engine's key set: the catalog at the stored commit
+	// with the API's overlay.
+	keys := c.effectiveKeys()
+	c.restoredRepos = len(keys)
 	pcfg := placement.Config{}
 	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
 		c.engine, err = placement.Restore(pcfg, snap, keys)
@@ -265,7 +263,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		c.engine = placement.New(pcfg)
 		c.engine.AddKeys(keys...)
 	}
-	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", len(c.repos), "placing", c.placing)
+	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", c.engine.Len(), "placing", c.placing)
 	return nil
 }
 
@@ -314,65 +312,106 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 		return nil
 	}
 	var next *catalog.Catalog
-	var delta catalog.Delta
+	var added, removed, changed []string
 	if old == nil {
 		next, err = catalog.Load(ctx, c.git, c.src.Dir(), commit, c.catalogOptions())
 		if err != nil {
 			return fmt.Errorf("load catalog %s: %w", commit, err)
 		}
-		delta = c.deltaFromStored(next)
+		added, removed = c.diffFromEngine(next)
 	} else {
+		var delta catalog.Delta
 		next, delta, err = old.Update(ctx, c.git, c.src.Dir(), commit)
 		if err != nil {
 			return fmt.Errorf("update catalog to %s: %w", commit, err)
 		}
+		added, removed, changed = deltaKeys(delta)
 	}
 	for _, p := range next.Problems() {
 		c.log.Warn("catalog entry skipped", "problem", p.String())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	total := len(c.repos)
+	total := c.engine.Len()
 	if old == nil && c.restoredRepos == 0 {
 		total = 0 // a first load removes nothing
 	}
-	if err := catalog.CheckPurge(total, len(delta.Removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
+	if err := catalog.CheckPurge(total, len(removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
 		if c.purge == nil || c.purge.commit != commit {
 			c.log.Error("catalog change NOT applied: it would remove too many repositories at once; confirm it to apply",
-				"commit", commit, "removed", len(delta.Removed), "total", total, "err", err)
+				"commit", commit, "removed", len(removed), "total", total, "err", err)
 		}
-		c.purge = &pendingPurge{commit: commit, removed: len(delta.Removed), total: total}
+		c.purge = &pendingPurge{commit: commit, removed: len(removed), total: total}
 		return nil
 	}
 	c.purge = nil
 	c.cat = next
-	c.applyDelta(delta)
+	c.applyChange(added, removed, changed)
 	c.dirtyMeta("catalog_commit", commit)
 	c.applyHeld()
 	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
-		"added", len(delta.Added), "removed", len(delta.Removed), "changed", len(delta.Changed))
+		"added", len(added), "removed", len(removed), "changed", len(changed))
 	c.signalPersist()
 	return nil
 }
 
-// deltaFromStored compares a freshly loaded catalog with the repositories
-// the coordinator knows (a first load, or a restart whose commit was lost).
-func (c *Coordinator) deltaFromStored(next *catalog.Catalog) catalog.Delta {
+// diffFromEngine compares a freshly loaded catalog with the keys the
+// engine places (a first load, or a restart whose commit was lost). It
+// works on keys only: at a million entries, building entries would cost
+// hundreds of megabytes for nothing.
+func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var d catalog.Delta
-	next.Range(func(e catalog.Entry) bool {
-		if _, ok := c.repos[e.Key]; !ok {
-			d.Added = append(d.Added, e)
+	next.Keys(func(k string) bool {
+		if !c.engine.Has(k) {
+			added = append(added, k)
 		}
 		return true
 	})
-	for k := range c.repos {
-		if _, ok := next.Get(k); !ok {
-			d.Removed = append(d.Removed, catalog.Entry{Key: k})
+	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+		if ov, ok := c.overlay[k]; ok && !ov.Removed {
+			return // added through the API
+		}
+		if !next.Has(k) {
+			removed = append(removed, k)
+		}
+	})
+	return added, removed
+}
+
+// deltaKeys turns a catalog delta into keys.
+func deltaKeys(d catalog.Delta) (added, removed, changed []string) {
+	for _, e := range d.Added {
+		added = append(added, e.Key)
+	}
+	for _, e := range d.Removed {
+		removed = append(removed, e.Key)
+	}
+	for _, e := range d.Changed {
+		changed = append(changed, e.Key)
+	}
+	return added, removed, changed
+}
+
+// effectiveKeys is the key set of the catalog with the API's overlay.
+// Caller holds c.mu (or is restoring).
+func (c *Coordinator) effectiveKeys() []string {
+	var keys []string
+	if c.cat != nil {
+		keys = make([]string, 0, c.cat.Len()+len(c.overlay))
+		c.cat.Keys(func(k string) bool {
+			if _, ok := c.overlay[k]; !ok {
+				keys = append(keys, k)
+			}
+			return true
+		})
+	}
+	for k, ov := range c.overlay {
+		if !ov.Removed {
+			keys = append(keys, k)
 		}
 	}
-	return d
+	return keys
 }
 
 // entry is the effective catalog entry of key: the API's overlay wins over
@@ -390,63 +429,60 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 	return c.cat.Get(key)
 }
 
-// applyDelta changes the repository set. Entries are read with entry()
-// afterwards, so c.cat or c.overlay must already say the new truth for
-// changed entries. Caller holds c.mu.
-func (c *Coordinator) applyDelta(d catalog.Delta) {
-	var added, removed []string
-	for _, e := range d.Added {
-		if ov, ok := c.overlay[e.Key]; ok && (ov.Removed || ov.URL != e.URL) {
-			continue // the API's word wins over the catalog's
-		}
-		if _, known := c.repos[e.Key]; known { // listed again (e.g. added by the API before)
-			d.Changed = append(d.Changed, e)
+// applyChange changes the repository set. The entries themselves are read
+// with entry(), so c.cat and c.overlay must already say the new truth.
+// The API's overlay wins over the catalog. Caller holds c.mu.
+func (c *Coordinator) applyChange(added, removed, changed []string) {
+	var add, rm []string
+	for _, k := range added {
+		if ov, ok := c.overlay[k]; ok {
+			if !ov.Removed {
+				changed = append(changed, k) // already placed by the API
+			}
 			continue
 		}
-		c.repos[e.Key] = &repo{State: StatePending}
-		c.dirty[e.Key] = true
-		added = append(added, e.Key)
+		if c.engine.Has(k) {
+			changed = append(changed, k)
+			continue
+		}
+		add = append(add, k)
 	}
-	for _, e := range d.Removed {
-		if ov, ok := c.overlay[e.Key]; ok && !ov.Removed {
+	for _, k := range removed {
+		if ov, ok := c.overlay[k]; ok && !ov.Removed || !c.engine.Has(k) {
 			continue // added through the API: stays until removed there
 		}
-		if _, known := c.repos[e.Key]; !known {
-			continue
+		rm = append(rm, k)
+		if _, ok := c.status[k]; ok {
+			delete(c.status, k)
+			c.dirty[k] = false
 		}
-		delete(c.repos, e.Key)
-		c.dirty[e.Key] = false
-		removed = append(removed, e.Key)
 		for _, s := range c.sessions {
 			if s.full {
-				s.queueRemoved(e.Key)
+				s.queueRemoved(k)
 			}
 		}
 	}
-	if len(added) > 0 {
-		c.engine.AddKeys(added...)
+	if len(add) > 0 {
+		c.engine.AddKeys(add...)
 		c.placeDirty = true
 	}
-	if len(removed) > 0 {
-		c.engine.RemoveKeys(removed...) // drops at owners and targets
+	if len(rm) > 0 {
+		c.engine.RemoveKeys(rm...) // drops at owners and targets
 		c.placeDirty = true
 	}
-	for _, e := range d.Changed {
-		if _, known := c.repos[e.Key]; !known {
+	for _, k := range changed {
+		if !c.engine.Has(k) {
 			continue
 		}
-		if ov, ok := c.overlay[e.Key]; ok && ov.URL != e.URL {
-			continue
-		}
-		owner, target := c.owner(e.Key)
+		owner, target := c.owner(k)
 		for _, id := range []uint32{owner, target} {
 			if s := c.sessions[id]; s != nil && id != 0 {
-				s.queueAssign(e.Key, false) // carries the new URL
+				s.queueAssign(k, false) // carries the new URL
 			}
 		}
-		c.broadcastState(e.Key)
+		c.broadcastState(k)
 	}
-	for _, k := range added {
+	for _, k := range add {
 		c.broadcastState(k)
 	}
 	c.decide()
@@ -473,7 +509,7 @@ func (c *Coordinator) confirmPurge(ctx context.Context) (string, error) {
 	defer c.mu.Unlock()
 	c.purge = nil
 	c.cat = next
-	c.applyDelta(delta)
+	c.applyChange(deltaKeys(delta))
 	c.dirtyMeta("catalog_commit", p.commit)
 	c.log.Warn("catalog change confirmed by the operator", "commit", p.commit, "removed", len(delta.Removed))
 	c.signalPersist()
@@ -551,7 +587,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		ops = append(ops, store.Op{Bucket: bucketNodes, Key: fmt.Sprint(id), Delete: true})
 	}
 	for k, keep := range c.dirty {
-		r := c.repos[k]
+		r := c.status[k]
 		if !keep || r == nil {
 			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
 			continue

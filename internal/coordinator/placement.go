@@ -91,7 +91,7 @@ func (c *Coordinator) checkPlacing() {
 	}
 	c.placing = true
 	c.memberDirty = true
-	c.log.Info("warm-up over: placing repositories", "members", len(c.table.Members()), "repos", len(c.repos))
+	c.log.Info("warm-up over: placing repositories", "members", len(c.table.Members()), "repos", c.engine.Len())
 	c.setMembers()
 	c.decide()
 }

@@ -178,16 +178,24 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 			continue
 		}
 		s.held = append(s.held, key)
-		if r := c.repos[key]; r != nil && r.Digest == "" && h.GetDigest() != "" {
-			if owner, _ := c.owner(key); owner == id {
-				r.Digest = h.GetDigest()
-				c.dirty[key] = true
-			}
+		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest == "" {
+			c.statusOf(key).Digest = h.GetDigest()
+			c.dirty[key] = true
 		}
 	}
 	if c.cat != nil {
 		c.applyHeldOf(s)
 	}
+}
+
+// statusOf returns key's status, created on first use. Caller holds c.mu.
+func (c *Coordinator) statusOf(key string) *repo {
+	r := c.status[key]
+	if r == nil {
+		r = &repo{State: StatePending}
+		c.status[key] = r
+	}
+	return r
 }
 
 // applyHeldOf gives the engine what a session's node said it holds.
@@ -213,8 +221,7 @@ func (c *Coordinator) applyHeld() {
 // result records a check result. Caller holds c.mu.
 func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	key := res.GetKey()
-	r := c.repos[key]
-	if r == nil {
+	if !c.engine.Has(key) {
 		return
 	}
 	defer c.taskDone(res)
@@ -237,6 +244,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	case id != owner:
 		return // a stale result from a former owner
 	}
+	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
 	r.LastCheck = at
 	r.Checks++
@@ -374,10 +382,13 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		keys := take(s.states, n)
 		rs := &fleetv1.RepoStates{}
 		for _, k := range keys {
-			r := c.repos[k]
 			e, ok := c.entry(k)
-			if r == nil || !ok {
+			if !ok {
 				continue
+			}
+			r := c.status[k]
+			if r == nil {
+				r = &repo{State: StatePending}
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest,

@@ -9,3 +9,12 @@ func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
 		fn(k, e.owner[i], e.target[i], e.flags[i]&flagSent != 0)
 	}
 }
+
+// Len returns the number of keys.
+func (e *Engine) Len() int { return len(e.keys) }
+
+// Has reports whether key is placed by the engine.
+func (e *Engine) Has(key string) bool {
+	_, ok := e.index.get(e.keys, key)
+	return ok
+}
