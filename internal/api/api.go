@@ -1,0 +1,311 @@
+// Package api is the public HTTP surface of the full node: the JSON API
+// under /api/v1/ (repositories, on-demand fetch tasks, nodes, the stream of
+// ref updates, the OpenAPI description) and the webhook receivers under
+// /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
+// authentication (the bearer token for writes, the webhook secrets), the
+// registry of fetch tasks, the event broker and outgoing webhooks.
+//
+// It must not hold repository state nor do git or fleet work itself: every
+// fact and every action goes through the Backend the full node provides.
+// Everything that arrives here is hostile until checked.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+)
+
+// ErrNotFound is returned (wrapped) for a repository or task that does not
+// exist; the API answers 404.
+var ErrNotFound = errors.New("not found")
+
+// Backend is what the full node provides to the API.
+type Backend interface {
+	// ListRepos returns one page of the repositories that match f and how
+	// many match in all.
+	ListRepos(f RepoFilter) (repos []Repo, total int)
+	// GetRepo returns one repository in detail.
+	GetRepo(key string) (RepoDetail, bool)
+	// AddRepo adds a repository, or updates its attributes, persistently.
+	// Errors wrapping repokey.ErrInvalid are the caller's fault (400); any
+	// other error means the fleet cannot take it now (503).
+	AddRepo(ctx context.Context, url string, attrs map[string]string) (Repo, error)
+	// RemoveRepo removes a repository; an error wrapping ErrNotFound gives
+	// 404.
+	RemoveRepo(ctx context.Context, key string) error
+	// StartFetch routes an on-demand check of key to its owner. The backend
+	// then reports on the task through Tasks.Running and Tasks.Finish.
+	StartFetch(ctx context.Context, key, taskID string) error
+	// Nodes lists the fleet's nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Known tells whether key is mirrored.
+	Known(key string) bool
+}
+
+// RepoFilter selects repositories. Zero values match everything.
+type RepoFilter struct {
+	State  string
+	Prefix string
+	Owner  uint32 // 0: any owner
+	Offset int
+	Limit  int
+}
+
+// Repo is one repository as the API shows it.
+type Repo struct {
+	Key              string     `json:"key"`
+	UpstreamURL      string     `json:"upstream_url"`
+	CloneURL         string     `json:"clone_url"`
+	Owner            uint32     `json:"owner_node"`
+	State            string     `json:"state"`
+	Served           bool       `json:"served"`
+	Current          bool       `json:"current"`
+	LastCheck        *time.Time `json:"last_check,omitempty"`
+	LastChange       *time.Time `json:"last_change,omitempty"`
+	LastError        string     `json:"last_error,omitempty"`
+	Digest           string     `json:"digest,omitempty"`
+	StalenessSeconds float64    `json:"staleness_seconds"`
+}
+
+// RepoDetail is a repository with its attributes, the refs the full node
+// serves and its recent history.
+type RepoDetail struct {
+	Repo
+	Attrs   map[string]string `json:"attrs,omitempty"`
+	Refs    map[string]string `json:"refs,omitempty"`
+	History []HistoryEntry    `json:"history,omitempty"` // bounded, newest first
+}
+
+// HistoryEntry is one check or fetch of a repository.
+type HistoryEntry struct {
+	At         time.Time `json:"at"`
+	Kind       string    `json:"kind"` // "check", "fetch", ...
+	Node       uint32    `json:"node,omitempty"`
+	Changed    bool      `json:"changed"`
+	DurationMs int64     `json:"duration_ms,omitempty"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Node is one member of the fleet.
+type Node struct {
+	ID            uint32       `json:"id"`
+	Name          string       `json:"name"`
+	Mode          string       `json:"mode"`
+	State         string       `json:"state"` // alive, suspect, gone
+	LastHeartbeat time.Time    `json:"last_heartbeat,omitzero"`
+	Repos         int          `json:"repos"`
+	DiskUsed      uint64       `json:"disk_used"`
+	DiskTotal     uint64       `json:"disk_total"`
+	Flapping      bool         `json:"flapping"`
+	History       []Transition `json:"history,omitempty"`
+}
+
+// Transition is one change of a node's state.
+type Transition struct {
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	At   time.Time `json:"at"`
+}
+
+// Config configures the API.
+type Config struct {
+	// Token is the bearer token that write requests must carry. Empty
+	// refuses every write.
+	Token string
+	// WebhookSecrets maps "github", "gitlab", "gitee" to the secret of that
+	// host's webhooks; the "" entry is the default for every host. A host
+	// with no secret refuses its webhooks.
+	WebhookSecrets map[string]string
+	// AutoAdd adds the repository of a webhook that names an unknown one
+	// (never from Gitee, whose signature does not cover the body).
+	AutoAdd bool
+	// PublicURL is the mirror's base URL for clone URLs; empty: from the
+	// request's Host.
+	PublicURL string
+	// OutgoingHooks are URLs that get every batch of ref-update events.
+	OutgoingHooks []string
+	// OutgoingSecret signs outgoing webhooks (X-Gitfleet-Signature-256).
+	OutgoingSecret string
+	// AllowPrivate accepts upstream URLs on loopback and private networks.
+	AllowPrivate bool
+	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
+	// 25 MiB (GitHub's maximum) for webhooks.
+	MaxBody int64
+}
+
+const (
+	defaultMaxAPIBody  = 1 << 20
+	defaultMaxHookBody = 25 << 20
+)
+
+// Server serves /api/v1/ and /hooks/. It is an http.Handler; Close stops
+// its background work (outgoing webhooks, starting queued fetches, event
+// streams).
+type Server struct {
+	cfg    Config
+	b      Backend
+	tasks  *Tasks
+	events *Broker
+	log    *slog.Logger
+	clk    clock.Clock
+	mux    *http.ServeMux
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex // guards closed against wg.Add after Close
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a Server. It starts the outgoing webhook senders, if any.
+func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, clk clock.Clock) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
+		mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
+	s.routes()
+	s.startOutgoing()
+	return s
+}
+
+// Close stops background work and waits for it. Open event streams end.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// background runs f in a goroutine that Close cancels and waits for.
+func (s *Server) background(f func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /api/v1/repos", s.listRepos)
+	m.HandleFunc("POST /api/v1/repos", s.addRepo)
+	m.HandleFunc("/api/v1/repos", methodNotAllowed("GET, POST"))
+	m.HandleFunc("GET /api/v1/repos/{key...}", s.getRepo)
+	m.HandleFunc("DELETE /api/v1/repos/{key...}", s.removeRepo)
+	m.HandleFunc("POST /api/v1/repos/{key...}", s.fetch) // only .../fetch
+	m.HandleFunc("/api/v1/repos/{key...}", methodNotAllowed("GET, DELETE"))
+	m.HandleFunc("GET /api/v1/tasks/{id}", s.getTask)
+	m.HandleFunc("/api/v1/tasks/{id}", methodNotAllowed("GET"))
+	m.HandleFunc("GET /api/v1/nodes", s.nodes)
+	m.HandleFunc("/api/v1/nodes", methodNotAllowed("GET"))
+	m.HandleFunc("GET /api/v1/events", s.streamEvents)
+	m.HandleFunc("/api/v1/events", methodNotAllowed("GET"))
+	m.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
+	m.HandleFunc("/api/v1/openapi.json", methodNotAllowed("GET"))
+	for _, h := range hosts {
+		m.HandleFunc("POST /hooks/"+h.name, s.hookHandler(h))
+		m.HandleFunc("/hooks/"+h.name, methodNotAllowed("POST"))
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}
+	m.HandleFunc("/api/", notFound)
+	m.HandleFunc("/hooks/", notFound)
+}
+
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here (allowed: %s)", r.Method, allow))
+	}
+}
+
+// writeJSON writes v as indented JSON with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client has gone if this fails
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, apiError{Error: msg})
+}
+
+// authorized checks the bearer token of a write request, answering 401 or
+// 403 itself when it fails.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.Token == "" {
+		writeError(w, http.StatusForbidden, "writes are disabled: the server has no API token configured")
+		return false
+	}
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok := strings.EqualFold(scheme, "Bearer") // schemes are case-insensitive (RFC 9110)
+	if !ok || !equalSecret(strings.TrimSpace(got), s.cfg.Token) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gitfleet"`)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "this request needs an API token: Authorization: Bearer <token>")
+		} else {
+			writeError(w, http.StatusUnauthorized, "wrong API token")
+		}
+		return false
+	}
+	return true
+}
+
+// equalSecret compares two secrets in constant time, whatever their
+// lengths.
+func equalSecret(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+// readBody reads the whole body up to max bytes, answering 413 itself when
+// it is larger.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", max))
+		} else {
+			writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) maxBody(def int64) int64 {
+	if s.cfg.MaxBody > 0 {
+		return s.cfg.MaxBody
+	}
+	return def
+}

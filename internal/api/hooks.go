@@ -1,0 +1,314 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Gitee's signed timestamps are accepted this far in the past and future.
+const (
+	giteeMaxAge  = time.Hour
+	giteeMaxSkew = 5 * time.Minute
+)
+
+// hookHost is what differs between the hosts that send webhooks.
+type hookHost struct {
+	name        string
+	eventHeader string
+	events      map[string]bool // events that mean "refs changed"
+	// signsBody: the credential covers the body, so it is checked after
+	// reading it; otherwise before.
+	signsBody bool
+	verify    func(s *Server, r *http.Request, secret string, body []byte) error
+	// autoAdd: a delivery is trustworthy enough to add its repository.
+	autoAdd bool
+}
+
+var hosts = []hookHost{
+	{name: "github", eventHeader: "X-GitHub-Event", events: map[string]bool{"push": true, "create": true, "delete": true},
+		signsBody: true, verify: verifyGitHub, autoAdd: true},
+	{name: "gitlab", eventHeader: "X-Gitlab-Event", events: map[string]bool{"Push Hook": true, "Tag Push Hook": true},
+		verify: verifyGitLab, autoAdd: true},
+	// Gitee's signature covers a timestamp, not the body: no auto-add.
+	{name: "gitee", eventHeader: "X-Gitee-Event", events: map[string]bool{"Push Hook": true, "Tag Push Hook": true},
+		verify: verifyGitee},
+}
+
+// hookResponse is the answer to a webhook delivery.
+type hookResponse struct {
+	Key     string `json:"key,omitempty"`
+	Task    *Task  `json:"task,omitempty"`
+	Added   bool   `json:"added,omitempty"`
+	Ignored string `json:"ignored,omitempty"`
+}
+
+func (s *Server) hookSecret(host string) string {
+	if v := s.cfg.WebhookSecrets[host]; v != "" {
+		return v
+	}
+	return s.cfg.WebhookSecrets[""]
+}
+
+// hookHandler authenticates a delivery, finds its repository and requests
+// a check in the background: it answers at once.
+func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		secret := s.hookSecret(h.name)
+		if secret == "" {
+			writeError(w, http.StatusForbidden, "webhook secret not configured")
+			return
+		}
+		if !h.signsBody {
+			if err := h.verify(s, r, secret, nil); err != nil {
+				writeError(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+		}
+		body, ok := readBody(w, r, s.maxBody(defaultMaxHookBody))
+		if !ok {
+			return
+		}
+		if h.signsBody {
+			if err := h.verify(s, r, secret, body); err != nil {
+				writeError(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+		}
+		event := r.Header.Get(h.eventHeader)
+		switch {
+		case event == "":
+			writeError(w, http.StatusBadRequest, "missing "+h.eventHeader+" header")
+			return
+		case h.name == "github" && event == "ping":
+			writeJSON(w, http.StatusOK, map[string]string{"ping": "ok"})
+			return
+		case !h.events[event]:
+			writeJSON(w, http.StatusOK, hookResponse{Ignored: fmt.Sprintf("event %q does not change refs", event)})
+			return
+		}
+		payload, err := formPayload(r, body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		cands, err := payloadRepos(h.name, payload, repokey.Options{AllowPrivate: s.cfg.AllowPrivate})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if len(cands) == 0 {
+			writeError(w, http.StatusBadRequest, "no usable repository URL in the payload")
+			return
+		}
+		if key, ok := s.knownKey(cands); ok {
+			t := s.request(key)
+			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &t})
+			return
+		}
+		first := cands[0]
+		if s.cfg.AutoAdd && h.autoAdd {
+			s.background(func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, startTimeout)
+				defer cancel()
+				if _, err := s.b.AddRepo(ctx, first.url, nil); err != nil {
+					s.log.Warn("webhook: cannot auto-add a repository", "host", h.name, "key", first.key, "err", err)
+					return
+				}
+				s.log.Info("webhook: repository auto-added", "host", h.name, "key", first.key)
+			})
+			writeJSON(w, http.StatusAccepted, hookResponse{Key: first.key, Added: true})
+			return
+		}
+		msg := fmt.Sprintf("repository %s is not mirrored", first.key)
+		if s.cfg.AutoAdd {
+			msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
+		}
+		writeJSON(w, http.StatusOK, hookResponse{Key: first.key, Ignored: msg})
+	}
+}
+
+// knownKey returns the first candidate that is mirrored; hosts treat
+// paths without regard to case, so the lower-case form counts too.
+func (s *Server) knownKey(cands []candidate) (string, bool) {
+	for _, c := range cands {
+		if s.b.Known(c.key) {
+			return c.key, true
+		}
+	}
+	for _, c := range cands {
+		if lower := strings.ToLower(c.key); lower != c.key && s.b.Known(lower) {
+			return lower, true
+		}
+	}
+	return "", false
+}
+
+// formPayload returns the JSON of a delivery: the body itself, or its
+// "payload" field when GitHub sends it form-encoded.
+func formPayload(r *http.Request, body []byte) ([]byte, error) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/x-www-form-urlencoded" {
+		return body, nil
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("malformed form-encoded payload: %w", err)
+	}
+	return []byte(form.Get("payload")), nil
+}
+
+func verifyGitHub(_ *Server, r *http.Request, secret string, body []byte) error {
+	sig := r.Header.Get("X-Hub-Signature-256")
+	if sig == "" {
+		return errors.New("missing X-Hub-Signature-256: set the webhook's secret on GitHub")
+	}
+	if !hmac.Equal([]byte(sig), []byte(Sign(secret, body))) {
+		return errors.New("bad X-Hub-Signature-256: the webhook's secret differs from ours")
+	}
+	return nil
+}
+
+func verifyGitLab(_ *Server, r *http.Request, secret string, _ []byte) error {
+	tok := r.Header.Get("X-Gitlab-Token")
+	if tok == "" {
+		return errors.New("missing X-Gitlab-Token: set the webhook's secret token on GitLab")
+	}
+	if !equalSecret(tok, secret) {
+		return errors.New("wrong X-Gitlab-Token")
+	}
+	return nil
+}
+
+// verifyGitee accepts X-Gitee-Token as the plain secret (password mode)
+// or as base64(HMAC-SHA256(secret, timestamp+"\n"+secret)), URL-encoded or
+// not, with a recent X-Gitee-Timestamp in milliseconds (signing mode).
+func verifyGitee(s *Server, r *http.Request, secret string, _ []byte) error {
+	tok := r.Header.Get("X-Gitee-Token")
+	if tok == "" {
+		return errors.New("missing X-Gitee-Token: set the webhook's password or signing key on Gitee")
+	}
+	if equalSecret(tok, secret) {
+		return nil
+	}
+	ts := r.Header.Get("X-Gitee-Timestamp")
+	if ts == "" {
+		return errors.New("wrong X-Gitee-Token")
+	}
+	ms, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad X-Gitee-Timestamp %q: want milliseconds since 1970", ts)
+	}
+	switch age := s.clk.Now().Sub(time.UnixMilli(ms)); {
+	case age > giteeMaxAge:
+		return fmt.Errorf("X-Gitee-Timestamp is %v old (at most %v): a replayed delivery?", age.Round(time.Second), giteeMaxAge)
+	case age < -giteeMaxSkew:
+		return fmt.Errorf("X-Gitee-Timestamp is %v in the future (at most %v)", (-age).Round(time.Second), giteeMaxSkew)
+	}
+	want := GiteeSign(secret, ts)
+	if equalSecret(tok, want) {
+		return nil
+	}
+	if dec, err := url.QueryUnescape(tok); err == nil && equalSecret(dec, want) {
+		return nil
+	}
+	return errors.New("wrong X-Gitee-Token signature")
+}
+
+// GiteeSign is Gitee's signature of a delivery sent at timestamp (ms).
+func GiteeSign(secret, timestamp string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(timestamp + "\n" + secret))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// candidate is one repository a payload may name.
+type candidate struct{ key, url string }
+
+// text is a JSON string field that tolerates other types (as empty), so
+// that a field we do not need cannot make a delivery fail.
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*t = text(s)
+	}
+	return nil
+}
+
+// payloadRepo has the URL fields of a payload's "repository" or
+// "project" object that hosts fill with the repository's own URLs.
+type payloadRepo struct {
+	CloneURL   text `json:"clone_url"`
+	GitHTTPURL text `json:"git_http_url"`
+	HTTPURL    text `json:"http_url"`
+	HTMLURL    text `json:"html_url"`
+	WebURL     text `json:"web_url"`
+	SSHURL     text `json:"ssh_url"`
+	GitSSHURL  text `json:"git_ssh_url"`
+	GitURL     text `json:"git_url"`
+	URL        text `json:"url"`
+	// Homepage is the project's page on GitLab, but a free-form website
+	// on GitHub and Gitee: only GitLab's is used.
+	Homepage text `json:"homepage"`
+}
+
+// urls lists the fields in order of preference: fetchable HTTPS forms
+// first (an auto-added repository uses the first), "url" last (on GitHub
+// it is sometimes the API URL).
+func (p *payloadRepo) urls(host string) []text {
+	if p == nil {
+		return nil
+	}
+	u := []text{p.CloneURL, p.GitHTTPURL, p.HTTPURL, p.HTMLURL, p.WebURL, p.SSHURL, p.GitSSHURL, p.GitURL}
+	if host == "gitlab" {
+		u = append(u, p.Homepage)
+	}
+	return append(u, p.URL)
+}
+
+type payload struct {
+	Repository *payloadRepo `json:"repository"`
+	Project    *payloadRepo `json:"project"`
+}
+
+// payloadRepos returns the repositories a delivery names, most preferred
+// first, each once. Every form of the repository's URL (clone, web, SSH)
+// gives the same key; URLs that do not validate are skipped.
+func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("malformed JSON payload: %w", err)
+	}
+	urls := p.Repository.urls(host)
+	if host != "github" { // GitHub's "project" is something else
+		urls = append(p.Project.urls(host), urls...)
+	}
+	var out []candidate
+	seen := map[string]bool{}
+	for _, u := range urls {
+		if u == "" {
+			continue
+		}
+		key, fetchURL, err := repokey.Normalize(string(u), opt)
+		if err != nil || seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, candidate{key: key, url: fetchURL})
+	}
+	return out, nil
+}

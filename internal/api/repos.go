@@ -1,0 +1,324 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+	// maxWait caps ?wait= so that a request cannot pin a connection.
+	maxWait = 60 * time.Second
+	// startTimeout bounds the hand-over of a check to the fleet.
+	startTimeout = 30 * time.Second
+)
+
+type listResponse struct {
+	Repos  []Repo `json:"repos"`
+	Total  int    `json:"total"`
+	Offset int    `json:"offset"`
+	Limit  int    `json:"limit"`
+}
+
+func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := RepoFilter{State: q.Get("state"), Prefix: q.Get("prefix"), Limit: defaultLimit}
+	if v := q.Get("owner"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("owner %q: want a node ID (a number)", v))
+			return
+		}
+		f.Owner = uint32(n)
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("offset %q: want a number >= 0", v))
+			return
+		}
+		f.Offset = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", v, maxLimit))
+			return
+		}
+		f.Limit = min(n, maxLimit)
+	}
+	repos, total := s.b.ListRepos(f)
+	if repos == nil {
+		repos = []Repo{}
+	}
+	base := s.cloneBase(r)
+	for i := range repos {
+		fillCloneURL(&repos[i], base)
+	}
+	writeJSON(w, http.StatusOK, listResponse{Repos: repos, Total: total, Offset: f.Offset, Limit: f.Limit})
+}
+
+// cloneBase is the base of public clone URLs.
+func (s *Server) cloneBase(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimSuffix(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func fillCloneURL(repo *Repo, base string) {
+	if repo.CloneURL == "" {
+		repo.CloneURL = base + "/" + repo.Key + ".git"
+	}
+}
+
+// pathKey returns the repository key of the request path, answering 400
+// itself when it is not a valid key.
+func pathKey(w http.ResponseWriter, key string) (string, bool) {
+	if err := repokey.Check(key); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return key, true
+}
+
+func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	key, ok := pathKey(w, r.PathValue("key"))
+	if !ok {
+		return
+	}
+	d, found := s.b.GetRepo(key)
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		return
+	}
+	fillCloneURL(&d.Repo, s.cloneBase(r))
+	writeJSON(w, http.StatusOK, d)
+}
+
+// addRequest is the body of POST /api/v1/repos.
+type addRequest struct {
+	URL   string            `json:"url"`
+	Attrs map[string]string `json:"attrs"`
+}
+
+func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	body, ok := readBody(w, r, s.maxBody(defaultMaxAPIBody))
+	if !ok {
+		return
+	}
+	var req addRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.URL == "" {
+		writeError(w, http.StatusBadRequest, `"url" is required`)
+		return
+	}
+	for k := range req.Attrs {
+		if k == "" || k == "url" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("attribute name %q is not allowed", k))
+			return
+		}
+	}
+	key, _, err := repokey.Normalize(req.URL, repokey.Options{AllowPrivate: s.cfg.AllowPrivate})
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	status := http.StatusCreated
+	if s.b.Known(key) {
+		status = http.StatusOK
+	}
+	repo, err := s.b.AddRepo(r.Context(), req.URL, req.Attrs)
+	switch {
+	case errors.Is(err, repokey.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot add %s now: %v", key, err))
+		return
+	}
+	fillCloneURL(&repo, s.cloneBase(r))
+	writeJSON(w, status, repo)
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON body: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("malformed JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	key, ok := pathKey(w, r.PathValue("key"))
+	if !ok {
+		return
+	}
+	err := s.b.RemoveRepo(r.Context(), key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot remove %s now: %v", key, err))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// fetch is POST /api/v1/repos/{key}/fetch: an on-demand check.
+func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
+	key, isFetch := strings.CutSuffix(r.PathValue("key"), "/fetch")
+	if !isFetch {
+		methodNotAllowed("GET, DELETE")(w, r)
+		return
+	}
+	if !s.authorized(w, r) {
+		return
+	}
+	key, ok := pathKey(w, key)
+	if !ok {
+		return
+	}
+	wait, ok := parseWait(w, r)
+	if !ok {
+		return
+	}
+	if !s.b.Known(key) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		return
+	}
+	t := s.request(key)
+	if wait > 0 {
+		t = s.waitTask(r.Context(), t, wait)
+	}
+	w.Header().Set("Location", "/api/v1/tasks/"+t.ID)
+	status := http.StatusAccepted
+	if t.Final() {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, t)
+}
+
+// request asks for a check of key, starting one unless it joins a task
+// that has not started yet.
+func (s *Server) request(key string) Task {
+	t, isNew := s.tasks.Request(key)
+	if isNew {
+		s.start(t)
+	}
+	return t
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	wait, ok := parseWait(w, r)
+	if !ok {
+		return
+	}
+	t, found := s.tasks.Get(r.PathValue("id"))
+	if !found {
+		writeError(w, http.StatusNotFound, "no such task (finished tasks are kept for a while only)")
+		return
+	}
+	if wait > 0 {
+		t = s.waitTask(r.Context(), t, wait)
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// parseWait reads ?wait= ("30s", or a number of seconds), capped at
+// maxWait; it answers 400 itself when the value is bad.
+func parseWait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if n, aerr := strconv.Atoi(v); aerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil || d < 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("wait %q: want a duration such as 30s (at most %v)", v, maxWait))
+		return 0, false
+	}
+	return min(d, maxWait), true
+}
+
+// waitTask waits up to d (on the server's clock) for t to end and returns
+// its latest state.
+func (s *Server) waitTask(ctx context.Context, t Task, d time.Duration) Task {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.clk.After(d):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if latest, err := s.tasks.Wait(ctx, t.ID); err == nil || !errors.Is(err, ErrNotFound) {
+		return latest
+	}
+	return t
+}
+
+// start hands task t to the fleet in the background, after the task it
+// follows (if any) has ended, so that a follow-up check sees what was
+// pushed while the previous one ran.
+func (s *Server) start(t Task) {
+	s.background(func(ctx context.Context) {
+		if t.after != "" {
+			// Returns when that task ends, expires or is forgotten.
+			_, _ = s.tasks.Wait(ctx, t.after)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+		if err := s.b.StartFetch(ctx, t.Key, t.ID); err != nil {
+			s.log.Warn("api: cannot start an on-demand check", "key", t.Key, "task", t.ID, "err", err)
+			s.tasks.Finish(t.ID, TaskResult{Err: "cannot start the check: " + err.Error()})
+		}
+	})
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	nodes, err := s.b.Nodes(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "cannot list nodes now: "+err.Error())
+		return
+	}
+	if nodes == nil {
+		nodes = []Node{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]Node{"nodes": nodes})
+}
