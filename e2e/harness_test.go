@@ -128,7 +128,7 @@ type apiRepo struct {
 }
 
 func apiRepos(base string) (map[string]apiRepo, error) {
-	resp, err := http.Get(base + "/api/v1/repos")
+	resp, err := http.Get(base + "/api/v1/repos?limit=1000")
 	if err != nil {
 		return nil, err
 	}

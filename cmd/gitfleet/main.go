@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/gitfleet/gitfleet/internal/catalog/catalogcli"
 	"github.com/gitfleet/gitfleet/internal/config"
+	"github.com/gitfleet/gitfleet/internal/ctl"
 	"github.com/gitfleet/gitfleet/internal/version"
 )
 
@@ -25,6 +27,7 @@ Usage:
   gitfleet node --mode partial|full  a worker (partial) or the aggregator (full)
   gitfleet up [flags]                coordinator and full node in one process
   gitfleet demo                      a self-contained demonstration (no network needed)
+  gitfleet ctl repos|show|add|rm|fetch|nodes|events   the client of a full node's API
   gitfleet catalog check|diff|gen    tools for catalog maintainers
   gitfleet sim placement|schedule    simulators of placement and freshness
   gitfleet version
@@ -64,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {
 			return runDemo(ctx, cfg, log, stdout)
 		})
+	case "ctl":
+		return ctl.Main(ctx, rest, stdout, stderr, os.Getenv)
 	case "catalog":
 		return catalogcli.Main(ctx, rest, stdout, stderr)
 	case "sim":
@@ -102,5 +107,12 @@ func withConfig(name string, args []string, stderr io.Writer, f func(config.Conf
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.MemoryLimit != "" {
+		limit, err := config.ParseBytes(cfg.MemoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		debug.SetMemoryLimit(limit)
+	}
 	return f(cfg, log, fs)
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
@@ -30,7 +32,26 @@ func nodeConfig(cfg config.Config, dataDir string) node.Config {
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams,
+		API:          apiConfig(cfg),
 	}
+}
+
+func apiConfig(cfg config.Config) api.Config {
+	secrets := map[string]string{}
+	for host, s := range map[string]string{"": cfg.WebhookSecret, "github": cfg.WebhookSecretGitHub,
+		"gitlab": cfg.WebhookSecretGitLab, "gitee": cfg.WebhookSecretGitee} {
+		if s != "" {
+			secrets[host] = s
+		}
+	}
+	var hooks []string
+	for _, h := range strings.Split(cfg.EventsWebhook, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hooks = append(hooks, h)
+		}
+	}
+	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,
+		OutgoingHooks: hooks, OutgoingSecret: cfg.EventsWebhookSecret}
 }
 
 func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) error {

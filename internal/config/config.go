@@ -45,6 +45,15 @@ type Config struct {
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"allow upstreams on loopback and private networks (tests, demo)"`
+	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
+	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
+	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
+	WebhookSecretGitLab   string        `name:"webhook-secret-gitlab" help:"full node: secret of GitLab webhooks (overrides --webhook-secret)"`
+	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
+	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
+	EventsWebhook         string        `name:"events-webhook" help:"full node: URLs (comma-separated) that receive every ref update as a POST"`
+	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
+	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
 	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
 }
 
@@ -241,4 +250,25 @@ func Markdown() string {
 		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, f.Type, d, f.Help)
 	}
 	return b.String()
+}
+
+// ParseBytes reads a size such as "256MiB", "1GiB", "300MB" or "1048576".
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 256MiB)", s)
+	}
+	return n * mult, nil
 }

@@ -99,6 +99,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	n.report(r)
 	if n.full != nil && err == nil {
 		n.full.ownSynced(key, r.Digest)
+		n.full.served(key, res)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -22,6 +23,10 @@ type fullNode struct {
 
 	httpLn, tunnelLn, proxyLn net.Listener
 	tunnels                   *tunnel.Server
+	api                       *api.Server
+	tasks                     *api.Tasks
+	events                    *api.Broker
+	backend                   *backend
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -31,9 +36,22 @@ type fullNode struct {
 	signal  chan struct{}
 }
 
-func newFullNode(n *Node) *fullNode {
-	return &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
+func newFullNode(n *Node) (*fullNode, error) {
+	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
+	token, err := apiToken(n.cfg.DataDir, n.cfg.API.Token, n.log)
+	if err != nil {
+		return nil, err
+	}
+	cfg := n.cfg.API
+	cfg.Token = token
+	cfg.PublicURL = n.cfg.PublicURL
+	cfg.AllowPrivate = n.cfg.AllowPrivate
+	f.tasks = api.NewTasks(n.clk, 10000)
+	f.events = api.NewBroker(0, 0, n.log)
+	f.backend = newBackend(f)
+	f.api = api.New(cfg, f.backend, f.tasks, f.events, n.log, n.clk)
+	return f, nil
 }
 
 // listen opens the public HTTP, tunnel and local proxy listeners, so that
@@ -89,6 +107,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	f.api.Close() // ends event streams, so that Shutdown does not wait for them
 	for _, s := range servers {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.Shutdown(sctx)
@@ -107,6 +126,10 @@ func (f *fullNode) serve(ctx context.Context) error {
 func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.mu.Lock()
 	for _, r := range rs {
+		if old := f.view[r.GetKey()]; old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() {
+			f.backend.record(r.GetKey(), api.HistoryEntry{At: time.UnixMilli(r.GetLastCheckMs()).UTC(), Kind: "check",
+				Node: r.GetOwner(), Changed: r.GetDigest() != old.GetDigest(), Error: r.GetLastError()})
+		}
 		f.view[r.GetKey()] = r
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
 			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() {
@@ -208,8 +231,12 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	start := f.n.clk.Now()
 	res, err := f.n.mirror.Sync(ctx, key, url)
 	if err != nil {
+		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
 		return err
 	}
+	f.served(key, res)
+	f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Changed: res.Changed,
+		DurationMs: f.n.clk.Now().Sub(start).Milliseconds()})
 	digest := res.After.Digest()
 	f.n.setDigest(key, digest)
 	if res.Changed {
@@ -219,6 +246,20 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
 		DurationMs: f.n.clk.Now().Sub(start).Milliseconds()})
 	return nil
+}
+
+// pullNow pulls key from its owner at once (an on-demand check's result).
+func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
+	f.mu.Lock()
+	st := f.view[key]
+	f.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("repository %s is no longer mirrored", key)
+	}
+	if st.GetOwner() == f.n.id {
+		return nil // fetched by this node itself
+	}
+	return f.pull(ctx, key, st)
 }
 
 // resolve serves a repository only when the catalog lists it and a
@@ -240,7 +281,8 @@ func (f *fullNode) publicHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /api/v1/repos", f.apiRepos)
+	mux.Handle("/api/", f.api)
+	mux.Handle("/hooks/", f.api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := gitserve.Match(r.URL.Path); ok {
 			git.ServeHTTP(w, r)

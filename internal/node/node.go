@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -54,6 +55,9 @@ type Config struct {
 	PublicURL       string
 	// AllowPrivate accepts upstreams on loopback and private networks.
 	AllowPrivate bool
+	// API configures the full node's public API (token, webhook secrets,
+	// outgoing hooks).
+	API api.Config
 }
 
 // Node is a running node.
@@ -72,7 +76,8 @@ type Node struct {
 	secret string
 
 	mu        sync.Mutex
-	owned     map[string]*owned // repositories this node fetches
+	client    fleetv1.CoordinatorClient // set once connected
+	owned     map[string]*owned         // repositories this node fetches
 	results   map[string]*fleetv1.CheckResult
 	sess      *coordSession // current session (nil when disconnected)
 	tunnels   map[string]context.CancelFunc
@@ -136,7 +141,10 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}}
 	if cfg.Mode == "full" {
-		n.full = newFullNode(n)
+		if n.full, err = newFullNode(n); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return n, nil
 }

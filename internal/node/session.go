@@ -50,6 +50,9 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	defer conn.Close()
 	client := fleetv1.NewCoordinatorClient(conn)
+	n.mu.Lock()
+	n.client = client
+	n.mu.Unlock()
 	attempt := 0
 	for ctx.Err() == nil {
 		err := n.register(ctx, client)
@@ -94,7 +97,9 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 		return fmt.Errorf("register: %w", err)
 	}
 	if resp.GetNodeSecret() != "" || resp.GetNodeId() != n.id {
+		n.mu.Lock()
 		n.id, n.secret = resp.GetNodeId(), resp.GetNodeSecret()
+		n.mu.Unlock()
 		if err := n.saveIdentity(); err != nil {
 			return err
 		}
@@ -255,6 +260,10 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		if n.full != nil {
 			n.full.states(m.RepoStates.GetRepos())
+		}
+	case *fleetv1.CoordinatorMessage_TaskDone:
+		if n.full != nil {
+			go n.full.backend.taskDone(ctx, m.TaskDone)
 		}
 	case *fleetv1.CoordinatorMessage_RepoRemoved:
 		if n.full != nil {

@@ -1,0 +1,282 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// backend is the full node's side of the public API (package api).
+type backend struct {
+	f *fullNode
+
+	mu      sync.Mutex
+	tasks   map[string]*taskRun // on-demand checks in flight
+	history map[string][]api.HistoryEntry
+}
+
+type taskRun struct {
+	key     string
+	oldRefs map[string]string
+}
+
+const historyLen = 20
+
+var _ api.Backend = (*backend)(nil)
+
+func newBackend(f *fullNode) *backend {
+	return &backend{f: f, tasks: map[string]*taskRun{}, history: map[string][]api.HistoryEntry{}}
+}
+
+// coordinator returns a client of the coordinator and a context that
+// authenticates this node, or an error while the node is not registered.
+func (b *backend) coordinator(ctx context.Context) (fleetv1.CoordinatorClient, context.Context, error) {
+	n := b.f.n
+	n.mu.Lock()
+	client, id, secret := n.client, n.id, n.secret
+	n.mu.Unlock()
+	if client == nil || id == 0 {
+		return nil, nil, errors.New("the full node is not connected to its coordinator yet")
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-gitfleet-node", fmt.Sprint(id), "x-gitfleet-secret", secret)
+	return client, ctx, nil
+}
+
+func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Repo {
+	n := b.f.n
+	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: st.GetState(),
+		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
+		LastError: st.GetLastError(), Digest: st.GetDigest()}
+	if n.cfg.PublicURL != "" {
+		r.CloneURL = strings.TrimSuffix(n.cfg.PublicURL, "/") + "/" + key + ".git"
+	}
+	d, held := n.digest(key)
+	r.Served = held && n.mirror.Has(key)
+	r.Current = r.Served && d != "" && d == st.GetDigest()
+	if st.GetLastCheckMs() > 0 {
+		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()
+	}
+	return r
+}
+
+func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
+	now := b.f.n.clk.Now()
+	b.f.mu.Lock()
+	keys := make([]string, 0, len(b.f.view))
+	for k, st := range b.f.view {
+		if f.Prefix != "" && !strings.HasPrefix(k, f.Prefix) || f.Owner != 0 && st.GetOwner() != f.Owner {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	b.f.mu.Unlock()
+	sort.Strings(keys)
+	var out []api.Repo
+	total := 0
+	for _, k := range keys {
+		b.f.mu.Lock()
+		st := b.f.view[k]
+		b.f.mu.Unlock()
+		if st == nil {
+			continue
+		}
+		r := b.repo(k, st, now)
+		if f.State != "" && r.State != f.State {
+			continue
+		}
+		if total >= f.Offset && (f.Limit <= 0 || len(out) < f.Limit) {
+			out = append(out, r)
+		}
+		total++
+	}
+	return out, total
+}
+
+func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
+	b.f.mu.Lock()
+	st := b.f.view[key]
+	b.f.mu.Unlock()
+	if st == nil {
+		return api.RepoDetail{}, false
+	}
+	d := api.RepoDetail{Repo: b.repo(key, st, b.f.n.clk.Now()), Attrs: st.GetAttrs()}
+	if refs, err := b.f.n.mirror.Refs(context.Background(), key); err == nil {
+		d.Refs = refs.Refs
+	}
+	b.mu.Lock()
+	d.History = append([]api.HistoryEntry(nil), b.history[key]...)
+	b.mu.Unlock()
+	return d, true
+}
+
+func (b *backend) Known(key string) bool {
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	_, ok := b.f.view[key]
+	return ok
+}
+
+func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string) (api.Repo, error) {
+	client, ctx, err := b.coordinator(ctx)
+	if err != nil {
+		return api.Repo{}, err
+	}
+	resp, err := client.AddRepo(ctx, &fleetv1.AddRepoRequest{Url: url, Attrs: attrs})
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			return api.Repo{}, fmt.Errorf("%w: %s", repokey.ErrInvalid, strings.TrimPrefix(status.Convert(err).Message(), repokey.ErrInvalid.Error()+" "))
+		}
+		return api.Repo{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: "pending"}, nil
+}
+
+func (b *backend) RemoveRepo(ctx context.Context, key string) error {
+	client, ctx, err := b.coordinator(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := client.RemoveRepo(ctx, &fleetv1.RemoveRepoRequest{Key: key}); err != nil {
+		if status.Code(err) == codes.NotFound {
+			return api.ErrNotFound
+		}
+		return fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	return nil
+}
+
+func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
+	client, cctx, err := b.coordinator(ctx)
+	if err != nil {
+		return err
+	}
+	run := &taskRun{key: key}
+	if refs, err := b.f.n.mirror.Refs(ctx, key); err == nil {
+		run.oldRefs = refs.Refs
+	}
+	b.mu.Lock()
+	b.tasks[taskID] = run
+	b.mu.Unlock()
+	if _, err := client.FetchNow(cctx, &fleetv1.FetchNowRequest{Key: key, TaskId: taskID}, grpc.WaitForReady(false)); err != nil {
+		b.mu.Lock()
+		delete(b.tasks, taskID)
+		b.mu.Unlock()
+		return errors.New(status.Convert(err).Message())
+	}
+	b.f.tasks.Running(taskID)
+	return nil
+}
+
+func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
+	client, ctx, err := b.coordinator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.ListNodes(ctx, &fleetv1.ListNodesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	out := make([]api.Node, 0, len(resp.GetNodes()))
+	for _, n := range resp.GetNodes() {
+		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
+			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping()}
+		if ms := n.GetLastHeartbeatMs(); ms > 0 {
+			node.LastHeartbeat = time.UnixMilli(ms).UTC()
+		}
+		for _, h := range n.GetHistory() {
+			node.History = append(node.History, api.Transition{From: h.GetFrom(), To: h.GetTo(), At: time.UnixMilli(h.GetAtMs()).UTC()})
+		}
+		out = append(out, node)
+	}
+	return out, nil
+}
+
+func modeName(m fleetv1.Mode) string {
+	switch m {
+	case fleetv1.Mode_MODE_FULL:
+		return "full"
+	case fleetv1.Mode_MODE_PARTIAL:
+		return "partial"
+	}
+	return "unknown"
+}
+
+// taskDone finishes an on-demand check once the full node serves its
+// result: when the owner's mirror moved, only after the pull.
+func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
+	b.mu.Lock()
+	run := b.tasks[d.GetTaskId()]
+	delete(b.tasks, d.GetTaskId())
+	b.mu.Unlock()
+	if run == nil {
+		return
+	}
+	if !d.GetOk() {
+		b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: d.GetError(), OldRefs: run.oldRefs, NewRefs: run.oldRefs})
+		return
+	}
+	if local, _ := b.f.n.digest(run.key); local != d.GetDigest() {
+		if err := b.f.pullNow(ctx, run.key, d.GetDigest()); err != nil {
+			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), OldRefs: run.oldRefs})
+			return
+		}
+	}
+	res := api.TaskResult{OldRefs: run.oldRefs}
+	if refs, err := b.f.n.mirror.Refs(ctx, run.key); err == nil {
+		res.NewRefs = refs.Refs
+	}
+	b.f.tasks.Finish(d.GetTaskId(), res)
+}
+
+// record keeps a bounded history of what happened to a repository.
+func (b *backend) record(key string, e api.HistoryEntry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := append([]api.HistoryEntry{e}, b.history[key]...)
+	if len(h) > historyLen {
+		h = h[:historyLen]
+	}
+	b.history[key] = h
+}
+
+// refEvents turns a mirror's ref change into one event per updated ref.
+func refEvents(key string, before, after gitcmd.Refs, at time.Time) []api.Event {
+	var evs []api.Event
+	for ref, oid := range after.Refs {
+		if old := before.Refs[ref]; old != oid {
+			if old == "" {
+				old = api.ZeroID
+			}
+			evs = append(evs, api.Event{Key: key, Ref: ref, Old: old, New: oid, Time: at})
+		}
+	}
+	for ref, old := range before.Refs {
+		if _, ok := after.Refs[ref]; !ok {
+			evs = append(evs, api.Event{Key: key, Ref: ref, Old: old, New: api.ZeroID, Time: at})
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].Ref < evs[j].Ref })
+	return evs
+}
+
+// served announces that the full node's copy of key changed.
+func (f *fullNode) served(key string, res mirror.Result) {
+	if res.Changed {
+		f.events.Publish(refEvents(key, res.Before, res.After, f.n.clk.Now().UTC())...)
+	}
+}
