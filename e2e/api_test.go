@@ -28,7 +28,7 @@ const (
 )
 
 // apiFleet is a fleet whose full node has an API token and webhook secret.
-func apiFleet(t *testing.T, repos []int) *fleet {
+func apiFleet(t testing.TB, repos []int) *fleet {
 	t.Helper()
 	f := newFleet(t)
 	for _, i := range repos {
@@ -51,7 +51,7 @@ func (f *fleet) startFull() {
 }
 
 // call makes an API request and decodes a JSON answer into out (if not nil).
-func call(t *testing.T, method, url, token string, body io.Reader, out any) int {
+func call(t testing.TB, method, url, token string, body io.Reader, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -92,7 +92,7 @@ type events struct {
 	resp *http.Response
 }
 
-func subscribe(t *testing.T, base string) *events {
+func subscribe(t testing.TB, base string) *events {
 	t.Helper()
 	resp, err := http.Get(base + "/api/v1/events")
 	if err != nil {

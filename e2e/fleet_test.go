@@ -17,7 +17,7 @@ import (
 // fleet is a coordinator, a full node and two partial nodes, each its own
 // process with its own data directory, mirroring upstreams on 127.0.0.1.
 type fleet struct {
-	t          *testing.T
+	t          testing.TB
 	up         *gittest.Upstreams
 	catalog    string
 	grpc       string
@@ -29,7 +29,7 @@ type fleet struct {
 	procs      map[string]*proc
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	up, err := gittest.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
