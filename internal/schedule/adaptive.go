@@ -1,9 +1,7 @@
 package schedule
 
 import (
-	"fmt"
 	"math"
-	"os"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/schedule/freshness"
@@ -17,51 +15,47 @@ import (
 // follow a repository whose habits change (see estimate).
 //
 // The budget is spent as in Cho & Garcia-Molina (SIGMOD 2000): every check
-// must buy at least mu seconds of freshness, one price for all
+// must buy mu seconds of freshness or more, one price for all
 // repositories, so that the marginal gain of a check is the same
-// everywhere; a repository that changes too often for any check to buy
-// that much is checked rarely. mu starts from their closed form for
-// Poisson sources (freshness.Price over a histogram of the rates) and is
-// then corrected by feedback so that what is planned meets the budget.
+// everywhere; a repository that changes too often for a check to buy that
+// much is checked rarely. mu comes from their closed form for Poisson
+// sources (freshness.Price over a histogram of the rates), aimed at kappa
+// times the budget, kappa being corrected by feedback so that the checks
+// actually planned, and those waiting for the budget, meet the budget.
 //
-// Real repositories are not Poisson: they change in office hours of some
-// time zone. So each repository gets a daily schedule (every n days at
-// one hour, or at k hours of each day) chosen under its model for the most
-// freshness less the price of its checks: a check just after the
-// repository's working day ends keeps it fresh all night.
+// Real repositories are not Poisson: they change in the working hours of
+// some time zone. So each repository gets a daily schedule (every n days
+// at one hour, at k hours of each day, or every x) chosen under its model
+// for the most freshness less the price of its checks: a check just after
+// the repository's working day ends keeps it fresh all night.
 
-// Allocation constants.
 const (
 	rateBinsPerOct = 8
 	rateMinPerSec  = 1e-10 // slowest rate told apart: about once in 300 years
 	rateBins       = 36 * rateBinsPerOct
-	minResolve     = 64 // re-solve mu after max(minResolve, Len()/32) updates
-)
-
-// Feedback tuning (variables while tuning).
-var (
-	KappaGain    = 0.25 // share of the correction applied per full round of plans
-	Utilization  = 1.0  // share of the budget planned: the rest absorbs clumps
-	BacklogDrain = 24 * time.Hour
+	// minResolve: mu is re-solved after max(minResolve, Len()/8) updates
+	// of the rate histogram.
+	minResolve = 64
+	// kappaGain is the share of kappa's error corrected per round of
+	// plans (every repository replanned once).
+	kappaGain = 0.25
+	// backlogDrain: repositories due but waiting for the budget count as
+	// demand as if they had to be cleared in this time.
+	backlogDrain = 24 * time.Hour
 )
 
 type adaptive struct {
 	s       *Scheduler
 	bins    [rateBins]int // repositories counted per rate bin
 	mu      float64       // price of a check, in fresh-seconds
-	updates int           // rate updates since mu was solved
+	updates int           // histogram updates since mu was solved
 	solved  bool
-	// kappa scales the budget the closed-form allocation aims at, so
-	// that the daily schedules actually planned meet the budget.
-	kappa   float64
-	replans int // plans made since the last correction
-	// demand is the number of checks a day planned at each hour (UTC).
-	demand [24]float64
+	kappa   float64 // scales the budget mu is solved for
+	planned float64 // checks a second of all the plans
+	replans int     // plans made since kappa was corrected
 }
 
-func newAdaptive(s *Scheduler) *adaptive {
-	return &adaptive{s: s, kappa: 1}
-}
+func newAdaptive(s *Scheduler) *adaptive { return &adaptive{s: s, kappa: 1} }
 
 func rateBin(l float64) int {
 	b := int(math.Floor(math.Log2(l/rateMinPerSec) * rateBinsPerOct))
@@ -88,14 +82,13 @@ func (p *adaptive) uncount(r *repo) {
 
 func (p *adaptive) remove(r *repo) {
 	p.uncount(r)
-	p.setPlan(r, footprint{})
+	p.setPlan(r, 0)
 }
 
-// setPlan records r's new daily schedule in the planned demand.
-func (p *adaptive) setPlan(r *repo, f footprint) {
-	r.est.plan.add(&p.demand, -1)
-	f.add(&p.demand, 1)
-	r.est.plan = f
+// setPlan records that r is planned for perSecond checks a second.
+func (p *adaptive) setPlan(r *repo, perSecond float64) {
+	p.planned += perSecond - r.est.planned
+	r.est.planned = perSecond
 }
 
 func (p *adaptive) add(r *repo, st RepoState, now time.Time) {
@@ -105,7 +98,7 @@ func (p *adaptive) add(r *repo, st RepoState, now time.Time) {
 
 func (p *adaptive) first(r *repo, _ time.Time) time.Duration {
 	d := p.interval(r.est.rate())
-	p.setPlan(r, evenly(d))
+	p.setPlan(r, 1/d.Seconds())
 	return d
 }
 
@@ -116,8 +109,8 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 	p.uncount(r)
 	r.est.observe(now, o.ChangeTimes, o.Changed)
 	p.count(r)
-	due, f := p.plan(r, now)
-	p.setPlan(r, f)
+	due, perDay := p.plan(r, now)
+	p.setPlan(r, perDay/daySeconds)
 	p.replans++
 	return due
 }
@@ -125,52 +118,36 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 func (*adaptive) ranks() bool { return false }
 
 // plan returns r's next check after a check now, from the daily schedule
-// that is best for it at the current prices, and that schedule's
-// footprint.
-func (p *adaptive) plan(r *repo, now time.Time) (time.Time, footprint) {
+// best for it at the current price, and how many checks a day that
+// schedule makes.
+func (p *adaptive) plan(r *repo, now time.Time) (time.Time, float64) {
 	l := r.est.rate()
-	if AgeHack > 0 && !r.lastChange.IsZero() {
-		age := now.Sub(r.lastChange).Hours() + 12
-		l *= math.Pow(age/AgeRef, -AgeHack)
-	}
-	xd := p.interval(l)
-	if !(p.mu > 0) || math.IsInf(p.mu, 1) || NoDaily {
-		return now.Add(xd), evenly(xd)
+	x := p.interval(l)
+	c := p.s.cfg
+	if !(p.mu > 0) || math.IsInf(p.mu, 1) {
+		return now.Add(x), daySeconds / x.Seconds()
 	}
 	var prof [24]float64
 	r.est.dayProfile(&prof)
-	c := p.s.cfg
-	var around []time.Duration
-	if ContinuousOpt {
-		around = []time.Duration{xd * 4 / 5, xd, xd * 5 / 4}
-	}
-	best := newDay(l, &prof).choose(p.mu, c.MinInterval, c.MaxInterval, around)
-	if DebugChoice != nil {
-		switch {
-		case best.every > 0:
-			DebugChoice[fmt.Sprintf("every %v", best.every)]++
-		case best.k > 0:
-			DebugChoice[fmt.Sprintf("k=%d %v", best.k, best.hours[:best.k])]++
-		default:
-			DebugChoice[fmt.Sprintf("interval (%.1f of x)", float64(best.interval)/float64(xd))]++
-		}
-	}
+	var d day
+	d.init(l, &prof)
+	best := d.choose(p.mu, c.MinInterval, c.MaxInterval, x)
 	// The repository keeps its minute within the hour, so that those on
 	// the same schedule do not all come due on the hour.
 	offset := now.Sub(now.Truncate(time.Hour))
 	switch {
 	case best.every > 0:
-		return nextInHours(now.Add(best.every-12*time.Hour), best.hours[:1], offset), best.footprint()
+		return nextInHours(now.Add(best.every-12*time.Hour), best.hours[:1], offset), best.perDay()
 	case best.k > 0:
-		return nextInHours(now.Add(c.MinInterval), best.hours[:best.k], offset), best.footprint()
+		return nextInHours(now.Add(c.MinInterval), best.hours[:best.k], offset), best.perDay()
 	}
-	return now.Add(best.interval), best.footprint()
+	return now.Add(best.interval), best.perDay()
 }
 
 // interval returns the closed-form check interval of a Poisson source of
-// rate l at the current price.
+// rate l at the current price, within [MinInterval, MaxInterval].
 func (p *adaptive) interval(l float64) time.Duration {
-	if !p.solved || p.updates > max(minResolve, p.s.live/32) {
+	if !p.solved || p.updates > max(minResolve, p.s.live/8) {
 		p.solve()
 	}
 	c := p.s.cfg
@@ -178,8 +155,9 @@ func (p *adaptive) interval(l float64) time.Duration {
 	return clampDuration(time.Duration(x*1e9), c.MinInterval, c.MaxInterval)
 }
 
-// solve corrects kappa by the plans made since the last call, and finds the price mu at which Poisson sources of the counted
-// rates spend kappa times the budget.
+// solve corrects kappa by the plans made since the last call, and finds
+// the price mu at which Poisson sources of the counted rates spend kappa
+// times the budget.
 func (p *adaptive) solve() {
 	p.solved, p.updates = true, 0
 	c := p.s.cfg
@@ -188,22 +166,16 @@ func (p *adaptive) solve() {
 		return
 	}
 	budget := c.Budget / 3600
-	var planned float64 // checks a second
-	for _, d := range p.demand {
-		planned += d / 86400
-	}
-	// Repositories due and waiting for the budget are demand too: count
-	// them as if they had to be cleared in BacklogDrain.
-	var backlog int
-	for _, h := range p.s.hostList {
-		backlog += h.ready.len()
-	}
-	planned += float64(backlog) / BacklogDrain.Seconds()
-	if p.replans > 0 && planned > 0 {
-		// Correct by a share of the plans made since the last correction:
-		// a plan is only remade when its repository is checked.
-		gain := KappaGain * min(1, float64(p.replans)/float64(p.s.live))
-		p.kappa = min(max(p.kappa*math.Pow(Utilization*budget/planned, gain), 0.125), 8)
+	if p.replans > 0 && p.planned > 0 {
+		var backlog int
+		for _, h := range p.s.hostList {
+			backlog += h.ready.len()
+		}
+		demand := p.planned + float64(backlog)/backlogDrain.Seconds()
+		// A plan is only remade when its repository is checked: correct
+		// by the share of the plans remade since the last correction.
+		gain := kappaGain * min(1, float64(p.replans)/float64(p.s.live))
+		p.kappa = min(max(p.kappa*math.Pow(budget/demand, gain), 1.0/8), 8)
 		p.replans = 0
 	}
 	minX, maxX := c.MinInterval.Seconds(), c.MaxInterval.Seconds()
@@ -217,18 +189,4 @@ func (p *adaptive) solve() {
 		return sum
 	}
 	p.mu = freshness.Price(demand, budget*p.kappa, p.mu)
-	if debugSolve {
-		fmt.Printf("%s solve: live=%d budget=%.3g/h planned=%.3g/h backlog=%d kappa=%.3f mu=%.0f\n", p.s.clk.Now().Format(time.DateTime), p.s.live, budget*3600, planned*3600, backlog, p.kappa, p.mu)
-	}
 }
-
-var debugSolve = os.Getenv("DEBUGSOLVE") != ""
-
-var AgeHack = 0.0
-var AgeRef = 48.0
-
-var NoDaily = false
-
-var ContinuousOpt = true
-
-var DebugChoice map[string]int

@@ -11,7 +11,6 @@ type bucket struct {
 	rate   float64
 	burst  float64
 	tokens float64
-	wasted float64 // tokens that overflowed
 	last   time.Time
 }
 
@@ -27,9 +26,7 @@ func (b *bucket) refill(now time.Time) {
 	if b.rate == 0 || !now.After(b.last) {
 		return
 	}
-	t := b.tokens + now.Sub(b.last).Seconds()*b.rate
-	b.wasted += max(0, t-b.burst)
-	b.tokens = math.Min(b.burst, t)
+	b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 	b.last = now
 }
 

@@ -19,8 +19,10 @@ type day struct {
 	stay  float64         // probability of no change in a whole day
 }
 
-func newDay(rate float64, prof *[24]float64) *day {
-	d := &day{stay: 1}
+// init sets d up for a repository of rate changes a second with the
+// hour-of-day profile prof.
+func (d *day) init(rate float64, prof *[24]float64) {
+	d.stay = 1
 	var e, a [24]float64
 	for h, f := range prof {
 		d.l[h] = rate * f
@@ -40,7 +42,6 @@ func newDay(rate float64, prof *[24]float64) *day {
 			s *= e[w]
 		}
 	}
-	return d
 }
 
 // dailySchedule is a schedule that repeats every day: every `every` at
@@ -52,50 +53,31 @@ type dailySchedule struct {
 	hours    [24]int
 }
 
-// footprint is how many checks a day a schedule makes at each hour of the
-// day: perDay at each hour of mask.
-type footprint struct {
-	mask   uint32
-	perDay float64
-}
-
-func evenly(every time.Duration) footprint {
-	return footprint{mask: 1<<24 - 1, perDay: daySeconds / every.Seconds() / 24}
-}
-
-func (f footprint) add(demand *[24]float64, sign float64) {
-	for h := range demand {
-		if f.mask&(1<<h) != 0 {
-			demand[h] += sign * f.perDay
-		}
-	}
-}
-
-func (s dailySchedule) footprint() footprint {
+// perDay returns how many checks a day the schedule makes.
+func (s dailySchedule) perDay() float64 {
 	switch {
 	case s.every > 0:
-		return footprint{mask: 1 << s.hours[0], perDay: 24 * time.Hour.Seconds() / s.every.Seconds()}
+		return daySeconds / s.every.Seconds()
 	case s.k > 0:
-		var m uint32
-		for _, h := range s.hours[:s.k] {
-			m |= 1 << h
-		}
-		return footprint{mask: m, perDay: 1}
+		return float64(s.k)
 	}
-	return evenly(s.interval)
+	return daySeconds / s.interval.Seconds()
 }
 
 // choose returns the daily schedule with the most fresh seconds a day less
-// mu for each check, every gap between checks in [lo, hi].
-func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration) dailySchedule {
-	var best dailySchedule
-	bestValue := math.Inf(-1)
+// mu for each check, every gap between checks in [lo, hi]. x, in [lo, hi],
+// is the closed-form interval for the repository's rate: every x is always
+// a candidate.
+func (d *day) choose(mu float64, lo, hi, x time.Duration) dailySchedule {
+	best := dailySchedule{interval: x}
+	bestValue := (d.every(x) - mu) * daySeconds / x.Seconds()
 	consider := func(c dailySchedule, value float64) {
 		if value > bestValue {
 			best, bestValue = c, value
 		}
 	}
 
+	// The hour after which the mirror stays fresh longest.
 	first := 0
 	for h := range 24 {
 		if d.fresh[h][24] > d.fresh[first][24] {
@@ -103,13 +85,13 @@ func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration
 		}
 	}
 
-	// Every n days at the hour after which the mirror stays fresh longest.
+	// Every n days at that hour.
 	for n := 1; n <= 7; n++ {
 		every := time.Duration(n) * 24 * time.Hour
 		if every < lo || every > hi {
 			continue
 		}
-		days := float64(n) // sum of stay^i, i < n: a change on any day is caught at the end
+		days := float64(n) // sum of stay^i, i < n: fresh on day i if no change before it
 		if d.stay < 1-1e-12 {
 			days = (1 - math.Pow(d.stay, float64(n))) / (1 - d.stay)
 		}
@@ -118,22 +100,25 @@ func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration
 		consider(c, (d.fresh[first][24]*days-mu)/float64(n))
 	}
 
-	// k hours a day, added one by one where they gain most.
+	// k hours a day: added one by one where they gain most, or evenly
+	// spaced at the best phase (what a steady source wants). Adding stops
+	// once an hour costs more than it gains and the day is covered.
 	if hi >= time.Hour && lo <= 12*time.Hour {
 		var in [24]bool
-		c := dailySchedule{k: 1}
-		value := d.fresh[first][24] - mu
 		in[first] = true
+		c := dailySchedule{k: 1}
 		c.hours[0] = first
+		value := d.fresh[first][24] - mu
+		var prev, next [24]int // the hours of the set around each hour
 		for k := 2; k <= 24; k++ {
+			neighbours(&in, &prev, &next)
 			add, gain := -1, math.Inf(-1)
 			for h := range 24 {
 				if in[h] {
 					continue
 				}
-				a, b := around(&in, h)
-				g := d.fresh[a][gap(a, h)] + d.fresh[h][gap(h, b)] - d.fresh[a][gap(a, b)] - mu
-				if g > gain {
+				a, b := prev[h], next[h]
+				if g := d.fresh[a][gap(a, h)] + d.fresh[h][gap(h, b)] - d.fresh[a][gap(a, b)] - mu; g > gain {
 					add, gain = h, g
 				}
 			}
@@ -141,54 +126,40 @@ func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration
 			value += gain
 			c.hours[k-1] = add
 			c.k = k
-			if shortest, longest := gaps(&in); longest <= hi && shortest >= lo {
+			shortest, longest := gaps(&in)
+			if longest <= hi && shortest >= lo {
 				consider(c, value)
 			}
-			if step := 24 / k; EvenOpt && 24%k == 0 && time.Duration(step)*time.Hour >= lo {
-				// Evenly spaced, at the best phase: what a steady source wants.
+			if step := 24 / k; 24%k == 0 && time.Duration(step)*time.Hour >= lo {
 				even := dailySchedule{k: k}
-				bestF := math.Inf(-1)
+				fresh := math.Inf(-1)
 				for phase := range step {
 					var f float64
 					for i := range k {
 						f += d.fresh[phase+i*step][step]
 					}
-					if f > bestF {
-						bestF = f
+					if f > fresh {
+						fresh = f
 						for i := range k {
 							even.hours[i] = phase + i*step
 						}
 					}
 				}
-				consider(even, bestF-float64(k)*mu)
+				consider(even, fresh-float64(k)*mu)
+			}
+			if gain < 0 && longest <= hi {
+				break
 			}
 		}
 	}
 
-	// Every x, whatever the hour: the phase drifts, so each check is
-	// worth the average over the hours of the day.
-	for _, x := range intervals {
-		if x < time.Hour || x < lo || x > hi {
-			continue
+	// More often than hourly, if hourly is not enough.
+	if best.k == 24 || best.interval > 0 && best.interval < time.Hour {
+		for _, x := range subHourly {
+			if x >= lo && x <= hi {
+				consider(dailySchedule{interval: x}, (d.every(x)-mu)*daySeconds/x.Seconds())
+			}
 		}
-		var f float64
-		for h := range 24 {
-			f += d.after(h, x)
-		}
-		f /= 24
-		consider(dailySchedule{interval: x}, (f-mu)*daySeconds/x.Seconds())
-	}
-
-	// More often than hourly: evenly, a Poisson process hour by hour.
-	for _, x := range []time.Duration{30 * time.Minute, 15 * time.Minute, 10 * time.Minute, 5 * time.Minute, 2 * time.Minute, time.Minute} {
-		if x < lo || x > hi {
-			continue
-		}
-		var f float64
-		for _, l := range d.l {
-			f += freshness.Freshness(l, x.Seconds()) * 3600
-		}
-		consider(dailySchedule{interval: x}, f-mu*daySeconds/x.Seconds())
 	}
 	if best.k > 0 {
 		slices.Sort(best.hours[:best.k])
@@ -196,8 +167,28 @@ func (d *day) choose(mu float64, lo, hi time.Duration, intervals []time.Duration
 	return best
 }
 
-// after returns the expected fresh seconds in the time x (whole hours are
-// used) after a check at hour h.
+var subHourly = [...]time.Duration{
+	45 * time.Minute, 30 * time.Minute, 20 * time.Minute, 15 * time.Minute, 10 * time.Minute,
+	7*time.Minute + 30*time.Second, 5 * time.Minute, 3 * time.Minute, 2 * time.Minute, time.Minute,
+}
+
+// every returns the expected fresh seconds after a check, when checks come
+// every x whatever the hour: the average over the hours of the day. Under
+// an hour, each hour is a Poisson process of its own rate.
+func (d *day) every(x time.Duration) float64 {
+	var f float64
+	for h := range 24 {
+		if x < time.Hour {
+			f += freshness.Freshness(d.l[h], x.Seconds()) * x.Seconds()
+		} else {
+			f += d.after(h, x)
+		}
+	}
+	return f / 24
+}
+
+// after returns the expected fresh seconds in the time x (in whole hours)
+// after a check at hour h.
 func (d *day) after(h int, x time.Duration) float64 {
 	n := int(x / time.Hour)
 	days, rest := n/24, n%24
@@ -218,23 +209,32 @@ func gap(a, b int) int {
 	return 24
 }
 
-// around returns the hours of the set before and after h (which is not in
-// it); both are h if the set is empty.
-func around(in *[24]bool, h int) (before, after int) {
-	before, after = h, h
-	for i := 1; i < 24; i++ {
-		if in[(h-i+24)%24] {
-			before = (h - i + 24) % 24
-			break
+// neighbours sets prev[h] and next[h] to the hours of the (non-empty) set
+// before and after each hour h.
+func neighbours(in *[24]bool, prev, next *[24]int) {
+	last := -1
+	for h := 23; h >= 0 && last < 0; h-- {
+		if in[h] {
+			last = h
 		}
 	}
-	for i := 1; i < 24; i++ {
-		if in[(h+i)%24] {
-			after = (h + i) % 24
-			break
+	for h := range 24 {
+		prev[h] = last
+		if in[h] {
+			last = h
 		}
 	}
-	return before, after
+	for h := 23; h >= 0; h-- {
+		if in[h] {
+			last = h
+		}
+	}
+	for h := 23; h >= 0; h-- {
+		next[h] = last
+		if in[h] {
+			last = h
+		}
+	}
 }
 
 // gaps returns the shortest and the longest time between two consecutive
@@ -271,5 +271,3 @@ func nextInHours(t time.Time, hours []int, offset time.Duration) time.Time {
 		day = day.Add(24 * time.Hour)
 	}
 }
-
-var EvenOpt = true

@@ -6,19 +6,17 @@ import (
 	"time"
 )
 
-const harmonics = 8 // of the time-of-day profile
-
-// Tuning of the change model (variables while tuning).
-var (
-	RateDecay   = 60 * 24 * time.Hour // observations lose weight e-fold in this time
-	EpisodeGap  = 30 * time.Minute    // changes closer than this are one episode
-	PriorN      = 0.5                 // prior: this many episodes...
-	PriorT      = 14 * 24 * time.Hour // ...in this time
-	ProfilePrio = 24.0                // pseudo-episodes spread evenly over the day
+// The change model's constants.
+const (
+	rateDecay    = 60 * 24 * time.Hour // observations lose weight e-fold in this time
+	episodeGap   = 30 * time.Minute    // changes closer than this are one episode
+	priorN       = 0.5                 // prior: this many episodes...
+	priorT       = 14 * 24 * time.Hour // ...in this time
+	profilePrior = 24.0                // pseudo-episodes spread evenly over the day
 )
 
 // estimate is what the adaptive policy knows of one repository's changes:
-// episodes (changes closer than EpisodeGap are one: a mirror stale since
+// episodes (changes closer than episodeGap are one: a mirror stale since
 // the first is not made staler by the next) counted with exponential decay,
 // the time they were counted over, and the hour of the day (UTC) they
 // happen at.
@@ -27,26 +25,23 @@ type estimate struct {
 	seen    time.Time // latest change time counted
 	episode time.Time // start of the last episode counted
 
-	n, t float64 // decayed episodes, and exposure in seconds
-	// harmonics of the time of day of the episodes: decayed sums of
-	// cos(k θ) and sin(k θ), θ the time of day as an angle, k = 1..
-	cos, sin [harmonics]float64
+	n, t float64     // decayed episodes, and exposure in seconds
+	hour [24]float32 // decayed episodes by hour of day
 
-	bin  int       // rate bin the repository is counted in, -1 if none
-	plan footprint // the daily schedule it is planned on
+	bin     int     // rate bin the repository is counted in, -1 if none
+	planned float64 // checks a second its schedule makes
 }
 
 func (e *estimate) decayTo(now time.Time) {
 	if !now.After(e.at) {
 		return
 	}
-	tau := RateDecay.Seconds()
+	tau := rateDecay.Seconds()
 	w := math.Exp(-now.Sub(e.at).Seconds() / tau)
 	e.n *= w
 	e.t = e.t*w + tau*(1-w)
-	for k := range harmonics {
-		e.cos[k] *= w
-		e.sin[k] *= w
+	for i := range e.hour {
+		e.hour[i] *= float32(w)
 	}
 	e.at = now
 }
@@ -65,19 +60,13 @@ func (e *estimate) observe(now time.Time, ts []time.Time, changed bool) {
 		}
 		e.seen = t
 		counted = true
-		if !e.episode.IsZero() && t.Sub(e.episode) < EpisodeGap {
+		if !e.episode.IsZero() && t.Sub(e.episode) < episodeGap {
 			continue
 		}
 		e.episode = t
-		w := math.Exp(-max(now.Sub(t), 0).Seconds() / RateDecay.Seconds())
+		w := math.Exp(-max(now.Sub(t), 0).Seconds() / rateDecay.Seconds())
 		e.n += w
-		u := t.UTC()
-		theta := 2 * math.Pi * float64(u.Hour()*3600+u.Minute()*60+u.Second()) / daySeconds
-		for k := range harmonics {
-			s, c := math.Sincos(float64(k+1) * theta)
-			e.cos[k] += w * c
-			e.sin[k] += w * s
-		}
+		e.hour[t.UTC().Hour()] += float32(w)
 	}
 	if changed && !counted {
 		e.seen, e.episode = now, now
@@ -90,7 +79,7 @@ func (e *estimate) observe(now time.Time, ts []time.Time, changed bool) {
 // known).
 func (e *estimate) begin(history []time.Time, lastChange, now time.Time) {
 	e.at, e.seen, e.episode = now, time.Time{}, time.Time{}
-	e.n, e.t, e.cos, e.sin = 0, 0, [harmonics]float64{}, [harmonics]float64{}
+	e.n, e.t, e.hour = 0, 0, [24]float32{}
 	first := lastChange
 	for _, t := range history {
 		if first.IsZero() || t.Before(first) {
@@ -106,31 +95,17 @@ func (e *estimate) begin(history []time.Time, lastChange, now time.Time) {
 
 // rate is the episode rate, a second.
 func (e *estimate) rate() float64 {
-	return (e.n + PriorN) / (e.t + PriorT.Seconds())
+	return (e.n + priorN) / (e.t + priorT.Seconds())
 }
 
 // dayProfile fills f with the relative intensity of each hour of the day
-// (UTC), averaging 1: the first harmonics of the episodes' times of day,
-// each shrunk by n/(n+ProfilePrio) so that a few episodes make a flat
-// profile.
+// (UTC), averaging 1, pulled towards flat by profilePrior pseudo-episodes.
 func (e *estimate) dayProfile(f *[24]float64) {
-	if e.n <= 0 {
-		*f = [24]float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
-		return
-	}
-	shrink := 1 / (e.n + ProfilePrio)
 	var sum float64
-	for h := range f {
-		theta := 2 * math.Pi * (float64(h) + 0.5) / 24
-		v := 1.0
-		for k := range harmonics {
-			s, c := math.Sincos(float64(k+1) * theta)
-			v += 2 * shrink * (e.cos[k]*c + e.sin[k]*s)
-		}
-		f[h] = max(v, 0.02)
-		sum += f[h]
+	for _, v := range e.hour {
+		sum += float64(v)
 	}
-	for h := range f {
-		f[h] *= 24 / sum
+	for h, v := range e.hour {
+		f[h] = 24 * (float64(v) + profilePrior/24) / (sum + profilePrior)
 	}
 }

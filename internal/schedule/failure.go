@@ -52,16 +52,14 @@ const (
 )
 
 // backoff returns base*2^(n-1), capped, with "equal jitter": a uniform
-// draw from [d/2, d), so that repositories that failed together do not
+// draw from [d/2, d], so that repositories that failed together do not
 // come back together.
 func backoff(n int, base, limit time.Duration, rng *rand.Rand) time.Duration {
-	d := limit
-	if n < 1 {
-		n = 1
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
 	}
-	if n <= 32 && base<<(n-1) > 0 && base<<(n-1) < limit {
-		d = base << (n - 1)
-	}
+	d = min(d, limit)
 	return d/2 + time.Duration(rng.Int64N(int64(d/2)+1))
 }
 

@@ -24,7 +24,7 @@ func (k queueKind) slot() int {
 }
 
 // repoHeap is a binary min-heap of repositories that records each one's
-// position, so that a repository can be removed or re-keyed in O(log n).
+// position, so that a repository can be removed in O(log n).
 type repoHeap struct {
 	kind  queueKind
 	items []*repo

@@ -68,6 +68,9 @@ func (s *Scheduler) Restore(saved []PersistedRepo) int {
 			continue
 		}
 		n++
+		if r.queue == addedQueue {
+			s.pol.first(r, now) // let the policy count it as planned
+		}
 		s.unqueue(r)
 		r.lastCheck = later(r.lastCheck, p.LastCheck)
 		r.fails, r.interval = p.Failures, p.Interval

@@ -2,12 +2,18 @@
 // mirrored repository to check upstream next.
 //
 // It owns the per-repository schedule (next due time, failure counters,
-// what the policy has learned of each repository's change rate), the
-// node's background budget, per-host rate limits and host backoff, and the
-// urgent lane (webhooks, on-demand fetches, new clones). It is pure logic:
-// it must not run git, touch the disk or the network, start goroutines, or
-// read the wall clock. Time comes only from the injected clock.Clock; the
-// node daemon runs the checks and reports their outcomes with Done.
+// what the policy has learned of each repository's changes), the node's
+// background budget, per-host rate limits and host backoff, and the urgent
+// lane (webhooks, on-demand fetches, new clones), which goes ahead of the
+// background lane and outside the budget. The background lane is ordered
+// by a policy: adaptive (the default, see adaptive.go), fixed, compass or
+// sourcegraph; failure backoff, lanes, budget, host limits and
+// MaxInterval are the same for all.
+//
+// It is pure logic: it must not run git, touch the disk or the network,
+// start goroutines, or read the wall clock. Time comes only from the
+// injected clock.Clock; the node daemon runs the checks, reports their
+// outcomes with Done, and persists Snapshot.
 package schedule
 
 import (
@@ -35,21 +41,25 @@ type Config struct {
 	// Policy is "adaptive" (default), "fixed", "compass" or "sourcegraph".
 	Policy string
 	// Budget is the number of background checks an hour for the whole
-	// node; 0 means unlimited. Urgent checks are not counted.
+	// node; 0 means unlimited. Urgent checks are not counted. Without a
+	// budget, fixed and adaptive check every repository every MinInterval,
+	// as fast as Concurrency allows: adaptive needs a budget to allocate.
 	Budget float64
 	// Concurrency is the most checks running at once (default 10).
 	Concurrency int
-	// MaxInterval is the staleness bound: a repository whose last
-	// successful check is older than this goes ahead of every other
-	// background check (default 24h). When the budget is smaller than
-	// Len()/MaxInterval the bound cannot hold and the budget wins.
+	// MaxInterval is the staleness bound (default 24h): a repository is
+	// due again at most this long after its last successful check, and
+	// one that is past it goes ahead of every other background check. A
+	// failing repository follows its retry delay instead. When the budget
+	// is smaller than Len()/MaxInterval the bound cannot hold: the budget
+	// wins.
 	MaxInterval time.Duration
 	// MinInterval is the shortest time between two background checks of
 	// one repository (default 1m).
 	MinInterval time.Duration
 	// HostLimits caps checks an hour per upstream host, urgent or not.
 	HostLimits map[string]float64
-	// Seed seeds the jitter of backoffs and first due times.
+	// Seed seeds the jitter of the backoffs.
 	Seed uint64
 }
 
@@ -105,7 +115,8 @@ type RepoState struct {
 	// knows (zero if unknown).
 	LastChange time.Time
 	// ChangeTimes is the known history of changes (commit or ref update
-	// times, any order); it may be empty.
+	// times, any order; the scheduler does not keep the slice); it may be
+	// empty.
 	ChangeTimes []time.Time
 	// Cloned is false for a repository that has no mirror yet: it goes to
 	// the urgent lane.
@@ -482,15 +493,7 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-var DebugLate [25]int
-var DebugHour [24]int
-
 func (s *Scheduler) start(r *repo, now time.Time) {
-	if r.queue == readyQueue {
-		l := int(now.Sub(r.notBefore).Hours())
-		DebugLate[min(l, 24)]++
-		DebugHour[now.UTC().Hour()]++
-	}
 	s.unqueue(r)
 	r.running = true
 	r.lastStart = now
@@ -518,10 +521,13 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 	now := s.clk.Now()
 	h := r.host
-	if o.HostThrottled {
+	switch {
+	case o.HostThrottled && !h.backoffUntil.After(now):
+		// Checks started before the host backed off and answered during
+		// the backoff do not lengthen it.
 		h.throttles++
 		h.backoffUntil = now.Add(backoff(h.throttles, hostBase, hostCap, s.rng))
-	} else if o.Class == None {
+	case !o.HostThrottled && o.Class == None:
 		h.throttles = 0
 	}
 
@@ -602,9 +608,18 @@ func (s *Scheduler) toUrgent(r *repo) {
 	r.host.urgent.push(r)
 }
 
-// toBackground schedules r's next background check no earlier than due,
-// nor than MinInterval after its last start.
+// toBackground schedules r's next background check at due, but no later
+// than MaxInterval after its last success (unless it is failing: then its
+// retry delay rules) and no earlier than MinInterval after its last start.
 func (s *Scheduler) toBackground(r *repo, due, now time.Time) {
+	base := r.lastCheck
+	if base.IsZero() {
+		base = now
+	}
+	r.deadline = base.Add(s.cfg.MaxInterval)
+	if r.fails == 0 && due.After(r.deadline) {
+		due = r.deadline
+	}
 	if !r.lastStart.IsZero() {
 		due = later(due, r.lastStart.Add(s.cfg.MinInterval))
 	}
@@ -614,11 +629,6 @@ func (s *Scheduler) toBackground(r *repo, due, now time.Time) {
 	if !s.pol.ranks() {
 		r.rank = float64(due.UnixNano()) / 1e9
 	}
-	base := r.lastCheck
-	if base.IsZero() {
-		base = now
-	}
-	r.deadline = base.Add(s.cfg.MaxInterval)
 	r.queue = waitingQueue
 	r.host.waiting.push(r)
 }

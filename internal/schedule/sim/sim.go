@@ -36,7 +36,7 @@ type Options struct {
 	// last change). Changes before Start are history the policies may
 	// learn from; at Start every mirror is up to date.
 	Start, End  time.Time
-	Concurrency int           // default: the scheduler's
+	Concurrency int           // default: the scheduler's (checks are instant: it changes nothing)
 	MaxInterval time.Duration // default DefaultMaxInterval
 	MinInterval time.Duration // default: the scheduler's
 	Seed        uint64        // seeds jitter and the oracle's phases

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkSim10k30d times a whole simulation: 10,000 repositories over 30
+// days, every policy and the oracle, at one check per repository per day.
+func BenchmarkSim10k30d(b *testing.B) {
+	tr := Generate(KindWorkHours, 10000, 30, 1)
+	for b.Loop() {
+		start := time.Now()
+		res, err := Run(tr, Options{Budget: 10000.0 / 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s/run")
+		for _, r := range res {
+			b.ReportMetric(1-r.Freshness, "stale-"+r.Policy)
+		}
+	}
+}
+
+// BenchmarkQuality replays the real trace (if present) and the synthetic
+// ones at 0.5, 1 and 4 checks per repository per day and reports each
+// policy's stale share (1 - freshness), and adaptive's against the best
+// of fixed, compass and sourcegraph and against the oracle. The
+// synthetic traces have 1,000 repositories over 90 days, the first 30 of
+// which are history.
+func BenchmarkQuality(b *testing.B) {
+	type trace struct {
+		name  string
+		tr    *Trace
+		start time.Time
+	}
+	var traces []trace
+	if tr := githubTraceIfPresent(b); tr != nil {
+		traces = append(traces, trace{"github-365d", tr, time.Time{}})
+	}
+	for _, kind := range []string{KindPoissonHeavyTail, KindWorkHours, KindBursty} {
+		traces = append(traces, trace{kind, Generate(kind, 1000, 90, 1), epoch.Add(30 * 24 * time.Hour)})
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n| trace | checks/repo/day | %s | adaptive / best baseline | adaptive / optimal |\n|---|--:|%s--:|--:|\n",
+		strings.Join(allPolicies, " | "), strings.Repeat("--:|", len(allPolicies)))
+	for _, tc := range traces {
+		for _, perDay := range []float64{0.5, 1, 4} {
+			b.Run(fmt.Sprintf("%s/%g", tc.name, perDay), func(b *testing.B) {
+				var res []Result
+				for b.Loop() {
+					var err error
+					res, err = Run(tc.tr, Options{Budget: perDay * float64(len(tc.tr.Repos)) / 24, Start: tc.start})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				stale := map[string]float64{}
+				row := fmt.Sprintf("| %s | %g |", tc.name, perDay)
+				for _, r := range res {
+					stale[r.Policy] = 1 - r.Freshness
+					b.ReportMetric(1-r.Freshness, "stale-"+r.Policy)
+					row += fmt.Sprintf(" %.4f |", 1-r.Freshness)
+				}
+				best := math.Min(stale["fixed"], math.Min(stale["compass"], stale["sourcegraph"]))
+				b.ReportMetric(stale["adaptive"]/best, "adaptive/best")
+				b.ReportMetric(stale["adaptive"]/stale[PolicyOptimal], "adaptive/optimal")
+				fmt.Fprintf(&table, "%s %.3f | %.3f |\n", row, stale["adaptive"]/best, stale["adaptive"]/stale[PolicyOptimal])
+			})
+		}
+	}
+	b.Log(table.String())
+}
+
+func githubTraceIfPresent(b *testing.B) *Trace {
+	var tr *Trace
+	b.Run("read-github-trace", func(b *testing.B) { tr = githubTrace(b) })
+	return tr
+}
