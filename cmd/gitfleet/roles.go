@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/api"
@@ -54,6 +55,24 @@ func apiConfig(cfg config.Config) api.Config {
 		OutgoingHooks: hooks, OutgoingSecret: cfg.EventsWebhookSecret}
 }
 
+// parseHostLimits reads "host=N/h,host2=M/h" into checks per hour by host.
+func parseHostLimits(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		host, rate, ok := strings.Cut(part, "=")
+		n, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rate), "/h"), 64)
+		if !ok || host == "" || err != nil || n <= 0 {
+			return nil, fmt.Errorf("--host-limit: %q: want host=N/h, e.g. github.com=5000/h", part)
+		}
+		out[strings.ToLower(strings.TrimSpace(host))] = n
+	}
+	return out, nil
+}
+
 func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
@@ -63,7 +82,12 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	n, err := node.New(nodeConfig(cfg, cfg.Data), log, clock.Real{})
+	ncfg := nodeConfig(cfg, cfg.Data)
+	var err error
+	if ncfg.HostLimits, err = parseHostLimits(cfg.HostLimit); err != nil {
+		return err
+	}
+	n, err := node.New(ncfg, log, clock.Real{})
 	if err != nil {
 		return err
 	}
@@ -83,6 +107,10 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	ccfg := coordinatorConfig(cfg, filepath.Join(cfg.Data, "coordinator"))
 	ncfg := nodeConfig(cfg, filepath.Join(cfg.Data, "node"))
 	ncfg.Mode = "full"
+	if ncfg.HostLimits, err = parseHostLimits(cfg.HostLimit); err != nil {
+		ln.Close()
+		return err
+	}
 	ncfg.Coordinator = ln.Addr().String()
 	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {

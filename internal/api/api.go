@@ -86,6 +86,10 @@ type RepoDetail struct {
 	Attrs   map[string]string `json:"attrs,omitempty"`
 	Refs    map[string]string `json:"refs,omitempty"`
 	History []HistoryEntry    `json:"history,omitempty"` // bounded, newest first
+	// Checks are the upstream ref listings made by the owners, Fetches
+	// those that found new refs (the cheap check spares the rest).
+	Checks  uint64 `json:"checks"`
+	Fetches uint64 `json:"fetches"`
 }
 
 // HistoryEntry is one check or fetch of a repository.
@@ -109,6 +113,7 @@ type Node struct {
 	DiskUsed      uint64       `json:"disk_used"`
 	DiskTotal     uint64       `json:"disk_total"`
 	Flapping      bool         `json:"flapping"`
+	Unhealthy     bool         `json:"unhealthy,omitempty"`
 	History       []Transition `json:"history,omitempty"`
 }
 

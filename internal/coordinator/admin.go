@@ -197,6 +197,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 		}
 		if s := c.sessions[st.ID]; s != nil && s.disk != nil {
 			n.DiskUsedBytes, n.DiskTotalBytes = s.disk.GetDiskUsedBytes(), s.disk.GetDiskTotalBytes()
+			n.Unhealthy = s.disk.GetUnhealthy()
 		}
 		for _, h := range st.History {
 			n.History = append(n.History, &fleetv1.NodeTransition{From: h.From.String(), To: h.To.String(), AtMs: h.At.UnixMilli()})

@@ -114,7 +114,8 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	if st == nil {
 		return api.RepoDetail{}, false
 	}
-	d := api.RepoDetail{Repo: b.repo(key, st, b.f.n.clk.Now()), Attrs: st.GetAttrs()}
+	d := api.RepoDetail{Repo: b.repo(key, st, b.f.n.clk.Now()), Attrs: st.GetAttrs(),
+		Checks: st.GetChecks(), Fetches: st.GetFetches()}
 	if refs, err := b.f.n.mirror.Refs(context.Background(), key); err == nil {
 		d.Refs = refs.Refs
 	}
@@ -194,7 +195,8 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 	out := make([]api.Node, 0, len(resp.GetNodes()))
 	for _, n := range resp.GetNodes() {
 		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
-			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping()}
+			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
+			Unhealthy: n.GetUnhealthy()}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}

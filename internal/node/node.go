@@ -47,6 +47,7 @@ type Config struct {
 	MaxInterval time.Duration
 	MinInterval time.Duration
 	Policy      string
+	HostLimits  map[string]float64 // checks per hour by host
 	GitTimeout  time.Duration
 	// Full nodes.
 	HTTPAddr        string // public git + API
@@ -131,7 +132,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
-		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval}, clk)
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, HostLimits: cfg.HostLimits}, clk)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)

@@ -225,6 +225,13 @@ func (n *Node) heartbeat() *fleetv1.Heartbeat {
 	n.mu.Unlock()
 	stats := n.sched.Stats()
 	hb.Queued, hb.Running = uint32(stats.Urgent+stats.Background), uint32(stats.Running)
+	if !stats.Healthy && hb.DiskTotalBytes > 0 && float64(hb.DiskUsedBytes) < 0.9*float64(hb.DiskTotalBytes) {
+		// A disk error stopped background checks; there is room again.
+		n.log.Info("disk has room again: resuming background checks")
+		n.sched.ResetHealth()
+		stats.Healthy = true
+	}
+	hb.Unhealthy = !stats.Healthy
 	return hb
 }
 

@@ -469,6 +469,7 @@ type NodeInfo struct {
 	EffectiveWeight  float64                `protobuf:"fixed64,11,opt,name=effective_weight,json=effectiveWeight,proto3" json:"effective_weight,omitempty"`
 	EffectiveGraceMs int64                  `protobuf:"varint,12,opt,name=effective_grace_ms,json=effectiveGraceMs,proto3" json:"effective_grace_ms,omitempty"`
 	History          []*NodeTransition      `protobuf:"bytes,13,rep,name=history,proto3" json:"history,omitempty"`
+	Unhealthy        bool                   `protobuf:"varint,14,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -592,6 +593,13 @@ func (x *NodeInfo) GetHistory() []*NodeTransition {
 		return x.History
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetUnhealthy() bool {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return false
 }
 
 type ListNodesResponse struct {
@@ -1169,8 +1177,10 @@ type Heartbeat struct {
 	Repos          uint32                 `protobuf:"varint,3,opt,name=repos,proto3" json:"repos,omitempty"`
 	Queued         uint32                 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
 	Running        uint32                 `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// False after a disk error: the node stops background checks until it has room again.
+	Unhealthy     bool `protobuf:"varint,6,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -1236,6 +1246,13 @@ func (x *Heartbeat) GetRunning() uint32 {
 		return x.Running
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetUnhealthy() bool {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return false
 }
 
 type Results struct {
@@ -2187,7 +2204,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eNodeTransition\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xc7\x03\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xe5\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2202,7 +2219,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x01R\bcapacity\x12)\n" +
 	"\x10effective_weight\x18\v \x01(\x01R\x0feffectiveWeight\x12,\n" +
 	"\x12effective_grace_ms\x18\f \x01(\x03R\x10effectiveGraceMs\x125\n" +
-	"\ahistory\x18\r \x03(\v2\x1b.gitfleet.v1.NodeTransitionR\ahistory\"e\n" +
+	"\ahistory\x18\r \x03(\v2\x1b.gitfleet.v1.NodeTransitionR\ahistory\x12\x1c\n" +
+	"\tunhealthy\x18\x0e \x01(\bR\tunhealthy\"e\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.gitfleet.v1.NodeInfoR\x05nodes\x12#\n" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
@@ -2241,13 +2259,14 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04done\x18\x02 \x01(\bR\x04done\"4\n" +
 	"\bHeldRepo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
-	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xa5\x01\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xc3\x01\n" +
 	"\tHeartbeat\x12&\n" +
 	"\x0fdisk_used_bytes\x18\x01 \x01(\x04R\rdiskUsedBytes\x12(\n" +
 	"\x10disk_total_bytes\x18\x02 \x01(\x04R\x0ediskTotalBytes\x12\x14\n" +
 	"\x05repos\x18\x03 \x01(\rR\x05repos\x12\x16\n" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x18\n" +
-	"\arunning\x18\x05 \x01(\rR\arunning\"=\n" +
+	"\arunning\x18\x05 \x01(\rR\arunning\x12\x1c\n" +
+	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\"=\n" +
 	"\aResults\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x02\n" +
 	"\vCheckResult\x12\x10\n" +
