@@ -95,6 +95,7 @@ type repo struct {
 	LastChange int64  `json:",omitempty"`
 	LastError  string `json:",omitempty"`
 	Failures   int    `json:",omitempty"`
+	NotFound   int    `json:",omitempty"` // "not found" answers in a row
 	Checks     uint64 `json:",omitempty"`
 	Fetches    uint64 `json:",omitempty"`
 }
@@ -104,6 +105,7 @@ const (
 	StatePending = "pending" // not mirrored yet
 	StateOK      = "ok"
 	StateFailing = "failing"
+	StateGone    = "gone" // the upstream answered "not found" again and again
 )
 
 type nodeRecord struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -256,11 +257,19 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 			r.LastChange = at
 		}
 		r.Digest = res.GetDigest()
-		r.State, r.LastError, r.Failures = StateOK, "", 0
+		r.State, r.LastError, r.Failures, r.NotFound = StateOK, "", 0, 0
 	} else {
 		r.Failures++
 		r.LastError = fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError())
 		r.State = StateFailing
+		r.NotFound++
+		if res.GetErrorClass() != "not-found" {
+			r.NotFound = 0
+		}
+		if r.NotFound >= schedule.GoneAfter {
+			// The owner rechecks it daily; the full node keeps its copy.
+			r.State = StateGone
+		}
 	}
 	c.dirty[key] = true
 	c.broadcastState(key)
