@@ -291,6 +291,25 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 			}
 			return nil
 		})
+		// The survivors cloned the moved repositories from the full node's
+		// copy, not from the upstream.
+		repos, err = apiRepos(f.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		survivor := ownerOfNode(t, f.dataDirs["partial-2"])
+		log, _ := os.ReadFile(f.procs["partial-2"].log)
+		moved := 0
+		for _, i := range victims {
+			if repos[f.key(i)].Owner != survivor {
+				continue
+			}
+			moved++
+			if !strings.Contains(string(log), `msg="cloned from the full node" key=`+f.key(i)) {
+				t.Errorf("%s moved to partial-2 but was not cloned from the full node", f.key(i))
+			}
+		}
+		t.Logf("%d of %d moved repositories went to partial-2, the rest to the full node", moved, len(victims))
 		for _, i := range victims[:min(3, len(victims))] {
 			if _, err := f.up.Commit(f.name(i), "main"); err != nil {
 				t.Fatal(err)

@@ -115,6 +115,7 @@ type nodeRecord struct {
 	Mode       fleetv1.Mode
 	Capacity   float64
 	TunnelAddr string `json:",omitempty"`
+	PublicURL  string `json:",omitempty"`
 }
 
 type pendingPurge struct {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
@@ -38,7 +39,9 @@ func (c *Coordinator) decide() {
 		switch d.Kind {
 		case placement.Assign:
 			if s != nil {
-				s.queueAssign(d.Key, d.Urgent)
+				// A key that had an owner is on the full nodes: clone it
+				// from there rather than from the upstream.
+				s.queueAssignSeed(d.Key, d.Urgent, d.From != 0)
 			}
 			c.broadcastState(d.Key)
 		case placement.Drop:
@@ -47,6 +50,17 @@ func (c *Coordinator) decide() {
 			}
 		}
 	}
+}
+
+// seedBase is the public URL of a connected full node other than the
+// receiving node, to clone moved repositories from. Caller holds c.mu.
+func (c *Coordinator) seedBase(receiver uint32) string {
+	for id, s := range c.sessions {
+		if rec := c.nodes[id]; s.full && id != receiver && rec != nil && rec.PublicURL != "" {
+			return strings.TrimSuffix(rec.PublicURL, "/")
+		}
+	}
+	return ""
 }
 
 // owner returns key's confirmed owner and target.

@@ -26,7 +26,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	if req.GetMode() != fleetv1.Mode_MODE_PARTIAL && req.GetMode() != fleetv1.Mode_MODE_FULL {
 		return nil, status.Error(codes.InvalidArgument, "mode must be partial or full")
 	}
-	if len(req.GetName()) > 128 || len(req.GetTunnelAddr()) > 256 || req.GetCapacity() < 0 || req.GetCapacity() > 1e6 {
+	if len(req.GetName()) > 128 || len(req.GetTunnelAddr()) > 256 || len(req.GetPublicUrl()) > 512 || req.GetCapacity() < 0 || req.GetCapacity() > 1e6 {
 		return nil, status.Error(codes.InvalidArgument, "name, tunnel address or capacity out of range")
 	}
 	c.mu.Lock()
@@ -45,6 +45,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 		rec = &nodeRecord{ID: c.allocateID(), SecretHash: hashSecret(secret)}
 	}
 	rec.Name, rec.Mode, rec.Capacity, rec.TunnelAddr = req.GetName(), req.GetMode(), req.GetCapacity(), req.GetTunnelAddr()
+	rec.PublicURL = req.GetPublicUrl()
 	c.nodes[rec.ID] = rec
 	if err := c.saveNode(ctx, rec); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store node: %v", err)
@@ -287,7 +288,7 @@ type session struct {
 
 	// guarded by c.mu
 	welcome bool
-	assign  map[string]bool // key -> urgent
+	assign  map[string]assignment
 	drop    map[string]bool
 	states  map[string]bool
 	removed map[string]bool
@@ -301,7 +302,7 @@ type session struct {
 
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
 	return &session{c: c, id: rec.ID, full: rec.Mode == fleetv1.Mode_MODE_FULL, cancel: cancel,
-		assign: map[string]bool{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
+		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
 		signal: make(chan struct{}, 1)}
 }
 
@@ -314,9 +315,18 @@ func (s *session) kick() {
 
 func (s *session) queueWelcome() { s.welcome = true; s.kick() }
 
-func (s *session) queueAssign(key string, urgent bool) {
+// assignment is a pending Assign of one key.
+type assignment struct {
+	urgent bool
+	seed   bool // clone from a full node's copy
+}
+
+func (s *session) queueAssign(key string, urgent bool) { s.queueAssignSeed(key, urgent, false) }
+
+func (s *session) queueAssignSeed(key string, urgent, seed bool) {
 	delete(s.drop, key)
-	s.assign[key] = s.assign[key] || urgent
+	a := s.assign[key]
+	s.assign[key] = assignment{urgent: a.urgent || urgent, seed: a.seed || seed}
 	s.kick()
 }
 
@@ -376,13 +386,18 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 	}
 	if len(s.assign) > 0 {
 		a := &fleetv1.Assign{}
-		for k, urgent := range s.assign {
+		seedBase := c.seedBase(s.id)
+		for k, as := range s.assign {
 			if len(a.Repos) >= n {
 				break
 			}
 			delete(s.assign, k)
 			if e, ok := c.entry(k); ok {
-				a.Repos = append(a.Repos, &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: urgent})
+				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent}
+				if as.seed && seedBase != "" {
+					r.SeedUrl = seedBase + "/" + k + ".git"
+				}
+				a.Repos = append(a.Repos, r)
 			}
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Assign{Assign: a}})

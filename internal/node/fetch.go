@@ -55,11 +55,11 @@ func (n *Node) fetchLoop(ctx context.Context) {
 func (n *Node) check(ctx context.Context, key string) {
 	n.mu.Lock()
 	o := n.owned[key]
-	var url string
+	var url, seed string
 	var fallbacks, taskIDs []string
 	if o != nil {
-		url, fallbacks, taskIDs = o.url, o.fallbacks, o.taskIDs
-		o.taskIDs = nil
+		url, fallbacks, taskIDs, seed = o.url, o.fallbacks, o.taskIDs, o.seedURL
+		o.taskIDs, o.seedURL = nil, ""
 	}
 	n.mu.Unlock()
 	if o == nil {
@@ -67,7 +67,21 @@ func (n *Node) check(ctx context.Context, key string) {
 		return
 	}
 	start := n.clk.Now()
+	seeded := false
+	if seed != "" && !n.mirror.Has(key) {
+		// A repository that moved here: clone the full node's copy, then
+		// ask the upstream only for what is newer.
+		if _, err := n.mirror.Sync(ctx, key, seed); err != nil {
+			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
+		} else {
+			seeded = true
+			n.log.Info("cloned from the full node", "key", key)
+		}
+	}
 	res, err := n.mirror.Sync(ctx, key, url)
+	if seeded {
+		res.Cloned, res.Changed, res.Fetched = true, true, true
+	}
 	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk; i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		res, err = n.mirror.Sync(ctx, key, fallbacks[i])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +74,15 @@ func (f *fullNode) listen() error {
 	return nil
 }
 
-// HTTPAddr is the public HTTP address actually bound.
+// publicURL is where this full node serves git to others.
+func (f *fullNode) publicURL() string {
+	if u := f.n.cfg.PublicURL; u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
+	return "http://" + f.httpLn.Addr().String()
+}
+
+// tunnelAdvertise is the tunnel address given to partial nodes.
 func (f *fullNode) tunnelAdvertise() string {
 	if a := f.n.cfg.TunnelAdvertise; a != "" {
 		return a

@@ -93,6 +93,7 @@ type owned struct {
 	url       string
 	fallbacks []string
 	taskIDs   []string // on-demand checks waiting for the next check
+	seedURL   string   // a full node's copy to clone from first
 }
 
 // identity is what a node keeps of its registration.

@@ -85,11 +85,15 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 		mode = fleetv1.Mode_MODE_FULL
 		tunnelAddr = n.full.tunnelAdvertise()
 	}
+	publicURL := ""
+	if n.full != nil {
+		publicURL = n.full.publicURL()
+	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, NodeId: n.id,
 		NodeSecret: n.secret, Name: n.cfg.Name, Mode: mode, Capacity: n.cfg.Capacity,
-		TunnelAddr: tunnelAddr, Version: version.Version})
+		TunnelAddr: tunnelAddr, Version: version.Version, PublicUrl: publicURL})
 	if err != nil {
 		if status.Code(err) == codes.PermissionDenied {
 			return fmt.Errorf("%w: %s", ErrJoinRefused, status.Convert(err).Message())
@@ -295,6 +299,9 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		n.owned[key] = o
 	}
 	o.url, o.fallbacks = r.GetUrl(), r.GetFallbackUrls()
+	if r.GetSeedUrl() != "" && n.full == nil {
+		o.seedURL = r.GetSeedUrl()
+	}
 	n.mu.Unlock()
 	if !known {
 		n.addToSchedule(key, repokey.Host(key))

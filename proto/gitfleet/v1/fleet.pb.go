@@ -746,8 +746,11 @@ type RegisterRequest struct {
 	// Placement weight in standard nodes (disk, bandwidth); 0: hold no repositories of its own.
 	Capacity float64 `protobuf:"fixed64,6,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// Full nodes: the address partial nodes dial to open their tunnel.
-	TunnelAddr    string `protobuf:"bytes,7,opt,name=tunnel_addr,json=tunnelAddr,proto3" json:"tunnel_addr,omitempty"`
-	Version       string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	TunnelAddr string `protobuf:"bytes,7,opt,name=tunnel_addr,json=tunnelAddr,proto3" json:"tunnel_addr,omitempty"`
+	Version    string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	// Full nodes: the base URL of their public git, where partial nodes can
+	// clone a repository that moved to them instead of asking the upstream.
+	PublicUrl     string `protobuf:"bytes,9,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +837,13 @@ func (x *RegisterRequest) GetTunnelAddr() string {
 func (x *RegisterRequest) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetPublicUrl() string {
+	if x != nil {
+		return x.PublicUrl
 	}
 	return ""
 }
@@ -1749,7 +1759,10 @@ type Repo struct {
 	Url          string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
 	FallbackUrls []string               `protobuf:"bytes,3,rep,name=fallback_urls,json=fallbackUrls,proto3" json:"fallback_urls,omitempty"`
 	// Check as soon as possible (new or moved).
-	Urgent        bool `protobuf:"varint,4,opt,name=urgent,proto3" json:"urgent,omitempty"`
+	Urgent bool `protobuf:"varint,4,opt,name=urgent,proto3" json:"urgent,omitempty"`
+	// A copy to clone from before fetching the rest from the upstream (the
+	// full node's, for a repository that moved): it spares the upstream.
+	SeedUrl       string `protobuf:"bytes,5,opt,name=seed_url,json=seedUrl,proto3" json:"seed_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1810,6 +1823,13 @@ func (x *Repo) GetUrgent() bool {
 		return x.Urgent
 	}
 	return false
+}
+
+func (x *Repo) GetSeedUrl() string {
+	if x != nil {
+		return x.SeedUrl
+	}
+	return ""
 }
 
 // Assign gives a node repositories to mirror and keep fresh.
@@ -2226,7 +2246,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
 	"\x13ConfirmPurgeRequest\"0\n" +
 	"\x14ConfirmPurgeResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xfc\x01\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x9b\x02\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"join_token\x18\x01 \x01(\tR\tjoinToken\x12\x17\n" +
@@ -2238,7 +2258,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\bcapacity\x18\x06 \x01(\x01R\bcapacity\x12\x1f\n" +
 	"\vtunnel_addr\x18\a \x01(\tR\n" +
 	"tunnelAddr\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion\"\x80\x01\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x1d\n" +
+	"\n" +
+	"public_url\x18\t \x01(\tR\tpublicUrl\"\x80\x01\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
@@ -2305,12 +2327,13 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"g\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x82\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
 	"\rfallback_urls\x18\x03 \x03(\tR\ffallbackUrls\x12\x16\n" +
-	"\x06urgent\x18\x04 \x01(\bR\x06urgent\"1\n" +
+	"\x06urgent\x18\x04 \x01(\bR\x06urgent\x12\x19\n" +
+	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\"1\n" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\"\x1a\n" +
 	"\x04Drop\x12\x12\n" +
