@@ -15,6 +15,6 @@ func (e *Engine) Len() int { return len(e.keys) }
 
 // Has reports whether key is placed by the engine.
 func (e *Engine) Has(key string) bool {
-	_, ok := e.index.get(e.keys, key)
+	_, _, ok := e.Owner(key)
 	return ok
 }
