@@ -205,7 +205,18 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 				return err
 			}
 			r := repos[missing]
-			if r.State != "failing" || !strings.Contains(r.Error, "not-found") {
+			if r.State != "failing" && r.State != "gone" || !strings.Contains(r.Error, "not-found") {
+				return fmt.Errorf("missing upstream shown as %+v", r)
+			}
+			return nil
+		})
+		// Five "not found" answers in a row: parked as gone (and rechecked daily).
+		eventually(t, 60*time.Second, "missing upstream marked gone", func() error {
+			repos, err := apiRepos(f.base)
+			if err != nil {
+				return err
+			}
+			if r := repos[missing]; r.State != "gone" {
 				return fmt.Errorf("missing upstream shown as %+v", r)
 			}
 			return nil
