@@ -314,6 +314,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	if old != nil && old.Commit() == commit {
 		return nil
 	}
+	began := time.Now() // for the log: how long reading and placing took
 	var next *catalog.Catalog
 	var added, removed, changed []string
 	if old == nil {
@@ -353,7 +354,8 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.dirtyMeta("catalog_commit", commit)
 	c.applyHeld()
 	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
-		"added", len(added), "removed", len(removed), "changed", len(changed))
+		"added", len(added), "removed", len(removed), "changed", len(changed),
+		"took_ms", time.Since(began).Milliseconds())
 	c.signalPersist()
 	return nil
 }
@@ -365,8 +367,10 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	empty := c.engine.Len() == 0
+	added = make([]string, 0, next.Len())
 	next.Keys(func(k string) bool {
-		if !c.engine.Has(k) {
+		if empty || !c.engine.Has(k) {
 			added = append(added, k)
 		}
 		return true
