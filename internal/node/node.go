@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
@@ -76,17 +77,18 @@ type Node struct {
 	id     uint32
 	secret string
 
-	mu        sync.Mutex
-	client    fleetv1.CoordinatorClient // set once connected
-	owned     map[string]*owned         // repositories this node fetches
-	results   map[string]*fleetv1.CheckResult
-	sess      *coordSession // current session (nil when disconnected)
-	tunnels   map[string]context.CancelFunc
-	wakeup    chan struct{}
-	sendNow   chan struct{}
-	digests   map[string]string // key -> digest of the local mirror
-	meta      map[string]*repoMeta
-	metaDirty map[string]bool
+	mu          sync.Mutex
+	client      fleetv1.CoordinatorClient // set once connected
+	owned       map[string]*owned         // repositories this node fetches
+	results     map[string]*fleetv1.CheckResult
+	sess        *coordSession // current session (nil when disconnected)
+	tunnels     map[string]context.CancelFunc
+	wakeup      chan struct{}
+	sendNow     chan struct{}
+	digests     map[string]string // key -> digest of the local mirror
+	meta        map[string]*repoMeta
+	budgetShort atomic.Bool // the budget cannot cover --max-interval
+	metaDirty   map[string]bool
 }
 
 type owned struct {

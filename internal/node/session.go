@@ -261,6 +261,7 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 		for _, r := range m.Assign.GetRepos() {
 			n.assign(r)
 		}
+		n.checkBudget()
 		n.kick()
 	case *fleetv1.CoordinatorMessage_Drop:
 		for _, k := range m.Drop.GetKeys() {
@@ -308,6 +309,25 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	}
 	if r.GetUrgent() && known {
 		n.sched.Urgent(key)
+	}
+}
+
+// checkBudget warns, once each time it becomes true, when the background
+// budget cannot check every repository within --max-interval: the budget
+// wins, and the most overdue repositories are checked first.
+func (n *Node) checkBudget() {
+	if n.cfg.Budget <= 0 || n.cfg.MaxInterval <= 0 {
+		return
+	}
+	n.mu.Lock()
+	repos := len(n.owned)
+	n.mu.Unlock()
+	need := float64(repos) / n.cfg.MaxInterval.Hours()
+	short := need > n.cfg.Budget
+	if short != n.budgetShort.Swap(short) && short {
+		n.log.Warn("the check budget cannot cover --max-interval for every repository",
+			"repos", repos, "max_interval", n.cfg.MaxInterval, "budget_per_hour", n.cfg.Budget,
+			"needed_per_hour", fmt.Sprintf("%.1f", need))
 	}
 }
 
