@@ -398,4 +398,47 @@ func TestAPIEndToEnd(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("purge protection holds a mass removal until an operator confirms it", func(t *testing.T) {
+		f.writeCatalog([]int{0, 1}, "remove most of the catalog") // 4 of the catalog's repositories go
+		var st struct {
+			Commit  string `json:"commit"`
+			Pending *struct {
+				Removed int `json:"removed"`
+			} `json:"pending_purge"`
+		}
+		eventually(t, 30*time.Second, "change held back", func() error {
+			if code := call(t, "GET", api+"/catalog", "", nil, &st); code != 200 || st.Pending == nil {
+				return fmt.Errorf("catalog status %d %+v", code, st)
+			}
+			return nil
+		})
+		if st.Pending.Removed != 3 { // 2, 4, 5 (3 was removed through the API)
+			t.Fatalf("pending removal of %d, want 3", st.Pending.Removed)
+		}
+		if err := f.servedLikeUpstream([]int{2, 4, 5}); err != nil {
+			t.Fatalf("a held-back removal was applied: %v", err)
+		}
+		if code := call(t, "POST", api+"/catalog/confirm-purge", "", nil, nil); code != 401 {
+			t.Fatalf("confirm without a token: %d", code)
+		}
+		if code := call(t, "POST", api+"/catalog/confirm-purge", apiToken, nil, nil); code != 200 {
+			t.Fatalf("confirm: %d", code)
+		}
+		eventually(t, 30*time.Second, "confirmed removal applied", func() error {
+			repos, err := apiRepos(f.base)
+			if err != nil {
+				return err
+			}
+			for _, i := range []int{2, 4, 5} {
+				if _, ok := repos[f.key(i)]; ok {
+					return fmt.Errorf("%s still listed", f.key(i))
+				}
+			}
+			return nil
+		})
+		if code := call(t, "POST", api+"/catalog/confirm-purge", apiToken, nil, nil); code != 409 {
+			t.Fatalf("a second confirmation: %d, want 409", code)
+		}
+	})
 }

@@ -52,6 +52,30 @@ type Backend interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// Known tells whether key is mirrored.
 	Known(key string) bool
+	// Catalog describes the catalog the coordinator applied, and a change
+	// held back because it would remove too many repositories at once.
+	Catalog(ctx context.Context) (CatalogStatus, error)
+	// ConfirmPurge applies the held-back change; an error wrapping
+	// ErrNothingPending gives 409.
+	ConfirmPurge(ctx context.Context) (string, error)
+}
+
+// ErrNothingPending: no catalog change is waiting for confirmation.
+var ErrNothingPending = errors.New("no catalog change is waiting for confirmation")
+
+// CatalogStatus is the state of the catalog.
+type CatalogStatus struct {
+	Commit   string        `json:"commit"`
+	Repos    int           `json:"repos"`
+	Problems int           `json:"problems"`
+	Pending  *PendingPurge `json:"pending_purge"`
+}
+
+// PendingPurge is a catalog change held back until an operator confirms it.
+type PendingPurge struct {
+	Commit  string `json:"commit"`
+	Removed int    `json:"removed"`
+	Total   int    `json:"total"`
 }
 
 // RepoFilter selects repositories. Zero values match everything.
@@ -225,6 +249,10 @@ func (s *Server) routes() {
 	m.HandleFunc("/api/v1/nodes", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/events", s.streamEvents)
 	m.HandleFunc("/api/v1/events", methodNotAllowed("GET"))
+	m.HandleFunc("GET /api/v1/catalog", s.catalog)
+	m.HandleFunc("/api/v1/catalog", methodNotAllowed("GET"))
+	m.HandleFunc("POST /api/v1/catalog/confirm-purge", s.confirmPurge)
+	m.HandleFunc("/api/v1/catalog/confirm-purge", methodNotAllowed("POST"))
 	m.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	m.HandleFunc("/api/v1/openapi.json", methodNotAllowed("GET"))
 	for _, h := range hosts {

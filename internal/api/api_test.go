@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -417,8 +419,8 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	slices.Sort(documented)
 	routes := []string{
-		"DELETE /api/v1/repos/{key}", "GET /api/v1/events", "GET /api/v1/nodes", "GET /api/v1/openapi.json",
-		"GET /api/v1/repos", "GET /api/v1/repos/{key}", "GET /api/v1/tasks/{id}", "POST /api/v1/repos",
+		"DELETE /api/v1/repos/{key}", "GET /api/v1/catalog", "GET /api/v1/events", "GET /api/v1/nodes", "GET /api/v1/openapi.json",
+		"GET /api/v1/repos", "GET /api/v1/repos/{key}", "GET /api/v1/tasks/{id}", "POST /api/v1/catalog/confirm-purge", "POST /api/v1/repos",
 		"POST /api/v1/repos/{key}/fetch", "POST /hooks/gitee", "POST /hooks/github", "POST /hooks/gitlab",
 	}
 	if !slices.Equal(documented, routes) {
@@ -440,5 +442,51 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		if resp.StatusCode == http.StatusMethodNotAllowed || strings.HasPrefix(body.Error, "no such endpoint") {
 			t.Errorf("%s: documented but not served (%d %s)", op, resp.StatusCode, body.Error)
 		}
+	}
+}
+
+func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
+	b := newFakeBackend()
+	b.pending = &PendingPurge{Commit: "abc", Removed: 40, Total: 100}
+	srv := httptest.NewServer(New(Config{Token: "t"}, b, NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	defer srv.Close()
+	get := func() CatalogStatus {
+		resp, err := http.Get(srv.URL + "/api/v1/catalog")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st CatalogStatus
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := get(); st.Pending == nil || st.Pending.Removed != 40 {
+		t.Fatalf("status %+v", st)
+	}
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/catalog/confirm-purge", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", code)
+	}
+	if code := post("t"); code != http.StatusOK {
+		t.Fatalf("confirm: %d", code)
+	}
+	if st := get(); st.Pending != nil {
+		t.Fatalf("still pending: %+v", st)
+	}
+	if code := post("t"); code != http.StatusConflict {
+		t.Fatalf("nothing pending: %d", code)
 	}
 }

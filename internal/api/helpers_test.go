@@ -34,6 +34,23 @@ type fakeBackend struct {
 	startErr error
 	// onStart, when set, runs inside StartFetch (e.g. to report on the task).
 	onStart func(key, id string)
+	pending *PendingPurge // a held-back catalog change
+}
+
+func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending}, nil
+}
+
+func (b *fakeBackend) ConfirmPurge(context.Context) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending == nil {
+		return "", ErrNothingPending
+	}
+	b.pending = nil
+	return "applied", nil
 }
 
 type addCall struct {

@@ -322,3 +322,27 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string][]Node{"nodes": nodes})
 }
+
+func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
+	st, err := s.b.Catalog(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	msg, err := s.b.ConfirmPurge(r.Context())
+	switch {
+	case errors.Is(err, ErrNothingPending):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "cannot confirm now: "+err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"message": msg})
+	}
+}

@@ -233,3 +233,21 @@ func (c *Coordinator) loadOverlay(ctx context.Context) error {
 		return nil
 	})
 }
+
+// CatalogStatus describes the applied catalog and a held-back change.
+func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatusRequest) (*fleetv1.CatalogStatusResponse, error) {
+	if _, err := c.authFull(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len())}
+	if c.cat != nil {
+		resp.Commit = c.cat.Commit()
+		resp.Problems = uint32(c.problems)
+	}
+	if p := c.purge; p != nil {
+		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)
+	}
+	return resp, nil
+}

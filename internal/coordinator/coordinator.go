@@ -79,6 +79,7 @@ type Coordinator struct {
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
 	purge                   *pendingPurge
+	problems                int // catalog entries skipped
 	// restoredRepos is how many repositories the store held at start.
 	restoredRepos int
 	overlay       map[string]overlay // API additions and removals
@@ -331,11 +332,13 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 		}
 		added, removed, changed = deltaKeys(delta)
 	}
-	for _, p := range next.Problems() {
+	problems := next.Problems()
+	for _, p := range problems {
 		c.log.Warn("catalog entry skipped", "problem", p.String())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	removed = c.effectiveRemovals(removed)
 	total := c.engine.Len()
 	if old == nil && c.restoredRepos == 0 {
 		total = 0 // a first load removes nothing
@@ -350,6 +353,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	}
 	c.purge = nil
 	c.cat = next
+	c.problems = len(problems)
 	c.applyChange(added, removed, changed)
 	c.dirtyMeta("catalog_commit", commit)
 	c.applyHeld()
@@ -384,6 +388,20 @@ func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []st
 		}
 	})
 	return added, removed
+}
+
+// effectiveRemovals keeps the keys whose removal from the catalog would
+// remove a mirrored repository (not those added through the API, nor those
+// already gone). Caller holds c.mu.
+func (c *Coordinator) effectiveRemovals(keys []string) []string {
+	out := keys[:0:0]
+	for _, k := range keys {
+		if ov, ok := c.overlay[k]; ok && !ov.Removed || !c.engine.Has(k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // deltaKeys turns a catalog delta into keys.

@@ -419,3 +419,33 @@ func (p *printer) event(data string) error {
 	_, err := fmt.Fprintf(p.w, "%s  %s  %s  %s\n", ev.Time.UTC().Format(time.RFC3339), ev.Key, ev.Ref, change)
 	return err
 }
+
+func catalogStatus(ctx context.Context, c *client, out *printer) error {
+	var st api.CatalogStatus
+	data, err := c.getJSON(ctx, "/api/v1/catalog", &st)
+	if err != nil {
+		return err
+	}
+	if out.json {
+		return out.raw(data)
+	}
+	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", st.Commit, st.Repos, st.Problems)
+	if p := st.Pending; p != nil {
+		fmt.Fprintf(out.w, "HELD BACK: commit %s would remove %d of %d repositories; run `gitfleet ctl confirm-purge` to apply it\n", p.Commit, p.Removed, p.Total)
+	}
+	return nil
+}
+
+func confirmPurge(ctx context.Context, c *client, out *printer) error {
+	_, data, err := c.call(ctx, http.MethodPost, "/api/v1/catalog/confirm-purge", nil)
+	if err != nil {
+		return err
+	}
+	if out.json {
+		return out.raw(data)
+	}
+	var r struct{ Message string }
+	_ = json.Unmarshal(data, &r)
+	fmt.Fprintln(out.w, r.Message)
+	return nil
+}

@@ -33,6 +33,8 @@ commands:
   fetch KEY|URL [--wait]      check a repository now; --wait follows the check
   nodes                       list the fleet's nodes
   events                      follow ref updates as they become servable
+  catalog                     the applied catalog and a change held back by purge protection
+  confirm-purge               apply the held-back catalog change
 
 The server and token come from --server/--token, else GITFLEET_SERVER and
 GITFLEET_TOKEN, else the config file (YAML with keys server and token;
@@ -170,6 +172,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 			return err
 		}
 		return events(ctx, c, out, stderr)
+	case "catalog":
+		if err := nargs(0, "no arguments"); err != nil {
+			return err
+		}
+		return catalogStatus(ctx, c, out)
+	case "confirm-purge":
+		if err := nargs(0, "no arguments"); err != nil {
+			return err
+		}
+		return confirmPurge(ctx, c, out)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}

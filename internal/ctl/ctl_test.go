@@ -88,6 +88,12 @@ func (b *backend) StartFetch(_ context.Context, key, id string) error {
 
 func (b *backend) Nodes(context.Context) ([]api.Node, error) { return b.nodes, nil }
 
+func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
+	return api.CatalogStatus{Commit: "c0ffee", Repos: 3}, nil
+}
+
+func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
+
 func (b *backend) Known(key string) bool {
 	_, ok := b.GetRepo(key)
 	return ok

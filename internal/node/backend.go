@@ -208,6 +208,37 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 	return out, nil
 }
 
+func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
+	client, ctx, err := b.coordinator(ctx)
+	if err != nil {
+		return api.CatalogStatus{}, err
+	}
+	resp, err := client.CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
+	if err != nil {
+		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems())}
+	if resp.GetPendingCommit() != "" {
+		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal())}
+	}
+	return st, nil
+}
+
+func (b *backend) ConfirmPurge(ctx context.Context) (string, error) {
+	client, ctx, err := b.coordinator(ctx)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.ConfirmPurge(ctx, &fleetv1.ConfirmPurgeRequest{})
+	if status.Code(err) == codes.FailedPrecondition {
+		return "", api.ErrNothingPending
+	}
+	if err != nil {
+		return "", fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	return resp.GetMessage(), nil
+}
+
 func modeName(m fleetv1.Mode) string {
 	switch m {
 	case fleetv1.Mode_MODE_FULL:

@@ -78,6 +78,127 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
 }
 
+type CatalogStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogStatusRequest) Reset() {
+	*x = CatalogStatusRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogStatusRequest) ProtoMessage() {}
+
+func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogStatusRequest.ProtoReflect.Descriptor instead.
+func (*CatalogStatusRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+}
+
+type CatalogStatusResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Commit   string                 `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Repos    uint32                 `protobuf:"varint,2,opt,name=repos,proto3" json:"repos,omitempty"`
+	Problems uint32                 `protobuf:"varint,3,opt,name=problems,proto3" json:"problems,omitempty"`
+	// A change held back by purge protection (empty commit: none).
+	PendingCommit  string `protobuf:"bytes,4,opt,name=pending_commit,json=pendingCommit,proto3" json:"pending_commit,omitempty"`
+	PendingRemoved uint32 `protobuf:"varint,5,opt,name=pending_removed,json=pendingRemoved,proto3" json:"pending_removed,omitempty"`
+	PendingTotal   uint32 `protobuf:"varint,6,opt,name=pending_total,json=pendingTotal,proto3" json:"pending_total,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CatalogStatusResponse) Reset() {
+	*x = CatalogStatusResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogStatusResponse) ProtoMessage() {}
+
+func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogStatusResponse.ProtoReflect.Descriptor instead.
+func (*CatalogStatusResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CatalogStatusResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetRepos() uint32 {
+	if x != nil {
+		return x.Repos
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetProblems() uint32 {
+	if x != nil {
+		return x.Problems
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetPendingCommit() string {
+	if x != nil {
+		return x.PendingCommit
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetPendingRemoved() uint32 {
+	if x != nil {
+		return x.PendingRemoved
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetPendingTotal() uint32 {
+	if x != nil {
+		return x.PendingTotal
+	}
+	return 0
+}
+
 type AddRepoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
@@ -88,7 +209,7 @@ type AddRepoRequest struct {
 
 func (x *AddRepoRequest) Reset() {
 	*x = AddRepoRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +221,7 @@ func (x *AddRepoRequest) String() string {
 func (*AddRepoRequest) ProtoMessage() {}
 
 func (x *AddRepoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +234,7 @@ func (x *AddRepoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRepoRequest.ProtoReflect.Descriptor instead.
 func (*AddRepoRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AddRepoRequest) GetUrl() string {
@@ -140,7 +261,7 @@ type AddRepoResponse struct {
 
 func (x *AddRepoResponse) Reset() {
 	*x = AddRepoResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +273,7 @@ func (x *AddRepoResponse) String() string {
 func (*AddRepoResponse) ProtoMessage() {}
 
 func (x *AddRepoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +286,7 @@ func (x *AddRepoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRepoResponse.ProtoReflect.Descriptor instead.
 func (*AddRepoResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AddRepoResponse) GetKey() string {
@@ -191,7 +312,7 @@ type RemoveRepoRequest struct {
 
 func (x *RemoveRepoRequest) Reset() {
 	*x = RemoveRepoRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +324,7 @@ func (x *RemoveRepoRequest) String() string {
 func (*RemoveRepoRequest) ProtoMessage() {}
 
 func (x *RemoveRepoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +337,7 @@ func (x *RemoveRepoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRepoRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRepoRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RemoveRepoRequest) GetKey() string {
@@ -234,7 +355,7 @@ type RemoveRepoResponse struct {
 
 func (x *RemoveRepoResponse) Reset() {
 	*x = RemoveRepoResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +367,7 @@ func (x *RemoveRepoResponse) String() string {
 func (*RemoveRepoResponse) ProtoMessage() {}
 
 func (x *RemoveRepoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +380,7 @@ func (x *RemoveRepoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRepoResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRepoResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
 }
 
 type FetchNowRequest struct {
@@ -272,7 +393,7 @@ type FetchNowRequest struct {
 
 func (x *FetchNowRequest) Reset() {
 	*x = FetchNowRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +405,7 @@ func (x *FetchNowRequest) String() string {
 func (*FetchNowRequest) ProtoMessage() {}
 
 func (x *FetchNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +418,7 @@ func (x *FetchNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchNowRequest.ProtoReflect.Descriptor instead.
 func (*FetchNowRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchNowRequest) GetKey() string {
@@ -323,7 +444,7 @@ type FetchNowResponse struct {
 
 func (x *FetchNowResponse) Reset() {
 	*x = FetchNowResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +456,7 @@ func (x *FetchNowResponse) String() string {
 func (*FetchNowResponse) ProtoMessage() {}
 
 func (x *FetchNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +469,7 @@ func (x *FetchNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchNowResponse.ProtoReflect.Descriptor instead.
 func (*FetchNowResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchNowResponse) GetOwner() uint32 {
@@ -366,7 +487,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +499,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +512,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 type NodeTransition struct {
@@ -405,7 +526,7 @@ type NodeTransition struct {
 
 func (x *NodeTransition) Reset() {
 	*x = NodeTransition{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +538,7 @@ func (x *NodeTransition) String() string {
 func (*NodeTransition) ProtoMessage() {}
 
 func (x *NodeTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +551,7 @@ func (x *NodeTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTransition.ProtoReflect.Descriptor instead.
 func (*NodeTransition) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeTransition) GetFrom() string {
@@ -476,7 +597,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +609,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +622,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeInfo) GetId() uint32 {
@@ -613,7 +734,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +746,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +759,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeInfo {
@@ -663,7 +784,7 @@ type ConfirmPurgeRequest struct {
 
 func (x *ConfirmPurgeRequest) Reset() {
 	*x = ConfirmPurgeRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +796,7 @@ func (x *ConfirmPurgeRequest) String() string {
 func (*ConfirmPurgeRequest) ProtoMessage() {}
 
 func (x *ConfirmPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +809,7 @@ func (x *ConfirmPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmPurgeRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 type ConfirmPurgeResponse struct {
@@ -700,7 +821,7 @@ type ConfirmPurgeResponse struct {
 
 func (x *ConfirmPurgeResponse) Reset() {
 	*x = ConfirmPurgeResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +833,7 @@ func (x *ConfirmPurgeResponse) String() string {
 func (*ConfirmPurgeResponse) ProtoMessage() {}
 
 func (x *ConfirmPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +846,7 @@ func (x *ConfirmPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmPurgeResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfirmPurgeResponse) GetMessage() string {
@@ -757,7 +878,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +890,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +903,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterRequest) GetJoinToken() string {
@@ -859,7 +980,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +992,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1005,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterResponse) GetNodeId() uint32 {
@@ -923,7 +1044,7 @@ type NodeMessage struct {
 
 func (x *NodeMessage) Reset() {
 	*x = NodeMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1056,7 @@ func (x *NodeMessage) String() string {
 func (*NodeMessage) ProtoMessage() {}
 
 func (x *NodeMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1069,7 @@ func (x *NodeMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMessage.ProtoReflect.Descriptor instead.
 func (*NodeMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeMessage) GetMsg() isNodeMessage_Msg {
@@ -1032,7 +1153,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1165,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1178,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Hello) GetNodeId() uint32 {
@@ -1086,7 +1207,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1219,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1232,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Inventory) GetRepos() []*HeldRepo {
@@ -1138,7 +1259,7 @@ type HeldRepo struct {
 
 func (x *HeldRepo) Reset() {
 	*x = HeldRepo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1271,7 @@ func (x *HeldRepo) String() string {
 func (*HeldRepo) ProtoMessage() {}
 
 func (x *HeldRepo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1284,7 @@ func (x *HeldRepo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldRepo.ProtoReflect.Descriptor instead.
 func (*HeldRepo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeldRepo) GetKey() string {
@@ -1195,7 +1316,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1328,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1341,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetDiskUsedBytes() uint64 {
@@ -1274,7 +1395,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1407,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1420,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Results) GetResults() []*CheckResult {
@@ -1333,7 +1454,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1466,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1479,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckResult) GetKey() string {
@@ -1463,7 +1584,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1596,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1609,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CoordinatorMessage) GetMsg() isCoordinatorMessage_Msg {
@@ -1622,7 +1743,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1755,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1768,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -1704,7 +1825,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1837,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1850,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -1769,7 +1890,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1902,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1915,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Repo) GetKey() string {
@@ -1842,7 +1963,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1975,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1988,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -1887,7 +2008,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2020,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2033,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -1932,7 +2053,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2065,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2078,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -1996,7 +2117,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2129,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2142,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RepoState) GetKey() string {
@@ -2117,7 +2238,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2250,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2263,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -2162,7 +2283,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2295,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2308,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -2201,7 +2322,15 @@ var File_gitfleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\x9a\x01\n" +
+	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\x16\n" +
+	"\x14CatalogStatusRequest\"\xd6\x01\n" +
+	"\x15CatalogStatusResponse\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
+	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
+	"\bproblems\x18\x03 \x01(\rR\bproblems\x12%\n" +
+	"\x0epending_commit\x18\x04 \x01(\tR\rpendingCommit\x12'\n" +
+	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
+	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\"\x9a\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x1a8\n" +
@@ -2368,7 +2497,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_PARTIAL\x10\x01\x12\r\n" +
-	"\tMODE_FULL\x10\x022\x9f\x04\n" +
+	"\tMODE_FULL\x10\x022\xf7\x04\n" +
 	"\vCoordinator\x12G\n" +
 	"\bRegister\x12\x1c.gitfleet.v1.RegisterRequest\x1a\x1d.gitfleet.v1.RegisterResponse\x12H\n" +
 	"\aSession\x12\x18.gitfleet.v1.NodeMessage\x1a\x1f.gitfleet.v1.CoordinatorMessage(\x010\x01\x12D\n" +
@@ -2377,7 +2506,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"RemoveRepo\x12\x1e.gitfleet.v1.RemoveRepoRequest\x1a\x1f.gitfleet.v1.RemoveRepoResponse\x12G\n" +
 	"\bFetchNow\x12\x1c.gitfleet.v1.FetchNowRequest\x1a\x1d.gitfleet.v1.FetchNowResponse\x12J\n" +
 	"\tListNodes\x12\x1d.gitfleet.v1.ListNodesRequest\x1a\x1e.gitfleet.v1.ListNodesResponse\x12S\n" +
-	"\fConfirmPurge\x12 .gitfleet.v1.ConfirmPurgeRequest\x1a!.gitfleet.v1.ConfirmPurgeResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
+	"\fConfirmPurge\x12 .gitfleet.v1.ConfirmPurgeRequest\x1a!.gitfleet.v1.ConfirmPurgeResponse\x12V\n" +
+	"\rCatalogStatus\x12!.gitfleet.v1.CatalogStatusRequest\x1a\".gitfleet.v1.CatalogStatusResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_gitfleet_v1_fleet_proto_rawDescOnce sync.Once
@@ -2392,81 +2522,85 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
-	(Mode)(0),                    // 0: gitfleet.v1.Mode
-	(*AddRepoRequest)(nil),       // 1: gitfleet.v1.AddRepoRequest
-	(*AddRepoResponse)(nil),      // 2: gitfleet.v1.AddRepoResponse
-	(*RemoveRepoRequest)(nil),    // 3: gitfleet.v1.RemoveRepoRequest
-	(*RemoveRepoResponse)(nil),   // 4: gitfleet.v1.RemoveRepoResponse
-	(*FetchNowRequest)(nil),      // 5: gitfleet.v1.FetchNowRequest
-	(*FetchNowResponse)(nil),     // 6: gitfleet.v1.FetchNowResponse
-	(*ListNodesRequest)(nil),     // 7: gitfleet.v1.ListNodesRequest
-	(*NodeTransition)(nil),       // 8: gitfleet.v1.NodeTransition
-	(*NodeInfo)(nil),             // 9: gitfleet.v1.NodeInfo
-	(*ListNodesResponse)(nil),    // 10: gitfleet.v1.ListNodesResponse
-	(*ConfirmPurgeRequest)(nil),  // 11: gitfleet.v1.ConfirmPurgeRequest
-	(*ConfirmPurgeResponse)(nil), // 12: gitfleet.v1.ConfirmPurgeResponse
-	(*RegisterRequest)(nil),      // 13: gitfleet.v1.RegisterRequest
-	(*RegisterResponse)(nil),     // 14: gitfleet.v1.RegisterResponse
-	(*NodeMessage)(nil),          // 15: gitfleet.v1.NodeMessage
-	(*Hello)(nil),                // 16: gitfleet.v1.Hello
-	(*Inventory)(nil),            // 17: gitfleet.v1.Inventory
-	(*HeldRepo)(nil),             // 18: gitfleet.v1.HeldRepo
-	(*Heartbeat)(nil),            // 19: gitfleet.v1.Heartbeat
-	(*Results)(nil),              // 20: gitfleet.v1.Results
-	(*CheckResult)(nil),          // 21: gitfleet.v1.CheckResult
-	(*CoordinatorMessage)(nil),   // 22: gitfleet.v1.CoordinatorMessage
-	(*TaskDone)(nil),             // 23: gitfleet.v1.TaskDone
-	(*Welcome)(nil),              // 24: gitfleet.v1.Welcome
-	(*Repo)(nil),                 // 25: gitfleet.v1.Repo
-	(*Assign)(nil),               // 26: gitfleet.v1.Assign
-	(*Drop)(nil),                 // 27: gitfleet.v1.Drop
-	(*CheckNow)(nil),             // 28: gitfleet.v1.CheckNow
-	(*RepoState)(nil),            // 29: gitfleet.v1.RepoState
-	(*RepoStates)(nil),           // 30: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),          // 31: gitfleet.v1.RepoRemoved
-	nil,                          // 32: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                          // 33: gitfleet.v1.RepoState.AttrsEntry
+	(Mode)(0),                     // 0: gitfleet.v1.Mode
+	(*CatalogStatusRequest)(nil),  // 1: gitfleet.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil), // 2: gitfleet.v1.CatalogStatusResponse
+	(*AddRepoRequest)(nil),        // 3: gitfleet.v1.AddRepoRequest
+	(*AddRepoResponse)(nil),       // 4: gitfleet.v1.AddRepoResponse
+	(*RemoveRepoRequest)(nil),     // 5: gitfleet.v1.RemoveRepoRequest
+	(*RemoveRepoResponse)(nil),    // 6: gitfleet.v1.RemoveRepoResponse
+	(*FetchNowRequest)(nil),       // 7: gitfleet.v1.FetchNowRequest
+	(*FetchNowResponse)(nil),      // 8: gitfleet.v1.FetchNowResponse
+	(*ListNodesRequest)(nil),      // 9: gitfleet.v1.ListNodesRequest
+	(*NodeTransition)(nil),        // 10: gitfleet.v1.NodeTransition
+	(*NodeInfo)(nil),              // 11: gitfleet.v1.NodeInfo
+	(*ListNodesResponse)(nil),     // 12: gitfleet.v1.ListNodesResponse
+	(*ConfirmPurgeRequest)(nil),   // 13: gitfleet.v1.ConfirmPurgeRequest
+	(*ConfirmPurgeResponse)(nil),  // 14: gitfleet.v1.ConfirmPurgeResponse
+	(*RegisterRequest)(nil),       // 15: gitfleet.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 16: gitfleet.v1.RegisterResponse
+	(*NodeMessage)(nil),           // 17: gitfleet.v1.NodeMessage
+	(*Hello)(nil),                 // 18: gitfleet.v1.Hello
+	(*Inventory)(nil),             // 19: gitfleet.v1.Inventory
+	(*HeldRepo)(nil),              // 20: gitfleet.v1.HeldRepo
+	(*Heartbeat)(nil),             // 21: gitfleet.v1.Heartbeat
+	(*Results)(nil),               // 22: gitfleet.v1.Results
+	(*CheckResult)(nil),           // 23: gitfleet.v1.CheckResult
+	(*CoordinatorMessage)(nil),    // 24: gitfleet.v1.CoordinatorMessage
+	(*TaskDone)(nil),              // 25: gitfleet.v1.TaskDone
+	(*Welcome)(nil),               // 26: gitfleet.v1.Welcome
+	(*Repo)(nil),                  // 27: gitfleet.v1.Repo
+	(*Assign)(nil),                // 28: gitfleet.v1.Assign
+	(*Drop)(nil),                  // 29: gitfleet.v1.Drop
+	(*CheckNow)(nil),              // 30: gitfleet.v1.CheckNow
+	(*RepoState)(nil),             // 31: gitfleet.v1.RepoState
+	(*RepoStates)(nil),            // 32: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),           // 33: gitfleet.v1.RepoRemoved
+	nil,                           // 34: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                           // 35: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	32, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	34, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
-	8,  // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
-	9,  // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
+	10, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
+	11, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
 	0,  // 4: gitfleet.v1.RegisterRequest.mode:type_name -> gitfleet.v1.Mode
-	16, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
-	17, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
-	19, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
-	20, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
-	18, // 9: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
-	21, // 10: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	24, // 11: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	26, // 12: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	27, // 13: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	28, // 14: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	30, // 15: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	31, // 16: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	23, // 17: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	25, // 18: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	33, // 19: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	29, // 20: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	13, // 21: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	15, // 22: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	1,  // 23: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	3,  // 24: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	5,  // 25: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	7,  // 26: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	11, // 27: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	14, // 28: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	22, // 29: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	2,  // 30: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	4,  // 31: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	6,  // 32: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	10, // 33: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	12, // 34: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
+	18, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
+	19, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
+	21, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
+	22, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
+	20, // 9: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
+	23, // 10: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
+	26, // 11: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	28, // 12: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	29, // 13: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	30, // 14: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	32, // 15: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	33, // 16: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	25, // 17: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	27, // 18: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	35, // 19: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	31, // 20: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	15, // 21: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	17, // 22: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	3,  // 23: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	5,  // 24: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	7,  // 25: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	9,  // 26: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	13, // 27: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	1,  // 28: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	16, // 29: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	24, // 30: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	4,  // 31: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	6,  // 32: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	8,  // 33: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	12, // 34: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	14, // 35: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	2,  // 36: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -2477,13 +2611,13 @@ func file_gitfleet_v1_fleet_proto_init() {
 	if File_gitfleet_v1_fleet_proto != nil {
 		return
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[14].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[16].OneofWrappers = []any{
 		(*NodeMessage_Hello)(nil),
 		(*NodeMessage_Inventory)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Results)(nil),
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[21].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[23].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Assign)(nil),
 		(*CoordinatorMessage_Drop)(nil),
@@ -2498,7 +2632,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

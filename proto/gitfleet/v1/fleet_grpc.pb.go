@@ -27,13 +27,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Coordinator_Register_FullMethodName     = "/gitfleet.v1.Coordinator/Register"
-	Coordinator_Session_FullMethodName      = "/gitfleet.v1.Coordinator/Session"
-	Coordinator_AddRepo_FullMethodName      = "/gitfleet.v1.Coordinator/AddRepo"
-	Coordinator_RemoveRepo_FullMethodName   = "/gitfleet.v1.Coordinator/RemoveRepo"
-	Coordinator_FetchNow_FullMethodName     = "/gitfleet.v1.Coordinator/FetchNow"
-	Coordinator_ListNodes_FullMethodName    = "/gitfleet.v1.Coordinator/ListNodes"
-	Coordinator_ConfirmPurge_FullMethodName = "/gitfleet.v1.Coordinator/ConfirmPurge"
+	Coordinator_Register_FullMethodName      = "/gitfleet.v1.Coordinator/Register"
+	Coordinator_Session_FullMethodName       = "/gitfleet.v1.Coordinator/Session"
+	Coordinator_AddRepo_FullMethodName       = "/gitfleet.v1.Coordinator/AddRepo"
+	Coordinator_RemoveRepo_FullMethodName    = "/gitfleet.v1.Coordinator/RemoveRepo"
+	Coordinator_FetchNow_FullMethodName      = "/gitfleet.v1.Coordinator/FetchNow"
+	Coordinator_ListNodes_FullMethodName     = "/gitfleet.v1.Coordinator/ListNodes"
+	Coordinator_ConfirmPurge_FullMethodName  = "/gitfleet.v1.Coordinator/ConfirmPurge"
+	Coordinator_CatalogStatus_FullMethodName = "/gitfleet.v1.Coordinator/CatalogStatus"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -54,6 +55,8 @@ type CoordinatorClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	// ConfirmPurge applies a held-back catalog change that removes many repositories.
 	ConfirmPurge(ctx context.Context, in *ConfirmPurgeRequest, opts ...grpc.CallOption) (*ConfirmPurgeResponse, error)
+	// CatalogStatus describes the applied catalog and a held-back change.
+	CatalogStatus(ctx context.Context, in *CatalogStatusRequest, opts ...grpc.CallOption) (*CatalogStatusResponse, error)
 }
 
 type coordinatorClient struct {
@@ -137,6 +140,16 @@ func (c *coordinatorClient) ConfirmPurge(ctx context.Context, in *ConfirmPurgeRe
 	return out, nil
 }
 
+func (c *coordinatorClient) CatalogStatus(ctx context.Context, in *CatalogStatusRequest, opts ...grpc.CallOption) (*CatalogStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CatalogStatusResponse)
+	err := c.cc.Invoke(ctx, Coordinator_CatalogStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -155,6 +168,8 @@ type CoordinatorServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	// ConfirmPurge applies a held-back catalog change that removes many repositories.
 	ConfirmPurge(context.Context, *ConfirmPurgeRequest) (*ConfirmPurgeResponse, error)
+	// CatalogStatus describes the applied catalog and a held-back change.
+	CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -185,6 +200,9 @@ func (UnimplementedCoordinatorServer) ListNodes(context.Context, *ListNodesReque
 }
 func (UnimplementedCoordinatorServer) ConfirmPurge(context.Context, *ConfirmPurgeRequest) (*ConfirmPurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfirmPurge not implemented")
+}
+func (UnimplementedCoordinatorServer) CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CatalogStatus not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -322,6 +340,24 @@ func _Coordinator_ConfirmPurge_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_CatalogStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CatalogStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).CatalogStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_CatalogStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).CatalogStatus(ctx, req.(*CatalogStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,6 +388,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConfirmPurge",
 			Handler:    _Coordinator_ConfirmPurge_Handler,
+		},
+		{
+			MethodName: "CatalogStatus",
+			Handler:    _Coordinator_CatalogStatus_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
