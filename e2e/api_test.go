@@ -419,6 +419,15 @@ func TestAPIEndToEnd(t *testing.T) {
 		if err := f.servedLikeUpstream([]int{2, 4, 5}); err != nil {
 			t.Fatalf("a held-back removal was applied: %v", err)
 		}
+		resp, err := http.Get(f.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(metrics), "gitfleet_catalog_purge_pending 1") {
+			t.Fatalf("metrics do not show the held-back change:\n%s", metrics)
+		}
 		if code := call(t, "POST", api+"/catalog/confirm-purge", "", nil, nil); code != 401 {
 			t.Fatalf("confirm without a token: %d", code)
 		}

@@ -290,6 +290,7 @@ func (f *fullNode) publicHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /metrics", f.metrics)
 	mux.Handle("/api/", f.api)
 	mux.Handle("/hooks/", f.api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
