@@ -87,6 +87,11 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if ncfg.HostLimits, err = parseHostLimits(cfg.HostLimit); err != nil {
 		return err
 	}
+	if cfg.DiskQuota != "" {
+		if ncfg.DiskQuota, err = config.ParseBytes(cfg.DiskQuota); err != nil {
+			return fmt.Errorf("--disk-quota: %w", err)
+		}
+	}
 	n, err := node.New(ncfg, log, clock.Real{})
 	if err != nil {
 		return err

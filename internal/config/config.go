@@ -41,6 +41,7 @@ type Config struct {
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
+	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use, e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`
 	HostLimit             string        `name:"host-limit" help:"node: per-host check limits, e.g. github.com=5000/h,gitee.com=600/h"`
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`

@@ -153,6 +153,17 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 		case *fleetv1.NodeMessage_Inventory:
 			c.inventory(id, s, m.Inventory)
 			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
+		case *fleetv1.NodeMessage_HandBack:
+			var keys []string
+			for _, k := range m.HandBack.GetKeys() {
+				if c.engine.Has(k) {
+					keys = append(keys, k)
+				}
+			}
+			c.log.Info("node handed repositories back: its disk is full", "node", id, "repos", len(keys))
+			c.engine.HandBack(id, keys...)
+			c.placeDirty = true
+			c.decide()
 		case *fleetv1.NodeMessage_Results:
 			for _, r := range m.Results.GetResults() {
 				c.result(id, r)

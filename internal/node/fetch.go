@@ -66,6 +66,22 @@ func (n *Node) check(ctx context.Context, key string) {
 		n.sched.Done(key, schedule.Outcome{})
 		return
 	}
+	if !n.mirror.Has(key) && n.full == nil {
+		release, ok := n.reserveClone()
+		if !ok {
+			// No room for another mirror: hand it back rather than fill the disk.
+			n.log.Warn("disk full: handing the repository back to the coordinator", "key", key)
+			n.mu.Lock()
+			delete(n.owned, key)
+			n.handBack = append(n.handBack, key)
+			n.mu.Unlock()
+			n.sched.Done(key, schedule.Outcome{})
+			n.sched.Remove(key)
+			n.sendSoon()
+			return
+		}
+		defer release()
+	}
 	start := n.clk.Now()
 	seeded := false
 	if seed != "" && !n.mirror.Has(key) {

@@ -49,7 +49,13 @@ type Config struct {
 	MinInterval time.Duration
 	Policy      string
 	HostLimits  map[string]float64 // checks per hour by host
-	GitTimeout  time.Duration
+	// DiskQuota, when set, is the space the node may use for mirrors (its
+	// usage is then the size of <data>/repos); otherwise the file system's.
+	DiskQuota int64
+	// DiskHighWater is the share of the disk above which the node takes no
+	// new clones and hands them back (default 0.85).
+	DiskHighWater float64
+	GitTimeout    time.Duration
 	// Full nodes.
 	HTTPAddr        string // public git + API
 	TunnelAddr      string // where partial nodes dial in
@@ -87,7 +93,13 @@ type Node struct {
 	sendNow     chan struct{}
 	digests     map[string]string // key -> digest of the local mirror
 	meta        map[string]*repoMeta
-	budgetShort atomic.Bool // the budget cannot cover --max-interval
+	budgetShort atomic.Bool  // the budget cannot cover --max-interval
+	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
+	handBack    []string     // keys to hand back on the session
+	diskMu      sync.Mutex
+	diskAt      time.Time // when diskUsed was measured
+	diskUsed    uint64
+	cloning     int // clones under way (guarded by diskMu)
 	metaDirty   map[string]bool
 }
 
@@ -114,6 +126,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	if cfg.Fetchers <= 0 {
 		cfg.Fetchers = 10
+	}
+	if cfg.DiskHighWater <= 0 || cfg.DiskHighWater > 1 {
+		cfg.DiskHighWater = 0.85
 	}
 	if cfg.GitTimeout <= 0 {
 		cfg.GitTimeout = 30 * time.Minute

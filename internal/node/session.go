@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -100,6 +99,7 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 		}
 		return fmt.Errorf("register: %w", err)
 	}
+	n.heartbeatMs.Store(resp.GetHeartbeatIntervalMs())
 	if resp.GetNodeSecret() != "" || resp.GetNodeId() != n.id {
 		n.mu.Lock()
 		n.id, n.secret = resp.GetNodeId(), resp.GetNodeSecret()
@@ -174,7 +174,10 @@ func (n *Node) sendInventory(stream fleetv1.Coordinator_SessionClient) error {
 
 // sendLoop sends heartbeats and batched results.
 func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionClient) error {
-	interval := 5 * time.Second
+	interval := time.Duration(n.heartbeatMs.Load()) * time.Millisecond
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
 	hb := time.NewTicker(interval)
 	defer hb.Stop()
 	flush := time.NewTicker(200 * time.Millisecond)
@@ -189,6 +192,18 @@ func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionC
 			}
 		case <-flush.C:
 		case <-n.sendNow:
+		}
+		n.mu.Lock()
+		handBack := n.handBack
+		n.handBack = nil
+		n.mu.Unlock()
+		if len(handBack) > 0 {
+			if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_HandBack{HandBack: &fleetv1.HandBack{Keys: handBack}}}); err != nil {
+				n.mu.Lock()
+				n.handBack = append(n.handBack, handBack...)
+				n.mu.Unlock()
+				return err
+			}
 		}
 		n.mu.Lock()
 		var batch []*fleetv1.CheckResult
@@ -219,11 +234,7 @@ func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionC
 
 func (n *Node) heartbeat() *fleetv1.Heartbeat {
 	hb := &fleetv1.Heartbeat{}
-	var st syscall.Statfs_t
-	if syscall.Statfs(n.cfg.DataDir, &st) == nil {
-		hb.DiskTotalBytes = st.Blocks * uint64(st.Bsize)
-		hb.DiskUsedBytes = (st.Blocks - st.Bavail) * uint64(st.Bsize)
-	}
+	hb.DiskUsedBytes, hb.DiskTotalBytes = n.disk()
 	n.mu.Lock()
 	hb.Repos = uint32(len(n.owned))
 	n.mu.Unlock()
@@ -244,6 +255,11 @@ func (n *Node) report(r *fleetv1.CheckResult) {
 	n.mu.Lock()
 	n.results[r.Key] = r
 	n.mu.Unlock()
+	n.sendSoon()
+}
+
+// sendSoon wakes the session's sender.
+func (n *Node) sendSoon() {
 	select {
 	case n.sendNow <- struct{}{}:
 	default:

@@ -1037,6 +1037,7 @@ type NodeMessage struct {
 	//	*NodeMessage_Inventory
 	//	*NodeMessage_Heartbeat
 	//	*NodeMessage_Results
+	//	*NodeMessage_HandBack
 	Msg           isNodeMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1115,6 +1116,15 @@ func (x *NodeMessage) GetResults() *Results {
 	return nil
 }
 
+func (x *NodeMessage) GetHandBack() *HandBack {
+	if x != nil {
+		if x, ok := x.Msg.(*NodeMessage_HandBack); ok {
+			return x.HandBack
+		}
+	}
+	return nil
+}
+
 type isNodeMessage_Msg interface {
 	isNodeMessage_Msg()
 }
@@ -1135,6 +1145,10 @@ type NodeMessage_Results struct {
 	Results *Results `protobuf:"bytes,4,opt,name=results,proto3,oneof"`
 }
 
+type NodeMessage_HandBack struct {
+	HandBack *HandBack `protobuf:"bytes,5,opt,name=hand_back,json=handBack,proto3,oneof"`
+}
+
 func (*NodeMessage_Hello) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Inventory) isNodeMessage_Msg() {}
@@ -1142,6 +1156,54 @@ func (*NodeMessage_Inventory) isNodeMessage_Msg() {}
 func (*NodeMessage_Heartbeat) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Results) isNodeMessage_Msg() {}
+
+func (*NodeMessage_HandBack) isNodeMessage_Msg() {}
+
+// HandBack returns repositories the node cannot hold (its disk is full):
+// the coordinator places them elsewhere until the node has room again.
+type HandBack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandBack) Reset() {
+	*x = HandBack{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandBack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandBack) ProtoMessage() {}
+
+func (x *HandBack) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandBack.ProtoReflect.Descriptor instead.
+func (*HandBack) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HandBack) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
 
 type Hello struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1153,7 +1215,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1227,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1240,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Hello) GetNodeId() uint32 {
@@ -1207,7 +1269,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1281,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1294,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Inventory) GetRepos() []*HeldRepo {
@@ -1259,7 +1321,7 @@ type HeldRepo struct {
 
 func (x *HeldRepo) Reset() {
 	*x = HeldRepo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1333,7 @@ func (x *HeldRepo) String() string {
 func (*HeldRepo) ProtoMessage() {}
 
 func (x *HeldRepo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1346,7 @@ func (x *HeldRepo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldRepo.ProtoReflect.Descriptor instead.
 func (*HeldRepo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeldRepo) GetKey() string {
@@ -1316,7 +1378,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1390,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1403,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Heartbeat) GetDiskUsedBytes() uint64 {
@@ -1395,7 +1457,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1469,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1482,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Results) GetResults() []*CheckResult {
@@ -1454,7 +1516,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1528,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1541,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckResult) GetKey() string {
@@ -1584,7 +1646,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1658,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1671,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CoordinatorMessage) GetMsg() isCoordinatorMessage_Msg {
@@ -1743,7 +1805,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1817,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1830,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -1825,7 +1887,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1899,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1912,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -1890,7 +1952,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1964,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +1977,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Repo) GetKey() string {
@@ -1963,7 +2025,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2037,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2050,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -2008,7 +2070,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2082,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2095,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -2053,7 +2115,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2127,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2140,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -2117,7 +2179,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2191,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2204,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RepoState) GetKey() string {
@@ -2238,7 +2300,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2312,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2325,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -2283,7 +2345,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2357,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2370,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -2394,13 +2456,16 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
 	"nodeSecret\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\"\xe2\x01\n" +
+	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\"\x98\x02\n" +
 	"\vNodeMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.gitfleet.v1.HelloH\x00R\x05hello\x126\n" +
 	"\tinventory\x18\x02 \x01(\v2\x16.gitfleet.v1.InventoryH\x00R\tinventory\x126\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x16.gitfleet.v1.HeartbeatH\x00R\theartbeat\x120\n" +
-	"\aresults\x18\x04 \x01(\v2\x14.gitfleet.v1.ResultsH\x00R\aresultsB\x05\n" +
-	"\x03msg\"A\n" +
+	"\aresults\x18\x04 \x01(\v2\x14.gitfleet.v1.ResultsH\x00R\aresults\x124\n" +
+	"\thand_back\x18\x05 \x01(\v2\x15.gitfleet.v1.HandBackH\x00R\bhandBackB\x05\n" +
+	"\x03msg\"\x1e\n" +
+	"\bHandBack\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"A\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
@@ -2522,7 +2587,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                     // 0: gitfleet.v1.Mode
 	(*CatalogStatusRequest)(nil),  // 1: gitfleet.v1.CatalogStatusRequest
@@ -2542,68 +2607,70 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*RegisterRequest)(nil),       // 15: gitfleet.v1.RegisterRequest
 	(*RegisterResponse)(nil),      // 16: gitfleet.v1.RegisterResponse
 	(*NodeMessage)(nil),           // 17: gitfleet.v1.NodeMessage
-	(*Hello)(nil),                 // 18: gitfleet.v1.Hello
-	(*Inventory)(nil),             // 19: gitfleet.v1.Inventory
-	(*HeldRepo)(nil),              // 20: gitfleet.v1.HeldRepo
-	(*Heartbeat)(nil),             // 21: gitfleet.v1.Heartbeat
-	(*Results)(nil),               // 22: gitfleet.v1.Results
-	(*CheckResult)(nil),           // 23: gitfleet.v1.CheckResult
-	(*CoordinatorMessage)(nil),    // 24: gitfleet.v1.CoordinatorMessage
-	(*TaskDone)(nil),              // 25: gitfleet.v1.TaskDone
-	(*Welcome)(nil),               // 26: gitfleet.v1.Welcome
-	(*Repo)(nil),                  // 27: gitfleet.v1.Repo
-	(*Assign)(nil),                // 28: gitfleet.v1.Assign
-	(*Drop)(nil),                  // 29: gitfleet.v1.Drop
-	(*CheckNow)(nil),              // 30: gitfleet.v1.CheckNow
-	(*RepoState)(nil),             // 31: gitfleet.v1.RepoState
-	(*RepoStates)(nil),            // 32: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),           // 33: gitfleet.v1.RepoRemoved
-	nil,                           // 34: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                           // 35: gitfleet.v1.RepoState.AttrsEntry
+	(*HandBack)(nil),              // 18: gitfleet.v1.HandBack
+	(*Hello)(nil),                 // 19: gitfleet.v1.Hello
+	(*Inventory)(nil),             // 20: gitfleet.v1.Inventory
+	(*HeldRepo)(nil),              // 21: gitfleet.v1.HeldRepo
+	(*Heartbeat)(nil),             // 22: gitfleet.v1.Heartbeat
+	(*Results)(nil),               // 23: gitfleet.v1.Results
+	(*CheckResult)(nil),           // 24: gitfleet.v1.CheckResult
+	(*CoordinatorMessage)(nil),    // 25: gitfleet.v1.CoordinatorMessage
+	(*TaskDone)(nil),              // 26: gitfleet.v1.TaskDone
+	(*Welcome)(nil),               // 27: gitfleet.v1.Welcome
+	(*Repo)(nil),                  // 28: gitfleet.v1.Repo
+	(*Assign)(nil),                // 29: gitfleet.v1.Assign
+	(*Drop)(nil),                  // 30: gitfleet.v1.Drop
+	(*CheckNow)(nil),              // 31: gitfleet.v1.CheckNow
+	(*RepoState)(nil),             // 32: gitfleet.v1.RepoState
+	(*RepoStates)(nil),            // 33: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),           // 34: gitfleet.v1.RepoRemoved
+	nil,                           // 35: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                           // 36: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	34, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	35, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	10, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	11, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
 	0,  // 4: gitfleet.v1.RegisterRequest.mode:type_name -> gitfleet.v1.Mode
-	18, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
-	19, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
-	21, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
-	22, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
-	20, // 9: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
-	23, // 10: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	26, // 11: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	28, // 12: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	29, // 13: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	30, // 14: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	32, // 15: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	33, // 16: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	25, // 17: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	27, // 18: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	35, // 19: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	31, // 20: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	15, // 21: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	17, // 22: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	3,  // 23: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	5,  // 24: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	7,  // 25: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	9,  // 26: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	13, // 27: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	1,  // 28: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	16, // 29: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	24, // 30: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	4,  // 31: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	6,  // 32: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	8,  // 33: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	12, // 34: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	14, // 35: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	2,  // 36: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
+	20, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
+	22, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
+	23, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
+	18, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
+	21, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
+	24, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
+	27, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	29, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	30, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	31, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	33, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	34, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	26, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	28, // 19: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	36, // 20: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	32, // 21: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	15, // 22: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	17, // 23: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	3,  // 24: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	5,  // 25: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	7,  // 26: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	9,  // 27: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	13, // 28: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	1,  // 29: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	16, // 30: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	25, // 31: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	4,  // 32: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	6,  // 33: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	8,  // 34: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	12, // 35: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	14, // 36: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	2,  // 37: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -2616,8 +2683,9 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*NodeMessage_Inventory)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Results)(nil),
+		(*NodeMessage_HandBack)(nil),
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[23].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[24].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Assign)(nil),
 		(*CoordinatorMessage_Drop)(nil),
@@ -2632,7 +2700,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

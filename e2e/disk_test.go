@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A partial node whose disk quota is full takes no new repositories: what
+// it was given it hands back, and the rest of the fleet serves them.
+func TestFullDiskHandsRepositoriesBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 12)
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(repos, "12 repositories")
+	f.startCoordinator()
+	f.tunnelAddr = freeAddr(t)
+	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr)
+	f.startNode("partial-1", "partial", "--disk-quota", "64B")
+	f.startNode("partial-2", "partial")
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+
+	// The node may keep the one mirror that told it how big a mirror is,
+	// and nothing more.
+	full := ownerOfNode(t, f.dataDirs["partial-1"])
+	owned := func() (map[string]bool, error) {
+		api, err := apiRepos(f.base)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for k, r := range api {
+			if r.Owner == full {
+				out[k] = true
+			}
+		}
+		return out, nil
+	}
+	held := func() int {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(f.dataDirs["partial-1"], "repos"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && strings.HasSuffix(p, ".git") {
+				n++
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		return n
+	}
+	eventually(t, 30*time.Second, "the full-disk node owns only what it holds", func() error {
+		o, err := owned()
+		if err != nil {
+			return err
+		}
+		if len(o) != held() || len(o) > 1 {
+			return fmt.Errorf("owns %d, holds %d mirrors", len(o), held())
+		}
+		return nil
+	})
+	before, _ := owned()
+	log, _ := os.ReadFile(f.procs["partial-1"].log)
+	if !strings.Contains(string(log), "disk full: handing the repository back") {
+		t.Fatal("the full-disk node handed nothing back (it was given nothing: the test proves less than it says)")
+	}
+	// New repositories go elsewhere too.
+	for _, i := range []int{12, 13} {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(seq(0, 14), "two more")
+	eventually(t, 60*time.Second, "new repositories served", func() error { return f.servedLikeUpstream(seq(0, 14)) })
+	after, err := owned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range after {
+		if !before[k] {
+			t.Errorf("%s went to the node whose disk is full", k)
+		}
+	}
+}

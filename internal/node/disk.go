@@ -1,0 +1,80 @@
+package node
+
+import (
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// disk returns the space the node uses and may use for mirrors: with a
+// quota, the size of <data>/repos (measured at most every 10 s) against
+// the quota; otherwise the file system's usage.
+func (n *Node) disk() (used, total uint64) {
+	if n.cfg.DiskQuota > 0 {
+		n.diskMu.Lock()
+		defer n.diskMu.Unlock()
+		if now := n.clk.Now(); now.Sub(n.diskAt) >= 10*time.Second || n.diskAt.IsZero() {
+			n.diskUsed, n.diskAt = dirSize(n.mirror.Root()), now
+		}
+		return n.diskUsed, uint64(n.cfg.DiskQuota)
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(n.cfg.DataDir, &st) != nil {
+		return 0, 0
+	}
+	return (st.Blocks - st.Bavail) * uint64(st.Bsize), st.Blocks * uint64(st.Bsize)
+}
+
+// reserveClone decides whether the node has room for one more mirror and,
+// if so, counts the clone as under way until the returned function is
+// called. With a quota, the clones under way are counted at the average
+// size of the mirrors held (and while no size is known yet, one clone at a
+// time), so that parallel clones cannot all slip under the mark at once.
+func (n *Node) reserveClone() (func(), bool) {
+	used, total := n.disk()
+	n.diskMu.Lock()
+	defer n.diskMu.Unlock()
+	if total == 0 {
+		return func() {}, true
+	}
+	limit := n.cfg.DiskHighWater * float64(total)
+	if n.cfg.DiskQuota > 0 {
+		held := n.heldCount()
+		switch {
+		case held > 0:
+			used += uint64(n.cloning) * (used / uint64(held))
+		case n.cloning > 0:
+			return nil, false // the first clone tells how big a mirror is
+		}
+	}
+	if float64(used) > limit {
+		return nil, false
+	}
+	n.cloning++
+	return func() {
+		n.diskMu.Lock()
+		n.cloning--
+		n.diskAt = time.Time{} // measure again
+		n.diskMu.Unlock()
+	}, true
+}
+
+func (n *Node) heldCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.digests)
+}
+
+func dirSize(root string) uint64 {
+	var size uint64
+	_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				size += uint64(fi.Size())
+			}
+		}
+		return nil
+	})
+	return size
+}
