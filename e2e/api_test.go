@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -256,6 +257,35 @@ func TestAPIEndToEnd(t *testing.T) {
 		var again task
 		if call(t, "GET", api+"/tasks/"+tk.ID, "", nil, &again); again.State != "done" {
 			t.Fatalf("task lookup: %+v", again)
+		}
+	})
+
+	t.Run("gitfleet ctl drives the running fleet", func(t *testing.T) {
+		ctl := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(binary, append([]string{"ctl", "--server", f.base}, args...)...)
+			cmd.Env = append(os.Environ(), "GITFLEET_TOKEN="+apiToken)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("ctl %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		var list struct {
+			Total int `json:"total"`
+		}
+		if err := json.Unmarshal([]byte(ctl("repos", "--json")), &list); err != nil || list.Total != 7 {
+			t.Fatalf("ctl repos --json: %v, total %d", err, list.Total)
+		}
+		if out := ctl("nodes"); strings.Count(out, "alive") != 3 {
+			t.Fatalf("ctl nodes:\n%s", out)
+		}
+		newID, err := f.up.Commit(f.name(4), "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := ctl("fetch", f.key(4), "--wait"); !strings.Contains(out, newID[:7]) {
+			t.Fatalf("ctl fetch --wait does not show the new commit %s:\n%s", newID[:7], out)
 		}
 	})
 

@@ -37,6 +37,9 @@ type Config struct {
 	Warmup                time.Duration `name:"warmup" help:"coordinator: how long a coordinator with no stored state waits for nodes before placing"`
 	WarmupNodes           int           `name:"warmup-nodes" help:"coordinator: end the warm-up early once this many nodes are alive (0: time only)"`
 	Heartbeat             time.Duration `name:"heartbeat" help:"coordinator: how often nodes send heartbeats (a node is suspect after 3 missed)"`
+	LoadFactor            float64       `name:"load-factor" help:"coordinator: no node holds more than this many times its fair share of repositories"`
+	AssignBatch           int           `name:"assign-batch" help:"coordinator: repositories per assignment message on a node's session"`
+	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms"`
 	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories one catalog change may remove without confirmation"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
@@ -62,24 +65,27 @@ type Config struct {
 // Default returns the defaults: a setting left out keeps these.
 func Default() Config {
 	return Config{
-		Data:            "gitfleet-data",
-		CatalogInterval: 5 * time.Minute,
-		HTTP:            "127.0.0.1:8080",
-		GRPC:            "127.0.0.1:7070",
-		Coordinator:     "127.0.0.1:7070",
-		Mode:            "partial",
-		Capacity:        1,
-		Tunnel:          "127.0.0.1:7071",
-		Grace:           10 * time.Minute,
-		Warmup:          10 * time.Minute,
-		Heartbeat:       5 * time.Second,
-		MaxPurge:        0.05,
-		MaxInterval:     24 * time.Hour,
-		MinInterval:     time.Minute,
-		Policy:          "adaptive",
-		Fetchers:        10,
-		GitTimeout:      30 * time.Minute,
-		LogLevel:        "info",
+		Data:              "gitfleet-data",
+		CatalogInterval:   5 * time.Minute,
+		HTTP:              "127.0.0.1:8080",
+		GRPC:              "127.0.0.1:7070",
+		Coordinator:       "127.0.0.1:7070",
+		Mode:              "partial",
+		Capacity:          1,
+		Tunnel:            "127.0.0.1:7071",
+		Grace:             10 * time.Minute,
+		Warmup:            10 * time.Minute,
+		Heartbeat:         5 * time.Second,
+		MaxPurge:          0.05,
+		LoadFactor:        1.25,
+		AssignBatch:       500,
+		MaxClonesInFlight: 50,
+		MaxInterval:       24 * time.Hour,
+		MinInterval:       time.Minute,
+		Policy:            "adaptive",
+		Fetchers:          10,
+		GitTimeout:        30 * time.Minute,
+		LogLevel:          "info",
 	}
 }
 

@@ -44,6 +44,11 @@ type Config struct {
 	AllowPrivate      bool
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
+	// LoadFactor bounds a node's repositories to this many times its fair
+	// share; MaxClonesInFlight bounds the clones a node is asked to make at
+	// once (both: the placement engine's defaults when zero).
+	LoadFactor        float64
+	MaxClonesInFlight int
 	// MaxPurgeShare is the largest share of all repositories one catalog
 	// change may remove without an operator's confirmation.
 	MaxPurgeShare float64
@@ -254,7 +259,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	// with the API's overlay.
 	keys := c.effectiveKeys()
 	c.restoredRepos = len(keys)
-	pcfg := placement.Config{}
+	pcfg := placement.Config{LoadFactor: c.cfg.LoadFactor, MaxInFlight: c.cfg.MaxClonesInFlight}
 	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
 		c.engine, err = placement.Restore(pcfg, snap, keys)
 		if err != nil {

@@ -5,8 +5,9 @@ package placement
 // (a clone in flight). The shell uses it to re-send a node what it holds or
 // is cloning when the node's session opens again.
 func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
-	for i, k := range e.keys {
-		fn(k, e.owner[i], e.target[i], e.flags[i]&flagSent != 0)
+	for i := range e.keys {
+		k := &e.keys[i]
+		fn(k.key, k.owner, k.target, k.flags&flagSent != 0)
 	}
 }
 

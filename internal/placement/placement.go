@@ -27,10 +27,16 @@
 // member, and that is remembered as an override until the full node has
 // room again.
 //
-// AddKeys, RemoveKeys and SetMembers recompute the placement of every key
-// (the load bound makes a key's owner depend on the whole key set): feed
-// catalog changes in batches. Decisions is cheap; call it after every batch
-// of events. An Engine is not safe for concurrent use.
+// SetMembers recomputes the placement of every key. AddKeys and RemoveKeys
+// cost time in proportion to the keys they change, not to the key set: the
+// load bound could make a key's owner depend on the whole key set, but as
+// long as no member reaches its bound (the common case, see ring's
+// DefaultVnodesPerWeight) every key's bounded-load owner is its plain
+// consistent-hash owner, and adding or removing keys leaves the others
+// where they are. Only a change made while a member is at its bound, or one
+// that would put a member over it, places every key again (with the same
+// result: the placement never depends on the order of the changes). Decisions is cheap; call it after every batch of events. An
+// Engine is not safe for concurrent use.
 package placement
 
 import (
@@ -126,6 +132,16 @@ type Decision struct {
 	From uint32
 }
 
+// keyState is what the engine knows of a key: 32 bytes, so that Owner reads
+// one cache line of it.
+type keyState struct {
+	key    string
+	owner  uint32 // confirmed owner, 0 if none
+	target uint32 // owner-to-be during a move, 0 if none
+	place  uint32 // bounded-load placement without overrides; 0 without members
+	flags  uint8
+}
+
 // Per-key flags. A key with a target is either queued (waiting for a slot
 // on the target) or sent (the assign is out, the clone in flight).
 const (
@@ -145,17 +161,29 @@ const (
 type Engine struct {
 	cfg Config
 
-	// Per key, by index; RemoveKeys moves the last key into the hole.
-	keys   []string
-	index  map[string]int32
-	owner  []uint32 // confirmed owner, 0 if none
-	target []uint32 // owner-to-be during a move, 0 if none
-	place  []uint32 // bounded-load placement without overrides; nil without members
-	flags  []uint8
+	// The keys, by index; RemoveKeys moves the last key into the hole.
+	keys  []keyState
+	index keyIndex
+	// digest identifies the key set whatever its order, for snapshots:
+	// the sum of the keys' ring.Hash.
+	digest uint64
 
-	members []Member // by ID, weights > 0
-	member  map[uint32]bool
-	ring    *ring.Ring // nil until there are members
+	members []Member       // by ID, weights > 0
+	rank    map[uint32]int // member ID -> index in members
+	ring    *ring.Ring     // nil until there are members
+
+	// The load bound, per member (by index in members): held is the
+	// number of keys placed on it; share times the number of keys,
+	// rounded up, is its bound, as ring.Place computes it. plain reports
+	// that every key is known to be placed on its plain consistent-hash
+	// owner (ring.Lookup), which is the case when no member is above its
+	// bound under plain hashing: then keys can be added and removed
+	// without placing the others again (see AddKeys).
+	held  []int
+	share []float64
+	plain bool
+	// placements counts the placements of every key, for tests.
+	placements int
 
 	overrides map[string][]uint32 // key -> members it must avoid
 	nodes     map[uint32]*nodeState
@@ -201,8 +229,8 @@ func (q *queue) pop() (int32, bool) {
 func New(cfg Config) *Engine {
 	return &Engine{
 		cfg:       cfg.withDefaults(),
-		index:     map[string]int32{},
-		member:    map[uint32]bool{},
+		index:     newKeyIndex(),
+		rank:      map[uint32]int{},
 		overrides: map[string][]uint32{},
 		nodes:     map[uint32]*nodeState{},
 		ready:     map[uint32]bool{},
@@ -211,83 +239,89 @@ func New(cfg Config) *Engine {
 
 // AddKeys adds keys to the catalog (keys already known and empty keys are
 // ignored) and places them: a new key is assigned to its desired owner,
-// paced like any clone.
+// paced like any clone. It takes time in proportion to the keys given,
+// unless the load bound makes it place every key again (see above).
 func (e *Engine) AddKeys(keys ...string) {
-	if e.addKeys(keys) {
-		e.replace()
+	from := len(e.keys)
+	if !e.addKeys(keys) || e.ring == nil {
+		return
+	}
+	if !e.placeAdded(from) {
+		e.replaceChanged(from)
+		return
+	}
+	for i := from; i < len(e.keys); i++ {
+		e.apply(int32(i))
 	}
 }
 
 func (e *Engine) addKeys(keys []string) bool {
 	if len(e.keys) == 0 && len(keys) > 0 {
 		// Loading a catalog: size everything once.
-		e.index = make(map[string]int32, len(keys))
-		e.keys = make([]string, 0, len(keys))
-		e.owner = make([]uint32, 0, len(keys))
-		e.target = make([]uint32, 0, len(keys))
-		e.flags = make([]uint8, 0, len(keys))
+		e.index.reserve(len(keys))
+		e.keys = make([]keyState, 0, len(keys))
 	}
 	added := false
 	for _, k := range keys {
-		if _, ok := e.index[k]; ok || k == "" {
+		if k == "" {
 			continue
 		}
 		if len(e.keys) == math.MaxInt32 {
 			panic("placement: more than 2^31-1 keys")
 		}
-		e.index[k] = int32(len(e.keys))
-		e.keys = append(e.keys, k)
-		e.owner = append(e.owner, 0)
-		e.target = append(e.target, 0)
-		e.flags = append(e.flags, 0)
+		if !e.index.insert(e.keys, k, int32(len(e.keys))) {
+			continue // known already
+		}
+		e.keys = append(e.keys, keyState{key: k})
+		e.digest += ring.Hash(k)
 		added = true
 	}
 	return added
 }
 
 // RemoveKeys removes keys from the catalog: their owners and targets are
-// told to drop them. Unknown keys are ignored.
+// told to drop them. Unknown keys are ignored. Like AddKeys, it takes time
+// in proportion to the keys given, unless the load bound makes it place
+// every key again.
 func (e *Engine) RemoveKeys(keys ...string) {
 	removed := false
 	for _, k := range keys {
-		i, ok := e.index[k]
+		i, ok := e.index.get(e.keys, k)
 		if !ok {
 			continue
 		}
-		if o := e.owner[i]; o != 0 && e.member[o] {
+		if e.ring != nil {
+			e.held[e.rank[e.keys[i].place]]--
+		}
+		if o := e.keys[i].owner; o != 0 && e.isMember(o) {
 			e.emit(Decision{Kind: Drop, Node: o, Key: k})
 		}
 		e.cancel(i)
 		delete(e.overrides, k)
 		e.removeAt(i)
+		e.digest -= ring.Hash(k)
 		removed = true
 	}
-	if removed {
-		e.replace()
+	if removed && e.ring != nil && !e.placeRemoved() {
+		e.replaceChanged(len(e.keys))
 	}
 }
 
 // removeAt deletes key i by moving the last key into its place.
 func (e *Engine) removeAt(i int32) {
-	delete(e.index, e.keys[i])
+	e.index.remove(e.keys, e.keys[i].key)
 	last := int32(len(e.keys) - 1)
 	if i != last {
-		e.keys[i], e.owner[i], e.target[i], e.flags[i] = e.keys[last], e.owner[last], e.target[last], e.flags[last]
-		if e.place != nil {
-			e.place[i] = e.place[last]
-		}
-		e.index[e.keys[i]] = i
-		if e.flags[i]&flagQueued != 0 {
+		e.keys[i] = e.keys[last]
+		e.index.move(e.keys, e.keys[i].key, i)
+		if e.keys[i].flags&flagQueued != 0 {
 			// Its queue entries name the old index: queue it again.
-			e.flags[i] &^= flagInUrgent
+			e.keys[i].flags &^= flagInUrgent
 			e.enqueue(i)
 		}
 	}
-	e.keys[last] = ""
-	e.keys, e.owner, e.target, e.flags = e.keys[:last], e.owner[:last], e.target[:last], e.flags[:last]
-	if e.place != nil {
-		e.place = e.place[:last]
-	}
+	e.keys[last] = keyState{}
+	e.keys = e.keys[:last]
 }
 
 // SetMembers sets the placement members (from package membership once its
@@ -311,7 +345,7 @@ func (e *Engine) SetMembers(ms []Member) {
 	}
 	e.setRing(norm)
 	for k, ex := range e.overrides {
-		ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.member[id] })
+		ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
 		if len(ex) == 0 {
 			delete(e.overrides, k)
 		} else {
@@ -323,7 +357,7 @@ func (e *Engine) SetMembers(ms []Member) {
 		switch {
 		case ns.queued > 0:
 			e.ready[id] = true
-		case !e.member[id] && ns.inFlight == 0:
+		case !e.isMember(id) && ns.inFlight == 0:
 			delete(e.nodes, id)
 		}
 	}
@@ -332,27 +366,136 @@ func (e *Engine) SetMembers(ms []Member) {
 // setRing installs members (normalised) and their ring.
 func (e *Engine) setRing(ms []Member) {
 	e.members = ms
-	e.member = make(map[uint32]bool, len(ms))
+	e.rank = make(map[uint32]int, len(ms))
 	rms := make([]ring.Member, len(ms))
 	for i, m := range ms {
-		e.member[m.ID] = true
+		e.rank[m.ID] = i
 		rms[i] = ring.Member{ID: m.ID, Weight: m.Weight}
 	}
-	e.ring, e.place = nil, nil
-	if len(ms) > 0 {
-		e.ring = ring.New(rms, ring.Options{VnodesPerWeight: e.cfg.VnodesPerWeight, LoadFactor: e.cfg.LoadFactor})
+	e.ring, e.plain = nil, false
+	e.held, e.share = make([]int, len(ms)), make([]float64, len(ms))
+	if len(ms) == 0 {
+		return
+	}
+	e.ring = ring.New(rms, ring.Options{VnodesPerWeight: e.cfg.VnodesPerWeight, LoadFactor: e.cfg.LoadFactor})
+	// The bound of ring.Place, computed the same way (the same float
+	// operations in the same order, so the same result): the load factor
+	// as ring.New takes it, the weights as the ring counts them.
+	factor := e.cfg.LoadFactor
+	switch {
+	case factor <= 0:
+		factor = ring.DefaultLoadFactor
+	case factor < 1:
+		factor = 1
+	}
+	rws := e.ring.Members()
+	var total float64
+	for _, m := range rws {
+		total += m.Weight
+	}
+	for j, m := range rws {
+		e.share[j] = factor * m.Weight / total
 	}
 }
 
-// replace recomputes the bounded-load placement and moves every key
-// towards its desired owner.
+func (e *Engine) isMember(id uint32) bool {
+	_, ok := e.rank[id]
+	return ok
+}
+
+// bound is the most keys ring.Place lets member j hold among n keys.
+func (e *Engine) bound(j, n int) int { return int(math.Ceil(e.share[j] * float64(n))) }
+
+// placeAll computes the bounded-load placement of every key from scratch.
+func (e *Engine) placeAll() {
+	e.placements++
+	names := make([]string, len(e.keys))
+	for i := range e.keys {
+		names[i] = e.keys[i].key
+	}
+	clear(e.held)
+	for i, id := range e.ring.Place(names) {
+		e.keys[i].place = id
+		e.held[e.rank[id]]++
+	}
+	// A key leaves its plain consistent-hash owner only when that member
+	// is full, so a member below its bound has displaced none of its keys.
+	// One at its bound may have: take it that it did.
+	e.plain = true
+	for j, h := range e.held {
+		if h > 0 && h >= e.bound(j, len(e.keys)) {
+			e.plain = false
+		}
+	}
+}
+
+// placeAdded places the keys from index from on, just added, without
+// placing the others again, and reports whether that gives what placing
+// every key would. It does if every key was on its plain consistent-hash
+// owner (plain) and the new keys can go to theirs: no member gets more
+// than its bound, which only grows with the number of keys. Otherwise the
+// caller must place every key (replaceChanged).
+func (e *Engine) placeAdded(from int) bool {
+	if !e.plain {
+		return false
+	}
+	added := e.keys[from:]
+	for i := range added {
+		id, _ := e.ring.Lookup(added[i].key)
+		added[i].place = id
+		e.held[e.rank[id]]++
+	}
+	for i := range added {
+		if j := e.rank[added[i].place]; e.held[j] > e.bound(j, len(e.keys)) {
+			e.plain = false
+			return false
+		}
+	}
+	return true
+}
+
+// placeRemoved reports whether the placement, with keys just removed (and
+// held counted down), is still what placing every key would give: it is
+// if every key was on its plain consistent-hash owner (plain) and no
+// member is above its bound, which shrinks with the number of keys.
+func (e *Engine) placeRemoved() bool {
+	if !e.plain {
+		return false
+	}
+	for j, h := range e.held {
+		if h > e.bound(j, len(e.keys)) {
+			e.plain = false
+			return false
+		}
+	}
+	return true
+}
+
+// replace places every key and moves every key towards its desired owner.
 func (e *Engine) replace() {
 	if e.ring == nil {
 		return
 	}
-	e.place = e.ring.Place(e.keys)
+	e.placeAll()
 	for i := range e.keys {
 		e.apply(int32(i))
+	}
+}
+
+// replaceChanged places every key after a catalog change and moves the
+// keys whose placement changed, and the keys from index from on (just
+// added), towards their desired owners. The other keys' desired owners
+// have not changed.
+func (e *Engine) replaceChanged(from int) {
+	old := make([]uint32, from)
+	for i := range old {
+		old[i] = e.keys[i].place
+	}
+	e.placeAll()
+	for i := range e.keys {
+		if i >= from || old[i] != e.keys[i].place {
+			e.apply(int32(i))
+		}
 	}
 }
 
@@ -360,18 +503,18 @@ func (e *Engine) replace() {
 // it must avoid that member, the first member clockwise that it need not
 // avoid. 0 without members.
 func (e *Engine) want(i int32) uint32 {
-	if e.place == nil {
+	if e.ring == nil {
 		return 0
 	}
-	p := e.place[i]
+	p := e.keys[i].place
 	if len(e.overrides) == 0 {
 		return p
 	}
-	ex := e.overrides[e.keys[i]]
+	ex := e.overrides[e.keys[i].key]
 	if !slices.Contains(ex, p) {
 		return p
 	}
-	for _, id := range e.ring.LookupN(e.keys[i], len(ex)+1) {
+	for _, id := range e.ring.LookupN(e.keys[i].key, len(ex)+1) {
 		if !slices.Contains(ex, id) {
 			return id
 		}
@@ -380,7 +523,7 @@ func (e *Engine) want(i int32) uint32 {
 }
 
 // live reports whether id is a node that serves what it owns.
-func (e *Engine) live(id uint32) bool { return id != 0 && e.member[id] }
+func (e *Engine) live(id uint32) bool { return id != 0 && e.isMember(id) }
 
 func (e *Engine) full(id uint32) bool {
 	ns := e.nodes[id]
@@ -393,7 +536,7 @@ func (e *Engine) apply(i int32) {
 	if w == 0 {
 		return
 	}
-	o := e.owner[i]
+	o := e.keys[i].owner
 	if !e.live(o) && e.full(w) {
 		// Nobody serves the key: it cannot wait for this disk.
 		e.avoidFull(i)
@@ -402,16 +545,16 @@ func (e *Engine) apply(i int32) {
 	switch {
 	case o == w:
 		e.cancel(i)
-	case e.target[i] == w:
+	case e.keys[i].target == w:
 		// The owner may have left since the move started: the key is
 		// urgent now.
-		if o != 0 && !e.member[o] && e.flags[i]&(flagQueued|flagInUrgent) == flagQueued {
+		if o != 0 && !e.isMember(o) && e.keys[i].flags&(flagQueued|flagInUrgent) == flagQueued {
 			e.enqueue(i)
 		}
 	default:
 		e.cancel(i)
-		e.target[i] = w
-		e.flags[i] = flagQueued
+		e.keys[i].target = w
+		e.keys[i].flags = flagQueued
 		e.moving++
 		e.node(w).queued++
 		e.enqueue(i)
@@ -421,7 +564,7 @@ func (e *Engine) apply(i int32) {
 // avoidFull makes key i avoid the full members it would go to, as long as
 // one member remains that it does not avoid.
 func (e *Engine) avoidFull(i int32) {
-	k := e.keys[i]
+	k := e.keys[i].key
 	for {
 		w := e.want(i)
 		ex := e.overrides[k]
@@ -435,11 +578,11 @@ func (e *Engine) avoidFull(i int32) {
 // enqueue puts queued key i on its target's queue: the urgent one if its
 // owner is gone.
 func (e *Engine) enqueue(i int32) {
-	t := e.target[i]
+	t := e.keys[i].target
 	ns := e.node(t)
-	if o := e.owner[i]; o != 0 && !e.member[o] {
+	if o := e.keys[i].owner; o != 0 && !e.isMember(o) {
 		ns.urgent.push(i)
-		e.flags[i] |= flagInUrgent
+		e.keys[i].flags |= flagInUrgent
 	} else {
 		ns.normal.push(i)
 	}
@@ -449,21 +592,21 @@ func (e *Engine) enqueue(i int32) {
 // cancel ends the move of key i, if any: a target that got the assign is
 // told to drop the key.
 func (e *Engine) cancel(i int32) {
-	t := e.target[i]
+	t := e.keys[i].target
 	if t == 0 {
 		return
 	}
 	ns := e.node(t)
-	if e.flags[i]&flagSent != 0 {
+	if e.keys[i].flags&flagSent != 0 {
 		ns.inFlight--
 		e.ready[t] = true
-		if e.member[t] {
-			e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i]})
+		if e.isMember(t) {
+			e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i].key})
 		}
 	} else {
 		ns.queued--
 	}
-	e.target[i], e.flags[i] = 0, 0
+	e.keys[i].target, e.keys[i].flags = 0, 0
 	e.moving--
 }
 
@@ -484,24 +627,24 @@ func (e *Engine) emit(d Decision) { e.out = append(e.out, d) }
 // freed, and the old owner, if still a member, is told to drop the key.
 // Confirmations from other nodes change nothing.
 func (e *Engine) Confirm(node uint32, key string) {
-	if i, ok := e.index[key]; ok && node != 0 && e.target[i] == node {
+	if i, ok := e.index.get(e.keys, key); ok && node != 0 && e.keys[i].target == node {
 		e.complete(i)
 	}
 }
 
 func (e *Engine) complete(i int32) {
-	t, old := e.target[i], e.owner[i]
+	t, old := e.keys[i].target, e.keys[i].owner
 	ns := e.node(t)
-	if e.flags[i]&flagSent != 0 {
+	if e.keys[i].flags&flagSent != 0 {
 		ns.inFlight--
 		e.ready[t] = true
 	} else {
 		ns.queued--
 	}
-	e.owner[i], e.target[i], e.flags[i] = t, 0, 0
+	e.keys[i].owner, e.keys[i].target, e.keys[i].flags = t, 0, 0
 	e.moving--
-	if old != 0 && old != t && e.member[old] {
-		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i]})
+	if old != 0 && old != t && e.isMember(old) {
+		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i].key})
 	}
 }
 
@@ -509,14 +652,14 @@ func (e *Engine) complete(i int32) {
 // the move goes to the back of the node's queue, to be tried again when its
 // turn comes.
 func (e *Engine) CloneFailed(node uint32, key string) {
-	i, ok := e.index[key]
-	if !ok || node == 0 || e.target[i] != node || e.flags[i]&flagSent == 0 {
+	i, ok := e.index.get(e.keys, key)
+	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&flagSent == 0 {
 		return
 	}
 	ns := e.node(node)
 	ns.inFlight--
 	ns.queued++
-	e.flags[i] = flagQueued
+	e.keys[i].flags = flagQueued
 	e.enqueue(i)
 }
 
@@ -533,15 +676,15 @@ func (e *Engine) Hold(node uint32, keys ...string) {
 		return
 	}
 	for _, k := range keys {
-		i, ok := e.index[k]
+		i, ok := e.index.get(e.keys, k)
 		switch {
 		case !ok:
 			e.emit(Decision{Kind: Drop, Node: node, Key: k})
-		case e.owner[i] == node:
-		case e.target[i] == node:
+		case e.keys[i].owner == node:
+		case e.keys[i].target == node:
 			e.complete(i)
-		case !e.live(e.owner[i]) && (e.ring == nil || e.member[node]):
-			e.owner[i] = node
+		case !e.live(e.keys[i].owner) && (e.ring == nil || e.isMember(node)):
+			e.keys[i].owner = node
 			e.apply(i)
 		default:
 			e.emit(Decision{Kind: Drop, Node: node, Key: k})
@@ -586,13 +729,13 @@ func (e *Engine) avoidFullQueued(node uint32, ns *nodeState) {
 	var waiting []int32
 	for _, q := range []*queue{&ns.urgent, &ns.normal} {
 		for _, i := range q.items[q.head:] {
-			if e.target[i] == node && e.flags[i]&flagQueued != 0 && !e.live(e.owner[i]) {
+			if e.keys[i].target == node && e.keys[i].flags&flagQueued != 0 && !e.live(e.keys[i].owner) {
 				waiting = append(waiting, i)
 			}
 		}
 	}
 	for _, i := range waiting {
-		if e.target[i] == node { // not done already through a duplicate entry
+		if e.keys[i].target == node { // not done already through a duplicate entry
 			e.apply(i)
 		}
 	}
@@ -621,8 +764,8 @@ func (e *Engine) HandBack(node uint32, keys ...string) {
 		ns.disk, ns.back = diskOK, nil
 	}
 	for _, k := range keys {
-		i, ok := e.index[k]
-		if !ok || node == 0 || (e.owner[i] != node && e.target[i] != node) {
+		i, ok := e.index.get(e.keys, k)
+		if !ok || node == 0 || (e.keys[i].owner != node && e.keys[i].target != node) {
 			continue
 		}
 		ex := e.overrides[k]
@@ -646,7 +789,7 @@ func (e *Engine) Decisions() []Decision {
 		clear(e.ready)
 		for _, id := range ids {
 			ns := e.nodes[id]
-			if ns == nil || !e.member[id] || ns.disk == diskFull {
+			if ns == nil || !e.isMember(id) || ns.disk == diskFull {
 				continue
 			}
 			if ns.disk == diskRoom {
@@ -666,7 +809,7 @@ func (e *Engine) bringBack(node uint32, ns *nodeState) {
 	for len(ns.back) > 0 && ns.inFlight+ns.queued < e.cfg.MaxInFlight {
 		k := ns.back[0]
 		ns.back = ns.back[1:]
-		i, ok := e.index[k]
+		i, ok := e.index.get(e.keys, k)
 		ex := e.overrides[k]
 		if !ok || !slices.Contains(ex, node) {
 			continue
@@ -692,14 +835,14 @@ func (e *Engine) release(node uint32, ns *nodeState) {
 				return
 			}
 		}
-		if int(i) >= len(e.keys) || e.target[i] != node || e.flags[i]&flagQueued == 0 {
+		if int(i) >= len(e.keys) || e.keys[i].target != node || e.keys[i].flags&flagQueued == 0 {
 			continue // stale
 		}
-		o := e.owner[i]
-		e.flags[i] = flagSent
+		o := e.keys[i].owner
+		e.keys[i].flags = flagSent
 		ns.queued--
 		ns.inFlight++
-		e.emit(Decision{Kind: Assign, Node: node, Key: e.keys[i], Urgent: o != 0 && !e.member[o], From: o})
+		e.emit(Decision{Kind: Assign, Node: node, Key: e.keys[i].key, Urgent: o != 0 && !e.isMember(o), From: o})
 	}
 }
 
@@ -708,18 +851,18 @@ func (e *Engine) release(node uint32, ns *nodeState) {
 // key is unknown. The owner may be a node that is no longer a member until
 // the target confirms.
 func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
-	i, ok := e.index[key]
+	i, ok := e.index.get(e.keys, key)
 	if !ok {
 		return 0, 0, false
 	}
-	return e.owner[i], e.target[i], true
+	return e.keys[i].owner, e.keys[i].target, true
 }
 
 // Load returns the number of keys each node owns (confirmed).
 func (e *Engine) Load() map[uint32]int {
 	load := map[uint32]int{}
-	for _, o := range e.owner {
-		if o != 0 {
+	for i := range e.keys {
+		if o := e.keys[i].owner; o != 0 {
 			load[o]++
 		}
 	}

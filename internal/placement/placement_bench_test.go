@@ -98,20 +98,33 @@ func BenchmarkChurn(b *testing.B) {
 	}
 }
 
-// BenchmarkAddKeys is a catalog change of 100 new keys (then their removal)
-// on an engine holding 1,000,000 keys over 100 members: each recomputes
-// the placement of every key.
-func BenchmarkAddKeys(b *testing.B) {
-	keys := testKeys(benchKeys + 100)
-	e := New(Config{})
-	e.AddKeys(keys[:benchKeys]...)
-	e.SetMembers(equalMembers(span(1, 100)...))
-	for b.Loop() {
-		e.AddKeys(keys[benchKeys:]...)
-		e.RemoveKeys(keys[benchKeys:]...)
-		e.Decisions()
+// BenchmarkAddKeys100 is a catalog commit that adds 100 keys, then one that
+// removes them, each with the decisions it leads to, on a settled engine of
+// 10k, 100k and 1M keys over 20 and 100 equal members. placed_all/change is
+// the share of commits that placed every key again: the load bound binds
+// when members hold few keys (100 members at 10k keys: 100 keys each).
+func BenchmarkAddKeys100(b *testing.B) {
+	for _, members := range []uint32{20, 100} {
+		for _, n := range []int{10_000, 100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("members=%d/keys=%dk", members, n/1000), func(b *testing.B) {
+				keys := testKeys(n + 100)
+				e := settled(b, keys[:n], equalMembers(span(1, members)...))
+				added := keys[n:]
+				before := e.placements
+				for b.Loop() {
+					e.AddKeys(added...)
+					if count(e.Decisions(), Assign) < len(added) {
+						b.Fatal("adding keys: fewer assigns than keys")
+					}
+					e.RemoveKeys(added...)
+					e.Decisions()
+				}
+				changes := float64(2 * b.N)
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/changes, "ns/change")
+				b.ReportMetric(float64(e.placements-before)/changes, "placed_all/change")
+			})
+		}
 	}
-	b.ReportMetric(b.Elapsed().Seconds()/float64(2*b.N), "s/change")
 }
 
 // BenchmarkBalance reports max/mean load of 100 equal members, and the
@@ -168,4 +181,25 @@ func BenchmarkOwner(b *testing.B) {
 		i += 7919
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+}
+
+// BenchmarkSnapshot encodes a settled engine of 1,000,000 keys over 100
+// members with 100 keys handed back (overrides).
+func BenchmarkSnapshot(b *testing.B) {
+	keys := testKeys(benchKeys)
+	e := settled(b, keys, equalMembers(span(1, 100)...))
+	var handed []string
+	for _, k := range keys {
+		if o, _, _ := e.Owner(k); o == 1 && len(handed) < 100 {
+			handed = append(handed, k)
+		}
+	}
+	e.HandBack(1, handed...)
+	settle(b, e)
+	var snap []byte
+	for b.Loop() {
+		snap = e.Snapshot()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/snapshot")
+	b.ReportMetric(float64(len(snap)), "bytes")
 }

@@ -511,7 +511,7 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	// A snapshot of keys: its header, then the given bytes.
 	of := func(b ...byte) []byte {
 		h := binary.AppendUvarint([]byte(snapshotMagic), uint64(len(keys)))
-		h = binary.LittleEndian.AppendUint64(h, keySetDigest(keys))
+		h = binary.LittleEndian.AppendUint64(h, e.digest)
 		return append(h, b...)
 	}
 	one := []byte{0, 0, 0, 0, 0, 0, 0xf0, 0x3f} // 1.0

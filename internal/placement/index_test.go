@@ -1,0 +1,98 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkIndex fails unless every key is found at its index, absent keys are
+// not found, and every slot is reachable from its home slot.
+func checkIndex(t *testing.T, x *keyIndex, keys []keyState, absent []string) {
+	t.Helper()
+	if x.n != len(keys) {
+		t.Fatalf("index counts %d keys, want %d", x.n, len(keys))
+	}
+	for i, k := range keys {
+		if j, ok := x.get(keys, k.key); !ok || j != int32(i) {
+			t.Fatalf("get(%q) = %d, %v; want %d", k.key, j, ok, i)
+		}
+	}
+	for _, k := range absent {
+		if j, ok := x.get(keys, k); ok {
+			t.Fatalf("get(%q) = %d for a key not in the index", k, j)
+		}
+	}
+	mask := uint64(len(x.slots) - 1)
+	for p, s := range x.slots {
+		if s == 0 {
+			continue
+		}
+		for q := s >> x.shift; q != uint64(p); q = (q + 1) & mask {
+			if x.slots[q] == 0 {
+				t.Fatalf("slot %d is cut off from its home slot %d by an empty slot %d", p, s>>x.shift, q)
+			}
+		}
+	}
+}
+
+func TestKeyIndexAgreesWithAModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	universe := make([]string, 5000)
+	for i := range universe {
+		universe[i] = fmt.Sprintf("k%d", i)
+	}
+	x := newKeyIndex()
+	var keys []keyState // keys[i] is indexed at i, as in Engine.keys
+	at := map[string]int{}
+	for range 200 {
+		for range rng.IntN(100) {
+			k := universe[rng.IntN(len(universe))]
+			if !x.insert(keys, k, int32(len(keys))) {
+				if !has(at, k) {
+					t.Fatalf("insert(%q) refused a key not in the index", k)
+				}
+				continue
+			}
+			if has(at, k) {
+				t.Fatalf("insert(%q) took a key already in the index", k)
+			}
+			at[k] = len(keys)
+			keys = append(keys, keyState{key: k})
+		}
+		// Remove as the engine does: the last key fills the hole.
+		for range rng.IntN(90) {
+			if len(keys) == 0 {
+				break
+			}
+			i := rng.IntN(len(keys))
+			x.remove(keys, keys[i].key)
+			delete(at, keys[i].key)
+			last := len(keys) - 1
+			if i != last {
+				keys[i] = keys[last]
+				x.move(keys, keys[i].key, int32(i))
+				at[keys[i].key] = i
+			}
+			keys = keys[:last]
+		}
+		var absent []string
+		for range 20 {
+			if k := universe[rng.IntN(len(universe))]; !has(at, k) {
+				absent = append(absent, k)
+			}
+		}
+		checkIndex(t, &x, keys, absent)
+	}
+	if len(keys) < 500 {
+		t.Fatalf("the test grew the index to only %d keys", len(keys))
+	}
+	// Sizing for a load, as AddKeys does for a catalog, keeps every key.
+	x.reserve(20 * len(keys))
+	checkIndex(t, &x, keys, []string{"absent"})
+}
+
+func has(m map[string]int, k string) bool {
+	_, ok := m[k]
+	return ok
+}
