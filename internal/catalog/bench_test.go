@@ -153,7 +153,7 @@ func BenchmarkLoad(b *testing.B) {
 
 			b.ResetTimer()
 			for b.Loop() {
-				if c, err = Load(ctx, testGit, gitDir, commit, Options{}); err != nil {
+				if _, err = Load(ctx, testGit, gitDir, commit, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -65,7 +65,6 @@ type Coordinator struct {
 	db    store.Store
 	git   *gitcmd.Runner
 	src   *catalog.Source
-	wake  chan struct{}
 	flush chan struct{}
 
 	mu       sync.Mutex
@@ -168,7 +167,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		clk:          clk,
 		db:           db,
 		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
-		wake:         make(chan struct{}, 1),
 		flush:        make(chan struct{}, 1),
 		status:       make(map[string]*repo),
 		nodes:        make(map[uint32]*nodeRecord),

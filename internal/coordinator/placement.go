@@ -130,7 +130,6 @@ func (c *Coordinator) membershipLoop(ctx interface{ Done() <-chan struct{} }) {
 		case <-ctx.Done():
 			return
 		case <-c.clk.After(wait):
-		case <-c.wake:
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -308,7 +307,6 @@ type session struct {
 	done    []*fleetv1.TaskDone
 
 	signal chan struct{}
-	once   sync.Once
 }
 
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {

@@ -76,26 +76,24 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.n.clk.Now()
+	type entry struct {
+		key string
+		st  *fleetv1.RepoState // replaced, never modified: safe to read unlocked
+	}
 	b.f.mu.Lock()
-	keys := make([]string, 0, len(b.f.view))
+	matches := make([]entry, 0, len(b.f.view))
 	for k, st := range b.f.view {
 		if f.Prefix != "" && !strings.HasPrefix(k, f.Prefix) || f.Owner != 0 && st.GetOwner() != f.Owner {
 			continue
 		}
-		keys = append(keys, k)
+		matches = append(matches, entry{k, st})
 	}
 	b.f.mu.Unlock()
-	sort.Strings(keys)
+	sort.Slice(matches, func(i, j int) bool { return matches[i].key < matches[j].key })
 	var out []api.Repo
 	total := 0
-	for _, k := range keys {
-		b.f.mu.Lock()
-		st := b.f.view[k]
-		b.f.mu.Unlock()
-		if st == nil {
-			continue
-		}
-		r := b.repo(k, st, now)
+	for _, m := range matches {
+		r := b.repo(m.key, m.st, now)
 		if f.State != "" && r.State != f.State {
 			continue
 		}

@@ -128,7 +128,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	n.sched.Done(key, out)
 	n.report(r)
 	if n.full != nil && err == nil {
-		n.full.ownSynced(key, r.Digest)
+		n.full.ownSynced(key)
 		n.full.served(key, res)
 	}
 }

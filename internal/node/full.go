@@ -168,7 +168,7 @@ func (f *fullNode) removed(keys []string) {
 }
 
 // ownSynced notes that this node, as the owner, fetched key itself.
-func (f *fullNode) ownSynced(key, digest string) {
+func (f *fullNode) ownSynced(key string) {
 	f.mu.Lock()
 	delete(f.pending, key)
 	f.mu.Unlock()

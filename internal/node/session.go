@@ -24,7 +24,6 @@ var ErrJoinRefused = errors.New("the coordinator refused the join token")
 
 type coordSession struct {
 	stream fleetv1.Coordinator_SessionClient
-	send   chan *fleetv1.NodeMessage
 }
 
 // backoff returns the wait before attempt n (0-based): exponential from

@@ -176,7 +176,7 @@ func BenchmarkOwner(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		if _, _, ok := e.Owner(keys[i%len(keys)]); !ok {
-			b.Fatal(fmt.Sprintf("key %d unknown", i))
+			b.Fatalf("key %d unknown", i)
 		}
 		i += 7919
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrStop, returned by a Scan callback, ends the scan early without error.
@@ -71,7 +72,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("store: create directory for %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: another gitfleet is using %s (stop it or choose another data directory): %w", path, err)
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,7 +152,7 @@ func parseDuration(s string) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	if d < 0 || d > maxStepTime || math.IsNaN(float64(d)) {
+	if d < 0 || d > maxStepTime {
 		return 0, fmt.Errorf("want a duration from 0 to %v", maxStepTime)
 	}
 	return d, nil
