@@ -178,10 +178,12 @@ func TestAPIEndToEnd(t *testing.T) {
 
 	t.Run("nodes are listed with their state", func(t *testing.T) {
 		var nodes []struct {
-			ID    uint32 `json:"id"`
-			Mode  string `json:"mode"`
-			State string `json:"state"`
-			Repos int    `json:"repos"`
+			ID     uint32  `json:"id"`
+			Mode   string  `json:"mode"`
+			State  string  `json:"state"`
+			Repos  int     `json:"repos"`
+			Weight float64 `json:"effective_weight"`
+			Grace  float64 `json:"effective_grace_seconds"`
 		}
 		var body struct {
 			Nodes json.RawMessage `json:"nodes"`
@@ -196,6 +198,9 @@ func TestAPIEndToEnd(t *testing.T) {
 		for _, n := range nodes {
 			if n.State != "alive" {
 				t.Errorf("node %d is %s", n.ID, n.State)
+			}
+			if n.Weight != 1 || n.Grace != 5 { // --capacity 1, --grace 5s, no flapping penalty
+				t.Errorf("node %d: effective weight %v, grace %vs", n.ID, n.Weight, n.Grace)
 			}
 			total += n.Repos
 		}

@@ -128,17 +128,21 @@ type HistoryEntry struct {
 
 // Node is one member of the fleet.
 type Node struct {
-	ID            uint32       `json:"id"`
-	Name          string       `json:"name"`
-	Mode          string       `json:"mode"`
-	State         string       `json:"state"` // alive, suspect, gone
-	LastHeartbeat time.Time    `json:"last_heartbeat,omitzero"`
-	Repos         int          `json:"repos"`
-	DiskUsed      uint64       `json:"disk_used"`
-	DiskTotal     uint64       `json:"disk_total"`
-	Flapping      bool         `json:"flapping"`
-	Unhealthy     bool         `json:"unhealthy,omitempty"`
-	History       []Transition `json:"history,omitempty"`
+	ID            uint32    `json:"id"`
+	Name          string    `json:"name"`
+	Mode          string    `json:"mode"`
+	State         string    `json:"state"` // alive, suspect, gone
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	Repos         int       `json:"repos"`
+	DiskUsed      uint64    `json:"disk_used"`
+	DiskTotal     uint64    `json:"disk_total"`
+	Flapping      bool      `json:"flapping"`
+	Unhealthy     bool      `json:"unhealthy,omitempty"`
+	// The flapping penalty: the placement weight and the grace in force.
+	Capacity              float64      `json:"capacity"`
+	EffectiveWeight       float64      `json:"effective_weight"`
+	EffectiveGraceSeconds float64      `json:"effective_grace_seconds"`
+	History               []Transition `json:"history,omitempty"`
 }
 
 // Transition is one change of a node's state.

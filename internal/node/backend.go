@@ -194,7 +194,8 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 	for _, n := range resp.GetNodes() {
 		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
-			Unhealthy: n.GetUnhealthy()}
+			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
+			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
