@@ -46,24 +46,14 @@ func apiConfig(cfg config.Config) api.Config {
 			secrets[host] = s
 		}
 	}
-	var hooks []string
-	for _, h := range strings.Split(cfg.EventsWebhook, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hooks = append(hooks, h)
-		}
-	}
 	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,
-		OutgoingHooks: hooks, OutgoingSecret: cfg.EventsWebhookSecret}
+		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret}
 }
 
-// parseHostLimits reads "host=N/h,host2=M/h" into checks per hour by host.
-func parseHostLimits(s string) (map[string]float64, error) {
+// parseHostLimits reads "host=N/h" settings into checks per hour by host.
+func parseHostLimits(limits []string) (map[string]float64, error) {
 	out := map[string]float64{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	for _, part := range limits {
 		host, rate, ok := strings.Cut(part, "=")
 		n, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rate), "/h"), 64)
 		if !ok || host == "" || err != nil || n <= 0 {

@@ -45,7 +45,7 @@ type Config struct {
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
 	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use, e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`
-	HostLimit             string        `name:"host-limit" help:"node: per-host check limits, e.g. github.com=5000/h,gitee.com=600/h"`
+	HostLimit             List          `name:"host-limit" help:"node: a per-host check limit, e.g. github.com=5000/h (repeat the flag, or a YAML list, for several hosts)"`
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
@@ -56,7 +56,7 @@ type Config struct {
 	WebhookSecretGitLab   string        `name:"webhook-secret-gitlab" help:"full node: secret of GitLab webhooks (overrides --webhook-secret)"`
 	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
 	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
-	EventsWebhook         string        `name:"events-webhook" help:"full node: URLs (comma-separated) that receive every ref update as a POST"`
+	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
 	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
@@ -107,11 +107,55 @@ func Fields() []Field {
 	return out
 }
 
-var durationType = reflect.TypeOf(time.Duration(0))
+// List is a setting that may be given several times (a repeated flag, a
+// YAML list, or comma-separated values).
+type List []string
+
+func (l List) String() string { return strings.Join(l, ",") }
+
+// listFlag sets a List from flags: the first flag replaces what the YAML
+// file said, later ones add to it.
+type listFlag struct {
+	l       *List
+	touched bool
+}
+
+func (f *listFlag) String() string {
+	if f.l == nil {
+		return ""
+	}
+	return f.l.String()
+}
+
+func (f *listFlag) Set(v string) error {
+	if !f.touched {
+		*f.l, f.touched = nil, true
+	}
+	*f.l = append(*f.l, splitList(v)...)
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	listType     = reflect.TypeOf(List(nil))
+)
 
 func typeName(t reflect.Type) string {
-	if t == durationType {
+	switch t {
+	case durationType:
 		return "duration"
+	case listType:
+		return "list"
 	}
 	return t.Kind().String()
 }
@@ -181,6 +225,18 @@ func (c *Config) loadYAML(path string) error {
 		if !ok {
 			return fmt.Errorf("config %s:%d: unknown key %q", path, node.Line, k)
 		}
+		if v.Field(i).Type() == listType {
+			var l List
+			if node.Kind == yaml.SequenceNode {
+				for _, item := range node.Content {
+					l = append(l, splitList(item.Value)...)
+				}
+			} else {
+				l = splitList(node.Value)
+			}
+			v.Field(i).Set(reflect.ValueOf(l))
+			continue
+		}
 		if err := set(v.Field(i), node.Value); err != nil {
 			return fmt.Errorf("config %s:%d: %s: %w", path, node.Line, k, err)
 		}
@@ -241,6 +297,8 @@ func (c *Config) register(fs *flag.FlagSet) {
 			fs.IntVar(p, name, *p, help)
 		case *float64:
 			fs.Float64Var(p, name, *p, help)
+		case *List:
+			fs.Var(&listFlag{l: p}, name, help)
 		}
 	}
 }

@@ -52,3 +52,24 @@ func TestUnknownOrBadYAMLKeysAreClearErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestListsComeFromRepeatedFlagsOrYAMLLists(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gitfleet.yaml")
+	if err := os.WriteFile(p, []byte("host-limit:\n  - github.com=5000/h\n  - gitee.com=600/h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Load("test", []string{"--config", p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.HostLimit) != 2 || cfg.HostLimit[1] != "gitee.com=600/h" {
+		t.Fatalf("from YAML: %q", cfg.HostLimit)
+	}
+	cfg, _, err = Load("test", []string{"--config", p, "--host-limit", "a.org=1/h", "--host-limit", "b.org=2/h,c.org=3/h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HostLimit.String() != "a.org=1/h,b.org=2/h,c.org=3/h" {
+		t.Fatalf("flags should replace the YAML list and add up: %q", cfg.HostLimit)
+	}
+}
