@@ -99,7 +99,7 @@ func (f *fleet) writeFile(rel, content string) {
 }
 
 func (f *fleet) key(i int) string {
-	return strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://")[:len(strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://"))-len(".git")]
+	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://"), ".git")
 }
 
 func (f *fleet) common() []string {

@@ -27,15 +27,27 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	}
 }
 
-func nodeConfig(cfg config.Config, dataDir string) node.Config {
+// nodeConfig turns the settings into a node's configuration, parsing the
+// ones that need it.
+func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
+	limits, err := parseHostLimits(cfg.HostLimit)
+	if err != nil {
+		return node.Config{}, err
+	}
+	var quota int64
+	if cfg.DiskQuota != "" {
+		if quota, err = config.ParseBytes(cfg.DiskQuota); err != nil {
+			return node.Config{}, fmt.Errorf("--disk-quota: %w", err)
+		}
+	}
 	return node.Config{
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinator: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams,
-		API:          apiConfig(cfg),
-	}
+		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota,
+		API: apiConfig(cfg),
+	}, nil
 }
 
 func apiConfig(cfg config.Config) api.Config {
@@ -73,15 +85,9 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	ncfg := nodeConfig(cfg, cfg.Data)
-	var err error
-	if ncfg.HostLimits, err = parseHostLimits(cfg.HostLimit); err != nil {
+	ncfg, err := nodeConfig(cfg, cfg.Data)
+	if err != nil {
 		return err
-	}
-	if cfg.DiskQuota != "" {
-		if ncfg.DiskQuota, err = config.ParseBytes(cfg.DiskQuota); err != nil {
-			return fmt.Errorf("--disk-quota: %w", err)
-		}
 	}
 	n, err := node.New(ncfg, log, clock.Real{})
 	if err != nil {
@@ -93,20 +99,19 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // runUp runs a coordinator and a full node in one process: the
 // single-machine mirror, which partial nodes can join later.
 func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", cfg.GRPC)
-	if err != nil {
-		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
-	}
 	if cfg.WarmupNodes == 0 {
 		cfg.WarmupNodes = 1 // the full node itself is enough to start
 	}
 	ccfg := coordinatorConfig(cfg, filepath.Join(cfg.Data, "coordinator"))
-	ncfg := nodeConfig(cfg, filepath.Join(cfg.Data, "node"))
-	ncfg.Mode = "full"
-	if ncfg.HostLimits, err = parseHostLimits(cfg.HostLimit); err != nil {
-		ln.Close()
+	ncfg, err := nodeConfig(cfg, filepath.Join(cfg.Data, "node"))
+	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.GRPC)
+	if err != nil {
+		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
+	}
+	ncfg.Mode = "full"
 	ncfg.Coordinator = ln.Addr().String()
 	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {

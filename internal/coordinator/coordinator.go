@@ -83,12 +83,10 @@ type Coordinator struct {
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
 	purge                   *pendingPurge
-	problems                int // catalog entries skipped
-	// restoredRepos is how many repositories the store held at start.
-	restoredRepos int
-	overlay       map[string]overlay // API additions and removals
-	overlayDirty  map[string]bool
-	tasks         map[string]pendingTask // on-demand checks -> the full node that asked
+	problems                int                // catalog entries skipped
+	overlay                 map[string]overlay // API additions and removals
+	overlayDirty            map[string]bool
+	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
 }
 
 // repo is what the coordinator knows of one repository beyond its catalog
@@ -256,7 +254,6 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	// The placement engine's key set: the catalog at the stored commit
 	// with the API's overlay.
 	keys := c.effectiveKeys()
-	c.restoredRepos = len(keys)
 	pcfg := placement.Config{LoadFactor: c.cfg.LoadFactor, MaxInFlight: c.cfg.MaxClonesInFlight}
 	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
 		c.engine, err = placement.Restore(pcfg, snap, keys)
@@ -343,9 +340,6 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	defer c.mu.Unlock()
 	removed = c.effectiveRemovals(removed)
 	total := c.engine.Len()
-	if old == nil && c.restoredRepos == 0 {
-		total = 0 // a first load removes nothing
-	}
 	if err := catalog.CheckPurge(total, len(removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
 		if c.purge == nil || c.purge.commit != commit {
 			c.log.Error("catalog change NOT applied: it would remove too many repositories at once; confirm it to apply",
