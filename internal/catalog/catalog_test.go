@@ -490,7 +490,7 @@ func TestLoadOfACatalogWithoutEntries(t *testing.T) {
 func TestCatBlobsFailsCleanlyOnAMissingObject(t *testing.T) {
 	r := newTestRepo(t)
 	r.commit(map[string]string{"a.list": "https://github.com/a/b\n"})
-	err := catBlobs(context.Background(), testGit, r.gitDir(), []string{strings.Repeat("0", 40)},
+	err := catBlobs(context.Background(), testGit, r.gitDir(), []string{strings.Repeat("0", 40)}, nil,
 		func(int, int64, []byte) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("err = %v, want one about the missing object", err)

@@ -110,8 +110,13 @@ func diffTree(ctx context.Context, git *gitcmd.Runner, repoDir, oldCommit, newCo
 
 // catBlobs reads the blobs oids with one `git cat-file --batch` process
 // and calls fn for each, in order, from one goroutine. data is nil when the
-// blob is larger than maxFileSize (size says how large it was).
-func catBlobs(ctx context.Context, git *gitcmd.Runner, repoDir string, oids []string, fn func(i int, size int64, data []byte) error) error {
+// blob is larger than maxFileSize (size says how large it was); otherwise
+// it is fn's to keep, made by alloc (a length, any capacity) or, when
+// alloc is nil, by make.
+func catBlobs(ctx context.Context, git *gitcmd.Runner, repoDir string, oids []string, alloc func(n int) []byte, fn func(i int, size int64, data []byte) error) error {
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
 	if len(oids) == 0 {
 		return nil
 	}
@@ -144,7 +149,7 @@ func catBlobs(ctx context.Context, git *gitcmd.Runner, repoDir string, oids []st
 	})
 	var readErr error
 	g.Go(func() error {
-		readErr = readBatch(bufio.NewReaderSize(outR, 1<<20), oids, fn)
+		readErr = readBatch(bufio.NewReaderSize(outR, 1<<20), oids, alloc, fn)
 		if readErr != nil {
 			outR.Close() // git then fails writing and exits
 		}
@@ -160,7 +165,7 @@ func catBlobs(ctx context.Context, git *gitcmd.Runner, repoDir string, oids []st
 	return readErr
 }
 
-func readBatch(r *bufio.Reader, oids []string, fn func(i int, size int64, data []byte) error) error {
+func readBatch(r *bufio.Reader, oids []string, alloc func(n int) []byte, fn func(i int, size int64, data []byte) error) error {
 	for i, oid := range oids {
 		header, err := r.ReadString('\n')
 		if err != nil {
@@ -177,7 +182,7 @@ func readBatch(r *bufio.Reader, oids []string, fn func(i int, size int64, data [
 		}
 		var data []byte
 		if size <= maxFileSize {
-			data = make([]byte, size)
+			data = alloc(int(size))
 			_, err = io.ReadFull(r, data)
 		} else {
 			_, err = io.CopyN(io.Discard, r, size)

@@ -79,16 +79,34 @@ func readFiles(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []
 	}
 	workers := runtime.GOMAXPROCS(0)
 	jobs := make(chan job, 2*workers)
+	// The blobs' buffers go back to the reader once parsed: a load then
+	// makes a few buffers instead of one per file.
+	free := make(chan []byte, 3*workers)
+	alloc := func(n int) []byte {
+		select {
+		case b := <-free:
+			if cap(b) >= n {
+				return b[:n]
+			}
+		default:
+		}
+		return make([]byte, n)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for range workers {
 		g.Go(func() error {
+			var sc scratch
 			for j := range jobs {
 				b := others[j.i]
 				f := &fileData{name: &fileName{b.path}, attrs: attrsFor(merged, dirOf(b.path))}
 				if j.data == nil {
 					f.problem(1, SeverityError, "", tooLarge(j.size))
 				} else {
-					parseEntries(f, b.kind, j.data, keyOpt)
+					parseEntries(f, b.kind, j.data, keyOpt, &sc)
+					select {
+					case free <- j.data:
+					default:
+					}
 				}
 				if len(f.entries) > 0 || len(f.problems) > 0 {
 					entryFiles[j.i] = f
@@ -99,7 +117,7 @@ func readFiles(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []
 	}
 	g.Go(func() error {
 		defer close(jobs)
-		return catBlobs(gctx, git, repoDir, oids, func(i int, size int64, data []byte) error {
+		return catBlobs(gctx, git, repoDir, oids, alloc, func(i int, size int64, data []byte) error {
 			if i < len(defs) {
 				f := &fileData{name: &fileName{defs[i].path}}
 				var attrs map[string]string

@@ -63,22 +63,36 @@ func (f *fileData) problem(line int, severity, key, reason string) {
 }
 
 // parseEntries fills f from the content of an entry file (.list or YAML).
-func parseEntries(f *fileData, kind fileKind, data []byte, opt repokey.Options) {
+// sc is reused from file to file by one goroutine.
+func parseEntries(f *fileData, kind fileKind, data []byte, opt repokey.Options, sc *scratch) {
 	if kind == kindList {
-		parseList(f, data, opt)
+		parseListWith(f, data, opt, sc)
 	} else {
 		parseYAML(f, data, opt)
 	}
+}
+
+// scratch is the working memory of parseList, kept from one file to the
+// next: at a million entries, making it for each file doubles the garbage
+// of a load.
+type scratch struct {
+	arena []byte
+	ends  []int
 }
 
 // parseList reads a .list file: one URL per line; "#" at the start of a
 // line or after a blank starts a comment; blank lines, CRLF and a missing
 // final newline are fine. The keys of the file share one string.
 func parseList(f *fileData, data []byte, opt repokey.Options) {
+	parseListWith(f, data, opt, &scratch{})
+}
+
+func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 	data = bytes.TrimPrefix(data, utf8BOM)
 	most := bytes.Count(data, []byte{'\n'}) + 1
-	slab, lines, ends := make([]entry, 0, most), make([]int32, 0, most), make([]int, 0, most)
-	arena := make([]byte, 0, len(data))
+	slab, lines := make([]entry, 0, most), make([]int32, 0, most)
+	arena, ends := sc.arena[:0], sc.ends[:0]
+	defer func() { sc.arena, sc.ends = arena[:0], ends[:0] }()
 	for line := 1; len(data) > 0; line++ {
 		l, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest

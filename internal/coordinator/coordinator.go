@@ -332,6 +332,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 		}
 		added, removed, changed = deltaKeys(delta)
 	}
+	read := time.Since(began)
 	problems := next.Problems()
 	for _, p := range problems {
 		c.log.Warn("catalog entry skipped", "problem", p.String())
@@ -356,7 +357,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.applyHeld()
 	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
 		"added", len(added), "removed", len(removed), "changed", len(changed),
-		"took_ms", time.Since(began).Milliseconds())
+		"read_ms", read.Milliseconds(), "took_ms", time.Since(began).Milliseconds())
 	c.signalPersist()
 	return nil
 }
@@ -453,10 +454,11 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 
 // applyChange changes the repository set. The entries themselves are read
 // with entry(), so c.cat and c.overlay must already say the new truth.
-// The API's overlay wins over the catalog. Caller holds c.mu.
+// The API's overlay wins over the catalog. added is filtered in place
+// (its order and contents are not kept). Caller holds c.mu.
 func (c *Coordinator) applyChange(added, removed, changed []string) {
-	var add, rm []string
-	empty := c.engine.Len() == 0 // a first load: a million lookups spared
+	add, rm := added[:0], []string(nil) // at a million keys, no copy
+	empty := c.engine.Len() == 0        // a first load: a million lookups spared
 	for _, k := range added {
 		if ov, ok := c.overlay[k]; ok {
 			if !ov.Removed {

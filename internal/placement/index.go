@@ -128,3 +128,88 @@ func (x *keyIndex) remove(keys []keyState, k string) {
 	x.slots[gap] = 0
 	x.n--
 }
+
+// build indexes keys, the engine's whole key list, into the index, which
+// must be empty and sized for them (reserve). Inserting a million keys one
+// by one writes the table at random, a cache miss each; build sorts the
+// slots by home slot (a radix sort of the hash's top bits) and lays them
+// out from the first slot to the last, so the table is written in order.
+// It reports false, leaving the index empty, if a key is listed twice.
+func (x *keyIndex) build(keys []keyState) bool {
+	n := len(keys)
+	if n == 0 {
+		return true
+	}
+	if x.n != 0 || n > len(x.slots)/4*3 || n >= 1<<32-1 {
+		panic("placement: build needs an empty index sized for its keys")
+	}
+	words := make([]uint64, n)
+	for i := range keys {
+		h := maphash.String(x.seed, keys[i].key)
+		words[i] = h>>32<<32 | uint64(i+1)
+	}
+	sortByHome(words, x.shift)
+
+	// Equal keys have equal hashes, so they are in one run of slots with
+	// the same home; such runs are short.
+	for i := 1; i < n; i++ {
+		for j := i - 1; j >= 0 && words[j]>>x.shift == words[i]>>x.shift; j-- {
+			if words[j]>>32 == words[i]>>32 && keys[uint32(words[i])-1].key == keys[uint32(words[j])-1].key {
+				return false
+			}
+		}
+	}
+
+	// Each slot goes to its home slot or the first free one after it. In
+	// home order that is the slot after the previous one's, unless its home
+	// is further; those that run past the end wrap to the first free slots
+	// of the table, which are all before any home a wrapped slot has.
+	size := uint64(len(x.slots))
+	next := uint64(0)
+	var wrapped []uint64
+	for _, w := range words {
+		p := max(w>>x.shift, next)
+		if p >= size {
+			wrapped = append(wrapped, w)
+			continue
+		}
+		x.slots[p] = w
+		next = p + 1
+	}
+	p := uint64(0)
+	for _, w := range wrapped {
+		for x.slots[p] != 0 {
+			p++
+		}
+		x.slots[p] = w
+	}
+	x.n = n
+	return true
+}
+
+// sortByHome sorts slot words by their home slot (w >> shift), with a
+// least-significant-digit radix sort of 11 bits a pass.
+func sortByHome(words []uint64, shift uint) {
+	const digit = 11
+	scratch := make([]uint64, len(words))
+	src, dst := words, scratch
+	for low := shift; low < 64; low += digit {
+		var count [1 << digit]int
+		for _, w := range src {
+			count[w>>low&(1<<digit-1)]++
+		}
+		pos := 0
+		for d, c := range count {
+			count[d], pos = pos, pos+c
+		}
+		for _, w := range src {
+			d := w >> low & (1<<digit - 1)
+			dst[count[d]] = w
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &words[0] { // an odd number of passes
+		copy(words, src)
+	}
+}

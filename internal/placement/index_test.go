@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -95,4 +96,74 @@ func TestKeyIndexAgreesWithAModel(t *testing.T) {
 func has(m map[string]int, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+func TestKeyIndexBuildAgreesWithInserts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 3, 11, 12, 13, 100, 1000, 5000} {
+		for round := range 20 {
+			keys := make([]keyState, n)
+			for i := range keys {
+				keys[i].key = fmt.Sprintf("k%d-%d-%d", n, round, rng.Uint64())
+			}
+			x := newKeyIndex()
+			x.reserve(n)
+			if !x.build(keys) {
+				t.Fatalf("build of %d distinct keys reported a duplicate", n)
+			}
+			checkIndex(t, &x, keys, []string{"absent", "k"})
+			// The built index goes on working like any other: insert,
+			// remove and grow.
+			more := keyState{key: fmt.Sprintf("more-%d", round)}
+			if !x.insert(keys, more.key, int32(len(keys))) {
+				t.Fatalf("insert into a built index refused %q", more.key)
+			}
+			keys = append(keys, more)
+			x.remove(keys, keys[0].key)
+			keys[0] = keys[len(keys)-1]
+			x.move(keys, keys[0].key, 0)
+			keys = keys[:len(keys)-1]
+			x.reserve(4 * n)
+			checkIndex(t, &x, keys, []string{"absent"})
+		}
+	}
+}
+
+func TestKeyIndexBuildRefusesDuplicates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	// Each round has its own seed, so the twins' neighbours in the table
+	// change from round to round.
+	for round := range 300 {
+		n := 2 + rng.IntN(40)
+		keys := make([]keyState, n)
+		for i := range keys {
+			keys[i].key = fmt.Sprintf("k%d", i)
+		}
+		i, j := rng.IntN(n), rng.IntN(n)
+		if i == j {
+			j = (i + 1) % n
+		}
+		keys[j].key = keys[i].key
+		x := newKeyIndex()
+		x.reserve(n)
+		if x.build(keys) {
+			t.Fatalf("round %d: build accepted %q listed twice", round, keys[i].key)
+		}
+		if x.n != 0 || slices.ContainsFunc(x.slots, func(s uint64) bool { return s != 0 }) {
+			t.Fatalf("round %d: a refused build left slots behind", round)
+		}
+	}
+}
+
+func TestAddKeysOnALoadWithDuplicatesKeepsEachOnce(t *testing.T) {
+	e := New(Config{})
+	e.AddKeys("a", "b", "", "a", "c", "b")
+	if e.Len() != 3 {
+		t.Fatalf("engine has %d keys, want 3", e.Len())
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if !e.Has(k) {
+			t.Fatalf("engine lost %q", k)
+		}
+	}
 }

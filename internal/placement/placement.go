@@ -256,10 +256,23 @@ func (e *Engine) AddKeys(keys ...string) {
 }
 
 func (e *Engine) addKeys(keys []string) bool {
-	if len(e.keys) == 0 && len(keys) > 0 {
-		// Loading a catalog: size everything once.
+	if len(e.keys) == 0 && len(keys) > 0 && len(keys) < math.MaxInt32 {
+		// Loading a catalog: size everything once, and index the keys in
+		// one pass unless one is listed twice.
 		e.index.reserve(len(keys))
 		e.keys = make([]keyState, 0, len(keys))
+		for _, k := range keys {
+			if k != "" {
+				e.keys = append(e.keys, keyState{key: k})
+			}
+		}
+		if e.index.build(e.keys) {
+			for i := range e.keys {
+				e.digest += ring.Hash(e.keys[i].key)
+			}
+			return len(e.keys) > 0
+		}
+		e.keys = e.keys[:0]
 	}
 	added := false
 	for _, k := range keys {

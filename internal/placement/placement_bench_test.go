@@ -55,6 +55,27 @@ func BenchmarkPlace1MKeys1000Members(b *testing.B) {
 	runtime.KeepAlive(e)
 }
 
+// BenchmarkLoadKeys adds 1,000,000 keys to an empty engine, as a
+// coordinator's first catalog load does: in one call (the index is built
+// in one ordered pass), and, for comparison, one key first and then the
+// rest (each inserted where its hash says, at random in the table).
+func BenchmarkLoadKeys(b *testing.B) {
+	keys := testKeys(benchKeys)
+	b.Run("bulk", func(b *testing.B) {
+		for b.Loop() {
+			New(Config{}).AddKeys(keys...)
+		}
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		for b.Loop() {
+			e := New(Config{})
+			e.AddKeys(keys[0])
+			e.index.reserve(len(keys))
+			e.AddKeys(keys[1:]...)
+		}
+	})
+}
+
 // settled returns an engine whose keys are all on their desired owners.
 func settled(b *testing.B, keys []string, ms []Member) *Engine {
 	e := New(Config{})
