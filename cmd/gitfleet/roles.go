@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,28 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
 		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge,
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
+		BulkLoad: bulkLoadGC,
 	}
+}
+
+// bulkLoadGCPercent is the GOGC of a whole catalog load.
+const bulkLoadGCPercent = 300
+
+// bulkLoadGC lets the heap grow further between collections while a whole
+// catalog is loaded and placed, and returns the function that restores the
+// setting. Nearly all that such a load allocates stays: at the usual
+// GOGC=100 the collector marks the growing catalog each time the heap
+// doubles, a quarter of the load's time at a million entries, and the
+// last cycle may leave the heap's peak at twice what stays. The soft
+// memory limit (--memory-limit) still holds meanwhile, and a higher GOGC
+// (or none) is left as it is.
+func bulkLoadGC() (done func()) {
+	old := debug.SetGCPercent(bulkLoadGCPercent)
+	if old < 0 || old >= bulkLoadGCPercent {
+		debug.SetGCPercent(old)
+		return func() {}
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // nodeConfig turns the settings into a node's configuration, parsing the

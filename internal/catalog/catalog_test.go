@@ -97,6 +97,25 @@ func dump(c *Catalog) []string {
 	for _, p := range c.Problems() {
 		out = append(out, fmt.Sprintf("%s %s %s", p.Severity, p, p.Key))
 	}
+	// Keys gives each key once; the index's count of duplicates is right.
+	keys := map[string]bool{}
+	c.Keys(func(k string) bool {
+		if keys[k] {
+			out = append(out, "Keys gave "+k+" twice")
+		}
+		keys[k] = true
+		return true
+	})
+	dups := 0
+	for _, s := range c.keys.shards {
+		dups += s.dupCount()
+	}
+	if dups != c.keys.dups {
+		out = append(out, fmt.Sprintf("the index counts %d duplicates, its shards %d", c.keys.dups, dups))
+	}
+	if len(keys) != c.Len() {
+		out = append(out, fmt.Sprintf("Keys gave %d keys", len(keys)))
+	}
 	return append(out, fmt.Sprintf("len=%d", c.Len()))
 }
 

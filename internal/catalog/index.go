@@ -35,6 +35,7 @@ func hashOf(s string) uint64 { return xxhash.Sum64String(s) }
 type keyIndex struct {
 	shards []*keyShard
 	n      int
+	dups   int // entries not kept, over all keys
 }
 
 // keyShard is an open-addressing table (linear probing) of entries by key.
@@ -63,6 +64,9 @@ func (ix *keyIndex) get(key string) *entry {
 // kept says whether e (an entry of one of the catalog's files) is the one
 // kept for its key.
 func (ix *keyIndex) kept(e *entry) bool {
+	if ix.dups == 0 {
+		return true // a catalog without duplicates: no hashing
+	}
 	h := hashOf(e.key)
 	s := ix.shard(h)
 	if _, dup := s.dups[e.key]; !dup {
@@ -216,8 +220,18 @@ func buildKeyIndex(files []*fileData) keyIndex {
 	})
 	for _, s := range ix.shards {
 		ix.n += s.n
+		ix.dups += s.dupCount()
 	}
 	return ix
+}
+
+// dupCount is the number of entries s does not keep.
+func (s *keyShard) dupCount() int {
+	n := 0
+	for _, ds := range s.dups {
+		n += len(ds)
+	}
+	return n
 }
 
 // keyState is the new state of one key: kept is nil when the key is gone.
@@ -230,7 +244,7 @@ type keyState struct {
 // It copies the shard directory and the shards it touches (a shard is a
 // few hundred bytes), so its cost follows the number of changed keys.
 func (ix *keyIndex) with(changes map[string]keyState) keyIndex {
-	out := keyIndex{shards: slices.Clone(ix.shards), n: ix.n}
+	out := keyIndex{shards: slices.Clone(ix.shards), n: ix.n, dups: ix.dups}
 	mask := uint64(len(ix.shards) - 1)
 	copied := make(map[uint64]bool)
 	for k, st := range changes {
@@ -242,8 +256,10 @@ func (ix *keyIndex) with(changes map[string]keyState) keyIndex {
 		}
 		sh := out.shards[si]
 		out.n -= sh.n
+		out.dups -= len(sh.dups[k])
 		sh.set(k, h, st)
 		out.n += sh.n
+		out.dups += len(sh.dups[k])
 	}
 	if out.n > shardGrow*shardTarget*len(out.shards) {
 		out = out.resharded()
@@ -326,7 +342,7 @@ func setDups(m map[string][]*entry, k string, ds []*entry) map[string][]*entry {
 
 // resharded rebuilds ix with a shard count fit for its size.
 func (ix *keyIndex) resharded() keyIndex {
-	out := keyIndex{shards: make([]*keyShard, shardCount(ix.n)), n: ix.n}
+	out := keyIndex{shards: make([]*keyShard, shardCount(ix.n)), n: ix.n, dups: ix.dups}
 	mask := uint64(len(out.shards) - 1)
 	groups := make([][]*entry, len(out.shards))
 	for _, s := range ix.shards {

@@ -52,6 +52,11 @@ type Config struct {
 	// MaxPurgeShare is the largest share of all repositories one catalog
 	// change may remove without an operator's confirmation.
 	MaxPurgeShare float64
+	// BulkLoad, when set, is called when a whole catalog is about to be
+	// loaded and placed (at start), and the function it returns when that
+	// is done. Most of what the coordinator will hold is allocated in
+	// between: the binary uses it to pace the garbage collector.
+	BulkLoad func() (done func())
 }
 
 // Coordinator is the running coordinator. Create it with New, serve its
@@ -243,6 +248,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
+	defer c.bulkLoad()()
 	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
 		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
 		if err != nil {
@@ -269,6 +275,14 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	}
 	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", c.engine.Len(), "placing", c.placing)
 	return nil
+}
+
+// bulkLoad calls cfg.BulkLoad, if set, and returns its done function.
+func (c *Coordinator) bulkLoad() (done func()) {
+	if c.cfg.BulkLoad == nil {
+		return func() {}
+	}
+	return c.cfg.BulkLoad()
 }
 
 func (c *Coordinator) catalogOptions() catalog.Options {
@@ -319,6 +333,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	var next *catalog.Catalog
 	var added, removed, changed []string
 	if old == nil {
+		defer c.bulkLoad()()
 		next, err = catalog.Load(ctx, c.git, c.src.Dir(), commit, c.catalogOptions())
 		if err != nil {
 			return fmt.Errorf("load catalog %s: %w", commit, err)
@@ -459,6 +474,7 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 func (c *Coordinator) applyChange(added, removed, changed []string) {
 	add, rm := added[:0], []string(nil) // at a million keys, no copy
 	empty := c.engine.Len() == 0        // a first load: a million lookups spared
+	full := c.fullSessions()
 	for _, k := range added {
 		if ov, ok := c.overlay[k]; ok {
 			if !ov.Removed {
@@ -481,10 +497,8 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 			delete(c.status, k)
 			c.dirty[k] = false
 		}
-		for _, s := range c.sessions {
-			if s.full {
-				s.queueRemoved(k)
-			}
+		for _, s := range full {
+			s.queueRemoved(k)
 		}
 	}
 	if len(add) > 0 {
@@ -507,8 +521,10 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 		}
 		c.broadcastState(k)
 	}
-	for _, k := range add {
-		c.broadcastState(k)
+	for _, s := range full {
+		for _, k := range add {
+			s.queueState(k)
+		}
 	}
 	c.decide()
 }

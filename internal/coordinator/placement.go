@@ -78,6 +78,17 @@ func (c *Coordinator) broadcastState(key string) {
 	}
 }
 
+// fullSessions returns the sessions of full nodes. Caller holds c.mu.
+func (c *Coordinator) fullSessions() []*session {
+	var full []*session
+	for _, s := range c.sessions {
+		if s.full {
+			full = append(full, s)
+		}
+	}
+	return full
+}
+
 // applyChanges reacts to membership transitions. Caller holds c.mu.
 func (c *Coordinator) applyChanges(changes []membership.Change) {
 	if len(changes) == 0 {
