@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
 	"runtime/debug"
@@ -29,24 +30,28 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	}
 }
 
-// bulkLoadGCPercent is the GOGC of a whole catalog load.
-const bulkLoadGCPercent = 300
+// bulkLoadCeiling bounds the heap while a whole catalog is loaded, unless
+// --memory-limit (or GOMEMLIMIT) sets a bound of its own.
+const bulkLoadCeiling = 1 << 30
 
-// bulkLoadGC lets the heap grow further between collections while a whole
-// catalog is loaded and placed, and returns the function that restores the
-// setting. Nearly all that such a load allocates stays: at the usual
-// GOGC=100 the collector marks the growing catalog each time the heap
-// doubles, a quarter of the load's time at a million entries, and the
-// last cycle may leave the heap's peak at twice what stays. The soft
-// memory limit (--memory-limit) still holds meanwhile, and a higher GOGC
-// (or none) is left as it is.
+// bulkLoadGC turns the garbage collector off while a whole catalog is
+// loaded and placed, with a soft memory limit as the guard, and returns
+// the function that restores both settings. Nearly all that such a load
+// allocates stays (the garbage of a million-entry load is a tenth of it):
+// at the usual GOGC=100 the collector would mark the growing catalog each
+// time the heap doubles, a quarter of the load's time, and its last cycle
+// could leave the peak at twice what stays. The first cycle after the load
+// runs in the background.
 func bulkLoadGC() (done func()) {
-	old := debug.SetGCPercent(bulkLoadGCPercent)
-	if old < 0 || old >= bulkLoadGCPercent {
-		debug.SetGCPercent(old)
-		return func() {}
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 {
+		debug.SetMemoryLimit(bulkLoadCeiling)
 	}
-	return func() { debug.SetGCPercent(old) }
+	return func() {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(percent)
+	}
 }
 
 // nodeConfig turns the settings into a node's configuration, parsing the

@@ -121,23 +121,25 @@ func newKeyShard(n int) *keyShard {
 }
 
 // add inserts e, on line, applying the duplicate rule if its key is
-// already there; lines holds the lines of the slots while the shard is
-// built. It reads e.key only when a tag matches: at a million entries,
-// reading each entry while indexing would cost a cache miss each.
-func (s *keyShard) add(e *entry, h uint64, line int32, lines []int32) {
+// already there; prev and prevLines are the entries added to the shard
+// before e and their lines, for that rule. It reads e.key only when a tag
+// matches: at a million entries, reading each entry while indexing would
+// cost a cache miss each.
+func (s *keyShard) add(e *entry, h uint64, line int32, prev []*entry, prevLines []int32) {
 	mask := len(s.slots) - 1
 	tag := tagOf(h)
 	i := int(h>>32) & mask
 	for ; s.slots[i] != nil && (s.tags[i] != tag || s.slots[i].key != e.key); i = (i + 1) & mask {
 	}
 	old := s.slots[i]
-	switch {
-	case old == nil:
-		s.slots[i], s.tags[i], lines[i] = e, tagOf(h), line
+	if old == nil {
+		s.slots[i], s.tags[i] = e, tagOf(h)
 		s.n++
 		return
-	case compareLocations(e.name.path, int(line), old.name.path, int(lines[i])) < 0:
-		s.slots[i], lines[i], e = e, line, old
+	}
+	oldLine := prevLines[slices.Index(prev, old)]
+	if compareLocations(e.name.path, int(line), old.name.path, int(oldLine)) < 0 {
+		s.slots[i], e = e, old
 	}
 	if s.dups == nil {
 		s.dups = make(map[string][]*entry)
@@ -211,9 +213,8 @@ func buildKeyIndex(files []*fileData) keyIndex {
 	inParallel(func(p int) {
 		for s := p; s < nShards; s += workers {
 			sh := newKeyShard(start[s+1] - start[s])
-			lines := make([]int32, len(sh.slots))
 			for j := start[s]; j < start[s+1]; j++ {
-				sh.add(order[j], orderHashes[j], orderLines[j], lines)
+				sh.add(order[j], orderHashes[j], orderLines[j], order[start[s]:j], orderLines[start[s]:j])
 			}
 			ix.shards[s] = sh
 		}

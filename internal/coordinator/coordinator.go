@@ -338,7 +338,6 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load catalog %s: %w", commit, err)
 		}
-		added, removed = c.diffFromEngine(next)
 	} else {
 		var delta catalog.Delta
 		next, delta, err = old.Update(ctx, c.git, c.src.Dir(), commit)
@@ -354,6 +353,10 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	first := old == nil && c.engine.Len() == 0 // a first start: every key is new
+	if old == nil && !first {
+		added, removed = c.diffFromEngine(next)
+	}
 	removed = c.effectiveRemovals(removed)
 	total := c.engine.Len()
 	if err := catalog.CheckPurge(total, len(removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
@@ -367,27 +370,52 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.purge = nil
 	c.cat = next
 	c.problems = len(problems)
-	c.applyChange(added, removed, changed)
+	nAdded := len(added)
+	if first {
+		nAdded = c.placeAll(next)
+	} else {
+		c.applyChange(added, removed, changed)
+	}
 	c.dirtyMeta("catalog_commit", commit)
 	c.applyHeld()
 	c.log.Info("catalog applied", "commit", commit, "repos", next.Len(),
-		"added", len(added), "removed", len(removed), "changed", len(changed),
+		"added", nAdded, "removed", len(removed), "changed", len(changed),
 		"read_ms", read.Milliseconds(), "took_ms", time.Since(began).Milliseconds())
 	c.signalPersist()
 	return nil
 }
 
+// placeAll places every key of the first catalog of an engine without
+// keys (a first start), and returns how many it placed. The keys go from
+// the catalog to the engine without a list of a million strings in
+// between. Caller holds c.mu.
+func (c *Coordinator) placeAll(next *catalog.Catalog) int {
+	keys := func(yield func(string) bool) {
+		next.Keys(func(k string) bool {
+			if _, ok := c.overlay[k]; ok {
+				return true // removed through the API (an addition would be placed)
+			}
+			return yield(k)
+		})
+	}
+	c.engine.AddKeySeq(next.Len(), keys)
+	for _, s := range c.fullSessions() {
+		for k := range keys {
+			s.queueState(k)
+		}
+	}
+	c.placeDirty = true
+	c.decide()
+	return c.engine.Len()
+}
+
 // diffFromEngine compares a freshly loaded catalog with the keys the
-// engine places (a first load, or a restart whose commit was lost). It
-// works on keys only: at a million entries, building entries would cost
-// hundreds of megabytes for nothing.
+// engine places (a restart whose commit was lost). It works on keys only:
+// at a million entries, building entries would cost hundreds of megabytes
+// for nothing. Caller holds c.mu.
 func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	empty := c.engine.Len() == 0
-	added = make([]string, 0, next.Len())
 	next.Keys(func(k string) bool {
-		if empty || !c.engine.Has(k) {
+		if !c.engine.Has(k) {
 			added = append(added, k)
 		}
 		return true
@@ -472,8 +500,7 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 // The API's overlay wins over the catalog. added is filtered in place
 // (its order and contents are not kept). Caller holds c.mu.
 func (c *Coordinator) applyChange(added, removed, changed []string) {
-	add, rm := added[:0], []string(nil) // at a million keys, no copy
-	empty := c.engine.Len() == 0        // a first load: a million lookups spared
+	add, rm := added[:0], []string(nil) // no copy of a big change
 	full := c.fullSessions()
 	for _, k := range added {
 		if ov, ok := c.overlay[k]; ok {
@@ -482,7 +509,7 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 			}
 			continue
 		}
-		if !empty && c.engine.Has(k) {
+		if c.engine.Has(k) {
 			changed = append(changed, k)
 			continue
 		}

@@ -148,7 +148,9 @@ func (x *keyIndex) build(keys []keyState) bool {
 		h := maphash.String(x.seed, keys[i].key)
 		words[i] = h>>32<<32 | uint64(i+1)
 	}
-	sortByHome(words, x.shift)
+	// The table, still empty, is the sort's scratch space.
+	sortByHome(words, x.slots[:n], x.shift)
+	clear(x.slots[:n])
 
 	// Equal keys have equal hashes, so they are in one run of slots with
 	// the same home; such runs are short.
@@ -188,10 +190,10 @@ func (x *keyIndex) build(keys []keyState) bool {
 }
 
 // sortByHome sorts slot words by their home slot (w >> shift), with a
-// least-significant-digit radix sort of 11 bits a pass.
-func sortByHome(words []uint64, shift uint) {
+// least-significant-digit radix sort of 11 bits a pass, in scratch (as long
+// as words) and words.
+func sortByHome(words, scratch []uint64, shift uint) {
 	const digit = 11
-	scratch := make([]uint64, len(words))
 	src, dst := words, scratch
 	for low := shift; low < 64; low += digit {
 		var count [1 << digit]int

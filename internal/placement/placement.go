@@ -42,6 +42,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -242,8 +243,14 @@ func New(cfg Config) *Engine {
 // paced like any clone. It takes time in proportion to the keys given,
 // unless the load bound makes it place every key again (see above).
 func (e *Engine) AddKeys(keys ...string) {
+	e.AddKeySeq(len(keys), slices.Values(keys))
+}
+
+// AddKeySeq is AddKeys for the keys of an iterator, of which there are
+// about n: a catalog's keys, without a list of a million strings.
+func (e *Engine) AddKeySeq(n int, keys iter.Seq[string]) {
 	from := len(e.keys)
-	if !e.addKeys(keys) || e.ring == nil {
+	if !e.addKeys(n, keys) || e.ring == nil {
 		return
 	}
 	if !e.placeAdded(from) {
@@ -255,27 +262,37 @@ func (e *Engine) AddKeys(keys ...string) {
 	}
 }
 
-func (e *Engine) addKeys(keys []string) bool {
-	if len(e.keys) == 0 && len(keys) > 0 && len(keys) < math.MaxInt32 {
+func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
+	if len(e.keys) == 0 && n > 0 && n < math.MaxInt32 {
 		// Loading a catalog: size everything once, and index the keys in
 		// one pass unless one is listed twice.
-		e.index.reserve(len(keys))
-		e.keys = make([]keyState, 0, len(keys))
-		for _, k := range keys {
+		e.keys = make([]keyState, 0, n)
+		for k := range keys {
 			if k != "" {
 				e.keys = append(e.keys, keyState{key: k})
 			}
 		}
-		if e.index.build(e.keys) {
-			for i := range e.keys {
-				e.digest += ring.Hash(e.keys[i].key)
+		if len(e.keys) < math.MaxInt32 {
+			e.index.reserve(len(e.keys))
+			if e.index.build(e.keys) {
+				for i := range e.keys {
+					e.digest += ring.Hash(e.keys[i].key)
+				}
+				return len(e.keys) > 0
 			}
-			return len(e.keys) > 0
 		}
-		e.keys = e.keys[:0]
+		all := e.keys
+		e.keys = make([]keyState, 0, len(all))
+		keys = func(yield func(string) bool) {
+			for _, k := range all {
+				if !yield(k.key) {
+					return
+				}
+			}
+		}
 	}
 	added := false
-	for _, k := range keys {
+	for k := range keys {
 		if k == "" {
 			continue
 		}

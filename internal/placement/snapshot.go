@@ -107,7 +107,7 @@ func appendString(b []byte, s string) []byte {
 // inventories (Hold) tell who holds what).
 func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
 	e := New(cfg)
-	e.addKeys(keys)
+	e.addKeys(len(keys), slices.Values(keys))
 	r := &reader{b: data}
 	if string(r.bytes(len(snapshotMagic))) != snapshotMagic {
 		return nil, errors.New("placement: not a placement snapshot of version 1")
