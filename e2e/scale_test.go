@@ -34,11 +34,11 @@ func peakRSS(pid int) (float64, error) {
 // catalog of 1,000,000 entries in 1,000 files and reports how long the cold
 // load (read, parse, normalise, index, place) took, its ratio to
 // `git cat-file --batch` reading the same blobs, and the process's peak
-// resident memory, with and without --memory-limit. This machine is shared
-// and noisy: each iteration runs several rounds, each against cat-file
-// timed just before it, and reports the median load and ratio, the worst
-// ratio, and the largest peak. Run it with -benchtime=1x; the catalog is
-// generated once into the temporary directory.
+// resident memory. This machine is shared and noisy: each iteration runs
+// several rounds, each against cat-file timed just before it, and reports
+// the median load and ratio, the worst ratio, and the largest peak. Run it
+// with -benchtime=1x; the catalog is generated once into the temporary
+// directory.
 func BenchmarkCoordinatorColdLoad(b *testing.B) {
 	const entries, rounds = 1000000, 5
 	cat := filepath.Join(os.TempDir(), "gitfleet-bench-catalog-1m")
@@ -48,28 +48,20 @@ func BenchmarkCoordinatorColdLoad(b *testing.B) {
 			b.Fatalf("gen: %v\n%s", err, out)
 		}
 	}
-	for _, limit := range []string{"", "240MiB"} {
-		name := "default"
-		if limit != "" {
-			name = "memory-limit=" + limit
+	for n := 0; n < b.N; n++ {
+		var loads, ratios []float64
+		var peak float64
+		for range rounds {
+			catfile := catFileTime(b, cat)
+			load, rss := coldLoad(b, cat)
+			loads = append(loads, load.Seconds())
+			ratios = append(ratios, load.Seconds()/catfile.Seconds())
+			peak = max(peak, rss)
 		}
-		b.Run(name, func(b *testing.B) {
-			for n := 0; n < b.N; n++ {
-				var loads, ratios []float64
-				var peak float64
-				for range rounds {
-					catfile := catFileTime(b, cat)
-					load, rss := coldLoad(b, cat, limit)
-					loads = append(loads, load.Seconds())
-					ratios = append(ratios, load.Seconds()/catfile.Seconds())
-					peak = max(peak, rss)
-				}
-				b.ReportMetric(median(loads), "load_s")
-				b.ReportMetric(median(ratios), "x_catfile")
-				b.ReportMetric(slices.Max(ratios), "x_catfile_max")
-				b.ReportMetric(peak, "peak_rss_MiB")
-			}
-		})
+		b.ReportMetric(median(loads), "load_s")
+		b.ReportMetric(median(ratios), "x_catfile")
+		b.ReportMetric(slices.Max(ratios), "x_catfile_max")
+		b.ReportMetric(peak, "peak_rss_MiB")
 	}
 }
 
@@ -90,13 +82,9 @@ func catFileTime(b *testing.B, cat string) time.Duration {
 
 // coldLoad starts a coordinator on cat and returns how long its first
 // load took, by its own log, and its peak resident memory in MiB.
-func coldLoad(b *testing.B, cat, limit string) (time.Duration, float64) {
-	args := []string{"coordinator", "--data", b.TempDir(), "--catalog", cat, "--grpc", freeAddr(b),
-		"--join-token", "x", "--warmup", "1h"}
-	if limit != "" {
-		args = append(args, "--memory-limit", limit)
-	}
-	p := start(b, "coordinator", args...)
+func coldLoad(b *testing.B, cat string) (time.Duration, float64) {
+	p := start(b, "coordinator", "coordinator", "--data", b.TempDir(), "--catalog", cat, "--grpc", freeAddr(b),
+		"--join-token", "x", "--warmup", "1h")
 	defer p.stop()
 	began := time.Now()
 	for {
