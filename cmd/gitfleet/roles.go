@@ -30,18 +30,20 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	}
 }
 
-// bulkLoadCeiling bounds the heap while a whole catalog is loaded, unless
-// --memory-limit (or GOMEMLIMIT) sets a bound of its own.
-const bulkLoadCeiling = 1 << 30
+// bulkLoadCeiling is the soft memory limit while a whole catalog is loaded,
+// unless --memory-limit (or GOMEMLIMIT) sets one: a million .list entries
+// need about 200 MiB, and a catalog whose parsing leaves much garbage
+// (YAML entries with attributes) is collected from there on.
+const bulkLoadCeiling = 256 << 20
 
-// bulkLoadGC turns the garbage collector off while a whole catalog is
-// loaded and placed, with a soft memory limit as the guard, and returns
-// the function that restores both settings. Nearly all that such a load
-// allocates stays (the garbage of a million-entry load is a tenth of it):
-// at the usual GOGC=100 the collector would mark the growing catalog each
-// time the heap doubles, a quarter of the load's time, and its last cycle
-// could leave the peak at twice what stays. The first cycle after the load
-// runs in the background.
+// bulkLoadGC turns the garbage collector's proportional pacing off while a
+// whole catalog is loaded and placed, so that it runs only near the soft
+// memory limit, and returns the function that restores both settings.
+// Nearly all that a load of .list files allocates stays (its garbage is a
+// tenth of it): at the usual GOGC=100 the collector would mark the growing
+// catalog each time the heap doubles, a quarter of the load's time, and
+// its last cycle could leave the peak at twice what stays. The first
+// cycle after the load runs in the background.
 func bulkLoadGC() (done func()) {
 	percent := debug.SetGCPercent(-1)
 	limit := debug.SetMemoryLimit(-1)
