@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+)
 
 func TestParseHostLimits(t *testing.T) {
 	got, err := parseHostLimits([]string{"GitHub.com=5000/h", "gitee.com=600"})
@@ -10,6 +14,36 @@ func TestParseHostLimits(t *testing.T) {
 	for _, bad := range []string{"github.com", "=5/h", "github.com=-1/h", "github.com=many/h"} {
 		if _, err := parseHostLimits([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestBulkLoadGCTurnsPacingOffAndRestoresIt(t *testing.T) {
+	percent := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	})
+	for _, userLimit := range []int64{math.MaxInt64, 100 << 20} {
+		debug.SetMemoryLimit(userLimit)
+		done := bulkLoadGC()
+		wantLimit := userLimit
+		if userLimit == math.MaxInt64 {
+			wantLimit = bulkLoadCeiling
+		}
+		if p := debug.SetGCPercent(-1); p != -1 {
+			t.Errorf("limit %d: GOGC during a bulk load = %d, want off", userLimit, p)
+		}
+		if l := debug.SetMemoryLimit(-1); l != wantLimit {
+			t.Errorf("limit %d: memory limit during a bulk load = %d, want %d", userLimit, l, wantLimit)
+		}
+		done()
+		if p := debug.SetGCPercent(100); p != 100 {
+			t.Errorf("limit %d: GOGC after a bulk load = %d, want 100", userLimit, p)
+		}
+		if l := debug.SetMemoryLimit(-1); l != userLimit {
+			t.Errorf("limit %d: memory limit after a bulk load = %d", userLimit, l)
 		}
 	}
 }
