@@ -76,31 +76,12 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.n.clk.Now()
-	type entry struct {
-		key string
-		st  *fleetv1.RepoState // replaced, never modified: safe to read unlocked
-	}
 	b.f.mu.Lock()
-	matches := make([]entry, 0, len(b.f.view))
-	for k, st := range b.f.view {
-		if f.Prefix != "" && !strings.HasPrefix(k, f.Prefix) || f.Owner != 0 && st.GetOwner() != f.Owner {
-			continue
-		}
-		matches = append(matches, entry{k, st})
-	}
+	page, total := listPage(b.f.sorted.of(b.f.view), b.f.view, f)
 	b.f.mu.Unlock()
-	sort.Slice(matches, func(i, j int) bool { return matches[i].key < matches[j].key })
-	var out []api.Repo
-	total := 0
-	for _, m := range matches {
-		r := b.repo(m.key, m.st, now)
-		if f.State != "" && r.State != f.State {
-			continue
-		}
-		if total >= f.Offset && (f.Limit <= 0 || len(out) < f.Limit) {
-			out = append(out, r)
-		}
-		total++
+	out := make([]api.Repo, 0, len(page))
+	for _, m := range page {
+		out = append(out, b.repo(m.key, m.st, now))
 	}
 	return out, total
 }

@@ -31,6 +31,7 @@ type fullNode struct {
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
+	sorted  sortedIndex     // the keys of view, for the API's listings
 	pending map[string]bool // keys waiting for a pull
 	pulling map[string]bool
 	retryAt map[string]time.Time
@@ -135,7 +136,11 @@ func (f *fullNode) serve(ctx context.Context) error {
 func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.mu.Lock()
 	for _, r := range rs {
-		if old := f.view[r.GetKey()]; old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() {
+		old := f.view[r.GetKey()]
+		if old == nil {
+			f.sorted.add(r.GetKey())
+		}
+		if old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() {
 			f.backend.record(r.GetKey(), api.HistoryEntry{At: time.UnixMilli(r.GetLastCheckMs()).UTC(), Kind: "check",
 				Node: r.GetOwner(), Changed: r.GetDigest() != old.GetDigest(), Error: r.GetLastError()})
 		}
@@ -155,7 +160,10 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
-		delete(f.view, k)
+		if _, ok := f.view[k]; ok {
+			delete(f.view, k)
+			f.sorted.remove(k)
+		}
 		delete(f.pending, k)
 		f.mu.Unlock()
 		if err := f.n.mirror.Remove(k); err != nil {

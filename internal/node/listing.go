@@ -1,0 +1,111 @@
+package node
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// A listing of the API walks the keys in order. At a million repositories,
+// sorting them for each request (and looking at each one's mirror on disk)
+// would cost seconds a page; the keys are sorted once after the key set
+// changes, a prefix is a binary search, and only the page's repositories
+// are looked at on disk.
+
+// listed is one repository of a page: its key and its state, which is
+// replaced, never modified, and so safe to read without the lock.
+type listed struct {
+	key string
+	st  *fleetv1.RepoState
+}
+
+// sortedIndex keeps the keys of a view in order. Keys added or removed
+// since the last listing are merged in at the next one: a sort of the new
+// keys and one pass over the old, not a sort of a million.
+type sortedIndex struct {
+	keys    []string // in order; never modified: a merge makes a new slice
+	added   []string // keys added since, in no order
+	removed map[string]bool
+	rebuilt int // times a merge disagreed with the view, for tests
+}
+
+// add notes that key joined the view.
+func (x *sortedIndex) add(key string) {
+	delete(x.removed, key)
+	x.added = append(x.added, key)
+}
+
+// remove notes that key left the view.
+func (x *sortedIndex) remove(key string) {
+	if x.removed == nil {
+		x.removed = make(map[string]bool)
+	}
+	x.removed[key] = true
+}
+
+// of returns the keys of view in order.
+func (x *sortedIndex) of(view map[string]*fleetv1.RepoState) []string {
+	if len(x.added) == 0 && len(x.removed) == 0 && len(x.keys) == len(view) {
+		return x.keys
+	}
+	slices.Sort(x.added)
+	keys := make([]string, 0, len(view))
+	keep := func(k string) {
+		if !x.removed[k] && (len(keys) == 0 || keys[len(keys)-1] != k) {
+			keys = append(keys, k)
+		}
+	}
+	i, j := 0, 0
+	for i < len(x.keys) || j < len(x.added) {
+		if j == len(x.added) || i < len(x.keys) && x.keys[i] <= x.added[j] {
+			keep(x.keys[i])
+			i++
+		} else {
+			keep(x.added[j])
+			j++
+		}
+	}
+	if len(keys) != len(view) { // bookkeeping gone wrong: start again
+		x.rebuilt++
+		keys = keys[:0]
+		for k := range view {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+	}
+	x.keys, x.added, x.removed = keys, nil, nil
+	return keys
+}
+
+// listPage returns the repositories of one page of a listing, from sorted
+// (every key of view, in order), and how many match in all. Without an
+// owner or state filter it costs a binary search and the page; with one,
+// a walk of the keys under the prefix.
+func listPage(sorted []string, view map[string]*fleetv1.RepoState, f api.RepoFilter) (page []listed, total int) {
+	lo, hi := 0, len(sorted)
+	if f.Prefix != "" {
+		lo = sort.SearchStrings(sorted, f.Prefix)
+		hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(sorted[lo+i], f.Prefix) })
+	}
+	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
+	if f.Owner == 0 && f.State == "" {
+		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
+			page = append(page, listed{sorted[i], view[sorted[i]]})
+		}
+		return page, hi - lo
+	}
+	for _, k := range sorted[lo:hi] {
+		st := view[k]
+		if f.Owner != 0 && st.GetOwner() != f.Owner || f.State != "" && st.GetState() != f.State {
+			continue
+		}
+		if total >= f.Offset && in(total) {
+			page = append(page, listed{k, st})
+		}
+		total++
+	}
+	return page, total
+}

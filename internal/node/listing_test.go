@@ -1,0 +1,132 @@
+package node
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
+	view := make(map[string]*fleetv1.RepoState, n)
+	states := []string{"ok", "pending", "failing"}
+	for i := range n {
+		k := fmt.Sprintf("host%d.example/g%d/r%d", rng.IntN(3), rng.IntN(20), i)
+		view[k] = &fleetv1.RepoState{Key: k, Owner: uint32(1 + rng.IntN(4)), State: states[rng.IntN(len(states))]}
+	}
+	return view
+}
+
+// naiveList is what a listing means: every key in order, filtered, paged.
+func naiveList(view map[string]*fleetv1.RepoState, f api.RepoFilter) (page []string, total int) {
+	var keys []string
+	for k, st := range view {
+		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == "" || st.GetState() == f.State) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i >= f.Offset && (f.Limit <= 0 || len(page) < f.Limit) {
+			page = append(page, k)
+		}
+	}
+	return page, len(keys)
+}
+
+func TestListPageAgreesWithSortingEverything(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	view := testView(2000, rng)
+	var x sortedIndex
+	for k := range view {
+		x.add(k)
+	}
+	prefixes := []string{"", "host1.example/", "host2.example/g1", "host0.example/g13/", "nohost/", "host"}
+	for round := range 500 {
+		f := api.RepoFilter{Prefix: prefixes[rng.IntN(len(prefixes))], Offset: rng.IntN(300), Limit: rng.IntN(60)}
+		if rng.IntN(2) == 0 {
+			f.Owner = uint32(rng.IntN(5))
+		}
+		if rng.IntN(2) == 0 {
+			f.State = []string{"ok", "pending", "failing", "gone"}[rng.IntN(4)]
+		}
+		// The key set changes now and then, as catalog changes do.
+		if round%10 == 9 {
+			for k := range view {
+				if rng.IntN(100) == 0 {
+					delete(view, k)
+					x.remove(k)
+				}
+			}
+			for i := range rng.IntN(30) {
+				k := fmt.Sprintf("host%d.example/g1/new%d-%d", rng.IntN(3), round, i)
+				if _, ok := view[k]; !ok {
+					view[k] = &fleetv1.RepoState{State: "pending", Owner: 1}
+					x.add(k)
+				}
+			}
+			// A key that comes and goes between two listings.
+			k := fmt.Sprintf("host0.example/flicker%d", rng.IntN(3))
+			_, had := view[k]
+			for range rng.IntN(4) {
+				if had {
+					delete(view, k)
+					x.remove(k)
+				} else {
+					view[k] = &fleetv1.RepoState{State: "ok", Owner: 2}
+					x.add(k)
+				}
+				had = !had
+			}
+		}
+		page, total := listPage(x.of(view), view, f)
+		want, wantTotal := naiveList(view, f)
+		var got []string
+		for _, p := range page {
+			got = append(got, p.key)
+			if p.st != view[p.key] {
+				t.Fatalf("round %d: %s listed with another state", round, p.key)
+			}
+		}
+		if total != wantTotal || !slices.Equal(got, want) {
+			t.Fatalf("round %d, filter %+v: got %d of %d %v, want %d of %d %v", round, f, len(got), total, got, len(want), wantTotal, want)
+		}
+	}
+	if x.rebuilt != 0 {
+		t.Fatalf("the index lost track of the key set %d times", x.rebuilt)
+	}
+}
+
+// BenchmarkListPage lists the first page of 50 of 1,000,000 repositories,
+// with no filter and with a state filter, once the keys are sorted.
+func BenchmarkListPage(b *testing.B) {
+	view := testView(1_000_000, rand.New(rand.NewPCG(1, 2)))
+	var x sortedIndex
+	x.of(view)
+	for _, f := range []api.RepoFilter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
+		b.Run(fmt.Sprintf("offset=%d,prefix=%q,state=%q", f.Offset, f.Prefix, f.State), func(b *testing.B) {
+			for b.Loop() {
+				listPage(x.of(view), view, f)
+			}
+		})
+	}
+	b.Run("merge-100-new-keys-into-1M", func(b *testing.B) {
+		for b.Loop() {
+			for i := range 100 {
+				k := fmt.Sprintf("host1.example/g3/new%d", i)
+				if _, ok := view[k]; ok {
+					delete(view, k)
+					x.remove(k)
+				} else {
+					view[k] = &fleetv1.RepoState{}
+					x.add(k)
+				}
+			}
+			x.of(view)
+		}
+	})
+}
