@@ -9,11 +9,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -121,11 +124,18 @@ func (s *Bolt) Delete(ctx context.Context, bucket, key string) error {
 }
 
 // Batch applies ops in one write transaction: if any op fails, none is
-// applied.
+// applied. Ops on the same key apply in the order given.
 func (s *Bolt) Batch(ctx context.Context, ops []Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// In key order: bbolt writes the random keys of one transaction in time
+	// that grows much faster than their number (200,000 puts: 111 s, and
+	// 0.9 s in order).
+	ops = slices.Clone(ops)
+	slices.SortStableFunc(ops, func(a, b Op) int {
+		return cmp.Or(strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key))
+	})
 	return s.db.Update(func(tx *bolt.Tx) error {
 		for _, op := range ops {
 			if err := apply(tx, op); err != nil {

@@ -306,3 +306,53 @@ func BenchmarkBatch1000Puts(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "puts/s")
 }
+
+func TestBatchAppliesOpsOnOneKeyInOrder(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	ops := []Op{
+		{Bucket: "b", Key: "gone", Value: []byte("1")},
+		{Bucket: "a", Key: "z", Value: []byte("z")},
+		{Bucket: "b", Key: "back", Delete: true},
+		{Bucket: "b", Key: "gone", Delete: true},
+		{Bucket: "b", Key: "back", Value: []byte("2")},
+		{Bucket: "b", Key: "last", Value: []byte("old")},
+		{Bucket: "a", Key: "a", Value: []byte("a")},
+		{Bucket: "b", Key: "last", Value: []byte("new")},
+	}
+	if err := s.Batch(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ bucket, key, value string }{{"b", "gone", ""}, {"b", "back", "2"}, {"b", "last", "new"}, {"a", "a", "a"}, {"a", "z", "z"}} {
+		v, ok := mustGet(t, s, want.bucket, want.key)
+		if want.value == "" && ok || want.value != "" && string(v) != want.value {
+			t.Errorf("%s/%s = %q, %v; want %q", want.bucket, want.key, v, ok, want.value)
+		}
+	}
+	if ops[0].Key != "gone" || ops[1].Bucket != "a" {
+		t.Error("Batch reordered the caller's ops")
+	}
+}
+
+// BenchmarkBatchRandomKeys writes 100,000 puts of random keys into one
+// transaction, as a coordinator does when many repositories changed since
+// its last write (unordered, bbolt took 5.6 s for 50,000 and 111 s for
+// 200,000).
+func BenchmarkBatchRandomKeys(b *testing.B) {
+	ctx := context.Background()
+	const n = 100_000
+	value := make([]byte, 150)
+	for b.Loop() {
+		b.StopTimer()
+		s, _ := openTemp(b)
+		ops := make([]Op, n)
+		for i := range ops {
+			ops[i] = Op{Bucket: "repos", Key: fmt.Sprintf("github.com/g%x/r%d", uint32(i)*2654435761, i), Value: value}
+		}
+		b.StartTimer()
+		if err := s.Batch(ctx, ops); err != nil {
+			b.Fatalf("Batch: %v", err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "puts/s")
+}
