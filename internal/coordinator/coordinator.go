@@ -78,7 +78,7 @@ type Coordinator struct {
 	engine   *placement.Engine
 	members  []placement.Member // last given to the engine
 	placing  bool
-	status   map[string]*repo // repositories that have been checked at least once
+	status   map[string]*repoStatus // repositories that have been checked at least once
 	nodes    map[uint32]*nodeRecord
 	sessions map[uint32]*session
 	dirty    map[string]bool   // repos to persist (false: delete)
@@ -93,28 +93,6 @@ type Coordinator struct {
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
 }
-
-// repo is what the coordinator knows of one repository beyond its catalog
-// entry (see entry) and its placement (see owner).
-type repo struct {
-	Digest     string `json:",omitempty"`
-	State      string `json:",omitempty"`
-	LastCheck  int64  `json:",omitempty"` // unix ms
-	LastChange int64  `json:",omitempty"`
-	LastError  string `json:",omitempty"`
-	Failures   int    `json:",omitempty"`
-	NotFound   int    `json:",omitempty"` // "not found" answers in a row
-	Checks     uint64 `json:",omitempty"`
-	Fetches    uint64 `json:",omitempty"`
-}
-
-// Repository states, as shown by the API.
-const (
-	StatePending = "pending" // not mirrored yet
-	StateOK      = "ok"
-	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again
-)
 
 type nodeRecord struct {
 	ID         uint32
@@ -171,7 +149,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		db:           db,
 		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
 		flush:        make(chan struct{}, 1),
-		status:       make(map[string]*repo),
+		status:       make(map[string]*repoStatus),
 		nodes:        make(map[uint32]*nodeRecord),
 		sessions:     make(map[uint32]*session),
 		dirty:        make(map[string]bool),
@@ -233,18 +211,6 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: restore nodes: %w", err)
 	}
-	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
-		var r repo
-		if err := json.Unmarshal(v, &r); err != nil {
-			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
-			r = repo{State: StatePending}
-		}
-		c.status[k] = &r
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("coordinator: restore repositories: %w", err)
-	}
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
@@ -272,6 +238,22 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if c.engine == nil {
 		c.engine = placement.New(pcfg)
 		c.engine.AddKeys(keys...)
+	}
+	// Statuses last: their keys are the engine's copies where it has them.
+	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
+		var r statusRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
+		}
+		st := r.status()
+		if ek, ok := c.engine.Key(k); ok {
+			k = ek
+		}
+		c.status[k] = &st
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: restore repositories: %w", err)
 	}
 	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", c.engine.Len(), "placing", c.placing)
 	return nil
@@ -660,7 +642,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
 			continue
 		}
-		b, _ := json.Marshal(r)
+		b, _ := json.Marshal(r.record())
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}
 	ops = append(ops,

@@ -190,8 +190,10 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 			continue
 		}
 		s.held = append(s.held, key)
-		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest == "" {
-			c.statusOf(key).Digest = h.GetDigest()
+		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest() == "" {
+			if !c.statusOf(key).setDigest(h.GetDigest()) {
+				c.log.Warn("inventory: ignored a malformed digest", "node", id, "key", key)
+			}
 			c.dirty[key] = true
 		}
 	}
@@ -200,11 +202,16 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 	}
 }
 
-// statusOf returns key's status, created on first use. Caller holds c.mu.
-func (c *Coordinator) statusOf(key string) *repo {
+// statusOf returns key's status, created on first use under the engine's
+// copy of key (a million statuses share their keys with the catalog).
+// Caller holds c.mu.
+func (c *Coordinator) statusOf(key string) *repoStatus {
 	r := c.status[key]
 	if r == nil {
-		r = &repo{State: StatePending}
+		if k, ok := c.engine.Key(key); ok {
+			key = k
+		}
+		r = &repoStatus{}
 		c.status[key] = r
 	}
 	return r
@@ -258,28 +265,30 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
-	r.LastCheck = at
-	r.Checks++
+	r.lastCheck = at
+	r.checks = add32(r.checks)
 	if res.GetFetched() {
-		r.Fetches++
+		r.fetches = add32(r.fetches)
 	}
 	if res.GetOk() {
-		if res.GetChanged() || r.Digest != res.GetDigest() {
-			r.LastChange = at
+		if res.GetChanged() || r.Digest() != res.GetDigest() {
+			r.lastChange = at
 		}
-		r.Digest = res.GetDigest()
-		r.State, r.LastError, r.Failures, r.NotFound = StateOK, "", 0, 0
+		if !r.setDigest(res.GetDigest()) {
+			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
+		}
+		r.state, r.lastError, r.failures, r.notFound = stateOK, "", 0, 0
 	} else {
-		r.Failures++
-		r.LastError = fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError())
-		r.State = StateFailing
-		r.NotFound++
+		r.failures = add16(r.failures)
+		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()))
+		r.state = stateFailing
+		r.notFound = add16(r.notFound)
 		if res.GetErrorClass() != "not-found" {
-			r.NotFound = 0
+			r.notFound = 0
 		}
-		if r.NotFound >= schedule.GoneAfter {
+		if int(r.notFound) >= schedule.GoneAfter {
 			// The owner rechecks it daily; the full node keeps its copy.
-			r.State = StateGone
+			r.state = stateGone
 		}
 	}
 	c.dirty[key] = true
@@ -421,12 +430,12 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			r := c.status[k]
 			if r == nil {
-				r = &repo{State: StatePending}
+				r = &repoStatus{}
 			}
 			owner, _ := c.owner(k)
-			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest,
-				State: r.State, LastCheckMs: r.LastCheck, LastChangeMs: r.LastChange, LastError: r.LastError,
-				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: r.Checks, Fetches: r.Fetches})
+			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
+				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.lastError,
+				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -19,3 +19,13 @@ func (e *Engine) Has(key string) bool {
 	_, _, ok := e.Owner(key)
 	return ok
 }
+
+// Key returns the engine's copy of key, if it has the key: a caller that
+// keeps per-key state for long can use it instead of a copy of its own.
+func (e *Engine) Key(key string) (string, bool) {
+	i, ok := e.index.get(e.keys, key)
+	if !ok {
+		return "", false
+	}
+	return e.keys[i].key, true
+}

@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"encoding/hex"
+	"strings"
+)
+
+// repoStatus is what the coordinator knows of one repository beyond its
+// catalog entry (see entry) and its placement (see owner). A coordinator
+// keeps one for each repository that has been checked, up to a million, so
+// it is small: 64 bytes, the digest in binary, and its key in the status
+// map is the placement engine's copy (see statusOf).
+type repoStatus struct {
+	lastCheck, lastChange int64 // unix ms
+	lastError             string
+	checks, fetches       uint32
+	failures, notFound    uint16 // in a row; notFound counts "not found" answers
+	state                 repoState
+	hasDigest             bool
+	digest                [16]byte
+}
+
+// repoState is a repository's state; String gives the API's name.
+type repoState uint8
+
+const (
+	statePending repoState = iota
+	stateOK
+	stateFailing
+	stateGone
+)
+
+// Repository states, as shown by the API.
+const (
+	StatePending = "pending" // not mirrored yet
+	StateOK      = "ok"
+	StateFailing = "failing"
+	StateGone    = "gone" // the upstream answered "not found" again and again
+)
+
+var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone}
+
+func (s repoState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return StatePending
+}
+
+func parseState(name string) repoState {
+	for s, n := range stateNames {
+		if n == name {
+			return repoState(s)
+		}
+	}
+	return statePending
+}
+
+// maxErrorLen bounds the error text kept of a failed check: a node's
+// report is not trusted to be short.
+const maxErrorLen = 1024
+
+// Digest returns the digest of the repository's refs as nodes report it
+// (gitcmd.Refs.Digest), or "".
+func (s *repoStatus) Digest() string {
+	if !s.hasDigest {
+		return ""
+	}
+	return hex.EncodeToString(s.digest[:])
+}
+
+// setDigest records d, a digest as nodes report it: 32 hex digits, or ""
+// for a repository without refs. It reports false, and records nothing,
+// for anything else.
+func (s *repoStatus) setDigest(d string) bool {
+	if d == "" {
+		s.hasDigest, s.digest = false, [16]byte{}
+		return true
+	}
+	var b [16]byte
+	if len(d) != 2*len(b) || strings.ToLower(d) != d {
+		return false
+	}
+	if _, err := hex.Decode(b[:], []byte(d)); err != nil {
+		return false
+	}
+	s.hasDigest, s.digest = true, b
+	return true
+}
+
+// setError records the error of a failed check, cut to maxErrorLen.
+func (s *repoStatus) setError(e string) {
+	if len(e) > maxErrorLen {
+		e = strings.ToValidUTF8(e[:maxErrorLen], "") + "..."
+	}
+	s.lastError = e
+}
+
+// add16 and add32 count up to the type's largest value and stay there.
+func add16(n uint16) uint16 { return n + min(1, ^n) }
+func add32(n uint32) uint32 { return n + min(1, ^n) }
+
+// statusRecord is a status as the store keeps it.
+type statusRecord struct {
+	Digest     string `json:",omitempty"`
+	State      string `json:",omitempty"`
+	LastCheck  int64  `json:",omitempty"` // unix ms
+	LastChange int64  `json:",omitempty"`
+	LastError  string `json:",omitempty"`
+	Failures   int    `json:",omitempty"`
+	NotFound   int    `json:",omitempty"` // "not found" answers in a row
+	Checks     uint64 `json:",omitempty"`
+	Fetches    uint64 `json:",omitempty"`
+}
+
+func (s *repoStatus) record() statusRecord {
+	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
+		LastError: s.lastError, Failures: int(s.failures), NotFound: int(s.notFound),
+		Checks: uint64(s.checks), Fetches: uint64(s.fetches)}
+}
+
+// status turns a stored record back into a repoStatus; a field out of range
+// is clamped, and a digest that is not one is dropped (the next check
+// brings it back).
+func (r statusRecord) status() repoStatus {
+	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
+		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint16(min(max(r.NotFound, 0), 1<<16-1)),
+		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1))}
+	s.setDigest(r.Digest)
+	s.setError(r.LastError)
+	return s
+}

@@ -1,0 +1,109 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
+func TestStatusKeepsWhatNodesReport(t *testing.T) {
+	if size := unsafe.Sizeof(repoStatus{}); size != 64 {
+		t.Errorf("a status takes %d bytes, want 64", size)
+	}
+	digest := gitcmd.Refs{Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)}}.Digest()
+	var s repoStatus
+	if !s.setDigest(digest) || s.Digest() != digest {
+		t.Fatalf("digest %q came back as %q", digest, s.Digest())
+	}
+	for _, bad := range []string{"xyz", strings.ToUpper(digest), digest + "00", digest[:31] + "g", strings.Repeat("é", 16)} {
+		if s.setDigest(bad) || s.Digest() != digest {
+			t.Errorf("malformed digest %q accepted or clobbered the last one (now %q)", bad, s.Digest())
+		}
+	}
+	if !s.setDigest("") || s.Digest() != "" {
+		t.Error("an empty digest (no refs) is not recorded")
+	}
+
+	s.setError(strings.Repeat("é", maxErrorLen))
+	if len(s.lastError) > maxErrorLen+3 || !strings.HasSuffix(s.lastError, "...") || !utf8Valid(s.lastError) {
+		t.Errorf("a long error is kept as %d bytes", len(s.lastError))
+	}
+
+	if n := add16(1<<16 - 2); n != 1<<16-1 || add16(n) != n {
+		t.Error("add16 does not stop at its largest value")
+	}
+	if n := add32(1<<32 - 1); n != 1<<32-1 {
+		t.Error("add32 wraps")
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
+
+func TestStatusRecordRoundTrip(t *testing.T) {
+	digest := gitcmd.Refs{Refs: map[string]string{"refs/tags/v1": strings.Repeat("b", 40)}}.Digest()
+	in := repoStatus{lastCheck: 1_700_000_000_000, lastChange: 1_600_000_000_000, lastError: "timeout: upstream slow",
+		checks: 12, fetches: 3, failures: 2, notFound: 1, state: stateGone}
+	in.setDigest(digest)
+	b, err := json.Marshal(in.record())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec statusRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if out := rec.status(); out != in {
+		t.Fatalf("round trip: got %+v, want %+v", out, in)
+	}
+	// A record written before statuses were compact, or by hand: states by
+	// name, counts clamped, a bad digest dropped.
+	old := `{"Digest":"not-a-digest","State":"failing","LastCheck":5,"Failures":100000,"NotFound":-3,"Checks":99999999999}`
+	if err := json.Unmarshal([]byte(old), &rec); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.status()
+	if got.state != stateFailing || got.failures != 1<<16-1 || got.notFound != 0 || got.checks != 1<<32-1 || got.hasDigest || got.lastCheck != 5 {
+		t.Fatalf("old record read as %+v", got)
+	}
+	if parseState("nonsense") != statePending || repoState(200).String() != StatePending {
+		t.Error("an unknown state is not pending")
+	}
+}
+
+// BenchmarkStatusMemory reports the heap a million statuses take, with
+// their keys shared with the placement engine as statusOf shares them.
+func BenchmarkStatusMemory(b *testing.B) {
+	const n = 1_000_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("github.com/group-%04d/repo-%07d", i/1000, i)
+	}
+	digest := gitcmd.Refs{Refs: map[string]string{"refs/heads/main": strings.Repeat("c", 40)}}.Digest()
+	var m map[string]*repoStatus
+	var held uint64
+	for b.Loop() {
+		m = nil
+		base := heapInUse()
+		m = make(map[string]*repoStatus)
+		for _, k := range keys {
+			s := &repoStatus{state: stateOK, lastCheck: 1e12, lastChange: 1e12, checks: 1, fetches: 1}
+			s.setDigest(digest)
+			m[k] = s
+		}
+		held = heapInUse() - base
+	}
+	b.ReportMetric(float64(held)/n, "B/repo")
+	runtime.KeepAlive(m)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
