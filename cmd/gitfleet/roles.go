@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/demo"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
 
 func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
@@ -28,6 +29,26 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
 		BulkLoad: bulkLoadGC,
 	}
+}
+
+// withTLS adds the TLS settings to a coordinator's and a node's
+// configurations (either may be nil).
+func withTLS(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) error {
+	server, err := tlsconf.Server(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return err
+	}
+	client, err := tlsconf.Client(cfg.TLS, cfg.TLSCA)
+	if err != nil {
+		return err
+	}
+	if ccfg != nil {
+		ccfg.TLS = server
+	}
+	if ncfg != nil {
+		ncfg.TLS, ncfg.TunnelTLS = client, server
+	}
+	return nil
 }
 
 // bulkLoadCeiling is the soft memory limit while a whole catalog is loaded,
@@ -110,12 +131,20 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 	if err != nil {
 		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
 	}
-	return coordinator.Serve(ctx, coordinatorConfig(cfg, cfg.Data), log, ln)
+	ccfg := coordinatorConfig(cfg, cfg.Data)
+	if err := withTLS(cfg, &ccfg, nil); err != nil {
+		ln.Close()
+		return err
+	}
+	return coordinator.Serve(ctx, ccfg, log, ln)
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	ncfg, err := nodeConfig(cfg, cfg.Data)
 	if err != nil {
+		return err
+	}
+	if err := withTLS(cfg, nil, &ncfg); err != nil {
 		return err
 	}
 	n, err := node.New(ncfg, log, clock.Real{})
@@ -136,6 +165,12 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := withTLS(cfg, &ccfg, &ncfg); err != nil {
+		return err
+	}
+	// The full node dials its own coordinator, whose certificate names the
+	// public host: it accepts exactly that certificate (or plain TCP).
+	ncfg.TLS = tlsconf.Pinned(ccfg.TLS)
 	ln, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
 		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)

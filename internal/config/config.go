@@ -33,6 +33,10 @@ type Config struct {
 	Tunnel                string        `name:"tunnel" help:"full node: listen address for partial nodes' tunnels"`
 	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
+	TLSCert               string        `name:"tls-cert" help:"coordinator, full node: certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
+	TLSKey                string        `name:"tls-key" help:"the private key (PEM) of --tls-cert"`
+	TLS                   bool          `name:"tls" help:"node: dial the coordinator and full nodes' tunnels over TLS, verified against the system's roots or --tls-ca"`
+	TLSCA                 string        `name:"tls-ca" help:"node: PEM file of the certificates that sign the coordinator's and full nodes' certificates (implies --tls)"`
 	Grace                 time.Duration `name:"grace" help:"coordinator: how long a silent node keeps its repositories"`
 	Warmup                time.Duration `name:"warmup" help:"coordinator: how long a coordinator with no stored state waits for nodes before placing"`
 	WarmupNodes           int           `name:"warmup-nodes" help:"coordinator: end the warm-up early once this many nodes are alive (0: time only)"`

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,8 @@ type Config struct {
 	// MaxPurgeShare is the largest share of all repositories one catalog
 	// change may remove without an operator's confirmation.
 	MaxPurgeShare float64
+	// TLS, when set, is the configuration of the gRPC listener (see Serve).
+	TLS *tls.Config
 	// BulkLoad, when set, is called when a whole catalog is about to be
 	// loaded and placed (at start), and the function it returns when that
 	// is done. Most of what the coordinator will hold is allocated in

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
@@ -22,17 +23,22 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) e
 		return err
 	}
 	defer c.Close()
-	srv := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(64<<20))
+		grpc.MaxRecvMsgSize(64 << 20),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	srv := grpc.NewServer(opts...)
 	fleetv1.RegisterCoordinatorServer(srv, c)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("coordinator listening", "grpc", ln.Addr().String(), "catalog", cfg.Catalog)
+	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
 	select {
 	case <-ctx.Done():
 		srv.Stop()

@@ -98,7 +98,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 			return errors.New("tunnel proof refused: the node's join token differs from the full node's")
 		}
 		return nil
-	}, n.log, nil)
+	}, n.log, n.cfg.TunnelTLS)
 	servers := []*http.Server{
 		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: f.tunnels.ReverseProxy(), ReadHeaderTimeout: 10 * time.Second},

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,10 @@ type Config struct {
 	Name        string
 	Coordinator string // host:port of the coordinator's gRPC
 	JoinToken   string
+	// TLS, when set, is how the node dials the coordinator and full nodes'
+	// tunnels; nil: plain TCP. TunnelTLS, when set, is the configuration
+	// of a full node's tunnel listener.
+	TLS, TunnelTLS *tls.Config
 	// Capacity is the placement weight (1 = a standard node; 0 = hold no
 	// repositories of its own, only for full nodes).
 	Capacity float64

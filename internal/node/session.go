@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -39,8 +40,12 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 // coordinatorLoop connects to the coordinator, registers, and keeps a
 // session open, reconnecting with backoff, until ctx ends.
 func (n *Node) coordinatorLoop(ctx context.Context) error {
+	creds := insecure.NewCredentials()
+	if n.cfg.TLS != nil {
+		creds = credentials.NewTLS(n.cfg.TLS)
+	}
 	conn, err := grpc.NewClient(n.cfg.Coordinator,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
@@ -400,7 +405,7 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		}
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
-		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log,
+		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log, TLS: n.cfg.TLS,
 			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
 		go func() {
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
