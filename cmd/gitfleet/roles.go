@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/demo"
+	"github.com/gitfleet/gitfleet/internal/ha"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
@@ -91,7 +92,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		}
 	}
 	return node.Config{
-		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinator: cfg.Coordinator, JoinToken: cfg.JoinToken,
+		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
@@ -136,7 +137,61 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 		ln.Close()
 		return err
 	}
-	return coordinator.Serve(ctx, ccfg, log, ln)
+	return serveCoordinator(ctx, cfg, ccfg, log, ln)
+}
+
+// serveCoordinator serves a coordinator on ln: alone, or with --etcd as
+// one of the coordinators that share a fleet.
+func serveCoordinator(ctx context.Context, cfg config.Config, ccfg coordinator.Config, log *slog.Logger, ln net.Listener) error {
+	if len(cfg.Etcd) == 0 {
+		return coordinator.Serve(ctx, ccfg, log, ln)
+	}
+	defer ln.Close()
+	advertise, err := advertiseAddr(cfg.Advertise, ln.Addr())
+	if err != nil {
+		return err
+	}
+	etcdTLS, err := tlsconf.Client(false, cfg.TLSCA)
+	if err != nil {
+		return err
+	}
+	for _, ep := range cfg.Etcd {
+		if strings.HasPrefix(ep, "https://") && etcdTLS == nil {
+			etcdTLS, _ = tlsconf.Client(true, "") // the system's roots
+		}
+	}
+	client, err := ha.Dial(ctx, cfg.Etcd, etcdTLS)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	log.Info("sharing the fleet through etcd", "etcd", cfg.Etcd.String(), "prefix", cfg.EtcdPrefix, "advertise", advertise)
+	el := elector{ha.NewElector(client, cfg.EtcdPrefix, cfg.EtcdLease, advertise)}
+	return coordinator.ServeElected(ctx, ccfg, log, ln, el)
+}
+
+// advertiseAddr is the address followers give nodes for this coordinator:
+// --advertise, or the bound address if it names a host.
+func advertiseAddr(flag string, bound net.Addr) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	host, _, err := net.SplitHostPort(bound.String())
+	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsUnspecified() {
+		return "", fmt.Errorf("with --etcd, give --advertise HOST:PORT: --grpc %s names no host that nodes could reach", bound)
+	}
+	return bound.String(), nil
+}
+
+// elector adapts ha's election to what the coordinator consumes.
+type elector struct{ *ha.Elector }
+
+func (e elector) Campaign(ctx context.Context) (coordinator.Term, error) {
+	t, err := e.Elector.Campaign(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -169,14 +224,17 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	// The full node dials its own coordinator, whose certificate names the
-	// public host: it accepts exactly that certificate (or plain TCP).
-	ncfg.TLS = tlsconf.Pinned(ccfg.TLS)
+	// public host: it accepts exactly that certificate (or plain TCP). With
+	// --etcd the leader may be another machine: the usual checks apply.
+	if len(cfg.Etcd) == 0 {
+		ncfg.TLS = tlsconf.Pinned(ccfg.TLS)
+	}
 	ln, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
 		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
 	}
 	ncfg.Mode = "full"
-	ncfg.Coordinator = ln.Addr().String()
+	ncfg.Coordinators = []string{ln.Addr().String()}
 	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {
 		ln.Close()
@@ -185,7 +243,7 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
-	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), ln) }()
+	go func() { errc <- serveCoordinator(ctx, cfg, ccfg, log.With("role", "coordinator"), ln) }()
 	go func() { errc <- n.Run(ctx) }()
 	err = <-errc
 	cancel()

@@ -25,7 +25,7 @@ type Config struct {
 	CatalogInterval       time.Duration `name:"catalog-interval" help:"how often the catalog is re-fetched"`
 	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, status page"`
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
-	Coordinator           string        `name:"coordinator" help:"node: the coordinator's gRPC address (host:port)"`
+	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`
 	JoinToken             string        `name:"join-token" help:"shared secret that admits nodes to the fleet (env GITFLEET_JOIN_TOKEN)"`
 	Mode                  string        `name:"mode" help:"node: partial (a worker) or full (the aggregator)"`
 	Name                  string        `name:"name" help:"node: a name for people (default: the host name)"`
@@ -37,6 +37,10 @@ type Config struct {
 	TLSKey                string        `name:"tls-key" help:"the private key (PEM) of --tls-cert"`
 	TLS                   bool          `name:"tls" help:"node: dial the coordinator and full nodes' tunnels over TLS, verified against the system's roots or --tls-ca"`
 	TLSCA                 string        `name:"tls-ca" help:"node: PEM file of the certificates that sign the coordinator's and full nodes' certificates (implies --tls)"`
+	Etcd                  List          `name:"etcd" help:"coordinator, up: etcd endpoints (e.g. http://10.0.0.1:2379) where two or three coordinators share the fleet's state; one leads, the others take over"`
+	EtcdPrefix            string        `name:"etcd-prefix" help:"coordinator: the keys of this fleet in etcd start with this prefix"`
+	EtcdLease             time.Duration `name:"etcd-lease" help:"coordinator: how long a leader that stops answering keeps its leadership"`
+	Advertise             string        `name:"advertise" help:"coordinator with --etcd: this coordinator's gRPC address as nodes reach it (default: the --grpc address, if it names a host)"`
 	Grace                 time.Duration `name:"grace" help:"coordinator: how long a silent node keeps its repositories"`
 	Warmup                time.Duration `name:"warmup" help:"coordinator: how long a coordinator with no stored state waits for nodes before placing"`
 	WarmupNodes           int           `name:"warmup-nodes" help:"coordinator: end the warm-up early once this many nodes are alive (0: time only)"`
@@ -73,10 +77,12 @@ func Default() Config {
 		CatalogInterval:   5 * time.Minute,
 		HTTP:              "127.0.0.1:8080",
 		GRPC:              "127.0.0.1:7070",
-		Coordinator:       "127.0.0.1:7070",
+		Coordinator:       List{"127.0.0.1:7070"},
 		Mode:              "partial",
 		Capacity:          1,
 		Tunnel:            "127.0.0.1:7071",
+		EtcdPrefix:        "/gitfleet",
+		EtcdLease:         10 * time.Second,
 		Grace:             10 * time.Minute,
 		Warmup:            10 * time.Minute,
 		Heartbeat:         5 * time.Second,

@@ -55,6 +55,9 @@ type Config struct {
 	MaxPurgeShare float64
 	// TLS, when set, is the configuration of the gRPC listener (see Serve).
 	TLS *tls.Config
+	// Store, when set, is where the state is kept (the shared etcd state of
+	// an elected leader); nil: a bbolt file in DataDir.
+	Store store.Store
 	// BulkLoad, when set, is called when a whole catalog is about to be
 	// loaded and placed (at start), and the function it returns when that
 	// is done. Most of what the coordinator will hold is allocated in
@@ -141,9 +144,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	if cfg.MaxPurgeShare <= 0 {
 		cfg.MaxPurgeShare = 0.05
 	}
-	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "coordinator.db"))
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+	db := cfg.Store
+	if db == nil {
+		bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "coordinator.db"))
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		db = bolt
 	}
 	c := &Coordinator{
 		cfg:          cfg,
@@ -161,6 +168,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		overlayDirty: make(map[string]bool),
 		tasks:        make(map[string]pendingTask),
 	}
+	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
 		db.Close()
@@ -220,6 +228,13 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	defer c.bulkLoad()()
 	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
 		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
+		if err != nil {
+			// A coordinator taking over from another one (or whose clone
+			// was lost) has not fetched that commit yet.
+			if _, ferr := c.src.Fetch(ctx); ferr == nil {
+				cat, err = catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
+			}
+		}
 		if err != nil {
 			c.log.Warn("restore: stored catalog commit unreadable, reloading from the remote", "commit", string(commit), "err", err)
 		} else {

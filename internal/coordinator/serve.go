@@ -23,6 +23,19 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) e
 		return err
 	}
 	defer c.Close()
+	srv := newServer(cfg)
+	fleetv1.RegisterCoordinatorServer(srv, c)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
+	err = serveUntil(ctx, srv, ln)
+	wg.Wait()
+	return err
+}
+
+// newServer is the gRPC server of a coordinator.
+func newServer(cfg Config) *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -31,20 +44,19 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) e
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
-	srv := grpc.NewServer(opts...)
-	fleetv1.RegisterCoordinatorServer(srv, c)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	return grpc.NewServer(opts...)
+}
+
+// serveUntil serves ln until ctx ends or the server fails.
+func serveUntil(ctx context.Context, srv *grpc.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
+	var err error
 	select {
 	case <-ctx.Done():
 		srv.Stop()
 	case err = <-errc:
 	}
-	wg.Wait()
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}

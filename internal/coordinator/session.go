@@ -113,7 +113,18 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- s.sendLoop(ctx, stream) }()
-	recvErr := c.recvLoop(rec.ID, s, stream)
+	// The session ends when the node's stream does, or as soon as ctx
+	// does (a newer session, or the end of a leader's term): a Recv still
+	// waiting then returns when the handler has, and what it got is
+	// dropped, as the session is no longer the node's.
+	recvc := make(chan error, 1)
+	go func() { recvc <- c.recvLoop(rec.ID, s, stream) }()
+	var recvErr error
+	select {
+	case recvErr = <-recvc:
+	case <-ctx.Done():
+		recvErr = ctx.Err()
+	}
 
 	cancel()
 	err = <-sendErr

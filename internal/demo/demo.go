@@ -98,7 +98,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	}
 	for _, nc := range nodes {
 		nc.DataDir = filepath.Join(dir, nc.Name)
-		nc.Coordinator = grpcLn.Addr().String()
+		nc.Coordinators = []string{grpcLn.Addr().String()}
 		nc.JoinToken = token
 		nc.AllowPrivate = true
 		nc.MaxInterval = 20 * time.Second

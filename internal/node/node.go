@@ -35,11 +35,14 @@ import (
 
 // Config configures a node.
 type Config struct {
-	Mode        string // "partial" or "full"
-	DataDir     string
-	Name        string
-	Coordinator string // host:port of the coordinator's gRPC
-	JoinToken   string
+	Mode    string // "partial" or "full"
+	DataDir string
+	Name    string
+	// Coordinators are the host:port addresses of the coordinator's gRPC:
+	// one, or those of the coordinators that share the fleet (the node
+	// finds the leader among them).
+	Coordinators []string
+	JoinToken    string
 	// TLS, when set, is how the node dials the coordinator and full nodes'
 	// tunnels; nil: plain TCP. TunnelTLS, when set, is the configuration
 	// of a full node's tunnel listener.
@@ -90,6 +93,7 @@ type Node struct {
 
 	mu          sync.Mutex
 	client      fleetv1.CoordinatorClient // set once connected
+	coordinator string                    // the address client reaches
 	owned       map[string]*owned         // repositories this node fetches
 	results     map[string]*fleetv1.CheckResult
 	sess        *coordSession // current session (nil when disconnected)
@@ -126,7 +130,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if cfg.Mode != "partial" && cfg.Mode != "full" {
 		return nil, fmt.Errorf("node: mode %q: want partial or full", cfg.Mode)
 	}
-	if cfg.Coordinator == "" {
+	if len(cfg.Coordinators) == 0 {
 		return nil, errors.New("node: the coordinator's address is required (--coordinator)")
 	}
 	if cfg.Fetchers <= 0 {
@@ -310,4 +314,11 @@ func (n *Node) digest(key string) (string, bool) {
 	defer n.mu.Unlock()
 	d, ok := n.digests[key]
 	return d, ok
+}
+
+// currentCoordinator is the address of the coordinator the node talks to.
+func (n *Node) currentCoordinator() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.coordinator
 }

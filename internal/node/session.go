@@ -38,29 +38,53 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 }
 
 // coordinatorLoop connects to the coordinator, registers, and keeps a
-// session open, reconnecting with backoff, until ctx ends.
+// session open, reconnecting with backoff, until ctx ends. With several
+// coordinators it goes where a follower says the leader is, and otherwise
+// tries the next address.
 func (n *Node) coordinatorLoop(ctx context.Context) error {
 	creds := insecure.NewCredentials()
 	if n.cfg.TLS != nil {
 		creds = credentials.NewTLS(n.cfg.TLS)
 	}
-	conn, err := grpc.NewClient(n.cfg.Coordinator,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		return fmt.Errorf("node: coordinator address %q: %w", n.cfg.Coordinator, err)
+	conns := map[string]*grpc.ClientConn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func(addr string) (fleetv1.CoordinatorClient, error) {
+		if c := conns[addr]; c != nil {
+			return fleetv1.NewCoordinatorClient(c), nil
+		}
+		c, err := grpc.NewClient(addr,
+			grpc.WithTransportCredentials(creds),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		if err != nil {
+			return nil, fmt.Errorf("node: coordinator address %q: %w", addr, err)
+		}
+		conns[addr] = c
+		return fleetv1.NewCoordinatorClient(c), nil
 	}
-	defer conn.Close()
-	client := fleetv1.NewCoordinatorClient(conn)
-	n.mu.Lock()
-	n.client = client
-	n.mu.Unlock()
-	attempt := 0
+	addrs := n.cfg.Coordinators
+	next, hint := 0, ""
+	attempt, redirects, electing := 0, 0, false
 	for ctx.Err() == nil {
-		err := n.register(ctx, client)
+		addr := addrs[next%len(addrs)]
+		if hint != "" {
+			addr, hint = hint, ""
+		}
+		client, err := dial(addr)
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.client = client
+		n.coordinator = addr
+		n.mu.Unlock()
+		err = n.register(ctx, client)
 		if err == nil {
-			attempt = 0
+			attempt, redirects = 0, 0
 			err = n.session(ctx, client)
 		}
 		if errors.Is(err, ErrJoinRefused) {
@@ -69,9 +93,29 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := backoff(attempt, 500*time.Millisecond, 30*time.Second)
-		attempt++
-		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", n.cfg.Coordinator, "err", err, "retry_in", wait.Round(time.Millisecond))
+		// A follower names the leader: go there at once, unless the
+		// followers keep sending the node round in circles (an election
+		// under way).
+		leader, notLeader := fleetv1.LeaderHint(err)
+		if notLeader && leader != "" && leader != addr && redirects < len(addrs)+1 {
+			redirects++
+			n.log.Info("coordinator is not the leader; going to the leader", "coordinator", addr, "leader", leader)
+			hint = leader
+			continue
+		}
+		// A follower that knows no leader: one is being elected, and
+		// will be there within the lease.
+		electing = electing || notLeader
+		next++
+		wait := 100 * time.Millisecond // the next address, soon
+		if next%len(addrs) == 0 {      // every address tried: back off
+			wait = backoff(attempt, 500*time.Millisecond, 30*time.Second)
+			if electing {
+				wait = min(wait, time.Second)
+			}
+			attempt, redirects, electing = attempt+1, 0, false
+		}
+		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -142,7 +186,7 @@ func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient) er
 		}
 		n.mu.Unlock()
 	}()
-	n.log.Info("session open", "node", n.id, "coordinator", n.cfg.Coordinator)
+	n.log.Info("session open", "node", n.id, "coordinator", n.currentCoordinator())
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- n.sendLoop(ctx, stream) }()
 	for {

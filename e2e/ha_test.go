@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/etcdtest"
+)
+
+// leads reports whether a coordinator's log says it was elected, and how
+// many times.
+func leads(p *proc) int {
+	b, _ := os.ReadFile(p.log)
+	return strings.Count(string(b), "elected leader")
+}
+
+// Two coordinators share one fleet through a real etcd. Nodes given both
+// addresses find the leader (those that call the follower first are sent
+// on). When the leader is killed, the other takes over from the shared
+// state within the lease: no repository moves, nothing is cloned again,
+// pushes keep arriving, and API writes and catalog changes go through the
+// new leader. The old leader, restarted, waits as a follower.
+func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	etcd := etcdtest.Start(t)
+	f := newFleet(t)
+	repos := seq(0, 12)
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(repos, "12 repositories")
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	startCoordinator := func(name, addr string) *proc {
+		args := append([]string{"coordinator", "--data", f.dataDir(name), "--catalog", f.catalog, "--grpc", addr,
+			"--etcd", etcd.Endpoint, "--etcd-prefix", "/e2e-fleet", "--etcd-lease", "3s",
+			"--grace", "60s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s"}, f.common()...)
+		p := start(t, name, args...)
+		f.procs[name] = p
+		return p
+	}
+	a := startCoordinator("coord-a", addrA)
+	eventually(t, 20*time.Second, "coord-a elected", func() error {
+		if leads(a) == 0 {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	b := startCoordinator("coord-b", addrB)
+	eventually(t, 20*time.Second, "coord-b listening as a candidate", func() error {
+		if log, _ := os.ReadFile(b.log); !strings.Contains(string(log), "candidate leader") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	// The nodes know both; the full node and one partial node call the
+	// follower first.
+	f.grpc = addrB + "," + addrA
+	f.tunnelAddr = freeAddr(t)
+	f.startFull()
+	f.startNode("partial-1", "partial")
+	f.grpc = addrA + "," + addrB
+	f.startNode("partial-2", "partial")
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+	if leads(b) != 0 {
+		t.Fatal("coord-b was elected while coord-a led")
+	}
+	if log, _ := os.ReadFile(f.procs["full"].log); !strings.Contains(string(log), "going to the leader") {
+		t.Error("the full node, sent to the follower first, did not say it went to the leader")
+	}
+	before, err := owners(f, repos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, p2 := f.procs["partial-1"], f.procs["partial-2"]
+	c1, c2 := clones(p1), clones(p2)
+	if c1+c2 == 0 {
+		t.Fatal("the partial nodes' logs show no clones at all: the count below would prove nothing")
+	}
+
+	a.kill()
+	killed := time.Now()
+	eventually(t, 30*time.Second, "coord-b takes over and every node's session moves to it", func() error {
+		if leads(b) == 0 {
+			return os.ErrNotExist
+		}
+		if log, _ := os.ReadFile(b.log); strings.Count(string(log), "session opened") < 3 {
+			return errors.New("not every node has a session with coord-b yet")
+		}
+		return nil
+	})
+	// With a 3 s lease: the figure in the README's benchmark table.
+	t.Logf("failover: the leader killed, every node in session with the new one after %v", time.Since(killed).Round(10*time.Millisecond))
+	if _, err := f.up.Commit(f.name(3), "main"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "pushes arrive after the failover", func() error { return f.servedLikeUpstream(repos) })
+	after, err := owners(f, repos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, o := range before {
+		if after[k] != o {
+			t.Errorf("%s moved from node %d to %d across the failover", k, o, after[k])
+		}
+	}
+	if clones(p1) != c1 || clones(p2) != c2 {
+		t.Errorf("re-clones after the failover: partial-1 %d->%d, partial-2 %d->%d", c1, clones(p1), c2, clones(p2))
+	}
+	if log, _ := os.ReadFile(b.log); strings.Contains(string(log), "warming up again") {
+		t.Error("the new leader did not resume from the shared state")
+	}
+
+	// Writes reach the new leader: an API addition and a catalog change.
+	api := f.base + "/api/v1"
+	if err := f.up.Create("ha/added-by-api", []string{"main"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	addedURL := f.up.RepoURL("ha/added-by-api")
+	if code := call(t, "POST", api+"/repos", apiToken, strings.NewReader(`{"url":"`+addedURL+`"}`), nil); code != 201 {
+		t.Fatalf("add through the API after the failover: %d", code)
+	}
+	more := seq(0, 14)
+	for _, i := range more[12:] {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(more, "two more")
+	eventually(t, 60*time.Second, "API and catalog additions served", func() error {
+		if _, err := lsRemote(f.base + "/" + strings.TrimSuffix(strings.TrimPrefix(addedURL, "http://"), ".git") + ".git"); err != nil {
+			return err
+		}
+		return f.servedLikeUpstream(more)
+	})
+
+	// The old leader comes back as a follower: the fleet stays with b.
+	a = startCoordinator("coord-a", addrA)
+	time.Sleep(3 * time.Second)
+	if n := leads(a); n != 0 {
+		t.Errorf("the restarted coord-a took the leadership from a live leader (%d elections)", n)
+	}
+	if log, _ := os.ReadFile(a.log); !strings.Contains(string(log), "candidate leader") {
+		t.Errorf("the restarted coordinator does not say it waits as a candidate:\n%s", log)
+	}
+}

@@ -1,0 +1,58 @@
+// Package etcdtest starts a real, single-member etcd server inside a test
+// process, on 127.0.0.1 ports of its own and a temporary data directory.
+// Only tests import it: the gitfleet binary never links the etcd server.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Server is a running etcd.
+type Server struct {
+	etcd *embed.Etcd
+	// Endpoint is the client URL, e.g. http://127.0.0.1:40123.
+	Endpoint string
+}
+
+// Start starts an etcd that stops when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	// etcd logs its own shutdown as errors: the tests say what matters.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	client, peer := freeURL(t), freeURL(t)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, peer.String())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		t.Fatal("etcd did not become ready within 30s")
+	}
+	t.Cleanup(e.Close)
+	return &Server{etcd: e, Endpoint: client.String()}
+}
+
+// freeURL returns an http URL of a free port on 127.0.0.1.
+func freeURL(t testing.TB) url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
