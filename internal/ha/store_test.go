@@ -262,3 +262,44 @@ func TestStoreLargeBatchSurvivesTheLeadersDeath(t *testing.T) {
 		})
 	}
 }
+
+// The coordinator's persist batches through etcd: a second's worth of
+// status changes (one transaction), a large change (journaled), and a
+// placement snapshot of 2 MB (in parts). Compare with the store package's
+// BenchmarkBatch (bbolt, synced).
+func BenchmarkBatch(b *testing.B) {
+	etcd := etcdtest.Start(b)
+	ctx := context.Background()
+	client, err := Dial(ctx, []string{etcd.Endpoint}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	term, err := NewElector(client, "/bench", time.Minute, "x:1").Campaign(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	status := bytes.Repeat([]byte("s"), 64)
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("statuses=%d", n), func(b *testing.B) {
+			ops := make([]store.Op, n)
+			for i := range ops {
+				ops[i] = store.Op{Bucket: "repos", Key: fmt.Sprintf("github.com/o/r%06d", i), Value: status}
+			}
+			for b.Loop() {
+				if err := term.store.Batch(ctx, ops); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("snapshot=2MB", func(b *testing.B) {
+		snap := bytes.Repeat([]byte("p"), 2<<20)
+		for b.Loop() {
+			if err := term.store.Put(ctx, "meta", "placement", snap); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
