@@ -116,7 +116,9 @@ func (f *fleet) startCoordinator() {
 func (f *fleet) startNode(name, mode string, extra ...string) {
 	dir := f.dataDir(name)
 	args := append([]string{"node", "--mode", mode, "--name", name, "--data", dir, "--coordinator", f.grpc,
-		"--max-interval", "2s", "--min-interval", "500ms"}, f.common()...)
+		// Checks every 1-3 s of 30 repositories keep pushes arriving within
+		// seconds without the nodes' own git processes starving the machine.
+		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.common()...)
 	args = append(args, extra...)
 	f.procs[name] = start(f.t, name, args...)
 }

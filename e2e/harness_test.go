@@ -107,11 +107,18 @@ func freeAddr(t testing.TB) string {
 // eventually polls cond until it returns nil or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	var err error
+	lastLog := start
 	for time.Now().Before(deadline) {
 		if err = cond(); err == nil {
+			t.Logf("%s: after %v", what, time.Since(start).Round(10*time.Millisecond))
 			return
+		}
+		if time.Since(lastLog) > 10*time.Second {
+			t.Logf("%s: still waiting after %v: %v", what, time.Since(start).Round(time.Second), err)
+			lastLog = time.Now()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // Server is a running etcd.
 type Server struct {
 	etcd *embed.Etcd
+	stop sync.Once
 	// Endpoint is the client URL, e.g. http://127.0.0.1:40123.
 	Endpoint string
 }
@@ -42,9 +44,14 @@ func Start(t testing.TB) *Server {
 		e.Close()
 		t.Fatal("etcd did not become ready within 30s")
 	}
-	t.Cleanup(e.Close)
-	return &Server{etcd: e, Endpoint: client.String()}
+	s := &Server{etcd: e, Endpoint: client.String()}
+	t.Cleanup(s.Stop)
+	return s
 }
+
+// Stop stops the server at once, as a crash or a network partition would
+// look to its clients.
+func (s *Server) Stop() { s.stop.Do(s.etcd.Close) }
 
 // freeURL returns an http URL of a free port on 127.0.0.1.
 func freeURL(t testing.TB) url.URL {

@@ -75,17 +75,30 @@ func (e *Elector) electionPrefix() string { return e.prefix + "/leader" }
 // its term. The term's Store has finished (or discarded) any batch that a
 // previous leader left half written.
 func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
-	sess, err := concurrency.NewSession(e.client, concurrency.WithTTL(max(1, int(e.ttl.Round(time.Second)/time.Second))),
-		concurrency.WithContext(ctx))
+	ttl := max(time.Second, e.ttl.Round(time.Second))
+	lease, err := e.client.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("ha: etcd lease: %w", err)
 	}
+	kctx, kcancel := context.WithCancel(context.Background())
+	renewals, err := e.client.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		kcancel()
+		return nil, fmt.Errorf("ha: keep the etcd lease alive: %w", err)
+	}
+	sess, err := concurrency.NewSession(e.client, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
+	if err != nil {
+		kcancel()
+		return nil, fmt.Errorf("ha: etcd session: %w", err)
+	}
 	elec := concurrency.NewElection(sess, e.electionPrefix())
 	if err := elec.Campaign(ctx, e.advertise); err != nil {
+		kcancel()
 		sess.Close()
 		return nil, fmt.Errorf("ha: campaign: %w", err)
 	}
-	t := &Term{sess: sess, elec: elec}
+	t := &Term{sess: sess, elec: elec, stopRenew: kcancel, done: make(chan struct{})}
+	go t.watch(renewals, ttl)
 	select {
 	case <-sess.Done(): // the lease ran out while waiting: the key is gone
 		t.Resign(context.Background())
@@ -120,23 +133,51 @@ func (e *Elector) Leader(ctx context.Context) (string, error) {
 // Term is one leadership: from the election won to the lease lost or the
 // leadership resigned.
 type Term struct {
-	sess  *concurrency.Session
-	elec  *concurrency.Election
-	store *Store
+	sess      *concurrency.Session
+	elec      *concurrency.Election
+	store     *Store
+	stopRenew context.CancelFunc
+	done      chan struct{}
+}
+
+// watch closes t.done when the term may be over: the lease is gone, or
+// it has not been renewed for long enough that etcd may have let it
+// expire. A leader cut off from etcd hears nothing, and must stop
+// directing nodes before a successor starts to: renewals come every third
+// of the lease, so one may be missed, not two.
+func (t *Term) watch(renewals <-chan *clientv3.LeaseKeepAliveResponse, ttl time.Duration) {
+	defer close(t.done)
+	deadline := ttl - max(ttl/4, 500*time.Millisecond)
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-renewals:
+			if !ok {
+				return
+			}
+			timer.Reset(deadline)
+		case <-timer.C:
+			return
+		case <-t.sess.Done():
+			return
+		}
+	}
 }
 
 // Store is the state in etcd, writable while the term lasts.
 func (t *Term) Store() store.Store { return t.store }
 
-// Done is closed when the lease is lost: the term is over, and another
-// coordinator may already lead.
-func (t *Term) Done() <-chan struct{} { return t.sess.Done() }
+// Done is closed when the lease is lost, or is no longer renewed: the
+// term is over, and another coordinator may soon lead.
+func (t *Term) Done() <-chan struct{} { return t.done }
 
 // Resign gives the leadership up at once (a clean stop), so that another
 // coordinator takes over without waiting for the lease to run out.
 func (t *Term) Resign(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	defer t.stopRenew()
 	err := t.elec.Resign(ctx)
 	if cerr := t.sess.Close(); err == nil {
 		err = cerr

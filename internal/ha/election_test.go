@@ -163,3 +163,29 @@ func TestPrefixesAreSeparateFleets(t *testing.T) {
 		t.Error("one fleet's state is visible in another's")
 	}
 }
+
+// A leader cut off from etcd hears no renewal of its lease: its term ends
+// by itself, within the lease, so that it stops directing nodes before a
+// successor can be elected.
+func TestLeaderCutOffFromEtcdStepsDown(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	term, err := NewElector(dialTest(t, etcd.Endpoint), "/t4", 3*time.Second, "a:7070").Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-term.Done():
+		t.Fatal("the term ended while etcd was up")
+	case <-time.After(4 * time.Second): // longer than the lease: renewals keep it
+	}
+	etcd.Stop()
+	cut := time.Now()
+	select {
+	case <-term.Done():
+		t.Logf("stepped down %v after etcd went away (lease 3s)", time.Since(cut).Round(10*time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("a leader cut off from etcd still leads")
+	}
+}
