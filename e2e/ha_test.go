@@ -101,18 +101,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "pushes arrive after the failover", func() error { return f.servedLikeUpstream(repos) })
-	after, err := owners(f, repos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, o := range before {
-		if after[k] != o {
-			t.Errorf("%s moved from node %d to %d across the failover", k, o, after[k])
-		}
-	}
-	if clones(p1) != c1 || clones(p2) != c2 {
-		t.Errorf("re-clones after the failover: partial-1 %d->%d, partial-2 %d->%d", c1, clones(p1), c2, clones(p2))
-	}
+	nothingMovedOrRecloned(t, f, repos, before, p1, p2, c1, c2, "the failover")
 	if log, _ := os.ReadFile(b.log); strings.Contains(string(log), "warming up again") {
 		t.Error("the new leader did not resume from the shared state")
 	}

@@ -66,18 +66,7 @@ func TestRestartsMoveNothingAndCloneNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 30*time.Second, "updates flow after the restart", func() error { return f.servedLikeUpstream(repos) })
-		after, err := owners(f, repos)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, o := range before {
-			if after[k] != o {
-				t.Errorf("%s moved from node %d to %d across a coordinator restart", k, o, after[k])
-			}
-		}
-		if clones(p1) != c1 || clones(p2) != c2 {
-			t.Errorf("re-clones after a coordinator restart: partial-1 %d->%d, partial-2 %d->%d", c1, clones(p1), c2, clones(p2))
-		}
+		nothingMovedOrRecloned(t, f, repos, before, p1, p2, c1, c2, "a coordinator restart")
 	})
 
 	t.Run("partial node restarted within grace: nothing re-cloned", func(t *testing.T) {
@@ -101,4 +90,23 @@ func TestRestartsMoveNothingAndCloneNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// nothingMovedOrRecloned checks that every repository has the owner it had
+// in before, and that partial nodes p1 and p2 have cloned nothing since
+// they had c1 and c2 clones.
+func nothingMovedOrRecloned(t *testing.T, f *fleet, repos []int, before map[string]uint32, p1, p2 *proc, c1, c2 int, across string) {
+	t.Helper()
+	after, err := owners(f, repos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, o := range before {
+		if after[k] != o {
+			t.Errorf("%s moved from node %d to %d across %s", k, o, after[k], across)
+		}
+	}
+	if clones(p1) != c1 || clones(p2) != c2 {
+		t.Errorf("re-clones after %s: partial-1 %d->%d, partial-2 %d->%d", across, c1, clones(p1), c2, clones(p2))
+	}
 }
