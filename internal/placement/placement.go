@@ -274,10 +274,20 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 		}
 		if len(e.keys) < math.MaxInt32 {
 			e.index.reserve(len(e.keys))
-			if e.index.build(e.keys) {
+			// The digest on the other core while the index is built: both
+			// are a pass over a million strings.
+			digest := make(chan uint64, 1)
+			go func() {
+				var d uint64
 				for i := range e.keys {
-					e.digest += ring.Hash(e.keys[i].key)
+					d += ring.Hash(e.keys[i].key)
 				}
+				digest <- d
+			}()
+			built := e.index.build(e.keys)
+			d := <-digest
+			if built {
+				e.digest += d
 				return len(e.keys) > 0
 			}
 		}
