@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +38,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// sourcesSeen makes go test's cache of this package's results depend on
+// every source file of the module. The processes under test run a binary
+// that TestMain builds from them, which the cache cannot see: without
+// this, a change outside the packages e2e imports would be answered with
+// a cached pass. The cache keys on the files a test opens, so the first
+// process each test starts opens them all.
+var sourcesSeen sync.Once
+
+func seeSources() {
+	_ = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && path != ".." && strings.HasPrefix(d.Name(), "."):
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum":
+			if f, err := os.Open(path); err == nil {
+				f.Close()
+			}
+		}
+		return nil
+	})
+}
+
 // proc is one gitfleet process.
 type proc struct {
 	name string
@@ -48,6 +76,7 @@ type proc struct {
 // printed when the test fails.
 func start(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
+	sourcesSeen.Do(seeSources)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
