@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +9,18 @@ import (
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 )
 
-// leads reports whether a coordinator's log says it was elected, and how
-// many times.
-func leads(p *proc) int {
-	b, _ := os.ReadFile(p.log)
-	return strings.Count(string(b), "elected leader")
+// leads is how many times a coordinator's log says it was elected.
+func leads(p *proc) int { return p.count("elected leader") }
+
+// logSays waits until p's log holds s.
+func logSays(t *testing.T, p *proc, s string) {
+	t.Helper()
+	eventually(t, 20*time.Second, p.name+" says "+s, func() error {
+		if p.count(s) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 }
 
 // Two coordinators share one fleet through a real etcd. Nodes given both
@@ -46,19 +52,9 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 		return p
 	}
 	a := startCoordinator("coord-a", addrA)
-	eventually(t, 20*time.Second, "coord-a elected", func() error {
-		if leads(a) == 0 {
-			return os.ErrNotExist
-		}
-		return nil
-	})
+	logSays(t, a, "elected leader")
 	b := startCoordinator("coord-b", addrB)
-	eventually(t, 20*time.Second, "coord-b listening as a candidate", func() error {
-		if log, _ := os.ReadFile(b.log); !strings.Contains(string(log), "candidate leader") {
-			return os.ErrNotExist
-		}
-		return nil
-	})
+	logSays(t, b, "candidate leader")
 	// The nodes know both; the full node and one partial node call the
 	// follower first.
 	f.grpc = addrB + "," + addrA
@@ -71,7 +67,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	if leads(b) != 0 {
 		t.Fatal("coord-b was elected while coord-a led")
 	}
-	if log, _ := os.ReadFile(f.procs["full"].log); !strings.Contains(string(log), "going to the leader") {
+	if f.procs["full"].count("going to the leader") == 0 {
 		t.Error("the full node, sent to the follower first, did not say it went to the leader")
 	}
 	before, err := owners(f, repos)
@@ -88,9 +84,9 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	killed := time.Now()
 	eventually(t, 30*time.Second, "coord-b takes over and every node's session moves to it", func() error {
 		if leads(b) == 0 {
-			return os.ErrNotExist
+			return errors.New("coord-b is not elected yet")
 		}
-		if log, _ := os.ReadFile(b.log); strings.Count(string(log), "session opened") < 3 {
+		if b.count("session opened") < 3 {
 			return errors.New("not every node has a session with coord-b yet")
 		}
 		return nil
@@ -102,7 +98,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	}
 	eventually(t, 60*time.Second, "pushes arrive after the failover", func() error { return f.servedLikeUpstream(repos) })
 	nothingMovedOrRecloned(t, f, repos, before, p1, p2, c1, c2, "the failover")
-	if log, _ := os.ReadFile(b.log); strings.Contains(string(log), "warming up again") {
+	if b.count("warming up again") > 0 {
 		t.Error("the new leader did not resume from the shared state")
 	}
 
@@ -135,7 +131,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	if n := leads(a); n != 0 {
 		t.Errorf("the restarted coord-a took the leadership from a live leader (%d elections)", n)
 	}
-	if log, _ := os.ReadFile(a.log); !strings.Contains(string(log), "candidate leader") {
-		t.Errorf("the restarted coordinator does not say it waits as a candidate:\n%s", log)
+	if a.count("candidate leader") == 0 {
+		t.Error("the restarted coordinator does not say it waits as a candidate")
 	}
 }

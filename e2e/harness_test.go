@@ -102,6 +102,12 @@ func start(t testing.TB, name string, args ...string) *proc {
 	return p
 }
 
+// count is how many times s appears in p's log.
+func (p *proc) count(s string) int {
+	b, _ := os.ReadFile(p.log)
+	return strings.Count(string(b), s)
+}
+
 func (p *proc) stop() {
 	select {
 	case <-p.done:

@@ -2,17 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
 )
 
 // clones counts the mirrors a node cloned, from its log.
-func clones(p *proc) int {
-	b, _ := os.ReadFile(p.log)
-	return strings.Count(string(b), "cloned=true")
-}
+func clones(p *proc) int { return p.count("cloned=true") }
 
 func owners(f *fleet, repos []int) (map[string]uint32, error) {
 	api, err := apiRepos(f.base)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,14 +152,11 @@ func serveCoordinator(ctx context.Context, cfg config.Config, ccfg coordinator.C
 	if err != nil {
 		return err
 	}
-	etcdTLS, err := tlsconf.Client(false, cfg.TLSCA)
+	// https endpoints are verified against the system's roots or --tls-ca.
+	https := slices.ContainsFunc(cfg.Etcd, func(ep string) bool { return strings.HasPrefix(ep, "https://") })
+	etcdTLS, err := tlsconf.Client(https, cfg.TLSCA)
 	if err != nil {
 		return err
-	}
-	for _, ep := range cfg.Etcd {
-		if strings.HasPrefix(ep, "https://") && etcdTLS == nil {
-			etcdTLS, _ = tlsconf.Client(true, "") // the system's roots
-		}
 	}
 	client, err := ha.Dial(ctx, cfg.Etcd, etcdTLS)
 	if err != nil {

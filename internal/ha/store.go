@@ -396,10 +396,7 @@ func (s *Store) writeJournal(ctx context.Context, records [][]rawOp) error {
 		return err
 	}
 	for i, rec := range records {
-		b, err := encodeRecord(rec)
-		if err != nil {
-			return err
-		}
+		b := encodeRecord(rec)
 		// Each journal entry holds up to txnMaxBytes of writes, so it goes
 		// alone in its transaction.
 		if err := s.txn(ctx, rawOp{Key: fmt.Sprintf("%s%08d", s.journalPrefix(), i), Value: b}); err != nil {
@@ -449,7 +446,7 @@ func (s *Store) replay(ctx context.Context) error {
 	return nil
 }
 
-func encodeRecord(rec []rawOp) ([]byte, error) {
+func encodeRecord(rec []rawOp) []byte {
 	var b []byte
 	for _, op := range rec {
 		flags := byte(0)
@@ -465,7 +462,7 @@ func encodeRecord(rec []rawOp) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(op.Value)))
 		b = append(b, op.Value...)
 	}
-	return b, nil
+	return b
 }
 
 func decodeRecord(b []byte) ([]rawOp, error) {

@@ -219,7 +219,7 @@ func TestStoreLargeBatchSurvivesTheLeadersDeath(t *testing.T) {
 				}
 			} else {
 				for i, rec := range records[:2] {
-					b, _ := encodeRecord(rec)
+					b := encodeRecord(rec)
 					if err := s.txn(ctx, rawOp{Key: fmt.Sprintf("%s%08d", s.journalPrefix(), i), Value: b}); err != nil {
 						t.Fatal(err)
 					}

@@ -93,7 +93,6 @@ type Node struct {
 
 	mu          sync.Mutex
 	client      fleetv1.CoordinatorClient // set once connected
-	coordinator string                    // the address client reaches
 	owned       map[string]*owned         // repositories this node fetches
 	results     map[string]*fleetv1.CheckResult
 	sess        *coordSession // current session (nil when disconnected)
@@ -314,11 +313,4 @@ func (n *Node) digest(key string) (string, bool) {
 	defer n.mu.Unlock()
 	d, ok := n.digests[key]
 	return d, ok
-}
-
-// currentCoordinator is the address of the coordinator the node talks to.
-func (n *Node) currentCoordinator() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.coordinator
 }

@@ -80,12 +80,11 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		}
 		n.mu.Lock()
 		n.client = client
-		n.coordinator = addr
 		n.mu.Unlock()
 		err = n.register(ctx, client)
 		if err == nil {
 			attempt, redirects = 0, 0
-			err = n.session(ctx, client)
+			err = n.session(ctx, client, addr)
 		}
 		if errors.Is(err, ErrJoinRefused) {
 			return err
@@ -160,9 +159,9 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 	return nil
 }
 
-// session runs one session: hello, inventory, then heartbeats and results
-// out and assignments in.
-func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient) error {
+// session runs one session with the coordinator at addr (client): hello,
+// inventory, then heartbeats and results out and assignments in.
+func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient, addr string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.Session(ctx)
@@ -186,7 +185,7 @@ func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient) er
 		}
 		n.mu.Unlock()
 	}()
-	n.log.Info("session open", "node", n.id, "coordinator", n.currentCoordinator())
+	n.log.Info("session open", "node", n.id, "coordinator", addr)
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- n.sendLoop(ctx, stream) }()
 	for {
