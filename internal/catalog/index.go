@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -120,26 +121,20 @@ func newKeyShard(n int) *keyShard {
 	return &keyShard{slots: make([]*entry, size), tags: make([]uint8, size)}
 }
 
-// add inserts e, on line, applying the duplicate rule if its key is
-// already there; prev and prevLines are the entries added to the shard
-// before e and their lines, for that rule. It reads e.key only when a tag
-// matches: at a million entries, reading each entry while indexing would
-// cost a cache miss each.
-func (s *keyShard) add(e *entry, h uint64, line int32, prev []*entry, prevLines []int32) {
+// add inserts e. Entries are added in location order (file path, then
+// line), so the first of a key is the one kept and any later one is a
+// duplicate. It reads e.key only when a tag matches: at a million entries,
+// reading each entry while indexing would cost a cache miss each.
+func (s *keyShard) add(e *entry, h uint64) {
 	mask := len(s.slots) - 1
 	tag := tagOf(h)
 	i := int(h>>32) & mask
 	for ; s.slots[i] != nil && (s.tags[i] != tag || s.slots[i].key != e.key); i = (i + 1) & mask {
 	}
-	old := s.slots[i]
-	if old == nil {
-		s.slots[i], s.tags[i] = e, tagOf(h)
+	if s.slots[i] == nil {
+		s.slots[i], s.tags[i] = e, tag
 		s.n++
 		return
-	}
-	oldLine := prevLines[slices.Index(prev, old)]
-	if compareLocations(e.name.path, int(line), old.name.path, int(oldLine)) < 0 {
-		s.slots[i], e = e, old
 	}
 	if s.dups == nil {
 		s.dups = make(map[string][]*entry)
@@ -148,9 +143,14 @@ func (s *keyShard) add(e *entry, h uint64, line int32, prev []*entry, prevLines 
 }
 
 // buildKeyIndex indexes every entry of files. Entries are grouped by shard
-// with a counting sort, then the shards are built; each step is split
-// between the CPUs.
+// with a counting sort that keeps their location order (file path, then
+// line), then the shards are built; each step is split between the CPUs.
+// The keys are hashed in both passes of the sort rather than kept between
+// them: a cold process would have to fault in an array of a million
+// hashes, which costs more than hashing twice.
 func buildKeyIndex(files []*fileData) keyIndex {
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b *fileData) int { return strings.Compare(a.name.path, b.name.path) })
 	first := make([]int, len(files)+1) // index of each file's first entry
 	for i, f := range files {
 		first[i+1] = first[i] + len(f.entries)
@@ -174,15 +174,12 @@ func buildKeyIndex(files []*fileData) keyIndex {
 		wg.Wait()
 	}
 
-	hashes := make([]uint64, total)
 	next := make([][]int, workers) // per part: entries per shard, then where the next one goes
 	inParallel(func(p int) {
 		next[p] = make([]int, nShards)
 		for fi := parts[p]; fi < parts[p+1]; fi++ {
-			for i := range files[fi].entries {
-				h := hashOf(files[fi].entries[i].key)
-				hashes[first[fi]+i] = h
-				next[p][h&mask]++
+			for _, e := range files[fi].entries {
+				next[p][hashOf(e.key)&mask]++
 			}
 		}
 	})
@@ -196,25 +193,23 @@ func buildKeyIndex(files []*fileData) keyIndex {
 	}
 	order := make([]*entry, total)
 	orderHashes := make([]uint64, total)
-	orderLines := make([]int32, total)
 	inParallel(func(p int) {
 		for fi := parts[p]; fi < parts[p+1]; fi++ {
-			for i := range files[fi].entries {
-				h := hashes[first[fi]+i]
+			for _, e := range files[fi].entries {
+				h := hashOf(e.key)
 				j := next[p][h&mask]
 				next[p][h&mask]++
-				order[j], orderHashes[j], orderLines[j] = files[fi].entries[i], h, files[fi].lines[i]
+				order[j], orderHashes[j] = e, h
 			}
 		}
 	})
-	hashes = nil
 
 	ix := keyIndex{shards: make([]*keyShard, nShards)}
 	inParallel(func(p int) {
 		for s := p; s < nShards; s += workers {
 			sh := newKeyShard(start[s+1] - start[s])
 			for j := start[s]; j < start[s+1]; j++ {
-				sh.add(order[j], orderHashes[j], orderLines[j], order[start[s]:j], orderLines[start[s]:j])
+				sh.add(order[j], orderHashes[j])
 			}
 			ix.shards[s] = sh
 		}

@@ -3,6 +3,8 @@ package catalog
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -57,5 +59,41 @@ func TestKeyIndexWithMatchesAMap(t *testing.T) {
 				t.Fatalf("version %d: get(%q) = %v, want %v", vi, k, got, want)
 			}
 		}
+	}
+}
+
+// TestBuildKeyIndexKeepsTheFirstByLocationWhateverTheFileOrder gives the
+// files in reverse path order: the kept entry of a key is still the first
+// by file path, then line, and the others are its duplicates.
+func TestBuildKeyIndexKeepsTheFirstByLocationWhateverTheFileOrder(t *testing.T) {
+	var files []*fileData
+	for _, path := range []string{"c.list", "b/x.list", "b.list", "a.list"} {
+		name := &fileName{path}
+		slab := []entry{{key: "h/shared", name: name}, {key: "h/own-" + path, name: name}, {key: "h/shared", name: name}}
+		f := &fileData{name: name}
+		f.setEntries(slab, []int32{1, 2, 3})
+		files = append(files, f)
+	}
+	for _, workers := range []int{1, 2, 5} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", workers), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers))
+			ix := buildKeyIndex(files)
+			kept, dups := ix.lookup("h/shared")
+			if kept == nil || kept.name.path != "a.list" || kept != files[3].entries[0] {
+				t.Fatalf("kept %+v, want the first entry of a.list", kept)
+			}
+			var got []string
+			for _, d := range dups {
+				got = append(got, d.name.path)
+			}
+			// In location order: a.list:3, b.list:1, b.list:3, b/x.list:1, ...
+			want := []string{"a.list", "b.list", "b.list", "b/x.list", "b/x.list", "c.list", "c.list"}
+			if !slices.Equal(got, want) {
+				t.Errorf("duplicates in %q, want %q", got, want)
+			}
+			if ix.n != 5 || ix.dups != 7 {
+				t.Errorf("n = %d, dups = %d, want 5 and 7", ix.n, ix.dups)
+			}
+		})
 	}
 }
