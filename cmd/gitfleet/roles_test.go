@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -45,5 +46,20 @@ func TestBulkLoadGCTurnsPacingOffAndRestoresIt(t *testing.T) {
 		if l := debug.SetMemoryLimit(-1); l != userLimit {
 			t.Errorf("limit %d: memory limit after a bulk load = %d", userLimit, l)
 		}
+	}
+}
+
+func TestPrepareHeapBacksAShareOfTheLimitAtMost(t *testing.T) {
+	limit := debug.SetMemoryLimit(64 << 20)
+	t.Cleanup(func() { debug.SetMemoryLimit(limit) })
+	if got := prepareHeap(1 << 20); got != 0 {
+		t.Errorf("a 1 MB catalog: %d bytes backed, want none (too small to be worth it)", got)
+	}
+	got := prepareHeap(1 << 30)
+	if runtime.GOOS == "linux" && got == 0 {
+		t.Skip("this kernel cannot prefault")
+	}
+	if got != 48<<20 {
+		t.Errorf("a 1 GB catalog under a 64 MiB limit: %d bytes backed, want 48 MiB", got)
 	}
 }

@@ -62,6 +62,11 @@ type Options struct {
 	AllowPrivate bool
 	// Log receives one summary line per Load and Update (nil: silent).
 	Log *slog.Logger
+	// Prepare, when set, is called by Load once it has listed the files
+	// and before it reads any, with an estimate of their total size in
+	// bytes: a process about to hold a whole catalog can prepare its
+	// memory. It is not called when the size cannot be estimated.
+	Prepare func(bytes int64)
 }
 
 // A Catalog is the parsed content of one commit: entries by key, plus

@@ -157,6 +157,54 @@ func TestLoadReadsBothFileFormsAndIgnoresNonEntryFiles(t *testing.T) {
 	}
 }
 
+// TestLoadCallsPrepareWithTheSizeOfTheCatalogFiles: with fewer files than
+// the sample, the estimate is their exact size (README and hidden files
+// are not catalog files); with more, it is within a few percent.
+func TestLoadCallsPrepareWithTheSizeOfTheCatalogFiles(t *testing.T) {
+	r := newTestRepo(t)
+	files := map[string]string{
+		"a.list":          "https://github.com/a/b\nhttps://github.com/a/c\n",
+		"x/DEFAULTS":      "owner: x\n",
+		"x/y/r":           "url: https://gitee.com/x/r\n",
+		"README.md":       "# not a catalog file, not counted\n",
+		".hidden/ignored": "https://github.com/not/counted\n",
+		"b/c/d/long.list": strings.Repeat("https://github.com/many/lines\n", 100),
+	}
+	want := 0
+	for path, content := range files {
+		if classify(path) != kindNone {
+			want += len(content)
+		}
+	}
+	commit := r.commit(files)
+	var calls []int64
+	opt := Options{Prepare: func(size int64) { calls = append(calls, size) }}
+	if _, err := Load(context.Background(), testGit, r.gitDir(), commit, opt); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0] != int64(want) {
+		t.Errorf("Prepare called with %v, want once with %d", calls, want)
+	}
+
+	// Three times the sample, of sizes that grow with the index: the
+	// sample, one file in three, must see them all.
+	many := make(map[string]string)
+	want = 0
+	for i := range 3 * sizeSample {
+		content := strings.Repeat("https://github.com/a/b\n", 1+i%7)
+		many[fmt.Sprintf("f%05d.list", i)] = content
+		want += len(content)
+	}
+	commit = r.commit(many)
+	calls = nil
+	if _, err := Load(context.Background(), testGit, r.gitDir(), commit, opt); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0] < int64(want)*95/100 || calls[0] > int64(want)*105/100 {
+		t.Errorf("Prepare called with %v, want once with about %d", calls, want)
+	}
+}
+
 func TestLoadResolvesAnyRevision(t *testing.T) {
 	r := newTestRepo(t)
 	commit := r.commit(map[string]string{"a.list": "https://github.com/a/b\n"})

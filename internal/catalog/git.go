@@ -108,6 +108,46 @@ func diffTree(ctx context.Context, git *gitcmd.Runner, repoDir, oldCommit, newCo
 	return changes, nil
 }
 
+// sizeSample is how many blobs estimateSize asks git the size of.
+const sizeSample = 1024
+
+// estimateSize estimates the total size of blobs from the sizes of up to
+// sizeSample of them, spread evenly (all of them when there are fewer),
+// read with one `git cat-file --batch-check`: listing the size of every
+// file of a catalog of a million files would cost as much as reading
+// them.
+func estimateSize(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []blob) (int64, error) {
+	if len(blobs) == 0 {
+		return 0, nil
+	}
+	step := max(1, len(blobs)/sizeSample)
+	var in strings.Builder
+	n := 0
+	for i := 0; i < len(blobs); i += step {
+		in.WriteString(blobs[i].oid)
+		in.WriteByte('\n')
+		n++
+	}
+	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: repoDir, Name: "cat-file",
+		Flags: []string{"--batch-check=%(objectsize)"}, Stdin: strings.NewReader(in.String())})
+	if err != nil {
+		return 0, fmt.Errorf("catalog: sizes of the files: %w", err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != n {
+		return 0, fmt.Errorf("catalog: sizes of the files: %d answers for %d files", len(lines), n)
+	}
+	var sum int64
+	for _, l := range lines {
+		size, err := strconv.ParseInt(l, 10, 64)
+		if err != nil || size < 0 {
+			return 0, fmt.Errorf("catalog: sizes of the files: git answered %q", l)
+		}
+		sum += size
+	}
+	return sum * int64(len(blobs)) / int64(n), nil
+}
+
 // catBlobs reads the blobs oids with one `git cat-file --batch` process
 // and calls fn for each, in order, from one goroutine. data is nil when the
 // blob is larger than maxFileSize (size says how large it was); otherwise

@@ -26,6 +26,13 @@ func Load(ctx context.Context, git *gitcmd.Runner, repoDir, commit string, opt O
 	if err != nil {
 		return nil, err
 	}
+	if opt.Prepare != nil {
+		if size, err := estimateSize(ctx, git, repoDir, blobs); err == nil {
+			opt.Prepare(size)
+		} else if opt.Log != nil {
+			opt.Log.Warn("catalog size not estimated", "err", err)
+		}
+	}
 	own := make(map[string]map[string]string)
 	defFiles, entryFiles, err := readFiles(ctx, git, repoDir, blobs, own, opt)
 	if err != nil {

@@ -63,6 +63,12 @@ type Config struct {
 	// is done. Most of what the coordinator will hold is allocated in
 	// between: the binary uses it to pace the garbage collector.
 	BulkLoad func() (done func())
+	// PrepareHeap, when set, is called when a whole catalog of about
+	// catalogBytes bytes is about to be read (listed, nothing read yet),
+	// within a BulkLoad: the binary has the memory it will take backed in
+	// one call rather than page by page, and returns how many bytes it
+	// backed (0: none).
+	PrepareHeap func(catalogBytes int64) (backed int64)
 }
 
 // Coordinator is the running coordinator. Create it with New, serve its
@@ -286,7 +292,17 @@ func (c *Coordinator) bulkLoad() (done func()) {
 }
 
 func (c *Coordinator) catalogOptions() catalog.Options {
-	return catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Log: c.log}
+	opt := catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Log: c.log}
+	if c.cfg.PrepareHeap != nil {
+		opt.Prepare = func(size int64) {
+			began := time.Now()
+			if backed := c.cfg.PrepareHeap(size); backed > 0 {
+				c.log.Info("memory backed for the catalog", "catalog_bytes", size, "backed_bytes", backed,
+					"took_ms", time.Since(began).Milliseconds())
+			}
+		}
+	}
+	return opt
 }
 
 // Close releases the store.
