@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
@@ -30,7 +31,7 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
 		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge,
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
-		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeap,
+		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeapOnce(),
 	}
 }
 
@@ -80,23 +81,33 @@ func bulkLoadGC() (done func()) {
 	}
 }
 
-// heapPerCatalogByte is about how much heap a cold coordinator takes per
-// byte of catalog: 203 MiB at its peak for the 43 MB of a generated
-// catalog of a million entries in .list files.
+// heapPerCatalogByte is a little less than the heap a cold coordinator
+// takes per byte of catalog (its peak is 203 MiB for the 43 MB of a
+// generated catalog of a million entries in .list files), so that what is
+// backed is used.
 const heapPerCatalogByte = 4
 
-// prepareHeap has the kernel back, in one call, the heap that loading a
-// catalog of catalogBytes bytes will take, up to three quarters of the
-// soft memory limit: a cold process faulting it in page by page spends
-// more time on that, on a virtual machine, than on reading the catalog.
-// It is called within bulkLoadGC, whose limit then applies, and returns
-// how many bytes it backed.
-func prepareHeap(catalogBytes int64) int64 {
-	n := int(min(catalogBytes*heapPerCatalogByte, debug.SetMemoryLimit(-1)/4*3))
-	if !prefault.Heap(n) {
-		return 0
+// prepareHeapOnce returns the coordinator's PrepareHeap: it has the kernel
+// back, in one call, the heap that loading a catalog of catalogBytes bytes
+// will take, up to three quarters of the soft memory limit (it is called
+// within bulkLoadGC, whose limit then applies), and returns how many bytes
+// it backed. A cold process faulting that memory in page by page spends
+// more time on it, on a virtual machine, than on reading the catalog. Only
+// the first call does anything: later loads in the same process (a
+// restore that had to fetch first, a new term as leader) find a heap that
+// is no longer fresh, and backing it again would only zero it.
+func prepareHeapOnce() func(catalogBytes int64) int64 {
+	var done atomic.Bool
+	return func(catalogBytes int64) int64 {
+		if done.Swap(true) {
+			return 0
+		}
+		n := int(min(catalogBytes*heapPerCatalogByte, debug.SetMemoryLimit(-1)/4*3, math.MaxInt))
+		if !prefault.Heap(n) {
+			return 0
+		}
+		return int64(n)
 	}
-	return int64(n)
 }
 
 // nodeConfig turns the settings into a node's configuration, parsing the

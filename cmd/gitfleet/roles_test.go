@@ -52,14 +52,18 @@ func TestBulkLoadGCTurnsPacingOffAndRestoresIt(t *testing.T) {
 func TestPrepareHeapBacksAShareOfTheLimitAtMost(t *testing.T) {
 	limit := debug.SetMemoryLimit(64 << 20)
 	t.Cleanup(func() { debug.SetMemoryLimit(limit) })
-	if got := prepareHeap(1 << 20); got != 0 {
+	if got := prepareHeapOnce()(1 << 20); got != 0 {
 		t.Errorf("a 1 MB catalog: %d bytes backed, want none (too small to be worth it)", got)
 	}
+	prepareHeap := prepareHeapOnce()
 	got := prepareHeap(1 << 30)
 	if runtime.GOOS == "linux" && got == 0 {
 		t.Skip("this kernel cannot prefault")
 	}
 	if got != 48<<20 {
 		t.Errorf("a 1 GB catalog under a 64 MiB limit: %d bytes backed, want 48 MiB", got)
+	}
+	if again := prepareHeap(1 << 30); again != 0 {
+		t.Errorf("a second load in the same process: %d bytes backed, want none", again)
 	}
 }
