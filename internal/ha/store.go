@@ -11,7 +11,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/store"
 )
@@ -28,7 +31,7 @@ const (
 	txnMaxOps   = 100
 	txnMaxBytes = 1 << 20
 	partSize    = 256 << 10
-	scanPage    = 500
+	scanPage    = 5000
 )
 
 // Value tags: the first byte of a stored data value.
@@ -62,6 +65,9 @@ type Store struct {
 	// pending is set while a committed journal is not fully applied (its
 	// apply failed): no other write may go before it.
 	pending bool
+	// scanPage is how many keys a Scan asks an etcd without RangeStream
+	// for at a time.
+	scanPage int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -69,7 +75,7 @@ var _ store.Store = (*Store)(nil)
 // NewStore returns the store under prefix whose writes hold while fence
 // does. Call Recover before using it.
 func NewStore(client *clientv3.Client, prefix string, fence clientv3.Cmp) *Store {
-	return &Store{client: client, prefix: prefix + "/", fence: fence, gens: map[string]string{}}
+	return &Store{client: client, prefix: prefix + "/", fence: fence, gens: map[string]string{}, scanPage: scanPage}
 }
 
 func (s *Store) dataPrefix(bucket string) string { return s.prefix + "data/" + bucket + "/" }
@@ -209,36 +215,89 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 }
 
 // Scan calls fn for each key of bucket that starts with prefix, in key
-// order, reading a page at a time.
+// order, as of one revision. It streams the range (etcd's RangeStream,
+// 3.7): a Get with a limit makes etcd count every key left in the range,
+// so reading a million keys a page at a time costs time in the square of
+// their number (a new leader restoring a million repositories would wait
+// minutes). With an older etcd, it reads pages of scanPage keys.
 func (s *Store) Scan(ctx context.Context, bucket, prefix string, fn func(key string, value []byte) error) error {
 	if err := checkName(bucket, prefix); err != nil {
 		return err
 	}
 	base := s.dataPrefix(bucket)
 	from, end := base+prefix, clientv3.GetPrefixRangeEnd(base+prefix)
-	for {
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
-		if err != nil {
+	// The revision is pinned so that the parts of a large value are read
+	// as of the revision of its manifest.
+	head, err := s.client.Get(ctx, from, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("ha: scan %s/%s: %w", bucket, prefix, err)
+	}
+	rev := head.Header.Revision
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := s.client.GetStream(sctx, from, clientv3.WithRange(end), clientv3.WithRev(rev))
+	if err != nil {
+		cancel()
+		if status.Code(err) == codes.Unimplemented {
+			return s.scanPages(ctx, base, from, end, fn)
+		}
+		return fmt.Errorf("ha: scan %s/%s: %w", bucket, prefix, err)
+	}
+	defer func() {
+		cancel()
+		for range stream { // the client's reader ends once the stream is cancelled
+		}
+	}()
+	first := true
+	for resp := range stream {
+		if err := resp.Err(); err != nil {
+			if first && status.Code(err) == codes.Unimplemented {
+				return s.scanPages(ctx, base, from, end, fn)
+			}
 			return fmt.Errorf("ha: scan %s/%s: %w", bucket, prefix, err)
 		}
-		for _, kv := range resp.Kvs {
-			v, err := s.decode(ctx, string(kv.Key), kv.Value, resp.Header.Revision)
-			if err != nil {
-				return err
-			}
-			if err := fn(strings.TrimPrefix(string(kv.Key), base), v); err != nil {
-				if errors.Is(err, store.ErrStop) {
-					return nil
-				}
-				return err
-			}
+		first = false
+		if stop, err := s.each(ctx, base, resp.Kvs, rev, fn); stop || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanPages is Scan for an etcd without RangeStream: pages of scanPage
+// keys, each read at the latest revision.
+func (s *Store) scanPages(ctx context.Context, base, from, end string, fn func(key string, value []byte) error) error {
+	for {
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(s.scanPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		if err != nil {
+			return fmt.Errorf("ha: scan %s: %w", strings.TrimPrefix(from, s.prefix), err)
+		}
+		if stop, err := s.each(ctx, base, resp.Kvs, resp.Header.Revision, fn); stop || err != nil {
+			return err
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// each calls fn for the records kvs, read at rev, and reports whether to
+// stop: fn said so (store.ErrStop, not an error) or failed.
+func (s *Store) each(ctx context.Context, base string, kvs []*mvccpb.KeyValue, rev int64, fn func(key string, value []byte) error) (bool, error) {
+	for _, kv := range kvs {
+		v, err := s.decode(ctx, string(kv.Key), kv.Value, rev)
+		if err != nil {
+			return true, err
+		}
+		if err := fn(strings.TrimPrefix(string(kv.Key), base), v); err != nil {
+			if errors.Is(err, store.ErrStop) {
+				return true, nil
+			}
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // Close does nothing: the etcd client belongs to the caller.

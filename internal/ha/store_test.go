@@ -66,30 +66,42 @@ func TestStoreBehavesAsAStore(t *testing.T) {
 	if err := s.Batch(ctx, ops); err != nil {
 		t.Fatal(err)
 	}
-	n, prev := 0, ""
-	err := s.Scan(ctx, "repos", "github.com/", func(k string, v []byte) error {
-		if k <= prev {
-			t.Fatalf("scan out of order: %q after %q", k, prev)
-		}
-		if want := fmt.Sprintf("github.com/o/r%05d", n); k != want || string(v) != fmt.Sprint(n) {
-			t.Fatalf("entry %d: %q=%q, want %q", n, k, v, want)
-		}
-		prev = k
-		n++
-		return nil
-	})
-	if err != nil || n != 1234 {
-		t.Fatalf("scan: %d entries, %v", n, err)
+	// Scan streams; an etcd older than 3.7 is read a page at a time.
+	scans := map[string]func(prefix string, fn func(string, []byte) error) error{
+		"stream": func(prefix string, fn func(string, []byte) error) error { return s.Scan(ctx, "repos", prefix, fn) },
+		"pages": func(prefix string, fn func(string, []byte) error) error {
+			s.scanPage = 100
+			defer func() { s.scanPage = scanPage }()
+			base := s.dataPrefix("repos")
+			return s.scanPages(ctx, base, base+prefix, clientv3.GetPrefixRangeEnd(base+prefix), fn)
+		},
 	}
-	n = 0
-	if err := s.Scan(ctx, "repos", "", func(string, []byte) error {
-		n++
-		if n == 10 {
-			return store.ErrStop
+	for name, scan := range scans {
+		n, prev := 0, ""
+		err := scan("github.com/", func(k string, v []byte) error {
+			if k <= prev {
+				t.Fatalf("%s: scan out of order: %q after %q", name, k, prev)
+			}
+			if want := fmt.Sprintf("github.com/o/r%05d", n); k != want || string(v) != fmt.Sprint(n) {
+				t.Fatalf("%s: entry %d: %q=%q, want %q", name, n, k, v, want)
+			}
+			prev = k
+			n++
+			return nil
+		})
+		if err != nil || n != 1234 {
+			t.Fatalf("%s: scan: %d entries, %v", name, n, err)
 		}
-		return nil
-	}); err != nil || n != 10 {
-		t.Errorf("ErrStop: %d entries, %v", n, err)
+		n = 0
+		if err := scan("", func(string, []byte) error {
+			n++
+			if n == 555 { // within a page, and a chunk of the stream
+				return store.ErrStop
+			}
+			return nil
+		}); err != nil || n != 555 {
+			t.Errorf("%s: ErrStop: %d entries, %v", name, n, err)
+		}
 	}
 	boom := errors.New("boom")
 	if err := s.Scan(ctx, "repos", "", func(string, []byte) error { return boom }); !errors.Is(err, boom) {
@@ -302,4 +314,65 @@ func BenchmarkBatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkScan reads back 100,000 then 300,000 repository statuses of
+// about 150 bytes, as a new leader does when it restores its state:
+// streamed (Scan), and a page at a time (an etcd without RangeStream),
+// where etcd counts the rest of the range for each page, so that the time
+// per key grows with the number of keys. It reports the time per key.
+//
+//	go test ./internal/ha -run '^$' -bench Scan -benchtime 2x
+func BenchmarkScan(b *testing.B) {
+	etcd := etcdtest.Start(b)
+	ctx := context.Background()
+	client, err := Dial(ctx, []string{etcd.Endpoint}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	term, err := NewElector(client, "/bench", time.Minute, "x:1").Campaign(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer term.Resign(ctx)
+	st := term.store
+	base := st.dataPrefix("repos")
+	status := bytes.Repeat([]byte("s"), 150)
+	stored := 0
+	for _, n := range []int{100000, 300000} {
+		ops := make([]store.Op, 0, 10000)
+		for ; stored < n; stored++ {
+			ops = append(ops, store.Op{Bucket: "repos", Key: fmt.Sprintf("github.com/o/r%07d", stored), Value: status})
+			if len(ops) == cap(ops) {
+				if err := st.Batch(ctx, ops); err != nil {
+					b.Fatal(err)
+				}
+				ops = ops[:0]
+			}
+		}
+		for _, page := range []int64{0, 500, 5000} {
+			name := fmt.Sprintf("keys=%d/stream", n)
+			if page > 0 {
+				name = fmt.Sprintf("keys=%d/pages=%d", n, page)
+			}
+			b.Run(name, func(b *testing.B) {
+				st.scanPage = page
+				for b.Loop() {
+					seen := 0
+					count := func(string, []byte) error { seen++; return nil }
+					var err error
+					if page == 0 {
+						err = st.Scan(ctx, "repos", "", count)
+					} else {
+						err = st.scanPages(ctx, base, base, clientv3.GetPrefixRangeEnd(base), count)
+					}
+					if err != nil || seen != n {
+						b.Fatalf("scan: %v, %d keys", err, seen)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+			})
+		}
+	}
 }
