@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
@@ -194,7 +195,7 @@ func serveCoordinator(ctx context.Context, cfg config.Config, ccfg coordinator.C
 	}
 	defer client.Close()
 	log.Info("sharing the fleet through etcd", "etcd", cfg.Etcd.String(), "prefix", cfg.EtcdPrefix, "advertise", advertise)
-	el := elector{ha.NewElector(client, cfg.EtcdPrefix, cfg.EtcdLease, advertise)}
+	el := elector{Elector: ha.NewElector(client, cfg.EtcdPrefix, cfg.EtcdLease, advertise), compaction: cfg.EtcdCompaction, log: log}
 	return coordinator.ServeElected(ctx, ccfg, log, ln, el)
 }
 
@@ -211,14 +212,20 @@ func advertiseAddr(flag string, bound net.Addr) (string, error) {
 	return bound.String(), nil
 }
 
-// elector adapts ha's election to what the coordinator consumes.
-type elector struct{ *ha.Elector }
+// elector adapts ha's election to what the coordinator consumes; each
+// term compacts etcd's history while it lasts.
+type elector struct {
+	*ha.Elector
+	compaction time.Duration
+	log        *slog.Logger
+}
 
 func (e elector) Campaign(ctx context.Context) (coordinator.Term, error) {
 	t, err := e.Elector.Campaign(ctx)
 	if err != nil {
 		return nil, err
 	}
+	go t.CompactHistory(ctx, clock.Real{}, e.compaction, e.log)
 	return t, nil
 }
 

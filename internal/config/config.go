@@ -40,6 +40,7 @@ type Config struct {
 	Etcd                  List          `name:"etcd" help:"coordinator, up: etcd endpoints (e.g. http://10.0.0.1:2379) where two or three coordinators share the fleet's state; one leads, the others take over"`
 	EtcdPrefix            string        `name:"etcd-prefix" help:"coordinator: the keys of this fleet in etcd start with this prefix"`
 	EtcdLease             time.Duration `name:"etcd-lease" help:"coordinator: how long a leader that stops answering keeps its leadership"`
+	EtcdCompaction        time.Duration `name:"etcd-compaction" help:"coordinator: the leader compacts etcd's history this often, to the revision of one interval before (0: leave it to etcd's auto-compaction)"`
 	Advertise             string        `name:"advertise" help:"coordinator with --etcd: this coordinator's gRPC address as nodes reach it (default: the --grpc address, if it names a host)"`
 	Grace                 time.Duration `name:"grace" help:"coordinator: how long a silent node keeps its repositories"`
 	Warmup                time.Duration `name:"warmup" help:"coordinator: how long a coordinator with no stored state waits for nodes before placing"`
@@ -83,6 +84,7 @@ func Default() Config {
 		Tunnel:            "127.0.0.1:7071",
 		EtcdPrefix:        "/gitfleet",
 		EtcdLease:         10 * time.Second,
+		EtcdCompaction:    5 * time.Minute,
 		Grace:             10 * time.Minute,
 		Warmup:            10 * time.Minute,
 		Heartbeat:         5 * time.Second,

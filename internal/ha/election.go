@@ -73,7 +73,8 @@ func (e *Elector) electionPrefix() string { return e.prefix + "/leader" }
 
 // Campaign blocks until this coordinator leads (or ctx ends), and returns
 // its term. The term's Store has finished (or discarded) any batch that a
-// previous leader left half written.
+// previous leader left half written. ctx bounds the term too: it ends
+// when ctx does.
 func (e *Elector) Campaign(ctx context.Context) (*Term, error) {
 	ttl := max(time.Second, e.ttl.Round(time.Second))
 	lease, err := e.client.Grant(ctx, int64(ttl/time.Second))
