@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 )
@@ -28,7 +33,8 @@ func logSays(t *testing.T, p *proc, s string) {
 // on). When the leader is killed, the other takes over from the shared
 // state within the lease: no repository moves, nothing is cloned again,
 // pushes keep arriving, and API writes and catalog changes go through the
-// new leader. The old leader, restarted, waits as a follower.
+// new leader. The old leader, restarted, waits as a follower. Both
+// leaders compact etcd's history every second meanwhile.
 func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -45,7 +51,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	startCoordinator := func(name, addr string) *proc {
 		args := append([]string{"coordinator", "--data", f.dataDir(name), "--catalog", f.catalog, "--grpc", addr,
-			"--etcd", etcd.Endpoint, "--etcd-prefix", "/e2e-fleet", "--etcd-lease", "3s",
+			"--etcd", etcd.Endpoint, "--etcd-prefix", "/e2e-fleet", "--etcd-lease", "3s", "--etcd-compaction", "1s",
 			"--grace", "60s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s"}, f.common()...)
 		p := start(t, name, args...)
 		f.procs[name] = p
@@ -133,5 +139,15 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	}
 	if a.count("candidate leader") == 0 {
 		t.Error("the restarted coordinator does not say it waits as a candidate")
+	}
+
+	// The leaders compacted etcd's history: its first revisions are gone.
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Get(context.Background(), "/e2e-fleet/", clientv3.WithPrefix(), clientv3.WithRev(2)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("a read of etcd's second revision: %v, want compacted", err)
 	}
 }
