@@ -275,23 +275,31 @@ func TestStoreLargeBatchSurvivesTheLeadersDeath(t *testing.T) {
 	}
 }
 
-// The coordinator's persist batches through etcd: a second's worth of
-// status changes (one transaction), a large change (journaled), and a
-// placement snapshot of 2 MB (in parts). Compare with the store package's
-// BenchmarkBatch (bbolt, synced).
-func BenchmarkBatch(b *testing.B) {
+// benchTerm elects a leader on a fresh embedded etcd, for the length of
+// the benchmark.
+func benchTerm(b *testing.B) *Term {
 	etcd := etcdtest.Start(b)
 	ctx := context.Background()
 	client, err := Dial(ctx, []string{etcd.Endpoint}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer client.Close()
+	b.Cleanup(func() { client.Close() })
 	term, err := NewElector(client, "/bench", time.Minute, "x:1").Campaign(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer term.Resign(ctx)
+	b.Cleanup(func() { _ = term.Resign(ctx) })
+	return term
+}
+
+// The coordinator's persist batches through etcd: a second's worth of
+// status changes (one transaction), a large change (journaled), and a
+// placement snapshot of 2 MB (in parts). Compare with the store package's
+// BenchmarkBatch (bbolt, synced).
+func BenchmarkBatch(b *testing.B) {
+	ctx := context.Background()
+	term := benchTerm(b)
 	status := bytes.Repeat([]byte("s"), 64)
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("statuses=%d", n), func(b *testing.B) {
@@ -324,18 +332,8 @@ func BenchmarkBatch(b *testing.B) {
 //
 //	go test ./internal/ha -run '^$' -bench Scan -benchtime 2x
 func BenchmarkScan(b *testing.B) {
-	etcd := etcdtest.Start(b)
 	ctx := context.Background()
-	client, err := Dial(ctx, []string{etcd.Endpoint}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	term, err := NewElector(client, "/bench", time.Minute, "x:1").Campaign(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer term.Resign(ctx)
+	term := benchTerm(b)
 	st := term.store
 	base := st.dataPrefix("repos")
 	status := bytes.Repeat([]byte("s"), 150)
