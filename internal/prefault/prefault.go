@@ -2,7 +2,7 @@
 // allocates it: one call for the whole range instead of one page fault per
 // page. On a virtual machine a page fault can cost ten microseconds or
 // more: on the ones gitfleet is developed on, a fresh process that fills
-// 200 MiB page by page spends twice as long faulting as git takes to read
+// 200 MiB page by page spends over twice as long faulting as git takes to read
 // a million-entry catalog, while one call backs the same range in a
 // twentieth of that time.
 package prefault
