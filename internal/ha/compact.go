@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 )
@@ -50,7 +49,7 @@ func (t *Term) CompactHistory(ctx context.Context, clk clock.Clock, interval tim
 // the current revision, the next one to compact to. A revision already
 // compacted (by etcd's own auto-compaction) is no error.
 func (s *Store) compact(ctx context.Context, rev int64) (int64, error) {
-	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	now, err := s.revision(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("ha: current revision: %w", err)
 	}
@@ -59,5 +58,5 @@ func (s *Store) compact(ctx context.Context, rev int64) (int64, error) {
 			return 0, fmt.Errorf("ha: compact etcd to revision %d: %w", rev, err)
 		}
 	}
-	return resp.Header.Revision, nil
+	return now, nil
 }

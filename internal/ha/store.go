@@ -228,11 +228,10 @@ func (s *Store) Scan(ctx context.Context, bucket, prefix string, fn func(key str
 	from, end := base+prefix, clientv3.GetPrefixRangeEnd(base+prefix)
 	// The revision is pinned so that the parts of a large value are read
 	// as of the revision of its manifest.
-	head, err := s.client.Get(ctx, from, clientv3.WithCountOnly())
+	rev, err := s.revision(ctx)
 	if err != nil {
 		return fmt.Errorf("ha: scan %s/%s: %w", bucket, prefix, err)
 	}
-	rev := head.Header.Revision
 	sctx, cancel := context.WithCancel(ctx)
 	stream, err := s.client.GetStream(sctx, from, clientv3.WithRange(end), clientv3.WithRev(rev))
 	if err != nil {
@@ -261,6 +260,15 @@ func (s *Store) Scan(ctx context.Context, bucket, prefix string, fn func(key str
 		}
 	}
 	return nil
+}
+
+// revision is etcd's current revision.
+func (s *Store) revision(ctx context.Context) (int64, error) {
+	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // scanPages is Scan for an etcd without RangeStream: pages of scanPage
@@ -441,7 +449,8 @@ func (s *Store) journaled(ctx context.Context, records [][]rawOp) error {
 		s.pending = true
 		return err
 	}
-	if err := s.replay(ctx); err != nil {
+	// The records are at hand: applied from memory, not read back.
+	if err := s.apply(ctx, len(records), func(i int) ([]rawOp, error) { return records[i], nil }); err != nil {
 		s.pending = true
 		return err
 	}
@@ -482,18 +491,29 @@ func (s *Store) replay(ctx context.Context) error {
 	if _, err := fmt.Sscan(string(commit.Kvs[0].Value), &n); err != nil {
 		return fmt.Errorf("journal commit %q: %w", commit.Kvs[0].Value, err)
 	}
-	for i := range n {
-		key := fmt.Sprintf("%s%08d", s.journalPrefix(), i)
-		resp, err := s.client.Get(ctx, key)
+	return s.apply(ctx, n, func(i int) ([]rawOp, error) {
+		resp, err := s.client.Get(ctx, fmt.Sprintf("%s%08d", s.journalPrefix(), i))
 		if err != nil {
-			return fmt.Errorf("read the journal: %w", err)
+			return nil, fmt.Errorf("read the journal: %w", err)
 		}
 		if len(resp.Kvs) == 0 {
-			return fmt.Errorf("journal record %d of %d is missing", i, n)
+			return nil, fmt.Errorf("journal record %d of %d is missing", i, n)
 		}
 		rec, err := decodeRecord(resp.Kvs[0].Value)
 		if err != nil {
-			return fmt.Errorf("journal record %d: %w", i, err)
+			return nil, fmt.Errorf("journal record %d: %w", i, err)
+		}
+		return rec, nil
+	})
+}
+
+// apply applies the n records of the committed journal, each got from
+// record, then removes the journal.
+func (s *Store) apply(ctx context.Context, n int, record func(i int) ([]rawOp, error)) error {
+	for i := range n {
+		rec, err := record(i)
+		if err != nil {
+			return err
 		}
 		if err := s.txn(ctx, rec...); err != nil {
 			return fmt.Errorf("apply journal record %d: %w", i, err)
