@@ -75,12 +75,7 @@ func TestCompactKeepsOneIntervalOfHistory(t *testing.T) {
 func TestCompactHistoryRunsWhileTheTermLasts(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	client := dialTest(t, etcd.Endpoint)
-	// Not leaderStore: its campaign's context ends when it returns, and
-	// with it the term's session.
-	term, err := NewElector(client, "/c2", time.Minute, "x:1").Campaign(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	term, _ := leaderStore(t, client, "/c2")
 	clk := clock.NewFake(time.Unix(0, 0))
 	ended := make(chan struct{})
 	go func() {

@@ -17,10 +17,10 @@ import (
 // leaderStore elects a leader under prefix and returns its store.
 func leaderStore(t *testing.T, client *clientv3.Client, prefix string) (*Term, *Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	// A long lease: these tests are about the data, not about losing it.
-	term, err := NewElector(client, prefix, time.Minute, "x:1").Campaign(ctx)
+	// The campaign's context bounds the term, so it is not one that ends
+	// when this helper returns.
+	term, err := NewElector(client, prefix, time.Minute, "x:1").Campaign(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
