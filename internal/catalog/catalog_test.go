@@ -187,7 +187,9 @@ func TestLoadCallsPrepareWithTheSizeOfTheCatalogFiles(t *testing.T) {
 	}
 
 	// Three times the sample, of sizes that grow with the index: the
-	// sample, one file in three, must see them all.
+	// sample, one file in three, must see them all. A repository of its
+	// own, so that the files above are not in it.
+	r = newTestRepo(t)
 	many := make(map[string]string)
 	want = 0
 	for i := range 3 * sizeSample {
