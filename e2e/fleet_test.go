@@ -43,6 +43,18 @@ func newFleet(t testing.TB) *fleet {
 
 func (f *fleet) name(i int) string { return fmt.Sprintf("team%d/project-%02d", i%3, i) }
 
+// seed creates the upstreams of repos, each with a main branch and a v1
+// tag, and commits a catalog that lists them.
+func (f *fleet) seed(repos []int, msg string) {
+	f.t.Helper()
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.writeCatalog(repos, msg)
+}
+
 // writeCatalog lays out the catalog in both file forms: most URLs in two
 // .list files (with comments and blank lines), some as YAML entries with
 // url: as a string or as a list.

@@ -42,12 +42,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	f := newFleet(t)
 	repos := seq(0, 12)
-	for _, i := range repos {
-		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.writeCatalog(repos, "12 repositories")
+	f.seed(repos, "12 repositories")
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	startCoordinator := func(name, addr string) *proc {
 		args := append([]string{"coordinator", "--data", f.dataDir(name), "--catalog", f.catalog, "--grpc", addr,

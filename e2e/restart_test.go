@@ -31,12 +31,7 @@ func TestRestartsMoveNothingAndCloneNothing(t *testing.T) {
 	}
 	f := newFleet(t)
 	repos := seq(0, 12)
-	for _, i := range repos {
-		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.writeCatalog(repos, "12 repositories")
+	f.seed(repos, "12 repositories")
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr)

@@ -68,12 +68,7 @@ func TestTLSBetweenTheFleetsMachines(t *testing.T) {
 	caFile, certFile, keyFile := writePKI(t)
 	f := newFleet(t)
 	repos := seq(0, 5)
-	for _, i := range repos {
-		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.writeCatalog(repos, "5 repositories")
+	f.seed(repos, "5 repositories")
 	tunnelAddr := freeAddr(t)
 	// A full node that fetches nothing itself: every repository comes from
 	// the partial node, through its tunnel.
