@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 var binary string
@@ -128,16 +129,9 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a 127.0.0.1 address for a process to listen on, with a
+// port that no outgoing connection can take first.
+func freeAddr(t testing.TB) string { return testnet.Addr(t) }
 
 // eventually polls cond until it returns nil or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {

@@ -5,12 +5,12 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/testnet"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -53,13 +53,8 @@ func Start(t testing.TB) *Server {
 // look to its clients.
 func (s *Server) Stop() { s.stop.Do(s.etcd.Close) }
 
-// freeURL returns an http URL of a free port on 127.0.0.1.
+// freeURL returns an http URL of a free port on 127.0.0.1, for etcd to bind.
 func freeURL(t testing.TB) url.URL {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return url.URL{Scheme: "http", Host: ln.Addr().String()}
+	return url.URL{Scheme: "http", Host: testnet.Addr(t)}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 	"github.com/hashicorp/yamux"
 )
 
@@ -256,13 +257,8 @@ func TestWrongProofIsRefusedWithTheServersMessage(t *testing.T) {
 }
 
 func TestClientStartedBeforeTheServerConnectsWhenItAppears(t *testing.T) {
-	// Reserve a port, then free it so that the first dials are refused.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// A free port, so that the first dials are refused.
+	addr := testnet.Addr(t)
 
 	logs := &syncBuffer{}
 	startClient(t, ClientConfig{Addr: addr, Logger: slog.New(slog.NewTextHandler(logs, nil))}, reply("hello"))
