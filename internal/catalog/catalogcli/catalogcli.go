@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
@@ -97,7 +98,10 @@ func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, e
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	if len(pos) < minPos || len(pos) > maxPos {
+	switch {
+	case minPos == maxPos && len(pos) != minPos:
+		return nil, usageError{fmt.Errorf("want %d arguments, got %d: %q", minPos, len(pos), pos)}
+	case len(pos) < minPos || len(pos) > maxPos:
 		return nil, usageError{fmt.Errorf("want %d to %d arguments, got %d: %q", minPos, maxPos, len(pos), pos)}
 	}
 	return pos, nil
@@ -112,6 +116,13 @@ func newFlags(name string) *flag.FlagSet {
 
 // gitDir finds the git directory of path (a work tree or a bare repository).
 func gitDir(ctx context.Context, git *gitcmd.Runner, path string) (string, error) {
+	// git cannot even start in a directory that is not there, and says so
+	// as if git itself were missing.
+	if fi, err := os.Stat(path); err != nil {
+		return "", err
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", path)
+	}
 	out, err := git.Output(ctx, gitcmd.Cmd{Dir: path, Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
 	if err != nil {
 		return "", fmt.Errorf("%s is not a git repository: %w", path, err)

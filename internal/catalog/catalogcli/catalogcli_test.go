@@ -158,6 +158,10 @@ func TestGenWritesACatalogThatChecksClean(t *testing.T) {
 
 func TestUsageMistakes(t *testing.T) {
 	notRepo := t.TempDir()
+	file := filepath.Join(notRepo, "catalog.list")
+	if err := os.WriteFile(file, []byte("https://github.com/a/b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		code int
@@ -169,7 +173,9 @@ func TestUsageMistakes(t *testing.T) {
 		{[]string{"check", "a", "b", "c"}, 2, "want 1 to 2 arguments"},
 		{[]string{"check", "--nope", notRepo}, 2, "flag provided but not defined"},
 		{[]string{"check", notRepo}, 2, "is not a git repository"},
-		{[]string{"diff", notRepo, "a"}, 2, "want 3 to 3 arguments"},
+		{[]string{"check", filepath.Join(notRepo, "gone")}, 2, "gone: no such file or directory"},
+		{[]string{"check", file}, 2, "is not a directory"},
+		{[]string{"diff", notRepo, "a"}, 2, "want 3 arguments, got 2"},
 		{[]string{"gen", notRepo}, 2, "at least one repository"},
 		{[]string{"gen", "--repos", "x", notRepo}, 2, "invalid value"},
 		{[]string{"check", "-h"}, 0, "usage:"},
