@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,10 +68,37 @@ func seeSources() {
 
 // proc is one gitfleet process.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	done    chan struct{}
+	exit    error       // how it ended; read after done is closed
+	stopped atomic.Bool // the test ended it: not a death to report
+}
+
+// live holds the processes the running test has started, so that eventually
+// stops waiting at once when one of them dies (e2e tests do not run in
+// parallel, so one set serves them all).
+var live struct {
+	sync.Mutex
+	procs map[*proc]bool
+}
+
+// died returns an error naming the first process that ended while the test
+// still wanted it, or nil.
+func died() error {
+	live.Lock()
+	defer live.Unlock()
+	for p := range live.procs {
+		select {
+		case <-p.done:
+			if !p.stopped.Load() {
+				return fmt.Errorf("%s ended by itself (%v); its log is below", p.name, p.exit)
+			}
+		default:
+		}
+	}
+	return nil
 }
 
 // start runs gitfleet with args; its output goes to a log file that is
@@ -89,9 +117,18 @@ func start(t testing.TB, name string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	go func() { p.exit = cmd.Wait(); f.Close(); close(p.done) }()
+	live.Lock()
+	if live.procs == nil {
+		live.procs = map[*proc]bool{}
+	}
+	live.procs[p] = true
+	live.Unlock()
 	t.Cleanup(func() {
 		p.stop()
+		live.Lock()
+		delete(live.procs, p)
+		live.Unlock()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			if len(b) > 20000 {
@@ -110,6 +147,7 @@ func (p *proc) count(s string) int {
 }
 
 func (p *proc) stop() {
+	p.stopped.Store(true)
 	select {
 	case <-p.done:
 		return
@@ -125,6 +163,7 @@ func (p *proc) stop() {
 }
 
 func (p *proc) kill() {
+	p.stopped.Store(true)
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
@@ -133,7 +172,8 @@ func (p *proc) kill() {
 // port that no outgoing connection can take first.
 func freeAddr(t testing.TB) string { return testnet.Addr(t) }
 
-// eventually polls cond until it returns nil or the timeout passes.
+// eventually polls cond until it returns nil or the timeout passes. It
+// gives up at once when a process the test started has died.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	start := time.Now()
@@ -144,6 +184,9 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		if err = cond(); err == nil {
 			t.Logf("%s: after %v", what, time.Since(start).Round(10*time.Millisecond))
 			return
+		}
+		if dead := died(); dead != nil {
+			t.Fatalf("%s: %v (last: %v)", what, dead, err)
 		}
 		if time.Since(lastLog) > 10*time.Second {
 			t.Logf("%s: still waiting after %v: %v", what, time.Since(start).Round(time.Second), err)
