@@ -292,7 +292,15 @@ type apiError struct {
 	Error string `json:"error"`
 }
 
+// retryAfter is the Retry-After, in seconds, of an answer 503.
+const retryAfter = "5"
+
 func writeError(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusServiceUnavailable {
+		// The coordinator is out of reach: a restart or an election, over
+		// in seconds. Say when to come back (RFC 9110, 10.2.3).
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	writeJSON(w, status, apiError{Error: msg})
 }
 

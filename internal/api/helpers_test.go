@@ -253,6 +253,9 @@ func wantError(t *testing.T, r response, status int, contains string) {
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
+	if got, want := r.header.Get("Retry-After") != "", status == http.StatusServiceUnavailable; got != want {
+		t.Errorf("status %d with Retry-After %q", status, r.header.Get("Retry-After"))
+	}
 	msg, _ := r.json(t)["error"].(string)
 	if msg == "" || !strings.Contains(msg, contains) {
 		t.Errorf("error message %q, want one containing %q", msg, contains)
