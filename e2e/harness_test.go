@@ -81,7 +81,7 @@ type proc struct {
 // parallel, so one set serves them all).
 var live struct {
 	sync.Mutex
-	procs map[*proc]bool
+	procs map[*proc]struct{}
 }
 
 // died returns an error naming the first process that ended while the test
@@ -120,9 +120,9 @@ func start(t testing.TB, name string, args ...string) *proc {
 	go func() { p.exit = cmd.Wait(); f.Close(); close(p.done) }()
 	live.Lock()
 	if live.procs == nil {
-		live.procs = map[*proc]bool{}
+		live.procs = map[*proc]struct{}{}
 	}
-	live.procs[p] = true
+	live.procs[p] = struct{}{}
 	live.Unlock()
 	t.Cleanup(func() {
 		p.stop()
