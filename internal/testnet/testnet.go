@@ -6,8 +6,8 @@
 // port from the kernel's ephemeral range. Until the server binds it, any
 // outgoing connection on the machine may take the same port as its source
 // port, and the server then fails with "address already in use". On a busy CI
-// machine that happens. Addr hands out ports below that range
-// instead, which only an explicit bind can take.
+// machine that happens. Addr hands out ports below that range instead, which
+// only an explicit bind can take.
 package testnet
 
 import (
@@ -20,8 +20,9 @@ import (
 	"testing"
 )
 
-// Ports never given by the kernel to a connect: below the usual ephemeral
-// range (32768-60999 on Linux) and above the registered ports most daemons use.
+// lowest is the first port Addr hands out: its ports lie between it and the
+// start of the ephemeral range (32768 by default on Linux), clear of the
+// well-known ports and of those most local services listen on.
 const lowest = 20000
 
 // ports is the one process-wide record of the ports handed out, so that two

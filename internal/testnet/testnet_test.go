@@ -26,6 +26,11 @@ func TestAddrGivesDistinctBindablePortsOutsideTheEphemeralRange(t *testing.T) {
 		if p < lowest || p >= lo {
 			t.Fatalf("port %d outside [%d, %d)", p, lowest, lo)
 		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s cannot be bound: %v", addr, err)
+		}
+		ln.Close()
 	}
 	// A port bound by someone else is skipped: hold the next candidate.
 	ports.Lock()
