@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitfleet/gitfleet/internal/testnet"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 // Server is a running etcd.
