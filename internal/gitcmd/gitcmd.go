@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // DefaultProtocols are the transports git may use for upstreams.
@@ -35,6 +37,9 @@ type Runner struct {
 	Protocols string
 	// MaxOutput bounds the captured stdout of Output (default 256 MiB).
 	MaxOutput int64
+	// Egress, when set, routes every command's connections through the
+	// egress policy, except under a context marked by Peer (see egress.go).
+	Egress Egress
 }
 
 // Cmd describes one git invocation.
@@ -104,7 +109,7 @@ func (e *Error) Error() string {
 	if len(msg) > 500 {
 		msg = msg[len(msg)-500:]
 	}
-	if msg == "" && e.Err != nil {
+	if (msg == "" || e.Class == ClassBlocked) && e.Err != nil {
 		msg = e.Err.Error()
 	}
 	return fmt.Sprintf("git %s: %s: %s", strings.Join(e.Args, " "), e.Class, msg)
@@ -132,6 +137,9 @@ func ClassOf(err error) Class {
 	var ge *Error
 	if errors.As(err, &ge) {
 		return ge.Class
+	}
+	if egress.IsBlocked(err) {
+		return ClassBlocked
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ClassTimeout
@@ -261,7 +269,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	}
 	cmd := exec.CommandContext(ctx, git, args...)
 	cmd.Dir = c.Dir
-	cmd.Env = r.env(&c)
+	egressEnv, endEgress := r.beginEgress(ctx)
+	cmd.Env = append(r.env(&c), egressEnv...)
 	if c.Stdin != nil {
 		// os/exec waits for its stdin copier even after the process died,
 		// and a reader that never returns (a stalled HTTP body) would hang
@@ -286,6 +295,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
+	refused := endEgress()
 	if runErr == nil {
 		return nil
 	}
@@ -298,6 +308,9 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 		ge.ExitCode = ee.ExitCode()
 	}
 	ge.Class = classify(ge.Stderr, runErr)
+	if refused != nil {
+		ge.Class, ge.Err = ClassBlocked, refused
+	}
 	return ge
 }
 
