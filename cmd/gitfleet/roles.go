@@ -169,6 +169,10 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 		ln.Close()
 		return err
 	}
+	if err := withEgress(cfg, &ccfg, nil); err != nil {
+		ln.Close()
+		return err
+	}
 	return serveCoordinator(ctx, cfg, ccfg, log, ln)
 }
 
@@ -237,6 +241,9 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := withTLS(cfg, nil, &ncfg); err != nil {
 		return err
 	}
+	if err := withEgress(cfg, nil, &ncfg); err != nil {
+		return err
+	}
 	n, err := node.New(ncfg, log, clock.Real{})
 	if err != nil {
 		return err
@@ -256,6 +263,9 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	if err := withTLS(cfg, &ccfg, &ncfg); err != nil {
+		return err
+	}
+	if err := withEgress(cfg, &ccfg, &ncfg); err != nil {
 		return err
 	}
 	// The full node dials its own coordinator, whose certificate names the

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // ErrNotFound is returned (wrapped) for a repository or task that does not
@@ -173,6 +174,9 @@ type Config struct {
 	OutgoingSecret string
 	// AllowPrivate accepts upstream URLs on loopback and private networks.
 	AllowPrivate bool
+	// Egress checks upstream URLs and dials outgoing webhooks (nil: the
+	// default policy that AllowPrivate selects, the system's resolver).
+	Egress *egress.Dialer
 	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
 	// 25 MiB (GitHub's maximum) for webhooks.
 	MaxBody int64

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -117,7 +118,11 @@ func TestGetRepoRefusals(t *testing.T) {
 }
 
 func TestAddRepo(t *testing.T) {
-	e := newTestEnv(t, Config{}, newFakeBackend("github.com/old/repo"))
+	withSSH, err := egress.New(egress.Config{Schemes: []string{"https", "http", "ssh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t, Config{Egress: &egress.Dialer{Policy: withSSH}}, newFakeBackend("github.com/old/repo"))
 	tests := []struct {
 		name, body string
 		status     int
@@ -151,7 +156,12 @@ func TestAddRepoRefusesBadURLsWithAClearMessage(t *testing.T) {
 		{"", `"url" is required`},
 		{"ftp://example.com/a/b", `scheme "ftp" is not allowed`},
 		{"https://user:pw@github.com/a/b", "credentials"},
-		{"http://127.0.0.1/a/b", "private or loopback"},
+		{"http://127.0.0.1/a/b", "blocked destination: 127.0.0.1: loopback"},
+		{"http://2130706433/a/b", "blocked destination: 2130706433: non-canonical IPv4"},
+		{"http://evil.localhost/a/b", "blocked destination: evil.localhost"},
+		{"http://example.org:25/a/b", "blocked destination: example.org:25: port 25 is not allowed"},
+		{"git://example.org/a/b", `blocked destination: git://example.org/a/b: scheme "git" is not enabled`},
+		{"git@github.com:a/b.git", `scheme "ssh" is not enabled`},
 		{"not a url", "space"},
 		{"just-words", "not a URL"},
 		{"https://github.com/", "no repository path"},

@@ -104,7 +104,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		cands, err := payloadRepos(h.name, payload, repokey.Options{AllowPrivate: s.cfg.AllowPrivate})
+		cands, err := payloadRepos(h.name, payload, s.keyOptions())
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

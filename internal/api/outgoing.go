@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // Outgoing webhooks: every batch of events is POSTed to each configured
@@ -36,7 +38,7 @@ func (s *Server) startOutgoing() {
 	if len(s.cfg.OutgoingHooks) == 0 {
 		return
 	}
-	client := &http.Client{Timeout: hookPostTimeout}
+	client := hookClient(s.egress())
 	queues := make([]chan []Event, len(s.cfg.OutgoingHooks))
 	for i, url := range s.cfg.OutgoingHooks {
 		q := make(chan []Event, hookQueue)
@@ -104,6 +106,10 @@ func (s *Server) deliver(ctx context.Context, client *http.Client, url string, b
 		if err == nil {
 			return
 		}
+		if egress.IsBlocked(err) {
+			s.log.Warn("outgoing webhook: destination refused, events dropped", "url", url, "events", len(batch), "err", err)
+			return
+		}
 		if attempt == hookAttempts {
 			s.log.Warn("outgoing webhook: giving up, events dropped", "url", url, "attempts", attempt,
 				"events", len(batch), "first_event", batch[0].ID, "err", err)
@@ -120,6 +126,9 @@ func (s *Server) deliver(ctx context.Context, client *http.Client, url string, b
 }
 
 func (s *Server) post(ctx context.Context, client *http.Client, url string, body []byte) error {
+	if err := s.egress().Policy.CheckURL(url); err != nil {
+		return fmt.Errorf("outgoing webhook: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("outgoing webhook %s: %w", url, err)

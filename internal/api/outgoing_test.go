@@ -3,14 +3,17 @@ package api
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // hookReceiver is an outgoing webhook's target that fails its first
@@ -46,7 +49,7 @@ func newHookEnv(t *testing.T, fail int, secret string) (*testEnv, *hookReceiver)
 	recv := &hookReceiver{fail: fail}
 	target := httptest.NewServer(recv)
 	t.Cleanup(target.Close)
-	e := newTestEnv(t, Config{OutgoingHooks: []string{target.URL}, OutgoingSecret: secret}, newFakeBackend())
+	e := newTestEnv(t, Config{OutgoingHooks: []string{target.URL}, OutgoingSecret: secret, Egress: loopbackOnly(t)}, newFakeBackend())
 	recv.clk = e.clk
 	return e, recv
 }
@@ -88,5 +91,82 @@ func TestOutgoingWebhookGivesUpAfterBoundedAttempts(t *testing.T) {
 	}
 	if recv.sig != "" {
 		t.Errorf("signed without a secret: %q", recv.sig)
+	}
+}
+
+// loopbackOnly is an egress dialer that allows 127.0.0.1 only (standing for
+// the internet) and refuses the rest of the loopback range.
+func loopbackOnly(t *testing.T) *egress.Dialer {
+	t.Helper()
+	p, err := egress.New(egress.Config{Allow: []string{"127.0.0.1/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &egress.Dialer{Policy: p}
+}
+
+// countingListener counts the connections made to an address.
+func countingListener(t *testing.T, addr string) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s here: %v", addr, err)
+	}
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), &n
+}
+
+func TestOutgoingWebhookDoesNotFollowRedirects(t *testing.T) {
+	inside, insideConns := countingListener(t, "127.0.0.2:0")
+	other := &hookReceiver{}
+	allowed := httptest.NewServer(other)
+	defer allowed.Close()
+	var hits atomic.Int64
+	for _, to := range []string{"http://" + inside + "/hook", allowed.URL + "/hook"} {
+		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+		}))
+		defer redirector.Close()
+		e := newTestEnv(t, Config{OutgoingHooks: []string{redirector.URL}, Egress: loopbackOnly(t)}, newFakeBackend())
+		other.clk = e.clk
+		before := hits.Load()
+		e.events.Publish(refEvent("github.com/a/b", "refs/heads/main"))
+		eventually(t, e.clk, 100*time.Millisecond, func() bool { return hits.Load() > before })
+	}
+	if n := insideConns.Load(); n != 0 {
+		t.Errorf("the redirect to loopback 127.0.0.2 was followed: %d connections", n)
+	}
+	if n := other.attempts(); n != 0 {
+		t.Errorf("the redirect to another allowed server was followed: %d deliveries", n)
+	}
+}
+
+func TestOutgoingWebhookToBlockedDestinationIsDroppedWithoutConnecting(t *testing.T) {
+	inside, conns := countingListener(t, "127.0.0.2:0")
+	e := newTestEnv(t, Config{OutgoingHooks: []string{"http://" + inside + "/hook"}, Egress: loopbackOnly(t)}, newFakeBackend())
+	e.events.Publish(refEvent("github.com/a/b", "refs/heads/main"))
+	eventually(t, e.clk, 100*time.Millisecond, func() bool {
+		return strings.Contains(e.logs.String(), "destination refused")
+	})
+	if !strings.Contains(e.logs.String(), "blocked destination") {
+		t.Errorf("log does not say blocked destination:\n%s", e.logs.String())
+	}
+	if strings.Contains(e.logs.String(), "will retry") {
+		t.Errorf("a refused destination was retried:\n%s", e.logs.String())
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the refused destination got %d connections", n)
 	}
 }

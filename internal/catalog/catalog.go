@@ -20,6 +20,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // Entry is one upstream repository of the catalog.
@@ -60,6 +62,8 @@ type Options struct {
 	// AllowPrivate is passed to repokey.Normalize: upstreams on loopback
 	// and private networks are accepted (tests and demos).
 	AllowPrivate bool
+	// Egress, when set, is the operator's egress policy (see repokey.Options).
+	Egress *egress.Policy
 	// Log receives one summary line per Load and Update (nil: silent).
 	Log *slog.Logger
 	// Prepare, when set, is called by Load once it has listed the files

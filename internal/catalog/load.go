@@ -76,7 +76,7 @@ func readFiles(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []
 	}
 	defFiles = make([]*fileData, len(defs))
 	entryFiles = make([]*fileData, len(others))
-	keyOpt := repokey.Options{AllowPrivate: opt.AllowPrivate}
+	keyOpt := repokey.Options{AllowPrivate: opt.AllowPrivate, Egress: opt.Egress}
 	merged := defaultsAbove(own)
 
 	type job struct {

@@ -126,7 +126,7 @@ func TestParseListReadsOneURLPerLine(t *testing.T) {
 			"https://github.com/a/b\nhttps://github.com/a/b.git\n",
 			[]string{"github.com/a/b 1 https://github.com/a/b", "github.com/a/b 2 https://github.com/a/b.git"}, nil},
 		{"a private address is refused",
-			"http://127.0.0.1:8080/r\n", nil, []string{"1 error: ~private"}},
+			"http://127.0.0.1:8080/r\n", nil, []string{"1 error: ~blocked destination: 127.0.0.1: loopback"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,7 +58,11 @@ type Config struct {
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
-	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"allow upstreams on loopback and private networks (tests, demo)"`
+	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"shorthand: upstreams and webhooks may reach loopback and private networks and localhost names, on any port (tests, demo)"`
+	EgressAllow           List          `name:"egress-allow" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
+	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
+	EgressPorts           List          `name:"egress-ports" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
+	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
 	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
@@ -97,6 +101,7 @@ func Default() Config {
 		Policy:            "adaptive",
 		Fetchers:          10,
 		GitTimeout:        30 * time.Minute,
+		EgressSchemes:     List{"https", "http"},
 		LogLevel:          "info",
 	}
 }

@@ -63,7 +63,7 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
 	}
-	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate})
+	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
@@ -43,6 +44,9 @@ type Config struct {
 	WarmupNodes       int
 	HeartbeatInterval time.Duration
 	AllowPrivate      bool
+	// Egress, when set, is the operator's egress policy, which URLs added
+	// by API or catalog are checked against (the nodes enforce it).
+	Egress *egress.Policy
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
 	// LoadFactor bounds a node's repositories to this many times its fair
@@ -292,7 +296,7 @@ func (c *Coordinator) bulkLoad() (done func()) {
 }
 
 func (c *Coordinator) catalogOptions() catalog.Options {
-	opt := catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Log: c.log}
+	opt := catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Log: c.log}
 	if c.cfg.PrepareHeap != nil {
 		opt.Prepare = func(size int64) {
 			began := time.Now()

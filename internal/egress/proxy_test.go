@@ -326,4 +326,3 @@ func proxyURL(t *testing.T, env []string) *url.URL {
 	t.Fatalf("no proxy in %q", env)
 	return nil
 }
-

@@ -87,20 +87,20 @@ func (n *Node) check(ctx context.Context, key string) {
 	if seed != "" && !n.mirror.Has(key) {
 		// A repository that moved here: clone the full node's copy, then
 		// ask the upstream only for what is newer.
-		if _, err := n.mirror.Sync(ctx, key, seed); err != nil {
+		if _, err := n.mirror.Sync(gitcmd.Peer(ctx), key, seed); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
 			n.log.Info("cloned from the full node", "key", key)
 		}
 	}
-	res, err := n.mirror.Sync(ctx, key, url)
+	res, err := n.syncUpstream(ctx, key, url)
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
 	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk; i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
-		res, err = n.mirror.Sync(ctx, key, fallbacks[i])
+		res, err = n.syncUpstream(ctx, key, fallbacks[i])
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the check did not happen
@@ -143,6 +143,8 @@ func failureClass(err error) schedule.FailureClass {
 		return schedule.TLS
 	case gitcmd.ClassDisk:
 		return schedule.Disk
+	case gitcmd.ClassBlocked:
+		return schedule.Auth // a refused destination stays refused: the long backoff
 	default:
 		return schedule.Transient
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -49,6 +50,7 @@ func newFullNode(n *Node) (*fullNode, error) {
 	cfg.Token = token
 	cfg.PublicURL = n.cfg.PublicURL
 	cfg.AllowPrivate = n.cfg.AllowPrivate
+	cfg.Egress = n.dialer
 	f.tasks = api.NewTasks(n.clk, 10000)
 	f.events = api.NewBroker(0, 0, n.log)
 	f.backend = newBackend(f)
@@ -246,7 +248,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	}
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.n.clk.Now()
-	res, err := f.n.mirror.Sync(ctx, key, url)
+	res, err := f.n.mirror.Sync(gitcmd.Peer(ctx), key, url) // an owner's copy, through the tunnel
 	if err != nil {
 		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
 		return err

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/schedule"
@@ -71,6 +72,11 @@ type Config struct {
 	PublicURL       string
 	// AllowPrivate accepts upstreams on loopback and private networks.
 	AllowPrivate bool
+	// Egress is the operator's egress policy (nil: the default that
+	// AllowPrivate selects); Resolver answers names for it (nil: the
+	// system's). Every upstream connection of git goes through it.
+	Egress   *egress.Policy
+	Resolver egress.Resolver
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config
@@ -82,6 +88,8 @@ type Node struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	git    *gitcmd.Runner
+	dialer *egress.Dialer // every upstream connection's policy
+	proxy  *egress.Proxy  // git's way to upstreams, through dialer
 	mirror *mirror.Store
 	db     store.Store
 	sched  *schedule.Scheduler
@@ -163,7 +171,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		db.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, clk: clk, git: git, mirror: ms, db: db, sched: sched,
+	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}}
@@ -173,6 +181,11 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 			return nil, err
 		}
 	}
+	if n.proxy, err = egress.NewProxy(n.dialer, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	git.Egress = n.proxy
 	return n, nil
 }
 
@@ -213,6 +226,7 @@ func tunnelProof(joinToken string, id uint32) string {
 // Run runs the node until ctx ends.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.db.Close()
+	defer n.proxy.Close()
 	if err := n.loadIdentity(); err != nil {
 		return err
 	}

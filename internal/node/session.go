@@ -351,7 +351,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	key := r.GetKey()
 	// The coordinator validated the URL; a node checks again, so that a
 	// confused or compromised coordinator cannot make it fetch elsewhere.
-	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate})
+	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate, Egress: n.cfg.Egress})
 	if err != nil || want != key {
 		n.log.Warn("ignoring assignment: URL does not match its key or is not allowed", "key", key, "url", r.GetUrl(), "err", err)
 		return

@@ -6,7 +6,9 @@
 // input: only allowed schemes, no credentials, nothing that could escape a
 // data directory or be read by git as an option.
 //
-// It does no I/O (no DNS): see Options.AllowPrivate.
+// It does no I/O (no DNS): the host is checked against the egress policy
+// without resolving it (see Options.Egress); the egress dialer is what
+// enforces where connections are made.
 package repokey
 
 import (
@@ -16,6 +18,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
 // MaxKeyLen bounds a key's length (it becomes a path on disk).
@@ -30,6 +34,9 @@ type Options struct {
 	// addresses and "localhost" (tests and the demo need it; a public
 	// mirror should not fetch from its own network).
 	AllowPrivate bool
+	// Egress, when set, is the operator's egress policy, used instead of
+	// the default one that AllowPrivate selects.
+	Egress *egress.Policy
 }
 
 var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418", "ssh": "22"}
@@ -85,8 +92,8 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	if !validHost(host) {
 		return fail("bad host %q", host)
 	}
-	if !opt.AllowPrivate && isPrivate(host) {
-		return fail("host %q is on a private or loopback network (see --allow-private-upstreams)", host)
+	if err := opt.policy().CheckHost(host); err != nil {
+		return "", "", fmt.Errorf("%w %q: %w", ErrInvalid, truncate(rawURL), err)
 	}
 	port := u.Port()
 	if port == defaultPorts[scheme] {
@@ -196,17 +203,11 @@ func validHost(h string) bool {
 	return !strings.HasPrefix(h, "-") && !strings.HasPrefix(h, ".")
 }
 
-func isPrivate(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
+func (o Options) policy() *egress.Policy {
+	if o.Egress != nil {
+		return o.Egress
 	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsUnspecified() || a.IsMulticast() || a.IsInterfaceLocalMulticast()
+	return egress.Default(o.AllowPrivate)
 }
 
 func truncate(s string) string {
