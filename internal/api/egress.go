@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -21,14 +22,15 @@ func (s *Server) keyOptions() repokey.Options {
 }
 
 // normalizeUpstream validates an upstream URL given to the API: its form,
-// and its scheme, host and port against the egress policy, for a fast
-// "blocked destination" answer (the dialer is what enforces, at each fetch).
-func (s *Server) normalizeUpstream(raw string) (key, fetchURL string, err error) {
+// and its scheme, host, port and the host's DNS answers against the egress
+// policy, for a fast "blocked destination" answer (the dialer is what
+// enforces, at each fetch).
+func (s *Server) normalizeUpstream(ctx context.Context, raw string) (key, fetchURL string, err error) {
 	key, fetchURL, err = repokey.Normalize(raw, s.keyOptions())
 	if err != nil {
 		return "", "", err
 	}
-	if err := s.egress().Policy.CheckURL(fetchURL); err != nil {
+	if err := s.egress().CheckAnswers(ctx, fetchURL); err != nil {
 		return "", "", fmt.Errorf("%w %q: %w", repokey.ErrInvalid, raw, err)
 	}
 	return key, fetchURL, nil

@@ -140,7 +140,7 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	key, _, err := s.normalizeUpstream(req.URL)
+	key, _, err := s.normalizeUpstream(r.Context(), req.URL)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

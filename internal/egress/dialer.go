@@ -126,6 +126,25 @@ func pinned(want netip.AddrPort) func(network, address string, _ syscall.RawConn
 	}
 }
 
+// CheckAnswers checks rawURL as CheckURL does and also resolves its host
+// and checks every answer, whatever the scheme: fast feedback when an
+// upstream is added. A name that does not resolve passes (it may later);
+// only a refusal is an error.
+func (d *Dialer) CheckAnswers(ctx context.Context, rawURL string) error {
+	if err := d.Policy.CheckURL(rawURL); err != nil {
+		return err
+	}
+	u, _ := url.Parse(rawURL) // parsed by CheckURL
+	port := defaultPorts[strings.ToLower(u.Scheme)]
+	if ps := u.Port(); ps != "" {
+		port, _ = strconv.Atoi(ps)
+	}
+	if _, err := d.Resolve(ctx, u.Hostname(), port); IsBlocked(err) {
+		return err
+	}
+	return nil
+}
+
 // CheckURL is the check made before each fetch: rawURL's scheme, host and
 // port. An http or https connection is then made through the Proxy, whose
 // DialContext resolves and checks the name; git:// and ssh:// connect by
