@@ -108,7 +108,7 @@ func TestEgressRefusesInternalDestinations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	loopPort, loopConns := listenCounting(t, "127.0.0.1")   // what 2130706433 and 0x7f.1 mean
+	loopPort, loopConns := listenCounting(t, "127.0.0.1")     // what 2130706433 and 0x7f.1 mean
 	insidePort, insideConns := listenCounting(t, "127.0.0.2") // what the resolver says inside.* is
 	upURL, _ := url.Parse(f.up.URL)
 	dns := startDNS(t, map[string]string{"inside.gitfleet-test.net": "127.0.0.2", "up.gitfleet-test.net": "127.0.0.1"})
