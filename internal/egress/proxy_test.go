@@ -326,3 +326,21 @@ func proxyURL(t *testing.T, env []string) *url.URL {
 	t.Fatalf("no proxy in %q", env)
 	return nil
 }
+
+// Only a peer's commands (gitcmd.Peer) skip the proxy: the same runner
+// refuses the same 127.0.0.1 upstream for an upstream-facing command.
+func TestPeerCommandsBypassTheProxyAndOthersDoNot(t *testing.T) {
+	f := setup(t)
+	strict, err := egress.NewProxy(&egress.Dialer{Policy: egress.Default(false)}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
+	git := &gitcmd.Runner{Timeout: time.Minute, Egress: strict}
+	if _, err := git.LsRemote(context.Background(), f.url("127.0.0.1")); gitcmd.ClassOf(err) != gitcmd.ClassBlocked {
+		t.Errorf("upstream-facing ls-remote of 127.0.0.1 under the default policy: %v, want blocked", err)
+	}
+	if _, err := git.LsRemote(gitcmd.Peer(context.Background()), f.url("127.0.0.1")); err != nil {
+		t.Errorf("a peer's ls-remote of 127.0.0.1: %v, want it to bypass the egress proxy", err)
+	}
+}
