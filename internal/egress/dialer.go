@@ -55,10 +55,12 @@ func (d *Dialer) Resolve(ctx context.Context, h string, port int) ([]netip.Addr,
 		return nil, err
 	}
 	if hc.addr.IsValid() {
-		if hc.allowed {
-			return []netip.Addr{hc.addr}, nil
+		if !hc.allowed {
+			if err := d.Policy.CheckAddr(hc.addr, port); err != nil {
+				return nil, err
+			}
 		}
-		return []netip.Addr{hc.addr}, d.Policy.CheckAddr(hc.addr, port)
+		return []netip.Addr{hc.addr}, nil
 	}
 	addrs, err := d.resolver().LookupNetIP(ctx, "ip", hc.name)
 	if err != nil {
