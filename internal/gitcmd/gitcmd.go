@@ -4,6 +4,8 @@
 // values (URLs, paths, revisions) can never be read as options, and the
 // environment is hardened once (no prompts, no credential helpers, no hooks,
 // no system or global configuration, a protocol allow-list, a timeout).
+// Commands that reach upstreams go through the egress policy (Runner.Egress;
+// a peer's commands are marked with Peer).
 //
 // It knows nothing about repositories, nodes or the catalog.
 package gitcmd
