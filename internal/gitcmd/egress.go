@@ -18,10 +18,10 @@ type Egress interface {
 
 type peerKey struct{}
 
-// Peer marks ctx: git commands run under it reach a gitfleet peer (the
-// full node's copy, an owner through the loopback tunnel proxy), which the
-// fleet's own configuration named, not an upstream, and so do not go
-// through Runner.Egress. Everything not marked does.
+// Peer marks ctx: git commands run under it reach a gitfleet peer on this
+// machine (a full node's pull from an owner, through its loopback tunnel
+// proxy), not an upstream, and so do not go through Runner.Egress.
+// Everything not marked does.
 func Peer(ctx context.Context) context.Context {
 	return context.WithValue(ctx, peerKey{}, true)
 }

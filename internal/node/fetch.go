@@ -86,8 +86,9 @@ func (n *Node) check(ctx context.Context, key string) {
 	seeded := false
 	if seed != "" && !n.mirror.Has(key) {
 		// A repository that moved here: clone the full node's copy, then
-		// ask the upstream only for what is newer.
-		if _, err := n.mirror.Sync(gitcmd.Peer(ctx), key, seed); err != nil {
+		// ask the upstream only for what is newer. The full node's URL
+		// comes from the coordinator: it goes through the egress policy too.
+		if _, err := n.mirror.Sync(ctx, key, seed); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
