@@ -35,6 +35,12 @@ type Runner struct {
 	Protocols string
 	// MaxOutput bounds the captured stdout of Output (default 256 MiB).
 	MaxOutput int64
+	// MemoryLimit, when positive, bounds each git process's data segment
+	// (RLIMIT_DATA, where the system can: see MemoryLimitSupported); 0: none.
+	MemoryLimit int64
+	// MaxTreeDepth, when positive, is passed as core.maxTreeDepth. Set it
+	// only for a git that knows the setting (see Version).
+	MaxTreeDepth int
 }
 
 // Cmd describes one git invocation.
@@ -72,6 +78,8 @@ var subcommands = map[string]bool{
 	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
 	"fast-import": true, "read-tree": true,
+	// the installed git's version, for the settings it supports.
+	"version": true,
 }
 
 // hardening is applied to every command as -c settings.
@@ -125,6 +133,10 @@ const (
 	ClassTLS       Class = "tls"
 	ClassThrottled Class = "throttled"
 	ClassDisk      Class = "disk"
+	// The repository is over an operator's limit (see Limits in package
+	// mirror): not retried until the limit or the upstream changes.
+	ClassTooLarge    Class = "too-large"
+	ClassTooManyRefs Class = "too-many-refs"
 )
 
 // ClassOf returns the class of err (ClassOther for non-git errors).
@@ -188,6 +200,9 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	args := make([]string, 0, 2*len(hardening)+len(c.Flags)+len(c.Args)+6)
 	for _, kv := range hardening {
 		args = append(args, "-c", kv)
+	}
+	if r.MaxTreeDepth > 0 {
+		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.MaxTreeDepth))
 	}
 	for _, kv := range c.Config {
 		if strings.HasPrefix(kv, "-") || !strings.Contains(kv, "=") {
@@ -259,7 +274,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if git == "" {
 		git = "git"
 	}
-	cmd := exec.CommandContext(ctx, git, args...)
+	prog, argv := command(c.Name, git, args, r.MemoryLimit)
+	cmd := exec.CommandContext(ctx, prog, argv...)
 	cmd.Dir = c.Dir
 	cmd.Env = r.env(&c)
 	if c.Stdin != nil {
@@ -282,7 +298,9 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
 	// git starts helpers (remote-https, index-pack): kill the whole group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// sysProcAttr also ties the child's life to this process where the
+	// kernel can (Pdeathsig on Linux).
+	cmd.SysProcAttr = sysProcAttr(c.Name)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
