@@ -281,7 +281,7 @@ func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
 			}
 			want := map[string]bool{"refs/heads/main": true, "refs/heads/dev": true, "refs/tags/v1": true}
 			if maxLen == 0 {
-				want["refs/heads/"+strings.Repeat("y/", 600) + "end"] = true
+				want["refs/heads/"+strings.Repeat("y/", 600)+"end"] = true
 			}
 			check := func(refs map[string]string) {
 				t.Helper()
