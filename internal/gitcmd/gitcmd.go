@@ -159,6 +159,9 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
 		strings.Contains(s, "read-only file system"):
 		return ClassDisk
+	case strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory"):
+		// git hit --git-memory-limit: the repository needs more.
+		return ClassTooLarge
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled

@@ -98,7 +98,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
-	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk; i++ {
+	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		res, err = n.mirror.Sync(ctx, key, fallbacks[i])
 	}
@@ -143,6 +143,8 @@ func failureClass(err error) schedule.FailureClass {
 		return schedule.TLS
 	case gitcmd.ClassDisk:
 		return schedule.Disk
+	case gitcmd.ClassTooLarge, gitcmd.ClassTooManyRefs:
+		return schedule.OverLimit
 	default:
 		return schedule.Transient
 	}
