@@ -3,7 +3,9 @@
 // flags come from gitfleet's own code and must look like flags, positional
 // values (URLs, paths, revisions) can never be read as options, and the
 // environment is hardened once (no prompts, no credential helpers, no hooks,
-// no system or global configuration, a protocol allow-list, a timeout).
+// no system or global configuration, a protocol allow-list, a timeout), and
+// every process is bounded: its own process group, killed with its node,
+// a memory limit where the system has one (proc_*.go).
 //
 // It knows nothing about repositories, nodes or the catalog.
 package gitcmd

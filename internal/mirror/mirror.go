@@ -4,7 +4,9 @@
 // fetches update refs atomically, git work on one repository is serialised,
 // removal is a rename out of the tree followed by deletion, and stale lock
 // files left by a killed process are cleaned when the store opens. So a
-// directory under repos/ is always a complete repository.
+// directory under repos/ is always a complete repository. It also bounds
+// what an upstream can make it store (Limits: size, while the pack streams
+// in; number of refs; ref names).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
