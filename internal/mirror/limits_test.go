@@ -311,3 +311,43 @@ func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
 		})
 	}
 }
+
+// The check lists branches and tags only (no HEAD): HEAD is asked for
+// when the refs move, and the mirror's HEAD follows the upstream's.
+func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
+	up := upstreams(t)
+	if err := up.Create("h", []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := limited(t, t.TempDir(), mirror.Limits{MaxRefs: 10, MaxRefLength: 1024}, nil)
+	ctx := context.Background()
+	url := up.RepoURL("h")
+	key := keyOf(t, url)
+	head := func() string {
+		t.Helper()
+		out, err := gittest.Output("", "--git-dir="+st.Path(key), "symbolic-ref", "HEAD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	if _, err := st.Sync(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	if h := head(); h != "refs/heads/main" {
+		t.Fatalf("HEAD after the clone = %q", h)
+	}
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "h.git"), "symbolic-ref", "HEAD", "refs/heads/dev"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Commit("h", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Sync(ctx, key, url)
+	if err != nil || !res.Changed {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	if h := head(); h != "refs/heads/dev" || res.After.Head != "refs/heads/dev" {
+		t.Fatalf("HEAD = %q (result %q), want refs/heads/dev", h, res.After.Head)
+	}
+}
