@@ -95,8 +95,8 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 		c.Stdin = strings.NewReader(neg)
 	}
 	packDir := filepath.Join(dir, "objects", "pack")
-	max := s.limits.MaxRepoSize
-	if max <= 0 {
+	limit := s.limits.MaxRepoSize
+	if limit <= 0 {
 		err := s.git.Run(ctx, c)
 		if err != nil {
 			removeTemporary(dir)
@@ -107,8 +107,8 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 	if err != nil {
 		return fmt.Errorf("mirror: size of %s: %w", dir, err)
 	}
-	if over(base, max) {
-		return tooLarge(url, base, max, false)
+	if over(base, limit) {
+		return tooLarge(url, base, limit, false)
 	}
 	// Every object then arrives as a pack under objects/pack (no loose
 	// objects from unpack-objects), which is where the watch looks.
@@ -121,7 +121,7 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 	err = s.watch(ctx, c, func() int64 {
 		now, _ := packFiles(packDir)
 		return base + sumSizes(now) - packBase + incomingSize(dir)
-	}, max)
+	}, limit)
 	if err == nil {
 		return nil
 	}
@@ -137,8 +137,8 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 }
 
 // watch runs c while reading size() every WatchInterval, and kills git's
-// process group when size() passes max.
-func (s *Store) watch(ctx context.Context, c gitcmd.Cmd, size func() int64, max int64) error {
+// process group when size() passes limit.
+func (s *Store) watch(ctx context.Context, c gitcmd.Cmd, size func() int64, limit int64) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan error, 1)
@@ -148,23 +148,23 @@ func (s *Store) watch(ctx context.Context, c gitcmd.Cmd, size func() int64, max 
 	for {
 		select {
 		case err := <-done:
-			if n := size(); err == nil && over(n, max) {
+			if n := size(); err == nil && over(n, limit) {
 				// It all arrived within one interval.
-				return tooLarge(c.Args[0], n, max, true)
+				return tooLarge(c.Args[0], n, limit, true)
 			}
 			return err
 		case <-tick.C:
-			if n := size(); over(n, max) {
+			if n := size(); over(n, limit) {
 				cancel(errTooLarge)
 				<-done
-				return tooLarge(c.Args[0], n, max, true)
+				return tooLarge(c.Args[0], n, limit, true)
 			}
 		}
 	}
 }
 
-// over is the watch's rule: a repository of n bytes passes a limit of max.
-func over(n, max int64) bool { return max > 0 && n > max }
+// over is the watch's rule: a repository of n bytes passes limit.
+func over(n, limit int64) bool { return limit > 0 && n > limit }
 
 func negativeRefspecs(skipped []string) string {
 	var b strings.Builder
