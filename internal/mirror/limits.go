@@ -82,7 +82,9 @@ func tooLarge(url string, size, limit int64, while bool) error {
 
 // fetch fetches the branches and tags of url into the repository at dir,
 // leaving out the skipped refs, and stops it if the repository would
-// outgrow MaxRepoSize. refsBefore is the digest of the repository's refs
+// outgrow MaxRepoSize. (A fetch that completes within one watch interval
+// can pass it: see checkCloneSize; a mirror left over it is not fetched
+// again.) refsBefore is the digest of the repository's refs
 // before the fetch: a fetch stopped by the size watch that moved no ref
 // leaves nothing behind.
 func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, refsBefore string) error {
@@ -148,10 +150,6 @@ func (s *Store) watch(ctx context.Context, c gitcmd.Cmd, size func() int64, limi
 	for {
 		select {
 		case err := <-done:
-			if n := size(); err == nil && over(n, limit) {
-				// It all arrived within one interval.
-				return tooLarge(c.Args[0], n, limit, true)
-			}
 			return err
 		case <-tick.C:
 			if n := size(); over(n, limit) {
@@ -161,6 +159,22 @@ func (s *Store) watch(ctx context.Context, c gitcmd.Cmd, size func() int64, limi
 			}
 		}
 	}
+}
+
+// checkCloneSize refuses a completed clone at dir over MaxRepoSize (it
+// arrived within one watch interval): the caller discards it.
+func (s *Store) checkCloneSize(dir, url string) error {
+	if s.limits.MaxRepoSize <= 0 {
+		return nil
+	}
+	size, err := treeSize(dir)
+	if err != nil {
+		return fmt.Errorf("mirror: size of %s: %w", dir, err)
+	}
+	if over(size, s.limits.MaxRepoSize) {
+		return tooLarge(url, size, s.limits.MaxRepoSize, true)
+	}
+	return nil
 }
 
 // over is the watch's rule: a repository of n bytes passes limit.

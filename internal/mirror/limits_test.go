@@ -351,3 +351,26 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 		t.Fatalf("HEAD = %q (result %q), want refs/heads/dev", h, res.After.Head)
 	}
 }
+
+// A clone that arrives whole between two reads of the watch is still
+// refused: it is measured once complete, and discarded.
+func TestCloneThatArrivesWithinOneIntervalIsMeasuredWhole(t *testing.T) {
+	up := upstreams(t)
+	if err := up.Create("quick", []string{"main"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.AddBlob("quick", "main", 2*limit); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	st := limited(t, data, mirror.Limits{MaxRepoSize: limit, WatchInterval: time.Hour}, nil)
+	url := up.RepoURL("quick")
+	key := keyOf(t, url)
+	_, err := st.Sync(context.Background(), key, url)
+	if gitcmd.ClassOf(err) != gitcmd.ClassTooLarge || st.Has(key) {
+		t.Fatalf("Sync: %v, has=%v; want class %s and no mirror", err, st.Has(key), gitcmd.ClassTooLarge)
+	}
+	if left := entries(t, filepath.Join(data, "tmp")); len(left) != 0 {
+		t.Fatalf("left in tmp: %v", left)
+	}
+}

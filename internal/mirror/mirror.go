@@ -196,6 +196,9 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 		if err := s.fetch(ctx, tmp, url, remote.Skipped, ""); err != nil {
 			return gitcmd.Refs{}, err
 		}
+		if err := s.checkCloneSize(tmp, url); err != nil {
+			return gitcmd.Refs{}, err
+		}
 	}
 	head, err := s.git.RemoteHead(ctx, url)
 	if err != nil {
