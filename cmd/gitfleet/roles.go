@@ -123,13 +123,17 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 			return node.Config{}, fmt.Errorf("--disk-quota: %w", err)
 		}
 	}
+	lim, err := nodeLimits(cfg)
+	if err != nil {
+		return node.Config{}, err
+	}
 	return node.Config{
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota,
-		API: apiConfig(cfg),
+		API: apiConfig(cfg), Limits: lim,
 	}, nil
 }
 

@@ -58,6 +58,11 @@ type Config struct {
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
+	MaxRepoSize           string        `name:"max-repo-size" help:"node: the most one mirror may hold on disk, e.g. 10GiB (0: no limit); a fetch that would pass it is stopped while the pack streams in"`
+	MaxRefs               int           `name:"max-refs" help:"node: the most branches and tags a repository may have (0: no limit); above it the repository is not fetched"`
+	MaxRefLength          int           `name:"max-ref-length" help:"node: the longest ref name mirrored, in bytes (0: no limit); longer refs are skipped and the rest mirrored"`
+	GitMemoryLimit        string        `name:"git-memory-limit" help:"node: memory (data segment) each git process may allocate, e.g. 2GiB (0: no limit; Linux only)"`
+	MaxTreeDepth          int           `name:"max-tree-depth" help:"node: deepest tree git may walk (core.maxTreeDepth; needs git 2.43, logged at start when missing; 0: git's default)"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"shorthand: upstreams and webhooks may reach loopback and private networks and localhost names, on any port (tests, demo)"`
 	EgressAllow           List          `name:"egress-allow" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
 	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
@@ -102,6 +107,11 @@ func Default() Config {
 		Fetchers:          10,
 		GitTimeout:        30 * time.Minute,
 		EgressSchemes:     List{"https", "http"},
+		MaxRepoSize:       "10GiB",
+		MaxRefs:           50000,
+		MaxRefLength:      1024,
+		GitMemoryLimit:    "2GiB",
+		MaxTreeDepth:      2048,
 		LogLevel:          "info",
 	}
 }

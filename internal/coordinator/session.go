@@ -301,6 +301,9 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = stateGone
 		}
+		if st, ok := limitStates[res.GetErrorClass()]; ok {
+			r.state = st
+		}
 	}
 	c.dirty[key] = true
 	c.broadcastState(key)

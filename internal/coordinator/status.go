@@ -28,6 +28,8 @@ const (
 	stateOK
 	stateFailing
 	stateGone
+	stateTooLarge
+	stateTooManyRefs
 )
 
 // Repository states, as shown by the API.
@@ -36,9 +38,18 @@ const (
 	StateOK      = "ok"
 	StateFailing = "failing"
 	StateGone    = "gone" // the upstream answered "not found" again and again
+	// Over an operator's limit (--max-repo-size, --git-memory-limit;
+	// --max-refs): checked again after --max-interval or on demand.
+	StateTooLarge    = "too-large"
+	StateTooManyRefs = "too-many-refs"
 )
 
-var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone}
+var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone,
+	stateTooLarge: StateTooLarge, stateTooManyRefs: StateTooManyRefs}
+
+// limitStates are the states of a check that failed on a limit, by the
+// node's error class (gitcmd's class names).
+var limitStates = map[string]repoState{"too-large": stateTooLarge, "too-many-refs": stateTooManyRefs}
 
 func (s repoState) String() string {
 	if int(s) < len(stateNames) {

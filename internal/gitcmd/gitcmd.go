@@ -3,9 +3,11 @@
 // flags come from gitfleet's own code and must look like flags, positional
 // values (URLs, paths, revisions) can never be read as options, and the
 // environment is hardened once (no prompts, no credential helpers, no hooks,
-// no system or global configuration, a protocol allow-list, a timeout).
-// Commands that reach upstreams go through the egress policy (Runner.Egress;
-// a peer's commands are marked with Peer).
+// no system or global configuration, a protocol allow-list, a timeout), and
+// every process is bounded: its own process group, killed with its node,
+// a memory limit where the system has one (proc_*.go). Commands that reach
+// upstreams go through the egress policy (Runner.Egress; a peer's commands
+// are marked with Peer).
 //
 // It knows nothing about repositories, nodes or the catalog.
 package gitcmd
@@ -42,6 +44,12 @@ type Runner struct {
 	// Egress, when set, routes every command's connections through the
 	// egress policy, except under a context marked by Peer (see egress.go).
 	Egress Egress
+	// MemoryLimit, when positive, bounds each git process's data segment
+	// (RLIMIT_DATA, where the system can: see MemoryLimitSupported); 0: none.
+	MemoryLimit int64
+	// MaxTreeDepth, when positive, is passed as core.maxTreeDepth. Set it
+	// only for a git that knows the setting (see Version).
+	MaxTreeDepth int
 }
 
 // Cmd describes one git invocation.
@@ -79,6 +87,8 @@ var subcommands = map[string]bool{
 	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
 	"fast-import": true, "read-tree": true,
+	// the installed git's version, for the settings it supports.
+	"version": true,
 }
 
 // hardening is applied to every command as -c settings.
@@ -132,6 +142,10 @@ const (
 	ClassTLS       Class = "tls"
 	ClassThrottled Class = "throttled"
 	ClassDisk      Class = "disk"
+	// The repository is over an operator's limit (see Limits in package
+	// mirror): not retried until the limit or the upstream changes.
+	ClassTooLarge    Class = "too-large"
+	ClassTooManyRefs Class = "too-many-refs"
 )
 
 // ClassOf returns the class of err (ClassOther for non-git errors).
@@ -157,6 +171,9 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
 		strings.Contains(s, "read-only file system"):
 		return ClassDisk
+	case strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory"):
+		// git hit --git-memory-limit: the repository needs more.
+		return ClassTooLarge
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled
@@ -198,6 +215,9 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	args := make([]string, 0, 2*len(hardening)+len(c.Flags)+len(c.Args)+6)
 	for _, kv := range hardening {
 		args = append(args, "-c", kv)
+	}
+	if r.MaxTreeDepth > 0 {
+		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.MaxTreeDepth))
 	}
 	for _, kv := range c.Config {
 		if strings.HasPrefix(kv, "-") || !strings.Contains(kv, "=") {
@@ -269,7 +289,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if git == "" {
 		git = "git"
 	}
-	cmd := exec.CommandContext(ctx, git, args...)
+	prog, argv := command(c.Name, git, args, r.MemoryLimit)
+	cmd := exec.CommandContext(ctx, prog, argv...)
 	cmd.Dir = c.Dir
 	egressEnv, endEgress := r.beginEgress(ctx)
 	cmd.Env = append(r.env(&c), egressEnv...)
@@ -293,7 +314,9 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
 	// git starts helpers (remote-https, index-pack): kill the whole group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// sysProcAttr also ties the child's life to this process where the
+	// kernel can (Pdeathsig on Linux).
+	cmd.SysProcAttr = sysProcAttr(c.Name)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()

@@ -83,6 +83,7 @@ func TestClassifyStderr(t *testing.T) {
 		{"fatal: unable to access 'https://h/': Could not resolve host: h", ClassNetwork},
 		{"fatal: unable to access 'https://h/': The requested URL returned error: 429", ClassThrottled},
 		{"error: unable to write file: No space left on device", ClassDisk},
+		{"fatal: Out of memory, malloc failed (tried to allocate 41943041 bytes)", ClassTooLarge},
 		{"fatal: something else", ClassOther},
 	} {
 		if got := classify(tc.stderr, nil); got != tc.want {

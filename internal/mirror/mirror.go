@@ -4,7 +4,9 @@
 // fetches update refs atomically, git work on one repository is serialised,
 // removal is a rename out of the tree followed by deletion, and stale lock
 // files left by a killed process are cleaned when the store opens. So a
-// directory under repos/ is always a complete repository.
+// directory under repos/ is always a complete repository. It also bounds
+// what an upstream can make it store (Limits: size, while the pack streams
+// in; number of refs; ref names).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -33,8 +35,11 @@ type Store struct {
 	git  *gitcmd.Runner
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*keyLock
+	limits Limits
+
+	mu         sync.Mutex
+	locks      map[string]*keyLock
+	skipLogged map[string]bool // keys whose skipped refs were logged
 }
 
 type keyLock struct {
@@ -51,6 +56,8 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		git:   git,
 		log:   log,
 		locks: make(map[string]*keyLock),
+
+		skipLogged: make(map[string]bool),
 	}
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
@@ -131,13 +138,13 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
 	}
-	remote, err := s.git.LsRemote(ctx, url)
+	remote, err := s.listRefs(ctx, key, url)
 	if err != nil {
 		return Result{Before: before, After: before}, err
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
-		if err := s.fetch(ctx, dir, url); err != nil {
+		if err := s.fetch(ctx, dir, url, remote.Skipped, before.Digest()); err != nil {
 			return res, err
 		}
 		res.Fetched = true
@@ -147,20 +154,21 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
-	}
-	if remote.Head != "" && remote.Head != res.After.Head {
-		if err := s.setHead(ctx, dir, remote.Head); err != nil {
+		// HEAD is asked for only when the refs moved: the listing above
+		// asks for branches and tags only, so that an upstream's other
+		// refs never cross the network on a check.
+		head, err := s.git.RemoteHead(ctx, url)
+		if err != nil {
 			return res, err
 		}
-		res.After.Head = remote.Head
+		if head != "" && head != res.After.Head {
+			if err := s.setHead(ctx, dir, head); err != nil {
+				return res, err
+			}
+			res.After.Head = head
+		}
 	}
 	return res, nil
-}
-
-func (s *Store) fetch(ctx context.Context, dir, url string) error {
-	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "fetch",
-		Flags: []string{"--prune", "--atomic", "--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
-		Args:  append([]string{url}, gitcmd.FetchRefspecs...)})
 }
 
 func (s *Store) setHead(ctx context.Context, dir, head string) error {
@@ -180,16 +188,23 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
 		return gitcmd.Refs{}, err
 	}
-	remote, err := s.git.LsRemote(ctx, url)
+	remote, err := s.listRefs(ctx, key, url)
 	if err != nil {
 		return gitcmd.Refs{}, err
 	}
-	if len(remote.Refs) > 0 {
-		if err := s.fetch(ctx, tmp, url); err != nil {
+	if len(remote.Refs.Refs) > 0 {
+		if err := s.fetch(ctx, tmp, url, remote.Skipped, ""); err != nil {
+			return gitcmd.Refs{}, err
+		}
+		if err := s.checkCloneSize(tmp, url); err != nil {
 			return gitcmd.Refs{}, err
 		}
 	}
-	if err := s.setHead(ctx, tmp, remote.Head); err != nil {
+	head, err := s.git.RemoteHead(ctx, url)
+	if err != nil {
+		return gitcmd.Refs{}, err
+	}
+	if err := s.setHead(ctx, tmp, head); err != nil {
 		return gitcmd.Refs{}, err
 	}
 	refs, err := s.git.LocalRefs(ctx, tmp)

@@ -29,7 +29,7 @@ func setup(t *testing.T) (*gittest.Upstreams, *mirror.Store) {
 	return up, st
 }
 
-func keyOf(t *testing.T, url string) string {
+func keyOf(t testing.TB, url string) string {
 	t.Helper()
 	k, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
 	if err != nil {

@@ -99,7 +99,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
-	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk; i++ {
+	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		res, err = n.syncUpstream(ctx, key, fallbacks[i])
 	}
@@ -146,6 +146,8 @@ func failureClass(err error) schedule.FailureClass {
 		return schedule.Disk
 	case gitcmd.ClassBlocked:
 		return schedule.Auth // a refused destination stays refused: the long backoff
+	case gitcmd.ClassTooLarge, gitcmd.ClassTooManyRefs:
+		return schedule.OverLimit
 	default:
 		return schedule.Transient
 	}

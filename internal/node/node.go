@@ -65,6 +65,8 @@ type Config struct {
 	// new clones and hands them back (default 0.85).
 	DiskHighWater float64
 	GitTimeout    time.Duration
+	// Limits bound what an upstream can make the node store or spend.
+	Limits Limits
 	// Full nodes.
 	HTTPAddr        string // public git + API
 	TunnelAddr      string // where partial nodes dial in
@@ -156,11 +158,12 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	git := &gitcmd.Runner{Timeout: cfg.GitTimeout}
+	git := gitRunner(cfg.GitTimeout, cfg.Limits, log)
 	ms, err := mirror.Open(cfg.DataDir, git, log)
 	if err != nil {
 		return nil, err
 	}
+	ms.SetLimits(cfg.Limits.mirror())
 	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

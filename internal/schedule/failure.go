@@ -23,12 +23,18 @@ const (
 	// TLS: the certificate or handshake is bad. Long backoff.
 	TLS
 	// Disk: the node could not write. The node is unhealthy: background
-	// checks stop until a check succeeds or ResetHealth is called.
+	// checks stop until a check succeeds or ResetHealth is called, and the
+	// repository that hit the full disk backs off like Auth (capped at
+	// MaxInterval), so that it does not download again at every recovery.
 	Disk
+	// OverLimit: the repository is over an operator's limit (size, number
+	// of refs). Checked again only after MaxInterval, or when it is asked
+	// for urgently (a webhook, an on-demand check).
+	OverLimit
 	numClasses
 )
 
-var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk"}
+var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk", "overlimit"}
 
 func (c FailureClass) String() string {
 	if c < 0 || c >= numClasses {
@@ -64,8 +70,7 @@ func backoff(n int, base, limit time.Duration, rng *rand.Rand) time.Duration {
 }
 
 // retryDelay is how long a repository waits after its fails-th failure in
-// a row of class c (fails >= 1). Disk is not the repository's fault: it
-// is retried as soon as the node is healthy again.
+// a row of class c (fails >= 1).
 func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duration {
 	switch c {
 	case NotFound:
@@ -76,7 +81,9 @@ func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duratio
 	case Auth, TLS:
 		return backoff(fails, longBase, longCap, s.rng)
 	case Disk:
-		return 0
+		return backoff(fails, longBase, s.cfg.MaxInterval, s.rng)
+	case OverLimit:
+		return s.cfg.MaxInterval
 	default:
 		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
 	}

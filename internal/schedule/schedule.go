@@ -199,7 +199,7 @@ type repo struct {
 	removed     bool // removed while running: forgotten at Done
 	urgentAgain bool // asked for while running: urgent again at Done
 
-	fails    int // failures in a row (Disk excluded)
+	fails    int // failures in a row
 	notFound int // NotFound in a row
 
 	interval time.Duration // sourcegraph: the last interval
@@ -550,6 +550,8 @@ func (s *Scheduler) Done(key string, o Outcome) {
 		}
 	case Disk:
 		s.healthy = false
+		r.fails++
+		s.setNotFound(r, 0)
 	case NotFound:
 		r.fails++
 		s.setNotFound(r, r.notFound+1)

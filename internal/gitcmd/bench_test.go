@@ -1,0 +1,35 @@
+package gitcmd
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// BenchmarkRunMemoryLimit is the cost of --git-memory-limit on the
+// cheapest git process (git version): with the limit, git starts from a
+// small sh that sets it. Both alternate in one run.
+func BenchmarkRunMemoryLimit(b *testing.B) {
+	ctx := context.Background()
+	plain, limited := &Runner{}, &Runner{MemoryLimit: 2 << 30}
+	run := func(r *Runner) time.Duration {
+		start := time.Now()
+		if _, err := r.Output(ctx, Cmd{Name: "version"}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var p, l time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			p += run(plain)
+			l += run(limited)
+		} else {
+			l += run(limited)
+			p += run(plain)
+		}
+	}
+	b.ReportMetric(float64(p.Microseconds())/float64(b.N), "µs/plain")
+	b.ReportMetric(float64(l.Microseconds())/float64(b.N), "µs/limited")
+	b.ReportMetric(float64(l)/float64(p), "limited/plain")
+}
