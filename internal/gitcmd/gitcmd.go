@@ -125,6 +125,9 @@ const (
 	ClassTLS       Class = "tls"
 	ClassThrottled Class = "throttled"
 	ClassDisk      Class = "disk"
+	// ClassBadObjects: the objects received (or stored) failed git's
+	// checks: refused by fsck on the way in, or missing or corrupt on disk.
+	ClassBadObjects Class = "bad objects"
 )
 
 // ClassOf returns the class of err (ClassOther for non-git errors).
@@ -147,6 +150,12 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
 		strings.Contains(s, "read-only file system"):
 		return ClassDisk
+	case strings.Contains(s, "fsck error") || strings.Contains(s, "missing blob") ||
+		strings.Contains(s, "missing tree") || strings.Contains(s, "missing commit") ||
+		strings.Contains(s, "missing tag") || strings.Contains(s, "is corrupt") ||
+		strings.Contains(s, "object file") || strings.Contains(s, "bad object") ||
+		strings.Contains(s, "did not send all necessary objects") || strings.Contains(s, "unable to read tree"):
+		return ClassBadObjects
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled

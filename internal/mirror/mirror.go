@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
@@ -32,6 +33,7 @@ type Store struct {
 	tmp  string // <data>/tmp
 	git  *gitcmd.Runner
 	log  *slog.Logger
+	clk  clock.Clock // the age of lock files and of retired mirrors
 
 	mu    sync.Mutex
 	locks map[string]*keyLock
@@ -50,6 +52,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		tmp:   filepath.Join(dataDir, "tmp"),
 		git:   git,
 		log:   log,
+		clk:   clock.Real{},
 		locks: make(map[string]*keyLock),
 	}
 	if err := os.RemoveAll(s.tmp); err != nil {
@@ -137,7 +140,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
-		if err := s.fetch(ctx, dir, url); err != nil {
+		if err := s.fetchClearingLocks(ctx, key, dir, url); err != nil {
 			return res, err
 		}
 		res.Fetched = true
@@ -158,7 +161,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 }
 
 func (s *Store) fetch(ctx context.Context, dir, url string) error {
-	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "fetch",
+	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "fetch", Config: FsckConfig(),
 		Flags: []string{"--prune", "--atomic", "--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
 		Args:  append([]string{url}, gitcmd.FetchRefspecs...)})
 }
