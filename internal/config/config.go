@@ -58,6 +58,8 @@ type Config struct {
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
+	VerifyInterval        time.Duration `name:"verify-interval" help:"node: each mirror is verified in the background about this often, one at a time, at most 10% of the time (0: never)"`
+	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"allow upstreams on loopback and private networks (tests, demo)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
@@ -97,6 +99,8 @@ func Default() Config {
 		Policy:            "adaptive",
 		Fetchers:          10,
 		GitTimeout:        30 * time.Minute,
+		VerifyInterval:    7 * 24 * time.Hour,
+		Retention:         7 * 24 * time.Hour,
 		LogLevel:          "info",
 	}
 }

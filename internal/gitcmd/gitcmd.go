@@ -154,7 +154,9 @@ func classify(stderr string, err error) Class {
 		strings.Contains(s, "missing tree") || strings.Contains(s, "missing commit") ||
 		strings.Contains(s, "missing tag") || strings.Contains(s, "is corrupt") ||
 		strings.Contains(s, "object file") || strings.Contains(s, "bad object") ||
-		strings.Contains(s, "did not send all necessary objects") || strings.Contains(s, "unable to read tree"):
+		strings.Contains(s, "did not send all necessary objects") || strings.Contains(s, "unable to read tree") ||
+		strings.Contains(s, "to be a packfile") || strings.Contains(s, "does not match index") ||
+		strings.Contains(s, "unknown object type"):
 		return ClassBadObjects
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):

@@ -67,6 +67,9 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	}
 	d, held := n.digest(key)
 	r.Served = held && n.mirror.Has(key)
+	if broken := n.verify.brokenState(key); broken != "" {
+		r.State, r.Served = broken, false // not served until repaired
+	}
 	r.Current = r.Served && d != "" && d == st.GetDigest()
 	if st.GetLastCheckMs() > 0 {
 		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()
