@@ -58,7 +58,11 @@ func (v *verifier) setBroken(key, state string) {
 // this node failed on its objects).
 func (n *Node) verifySoon(key string) {
 	v := n.verify
+	held := n.mirror.Has(key)
 	v.mu.Lock()
+	if _, known := v.plan.items[key]; !known && held {
+		v.plan.add(key, time.Time{}, n.clk.Now()) // cloned since the plan last looked
+	}
 	ok := v.plan.urgent(key, n.clk.Now())
 	v.mu.Unlock()
 	if ok {
@@ -105,7 +109,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 	refreshed := n.clk.Now()
 	v := n.verify
 	for ctx.Err() == nil {
-		if n.clk.Now().Sub(refreshed) > time.Minute {
+		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.VerifyInterval) {
 			n.syncVerifyKeys(ctx, nil)
 			refreshed = n.clk.Now()
 		}
