@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,78 @@ func TestRemovedRepositoryComesBackWithoutAClone(t *testing.T) {
 	if f.procs["up"].count("brought back from its removed data") != 1 {
 		t.Fatal("the log does not say the repository came back from its kept data")
 	}
+}
+
+// Purge protection counts removals over a sliding window and holds only
+// the removals: a catalog commit that removes many repositories and adds
+// one has its addition served at once, its removals held (and still
+// served) until an operator confirms them, and the log says so once per
+// change.
+func TestPurgeProtectionHoldsOnlyTheRemovals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	all := seq(0, 7)
+	for _, i := range all {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(seq(0, 6), "6 repositories")
+	f.startUp("--max-purge", "0.2") // one removal in 24 hours, of 6
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(seq(0, 6)) })
+	notServed := func(i int) error {
+		if _, err := lsRemote(f.base + "/" + f.key(i) + ".git"); err == nil {
+			return fmt.Errorf("%s still served", f.key(i))
+		}
+		return nil
+	}
+
+	f.writeCatalog(seq(0, 5), "remove 5: within the share")
+	eventually(t, 30*time.Second, "a removal within the share applied", func() error { return notServed(5) })
+
+	api := f.base + "/api/v1"
+	var st struct {
+		Pending *struct {
+			Keys []string `json:"keys"`
+		} `json:"pending_purge"`
+	}
+	f.writeCatalog(seq(0, 4), "remove 4: one more within the window is too many")
+	eventually(t, 30*time.Second, "a second removal within the window held", func() error {
+		if code := call(t, "GET", api+"/catalog", "", nil, &st); code != 200 || st.Pending == nil || !slices.Equal(st.Pending.Keys, []string{f.key(4)}) {
+			return fmt.Errorf("catalog status %d, pending %+v", code, st.Pending)
+		}
+		return f.servedLikeUpstream([]int{4})
+	})
+	f.writeCatalog([]int{3, 6}, "remove 0, 1, 2 and add 6")
+	eventually(t, 30*time.Second, "the addition served, the removals held and listed", func() error {
+		if err := f.servedLikeUpstream([]int{0, 1, 2, 3, 4, 6}); err != nil {
+			return err
+		}
+		if code := call(t, "GET", api+"/catalog", "", nil, &st); code != 200 || st.Pending == nil {
+			return fmt.Errorf("catalog status %d, pending %+v", code, st.Pending)
+		}
+		want := []string{f.key(0), f.key(1), f.key(2), f.key(4)}
+		slices.Sort(want)
+		if !slices.Equal(st.Pending.Keys, want) {
+			return fmt.Errorf("held %v, want %v", st.Pending.Keys, want)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // three catalog intervals
+	if n := f.procs["up"].count("WITHOUT its removals"); n != 2 {
+		t.Fatalf("the log tells of held removals %d times, want once per change (2)", n)
+	}
+	if code := call(t, "POST", api+"/catalog/confirm-purge", apiToken, nil, nil); code != 200 {
+		t.Fatalf("confirm: %d", code)
+	}
+	eventually(t, 30*time.Second, "confirmed removals applied", func() error {
+		for _, i := range []int{0, 1, 2, 4} {
+			if err := notServed(i); err != nil {
+				return err
+			}
+		}
+		return f.servedLikeUpstream([]int{3, 6})
+	})
 }

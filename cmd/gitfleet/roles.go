@@ -30,7 +30,7 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	return coordinator.Config{
 		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, JoinToken: cfg.JoinToken,
 		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
-		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge,
+		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge, PurgeWindow: cfg.PurgeWindow,
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
 		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeapOnce(),
 	}

@@ -71,11 +71,13 @@ type CatalogStatus struct {
 	Pending  *PendingPurge `json:"pending_purge"`
 }
 
-// PendingPurge is a catalog change held back until an operator confirms it.
+// PendingPurge is the removals that purge protection holds until an
+// operator confirms them (the rest of each catalog change was applied).
 type PendingPurge struct {
-	Commit  string `json:"commit"`
-	Removed int    `json:"removed"`
-	Total   int    `json:"total"`
+	Commit  string   `json:"commit"`
+	Removed int      `json:"removed"`
+	Total   int      `json:"total"`
+	Keys    []string `json:"keys,omitempty"` // the held repositories (the first 1,000)
 }
 
 // RepoFilter selects repositories. Zero values match everything.

@@ -49,7 +49,8 @@ type Config struct {
 	LoadFactor            float64       `name:"load-factor" help:"coordinator: no node holds more than this many times its fair share of repositories"`
 	AssignBatch           int           `name:"assign-batch" help:"coordinator: repositories per assignment message on a node's session"`
 	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms"`
-	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories one catalog change may remove without confirmation"`
+	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
+	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
@@ -91,6 +92,7 @@ func Default() Config {
 		Warmup:            10 * time.Minute,
 		Heartbeat:         5 * time.Second,
 		MaxPurge:          0.05,
+		PurgeWindow:       24 * time.Hour,
 		LoadFactor:        1.25,
 		AssignBatch:       500,
 		MaxClonesInFlight: 50,

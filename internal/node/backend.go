@@ -202,7 +202,8 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems())}
 	if resp.GetPendingCommit() != "" {
-		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal())}
+		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
+			Keys: resp.GetPendingKeys()}
 	}
 	return st, nil
 }
