@@ -105,8 +105,8 @@ type Coordinator struct {
 	removals                removalWindow        // removals applied within the purge window
 	held                    map[string]heldEntry // removals held by purge protection
 	heldCommit              string               // the latest catalog commit that held removals
-	problems                int                // catalog entries skipped
-	overlay                 map[string]overlay // API additions and removals
+	problems                int                  // catalog entries skipped
+	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
 }
