@@ -291,3 +291,36 @@ func TestPurgeProtectionHoldsOnlyTheRemovals(t *testing.T) {
 		return f.servedLikeUpstream([]int{3, 6})
 	})
 }
+
+// Bug seen: a repository added through the API stayed pending for about a
+// minute, until the next addition. An added repository is checked at once:
+// its state leaves pending within seconds, each time.
+func TestAPIAddedRepositoryIsCheckedAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := apiFleet(t, seq(0, 3))
+	for i := 10; i < 13; i++ {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]string{"url": f.up.RepoURL(f.name(i))})
+		if code := call(t, http.MethodPost, f.base+"/api/v1/repos", apiToken, bytes.NewReader(body), nil); code != http.StatusCreated {
+			t.Fatalf("add: %d", code)
+		}
+		began := time.Now()
+		eventually(t, 60*time.Second, "the added repository checked and served", func() error {
+			repos, err := apiRepos(f.base)
+			if err != nil {
+				return err
+			}
+			if r := repos[f.key(i)]; r.State != "ok" || !r.Current {
+				return fmt.Errorf("%s: %+v", f.key(i), r)
+			}
+			return nil
+		})
+		if took := time.Since(began); took > 20*time.Second {
+			t.Fatalf("%s took %v to leave pending", f.key(i), took)
+		}
+	}
+}

@@ -69,7 +69,7 @@ var subcommands = map[string]bool{
 	"init": true, "fetch": true, "ls-remote": true, "for-each-ref": true,
 	"symbolic-ref": true, "rev-parse": true, "cat-file": true, "diff-tree": true,
 	"ls-tree": true, "upload-pack": true, "config": true, "gc": true,
-	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
+	"update-ref": true, "fsck": true, "rev-list": true, "log": true, "clone": true, "count-objects": true,
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
 	"fast-import": true, "read-tree": true,
 }
