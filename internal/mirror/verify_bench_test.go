@@ -68,8 +68,8 @@ func BenchmarkVerify(b *testing.B) {
 		name                     string
 		commits, files, filesPer int
 	}{
-		{"small", 10, 20, 2},       // about 60 objects
-		{"medium", 2000, 5000, 10}, // about 30,000 objects
+		{"small", 10, 20, 2},       // about 70 objects
+		{"medium", 2000, 5000, 10}, // about 49,000 objects
 	} {
 		url := up.RepoURL(synthRepo(b, up, size.name, size.commits, size.files, size.filesPer))
 		key := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git")
