@@ -209,7 +209,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	return resp, nil
 }
 
-// ConfirmPurge applies a held-back catalog change.
+// ConfirmPurge applies the removals held by purge protection.
 func (c *Coordinator) ConfirmPurge(ctx context.Context, _ *fleetv1.ConfirmPurgeRequest) (*fleetv1.ConfirmPurgeResponse, error) {
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err

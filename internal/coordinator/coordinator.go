@@ -50,8 +50,9 @@ type Config struct {
 	// once (both: the placement engine's defaults when zero).
 	LoadFactor        float64
 	MaxClonesInFlight int
-	// MaxPurgeShare is the largest share of all repositories one catalog
-	// change may remove without an operator's confirmation.
+	// MaxPurgeShare is the largest share of all repositories that catalog
+	// changes may remove within PurgeWindow without an operator's
+	// confirmation; removals beyond it are held.
 	MaxPurgeShare float64
 	// PurgeWindow is the sliding window over which removals are counted
 	// against MaxPurgeShare (default 24 hours).

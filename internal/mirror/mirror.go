@@ -1,10 +1,13 @@
 // Package mirror keeps the bare mirrors of a node on disk, one directory per
 // repository key under <data>/repos/<key>.git. It owns their life cycle:
 // a clone is made in <data>/tmp and renamed into place only when complete,
-// fetches update refs atomically, git work on one repository is serialised,
-// removal is a rename out of the tree followed by deletion, and stale lock
-// files left by a killed process are cleaned when the store opens. So a
-// directory under repos/ is always a complete repository.
+// fetches update refs atomically and check every object received (fsck),
+// git work on one repository is serialised, removal is a rename out of the
+// tree followed by deletion (or a move to <data>/removed, to be undone),
+// stale lock files left by a killed process are cleaned when the store
+// opens and when a fetch meets one, and a mirror can be verified and
+// replaced by a fresh copy. So a directory under repos/ is always a
+// complete repository.
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror

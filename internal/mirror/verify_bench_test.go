@@ -68,7 +68,7 @@ func BenchmarkVerify(b *testing.B) {
 		name                     string
 		commits, files, filesPer int
 	}{
-		{"small", 10, 20, 2},       // about 70 objects
+		{"small", 10, 20, 2},       // about 100 objects
 		{"medium", 2000, 5000, 10}, // about 49,000 objects
 	} {
 		url := up.RepoURL(synthRepo(b, up, size.name, size.commits, size.files, size.filesPer))
