@@ -52,10 +52,11 @@ type Backend interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// Known tells whether key is mirrored.
 	Known(key string) bool
-	// Catalog describes the catalog the coordinator applied, and a change
-	// held back because it would remove too many repositories at once.
+	// Catalog describes the catalog the coordinator applied, and the
+	// removals held because they would remove too many repositories
+	// within the purge window.
 	Catalog(ctx context.Context) (CatalogStatus, error)
-	// ConfirmPurge applies the held-back change; an error wrapping
+	// ConfirmPurge applies the held removals; an error wrapping
 	// ErrNothingPending gives 409.
 	ConfirmPurge(ctx context.Context) (string, error)
 }
