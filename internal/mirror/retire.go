@@ -54,6 +54,18 @@ func (s *Store) Retire(key string) error {
 	return nil
 }
 
+// AnyRetired tells whether any retired copy may exist (one directory read),
+// so that callers can skip looking for each key's.
+func (s *Store) AnyRetired() bool {
+	f, err := os.Open(filepath.Join(filepath.Dir(s.root), "removed"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) > 0
+}
+
 // Unretire moves a retired copy of key back into the served tree, if there
 // is one and no mirror of key exists. It reports whether it did.
 func (s *Store) Unretire(key string) (bool, error) {

@@ -15,6 +15,9 @@ import (
 // unretireNew brings back the retired copies of the keys in rs that the
 // full node does not know yet (re-added repositories).
 func (f *fullNode) unretireNew(rs []*fleetv1.RepoState) {
+	if !f.n.mirror.AnyRetired() {
+		return // the usual case: nothing to look for, key by key
+	}
 	var fresh []string
 	f.mu.Lock()
 	for _, r := range rs {
@@ -31,7 +34,7 @@ func (f *fullNode) unretireNew(rs []*fleetv1.RepoState) {
 // unretire moves key's retired copy back into the served tree, if there is
 // one; the usual pull or check then brings it up to date.
 func (f *fullNode) unretire(key string) {
-	if f.n.mirror.Has(key) {
+	if !f.n.mirror.AnyRetired() || f.n.mirror.Has(key) {
 		return
 	}
 	back, err := f.n.mirror.Unretire(key)
