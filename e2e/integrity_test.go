@@ -324,3 +324,58 @@ func TestAPIAddedRepositoryIsCheckedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// craftUpstream makes an upstream name whose main branch is one commit
+// written byte for byte, on a tree with one file named entry.
+func craftUpstream(t *testing.T, f *fleet, name, entry, author string) {
+	t.Helper()
+	bare := filepath.Join(f.up.Dir, name+".git")
+	if err := gittest.Git("", "init", "-q", "--bare", "-b", "main", bare); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + bare}, args...)...)
+		cmd.Env = gittest.Env()
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := run("hello\n", "hash-object", "-w", "--stdin")
+	tree := run("100644 blob "+blob+"\t"+entry+"\n", "mktree")
+	commit := run("tree "+tree+"\n"+author+"\ncommitter A U Thor <a@example.org> 1700000000 +0000\n\ncrafted\n",
+		"hash-object", "--literally", "-t", "commit", "-w", "--stdin")
+	run("", "update-ref", "refs/heads/main", commit)
+}
+
+// Objects are checked on the way in: an upstream whose tree has a ".GIT"
+// entry is refused, with the class "bad objects" shown by the API, and is
+// not served; one with a harmless malformed author line is mirrored.
+func TestHostileObjectsAreRefusedAndHarmlessDefectsMirrored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	craftUpstream(t, f, f.name(0), ".GIT", "author A U Thor <a@example.org> 1700000000 +0000")
+	craftUpstream(t, f, f.name(1), "README", "author A U Thor <a@example.org>1700000000 +0000") // missingSpaceBeforeDate
+	f.writeCatalog([]int{0, 1}, "a hostile and an old repository")
+	f.startUp()
+	eventually(t, 60*time.Second, "the harmless one served, the hostile one refused", func() error {
+		if err := f.servedLikeUpstream([]int{1}); err != nil {
+			return err
+		}
+		repos, err := apiRepos(f.base)
+		if err != nil {
+			return err
+		}
+		if r := repos[f.key(0)]; r.State != "failing" || !strings.Contains(r.Error, "bad objects") || r.Served {
+			return fmt.Errorf("%s: %+v, want failing with bad objects, not served", f.key(0), r)
+		}
+		return nil
+	})
+	if _, err := lsRemote(f.base + "/" + f.key(0) + ".git"); err == nil {
+		t.Fatal("the repository with a .GIT entry is served")
+	}
+}
