@@ -161,7 +161,8 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.kick()
 }
 
-// removed deletes repositories that left the catalog.
+// removed stops serving repositories that left the catalog; their data is
+// kept for cfg.Retention (see retain.go).
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
@@ -171,17 +172,16 @@ func (f *fullNode) removed(keys []string) {
 		}
 		delete(f.pending, k)
 		f.mu.Unlock()
-		remove := f.n.mirror.Retire
+		remove, msg := f.n.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
 		if f.n.cfg.Retention <= 0 {
-			remove = f.n.mirror.Remove
+			remove, msg = f.n.mirror.Remove, "repository removed from the mirror"
 		}
 		if err := remove(k); err != nil {
 			f.n.log.Error("remove repository", "key", k, "err", err)
 			continue
 		}
 		f.n.forgetDigest(k)
-		f.n.log.Info("repository removed from the mirror; its data is kept for a re-addition", "key", k,
-			"retention", f.n.cfg.Retention)
+		f.n.log.Info(msg, "key", k, "retention", f.n.cfg.Retention)
 	}
 }
 
