@@ -158,7 +158,9 @@ func TestBackgroundVerificationRepairsACorruptMirror(t *testing.T) {
 
 // A repository removed through the API stops being served at once; re-added
 // within the retention it is served again from the same directory, without
-// a clone.
+// a clone, and checked at once. (Bug seen: a repository added through the
+// API stayed pending, with no owner, until a background check much later,
+// because the node given it already held a mirror of it.)
 func TestRemovedRepositoryComesBackWithoutAClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -171,7 +173,9 @@ func TestRemovedRepositoryComesBackWithoutAClone(t *testing.T) {
 		}
 	}
 	f.writeCatalog(repos, "2 repositories")
-	data := f.startUp()
+	// The default intervals: no background check comes soon enough to
+	// bring the re-added repository up to date by chance.
+	data := f.startUp("--max-interval", "24h", "--min-interval", "1m")
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
 
 	key := f.key(0)
@@ -205,7 +209,16 @@ func TestRemovedRepositoryComesBackWithoutAClone(t *testing.T) {
 	if code := call(t, http.MethodPost, f.base+"/api/v1/repos", apiToken, bytes.NewReader(body), nil); code/100 != 2 {
 		t.Fatalf("POST: %d", code)
 	}
-	eventually(t, 30*time.Second, "the re-added repository served, up to date", func() error { return f.servedLikeUpstream(repos) })
+	eventually(t, 30*time.Second, "the re-added repository checked at once, served up to date", func() error {
+		repos, err := apiRepos(f.base)
+		if err != nil {
+			return err
+		}
+		if r := repos[key]; r.State != "ok" || !r.Current {
+			return fmt.Errorf("%s: %+v", key, r)
+		}
+		return f.servedLikeUpstream([]int{0, 1})
+	})
 	after, err := os.Stat(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -292,9 +305,10 @@ func TestPurgeProtectionHoldsOnlyTheRemovals(t *testing.T) {
 	})
 }
 
-// Bug seen: a repository added through the API stayed pending for about a
-// minute, until the next addition. An added repository is checked at once:
-// its state leaves pending within seconds, each time.
+// A repository added through the API to a fleet of partial nodes is
+// cloned and checked at once: its state leaves pending within seconds,
+// each time (see TestRemovedRepositoryComesBackWithoutAClone for the case
+// that stayed pending).
 func TestAPIAddedRepositoryIsCheckedAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")

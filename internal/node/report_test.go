@@ -3,11 +3,15 @@ package node
 import (
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -49,5 +53,35 @@ func TestARefusedAssignmentIsReportedAsAnError(t *testing.T) {
 	}
 	if len(n.owned) != 0 {
 		t.Fatal("a refused repository was taken")
+	}
+}
+
+// Bug seen: a repository added through the API stayed pending (no owner)
+// until a background check much later: the node that was given it already
+// held a mirror of it, so it went to the background lane, while the
+// coordinator waited for a check to confirm the node as its owner.
+func TestAnAssignedRepositoryHeldOnDiskIsCheckedAtOnce(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ms, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := schedule.New(schedule.Config{MaxInterval: 24 * time.Hour, MinInterval: time.Minute}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNode()
+	n.clk, n.mirror, n.sched = clk, ms, sched
+	n.owned, n.digests, n.meta = map[string]*owned{}, map[string]string{}, map[string]*repoMeta{}
+	n.cfg.AllowPrivate = true
+	key := "127.0.0.1/a/b"
+	if err := os.MkdirAll(ms.Path(key), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.digests[key] = "0123456789abcdef0123456789abcdef" // held, with refs known
+	n.assign(&fleetv1.Repo{Key: key, Url: "http://127.0.0.1/a/b.git"})
+	got, ok, wait := sched.Next()
+	if !ok || got != key {
+		t.Fatalf("Next = %q, %v (wait %v), want %s at once", got, ok, wait, key)
 	}
 }

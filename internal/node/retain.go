@@ -45,12 +45,10 @@ func (f *fullNode) unretire(key string) {
 	if !back {
 		return
 	}
-	digest := ""
-	if refs, err := f.n.mirror.Refs(context.Background(), key); err == nil {
-		digest = refs.Digest()
-	}
-	f.n.setDigest(key, digest)
-	f.n.log.Info("re-added repository brought back from its removed data, without a clone", "key", key, "digest", digest)
+	// Unknown until the first check or pull, which comes at once and
+	// fetches only what changed meanwhile.
+	f.n.setDigest(key, "")
+	f.n.log.Info("re-added repository brought back from its removed data, without a clone", "key", key)
 }
 
 // sweepLoop deletes retired copies older than the retention, hourly (and
