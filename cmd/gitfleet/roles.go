@@ -30,7 +30,7 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	return coordinator.Config{
 		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, JoinToken: cfg.JoinToken,
 		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
-		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge,
+		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge, PurgeWindow: cfg.PurgeWindow,
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
 		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeapOnce(),
 	}
@@ -131,6 +131,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
+		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota,
 		API: apiConfig(cfg), Limits: lim,

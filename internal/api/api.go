@@ -53,10 +53,11 @@ type Backend interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// Known tells whether key is mirrored.
 	Known(key string) bool
-	// Catalog describes the catalog the coordinator applied, and a change
-	// held back because it would remove too many repositories at once.
+	// Catalog describes the catalog the coordinator applied, and the
+	// removals held because they would remove too many repositories
+	// within the purge window.
 	Catalog(ctx context.Context) (CatalogStatus, error)
-	// ConfirmPurge applies the held-back change; an error wrapping
+	// ConfirmPurge applies the held removals; an error wrapping
 	// ErrNothingPending gives 409.
 	ConfirmPurge(ctx context.Context) (string, error)
 }
@@ -72,11 +73,13 @@ type CatalogStatus struct {
 	Pending  *PendingPurge `json:"pending_purge"`
 }
 
-// PendingPurge is a catalog change held back until an operator confirms it.
+// PendingPurge is the removals that purge protection holds until an
+// operator confirms them (the rest of each catalog change was applied).
 type PendingPurge struct {
-	Commit  string `json:"commit"`
-	Removed int    `json:"removed"`
-	Total   int    `json:"total"`
+	Commit  string   `json:"commit"`
+	Removed int      `json:"removed"`
+	Total   int      `json:"total"`
+	Keys    []string `json:"keys,omitempty"` // the held repositories (the first 1,000)
 }
 
 // RepoFilter selects repositories. Zero values match everything.

@@ -14,14 +14,14 @@ var ErrPurge = errors.New("catalog change held: it would remove too many reposit
 
 // CheckPurge returns an error wrapping ErrPurge when removing removed of
 // total repositories is more than maxShare of them (removed/total >
-// maxShare). The caller then keeps the previous catalog and says so until
-// an operator confirms. An empty catalog has nothing to protect.
+// maxShare). The caller then holds the removals and says so until an
+// operator confirms. An empty catalog has nothing to protect.
 func CheckPurge(total, removed int, maxShare float64) error {
 	// The epsilon keeps "exactly the share" on the allowed side despite
 	// float rounding (0.29*100 is 28.999999999999996).
 	if total <= 0 || removed <= 0 || float64(removed) <= maxShare*float64(total)+1e-9 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d of %d (%.1f%%), more than the %.1f%% allowed; the previous catalog is kept until an operator confirms",
+	return fmt.Errorf("%w: %d of %d (%.1f%%), more than the %.1f%% allowed; the removals are held until an operator confirms",
 		ErrPurge, removed, total, 100*float64(removed)/float64(total), 100*maxShare)
 }

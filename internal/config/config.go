@@ -49,7 +49,8 @@ type Config struct {
 	LoadFactor            float64       `name:"load-factor" help:"coordinator: no node holds more than this many times its fair share of repositories"`
 	AssignBatch           int           `name:"assign-batch" help:"coordinator: repositories per assignment message on a node's session"`
 	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms"`
-	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories one catalog change may remove without confirmation"`
+	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
+	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
@@ -68,6 +69,8 @@ type Config struct {
 	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
 	EgressPorts           List          `name:"egress-ports" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
 	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`
+	VerifyInterval        time.Duration `name:"verify-interval" help:"node: each mirror is verified in the background about this often, one at a time, at most 10% of the time (0: never)"`
+	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
 	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
@@ -98,6 +101,7 @@ func Default() Config {
 		Warmup:            10 * time.Minute,
 		Heartbeat:         5 * time.Second,
 		MaxPurge:          0.05,
+		PurgeWindow:       24 * time.Hour,
 		LoadFactor:        1.25,
 		AssignBatch:       500,
 		MaxClonesInFlight: 50,
@@ -112,6 +116,8 @@ func Default() Config {
 		MaxRefLength:      1024,
 		GitMemoryLimit:    "2GiB",
 		MaxTreeDepth:      2048,
+		VerifyInterval:    7 * 24 * time.Hour,
+		Retention:         7 * 24 * time.Hour,
 		LogLevel:          "info",
 	}
 }

@@ -74,6 +74,7 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	c.mu.Lock()
 	c.overlay[key] = ov
 	c.overlayDirty[key] = true
+	c.unhold([]string{key})
 	exists := c.engine.Has(key)
 	if exists {
 		c.applyChange(nil, nil, []string{key})
@@ -108,6 +109,7 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	c.mu.Lock()
 	c.overlay[key] = overlay{Removed: true}
 	c.overlayDirty[key] = true
+	c.unhold([]string{key})
 	c.applyChange(nil, []string{key}, nil)
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
@@ -181,8 +183,8 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	defer c.mu.Unlock()
 	counts := c.engine.Load()
 	resp := &fleetv1.ListNodesResponse{}
-	if c.purge != nil {
-		resp.PendingPurge = fmt.Sprintf("catalog commit %s would remove %d of %d repositories; confirm it to apply", c.purge.commit, c.purge.removed, c.purge.total)
+	if p := c.pendingPurge(); p != nil {
+		resp.PendingPurge = fmt.Sprintf("the removal of %d of %d repositories is held (catalog commit %s); confirm it to apply", p.removed, p.total, p.commit)
 	}
 	for _, st := range c.table.Nodes() {
 		rec := c.nodes[st.ID]
@@ -207,7 +209,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	return resp, nil
 }
 
-// ConfirmPurge applies a held-back catalog change.
+// ConfirmPurge applies the removals held by purge protection.
 func (c *Coordinator) ConfirmPurge(ctx context.Context, _ *fleetv1.ConfirmPurgeRequest) (*fleetv1.ConfirmPurgeResponse, error) {
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
@@ -246,8 +248,9 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)
 	}
-	if p := c.purge; p != nil {
+	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)
+		resp.PendingKeys = p.keys
 	}
 	return resp, nil
 }

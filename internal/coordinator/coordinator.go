@@ -54,9 +54,13 @@ type Config struct {
 	// once (both: the placement engine's defaults when zero).
 	LoadFactor        float64
 	MaxClonesInFlight int
-	// MaxPurgeShare is the largest share of all repositories one catalog
-	// change may remove without an operator's confirmation.
+	// MaxPurgeShare is the largest share of all repositories that catalog
+	// changes may remove within PurgeWindow without an operator's
+	// confirmation; removals beyond it are held.
 	MaxPurgeShare float64
+	// PurgeWindow is the sliding window over which removals are counted
+	// against MaxPurgeShare (default 24 hours).
+	PurgeWindow time.Duration
 	// TLS, when set, is the configuration of the gRPC listener (see Serve).
 	TLS *tls.Config
 	// Store, when set, is where the state is kept (the shared etcd state of
@@ -103,9 +107,11 @@ type Coordinator struct {
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
-	purge                   *pendingPurge
-	problems                int                // catalog entries skipped
-	overlay                 map[string]overlay // API additions and removals
+	removals                removalWindow        // removals applied within the purge window
+	held                    map[string]heldEntry // removals held by purge protection
+	heldCommit              string               // the latest catalog commit that held removals
+	problems                int                  // catalog entries skipped
+	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
 }
@@ -124,6 +130,7 @@ type pendingPurge struct {
 	commit  string
 	removed int
 	total   int
+	keys    []string
 }
 
 // Buckets of the store.
@@ -154,6 +161,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	if cfg.MaxPurgeShare <= 0 {
 		cfg.MaxPurgeShare = 0.05
 	}
+	if cfg.PurgeWindow <= 0 {
+		cfg.PurgeWindow = 24 * time.Hour
+	}
 	db := cfg.Store
 	if db == nil {
 		bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "coordinator.db"))
@@ -177,6 +187,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		overlay:      make(map[string]overlay),
 		overlayDirty: make(map[string]bool),
 		tasks:        make(map[string]pendingTask),
+		held:         make(map[string]heldEntry),
 	}
 	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
@@ -234,6 +245,11 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	}
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
+	}
+	held, _, _ := c.db.Get(ctx, bucketMeta, metaHeld)
+	window, _, _ := c.db.Get(ctx, bucketMeta, metaRemoval)
+	if err := c.restorePurge(held, window); err != nil {
+		return fmt.Errorf("coordinator: restore purge protection: %w", err)
 	}
 	defer c.bulkLoad()()
 	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
@@ -377,17 +393,8 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	if old == nil && !first {
 		added, removed = c.diffFromEngine(next)
 	}
-	removed = c.effectiveRemovals(removed)
-	total := c.engine.Len()
-	if err := catalog.CheckPurge(total, len(removed), c.cfg.MaxPurgeShare); err != nil && total > 0 {
-		if c.purge == nil || c.purge.commit != commit {
-			c.log.Error("catalog change NOT applied: it would remove too many repositories at once; confirm it to apply",
-				"commit", commit, "removed", len(removed), "total", total, "err", err)
-		}
-		c.purge = &pendingPurge{commit: commit, removed: len(removed), total: total}
-		return nil
-	}
-	c.purge = nil
+	removed = c.holdOrCount(commit, c.effectiveRemovals(removed))
+	c.unhold(added) // listed again: no longer a removal to hold
 	c.cat = next
 	c.problems = len(problems)
 	nAdded := len(added)
@@ -497,6 +504,11 @@ func (c *Coordinator) effectiveKeys() []string {
 			keys = append(keys, k)
 		}
 	}
+	for k := range c.held {
+		if _, ok := c.overlay[k]; !ok && (c.cat == nil || !c.cat.Has(k)) {
+			keys = append(keys, k) // a held removal: still placed
+		}
+	}
 	return keys
 }
 
@@ -509,10 +521,12 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 		}
 		return catalog.Entry{Key: key, URL: ov.URL, Fallbacks: ov.Fallbacks, Attrs: ov.Attrs}, true
 	}
-	if c.cat == nil {
-		return catalog.Entry{}, false
+	if c.cat != nil {
+		if e, ok := c.cat.Get(key); ok {
+			return e, true
+		}
 	}
-	return c.cat.Get(key)
+	return c.heldEntryOf(key)
 }
 
 // applyChange changes the repository set. The entries themselves are read
@@ -578,30 +592,17 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 
 var errNoPurge = errors.New("no catalog change is waiting for confirmation")
 
-// confirmPurge applies a held-back catalog change that removes many
-// repositories.
-func (c *Coordinator) confirmPurge(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	p := c.purge
-	if p == nil {
-		c.mu.Unlock()
-		return "", errNoPurge
-	}
-	old := c.cat
-	c.mu.Unlock()
-	next, delta, err := old.Update(ctx, c.git, c.src.Dir(), p.commit)
-	if err != nil {
-		return "", err
-	}
+// confirmPurge applies the removals held by purge protection.
+func (c *Coordinator) confirmPurge(context.Context) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.purge = nil
-	c.cat = next
-	c.applyChange(deltaKeys(delta))
-	c.dirtyMeta("catalog_commit", p.commit)
-	c.log.Warn("catalog change confirmed by the operator", "commit", p.commit, "removed", len(delta.Removed))
+	if len(c.held) == 0 {
+		return "", errNoPurge
+	}
+	n, commit := c.confirmHeld()
+	c.log.Warn("held removals confirmed by the operator", "commit", commit, "removed", n)
 	c.signalPersist()
-	return fmt.Sprintf("applied catalog commit %s: %d repositories removed", p.commit, len(delta.Removed)), nil
+	return fmt.Sprintf("applied the removals held since catalog commit %s: %d repositories removed", commit, n), nil
 }
 
 // checkToken compares a presented join token in constant time.

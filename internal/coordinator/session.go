@@ -197,7 +197,8 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 	}
 	for _, h := range inv.GetRepos() {
 		key := h.GetKey()
-		if repokey.Check(key) != nil {
+		if err := repokey.Check(key); err != nil {
+			c.log.Warn("inventory: a node holds a mirror whose key is not valid; ignored", "node", id, "key", key, "err", err)
 			continue
 		}
 		s.held = append(s.held, key)

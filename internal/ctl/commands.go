@@ -431,7 +431,10 @@ func catalogStatus(ctx context.Context, c *client, out *printer) error {
 	}
 	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", st.Commit, st.Repos, st.Problems)
 	if p := st.Pending; p != nil {
-		fmt.Fprintf(out.w, "HELD BACK: commit %s would remove %d of %d repositories; run `gitfleet ctl confirm-purge` to apply it\n", p.Commit, p.Removed, p.Total)
+		fmt.Fprintf(out.w, "HELD BACK: the removal of %d of %d repositories (catalog commit %s); run `gitfleet ctl confirm-purge` to apply it\n", p.Removed, p.Total, p.Commit)
+		for _, k := range p.Keys {
+			fmt.Fprintf(out.w, "  %s\n", k)
+		}
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ var subcommands = map[string]bool{
 	"init": true, "fetch": true, "ls-remote": true, "for-each-ref": true,
 	"symbolic-ref": true, "rev-parse": true, "cat-file": true, "diff-tree": true,
 	"ls-tree": true, "upload-pack": true, "config": true, "gc": true,
-	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
+	"update-ref": true, "fsck": true, "rev-list": true, "log": true, "clone": true, "count-objects": true,
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
 	"fast-import": true, "read-tree": true,
 	// the installed git's version, for the settings it supports.
@@ -146,6 +146,9 @@ const (
 	// mirror): not retried until the limit or the upstream changes.
 	ClassTooLarge    Class = "too-large"
 	ClassTooManyRefs Class = "too-many-refs"
+	// ClassBadObjects: the objects received (or stored) failed git's
+	// checks: refused by fsck on the way in, or missing or corrupt on disk.
+	ClassBadObjects Class = "bad objects"
 )
 
 // ClassOf returns the class of err (ClassOther for non-git errors).
@@ -174,6 +177,14 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory"):
 		// git hit --git-memory-limit: the repository needs more.
 		return ClassTooLarge
+	case strings.Contains(s, "fsck error") || strings.Contains(s, "missing blob") ||
+		strings.Contains(s, "missing tree") || strings.Contains(s, "missing commit") ||
+		strings.Contains(s, "missing tag") || strings.Contains(s, "is corrupt") ||
+		strings.Contains(s, "object file") || strings.Contains(s, "bad object") ||
+		strings.Contains(s, "did not send all necessary objects") || strings.Contains(s, "unable to read tree") ||
+		strings.Contains(s, "to be a packfile") || strings.Contains(s, "does not match index") ||
+		strings.Contains(s, "unknown object type"):
+		return ClassBadObjects
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled

@@ -84,6 +84,8 @@ func TestClassifyStderr(t *testing.T) {
 		{"fatal: unable to access 'https://h/': The requested URL returned error: 429", ClassThrottled},
 		{"error: unable to write file: No space left on device", ClassDisk},
 		{"fatal: Out of memory, malloc failed (tried to allocate 41943041 bytes)", ClassTooLarge},
+		{"error: object 0123: hasDotgit: contains '.git'\nfatal: fsck error in packed object\nfatal: index-pack failed", ClassBadObjects},
+		{"error: object file ./objects/ab/cdef is empty\nfatal: loose object abcdef (stored in ./objects/ab/cdef) is corrupt", ClassBadObjects},
 		{"fatal: something else", ClassOther},
 	} {
 		if got := classify(tc.stderr, nil); got != tc.want {

@@ -31,6 +31,9 @@ type Handler struct {
 	MaxRequest int64
 	// Timeout bounds one upload-pack run (default 30 minutes).
 	Timeout time.Duration
+	// OnFailure, when set, is told of every upload-pack that failed while
+	// its client was still there (a corrupt repository shows this way).
+	OnFailure func(key string, err error)
 }
 
 // Match splits a request path into the repository key and the git endpoint
@@ -136,6 +139,9 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	}
 	if ctx.Err() == nil && h.Log != nil {
 		h.Log.Warn("upload-pack failed", "key", key, "err", err)
+	}
+	if ctx.Err() == nil && h.OnFailure != nil {
+		h.OnFailure(key, err)
 	}
 	if !pw.started {
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)

@@ -88,7 +88,7 @@ func tooLarge(url string, size, limit int64, while bool) error {
 // before the fetch: a fetch stopped by the size watch that moved no ref
 // leaves nothing behind.
 func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, refsBefore string) error {
-	c := gitcmd.Cmd{GitDir: dir, Name: "fetch",
+	c := gitcmd.Cmd{GitDir: dir, Name: "fetch", Config: FsckConfig(),
 		Flags: []string{"--prune", "--atomic", "--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
 		Args:  append([]string{url}, gitcmd.FetchRefspecs...)}
 	if neg := negativeRefspecs(skipped); neg != "" {

@@ -1,12 +1,14 @@
 // Package mirror keeps the bare mirrors of a node on disk, one directory per
 // repository key under <data>/repos/<key>.git. It owns their life cycle:
 // a clone is made in <data>/tmp and renamed into place only when complete,
-// fetches update refs atomically, git work on one repository is serialised,
-// removal is a rename out of the tree followed by deletion, and stale lock
-// files left by a killed process are cleaned when the store opens. So a
-// directory under repos/ is always a complete repository. It also bounds
-// what an upstream can make it store (Limits: size, while the pack streams
-// in; number of refs; ref names).
+// fetches update refs atomically and check every object received (fsck),
+// git work on one repository is serialised, removal is a rename out of the
+// tree followed by deletion (or a move to <data>/removed, to be undone),
+// stale lock files left by a killed process are cleaned when the store
+// opens and when a fetch meets one, and a mirror can be verified and
+// replaced by a fresh copy. So a directory under repos/ is always a
+// complete repository. It also bounds what an upstream can make it store
+// (Limits: size, while the pack streams in; number of refs; ref names).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -24,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
@@ -34,6 +37,7 @@ type Store struct {
 	tmp  string // <data>/tmp
 	git  *gitcmd.Runner
 	log  *slog.Logger
+	clk  clock.Clock // the age of lock files and of retired mirrors
 
 	limits Limits
 
@@ -55,6 +59,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		tmp:   filepath.Join(dataDir, "tmp"),
 		git:   git,
 		log:   log,
+		clk:   clock.Real{},
 		locks: make(map[string]*keyLock),
 
 		skipLogged: make(map[string]bool),
@@ -144,7 +149,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
-		if err := s.fetch(ctx, dir, url, remote.Skipped, before.Digest()); err != nil {
+		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
 			return res, err
 		}
 		res.Fetched = true

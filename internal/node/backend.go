@@ -67,6 +67,9 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	}
 	d, held := n.digest(key)
 	r.Served = held && n.mirror.Has(key)
+	if broken := n.verify.brokenState(key); broken != "" {
+		r.State, r.Served = broken, false // not served until repaired
+	}
 	r.Current = r.Served && d != "" && d == st.GetDigest()
 	if st.GetLastCheckMs() > 0 {
 		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()
@@ -199,7 +202,8 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems())}
 	if resp.GetPendingCommit() != "" {
-		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal())}
+		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
+			Keys: resp.GetPendingKeys()}
 	}
 	return st, nil
 }

@@ -114,6 +114,10 @@ func (f *fullNode) serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f.pullLoop(ctx) }()
 	}
+	if n.cfg.Retention > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); f.sweepLoop(ctx) }()
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -136,6 +140,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 // states records repository states from the coordinator and queues pulls
 // where the owner's mirror differs from ours.
 func (f *fullNode) states(rs []*fleetv1.RepoState) {
+	f.unretireNew(rs)
 	f.mu.Lock()
 	for _, r := range rs {
 		old := f.view[r.GetKey()]
@@ -158,7 +163,8 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.kick()
 }
 
-// removed deletes repositories that left the catalog.
+// removed stops serving repositories that left the catalog; their data is
+// kept for cfg.Retention (see retain.go).
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
@@ -168,12 +174,16 @@ func (f *fullNode) removed(keys []string) {
 		}
 		delete(f.pending, k)
 		f.mu.Unlock()
-		if err := f.n.mirror.Remove(k); err != nil {
+		remove, msg := f.n.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
+		if f.n.cfg.Retention <= 0 {
+			remove, msg = f.n.mirror.Remove, "repository removed from the mirror"
+		}
+		if err := remove(k); err != nil {
 			f.n.log.Error("remove repository", "key", k, "err", err)
 			continue
 		}
 		f.n.forgetDigest(k)
-		f.n.log.Info("repository removed from the mirror", "key", k)
+		f.n.log.Info(msg, "key", k, "retention", f.n.cfg.Retention)
 	}
 }
 
@@ -287,14 +297,14 @@ func (f *fullNode) resolve(key string) (string, bool) {
 	f.mu.Lock()
 	_, listed := f.view[key]
 	f.mu.Unlock()
-	if !listed || !f.n.mirror.Has(key) {
+	if !listed || !f.n.mirror.Has(key) || f.n.verify.brokenState(key) != "" {
 		return "", false
 	}
 	return f.n.mirror.Path(key), true
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log}
+	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, OnFailure: f.n.serveFailed}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -319,8 +329,8 @@ func (f *fullNode) publicHandler() http.Handler {
 
 // partial nodes serve their own mirrors to full nodes through the tunnel.
 func (n *Node) tunnelHandler() http.Handler {
-	return &gitserve.Handler{Git: n.git, Log: n.log, Resolve: func(key string) (string, bool) {
-		if !n.mirror.Has(key) {
+	return &gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.serveFailed, Resolve: func(key string) (string, bool) {
+		if !n.mirror.Has(key) || n.verify.brokenState(key) != "" {
 			return "", false
 		}
 		return n.mirror.Path(key), true

@@ -52,7 +52,7 @@ func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 		if cat.Pending != nil {
 			pending = 1
 		}
-		fmt.Fprintln(w, "# HELP gitfleet_catalog_purge_pending 1 while a catalog change that removes too many repositories waits for confirmation.")
+		fmt.Fprintln(w, "# HELP gitfleet_catalog_purge_pending 1 while removals held by purge protection (too many within the purge window) wait for confirmation.")
 		fmt.Fprintln(w, "# TYPE gitfleet_catalog_purge_pending gauge")
 		fmt.Fprintf(w, "gitfleet_catalog_purge_pending %d\n", pending)
 		fmt.Fprintln(w, "# HELP gitfleet_catalog_problems Catalog entries skipped as bad.")

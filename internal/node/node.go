@@ -67,6 +67,12 @@ type Config struct {
 	GitTimeout    time.Duration
 	// Limits bound what an upstream can make the node store or spend.
 	Limits Limits
+	// VerifyInterval is how often each mirror is verified in the
+	// background (0: never).
+	VerifyInterval time.Duration
+	// Retention is how long a full node keeps a removed repository's data
+	// for a re-addition to bring back without a clone.
+	Retention time.Duration
 	// Full nodes.
 	HTTPAddr        string // public git + API
 	TunnelAddr      string // where partial nodes dial in
@@ -96,6 +102,7 @@ type Node struct {
 	db     store.Store
 	sched  *schedule.Scheduler
 	full   *fullNode // nil on partial nodes
+	verify *verifier
 
 	runCtx context.Context
 	id     uint32
@@ -177,7 +184,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}}
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval)}
 	if cfg.Mode == "full" {
 		if n.full, err = newFullNode(n); err != nil {
 			db.Close()
@@ -282,6 +289,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	run(n.fetchLoop)
 	run(n.persistLoop)
+	if n.cfg.VerifyInterval > 0 {
+		run(n.verifyLoop)
+	}
 	run(func(ctx context.Context) {
 		if err := n.coordinatorLoop(ctx); err != nil {
 			errc <- err

@@ -35,7 +35,11 @@ func (n *Node) loadMeta(ctx context.Context) error {
 }
 
 // addToSchedule adds a newly assigned repository with what the node knows
-// of it, and resumes its saved schedule.
+// of it, and resumes its saved schedule. A mirror held on disk with no
+// saved schedule (the full node's copy of a repository placed on it, kept
+// data brought back) is checked at once, like one to clone: the
+// coordinator waits for that check to confirm the node as the owner, and
+// shows the repository pending until then.
 func (n *Node) addToSchedule(key, host string) {
 	n.mu.Lock()
 	m := n.meta[key]
@@ -51,10 +55,13 @@ func (n *Node) addToSchedule(key, host string) {
 		}
 	}
 	n.sched.Add(key, host, st)
-	if m != nil && st.Cloned && !m.Sched.Due.IsZero() {
+	switch {
+	case m != nil && st.Cloned && !m.Sched.Due.IsZero():
 		saved := m.Sched
 		saved.Key = key
 		n.sched.Restore([]schedule.PersistedRepo{saved})
+	case st.Cloned:
+		n.sched.Urgent(key)
 	}
 }
 

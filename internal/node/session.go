@@ -269,7 +269,9 @@ func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionC
 			// Keep them for the next session: nothing is lost.
 			n.mu.Lock()
 			for _, r := range batch {
-				if _, newer := n.results[r.Key]; !newer {
+				if newer, ok := n.results[r.Key]; ok {
+					n.results[r.Key] = withTasksOf(newer, r)
+				} else {
 					n.results[r.Key] = r
 				}
 			}
@@ -300,7 +302,7 @@ func (n *Node) heartbeat() *fleetv1.Heartbeat {
 // report queues a result for the coordinator (the newest per key wins).
 func (n *Node) report(r *fleetv1.CheckResult) {
 	n.mu.Lock()
-	n.results[r.Key] = r
+	n.results[r.Key] = withTasksOf(r, n.results[r.Key])
 	n.mu.Unlock()
 	n.sendSoon()
 }
@@ -353,8 +355,11 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	// confused or compromised coordinator cannot make it fetch elsewhere.
 	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate, Egress: n.cfg.Egress})
 	if err != nil || want != key {
-		n.log.Warn("ignoring assignment: URL does not match its key or is not allowed", "key", key, "url", r.GetUrl(), "err", err)
+		n.refuseAssignment(key, r.GetUrl(), want, err)
 		return
+	}
+	if n.full != nil {
+		n.full.unretire(key) // before a check could clone it anew
 	}
 	n.mu.Lock()
 	o, known := n.owned[key]

@@ -123,8 +123,10 @@ type CatalogStatusResponse struct {
 	PendingCommit  string `protobuf:"bytes,4,opt,name=pending_commit,json=pendingCommit,proto3" json:"pending_commit,omitempty"`
 	PendingRemoved uint32 `protobuf:"varint,5,opt,name=pending_removed,json=pendingRemoved,proto3" json:"pending_removed,omitempty"`
 	PendingTotal   uint32 `protobuf:"varint,6,opt,name=pending_total,json=pendingTotal,proto3" json:"pending_total,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The keys whose removal is held (the first 1,000).
+	PendingKeys   []string `protobuf:"bytes,7,rep,name=pending_keys,json=pendingKeys,proto3" json:"pending_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CatalogStatusResponse) Reset() {
@@ -197,6 +199,13 @@ func (x *CatalogStatusResponse) GetPendingTotal() uint32 {
 		return x.PendingTotal
 	}
 	return 0
+}
+
+func (x *CatalogStatusResponse) GetPendingKeys() []string {
+	if x != nil {
+		return x.PendingKeys
+	}
+	return nil
 }
 
 type AddRepoRequest struct {
@@ -2385,14 +2394,15 @@ var File_gitfleet_v1_fleet_proto protoreflect.FileDescriptor
 const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xd6\x01\n" +
+	"\x14CatalogStatusRequest\"\xf9\x01\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
 	"\bproblems\x18\x03 \x01(\rR\bproblems\x12%\n" +
 	"\x0epending_commit\x18\x04 \x01(\tR\rpendingCommit\x12'\n" +
 	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
-	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\"\x9a\x01\n" +
+	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\x12!\n" +
+	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\"\x9a\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x1a8\n" +

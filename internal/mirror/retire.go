@@ -1,0 +1,145 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Retired mirrors: a repository removed from a full node is not deleted at
+// once but moved to <data>/removed/<key>.git, outside the served tree, so
+// that a removal by mistake is undone without a clone. retiredMarker, in
+// the retired directory, holds when it was removed (Unix seconds).
+const retiredMarker = "gitfleet-removed-at"
+
+func (s *Store) retiredPath(key string) string {
+	return filepath.Join(filepath.Dir(s.root), "removed", filepath.FromSlash(key)+".git")
+}
+
+// Retire moves key's mirror out of the served tree into the removed area
+// (replacing an older retired copy). A missing mirror is not an error.
+func (s *Store) Retire(key string) error {
+	if err := repokey.Check(key); err != nil {
+		return err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	dst := s.retiredPath(key)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("mirror %s: retire: %w", key, err)
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		return fmt.Errorf("mirror %s: retire: %w", key, err)
+	}
+	at := strconv.FormatInt(s.now().Unix(), 10)
+	if err := os.WriteFile(filepath.Join(dir, retiredMarker), []byte(at+"\n"), 0o644); err != nil {
+		return fmt.Errorf("mirror %s: retire: %w", key, err)
+	}
+	if err := os.Rename(dir, dst); err != nil {
+		_ = os.Remove(filepath.Join(dir, retiredMarker))
+		return fmt.Errorf("mirror %s: retire: %w", key, err)
+	}
+	s.pruneEmptyParents(filepath.Dir(dir))
+	return nil
+}
+
+// AnyRetired tells whether any retired copy may exist (one directory read),
+// so that callers can skip looking for each key's.
+func (s *Store) AnyRetired() bool {
+	f, err := os.Open(filepath.Join(filepath.Dir(s.root), "removed"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) > 0
+}
+
+// Unretire moves a retired copy of key back into the served tree, if there
+// is one and no mirror of key exists. It reports whether it did.
+func (s *Store) Unretire(key string) (bool, error) {
+	if err := repokey.Check(key); err != nil {
+		return false, err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	src, dst := s.retiredPath(key), s.Path(key)
+	if _, err := os.Stat(src); err != nil {
+		return false, nil
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return false, nil // a mirror is there already: the retired copy expires
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
+	}
+	_ = os.Remove(filepath.Join(dst, retiredMarker))
+	s.pruneRetiredParents(filepath.Dir(src))
+	return true, nil
+}
+
+// SweepRetired deletes the retired copies removed more than keep ago and
+// returns their keys.
+func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
+	base := filepath.Join(filepath.Dir(s.root), "removed")
+	cutoff := s.now().Add(-keep)
+	var expired []string
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == base {
+				return fs.SkipAll
+			}
+			return nil
+		}
+		if !d.IsDir() || p == base || !strings.HasSuffix(d.Name(), ".git") {
+			return nil
+		}
+		rel, _ := filepath.Rel(base, p)
+		key := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
+		if repokey.Check(key) != nil {
+			return fs.SkipDir
+		}
+		b, _ := os.ReadFile(filepath.Join(p, retiredMarker))
+		sec, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if perr == nil && time.Unix(sec, 0).After(cutoff) {
+			return fs.SkipDir
+		}
+		unlock := s.Lock(key)
+		trash := filepath.Join(s.tmp, "expired-"+randHex())
+		if os.Rename(p, trash) == nil {
+			expired = append(expired, key)
+			s.pruneRetiredParents(filepath.Dir(p))
+		}
+		unlock()
+		_ = os.RemoveAll(trash)
+		return fs.SkipDir
+	})
+	if err != nil {
+		return expired, fmt.Errorf("mirror: sweep removed mirrors: %w", err)
+	}
+	return expired, nil
+}
+
+func (s *Store) pruneRetiredParents(dir string) {
+	base := filepath.Join(filepath.Dir(s.root), "removed")
+	for dir != base && strings.HasPrefix(dir, base) {
+		if os.Remove(dir) != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}

@@ -1,0 +1,40 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// withTasksOf returns r carrying the on-demand task IDs of older, a result
+// of the same key that r replaces before it was sent: the newest result
+// wins, but the tasks waiting for the older one must hear of it, or they
+// stay running until they time out.
+func withTasksOf(r, older *fleetv1.CheckResult) *fleetv1.CheckResult {
+	if older == nil || older == r || len(older.GetTaskIds()) == 0 {
+		return r
+	}
+	ids := slices.Concat(older.GetTaskIds(), r.GetTaskIds())
+	slices.Sort(ids)
+	r.TaskIds = slices.Compact(ids)
+	return r
+}
+
+// refuseAssignment reports an assigned repository that this node will not
+// fetch (its URL is not allowed here, or does not match its key): the
+// coordinator shows it failing with the reason, instead of the repository
+// going stale in silence.
+func (n *Node) refuseAssignment(key, url, want string, err error) {
+	if err == nil {
+		err = fmt.Errorf("%w: the URL %q is the repository %q, not %q", repokey.ErrInvalid, url, want, key)
+	}
+	n.log.Error("assignment refused: this node does not accept the repository's URL; reported to the coordinator",
+		"key", key, "url", url, "err", err)
+	if repokey.Check(key) != nil {
+		return // not a key the coordinator could record
+	}
+	n.report(&fleetv1.CheckResult{Key: key, CheckedAtMs: n.clk.Now().UnixMilli(),
+		Error: "refused by node: " + err.Error(), ErrorClass: "refused"})
+}

@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Background verification of the mirrors on disk (every role). A mirror
+// that fails is not served (the full node answers 404 for it, a partial
+// node refuses it to the full nodes' pulls) until it is repaired: copied
+// again from its upstream into tmp and swapped in.
+
+// The states a broken mirror goes through, shown by the API.
+const (
+	stateCorrupt   = "corrupt"
+	stateRepairing = "repairing"
+)
+
+const bucketVerified = "verified"
+
+// verifier is a node's verification state.
+type verifier struct {
+	mu     sync.Mutex
+	plan   *verifyPlan
+	broken map[string]string // key -> stateCorrupt or stateRepairing
+	wake   chan struct{}
+}
+
+func newVerifier(interval time.Duration) *verifier {
+	return &verifier{plan: newVerifyPlan(interval, 0.1), broken: map[string]string{}, wake: make(chan struct{}, 1)}
+}
+
+// brokenState is key's state while it is not served ("" when it is whole).
+func (v *verifier) brokenState(key string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.broken[key]
+}
+
+func (v *verifier) setBroken(key, state string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if state == "" {
+		delete(v.broken, key)
+	} else {
+		v.broken[key] = state
+	}
+}
+
+// verifySoon asks for a verification of key at once (a clone of it from
+// this node failed on its objects).
+func (n *Node) verifySoon(key string) {
+	v := n.verify
+	held := n.mirror.Has(key)
+	v.mu.Lock()
+	if _, known := v.plan.items[key]; !known && held {
+		v.plan.add(key, time.Time{}, n.clk.Now()) // cloned since the plan last looked
+	}
+	ok := v.plan.urgent(key, n.clk.Now())
+	v.mu.Unlock()
+	if ok {
+		n.log.Warn("a clone failed on the mirror's objects: verifying it now", "key", key)
+		select {
+		case v.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// syncVerifyKeys gives the plan the mirrors the node holds now.
+func (n *Node) syncVerifyKeys(ctx context.Context, stored map[string]time.Time) {
+	n.mu.Lock()
+	held := make(map[string]bool, len(n.digests))
+	for k := range n.digests {
+		held[k] = true
+	}
+	n.mu.Unlock()
+	now := n.clk.Now()
+	v := n.verify
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range held {
+		v.plan.add(k, stored[k], now)
+	}
+	for k := range v.plan.items {
+		if !held[k] && v.broken[k] == "" {
+			v.plan.remove(k)
+		}
+	}
+}
+
+// verifyLoop verifies mirrors as the plan makes them due, one at a time.
+func (n *Node) verifyLoop(ctx context.Context) {
+	stored := map[string]time.Time{}
+	_ = n.db.Scan(ctx, bucketVerified, "", func(k string, v []byte) error {
+		if ms, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			stored[k] = time.UnixMilli(ms)
+		}
+		return nil
+	})
+	n.syncVerifyKeys(ctx, stored)
+	refreshed := n.clk.Now()
+	v := n.verify
+	for ctx.Err() == nil {
+		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.VerifyInterval) {
+			n.syncVerifyKeys(ctx, nil)
+			refreshed = n.clk.Now()
+		}
+		v.mu.Lock()
+		key, ok, wait := v.plan.next(n.clk.Now())
+		v.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-v.wake:
+			case <-n.clk.After(min(wait, time.Minute)):
+			}
+			continue
+		}
+		start := n.clk.Now()
+		err := n.mirror.Verify(ctx, key)
+		end := n.clk.Now()
+		if ctx.Err() != nil {
+			return
+		}
+		v.mu.Lock()
+		v.plan.done(key, end, end.Sub(start))
+		v.mu.Unlock()
+		if err := n.db.Put(ctx, bucketVerified, key, []byte(strconv.FormatInt(end.UnixMilli(), 10))); err != nil {
+			n.log.Warn("store verification time", "key", key, "err", err)
+		}
+		switch {
+		case errors.Is(err, mirror.ErrCorrupt):
+			n.repair(ctx, key, err)
+		case err != nil && n.mirror.Has(key):
+			n.log.Warn("could not verify the mirror", "key", key, "err", err)
+		case err == nil:
+			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
+		}
+	}
+}
+
+// repair stops serving key's broken mirror, copies it again from its
+// upstream and swaps the copy in. A failed repair leaves the mirror
+// unserved and is tried again by the next verification, a minute later.
+func (n *Node) repair(ctx context.Context, key string, cause error) {
+	v := n.verify
+	v.setBroken(key, stateCorrupt)
+	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
+	url := n.upstreamOf(key)
+	if url == "" {
+		n.log.Warn("corrupt mirror of a repository this node does not know: deleting it", "key", key)
+		if err := n.mirror.Remove(key); err != nil {
+			n.log.Error("remove corrupt mirror", "key", key, "err", err)
+		}
+		n.forgetDigest(key)
+		v.setBroken(key, "")
+		return
+	}
+	v.setBroken(key, stateRepairing)
+	start := n.clk.Now()
+	refs, err := n.mirror.Replace(ctx, key, url)
+	if err != nil {
+		v.setBroken(key, stateCorrupt)
+		v.mu.Lock()
+		v.plan.retry(key, n.clk.Now(), time.Minute)
+		v.mu.Unlock()
+		n.log.Error("repair of a corrupt mirror failed; will retry", "key", key, "class", gitcmd.ClassOf(err), "err", err)
+		return
+	}
+	digest := refs.Digest()
+	n.setDigest(key, digest)
+	v.setBroken(key, "")
+	n.log.Info("corrupt mirror repaired from its upstream: served again", "key", key, "digest", digest,
+		"ms", n.clk.Now().Sub(start).Milliseconds())
+	if n.owns(key) {
+		n.report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Cloned: true, Fetched: true,
+			Changed: true, Digest: digest, DurationMs: n.clk.Now().Sub(start).Milliseconds()})
+	}
+	if n.full != nil {
+		n.full.repaired(key, digest)
+	}
+}
+
+// owns tells whether this node fetches key itself.
+func (n *Node) owns(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.owned[key] != nil
+}
+
+// upstreamOf is key's upstream URL as this node knows it ("" if unknown).
+func (n *Node) upstreamOf(key string) string {
+	n.mu.Lock()
+	o := n.owned[key]
+	n.mu.Unlock()
+	if o != nil {
+		return o.url
+	}
+	if n.full != nil {
+		n.full.mu.Lock()
+		defer n.full.mu.Unlock()
+		if st := n.full.view[key]; st != nil {
+			return st.GetUrl()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,173 @@
+package node
+
+import (
+	"container/heap"
+	"math"
+	"time"
+)
+
+// verifyPlan decides which mirror to verify next and when (pure: it is
+// fed the set of mirrors, results and the time, and does no I/O). Each
+// mirror is verified about once per interval, the oldest first, one at a
+// time, spaced evenly over the interval, and never more often than keeps
+// the verifier busy for maxDuty of the time (after a verification that
+// took d, the next starts at least d/maxDuty after it started). A mirror can be
+// asked for at once (a public clone of it failed on its objects), but not
+// more than once per urgentGap.
+type verifyPlan struct {
+	interval time.Duration
+	maxDuty  float64
+
+	items   map[string]*verifyItem
+	queue   verifyHeap
+	adds    int
+	lastEnd time.Time     // when the last verification ended
+	lastDur time.Duration // how long it took
+}
+
+type verifyItem struct {
+	key    string
+	due    time.Time
+	last   time.Time // last verification (zero: never)
+	urgent bool
+	index  int
+}
+
+const urgentVerifyGap = 10 * time.Minute
+
+func newVerifyPlan(interval time.Duration, maxDuty float64) *verifyPlan {
+	if maxDuty <= 0 || maxDuty > 1 {
+		maxDuty = 0.1
+	}
+	return &verifyPlan{interval: interval, maxDuty: maxDuty, items: map[string]*verifyItem{}}
+}
+
+// add starts verifying key. last is its last verification (zero: unknown):
+// a mirror never verified becomes due at a point spread over the next
+// interval, so that a node that starts with many mirrors does not verify
+// them all at once.
+func (p *verifyPlan) add(key string, last, now time.Time) {
+	if _, ok := p.items[key]; ok {
+		return
+	}
+	it := &verifyItem{key: key, last: last}
+	if last.IsZero() {
+		p.adds++
+		_, frac := math.Modf(float64(p.adds) * 0.6180339887498949)
+		it.due = now.Add(time.Duration(frac * float64(p.interval)))
+	} else {
+		it.due = last.Add(p.interval)
+	}
+	p.items[key] = it
+	heap.Push(&p.queue, it)
+}
+
+// remove stops verifying key.
+func (p *verifyPlan) remove(key string) {
+	it, ok := p.items[key]
+	if !ok {
+		return
+	}
+	heap.Remove(&p.queue, it.index)
+	delete(p.items, key)
+}
+
+// urgent makes key due at once, unless it was verified within
+// urgentGap. It reports whether it did.
+func (p *verifyPlan) urgent(key string, now time.Time) bool {
+	it, ok := p.items[key]
+	if !ok || it.urgent || (!it.last.IsZero() && now.Sub(it.last) < urgentVerifyGap) {
+		return false
+	}
+	it.urgent, it.due = true, now
+	heap.Fix(&p.queue, it.index)
+	return true
+}
+
+// retry makes key due again after d (a repair that failed).
+func (p *verifyPlan) retry(key string, now time.Time, d time.Duration) {
+	if it, ok := p.items[key]; ok {
+		it.due = now.Add(d)
+		heap.Fix(&p.queue, it.index)
+	}
+}
+
+// gap is the least time between the start of two verifications: the
+// interval shared by every mirror, or the duty bound.
+func (p *verifyPlan) gap() time.Duration {
+	g := time.Duration(0)
+	if n := len(p.items); n > 0 {
+		g = p.interval / time.Duration(n)
+	}
+	return max(g, p.dutyGap())
+}
+
+// dutyGap is the least time between the start of the last verification and
+// the next one that keeps the verifier's share of the time under maxDuty.
+func (p *verifyPlan) dutyGap() time.Duration {
+	return time.Duration(float64(p.lastDur) / p.maxDuty)
+}
+
+// next returns the key to verify now, or how long to wait. An urgent key
+// waits only for the duty bound.
+func (p *verifyPlan) next(now time.Time) (string, bool, time.Duration) {
+	if len(p.queue) == 0 {
+		return "", false, p.interval
+	}
+	it := p.queue[0]
+	start := it.due
+	if !p.lastEnd.IsZero() {
+		lastStart := p.lastEnd.Add(-p.lastDur)
+		if it.urgent {
+			start = maxTime(start, lastStart.Add(p.dutyGap()))
+		} else {
+			start = maxTime(start, lastStart.Add(p.gap()))
+		}
+	}
+	if start.After(now) {
+		return "", false, start.Sub(now)
+	}
+	return it.key, true, 0
+}
+
+// done records a verification of key that ended at now after d.
+func (p *verifyPlan) done(key string, now time.Time, d time.Duration) {
+	p.lastEnd, p.lastDur = now, d
+	if it, ok := p.items[key]; ok {
+		it.last, it.urgent = now, false
+		it.due = now.Add(p.interval)
+		heap.Fix(&p.queue, it.index)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+type verifyHeap []*verifyItem
+
+func (h verifyHeap) Len() int { return len(h) }
+func (h verifyHeap) Less(i, j int) bool {
+	if h[i].urgent != h[j].urgent {
+		return h[i].urgent
+	}
+	return h[i].due.Before(h[j].due)
+}
+func (h verifyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *verifyHeap) Push(x any) {
+	it := x.(*verifyItem)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
+func (h *verifyHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
