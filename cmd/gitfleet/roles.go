@@ -128,7 +128,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota,
+		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, MismatchRevoke: cfg.MismatchRevoke,
 		API: apiConfig(cfg),
 	}, nil
 }

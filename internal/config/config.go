@@ -59,6 +59,7 @@ type Config struct {
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"allow upstreams on loopback and private networks (tests, demo)"`
+	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
 	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
@@ -97,6 +98,7 @@ func Default() Config {
 		Policy:            "adaptive",
 		Fetchers:          10,
 		GitTimeout:        30 * time.Minute,
+		MismatchRevoke:    3,
 		LogLevel:          "info",
 	}
 }

@@ -36,6 +36,7 @@ func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "# HELP gitfleet_tunnels Partial nodes with a tunnel open to this full node.")
 	fmt.Fprintln(w, "# TYPE gitfleet_tunnels gauge")
 	fmt.Fprintf(w, "gitfleet_tunnels %d\n", len(f.tunnels.Nodes()))
+	f.writeMismatchMetrics(w)
 	if nodes, err := f.backend.Nodes(r.Context()); err == nil {
 		byNode := map[string]int{}
 		for _, n := range nodes {

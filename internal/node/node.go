@@ -71,6 +71,9 @@ type Config struct {
 	PublicURL       string
 	// AllowPrivate accepts upstreams on loopback and private networks.
 	AllowPrivate bool
+	// MismatchRevoke is how many forged tips a partial node may serve
+	// before the full node revokes it (0: never).
+	MismatchRevoke int
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// pullVerified pulls key from its owner through url, applying only what the
+// upstream confirms (mirror.PullVerified). When the owner served refs that
+// the upstream does not show, the pull is discarded, the repository is
+// fetched from the upstream itself, and each tip the upstream never had
+// (it is still not in the mirror afterwards) is counted against the owner.
+func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, error) {
+	src := mirror.Source{URL: url, Env: f.proxyEnv()}
+	res, err := f.n.mirror.PullVerified(ctx, key, src, f.upstreamRefs(st))
+	var mm *mirror.MismatchError
+	if !errors.As(err, &mm) {
+		return res, err
+	}
+	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
+		"key", key, "node", owner, "refs", len(mm.Mismatches))
+	res, err = f.syncUpstream(ctx, key, st)
+	if err != nil {
+		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
+	}
+	f.classify(ctx, key, owner, mm.Mismatches)
+	return res, nil
+}
+
+// upstreamRefs asks key's upstream, then its fallbacks, for refs.
+func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
+	return func(ctx context.Context, names []string) (gitcmd.Refs, error) {
+		err := errors.New("no upstream URL known")
+		for _, u := range append([]string{st.GetUrl()}, st.GetFallbackUrls()...) {
+			if u == "" {
+				continue
+			}
+			var refs gitcmd.Refs
+			if refs, err = f.n.git.LsRemoteRefs(ctx, u, names); err == nil {
+				return refs, nil
+			}
+		}
+		return gitcmd.Refs{}, err
+	}
+}
+
+// syncUpstream fetches key from its upstream, then its fallbacks.
+func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoState) (mirror.Result, error) {
+	res, err := f.n.mirror.Sync(ctx, key, st.GetUrl())
+	for i := 0; err != nil && i < len(st.GetFallbackUrls()) && ctx.Err() == nil; i++ {
+		res, err = f.n.mirror.Sync(ctx, key, st.GetFallbackUrls()[i])
+	}
+	return res, err
+}
+
+// classify counts a pull against owner when one of the tips it served is
+// not in the mirror even now that the upstream was fetched: a tip the
+// upstream never had. A tip that is there (a race with the upstream, or an
+// owner that was behind) is not held against it.
+func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) {
+	forged := false
+	for _, m := range ms {
+		if m.Tip == "" {
+			continue
+		}
+		has, err := f.n.mirror.HasObject(ctx, key, m.Tip)
+		if err != nil {
+			f.n.log.Warn("could not look for the owner's tip in the mirror", "key", key, "node", owner, "tip", m.Tip, "err", err)
+			continue
+		}
+		if !has {
+			forged = true
+			f.n.log.Warn("forged tip: the owner served an object that the upstream never had",
+				"key", key, "node", owner, "ref", m.Ref, "tip", m.Tip, "upstream", m.Upstream)
+		}
+	}
+	if !forged {
+		return
+	}
+	f.mu.Lock()
+	f.mismatches[owner]++
+	n := f.mismatches[owner]
+	limit := f.n.cfg.MismatchRevoke
+	revoke := f.revoke != nil && limit > 0 && n >= uint64(limit) && !f.revoked[owner]
+	if revoke {
+		f.revoked[owner] = true
+	}
+	f.mu.Unlock()
+	if !revoke {
+		return
+	}
+	reason := fmt.Sprintf("served %d tips that the upstream never had (limit --mismatch-revoke %d)", n, limit)
+	if err := f.revoke(ctx, owner, reason); err != nil {
+		f.mu.Lock()
+		delete(f.revoked, owner) // try again at the next mismatch
+		f.mu.Unlock()
+		f.n.log.Error("could not revoke a node that served forged tips", "node", owner, "err", err)
+		return
+	}
+	f.n.log.Warn("node revoked", "node", owner, "reason", reason)
+}
+
+// mismatchCount is how many pulls from node served forged tips.
+func (f *fullNode) mismatchCount(node uint32) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mismatches[node]
+}
+
+// writeMismatchMetrics writes the forged-tip counter of each node.
+func (f *fullNode) writeMismatchMetrics(w io.Writer) {
+	f.mu.Lock()
+	ids := make([]uint32, 0, len(f.mismatches))
+	for id := range f.mismatches {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	counts := make([]uint64, len(ids))
+	for i, id := range ids {
+		counts[i] = f.mismatches[id]
+	}
+	f.mu.Unlock()
+	fmt.Fprintln(w, "# HELP gitfleet_node_mismatches_total Pulls in which a node served a tip that the upstream never had.")
+	fmt.Fprintln(w, "# TYPE gitfleet_node_mismatches_total counter")
+	for i, id := range ids {
+		fmt.Fprintf(w, "gitfleet_node_mismatches_total{node=\"%d\"} %d\n", id, counts[i])
+	}
+}
