@@ -4,7 +4,10 @@
 // fetches update refs atomically, git work on one repository is serialised,
 // removal is a rename out of the tree followed by deletion, and stale lock
 // files left by a killed process are cleaned when the store opens. So a
-// directory under repos/ is always a complete repository.
+// directory under repos/ is always a complete repository. What a volunteer
+// serves enters a mirror only through a verified pull (quarantine.go): only
+// the ref changes its upstream confirms; and a source that suddenly
+// advertises nothing is believed only when it says so twice (emptyguard.go).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -35,6 +38,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	locks map[string]*keyLock
+	empty emptyGuard // emptyguard.go
 }
 
 type keyLock struct {
@@ -134,6 +138,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	remote, err := s.git.LsRemote(ctx, url)
 	if err != nil {
 		return Result{Before: before, After: before}, err
+	}
+	if err := s.empty.admit(key, url, before, remote); err != nil {
+		return Result{Before: before, After: before}, fmt.Errorf("mirror %s: %w", key, err)
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
