@@ -128,7 +128,9 @@ func (h *hostile) send(m *fleetv1.NodeMessage) {
 	_ = h.stream.Send(m) // a broken session shows as the test's own failure
 }
 
-func (h *hostile) path(key string) string { return filepath.Join(h.dir, filepath.FromSlash(key)+".git") }
+func (h *hostile) path(key string) string {
+	return filepath.Join(h.dir, filepath.FromSlash(key)+".git")
+}
 
 // take mirrors a repository it was given, honestly, and reports it.
 func (h *hostile) take(key, url string) {
