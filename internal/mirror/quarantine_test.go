@@ -301,3 +301,28 @@ func TestPullVerifiedFirstPullFromASourceThatLeavesRefsOut(t *testing.T) {
 		t.Fatal("a shrunken first pull was applied")
 	}
 }
+
+func TestPullVerifiedHeadFollowsTheUpstreamNotTheSource(t *testing.T) {
+	r := newPullRig(t)
+	if _, err := r.pull(); err != nil {
+		t.Fatal(err)
+	}
+	// The upstream makes dev its default branch; the source keeps main.
+	if err := gittest.Git(filepath.Join(r.up.Dir, "a.git"), "symbolic-ref", "HEAD", "refs/heads/dev"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.up.Commit("a", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	r.follow()
+	if err := gittest.Git(r.srcDir(), "symbolic-ref", "HEAD", "refs/heads/main"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.pull()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After.Head != "refs/heads/dev" {
+		t.Fatalf("HEAD %q, want the upstream's refs/heads/dev", res.After.Head)
+	}
+}

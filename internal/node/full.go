@@ -38,15 +38,13 @@ type fullNode struct {
 	signal  chan struct{}
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
-	mismatches  map[uint32]uint64                                         // forged tips served, by node (verify.go)
-	revoked     map[uint32]bool                                           // nodes revoked for them
+	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1),
-		mismatches: map[uint32]uint64{}, revoked: map[uint32]bool{}}
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
 		return nil, err

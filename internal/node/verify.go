@@ -84,22 +84,20 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 	if !forged {
 		return
 	}
-	f.mu.Lock()
-	f.mismatches[owner]++
-	n := f.mismatches[owner]
 	limit := f.n.cfg.MismatchRevoke
-	revoke := f.revoke != nil && limit > 0 && n >= uint64(limit) && !f.revoked[owner]
-	if revoke {
-		f.revoked[owner] = true
+	if f.revoke == nil {
+		limit = 0 // nothing to revoke with: count only
 	}
+	f.mu.Lock()
+	n, revoke := f.mismatches.add(owner, limit)
 	f.mu.Unlock()
 	if !revoke {
 		return
 	}
-	reason := fmt.Sprintf("served %d tips that the upstream never had (limit --mismatch-revoke %d)", n, limit)
+	reason := fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
 	if err := f.revoke(ctx, owner, reason); err != nil {
 		f.mu.Lock()
-		delete(f.revoked, owner) // try again at the next mismatch
+		f.mismatches.revokeFailed(owner) // try again at the next mismatch
 		f.mu.Unlock()
 		f.n.log.Error("could not revoke a node that served forged tips", "node", owner, "err", err)
 		return
@@ -111,20 +109,20 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 func (f *fullNode) mismatchCount(node uint32) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mismatches[node]
+	return f.mismatches.counts[node]
 }
 
 // writeMismatchMetrics writes the forged-tip counter of each node.
 func (f *fullNode) writeMismatchMetrics(w io.Writer) {
 	f.mu.Lock()
-	ids := make([]uint32, 0, len(f.mismatches))
-	for id := range f.mismatches {
+	ids := make([]uint32, 0, len(f.mismatches.counts))
+	for id := range f.mismatches.counts {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	counts := make([]uint64, len(ids))
 	for i, id := range ids {
-		counts[i] = f.mismatches[id]
+		counts[i] = f.mismatches.counts[id]
 	}
 	f.mu.Unlock()
 	fmt.Fprintln(w, "# HELP gitfleet_node_mismatches_total Pulls in which a node served a tip that the upstream never had.")
@@ -133,3 +131,30 @@ func (f *fullNode) writeMismatchMetrics(w io.Writer) {
 		fmt.Fprintf(w, "gitfleet_node_mismatches_total{node=\"%d\"} %d\n", id, counts[i])
 	}
 }
+
+// mismatchLedger counts, per node, the pulls in which it served forged
+// tips, and says when a node reaches the limit of them (once per node,
+// unless the revocation failed). The zero value is ready; it is not safe
+// for concurrent use.
+type mismatchLedger struct {
+	counts  map[uint32]uint64
+	revoked map[uint32]bool
+}
+
+// add counts one such pull from node and reports the node's count and
+// whether to revoke it now (limit 0: never).
+func (l *mismatchLedger) add(node uint32, limit int) (uint64, bool) {
+	if l.counts == nil {
+		l.counts, l.revoked = map[uint32]uint64{}, map[uint32]bool{}
+	}
+	l.counts[node]++
+	n := l.counts[node]
+	if limit <= 0 || n < uint64(limit) || l.revoked[node] {
+		return n, false
+	}
+	l.revoked[node] = true
+	return n, true
+}
+
+// revokeFailed lets the next add ask for node's revocation again.
+func (l *mismatchLedger) revokeFailed(node uint32) { delete(l.revoked, node) }
