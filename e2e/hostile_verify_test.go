@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -305,6 +306,26 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 	if f.procs["full"].count("forged tip") == 0 {
 		t.Fatal("the full node did not log the forged tip")
 	}
+
+	t.Run("the loopback proxy into the tunnels refuses a request without the secret", func(t *testing.T) {
+		log, err := os.ReadFile(f.procs["full"].log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`proxy=(127\.0\.0\.1:[0-9]+)`).FindSubmatch(log)
+		if m == nil {
+			t.Fatal("the full node did not log its proxy's address")
+		}
+		// What any user of the machine could try: the hostile node's repository through its tunnel.
+		resp, err := http.Get(fmt.Sprintf("http://%s/%d/%s.git/info/refs?service=git-upload-pack", m[1], h.id, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", resp.StatusCode)
+		}
+	})
 }
 
 func TestHostileNodeServingAnEmptyRepositoryIsRefused(t *testing.T) {

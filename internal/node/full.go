@@ -79,7 +79,8 @@ func (f *fullNode) listen() error {
 	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("full node: listen on loopback: %w", err)
 	}
-	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String())
+	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
+		"proxy", f.proxyLn.Addr().String())
 	return nil
 }
 
