@@ -10,7 +10,8 @@ import (
 
 // metrics serves the full node's figures in the Prometheus text format:
 // repositories by state, how many are current, the nodes by state, open
-// tunnels, and whether a catalog change is held back by purge protection.
+// tunnels, forged tips by node, and whether a catalog change is held back
+// by purge protection.
 func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 	repos, total := f.backend.ListRepos(api.RepoFilter{})
 	byState := map[string]int{}
