@@ -227,11 +227,13 @@ func publicLikeUpstream(f *fleet) error {
 	return nil
 }
 
-const refusedPull = "the owner served refs that the upstream does not show"
+// refusedPull is what the full node logs once it has refused a pull and
+// fetched the repository from the upstream instead.
+const refusedPull = "fetched from the upstream after a mismatch"
 
 // refusedThroughout waits until the full node has refused n pulls from the
-// hostile node, checking at every step that the public mirror equals the
-// upstream.
+// hostile node and fetched from the upstream instead, checking at every
+// step that the public mirror equals the upstream.
 func refusedThroughout(t *testing.T, f *fleet, n int) {
 	t.Helper()
 	eventually(t, 60*time.Second, "the full node refused the pull", func() error {

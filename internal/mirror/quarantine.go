@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -108,10 +109,27 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 			}
 		}
 	}
-	if res.After, err = s.git.LocalRefs(ctx, dir); err != nil {
-		return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
-	}
+	res.After = applied(before, cs, up.Head)
 	return res, nil
+}
+
+// applied is what refs become once cs and HEAD's new target are applied
+// (without the committer times that only LocalRefs reads): the mirror's
+// refs after a verified pull, without reading them back.
+func applied(before gitcmd.Refs, cs []RefChange, head string) gitcmd.Refs {
+	after := gitcmd.Refs{Refs: make(map[string]string, len(before.Refs)+len(cs)), Head: before.Head}
+	maps.Copy(after.Refs, before.Refs)
+	for _, c := range cs {
+		if c.New == "" {
+			delete(after.Refs, c.Ref)
+		} else {
+			after.Refs[c.Ref] = c.New
+		}
+	}
+	if strings.HasPrefix(head, "refs/heads/") { // as setHead
+		after.Head = head
+	}
+	return after
 }
 
 // quarantine creates an empty bare repository in tmp; unless first, its

@@ -142,7 +142,7 @@ func TestPullVerifiedFirstPullThenOnlyTheChangedRefsAreAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Cloned || !reflect.DeepEqual(r.served(), r.upRefs()) || res.After.Head != "refs/heads/main" {
+	if !res.Cloned || !reflect.DeepEqual(r.served(), r.upRefs()) || !reflect.DeepEqual(res.After.Refs, r.served()) || res.After.Head != "refs/heads/main" {
 		t.Fatalf("first pull: %+v, served %v, upstream %v", res, r.served(), r.upRefs())
 	}
 	if r.lastAsk != nil {
@@ -158,7 +158,7 @@ func TestPullVerifiedFirstPullThenOnlyTheChangedRefsAreAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Changed || res.Cloned || !reflect.DeepEqual(r.served(), r.upRefs()) {
+	if !res.Changed || res.Cloned || !reflect.DeepEqual(r.served(), r.upRefs()) || !reflect.DeepEqual(res.After.Refs, r.served()) {
 		t.Fatalf("update: %+v, served %v, upstream %v", res, r.served(), r.upRefs())
 	}
 	if !reflect.DeepEqual(r.lastAsk, []string{"refs/heads/dev"}) {
@@ -273,7 +273,7 @@ func TestPullVerifiedAppliesADeletionAndARewindTheUpstreamShows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Changed || !reflect.DeepEqual(r.served(), r.upRefs()) {
+	if !res.Changed || !reflect.DeepEqual(r.served(), r.upRefs()) || !reflect.DeepEqual(res.After.Refs, r.served()) {
 		t.Fatalf("%+v: served %v, upstream %v", res, r.served(), r.upRefs())
 	}
 }

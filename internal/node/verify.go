@@ -30,7 +30,8 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	if err != nil {
 		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
 	}
-	f.classify(ctx, key, owner, mm.Mismatches)
+	forged := f.classify(ctx, key, owner, mm.Mismatches)
+	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
 	return res, nil
 }
 
@@ -63,9 +64,10 @@ func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.Rep
 // classify counts a pull against owner when one of the tips it served is
 // not in the mirror even now that the upstream was fetched: a tip the
 // upstream never had. A tip that is there (a race with the upstream, or an
-// owner that was behind) is not held against it.
-func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) {
-	forged := false
+// owner that was behind) is not held against it. It returns the number of
+// forged tips.
+func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) int {
+	forged := 0
 	for _, m := range ms {
 		if m.Tip == "" {
 			continue
@@ -76,13 +78,13 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 			continue
 		}
 		if !has {
-			forged = true
+			forged++
 			f.n.log.Warn("forged tip: the owner served an object that the upstream never had",
 				"key", key, "node", owner, "ref", m.Ref, "tip", m.Tip, "upstream", m.Upstream)
 		}
 	}
-	if !forged {
-		return
+	if forged == 0 {
+		return 0
 	}
 	limit := f.n.cfg.MismatchRevoke
 	if f.revoke == nil {
@@ -92,7 +94,7 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 	n, revoke := f.mismatches.add(owner, limit)
 	f.mu.Unlock()
 	if !revoke {
-		return
+		return forged
 	}
 	reason := fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
 	if err := f.revoke(ctx, owner, reason); err != nil {
@@ -100,9 +102,10 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 		f.mismatches.revokeFailed(owner) // try again at the next mismatch
 		f.mu.Unlock()
 		f.n.log.Error("could not revoke a node that served forged tips", "node", owner, "err", err)
-		return
+		return forged
 	}
 	f.n.log.Warn("node revoked", "node", owner, "reason", reason)
+	return forged
 }
 
 // mismatchCount is how many pulls from node served forged tips.
