@@ -326,3 +326,57 @@ func TestPullVerifiedHeadFollowsTheUpstreamNotTheSource(t *testing.T) {
 		t.Fatalf("HEAD %q, want the upstream's refs/heads/dev", res.After.Head)
 	}
 }
+
+func TestPullVerifiedPromotesPacks(t *testing.T) {
+	r := newPullRig(t)
+	if _, err := r.pull(); err != nil {
+		t.Fatal(err)
+	}
+	packs := func() int {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(r.st.Path(r.key), "objects", "pack", "*.idx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	had := packs()
+	// Enough new objects (3 a commit) for git to keep them as a pack.
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := gittest.Git("", "clone", "-q", "-b", "dev", filepath.Join(r.up.Dir, "a.git"), wt); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := os.WriteFile(filepath.Join(wt, "file.txt"), []byte(strings.Repeat("x", i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := gittest.Git(wt, "commit", "-q", "-am", "step"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gittest.Git(wt, "push", "-q", "origin", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	r.follow()
+	if _, err := r.pull(); err != nil {
+		t.Fatal(err)
+	}
+	if packs() <= had {
+		t.Fatal("no pack was promoted")
+	}
+	// Then a small update (kept as a pack too: fsckObjects keeps packs).
+	if _, err := r.up.Commit("a", "main"); err != nil {
+		t.Fatal(err)
+	}
+	r.follow()
+	if _, err := r.pull(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.served(), r.upRefs()) {
+		t.Fatalf("served %v, upstream %v", r.served(), r.upRefs())
+	}
+	if err := gittest.Git("", "--git-dir="+r.st.Path(r.key), "fsck", "--strict", "--no-dangling"); err != nil {
+		t.Fatal(err)
+	}
+	r.noQuarantineLeft()
+}
