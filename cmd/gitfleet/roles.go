@@ -133,7 +133,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota,
+		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, MismatchRevoke: cfg.MismatchRevoke,
 		API: apiConfig(cfg), Limits: lim,
 	}, nil
 }

@@ -147,6 +147,9 @@ type Node struct {
 	EffectiveWeight       float64      `json:"effective_weight"`
 	EffectiveGraceSeconds float64      `json:"effective_grace_seconds"`
 	History               []Transition `json:"history,omitempty"`
+	// Mismatches counts the pulls in which the node served a tip that the
+	// upstream never had (as seen by the full node that answers).
+	Mismatches uint64 `json:"mismatches"`
 }
 
 // Transition is one change of a node's state.

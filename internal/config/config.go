@@ -71,6 +71,7 @@ type Config struct {
 	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`
 	VerifyInterval        time.Duration `name:"verify-interval" help:"node: each mirror is verified in the background about this often, one at a time, at most 10% of the time (0: never)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
+	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
 	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
@@ -118,6 +119,7 @@ func Default() Config {
 		MaxTreeDepth:      2048,
 		VerifyInterval:    7 * 24 * time.Hour,
 		Retention:         7 * 24 * time.Hour,
+		MismatchRevoke:    3,
 		LogLevel:          "info",
 	}
 }

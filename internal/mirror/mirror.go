@@ -9,6 +9,10 @@
 // replaced by a fresh copy. So a directory under repos/ is always a
 // complete repository. It also bounds what an upstream can make it store
 // (Limits: size, while the pack streams in; number of refs; ref names).
+// What a volunteer serves enters a mirror only through a verified pull
+// (quarantine.go): only the ref changes its upstream confirms; and a source
+// that suddenly advertises nothing is believed only when it says so twice
+// (emptyguard.go).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -44,6 +48,7 @@ type Store struct {
 	mu         sync.Mutex
 	locks      map[string]*keyLock
 	skipLogged map[string]bool // keys whose skipped refs were logged
+	empty      emptyGuard      // emptyguard.go
 }
 
 type keyLock struct {
@@ -146,6 +151,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	remote, err := s.listRefs(ctx, key, url)
 	if err != nil {
 		return Result{Before: before, After: before}, err
+	}
+	if err := s.empty.admit(key, url, before, remote.Refs); err != nil {
+		return Result{Before: before, After: before}, fmt.Errorf("mirror %s: %w", key, err)
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {

@@ -179,7 +179,7 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
-			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000}
+			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId())}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}

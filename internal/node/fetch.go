@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -115,6 +116,9 @@ func (n *Node) check(ctx context.Context, key string) {
 		n.log.Warn("check failed", "key", key, "class", r.ErrorClass, "err", err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			r.ErrorClass = string(gitcmd.ClassTimeout)
+		}
+		if errors.Is(err, mirror.ErrEmptyAdvertisement) {
+			r.ErrorClass = "empty-advertisement"
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()

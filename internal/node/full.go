@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
-	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -37,11 +36,19 @@ type fullNode struct {
 	pulling map[string]bool
 	retryAt map[string]time.Time
 	signal  chan struct{}
+
+	proxySecret string                                                    // required by proxyLn (proxyauth.go)
+	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
+	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
+	var err error
+	if f.proxySecret, err = newProxySecret(); err != nil {
+		return nil, err
+	}
 	token, err := apiToken(n.cfg.DataDir, n.cfg.API.Token, n.log)
 	if err != nil {
 		return nil, err
@@ -73,7 +80,8 @@ func (f *fullNode) listen() error {
 	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("full node: listen on loopback: %w", err)
 	}
-	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String())
+	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
+		"proxy", f.proxyLn.Addr().String())
 	return nil
 }
 
@@ -103,7 +111,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 	}, n.log, n.cfg.TunnelTLS)
 	servers := []*http.Server{
 		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
-		{Handler: f.tunnels.ReverseProxy(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), ReadHeaderTimeout: 10 * time.Second},
 	}
 	errc := make(chan error, 3)
 	go func() { errc <- servers[0].Serve(f.httpLn) }()
@@ -258,7 +266,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	}
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.n.clk.Now()
-	res, err := f.n.mirror.Sync(gitcmd.Peer(ctx), key, url) // an owner's copy, through the tunnel
+	res, err := f.pullVerified(ctx, key, st, owner, url)
 	if err != nil {
 		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
 		return err
@@ -287,6 +295,9 @@ func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 	}
 	if st.GetOwner() == f.n.id {
 		return nil // fetched by this node itself
+	}
+	if digest == "" {
+		return nil // an empty mirror is not pulled, as in states
 	}
 	return f.pull(ctx, key, st)
 }

@@ -10,7 +10,8 @@ import (
 
 // metrics serves the full node's figures in the Prometheus text format:
 // repositories by state, how many are current, the nodes by state, open
-// tunnels, and whether a catalog change is held back by purge protection.
+// tunnels, forged tips by node, and whether a catalog change is held back
+// by purge protection.
 func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 	repos, total := f.backend.ListRepos(api.RepoFilter{})
 	byState := map[string]int{}
@@ -36,6 +37,7 @@ func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "# HELP gitfleet_tunnels Partial nodes with a tunnel open to this full node.")
 	fmt.Fprintln(w, "# TYPE gitfleet_tunnels gauge")
 	fmt.Fprintf(w, "gitfleet_tunnels %d\n", len(f.tunnels.Nodes()))
+	f.writeMismatchMetrics(w)
 	if nodes, err := f.backend.Nodes(r.Context()); err == nil {
 		byNode := map[string]int{}
 		for _, n := range nodes {

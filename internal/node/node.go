@@ -85,6 +85,9 @@ type Config struct {
 	// system's). Every upstream connection of git goes through it.
 	Egress   *egress.Policy
 	Resolver egress.Resolver
+	// MismatchRevoke is how many forged tips a partial node may serve
+	// before the full node revokes it (0: never).
+	MismatchRevoke int
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config

@@ -1,0 +1,244 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// UpstreamRefs lists the named refs of a repository's upstream (every
+// branch and tag when names is nil), with HEAD's symref when it has one.
+type UpstreamRefs func(ctx context.Context, names []string) (gitcmd.Refs, error)
+
+// Source is where a verified pull fetches from: a URL and the environment
+// git needs to reach it (credentials of a local proxy, kept off the
+// command line).
+type Source struct {
+	URL string
+	Env []string
+}
+
+// PullVerified brings key's mirror to what src serves, but only as far as
+// the upstream confirms it. The objects are fetched (and checked, with
+// transfer.fsckObjects) into a quarantine repository under <data>/tmp that
+// borrows the mirror's objects, so that only new objects come over. The refs
+// the pull would change are then asked of the upstream; when it shows every
+// change (a new or moved ref at the same object, a deleted ref absent), the
+// objects move into the mirror and the changes are applied in one
+// update-ref transaction, each old value checked. Otherwise nothing is
+// applied and the error is a *MismatchError. The quarantine is deleted in
+// every case. A first pull (no mirror yet) asks the upstream for all its
+// branches and tags, which the source must serve exactly.
+func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstream UpstreamRefs) (Result, error) {
+	if err := repokey.Check(key); err != nil {
+		return Result{}, err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	first := false
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		first = true
+	}
+	var before gitcmd.Refs
+	if !first {
+		var err error
+		if before, err = s.git.LocalRefs(ctx, dir); err != nil {
+			return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
+		}
+	}
+	res := Result{Before: before, After: before}
+	q, err := s.quarantine(ctx, key, dir, first)
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(q)
+	// The source is a peer's copy (a node's, through the full node's tunnel
+	// proxy), not an upstream: it does not go through the egress policy.
+	if err := s.git.Run(gitcmd.Peer(ctx), gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(), Env: src.Env,
+		Flags: []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
+		Args:  append([]string{src.URL}, gitcmd.FetchRefspecs...)}); err != nil {
+		return res, fmt.Errorf("mirror %s: fetch into quarantine: %w", key, err)
+	}
+	served, err := s.git.LocalRefs(ctx, q)
+	if err != nil {
+		return res, fmt.Errorf("mirror %s: read quarantine refs: %w", key, err)
+	}
+	cs := changes(before.Refs, served.Refs)
+	if len(cs) == 0 && !first {
+		return res, nil
+	}
+	names := upstreamQuery(cs, first)
+	up, err := upstream(ctx, names)
+	if err != nil {
+		return res, fmt.Errorf("mirror %s: ask the upstream: %w", key, err)
+	}
+	if bad := verify(cs, up.Refs, first, served.Refs); len(bad) > 0 {
+		return res, &MismatchError{Key: key, Mismatches: bad}
+	}
+	res.Fetched, res.Changed = true, len(cs) > 0
+	if first {
+		if err := s.setHead(ctx, q, up.Head); err != nil {
+			return res, err
+		}
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return res, fmt.Errorf("mirror %s: %w", key, err)
+		}
+		if err := os.Rename(q, dir); err != nil {
+			return res, fmt.Errorf("mirror %s: move first pull into place: %w", key, err)
+		}
+		res.Cloned = true
+	} else {
+		if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
+			return res, fmt.Errorf("mirror %s: %w", key, err)
+		}
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "update-ref", Flags: []string{"--stdin"},
+			Stdin: strings.NewReader(updateRefScript(cs))}); err != nil {
+			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
+		}
+		if up.Head != "" && up.Head != before.Head {
+			if err := s.setHead(ctx, dir, up.Head); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.After = applied(before, cs, up.Head)
+	return res, nil
+}
+
+// applied is what refs become once cs and HEAD's new target are applied
+// (without the committer times that only LocalRefs reads): the mirror's
+// refs after a verified pull, without reading them back.
+func applied(before gitcmd.Refs, cs []RefChange, head string) gitcmd.Refs {
+	after := gitcmd.Refs{Refs: make(map[string]string, len(before.Refs)+len(cs)), Head: before.Head}
+	maps.Copy(after.Refs, before.Refs)
+	for _, c := range cs {
+		if c.New == "" {
+			delete(after.Refs, c.Ref)
+		} else {
+			after.Refs[c.Ref] = c.New
+		}
+	}
+	if strings.HasPrefix(head, "refs/heads/") { // as setHead
+		after.Head = head
+	}
+	return after
+}
+
+// quarantine creates an empty bare repository in tmp; unless first, its
+// objects/info/alternates points at the mirror's objects.
+func (s *Store) quarantine(ctx context.Context, key, dir string, first bool) (string, error) {
+	q, err := os.MkdirTemp(s.tmp, "quarantine-")
+	if err != nil {
+		return "", fmt.Errorf("mirror %s: %w", key, err)
+	}
+	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{q}}); err != nil {
+		os.RemoveAll(q)
+		return "", err
+	}
+	if !first {
+		objects, err := filepath.Abs(filepath.Join(dir, "objects"))
+		if err == nil {
+			err = os.MkdirAll(filepath.Join(q, "objects", "info"), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(q, "objects", "info", "alternates"), []byte(objects+"\n"), 0o644)
+		}
+		if err != nil {
+			os.RemoveAll(q)
+			return "", fmt.Errorf("mirror %s: quarantine: %w", key, err)
+		}
+	}
+	return q, nil
+}
+
+// promoteObjects moves the loose objects and packs of the quarantine's
+// object directory src into dst as git's own quarantine does: loose objects
+// first, then each pack's data (.pack, .rev, .bitmap) before its .idx, which
+// is what makes a pack visible. An object already in dst is left as it is.
+func promoteObjects(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("promote objects: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() || len(e.Name()) != 2 {
+			continue // info/, pack/ and stray files
+		}
+		if err := moveFiles(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), nil); err != nil {
+			return err
+		}
+	}
+	return moveFiles(filepath.Join(src, "pack"), filepath.Join(dst, "pack"), func(name string) int {
+		switch {
+		case strings.HasSuffix(name, ".idx"):
+			return 2
+		case strings.HasSuffix(name, ".keep"), strings.HasSuffix(name, ".promisor"):
+			return -1 // not carried over
+		}
+		return 1
+	})
+}
+
+// moveFiles renames the files of src into dst in the order that rank gives
+// (lowest first; a negative rank skips the file).
+func moveFiles(src, dst string, rank func(string) int) error {
+	ents, err := os.ReadDir(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("promote objects: %w", err)
+	}
+	if rank == nil {
+		rank = func(string) int { return 0 }
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && rank(e.Name()) >= 0 && !strings.HasPrefix(e.Name(), "tmp_") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) < rank(names[j]) })
+	if len(names) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("promote objects: %w", err)
+	}
+	for _, n := range names {
+		to := filepath.Join(dst, n)
+		if _, err := os.Lstat(to); err == nil {
+			continue // the same object is there already
+		}
+		if err := os.Rename(filepath.Join(src, n), to); err != nil {
+			return fmt.Errorf("promote objects: %w", err)
+		}
+	}
+	return nil
+}
+
+// HasObject reports whether key's mirror holds the object oid.
+func (s *Store) HasObject(ctx context.Context, key, oid string) (bool, error) {
+	if !s.Has(key) {
+		return false, nil
+	}
+	if !gitcmd.IsOID(oid) {
+		return false, fmt.Errorf("mirror %s: %q is not an object ID", key, oid)
+	}
+	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: s.Path(key), Name: "cat-file", Flags: []string{"-e"}, Args: []string{oid}, EndOfOptions: true})
+	var ge *gitcmd.Error
+	if errors.As(err, &ge) && ge.ExitCode == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}

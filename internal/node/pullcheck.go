@@ -1,0 +1,163 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// pullVerified pulls key from its owner through url, applying only what the
+// upstream confirms (mirror.PullVerified). When the owner served refs that
+// the upstream does not show, the pull is discarded, the repository is
+// fetched from the upstream itself, and each tip the upstream never had
+// (it is still not in the mirror afterwards) is counted against the owner.
+func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, error) {
+	src := mirror.Source{URL: url, Env: f.proxyEnv()}
+	res, err := f.n.mirror.PullVerified(ctx, key, src, f.upstreamRefs(st))
+	var mm *mirror.MismatchError
+	if !errors.As(err, &mm) {
+		return res, err
+	}
+	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
+		"key", key, "node", owner, "refs", len(mm.Mismatches))
+	res, err = f.syncUpstream(ctx, key, st)
+	if err != nil {
+		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
+	}
+	forged := f.classify(ctx, key, owner, mm.Mismatches)
+	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
+	return res, nil
+}
+
+// upstreamRefs asks key's upstream, then its fallbacks, for refs.
+func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
+	return func(ctx context.Context, names []string) (gitcmd.Refs, error) {
+		err := errors.New("no upstream URL known")
+		for _, u := range append([]string{st.GetUrl()}, st.GetFallbackUrls()...) {
+			if u == "" {
+				continue
+			}
+			var refs gitcmd.Refs
+			if refs, err = f.n.git.LsRemoteRefs(ctx, u, names); err == nil {
+				return refs, nil
+			}
+		}
+		return gitcmd.Refs{}, err
+	}
+}
+
+// syncUpstream fetches key from its upstream, then its fallbacks.
+func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoState) (mirror.Result, error) {
+	res, err := f.n.mirror.Sync(ctx, key, st.GetUrl())
+	for i := 0; err != nil && i < len(st.GetFallbackUrls()) && ctx.Err() == nil; i++ {
+		res, err = f.n.mirror.Sync(ctx, key, st.GetFallbackUrls()[i])
+	}
+	return res, err
+}
+
+// classify counts a pull against owner when one of the tips it served is
+// not in the mirror even now that the upstream was fetched: a tip the
+// upstream never had. A tip that is there (a race with the upstream, or an
+// owner that was behind) is not held against it. It returns the number of
+// forged tips.
+func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) int {
+	forged := 0
+	for _, m := range ms {
+		if m.Tip == "" {
+			continue
+		}
+		has, err := f.n.mirror.HasObject(ctx, key, m.Tip)
+		if err != nil {
+			f.n.log.Warn("could not look for the owner's tip in the mirror", "key", key, "node", owner, "tip", m.Tip, "err", err)
+			continue
+		}
+		if !has {
+			forged++
+			f.n.log.Warn("forged tip: the owner served an object that the upstream never had",
+				"key", key, "node", owner, "ref", m.Ref, "tip", m.Tip, "upstream", m.Upstream)
+		}
+	}
+	if forged == 0 {
+		return 0
+	}
+	limit := f.n.cfg.MismatchRevoke
+	if f.revoke == nil {
+		limit = 0 // nothing to revoke with: count only
+	}
+	f.mu.Lock()
+	n, revoke := f.mismatches.add(owner, limit)
+	f.mu.Unlock()
+	if !revoke {
+		return forged
+	}
+	reason := fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
+	if err := f.revoke(ctx, owner, reason); err != nil {
+		f.mu.Lock()
+		f.mismatches.revokeFailed(owner) // try again at the next mismatch
+		f.mu.Unlock()
+		f.n.log.Error("could not revoke a node that served forged tips", "node", owner, "err", err)
+		return forged
+	}
+	f.n.log.Warn("node revoked", "node", owner, "reason", reason)
+	return forged
+}
+
+// mismatchCount is how many pulls from node served forged tips.
+func (f *fullNode) mismatchCount(node uint32) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mismatches.counts[node]
+}
+
+// writeMismatchMetrics writes the forged-tip counter of each node.
+func (f *fullNode) writeMismatchMetrics(w io.Writer) {
+	f.mu.Lock()
+	ids := make([]uint32, 0, len(f.mismatches.counts))
+	for id := range f.mismatches.counts {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	counts := make([]uint64, len(ids))
+	for i, id := range ids {
+		counts[i] = f.mismatches.counts[id]
+	}
+	f.mu.Unlock()
+	fmt.Fprintln(w, "# HELP gitfleet_node_mismatches_total Pulls in which a node served a tip that the upstream never had.")
+	fmt.Fprintln(w, "# TYPE gitfleet_node_mismatches_total counter")
+	for i, id := range ids {
+		fmt.Fprintf(w, "gitfleet_node_mismatches_total{node=\"%d\"} %d\n", id, counts[i])
+	}
+}
+
+// mismatchLedger counts, per node, the pulls in which it served forged
+// tips, and says when a node reaches the limit of them (once per node,
+// unless the revocation failed). The zero value is ready; it is not safe
+// for concurrent use.
+type mismatchLedger struct {
+	counts  map[uint32]uint64
+	revoked map[uint32]bool
+}
+
+// add counts one such pull from node and reports the node's count and
+// whether to revoke it now (limit 0: never).
+func (l *mismatchLedger) add(node uint32, limit int) (uint64, bool) {
+	if l.counts == nil {
+		l.counts, l.revoked = map[uint32]uint64{}, map[uint32]bool{}
+	}
+	l.counts[node]++
+	n := l.counts[node]
+	if limit <= 0 || n < uint64(limit) || l.revoked[node] {
+		return n, false
+	}
+	l.revoked[node] = true
+	return n, true
+}
+
+// revokeFailed lets the next add ask for node's revocation again.
+func (l *mismatchLedger) revokeFailed(node uint32) { delete(l.revoked, node) }
