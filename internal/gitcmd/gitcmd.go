@@ -72,6 +72,8 @@ var subcommands = map[string]bool{
 	"update-ref": true, "fsck": true, "log": true, "clone": true, "count-objects": true,
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
 	"fast-import": true, "read-tree": true,
+	// gitserve checks that what a client wants is reachable from the refs.
+	"rev-list": true,
 }
 
 // hardening is applied to every command as -c settings.
