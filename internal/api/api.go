@@ -176,6 +176,9 @@ type Config struct {
 	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
 	// 25 MiB (GitHub's maximum) for webhooks.
 	MaxBody int64
+	// CheckSpacing is the shortest time between two webhook-triggered
+	// checks of one repository (0: none).
+	CheckSpacing time.Duration
 }
 
 const (
@@ -194,6 +197,8 @@ type Server struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	mux    *http.ServeMux
+	// delivered are the webhook deliveries acted on, for replays.
+	delivered *deliveries
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -206,7 +211,8 @@ type Server struct {
 func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, clk clock.Clock) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
-		mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
+		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
+		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries)}
 	s.routes()
 	s.startOutgoing()
 	return s

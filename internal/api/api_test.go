@@ -356,7 +356,7 @@ func TestGetTaskWaitsForTheEnd(t *testing.T) {
 	e := newTestEnv(t, Config{}, newFakeBackend("github.com/a/b"))
 	task, _ := e.tasks.Request("github.com/a/b")
 	done := make(chan response, 1)
-	go func() { done <- e.do(t, "GET", "/api/v1/tasks/"+task.ID+"?wait=60s", nil) }()
+	go func() { done <- e.do(t, "GET", "/api/v1/tasks/"+task.ID+"?wait=60s", nil, auth) }()
 	e.tasks.Running(task.ID)
 	e.tasks.Finish(task.ID, TaskResult{Err: "upstream: repository not found"})
 	r := <-done
@@ -392,7 +392,8 @@ func TestNodes(t *testing.T) {
 	}
 
 	b.nodesErr = errors.New("coordinator unreachable")
-	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil), http.StatusServiceUnavailable, "coordinator unreachable")
+	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil, auth), http.StatusServiceUnavailable, "coordinator unreachable")
+	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil), http.StatusServiceUnavailable, "out of reach")
 }
 
 // TestOpenAPIDocumentsEveryRoute checks the served OpenAPI file against

@@ -108,7 +108,7 @@ func TestGiteePasswordAndSignatureForms(t *testing.T) {
 		name    string
 		headers []string
 	}{
-		{"password", []string{"X-Gitee-Token: " + secret}},
+		{"password", []string{"X-Gitee-Token: " + secret, "X-Gitee-Timestamp: " + ts(0)}},
 		{"signature", []string{"X-Gitee-Token: " + GiteeSign(secret, ts(0)), "X-Gitee-Timestamp: " + ts(0)}},
 		{"URL-encoded signature", []string{"X-Gitee-Token: " + url.QueryEscape(GiteeSign(secret, ts(0))), "X-Gitee-Timestamp: " + ts(0)}},
 		{"signature 59 minutes old", []string{"X-Gitee-Token: " + GiteeSign(secret, ts(-59*time.Minute)), "X-Gitee-Timestamp: " + ts(-59*time.Minute)}},
@@ -159,7 +159,7 @@ func TestWebhookRefusals(t *testing.T) {
 		{"GitLab with a wrong token", "gitlab", glBody, []string{"X-Gitlab-Event: Push Hook", "X-Gitlab-Token: gh-secret"}, 401, "wrong X-Gitlab-Token"},
 		{"GitLab with malformed JSON", "gitlab", []byte("push!"), []string{"X-Gitlab-Event: Push Hook", "X-Gitlab-Token: gl-secret"}, 400, "malformed JSON payload"},
 		{"Gitee without a token", "gitee", geBody, []string{"X-Gitee-Event: Push Hook"}, 401, "missing X-Gitee-Token"},
-		{"Gitee with a wrong password", "gitee", geBody, []string{"X-Gitee-Event: Push Hook", "X-Gitee-Token: test12345"}, 401, "wrong X-Gitee-Token"},
+		{"Gitee with a wrong password", "gitee", geBody, []string{"X-Gitee-Event: Push Hook", "X-Gitee-Token: test12345", "X-Gitee-Timestamp: " + strconv.FormatInt(epoch.UnixMilli(), 10)}, 401, "wrong X-Gitee-Token"},
 		{"Gitee signed with another secret", "gitee", geBody, geSigned("other", epoch), 401, "wrong X-Gitee-Token signature"},
 		{"Gitee with a stale timestamp", "gitee", geBody, geSigned("ge-secret", epoch.Add(-61*time.Minute)), 401, "replayed"},
 		{"Gitee with a timestamp in the future", "gitee", geBody, geSigned("ge-secret", epoch.Add(6*time.Minute)), 401, "in the future"},
@@ -187,7 +187,8 @@ func TestTheDefaultSecretServesEveryHost(t *testing.T) {
 	if r := e.do(t, "POST", "/hooks/gitlab", body, "X-Gitlab-Event: Push Hook", "X-Gitlab-Token: shared"); r.status != http.StatusAccepted {
 		t.Errorf("GitLab with the default secret: status %d: %s", r.status, r.body)
 	}
-	wantError(t, e.do(t, "POST", "/hooks/gitee", body, "X-Gitee-Event: Push Hook", "X-Gitee-Token: shared"), http.StatusUnauthorized, "wrong")
+	wantError(t, e.do(t, "POST", "/hooks/gitee", body, "X-Gitee-Event: Push Hook", "X-Gitee-Token: shared",
+		"X-Gitee-Timestamp: "+strconv.FormatInt(epoch.UnixMilli(), 10)), http.StatusUnauthorized, "wrong")
 }
 
 func TestOversizedWebhookIsRefused(t *testing.T) {

@@ -40,7 +40,8 @@ type Task struct {
 	NewRefs    map[string]string `json:"new_refs,omitempty"`
 	Error      string            `json:"error,omitempty"`
 
-	after string // the running task this one follows
+	after     string    // the running task this one follows
+	notBefore time.Time // the check starts no earlier (webhook spacing)
 }
 
 // Final tells whether the task has ended (done or failed).
@@ -65,6 +66,10 @@ type Tasks struct {
 	byID     map[string]*task
 	active   map[string][]*task // key -> its unfinished tasks, oldest first
 	finished []string           // IDs of finished tasks, oldest first
+	// started is when the last check of a key started, for spacing;
+	// entries older than TaskTimeout are pruned as the map grows.
+	started   map[string]time.Time
+	pruneSize int
 }
 
 type task struct {
@@ -79,14 +84,22 @@ func NewTasks(clk clock.Clock, keep int) *Tasks {
 	if keep <= 0 {
 		keep = 1000
 	}
-	return &Tasks{clk: clk, keep: keep, byID: map[string]*task{}, active: map[string][]*task{}}
+	return &Tasks{clk: clk, keep: keep, byID: map[string]*task{}, active: map[string][]*task{},
+		started: map[string]time.Time{}}
 }
 
 // Request asks for a check of key. It returns the queued task for key if
 // there is one (isNew false); otherwise a new queued task (isNew true),
 // which the caller must start, after the task it follows when that one is
 // running.
-func (t *Tasks) Request(key string) (Task, bool) {
+func (t *Tasks) Request(key string) (Task, bool) { return t.RequestSpaced(key, 0) }
+
+// RequestSpaced is Request for a check that must not start sooner than
+// spacing after the last check of key started (at most TaskTimeout): a
+// webhook's. Requests that come meanwhile join the one queued task, so a
+// stream of pushes costs one check per spacing, while an isolated push is
+// checked at once. Server.start holds the check until then.
+func (t *Tasks) RequestSpaced(key string, spacing time.Duration) (Task, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clk.Now()
@@ -106,6 +119,11 @@ func (t *Tasks) Request(key string) (Task, bool) {
 	if running != nil {
 		tk.after = running.ID
 	}
+	if last, ok := t.started[key]; ok && spacing > 0 {
+		if nb := last.Add(min(spacing, TaskTimeout)); nb.After(now) {
+			tk.notBefore = nb
+		}
+	}
 	t.byID[tk.ID] = tk
 	t.active[key] = append(t.active[key], tk)
 	return tk.Task, true
@@ -121,6 +139,15 @@ func (t *Tasks) Running(id string) {
 	}
 	now := t.clk.Now()
 	tk.State, tk.Started, tk.since = TaskRunning, now, now
+	t.started[tk.Key] = now
+	if len(t.started) > 2*t.pruneSize+1024 {
+		for k, at := range t.started {
+			if now.Sub(at) >= TaskTimeout {
+				delete(t.started, k)
+			}
+		}
+		t.pruneSize = len(t.started)
+	}
 }
 
 // Finish records the result of task id. Later calls for the same task are

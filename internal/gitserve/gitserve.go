@@ -39,6 +39,16 @@ type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
 	Log     *slog.Logger
+	Limits
+	// Timeout bounds one upload-pack run (default 30 minutes).
+	Timeout time.Duration
+
+	limitOnce sync.Once
+	limit     *limiter
+}
+
+// Limits bound what a client may make the Handler do.
+type Limits struct {
 	// MaxRequest bounds an upload-pack request body, after gzip
 	// decompression (default 8 MiB).
 	MaxRequest int64
@@ -51,11 +61,6 @@ type Handler struct {
 	// MaxPerClient caps them per client address (0: no cap); over it, 429
 	// with Retry-After.
 	MaxPerClient int
-	// Timeout bounds one upload-pack run (default 30 minutes).
-	Timeout time.Duration
-
-	limitOnce sync.Once
-	limit     *limiter
 }
 
 // Defaults of the Handler's bounds.

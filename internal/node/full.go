@@ -292,7 +292,7 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log}
+	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

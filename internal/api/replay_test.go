@@ -1,0 +1,106 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAReplayedDeliveryIsActedOnOnce(t *testing.T) {
+	body := map[string][]byte{
+		"github": []byte(`{"repository": {"clone_url": "https://github.com/a/b.git"}}`),
+		"gitlab": []byte(`{"project": {"git_http_url": "https://gitlab.com/a/b.git"}}`),
+		"gitee":  []byte(`{"repository": {"clone_url": "https://gitee.com/a/b.git"}}`),
+	}
+	id := map[string][]string{
+		"github": {"X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+		"gitlab": {"Idempotency-Key: 3d5a4b2c-0000-4a1e-9f00-1234"},
+		"gitee":  nil, // the timestamp, token and body are the delivery's identity
+	}
+	event := map[string]string{"github": "push", "gitlab": "Push Hook", "gitee": "Push Hook"}
+	for _, host := range []string{"github", "gitlab", "gitee"} {
+		t.Run(host, func(t *testing.T) {
+			b := newFakeBackend("github.com/a/b", "gitlab.com/a/b", "gitee.com/a/b")
+			b.onStart = func(string, string) {}
+			e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, b)
+			headers := append(signed(host, event[host], body[host], e.clk), id[host]...)
+			if r := e.do(t, "POST", "/hooks/"+host, body[host], headers...); r.status != http.StatusAccepted {
+				t.Fatalf("first delivery: %d %s", r.status, r.body)
+			}
+			c := b.nextStart(t)
+			e.tasks.Finish(c.id, TaskResult{})
+			e.clk.Advance(time.Minute)
+			r := e.do(t, "POST", "/hooks/"+host, body[host], headers...)
+			var got hookResponse
+			r.decode(t, &got)
+			if r.status != http.StatusOK || !strings.Contains(got.Ignored, "already") {
+				t.Fatalf("replay: %d %s, want 200 and ignored", r.status, r.body)
+			}
+			b.noStart(t)
+		})
+	}
+}
+
+func TestGiteePasswordModeRefusesOldOrMissingTimestamps(t *testing.T) {
+	body := []byte(`{"repository": {"clone_url": "https://gitee.com/a/b.git"}}`)
+	secret := hookSecrets["gitee"]
+	ts := func(d time.Duration) string {
+		return "X-Gitee-Timestamp: " + strconv.FormatInt(epoch.Add(d).UnixMilli(), 10)
+	}
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"no timestamp", nil, http.StatusUnauthorized},
+		{"two hours old", []string{ts(-2 * time.Hour)}, http.StatusUnauthorized},
+		{"an hour ahead", []string{ts(time.Hour)}, http.StatusUnauthorized},
+		{"not a number", []string{"X-Gitee-Timestamp: yesterday"}, http.StatusUnauthorized},
+		{"recent", []string{ts(-time.Minute)}, http.StatusAccepted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("gitee.com/a/b"))
+			h := append([]string{"X-Gitee-Token: " + secret, "X-Gitee-Event: Push Hook"}, tc.headers...)
+			if r := e.do(t, "POST", "/hooks/gitee", body, h...); r.status != tc.want {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.want, r.body)
+			}
+		})
+	}
+}
+
+// TestThirtyPushesASecondApartAreCoalesced: with checks of one repository
+// spaced 10 s apart, 30 signed pushes one second apart cost 4 checks (at
+// 0, 10, 20 and 30 s), the first at once, and the last push is not lost.
+func TestThirtyPushesASecondApartAreCoalesced(t *testing.T) {
+	b := newFakeBackend("github.com/a/b")
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, CheckSpacing: 10 * time.Second}, b)
+	b.onStart = func(_, id string) { // each check is quick
+		e.tasks.Running(id)
+		e.tasks.Finish(id, TaskResult{})
+	}
+	body := []byte(`{"repository": {"clone_url": "https://github.com/a/b.git"}}`)
+	var last hookResponse
+	for i := range 30 {
+		delivery := "X-GitHub-Delivery: d" + strconv.Itoa(i)
+		r := e.do(t, "POST", "/hooks/github", body, append(signed("github", "push", body, e.clk), delivery)...)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("push %d: %d %s", i, r.status, r.body)
+		}
+		r.decode(t, &last)
+		if i == 0 {
+			b.nextStart(t) // an isolated push is checked at once
+		}
+		time.Sleep(2 * time.Millisecond) // let a due check start on time
+		e.clk.Advance(time.Second)
+	}
+	eventually(t, e.clk, time.Second, func() bool {
+		tk, _ := e.tasks.Get(last.Task.ID)
+		return tk.Final()
+	})
+	checks := 1 + len(b.starts)
+	if checks > 4 || checks < 3 {
+		t.Fatalf("30 pushes one second apart caused %d checks, want 3 or 4", checks)
+	}
+}
