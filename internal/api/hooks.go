@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -144,17 +143,12 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 	}
 }
 
-// knownKey returns the first candidate that is mirrored; hosts treat
-// paths without regard to case, so the lower-case form counts too.
+// knownKey returns the first candidate that is mirrored (keys are
+// case-folded, so a payload's spelling of the path does not matter).
 func (s *Server) knownKey(cands []candidate) (string, bool) {
 	for _, c := range cands {
 		if s.b.Known(c.key) {
 			return c.key, true
-		}
-	}
-	for _, c := range cands {
-		if lower := strings.ToLower(c.key); lower != c.key && s.b.Known(lower) {
-			return lower, true
 		}
 	}
 	return "", false

@@ -31,11 +31,11 @@ func signed(host, event string, body []byte, clk clock.Clock) []string {
 
 func TestRealPayloadsTriggerACheckOfTheirRepository(t *testing.T) {
 	tests := []struct{ host, file, event, key string }{
-		{"github", "github/push.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/push-new-branch.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/push-organization.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/create.json", "create", "github.com/Codertocat/Hello-World"},
-		{"github", "github/delete.json", "delete", "github.com/Codertocat/Hello-World"},
+		{"github", "github/push.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/push-new-branch.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/push-organization.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/create.json", "create", "github.com/codertocat/hello-world"},
+		{"github", "github/delete.json", "delete", "github.com/codertocat/hello-world"},
 		{"gitlab", "gitlab/push.json", "Push Hook", "example.com/mike/diaspora"},
 		{"gitlab", "gitlab/tag-push.json", "Tag Push Hook", "example.com/jsmith/example"},
 		{"gitee", "gitee/push.json", "Push Hook", "gitee.com/oschina/git-osc"},
@@ -66,10 +66,10 @@ func TestEveryURLFormOfARealPayloadGivesOneKey(t *testing.T) {
 		host, file, key string
 		others          int // other keys: GitHub's "url" is the API URL in some events
 	}{
-		{"github", "github/push.json", "github.com/Codertocat/Hello-World", 0},
-		{"github", "github/push-new-branch.json", "github.com/Codertocat/Hello-World", 0},
-		{"github", "github/create.json", "github.com/Codertocat/Hello-World", 1},
-		{"github", "github/ping.json", "github.com/Octocoders/Hello-World", 1},
+		{"github", "github/push.json", "github.com/codertocat/hello-world", 0},
+		{"github", "github/push-new-branch.json", "github.com/codertocat/hello-world", 0},
+		{"github", "github/create.json", "github.com/codertocat/hello-world", 1},
+		{"github", "github/ping.json", "github.com/octocoders/hello-world", 1},
 		{"gitlab", "gitlab/push.json", "example.com/mike/diaspora", 0},
 		{"gitlab", "gitlab/tag-push.json", "example.com/jsmith/example", 0},
 		{"gitee", "gitee/push.json", "gitee.com/oschina/git-osc", 0},
@@ -92,7 +92,7 @@ func TestEveryURLFormOfARealPayloadGivesOneKey(t *testing.T) {
 
 func TestGitHubPingIsAnsweredWithoutACheck(t *testing.T) {
 	body := readPayload(t, "github/ping.json")
-	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("github.com/Octocoders/Hello-World"))
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("github.com/octocoders/hello-world"))
 	r := e.do(t, "POST", "/hooks/github", body, signed("github", "ping", body, e.clk)...)
 	if r.status != http.StatusOK || r.json(t)["ping"] != "ok" {
 		t.Errorf("status %d body %s", r.status, r.body)

@@ -90,10 +90,11 @@ func fillCloneURL(repo *Repo, base string) {
 	}
 }
 
-// pathKey returns the repository key of the request path, answering 400
-// itself when it is not a valid key.
+// pathKey returns the repository key of the request path in canonical
+// form, answering 400 itself when it is not a valid key.
 func pathKey(w http.ResponseWriter, key string) (string, bool) {
-	if err := repokey.Check(key); err != nil {
+	key, err := repokey.Canonical(key)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
 	}

@@ -96,7 +96,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this mirror is read-only", http.StatusForbidden)
 		return
 	}
-	if repokey.Check(key) != nil {
+	key, err := repokey.Canonical(key) // github.com/Git/Git.git is github.com/git/git
+	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
