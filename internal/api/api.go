@@ -176,8 +176,8 @@ type Config struct {
 	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
 	// 25 MiB (GitHub's maximum) for webhooks.
 	MaxBody int64
-	// CheckSpacing is the shortest time between two webhook-triggered
-	// checks of one repository (0: none).
+	// CheckSpacing paces webhook-triggered checks of one repository: a
+	// burst of a few, then one per CheckSpacing (0: no pacing).
 	CheckSpacing time.Duration
 }
 
@@ -199,6 +199,7 @@ type Server struct {
 	mux    *http.ServeMux
 	// delivered are the webhook deliveries acted on, for replays.
 	delivered *deliveries
+	pacer     *pacer
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -212,7 +213,7 @@ func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
 		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries)}
+		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst)}
 	s.routes()
 	s.startOutgoing()
 	return s

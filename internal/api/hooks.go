@@ -117,7 +117,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		if key, ok := s.knownKey(cands); ok {
-			t := publicTask(s.requestSpaced(key))
+			t := publicTask(s.requestPaced(key))
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &t})
 			return
 		}

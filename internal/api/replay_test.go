@@ -71,11 +71,12 @@ func TestGiteePasswordModeRefusesOldOrMissingTimestamps(t *testing.T) {
 }
 
 // TestThirtyPushesASecondApartAreCoalesced: with checks of one repository
-// spaced 10 s apart, 30 signed pushes one second apart cost 4 checks (at
-// 0, 10, 20 and 30 s), the first at once, and the last push is not lost.
+// paced at a burst of 5 and then one per 5 s, 30 signed pushes one second
+// apart cost 11 checks (at 0-5 s, then 10, 15, 20, 25 and 30 s), the first
+// at once, and the last push is not lost.
 func TestThirtyPushesASecondApartAreCoalesced(t *testing.T) {
 	b := newFakeBackend("github.com/a/b")
-	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, CheckSpacing: 10 * time.Second}, b)
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, CheckSpacing: 5 * time.Second}, b)
 	b.onStart = func(_, id string) { // each check is quick
 		e.tasks.Running(id)
 		e.tasks.Finish(id, TaskResult{})
@@ -99,8 +100,28 @@ func TestThirtyPushesASecondApartAreCoalesced(t *testing.T) {
 		tk, _ := e.tasks.Get(last.Task.ID)
 		return tk.Final()
 	})
-	checks := 1 + len(b.starts)
-	if checks > 4 || checks < 3 {
-		t.Fatalf("30 pushes one second apart caused %d checks, want 3 or 4", checks)
+	if checks := 1 + len(b.starts); checks > 12 || checks < 8 {
+		t.Fatalf("30 pushes one second apart caused %d checks, want about 11", checks)
+	}
+}
+
+func TestThePacerAllowsABurstThenOneCheckPerSpacing(t *testing.T) {
+	p := newPacer(5*time.Second, 3)
+	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	for i, tc := range []struct{ now, want float64 }{
+		{0, 0}, {0, 0}, {0, 0}, // the burst
+		{0, 5},                                 // the bucket is empty: reserved for when it gains a token
+		{5, 10},                                // the reservation took that token
+		{30, 30}, {30, 30}, {30, 30}, {30, 35}, // refilled, not beyond the burst
+	} {
+		if got := p.reserve("k", at(tc.now)); !got.Equal(at(tc.want)) {
+			t.Errorf("reservation %d at %vs: %v, want %vs", i, tc.now, got.Sub(epoch), tc.want)
+		}
+	}
+	if got := p.reserve("other", at(30)); !got.Equal(at(30)) {
+		t.Errorf("another key waits for k's bucket: %v", got.Sub(epoch))
+	}
+	if off := newPacer(0, 3); !off.reserve("k", at(1)).Equal(at(1)) {
+		t.Error("a pacer with no spacing delays")
 	}
 }

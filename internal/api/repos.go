@@ -245,10 +245,10 @@ func (s *Server) request(key string) Task {
 	return t
 }
 
-// requestSpaced is request for a webhook: checks of one repository are
-// spaced by Config.CheckSpacing, the pushes in between folded into one.
-func (s *Server) requestSpaced(key string) Task {
-	t, isNew := s.tasks.RequestSpaced(key, s.cfg.CheckSpacing)
+// requestPaced is request for a webhook: checks of one repository are
+// paced (see pacer), the pushes in between folded into one.
+func (s *Server) requestPaced(key string) Task {
+	t, isNew := s.tasks.RequestPaced(key, func(now time.Time) time.Time { return s.pacer.reserve(key, now) })
 	if isNew {
 		s.start(t)
 	}

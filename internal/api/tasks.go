@@ -41,7 +41,7 @@ type Task struct {
 	Error      string            `json:"error,omitempty"`
 
 	after     string    // the running task this one follows
-	notBefore time.Time // the check starts no earlier (webhook spacing)
+	notBefore time.Time // the check starts no earlier (webhook pacing)
 }
 
 // Final tells whether the task has ended (done or failed).
@@ -66,10 +66,6 @@ type Tasks struct {
 	byID     map[string]*task
 	active   map[string][]*task // key -> its unfinished tasks, oldest first
 	finished []string           // IDs of finished tasks, oldest first
-	// started is when the last check of a key started, for spacing;
-	// entries older than TaskTimeout are pruned as the map grows.
-	started   map[string]time.Time
-	pruneSize int
 }
 
 type task struct {
@@ -84,22 +80,20 @@ func NewTasks(clk clock.Clock, keep int) *Tasks {
 	if keep <= 0 {
 		keep = 1000
 	}
-	return &Tasks{clk: clk, keep: keep, byID: map[string]*task{}, active: map[string][]*task{},
-		started: map[string]time.Time{}}
+	return &Tasks{clk: clk, keep: keep, byID: map[string]*task{}, active: map[string][]*task{}}
 }
 
 // Request asks for a check of key. It returns the queued task for key if
 // there is one (isNew false); otherwise a new queued task (isNew true),
 // which the caller must start, after the task it follows when that one is
 // running.
-func (t *Tasks) Request(key string) (Task, bool) { return t.RequestSpaced(key, 0) }
+func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, nil) }
 
-// RequestSpaced is Request for a check that must not start sooner than
-// spacing after the last check of key started (at most TaskTimeout): a
-// webhook's. Requests that come meanwhile join the one queued task, so a
-// stream of pushes costs one check per spacing, while an isolated push is
-// checked at once. Server.start holds the check until then.
-func (t *Tasks) RequestSpaced(key string, spacing time.Duration) (Task, bool) {
+// RequestPaced is Request for a check that a pacer spaces (a webhook's):
+// a new task asks reserve, given the time, when its check may start. The
+// requests that come meanwhile join that queued task. Server.start holds
+// the check until then.
+func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clk.Now()
@@ -119,8 +113,8 @@ func (t *Tasks) RequestSpaced(key string, spacing time.Duration) (Task, bool) {
 	if running != nil {
 		tk.after = running.ID
 	}
-	if last, ok := t.started[key]; ok && spacing > 0 {
-		if nb := last.Add(min(spacing, TaskTimeout)); nb.After(now) {
+	if reserve != nil {
+		if nb := reserve(now); nb.After(now) {
 			tk.notBefore = nb
 		}
 	}
@@ -139,15 +133,7 @@ func (t *Tasks) Running(id string) {
 	}
 	now := t.clk.Now()
 	tk.State, tk.Started, tk.since = TaskRunning, now, now
-	t.started[tk.Key] = now
-	if len(t.started) > 2*t.pruneSize+1024 {
-		for k, at := range t.started {
-			if now.Sub(at) >= TaskTimeout {
-				delete(t.started, k)
-			}
-		}
-		t.pruneSize = len(t.started)
-	}
+
 }
 
 // Finish records the result of task id. Later calls for the same task are

@@ -69,7 +69,7 @@ type Config struct {
 	WebhookSecretGitLab   string        `name:"webhook-secret-gitlab" help:"full node: secret of GitLab webhooks (overrides --webhook-secret)"`
 	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
 	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
-	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: shortest time between two webhook-triggered checks of one repository; pushes in between fold into one check"`
+	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
 	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
@@ -109,7 +109,7 @@ func Default() Config {
 		ServeReadTimeout:    10 * time.Second,
 		ServeMaxUploadPacks: 32,
 		ServeMaxPerClient:   4,
-		WebhookCheckSpacing: 10 * time.Second,
+		WebhookCheckSpacing: 5 * time.Second,
 	}
 }
 
