@@ -26,6 +26,9 @@ type Upstreams struct {
 	srv  *http.Server
 	mu   sync.Mutex
 	n    int
+	// listings counts ref advertisements (GET info/refs) by repository
+	// name: one per ls-remote, check or fetch a client makes.
+	listings map[string]int
 }
 
 // Start serves dir (created if missing) on a free port of 127.0.0.1.
@@ -37,7 +40,7 @@ func Start(dir string) (*Upstreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstreams{Dir: dir, work: work}
+	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}}
 	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name>; serve by name.
 		_, name, _ := strings.Cut(key, "/")
@@ -55,6 +58,11 @@ func Start(dir string) (*Upstreams, error) {
 	// The handler sees "/<name>.git/..."; prefix the host so it parses as a key.
 	host := ln.Addr().String()
 	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name, ok := strings.CutSuffix(r.URL.Path, ".git/info/refs"); ok {
+			u.mu.Lock()
+			u.listings[strings.TrimPrefix(name, "/")]++
+			u.mu.Unlock()
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/" + host + r.URL.Path
 		h.ServeHTTP(w, r2)
@@ -67,6 +75,13 @@ func Start(dir string) (*Upstreams, error) {
 func (u *Upstreams) Close() {
 	_ = u.srv.Close()
 	_ = os.RemoveAll(u.work)
+}
+
+// Listings is how many times a client has asked for the refs of name.
+func (u *Upstreams) Listings(name string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.listings[name]
 }
 
 // RepoURL is the clone URL of name.
