@@ -2,8 +2,11 @@
 // under /api/v1/ (repositories, on-demand fetch tasks, nodes, the stream of
 // ref updates, the OpenAPI description) and the webhook receivers under
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
-// authentication (the bearer token for writes, the webhook secrets), the
-// registry of fetch tasks, the event broker and outgoing webhooks.
+// authentication (the bearer token for writes and for error details, which
+// anonymous readers see only as classes; the webhook secrets), the
+// registry of fetch tasks and the pacing of webhook-triggered ones, the
+// memory of webhook deliveries against replays, the event broker and
+// outgoing webhooks.
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Backend the full node provides.
