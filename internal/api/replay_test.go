@@ -125,3 +125,25 @@ func TestThePacerAllowsABurstThenOneCheckPerSpacing(t *testing.T) {
 		t.Error("a pacer with no spacing delays")
 	}
 }
+
+func TestAnOperatorsFetchDoesNotWaitForTheWebhookPacing(t *testing.T) {
+	b := newFakeBackend("github.com/a/b")
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, CheckSpacing: time.Hour}, b)
+	b.onStart = func(_, id string) {
+		e.tasks.Running(id)
+		e.tasks.Finish(id, TaskResult{})
+	}
+	body := []byte(`{"repository": {"clone_url": "https://github.com/a/b.git"}}`)
+	for i := range hookBurst + 1 {
+		e.do(t, "POST", "/hooks/github", body, append(signed("github", "push", body, e.clk), "X-GitHub-Delivery: p"+strconv.Itoa(i))...)
+		if i < hookBurst {
+			b.nextStart(t)
+		}
+	}
+	b.noStart(t) // the sixth push waits an hour for its turn
+	var task Task
+	e.do(t, "POST", "/api/v1/repos/github.com/a/b/fetch", nil, auth).decode(t, &task)
+	if c := b.nextStart(t); c.id != task.ID {
+		t.Fatalf("the operator's fetch joined %s, but %s started", task.ID, c.id)
+	}
+}

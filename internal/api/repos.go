@@ -325,6 +325,7 @@ func (s *Server) start(t Task) {
 		if d := t.notBefore.Sub(s.clk.Now()); d > 0 {
 			select {
 			case <-s.clk.After(d):
+			case <-s.tasks.hurried(t.ID):
 			case <-ctx.Done():
 				return
 			}

@@ -72,6 +72,9 @@ type task struct {
 	Task
 	since time.Time // last progress: creation, start, or the end of the task it follows
 	done  chan struct{}
+	// hurry is closed when a request that is not paced joins a task
+	// held back by pacing: its check starts without waiting further.
+	hurry chan struct{}
 }
 
 // NewTasks returns a registry that keeps the last keep finished tasks
@@ -92,7 +95,8 @@ func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, ni
 // RequestPaced is Request for a check that a pacer spaces (a webhook's):
 // a new task asks reserve, given the time, when its check may start. The
 // requests that come meanwhile join that queued task. Server.start holds
-// the check until then.
+// the check until then, or until a request that is not paced (reserve
+// nil, an operator's) joins it.
 func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -104,12 +108,17 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	for _, tk := range t.active[key] {
 		switch tk.State {
 		case TaskQueued:
+			if reserve == nil && !tk.notBefore.IsZero() {
+				tk.notBefore = time.Time{} // an operator's request is not paced
+				close(tk.hurry)
+			}
 			return tk.Task, false
 		case TaskRunning:
 			running = tk
 		}
 	}
-	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now, done: make(chan struct{})}
+	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now,
+		done: make(chan struct{}), hurry: make(chan struct{})}
 	if running != nil {
 		tk.after = running.ID
 	}
@@ -121,6 +130,17 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	t.byID[tk.ID] = tk
 	t.active[key] = append(t.active[key], tk)
 	return tk.Task, true
+}
+
+// hurried returns a channel that is closed when task id need no longer
+// wait for its pacing (nil for an unknown task: it never closes).
+func (t *Tasks) hurried(id string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tk := t.byID[id]; tk != nil {
+		return tk.hurry
+	}
+	return nil
 }
 
 // Running records that the check of task id has started.
