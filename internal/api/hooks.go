@@ -112,6 +112,8 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "no usable repository URL in the payload")
 			return
 		}
+		// A replay that changes the delivery header is not caught here (a
+		// GitHub signature does not cover it); pacing bounds what it costs.
 		if id := deliveryID(h.name, r, body); id != "" && !s.delivered.first(h.name+" "+id) {
 			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key, Ignored: "this delivery was already acted on"})
 			return
