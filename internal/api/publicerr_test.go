@@ -56,6 +56,8 @@ func TestPublicErrorClasses(t *testing.T) {
 		{"git fetch: disk: No space left on device at /srv/vol1/gitfleet", ErrClassInternal},
 		{"no result after 30m0s: the node doing the check may have gone; try again", ErrClassTimeout},
 		{"something nobody foresaw at /home/x", ErrClassOther},
+		{"git ls-remote http://h:4030/x: network: connection refused", ErrClassUnreachable},
+		{"git fetch https://h/x: error: fatal: unable to access 'https://h/x/': The requested URL returned error: 403", ErrClassAuth},
 	} {
 		if got := PublicError(tc.msg); got != tc.class {
 			t.Errorf("PublicError(%q) = %q, want %q", tc.msg, got, tc.class)
