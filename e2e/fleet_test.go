@@ -219,7 +219,7 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 				return err
 			}
 			r := repos[missing]
-			if r.State != "failing" && r.State != "gone" || !strings.Contains(r.Error, "not-found") {
+			if r.State != "failing" && r.State != "gone" || r.Error != "not found" { // the public class
 				return fmt.Errorf("missing upstream shown as %+v", r)
 			}
 			return nil

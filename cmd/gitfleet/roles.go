@@ -20,6 +20,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/demo"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/prefault"
@@ -127,6 +128,10 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
+	serve, err := serveLimits(cfg)
+	if err != nil {
+		return node.Config{}, err
+	}
 	return node.Config{
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
@@ -134,8 +139,17 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, MismatchRevoke: cfg.MismatchRevoke,
-		API: apiConfig(cfg), Limits: lim,
+		API: apiConfig(cfg), Limits: lim, Serve: serve,
 	}, nil
+}
+
+func serveLimits(cfg config.Config) (gitserve.Limits, error) {
+	max, err := config.ParseBytes(cfg.ServeMaxRequest)
+	if err != nil {
+		return gitserve.Limits{}, fmt.Errorf("--serve-max-request: %w", err)
+	}
+	return gitserve.Limits{MaxRequest: max, ReadTimeout: cfg.ServeReadTimeout,
+		MaxUploadPacks: cfg.ServeMaxUploadPacks, MaxPerClient: cfg.ServeMaxPerClient}, nil
 }
 
 func apiConfig(cfg config.Config) api.Config {
@@ -147,7 +161,7 @@ func apiConfig(cfg config.Config) api.Config {
 		}
 	}
 	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,
-		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret}
+		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret, CheckSpacing: cfg.WebhookCheckSpacing}
 }
 
 // parseHostLimits reads "host=N/h" settings into checks per hour by host.

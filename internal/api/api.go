@@ -2,8 +2,11 @@
 // under /api/v1/ (repositories, on-demand fetch tasks, nodes, the stream of
 // ref updates, the OpenAPI description) and the webhook receivers under
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
-// authentication (the bearer token for writes, the webhook secrets), the
-// registry of fetch tasks, the event broker and outgoing webhooks.
+// authentication (the bearer token for writes and for error details, which
+// anonymous readers see only as classes; the webhook secrets), the
+// registry of fetch tasks and the pacing of webhook-triggered ones, the
+// memory of webhook deliveries against replays, the event broker and
+// outgoing webhooks.
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Backend the full node provides.
@@ -186,6 +189,9 @@ type Config struct {
 	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
 	// 25 MiB (GitHub's maximum) for webhooks.
 	MaxBody int64
+	// CheckSpacing paces webhook-triggered checks of one repository: a
+	// burst of a few, then one per CheckSpacing (0: no pacing).
+	CheckSpacing time.Duration
 }
 
 const (
@@ -204,6 +210,9 @@ type Server struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	mux    *http.ServeMux
+	// delivered are the webhook deliveries acted on, for replays.
+	delivered *deliveries
+	pacer     *pacer
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -216,7 +225,8 @@ type Server struct {
 func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, clk clock.Clock) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
-		mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
+		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
+		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst)}
 	s.routes()
 	s.startOutgoing()
 	return s

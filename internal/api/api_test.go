@@ -108,12 +108,20 @@ func TestGetRepoRefusals(t *testing.T) {
 	}{
 		{"/api/v1/repos/github.com/a/missing", http.StatusNotFound, "not mirrored"},
 		{"/api/v1/repos/github.com/a/-b", http.StatusBadRequest, "starts with '-'"},
-		{"/api/v1/repos/GitHub.com/a/b", http.StatusBadRequest, "bad host"},
+		{"/api/v1/repos/git_hub!.com/a/b", http.StatusBadRequest, "bad host"},
+		{"/api/v1/repos/github.com/a/%E2%80%AEb", http.StatusBadRequest, "invisible"},
 		{"/api/v1/repos/github.com", http.StatusBadRequest, "want host/path"},
 		{"/api/v1/repos/", http.StatusBadRequest, "empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) { wantError(t, e.do(t, "GET", tt.path, nil), tt.status, tt.msg) })
+	}
+	// Another spelling of a key is the key.
+	var got RepoDetail
+	if r := e.do(t, "GET", "/api/v1/repos/GitHub.com/A/B", nil); r.status != http.StatusOK {
+		t.Errorf("GET GitHub.com/A/B: %d %s", r.status, r.body)
+	} else if r.decode(t, &got); got.Key != "github.com/a/b" {
+		t.Errorf("GET GitHub.com/A/B gave %q", got.Key)
 	}
 }
 
@@ -366,7 +374,7 @@ func TestGetTaskWaitsForTheEnd(t *testing.T) {
 	e := newTestEnv(t, Config{}, newFakeBackend("github.com/a/b"))
 	task, _ := e.tasks.Request("github.com/a/b")
 	done := make(chan response, 1)
-	go func() { done <- e.do(t, "GET", "/api/v1/tasks/"+task.ID+"?wait=60s", nil) }()
+	go func() { done <- e.do(t, "GET", "/api/v1/tasks/"+task.ID+"?wait=60s", nil, auth) }()
 	e.tasks.Running(task.ID)
 	e.tasks.Finish(task.ID, TaskResult{Err: "upstream: repository not found"})
 	r := <-done
@@ -402,7 +410,8 @@ func TestNodes(t *testing.T) {
 	}
 
 	b.nodesErr = errors.New("coordinator unreachable")
-	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil), http.StatusServiceUnavailable, "coordinator unreachable")
+	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil, auth), http.StatusServiceUnavailable, "coordinator unreachable")
+	wantError(t, e.do(t, "GET", "/api/v1/nodes", nil), http.StatusServiceUnavailable, "out of reach")
 }
 
 // TestOpenAPIDocumentsEveryRoute checks the served OpenAPI file against

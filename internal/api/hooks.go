@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -113,8 +112,14 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "no usable repository URL in the payload")
 			return
 		}
+		// A replay that changes the delivery header is not caught here (a
+		// GitHub signature does not cover it); pacing bounds what it costs.
+		if id := deliveryID(h.name, r, body); id != "" && !s.delivered.first(h.name+" "+id) {
+			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key, Ignored: "this delivery was already acted on"})
+			return
+		}
 		if key, ok := s.knownKey(cands); ok {
-			t := s.request(key)
+			t := publicTask(s.requestPaced(key))
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &t})
 			return
 		}
@@ -140,17 +145,12 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 	}
 }
 
-// knownKey returns the first candidate that is mirrored; hosts treat
-// paths without regard to case, so the lower-case form counts too.
+// knownKey returns the first candidate that is mirrored (keys are
+// case-folded, so a payload's spelling of the path does not matter).
 func (s *Server) knownKey(cands []candidate) (string, bool) {
 	for _, c := range cands {
 		if s.b.Known(c.key) {
 			return c.key, true
-		}
-	}
-	for _, c := range cands {
-		if lower := strings.ToLower(c.key); lower != c.key && s.b.Known(lower) {
-			return lower, true
 		}
 	}
 	return "", false
@@ -194,18 +194,18 @@ func verifyGitLab(_ *Server, r *http.Request, secret string, _ []byte) error {
 
 // verifyGitee accepts X-Gitee-Token as the plain secret (password mode)
 // or as base64(HMAC-SHA256(secret, timestamp+"\n"+secret)), URL-encoded or
-// not, with a recent X-Gitee-Timestamp in milliseconds (signing mode).
+// not (signing mode), with a recent X-Gitee-Timestamp in milliseconds in
+// either mode.
 func verifyGitee(s *Server, r *http.Request, secret string, _ []byte) error {
 	tok := r.Header.Get("X-Gitee-Token")
 	if tok == "" {
 		return errors.New("missing X-Gitee-Token: set the webhook's password or signing key on Gitee")
 	}
-	if equalSecret(tok, secret) {
-		return nil
-	}
+	// The timestamp is required in both modes, so that a captured
+	// delivery cannot be replayed after giteeMaxAge even with a password.
 	ts := r.Header.Get("X-Gitee-Timestamp")
 	if ts == "" {
-		return errors.New("wrong X-Gitee-Token")
+		return errors.New("missing X-Gitee-Timestamp")
 	}
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -216,6 +216,9 @@ func verifyGitee(s *Server, r *http.Request, secret string, _ []byte) error {
 		return fmt.Errorf("X-Gitee-Timestamp is %v old (at most %v): a replayed delivery?", age.Round(time.Second), giteeMaxAge)
 	case age < -giteeMaxSkew:
 		return fmt.Errorf("X-Gitee-Timestamp is %v in the future (at most %v)", (-age).Round(time.Second), giteeMaxSkew)
+	}
+	if equalSecret(tok, secret) {
+		return nil
 	}
 	want := GiteeSign(secret, ts)
 	if equalSecret(tok, want) {

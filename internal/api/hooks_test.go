@@ -31,11 +31,11 @@ func signed(host, event string, body []byte, clk clock.Clock) []string {
 
 func TestRealPayloadsTriggerACheckOfTheirRepository(t *testing.T) {
 	tests := []struct{ host, file, event, key string }{
-		{"github", "github/push.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/push-new-branch.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/push-organization.json", "push", "github.com/Codertocat/Hello-World"},
-		{"github", "github/create.json", "create", "github.com/Codertocat/Hello-World"},
-		{"github", "github/delete.json", "delete", "github.com/Codertocat/Hello-World"},
+		{"github", "github/push.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/push-new-branch.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/push-organization.json", "push", "github.com/codertocat/hello-world"},
+		{"github", "github/create.json", "create", "github.com/codertocat/hello-world"},
+		{"github", "github/delete.json", "delete", "github.com/codertocat/hello-world"},
 		{"gitlab", "gitlab/push.json", "Push Hook", "example.com/mike/diaspora"},
 		{"gitlab", "gitlab/tag-push.json", "Tag Push Hook", "example.com/jsmith/example"},
 		{"gitee", "gitee/push.json", "Push Hook", "gitee.com/oschina/git-osc"},
@@ -66,10 +66,10 @@ func TestEveryURLFormOfARealPayloadGivesOneKey(t *testing.T) {
 		host, file, key string
 		others          int // other keys: GitHub's "url" is the API URL in some events
 	}{
-		{"github", "github/push.json", "github.com/Codertocat/Hello-World", 0},
-		{"github", "github/push-new-branch.json", "github.com/Codertocat/Hello-World", 0},
-		{"github", "github/create.json", "github.com/Codertocat/Hello-World", 1},
-		{"github", "github/ping.json", "github.com/Octocoders/Hello-World", 1},
+		{"github", "github/push.json", "github.com/codertocat/hello-world", 0},
+		{"github", "github/push-new-branch.json", "github.com/codertocat/hello-world", 0},
+		{"github", "github/create.json", "github.com/codertocat/hello-world", 1},
+		{"github", "github/ping.json", "github.com/octocoders/hello-world", 1},
 		{"gitlab", "gitlab/push.json", "example.com/mike/diaspora", 0},
 		{"gitlab", "gitlab/tag-push.json", "example.com/jsmith/example", 0},
 		{"gitee", "gitee/push.json", "gitee.com/oschina/git-osc", 0},
@@ -92,7 +92,7 @@ func TestEveryURLFormOfARealPayloadGivesOneKey(t *testing.T) {
 
 func TestGitHubPingIsAnsweredWithoutACheck(t *testing.T) {
 	body := readPayload(t, "github/ping.json")
-	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("github.com/Octocoders/Hello-World"))
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("github.com/octocoders/hello-world"))
 	r := e.do(t, "POST", "/hooks/github", body, signed("github", "ping", body, e.clk)...)
 	if r.status != http.StatusOK || r.json(t)["ping"] != "ok" {
 		t.Errorf("status %d body %s", r.status, r.body)
@@ -108,7 +108,7 @@ func TestGiteePasswordAndSignatureForms(t *testing.T) {
 		name    string
 		headers []string
 	}{
-		{"password", []string{"X-Gitee-Token: " + secret}},
+		{"password", []string{"X-Gitee-Token: " + secret, "X-Gitee-Timestamp: " + ts(0)}},
 		{"signature", []string{"X-Gitee-Token: " + GiteeSign(secret, ts(0)), "X-Gitee-Timestamp: " + ts(0)}},
 		{"URL-encoded signature", []string{"X-Gitee-Token: " + url.QueryEscape(GiteeSign(secret, ts(0))), "X-Gitee-Timestamp: " + ts(0)}},
 		{"signature 59 minutes old", []string{"X-Gitee-Token: " + GiteeSign(secret, ts(-59*time.Minute)), "X-Gitee-Timestamp: " + ts(-59*time.Minute)}},
@@ -159,7 +159,7 @@ func TestWebhookRefusals(t *testing.T) {
 		{"GitLab with a wrong token", "gitlab", glBody, []string{"X-Gitlab-Event: Push Hook", "X-Gitlab-Token: gh-secret"}, 401, "wrong X-Gitlab-Token"},
 		{"GitLab with malformed JSON", "gitlab", []byte("push!"), []string{"X-Gitlab-Event: Push Hook", "X-Gitlab-Token: gl-secret"}, 400, "malformed JSON payload"},
 		{"Gitee without a token", "gitee", geBody, []string{"X-Gitee-Event: Push Hook"}, 401, "missing X-Gitee-Token"},
-		{"Gitee with a wrong password", "gitee", geBody, []string{"X-Gitee-Event: Push Hook", "X-Gitee-Token: test12345"}, 401, "wrong X-Gitee-Token"},
+		{"Gitee with a wrong password", "gitee", geBody, []string{"X-Gitee-Event: Push Hook", "X-Gitee-Token: test12345", "X-Gitee-Timestamp: " + strconv.FormatInt(epoch.UnixMilli(), 10)}, 401, "wrong X-Gitee-Token"},
 		{"Gitee signed with another secret", "gitee", geBody, geSigned("other", epoch), 401, "wrong X-Gitee-Token signature"},
 		{"Gitee with a stale timestamp", "gitee", geBody, geSigned("ge-secret", epoch.Add(-61*time.Minute)), 401, "replayed"},
 		{"Gitee with a timestamp in the future", "gitee", geBody, geSigned("ge-secret", epoch.Add(6*time.Minute)), 401, "in the future"},
@@ -187,7 +187,8 @@ func TestTheDefaultSecretServesEveryHost(t *testing.T) {
 	if r := e.do(t, "POST", "/hooks/gitlab", body, "X-Gitlab-Event: Push Hook", "X-Gitlab-Token: shared"); r.status != http.StatusAccepted {
 		t.Errorf("GitLab with the default secret: status %d: %s", r.status, r.body)
 	}
-	wantError(t, e.do(t, "POST", "/hooks/gitee", body, "X-Gitee-Event: Push Hook", "X-Gitee-Token: shared"), http.StatusUnauthorized, "wrong")
+	wantError(t, e.do(t, "POST", "/hooks/gitee", body, "X-Gitee-Event: Push Hook", "X-Gitee-Token: shared",
+		"X-Gitee-Timestamp: "+strconv.FormatInt(epoch.UnixMilli(), 10)), http.StatusUnauthorized, "wrong")
 }
 
 func TestOversizedWebhookIsRefused(t *testing.T) {

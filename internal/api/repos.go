@@ -62,9 +62,12 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	if repos == nil {
 		repos = []Repo{}
 	}
-	base := s.cloneBase(r)
+	base, op := s.cloneBase(r), s.operator(r)
 	for i := range repos {
 		fillCloneURL(&repos[i], base)
+		if !op {
+			publicRepo(&repos[i])
+		}
 	}
 	writeJSON(w, http.StatusOK, listResponse{Repos: repos, Total: total, Offset: f.Offset, Limit: f.Limit})
 }
@@ -87,10 +90,11 @@ func fillCloneURL(repo *Repo, base string) {
 	}
 }
 
-// pathKey returns the repository key of the request path, answering 400
-// itself when it is not a valid key.
+// pathKey returns the repository key of the request path in canonical
+// form, answering 400 itself when it is not a valid key.
 func pathKey(w http.ResponseWriter, key string) (string, bool) {
-	if err := repokey.Check(key); err != nil {
+	key, err := repokey.Canonical(key)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
 	}
@@ -108,6 +112,9 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fillCloneURL(&d.Repo, s.cloneBase(r))
+	if !s.operator(r) {
+		publicDetail(&d)
+	}
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -238,6 +245,16 @@ func (s *Server) request(key string) Task {
 	return t
 }
 
+// requestPaced is request for a webhook: checks of one repository are
+// paced (see pacer), the pushes in between folded into one.
+func (s *Server) requestPaced(key string) Task {
+	t, isNew := s.tasks.RequestPaced(key, func(now time.Time) time.Time { return s.pacer.reserve(key, now) })
+	if isNew {
+		s.start(t)
+	}
+	return t
+}
+
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	wait, ok := parseWait(w, r)
 	if !ok {
@@ -250,6 +267,9 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	}
 	if wait > 0 {
 		t = s.waitTask(r.Context(), t, wait)
+	}
+	if !s.operator(r) {
+		t = publicTask(t)
 	}
 	writeJSON(w, http.StatusOK, t)
 }
@@ -302,6 +322,14 @@ func (s *Server) start(t Task) {
 				return
 			}
 		}
+		if d := t.notBefore.Sub(s.clk.Now()); d > 0 {
+			select {
+			case <-s.clk.After(d):
+			case <-s.tasks.hurried(t.ID):
+			case <-ctx.Done():
+				return
+			}
+		}
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 		if err := s.b.StartFetch(ctx, t.Key, t.ID); err != nil {
@@ -314,7 +342,7 @@ func (s *Server) start(t Task) {
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	nodes, err := s.b.Nodes(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "cannot list nodes now: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, "cannot list nodes now: "+s.detail(r, err))
 		return
 	}
 	if nodes == nil {
@@ -326,7 +354,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	st, err := s.b.Catalog(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, st)

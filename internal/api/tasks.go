@@ -40,7 +40,8 @@ type Task struct {
 	NewRefs    map[string]string `json:"new_refs,omitempty"`
 	Error      string            `json:"error,omitempty"`
 
-	after string // the running task this one follows
+	after     string    // the running task this one follows
+	notBefore time.Time // the check starts no earlier (webhook pacing)
 }
 
 // Final tells whether the task has ended (done or failed).
@@ -71,6 +72,9 @@ type task struct {
 	Task
 	since time.Time // last progress: creation, start, or the end of the task it follows
 	done  chan struct{}
+	// hurry is closed when a request that is not paced joins a task
+	// held back by pacing: its check starts without waiting further.
+	hurry chan struct{}
 }
 
 // NewTasks returns a registry that keeps the last keep finished tasks
@@ -86,7 +90,14 @@ func NewTasks(clk clock.Clock, keep int) *Tasks {
 // there is one (isNew false); otherwise a new queued task (isNew true),
 // which the caller must start, after the task it follows when that one is
 // running.
-func (t *Tasks) Request(key string) (Task, bool) {
+func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, nil) }
+
+// RequestPaced is Request for a check that a pacer spaces (a webhook's):
+// a new task asks reserve, given the time, when its check may start. The
+// requests that come meanwhile join that queued task. Server.start holds
+// the check until then, or until a request that is not paced (reserve
+// nil, an operator's) joins it.
+func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clk.Now()
@@ -97,18 +108,39 @@ func (t *Tasks) Request(key string) (Task, bool) {
 	for _, tk := range t.active[key] {
 		switch tk.State {
 		case TaskQueued:
+			if reserve == nil && !tk.notBefore.IsZero() {
+				tk.notBefore = time.Time{} // an operator's request is not paced
+				close(tk.hurry)
+			}
 			return tk.Task, false
 		case TaskRunning:
 			running = tk
 		}
 	}
-	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now, done: make(chan struct{})}
+	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now,
+		done: make(chan struct{}), hurry: make(chan struct{})}
 	if running != nil {
 		tk.after = running.ID
+	}
+	if reserve != nil {
+		if nb := reserve(now); nb.After(now) {
+			tk.notBefore = nb
+		}
 	}
 	t.byID[tk.ID] = tk
 	t.active[key] = append(t.active[key], tk)
 	return tk.Task, true
+}
+
+// hurried returns a channel that is closed when task id need no longer
+// wait for its pacing (nil for an unknown task: it never closes).
+func (t *Tasks) hurried(id string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tk := t.byID[id]; tk != nil {
+		return tk.hurry
+	}
+	return nil
 }
 
 // Running records that the check of task id has started.
@@ -121,6 +153,7 @@ func (t *Tasks) Running(id string) {
 	}
 	now := t.clk.Now()
 	tk.State, tk.Started, tk.since = TaskRunning, now, now
+
 }
 
 // Finish records the result of task id. Later calls for the same task are

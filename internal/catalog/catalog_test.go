@@ -141,7 +141,7 @@ func TestLoadReadsBothFileFormsAndIgnoresNonEntryFiles(t *testing.T) {
 	})
 	c := r.load(commit)
 	want := []string{
-		"github.com/gueFDF/Go g/go/go:3 https://github.com/gueFDF/Go.git",
+		"github.com/guefdf/go g/go/go:3 https://github.com/gueFDF/Go.git",
 		"github.com/a/one lists/a.list:2 https://github.com/a/one",
 		"github.com/a/two lists/a.list:4 https://github.com/a/two.git",
 		"len=3",

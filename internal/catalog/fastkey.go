@@ -11,8 +11,8 @@ import (
 // million lines, Normalize (url.Parse and its garbage) would be most of a
 // load. It accepts only what it can prove Normalize accepts with the same
 // result, and then returns the key's length: the key is line[8:8+n] and
-// the fetch URL is the line itself. Anything else (a port, upper case in
-// the host, an IP address, percent-escapes, another scheme...) returns
+// the fetch URL is the line itself. Anything else (a port, upper case, an
+// IP address, percent-escapes, another scheme...) returns
 // false, and the caller asks Normalize. TestFastKeyAgreesWithNormalize and
 // FuzzFastKey hold it to that.
 func fastKey(line []byte) (n int, ok bool) {
@@ -75,14 +75,31 @@ func fastKey(line []byte) (n int, ok bool) {
 }
 
 func fastSegment(s []byte) bool {
-	if len(s) == 0 || len(s) > 255 || s[0] == '.' || s[0] == '-' {
+	if len(s) == 0 || len(s) > 255 || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' {
 		return false
 	}
-	return !bytes.HasSuffix(s, []byte(".git"))
+	if bytes.HasSuffix(s, []byte(".git")) || bytes.HasSuffix(s, []byte(".lock")) {
+		return false
+	}
+	// Windows device names, with or without an extension, are Normalize's
+	// to refuse.
+	base := s
+	if i := bytes.IndexByte(s, '.'); i >= 0 {
+		base = s[:i]
+	}
+	switch string(base) {
+	case "con", "prn", "aux", "nul":
+		return false
+	}
+	if len(base) == 4 && (string(base[:3]) == "com" || string(base[:3]) == "lpt") && base[3] >= '0' && base[3] <= '9' {
+		return false
+	}
+	return true
 }
 
 // Character classes of fastKey: a host is lower-case letters, digits, dots
-// and dashes; a path may also have upper case, "_", "~" and "/".
+// and dashes; a path may also have "_", "~" and "/". Upper case is left to
+// Normalize, which folds it.
 const (
 	pathOnly     = 1
 	digitDotDash = 2
@@ -92,9 +109,6 @@ const (
 var keyChars = func() (t [256]uint8) {
 	for c := 'a'; c <= 'z'; c++ {
 		t[c] = lower
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = pathOnly
 	}
 	for c := '0'; c <= '9'; c++ {
 		t[c] = digitDotDash

@@ -323,7 +323,7 @@ func plainURL(s []byte) bool {
 		return false
 	}
 	for _, c := range s {
-		if keyChars[c] == 0 && strings.IndexByte(":@+%=", c) < 0 {
+		if keyChars[c] == 0 && !(c >= 'A' && c <= 'Z') && strings.IndexByte(":@+%=", c) < 0 {
 			return false
 		}
 	}

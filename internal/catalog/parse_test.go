@@ -111,7 +111,7 @@ func TestParseListReadsOneURLPerLine(t *testing.T) {
 		{"URLs are normalised to keys, and cleaned",
 			"https://GitHub.com/A/b.git/\ngit://git.example.org/x/y.git\ngit@gitlab.com:g/p.git\nhttp://h.example.org:80/r\n",
 			[]string{
-				"github.com/A/b 1 https://github.com/A/b.git/",
+				"github.com/a/b 1 https://github.com/A/b.git/",
 				"git.example.org/x/y 2 git://git.example.org/x/y.git",
 				"gitlab.com/g/p 3 ssh://git@gitlab.com/g/p.git",
 				"h.example.org/r 4 http://h.example.org:80/r",

@@ -33,6 +33,10 @@ type Config struct {
 	Tunnel                string        `name:"tunnel" help:"full node: listen address for partial nodes' tunnels"`
 	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
+	ServeMaxRequest       string        `name:"serve-max-request" help:"full node: largest git fetch request, after decompression (over it: 413)"`
+	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a git fetch request (over it: 408)"`
+	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git fetches served at once (over it: 503 with Retry-After; 0: no cap)"`
+	ServeMaxPerClient     int           `name:"serve-max-per-client" help:"full node: git fetches served at once to one client address (over it: 429 with Retry-After; 0: no cap)"`
 	TLSCert               string        `name:"tls-cert" help:"coordinator, full node: certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
 	TLSKey                string        `name:"tls-key" help:"the private key (PEM) of --tls-cert"`
 	TLS                   bool          `name:"tls" help:"node: dial the coordinator and full nodes' tunnels over TLS, verified against the system's roots or --tls-ca"`
@@ -78,6 +82,7 @@ type Config struct {
 	WebhookSecretGitLab   string        `name:"webhook-secret-gitlab" help:"full node: secret of GitLab webhooks (overrides --webhook-secret)"`
 	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
 	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
+	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
 	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
@@ -121,6 +126,13 @@ func Default() Config {
 		Retention:         7 * 24 * time.Hour,
 		MismatchRevoke:    3,
 		LogLevel:          "info",
+
+		// The public edge.
+		ServeMaxRequest:     "8MiB",
+		ServeReadTimeout:    10 * time.Second,
+		ServeMaxUploadPacks: 32,
+		ServeMaxPerClient:   4,
+		WebhookCheckSpacing: 5 * time.Second,
 	}
 }
 

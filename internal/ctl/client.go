@@ -59,7 +59,7 @@ func (c *client) call(ctx context.Context, method, path string, body any) (int, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if method != http.MethodGet && c.token != "" {
+	if c.token != "" { // reads too: the operator sees error details
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)

@@ -1,17 +1,23 @@
 // Package gitserve serves bare repositories read-only over git's smart HTTP
 // protocol (v0 and v2), by running `git upload-pack --stateless-rpc` through
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
-// serves only what its Resolver says exists, and never receive-pack.
+// serves only what its Resolver says exists and what its refs reach, never
+// receive-pack, and checks each request whole before git sees it.
 package gitserve
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"regexp"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -22,19 +28,52 @@ import (
 // the repository is not served (a 404).
 type Resolver func(key string) (dir string, ok bool)
 
-// Handler serves git smart HTTP for the keys that resolve.
+// Handler serves git smart HTTP for the keys that resolve. A request is
+// read whole and checked before any upload-pack starts: the Git-Protocol
+// header, the command (ls-refs and fetch only), the filter (cheap ones
+// only) and the wanted objects (only what the served refs reach); the
+// body is bounded in size and in read time, and upload-packs in flight
+// are capped in all and per client address. Set the fields before the
+// first request.
 type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
 	Log     *slog.Logger
-	// MaxRequest bounds an upload-pack request body (default 64 MiB).
-	MaxRequest int64
+	Limits
 	// Timeout bounds one upload-pack run (default 30 minutes).
 	Timeout time.Duration
 	// OnFailure, when set, is told of every upload-pack that failed while
 	// its client was still there (a corrupt repository shows this way).
 	OnFailure func(key string, err error)
+
+	limitOnce sync.Once
+	limit     *limiter
 }
+
+// Limits bound what a client may make the Handler do.
+type Limits struct {
+	// MaxRequest bounds an upload-pack request body, after gzip
+	// decompression (default 8 MiB).
+	MaxRequest int64
+	// ReadTimeout bounds the time to read a request body (default 10s): a
+	// client that trickles its body gets 408 and never holds a git process.
+	ReadTimeout time.Duration
+	// MaxUploadPacks caps upload-pack runs in flight (0: no cap); over it,
+	// 503 with Retry-After.
+	MaxUploadPacks int
+	// MaxPerClient caps them per client address (0: no cap); over it, 429
+	// with Retry-After.
+	MaxPerClient int
+}
+
+// Defaults of the Handler's bounds.
+const (
+	DefaultMaxRequest  = 8 << 20
+	DefaultReadTimeout = 10 * time.Second
+)
+
+// retryAfter is the Retry-After, in seconds, of a 429 or 503.
+const retryAfter = "2"
 
 // Match splits a request path into the repository key and the git endpoint
 // ("info/refs" or "git-upload-pack" or "git-receive-pack"). ok is false
@@ -50,8 +89,6 @@ func Match(path string) (key, endpoint string, ok bool) {
 	return "", "", false
 }
 
-var protoHeader = regexp.MustCompile(`^[a-z0-9=.:_-]{1,64}$`)
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, ep, ok := Match(r.URL.Path)
 	if !ok {
@@ -62,8 +99,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this mirror is read-only", http.StatusForbidden)
 		return
 	}
-	if repokey.Check(key) != nil {
+	key, err := repokey.Canonical(key) // github.com/Git/Git.git is github.com/git/git
+	if err != nil {
 		http.NotFound(w, r)
+		return
+	}
+	gp := r.Header.Get("Git-Protocol")
+	v2, err := checkProtocol(gp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var env []string
+	if gp != "" {
+		env = append(env, "GIT_PROTOCOL="+gp)
+	}
+	switch {
+	case ep == "info/refs" && r.Method != http.MethodGet && r.Method != http.MethodHead,
+		ep == "git-upload-pack" && r.Method != http.MethodPost:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	case ep == "info/refs" && r.URL.Query().Get("service") != "git-upload-pack":
+		http.Error(w, "only smart HTTP (service=git-upload-pack) is served", http.StatusForbidden)
 		return
 	}
 	dir, found := h.Resolve(key)
@@ -71,13 +128,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "repository not found", http.StatusNotFound)
 		return
 	}
-	var env []string
-	if gp := r.Header.Get("Git-Protocol"); gp != "" {
-		if protoHeader.MatchString(gp) {
-			env = append(env, "GIT_PROTOCOL="+gp)
-		}
+	release, ok := h.admit(w, r)
+	if !ok {
+		return
 	}
-	v2 := strings.Contains(r.Header.Get("Git-Protocol"), "version=2")
+	defer release()
 	timeout := h.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Minute
@@ -85,49 +140,130 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: timeout,
 		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	switch ep {
-	case "info/refs":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		if r.URL.Query().Get("service") != "git-upload-pack" {
-			http.Error(w, "only smart HTTP (service=git-upload-pack) is served", http.StatusForbidden)
-			return
-		}
+	pw := &lazyWriter{w: w}
+	cmd.Stdout = pw
+	if ep == "info/refs" {
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
 		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs"}
-		pw := &lazyWriter{w: w}
 		if !v2 {
 			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
 		}
-		cmd.Stdout = pw
 		h.run(r.Context(), w, pw, key, cmd)
-	case "git-upload-pack":
-		if r.Method != http.MethodPost {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, status, err := h.readBody(w, r)
+	if err != nil {
+		http.Error(w, err.Error(), status)
+		return
+	}
+	req, err := parseRequest(body, v2)
+	if err == nil && req.Command == "fetch" {
+		err = checkWants(r.Context(), h.Git, dir, req.Wants)
+	}
+	if err != nil {
+		if re, ok := errAs(err); ok {
+			http.Error(w, re.Msg, re.Status)
 			return
 		}
-		max := h.MaxRequest
-		if max <= 0 {
-			max = 64 << 20
+		h.logFailure(r.Context(), key, err)
+		http.Error(w, "cannot check the request", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
+	cmd.Flags = []string{"--stateless-rpc"}
+	cmd.Stdin = bytes.NewReader(body)
+	h.run(r.Context(), w, pw, key, cmd)
+}
+
+// admit takes an upload-pack slot for the request's client, or answers
+// 429 (this client has too many) or 503 (the server has too many).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	h.limitOnce.Do(func() { h.limit = &limiter{global: h.MaxUploadPacks, perClient: h.MaxPerClient} })
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	release, perClient, global := h.limit.acquire(client)
+	switch {
+	case perClient:
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, "too many git requests from your address at once; retry later", http.StatusTooManyRequests)
+		return nil, false
+	case global:
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, "too many git requests at once; retry later", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return release, true
+}
+
+// readBody reads the whole request body, decompressed, within the size and
+// read-time bounds. On failure it returns the status to answer.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	max := h.MaxRequest
+	if max <= 0 {
+		max = DefaultMaxRequest
+	}
+	rt := h.ReadTimeout
+	if rt <= 0 {
+		rt = DefaultReadTimeout
+	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(rt)) == nil
+	data, status, err := readBounded(w, r, max)
+	if err != nil {
+		// Do not wait for the rest of a bad body before answering.
+		w.Header().Set("Connection", "close")
+		return nil, status, err
+	}
+	if deadline {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return data, 0, nil
+}
+
+func readBounded(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int, error) {
+	var body io.Reader = http.MaxBytesReader(w, r.Body, max)
+	switch enc := r.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, bodyStatus(err), fmt.Errorf("bad gzip body: %w", err)
 		}
-		var body io.Reader = http.MaxBytesReader(w, r.Body, max)
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			gz, err := gzip.NewReader(body)
-			if err != nil {
-				http.Error(w, "bad gzip body", http.StatusBadRequest)
-				return
-			}
-			defer gz.Close()
-			body = io.LimitReader(gz, max)
-		}
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-		cmd.Flags = []string{"--stateless-rpc"}
-		cmd.Stdin = body
-		pw := &lazyWriter{w: w}
-		cmd.Stdout = pw
-		h.run(r.Context(), w, pw, key, cmd)
+		defer gz.Close()
+		body = io.LimitReader(gz, max+1)
+	default:
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("content encoding %q is not served", truncate(enc))
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, bodyStatus(err), fmt.Errorf("reading the request: %w", err)
+	}
+	if int64(len(data)) > max {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request larger than %d bytes once decompressed", max)
+	}
+	return data, 0, nil
+}
+
+// bodyStatus is the answer to a failed body read: 413 over the size bound,
+// 408 past the read-time bound, 400 for anything else (bad gzip, a client
+// that went away).
+func bodyStatus(err error) int {
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
+}
+
+func (h *Handler) logFailure(ctx context.Context, key string, err error) {
+	if ctx.Err() == nil && h.Log != nil {
+		h.Log.Warn("upload-pack failed", "key", key, "err", err)
 	}
 }
 
@@ -137,9 +273,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		pw.flushPrefix()
 		return
 	}
-	if ctx.Err() == nil && h.Log != nil {
-		h.Log.Warn("upload-pack failed", "key", key, "err", err)
-	}
+	h.logFailure(ctx, key, err)
 	if ctx.Err() == nil && h.OnFailure != nil {
 		h.OnFailure(key, err)
 	}

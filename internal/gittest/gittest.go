@@ -26,6 +26,12 @@ type Upstreams struct {
 	srv  *http.Server
 	mu   sync.Mutex
 	n    int
+	// listings counts ref advertisements (GET info/refs) by repository
+	// name: one per ls-remote, check or fetch a client makes.
+	listings map[string]int
+	// names maps the lower-case names of created repositories to their
+	// names: keys are lower case, upstream names need not be.
+	names map[string]string
 }
 
 // Start serves dir (created if missing) on a free port of 127.0.0.1.
@@ -37,10 +43,16 @@ func Start(dir string) (*Upstreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstreams{Dir: dir, work: work}
+	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, names: map[string]string{}}
 	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
-		// keys look like 127.0.0.1:PORT/<name>; serve by name.
+		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
+		// name, whatever its case, as GitHub does.
 		_, name, _ := strings.Cut(key, "/")
+		u.mu.Lock()
+		if real, ok := u.names[name]; ok {
+			name = real
+		}
+		u.mu.Unlock()
 		p := filepath.Join(dir, filepath.FromSlash(name)+".git")
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			return p, true
@@ -55,6 +67,11 @@ func Start(dir string) (*Upstreams, error) {
 	// The handler sees "/<name>.git/..."; prefix the host so it parses as a key.
 	host := ln.Addr().String()
 	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name, ok := strings.CutSuffix(r.URL.Path, ".git/info/refs"); ok {
+			u.mu.Lock()
+			u.listings[strings.TrimPrefix(name, "/")]++
+			u.mu.Unlock()
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/" + host + r.URL.Path
 		h.ServeHTTP(w, r2)
@@ -69,12 +86,22 @@ func (u *Upstreams) Close() {
 	_ = os.RemoveAll(u.work)
 }
 
+// Listings is how many times a client has asked for the refs of name.
+func (u *Upstreams) Listings(name string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.listings[name]
+}
+
 // RepoURL is the clone URL of name.
 func (u *Upstreams) RepoURL(name string) string { return u.URL + "/" + name + ".git" }
 
 // Create makes a bare repository name with the given branches (first is
 // HEAD), each with one commit, and the given tags on the first branch.
 func (u *Upstreams) Create(name string, branches, tags []string) error {
+	u.mu.Lock()
+	u.names[strings.ToLower(name)] = name
+	u.mu.Unlock()
 	bare := filepath.Join(u.Dir, name+".git")
 	wt := filepath.Join(u.work, name)
 	if err := os.MkdirAll(filepath.Dir(bare), 0o755); err != nil {

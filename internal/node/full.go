@@ -315,7 +315,7 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, OnFailure: f.n.serveFailed}
+	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve, OnFailure: f.n.serveFailed}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -17,14 +17,14 @@ func msTime(ms int64) *time.Time {
 	return &t
 }
 
-var statusTmpl = template.Must(template.New("status").Parse(`<!doctype html>
+var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{"publicError": api.PublicError}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>gitfleet mirror</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}.failing{color:#b00}</style>
 </head><body><h1>gitfleet mirror</h1>
 <p>{{.Total}} repositories{{if gt .Total (len .Repos)}} (the first {{len .Repos}} shown){{end}}.
 JSON: <a href="/api/v1/repos">/api/v1/repos</a>, <a href="/api/v1/nodes">/api/v1/nodes</a>, <a href="/api/v1/openapi.json">OpenAPI</a>.</p>
 <table><tr><th>repository</th><th>clone URL</th><th>owner</th><th>state</th><th>current</th><th>last check</th><th>last error</th></tr>
-{{range .Repos}}<tr class="{{.State}}"><td>{{.Key}}</td><td><code>{{.CloneURL}}</code></td><td>{{.Owner}}</td><td>{{.State}}</td><td>{{.Current}}</td><td>{{if .LastCheck}}{{.LastCheck.Format "2006-01-02 15:04:05"}}{{end}}</td><td>{{.LastError}}</td></tr>
+{{range .Repos}}<tr class="{{.State}}"><td>{{.Key}}</td><td><code>{{.CloneURL}}</code></td><td>{{.Owner}}</td><td>{{.State}}</td><td>{{.Current}}</td><td>{{if .LastCheck}}{{.LastCheck.Format "2006-01-02 15:04:05"}}{{end}}</td><td>{{publicError .LastError}}</td></tr>
 {{end}}</table></body></html>
 `))
 

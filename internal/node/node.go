@@ -28,6 +28,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	"github.com/gitfleet/gitfleet/internal/store"
@@ -91,6 +92,8 @@ type Config struct {
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config
+	// Serve bounds the full node's public git serving.
+	Serve gitserve.Limits
 }
 
 // Node is a running node.

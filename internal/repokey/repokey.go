@@ -2,7 +2,8 @@
 // a repository everywhere in gitfleet: on the ring, on disk, in the API and
 // in public clone URLs. A key is the URL normalised: lower-case host (with
 // the port when it is not the scheme's default), the path without ".git" and
-// trailing slashes, no scheme, no credentials. It validates URLs as hostile
+// trailing slashes in canonical form (NFC, case-folded: see canonical.go),
+// no scheme, no credentials. It validates URLs as hostile
 // input: only allowed schemes, no credentials, nothing that could escape a
 // data directory or be read by git as an option.
 //
@@ -111,10 +112,9 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	if path == "" {
 		return fail("no repository path")
 	}
-	for _, seg := range strings.Split(path, "/") {
-		if err := checkSegment(seg); err != nil {
-			return fail("path: %v", err)
-		}
+	path, err = canonicalPath(path)
+	if err != nil {
+		return fail("path: %v", err)
 	}
 	hostPart := host
 	if strings.Contains(host, ":") { // IPv6 literal
@@ -133,29 +133,28 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 }
 
 // Check validates a key given directly (from an HTTP path or a peer): it
-// must be what Normalize produces, so that it cannot escape a directory.
+// must be what Normalize produces, canonical form included, so that it
+// cannot escape a directory nor name another key's directory.
 func Check(key string) error {
-	if key == "" || len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: key %q: empty or too long", ErrInvalid, truncate(key))
+	c, err := Canonical(key)
+	if err != nil {
+		return err
 	}
-	host, path, ok := strings.Cut(key, "/")
-	if !ok || host == "" || path == "" {
-		return fmt.Errorf("%w: key %q: want host/path", ErrInvalid, truncate(key))
+	if c != key {
+		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(c))
 	}
+	return nil
+}
+
+// validKeyHost checks the host part of a key: a lower-case name or IP
+// address, with a port.
+func validKeyHost(host string) bool {
 	h := host
 	if hp, _, err := net.SplitHostPort(host); err == nil {
 		h = hp
 	}
 	h = strings.Trim(h, "[]")
-	if !validHost(h) || strings.ToLower(host) != host {
-		return fmt.Errorf("%w: key %q: bad host", ErrInvalid, truncate(key))
-	}
-	for _, seg := range strings.Split(path, "/") {
-		if err := checkSegment(seg); err != nil {
-			return fmt.Errorf("%w: key %q: %v", ErrInvalid, truncate(key), err)
-		}
-	}
-	return nil
+	return validHost(h) && strings.ToLower(host) == host
 }
 
 // Host returns the host part of a key (with port), for per-host limits.

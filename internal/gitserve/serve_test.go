@@ -1,0 +1,356 @@
+package gitserve_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/gittest"
+)
+
+// fixture is one upstream repository served by a Handler on 127.0.0.1.
+type fixture struct {
+	up   *gittest.Upstreams
+	h    *gitserve.Handler
+	srv  *httptest.Server
+	repo string // the bare repository's directory
+	url  string // its clone URL
+}
+
+func newFixture(t *testing.T, tune func(h *gitserve.Handler)) *fixture {
+	t.Helper()
+	up, err := gittest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	if err := up.Create("r", []string{"main", "dev"}, []string{"v1"}); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(up.Dir, "r.git")
+	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
+		return repo, key == "example.com/r"
+	}}
+	if tune != nil {
+		tune(h)
+	}
+	srv := httptest.NewServer(h) // listens on 127.0.0.1, held open
+	t.Cleanup(srv.Close)
+	return &fixture{up: up, h: h, srv: srv, repo: repo, url: srv.URL + "/example.com/r.git"}
+}
+
+func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+
+// post sends an upload-pack request body as git would.
+func (f *fixture) post(t *testing.T, body []byte, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.url+"/git-upload-pack", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+var v2 = map[string]string{"Git-Protocol": "version=2"}
+
+func v2Fetch(args ...string) []byte {
+	s := pkt("command=fetch\n") + pkt("agent=test\n") + "0001"
+	for _, a := range args {
+		s += pkt(a + "\n")
+	}
+	return []byte(s + "0000")
+}
+
+func head(t *testing.T, f *fixture) string {
+	out, err := gittest.Output(f.repo, "rev-parse", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+func git(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	return gittest.Output(dir, args...)
+}
+
+func TestCloneAndFetchStillWorkWithProtocolV2AndV0(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) { h.MaxUploadPacks, h.MaxPerClient = 4, 2 })
+	for _, proto := range []string{"2", "0"} {
+		dir := filepath.Join(t.TempDir(), "c")
+		if _, err := git(t, "", "-c", "protocol.version="+proto, "clone", "-q", f.url, dir); err != nil {
+			t.Fatalf("v%s clone: %v", proto, err)
+		}
+		newID, err := f.up.Commit("r", "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := git(t, dir, "-c", "protocol.version="+proto, "fetch", "-q", "origin"); err != nil {
+			t.Fatalf("v%s fetch: %v", proto, err)
+		}
+		if got, _ := git(t, dir, "rev-parse", "origin/main"); strings.TrimSpace(got) != newID {
+			t.Fatalf("v%s fetch: origin/main is %q, want %s", proto, got, newID)
+		}
+	}
+}
+
+func TestPartialCloneWithBlobNoneFetchesItsBlobsLazily(t *testing.T) {
+	f := newFixture(t, nil)
+	dir := filepath.Join(t.TempDir(), "c")
+	// The checkout asks for the blobs of main by id: trees and blobs are served.
+	if _, err := git(t, "", "-c", "protocol.version=2", "clone", "-q", "--filter=blob:none", f.url, dir); err != nil {
+		t.Fatalf("partial clone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "file.txt")); err != nil {
+		t.Fatalf("checkout of a partial clone: %v", err)
+	}
+}
+
+func TestExpensiveFiltersAreRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	want := "want " + head(t, f)
+	for _, filter := range []string{"sparse:oid=main:file.txt", "tree:3", "combine:blob:none+tree:0", "object:type=blob"} {
+		if code, _, body := f.post(t, v2Fetch(want, "filter "+filter, "done"), v2); code != http.StatusForbidden {
+			t.Errorf("filter %s: got %d %q, want 403", filter, code, body)
+		}
+	}
+	if _, err := git(t, "", "-c", "protocol.version=2", "clone", "-q", "--filter=sparse:oid=main:file.txt", f.url, filepath.Join(t.TempDir(), "c")); err == nil {
+		t.Error("a clone with --filter=sparse:oid= succeeded")
+	}
+	for _, filter := range []string{"blob:none", "blob:limit=1k", "tree:0"} {
+		if code, _, body := f.post(t, v2Fetch(want, "filter "+filter, "done"), v2); code != http.StatusOK {
+			t.Errorf("filter %s: got %d %q, want 200", filter, code, body)
+		}
+	}
+}
+
+func TestUnneededV2CommandsAreRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, cmd := range []string{"object-info", "bundle-uri", "no-such-command"} {
+		body := []byte(pkt("command="+cmd+"\n") + "0001" + pkt("size\n") + pkt("oid "+head(t, f)+"\n") + "0000")
+		if code, _, resp := f.post(t, body, v2); code != http.StatusForbidden {
+			t.Errorf("command %s: got %d %q, want 403", cmd, code, resp)
+		}
+	}
+	ls := []byte(pkt("command=ls-refs\n") + "0001" + pkt("peel\n") + pkt("ref-prefix refs/heads/\n") + "0000")
+	if code, _, resp := f.post(t, ls, v2); code != http.StatusOK || !strings.Contains(resp, "refs/heads/main") {
+		t.Errorf("ls-refs: got %d %q", code, resp)
+	}
+}
+
+func TestACommitForcePushedAwayCannotBeFetchedByID(t *testing.T) {
+	f := newFixture(t, nil)
+	before := head(t, f)
+	secret, err := f.up.Commit("r", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git(f.repo, "update-ref", "refs/heads/main", before); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := f.post(t, v2Fetch("want "+secret, "done"), v2); code != http.StatusForbidden {
+		t.Fatalf("want of a force-pushed-away commit: got %d %q, want 403", code, body)
+	}
+	dir := filepath.Join(t.TempDir(), "c")
+	if _, err := git(t, "", "init", "-q", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git(t, dir, "-c", "protocol.version=2", "fetch", "-q", f.url, secret); err == nil {
+		t.Fatal("git fetch of a force-pushed-away commit by id succeeded")
+	}
+	// An ancestor of a served ref is served.
+	if code, _, body := f.post(t, v2Fetch("want "+before+"", "done"), v2); code != http.StatusOK {
+		t.Fatalf("want of a reachable commit: got %d %q", code, body)
+	}
+	if _, err := git(t, dir, "-c", "protocol.version=2", "fetch", "-q", f.url, before); err != nil {
+		t.Fatalf("git fetch of a reachable commit by id: %v", err)
+	}
+}
+
+func TestMalformedRequestsGet4xxNever500(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) { h.MaxRequest = 1 << 20 })
+	full := v2Fetch("want "+head(t, f), "done")
+	var bomb bytes.Buffer
+	gz := gzip.NewWriter(&bomb)
+	zeros := make([]byte, 1<<20)
+	for range 64 { // 64 MiB of zeros in about 64 KiB
+		_, _ = gz.Write(zeros)
+	}
+	_ = gz.Close()
+	for _, tc := range []struct {
+		name string
+		body []byte
+		hdr  map[string]string
+		want int
+	}{
+		{"gzip bomb", bomb.Bytes(), map[string]string{"Git-Protocol": "version=2", "Content-Encoding": "gzip"}, http.StatusRequestEntityTooLarge},
+		{"bad gzip", []byte("not gzip at all"), map[string]string{"Content-Encoding": "gzip"}, http.StatusBadRequest},
+		{"truncated pkt-line", full[:len(full)-9], v2, http.StatusBadRequest},
+		{"truncated before the flush", full[:len(full)-4], v2, http.StatusBadRequest},
+		{"bad pkt-line length", []byte("zzzzcommand=fetch"), v2, http.StatusBadRequest},
+		{"empty", nil, v2, http.StatusBadRequest},
+		{"want without an id", v2Fetch("want nothing", "done"), v2, http.StatusBadRequest},
+		{"unknown v2 argument", v2Fetch("want "+head(t, f), "frobnicate"), v2, http.StatusForbidden},
+		{"v0 truncated", []byte(pkt("want " + head(t, f) + " ofs-delta\n")), nil, http.StatusBadRequest},
+		{"v0 unknown object", []byte(pkt("want "+strings.Repeat("ab", 20)+"\n") + "0000" + pkt("done\n")), nil, http.StatusForbidden},
+		{"too large", bytes.Repeat([]byte(pkt("have "+head(t, f)+"\n")), 30000), v2, http.StatusRequestEntityTooLarge},
+		{"junk Git-Protocol", full, map[string]string{"Git-Protocol": "version=2;rm -rf /"}, http.StatusBadRequest},
+		{"long Git-Protocol", full, map[string]string{"Git-Protocol": "version=2:" + strings.Repeat("a", 500)}, http.StatusBadRequest},
+	} {
+		if code, _, body := f.post(t, tc.body, tc.hdr); code != tc.want {
+			t.Errorf("%s: got %d %q, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.url+"/info/refs?service=git-upload-pack", nil)
+	req.Header.Set("Git-Protocol", "version=3")
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("info/refs with Git-Protocol version=3: got %d, want 400", resp.StatusCode)
+	}
+}
+
+// slowClient opens a POST that announces a body and then trickles it, one
+// byte at a time, until stop is closed. It returns the connection, whose
+// answer the caller reads.
+func slowClient(t *testing.T, f *fixture, stop <-chan struct{}) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /example.com/r.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\n"+
+		"Content-Type: application/x-git-upload-pack-request\r\nContent-Length: 100000\r\n\r\n")
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := conn.Write([]byte("0")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	return conn
+}
+
+func status(t *testing.T, conn net.Conn) (int, http.Header) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// uploadPacks counts the running git upload-pack processes of dir.
+func uploadPacks(t *testing.T, dir string) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc: cannot count processes here")
+	}
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte("upload-pack")) && bytes.Contains(b, []byte(dir)) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSlowClientsHoldNoUploadPackAndGet408(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) { h.ReadTimeout = time.Second })
+	stop := make(chan struct{})
+	defer close(stop)
+	var conns []net.Conn
+	for range 8 {
+		conns = append(conns, slowClient(t, f, stop))
+	}
+	// While they trickle, no upload-pack runs for them.
+	for range 5 {
+		if n := uploadPacks(t, f.repo); n != 0 {
+			t.Fatalf("%d upload-pack processes run for clients still sending their bodies", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, c := range conns {
+		if code, _ := status(t, c); code != http.StatusRequestTimeout {
+			t.Errorf("slow client %d: got %d, want 408", i, code)
+		}
+	}
+}
+
+func TestConcurrencyCapsAnswer429PerClientAnd503Globally(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		global, perClient int
+		want              int
+	}{
+		{"per client", 10, 1, http.StatusTooManyRequests},
+		{"global", 1, 5, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(h *gitserve.Handler) {
+				h.MaxUploadPacks, h.MaxPerClient, h.ReadTimeout = tc.global, tc.perClient, time.Minute
+			})
+			stop := make(chan struct{})
+			holder := slowClient(t, f, stop) // holds the one slot while it trickles
+			var code int
+			var hdr http.Header
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) { // until the holder's request is in
+				code, hdr, _ = f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
+				if code != http.StatusOK {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if code != tc.want || hdr.Get("Retry-After") == "" {
+				t.Fatalf("got %d (Retry-After %q), want %d with Retry-After", code, hdr.Get("Retry-After"), tc.want)
+			}
+			close(stop)
+			holder.Close()
+			deadline = time.Now().Add(time.Minute)
+			for code != http.StatusOK && time.Now().Before(deadline) { // the slot comes back
+				time.Sleep(20 * time.Millisecond)
+				code, _, _ = f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
+			}
+			if code != http.StatusOK {
+				t.Fatalf("after the holder left: got %d, want 200", code)
+			}
+		})
+	}
+}
