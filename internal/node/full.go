@@ -28,6 +28,7 @@ type fullNode struct {
 	tasks                     *api.Tasks
 	events                    *api.Broker
 	backend                   *backend
+	creds                     *tunnelCreds
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -39,7 +40,7 @@ type fullNode struct {
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
-	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
+	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
 	token, err := apiToken(n.cfg.DataDir, n.cfg.API.Token, n.log)
 	if err != nil {
@@ -72,6 +73,7 @@ func (f *fullNode) listen() error {
 		return fmt.Errorf("full node: listen on loopback: %w", err)
 	}
 	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String())
+	f.tunnels = tunnel.NewServer(f.creds.authenticate, f.n.log, cfg.TunnelTLS)
 	return nil
 }
 
@@ -93,12 +95,6 @@ func (f *fullNode) tunnelAdvertise() string {
 
 func (f *fullNode) serve(ctx context.Context) error {
 	n := f.n
-	f.tunnels = tunnel.NewServer(func(id uint32, proof string) error {
-		if proof != tunnelProof(n.cfg.JoinToken, id) {
-			return errors.New("tunnel proof refused: the node's join token differs from the full node's")
-		}
-		return nil
-	}, n.log, n.cfg.TunnelTLS)
 	servers := []*http.Server{
 		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: f.tunnels.ReverseProxy(), ReadHeaderTimeout: 10 * time.Second},
