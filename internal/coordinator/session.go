@@ -71,7 +71,8 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 }
 
 // allocateID returns the smallest ID that no registered node has (IDs of
-// forgotten nodes are reused). Caller holds c.mu.
+// forgotten nodes are reused; a revoked node's record, and so its ID,
+// stays). Caller holds c.mu.
 func (c *Coordinator) allocateID() uint32 {
 	for id := uint32(1); ; id++ {
 		if _, taken := c.nodes[id]; !taken {
