@@ -261,7 +261,9 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0")
 	f.startNode("partial-1", "partial")
+	f.startNode("partial-2", "partial")
 	remaining := f.nodeID("partial-1")
+	second := f.nodeID("partial-2")
 
 	// The hostile joins before the warm-up ends, keeps a live session and
 	// a tunnel, and takes its share of repositories (which it never
@@ -323,8 +325,28 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	_, err = h.client.ListNodes(ctx, &fleetv1.ListNodesRequest{})
 	refused(t, "an RPC with the revoked credential", err, "was revoked")
 
-	// Its repositories are placed on the real node and served.
 	eventually(t, 90*time.Second, fmt.Sprintf("the %d repositories the hostile held are served", held), func() error { return f.servedLikeUpstream(repos) })
+
+	// A real node, revoked through the API, stops and says why.
+	p2 := f.procs["partial-2"]
+	p2.stopped.Store(true) // its end is what this part waits for
+	if code := call(t, "POST", fmt.Sprintf("%s/api/v1/nodes/%d/revoke", f.base, second), apiToken, strings.NewReader(`{"reason": "disk stolen"}`), nil); code != 200 {
+		t.Fatalf("POST revoke: %d", code)
+	}
+	eventually(t, 30*time.Second, "the revoked node's process ends, saying why", func() error {
+		select {
+		case <-p2.done:
+		default:
+			return fmt.Errorf("still running")
+		}
+		if p2.count(fmt.Sprintf("node %d was revoked: disk stolen", second)) == 0 {
+			return fmt.Errorf("it ended (%v) without saying it was revoked", p2.exit)
+		}
+		return nil
+	})
+
+	// Every repository is placed on the remaining node and served.
+	eventually(t, 90*time.Second, "every repository served by the remaining node", func() error { return f.servedLikeUpstream(repos) })
 	own, err := owners(f, repos)
 	if err != nil {
 		t.Fatal(err)
