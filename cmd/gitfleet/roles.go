@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -252,6 +253,9 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.WarmupNodes == 0 {
 		cfg.WarmupNodes = 1 // the full node itself is enough to start
+	}
+	if cfg.FullToken == "" && len(cfg.Etcd) > 0 {
+		return errors.New("up with --etcd: give every machine the same --full-token (env GITFLEET_FULL_TOKEN): its full node may register with another machine's coordinator")
 	}
 	if cfg.FullToken == "" {
 		// Both roles are in this process: a token of its own admits its

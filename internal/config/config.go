@@ -27,7 +27,7 @@ type Config struct {
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
 	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`
 	JoinToken             string        `name:"join-token" help:"shared secret that admits new partial nodes (env GITFLEET_JOIN_TOKEN); the coordinator takes a comma-separated list, to rotate it"`
-	FullToken             string        `name:"full-token" help:"coordinator, full node: the second secret that admits full nodes, never given to volunteers (env GITFLEET_FULL_TOKEN); up makes its own"`
+	FullToken             string        `name:"full-token" help:"coordinator, full node: the second secret that admits full nodes, never given to volunteers (env GITFLEET_FULL_TOKEN); up makes its own unless it shares a fleet through --etcd"`
 	Mode                  string        `name:"mode" help:"node: partial (a worker) or full (the aggregator)"`
 	Name                  string        `name:"name" help:"node: a name for people (default: the host name)"`
 	Capacity              float64       `name:"capacity" help:"node: placement weight, 1 = a standard node; 0 = a full node that fetches nothing itself"`
