@@ -1,6 +1,6 @@
 // Package ctl is `gitfleet ctl`, the command-line client of a full node's
 // API: list, show, add and remove repositories, request checks and follow
-// them, list nodes, and follow the stream of ref updates. It prints tables
+// them, list and revoke nodes, and follow the stream of ref updates. It prints tables
 // for people and, with --json, the server's JSON for scripts.
 //
 // It talks to the API over HTTP only: it must not read a node's data

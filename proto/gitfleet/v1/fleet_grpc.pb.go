@@ -46,6 +46,7 @@ type CoordinatorClient interface {
 	// Register admits a node into the fleet (or re-admits a known one).
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
+	// It ends with PermissionDenied when the node is revoked.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NodeMessage, CoordinatorMessage], error)
 	// AddRepo adds or updates a repository outside the catalog (persisted).
 	AddRepo(ctx context.Context, in *AddRepoRequest, opts ...grpc.CallOption) (*AddRepoResponse, error)
@@ -172,6 +173,7 @@ type CoordinatorServer interface {
 	// Register admits a node into the fleet (or re-admits a known one).
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
+	// It ends with PermissionDenied when the node is revoked.
 	Session(grpc.BidiStreamingServer[NodeMessage, CoordinatorMessage]) error
 	// AddRepo adds or updates a repository outside the catalog (persisted).
 	AddRepo(context.Context, *AddRepoRequest) (*AddRepoResponse, error)
