@@ -345,16 +345,22 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 		return nil
 	})
 
-	// Every repository is placed on the remaining node and served.
-	eventually(t, 90*time.Second, "every repository served by the remaining node", func() error { return f.servedLikeUpstream(repos) })
-	own, err := owners(f, repos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, o := range own {
-		if o != remaining {
-			t.Errorf("%s is owned by node %d, want the remaining node %d", key, o, remaining)
+	// Every repository moves to the remaining node (which confirms its
+	// clone), and is served.
+	eventually(t, 90*time.Second, "every repository owned by the remaining node", func() error {
+		own, err := owners(f, repos)
+		if err != nil {
+			return err
 		}
+		for key, o := range own {
+			if o != remaining {
+				return fmt.Errorf("%s is owned by node %d, want the remaining node %d", key, o, remaining)
+			}
+		}
+		return nil
+	})
+	if err := f.servedLikeUpstream(repos); err != nil {
+		t.Fatal(err)
 	}
 }
 
