@@ -25,6 +25,7 @@ type fleet struct {
 	tunnelAddr string
 	base       string
 	token      string
+	fullToken  string // the coordinator's and the full node's, never a partial node's
 	dataDirs   map[string]string
 	procs      map[string]*proc
 }
@@ -36,7 +37,7 @@ func newFleet(t testing.TB) *fleet {
 	}
 	t.Cleanup(up.Close)
 	f := &fleet{t: t, up: up, catalog: filepath.Join(t.TempDir(), "catalog"), grpc: freeAddr(t), http: freeAddr(t),
-		token: "e2e-secret-token", dataDirs: map[string]string{}, procs: map[string]*proc{}}
+		token: "e2e-secret-token", fullToken: "e2e-full-token", dataDirs: map[string]string{}, procs: map[string]*proc{}}
 	f.base = "http://" + f.http
 	return f
 }
@@ -121,7 +122,8 @@ func (f *fleet) common() []string {
 func (f *fleet) startCoordinator() {
 	dir := f.dataDir("coordinator")
 	args := append([]string{"coordinator", "--data", dir, "--catalog", f.catalog, "--grpc", f.grpc,
-		"--grace", "5s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s", "--max-purge", "0.2"}, f.common()...)
+		"--grace", "5s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s", "--max-purge", "0.2",
+		"--full-token", f.fullToken}, f.common()...)
 	f.procs["coordinator"] = start(f.t, "coordinator", args...)
 }
 
@@ -131,6 +133,9 @@ func (f *fleet) startNode(name, mode string, extra ...string) {
 		// Checks every 1-3 s of 30 repositories keep pushes arriving within
 		// seconds without the nodes' own git processes starving the machine.
 		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.common()...)
+	if mode == "full" {
+		args = append(args, "--full-token", f.fullToken)
+	}
 	args = append(args, extra...)
 	f.procs[name] = start(f.t, name, args...)
 }

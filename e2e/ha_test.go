@@ -47,7 +47,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	startCoordinator := func(name, addr string) *proc {
 		args := append([]string{"coordinator", "--data", f.dataDir(name), "--catalog", f.catalog, "--grpc", addr,
 			"--etcd", etcd.Endpoint, "--etcd-prefix", "/e2e-fleet", "--etcd-lease", "3s", "--etcd-compaction", "1s",
-			"--grace", "60s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s"}, f.common()...)
+			"--grace", "60s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s", "--full-token", f.fullToken}, f.common()...)
 		p := start(t, name, args...)
 		f.procs[name] = p
 		return p

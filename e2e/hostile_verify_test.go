@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,17 +28,15 @@ import (
 // hostileTunnelProof is what the hostile node shows to open its tunnel,
 // computed the way a genuine partial node does. It is the one place that
 // knows how tunnels are authenticated.
-func hostileTunnelProof(joinToken string, reg *fleetv1.RegisterResponse) string {
-	m := hmac.New(sha256.New, []byte(joinToken))
-	fmt.Fprintf(m, "gitfleet-tunnel:%d", reg.GetNodeId())
-	return hex.EncodeToString(m.Sum(nil))
+func hostileTunnelProof(_ string, reg *fleetv1.RegisterResponse) string {
+	return fleetv1.TunnelProof(fleetv1.SecretHash(reg.GetNodeSecret()), reg.GetNodeId())
 }
 
-// hostile is a partial node written as test code: it joins with the join
+// forger is a hostile partial node written as test code: it joins with the join
 // token, takes the repositories it is given, and serves through its tunnel
 // bare repositories that it may then forge, while it reports to the
 // coordinator whatever digest it likes.
-type hostile struct {
+type forger struct {
 	t      *testing.T
 	ctx    context.Context
 	id     uint32
@@ -55,7 +50,7 @@ type hostile struct {
 	opened map[string]bool   // tunnel addresses
 }
 
-func startHostile(t *testing.T, f *fleet) *hostile {
+func startHostile(t *testing.T, f *fleet) *forger {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := grpc.NewClient(f.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -73,7 +68,7 @@ func startHostile(t *testing.T, f *fleet) *hostile {
 			Mode: fleetv1.Mode_MODE_PARTIAL, Capacity: 1, Version: "hostile"})
 		return err
 	})
-	h := &hostile{t: t, ctx: ctx, id: reg.GetNodeId(), dir: t.TempDir(), git: &gitcmd.Runner{},
+	h := &forger{t: t, ctx: ctx, id: reg.GetNodeId(), dir: t.TempDir(), git: &gitcmd.Runner{},
 		urls: map[string]string{}, opened: map[string]bool{}}
 	if h.stream, err = client.Session(ctx); err != nil {
 		t.Fatal(err)
@@ -123,18 +118,18 @@ func startHostile(t *testing.T, f *fleet) *hostile {
 	return h
 }
 
-func (h *hostile) send(m *fleetv1.NodeMessage) {
+func (h *forger) send(m *fleetv1.NodeMessage) {
 	h.sendMu.Lock()
 	defer h.sendMu.Unlock()
 	_ = h.stream.Send(m) // a broken session shows as the test's own failure
 }
 
-func (h *hostile) path(key string) string {
+func (h *forger) path(key string) string {
 	return filepath.Join(h.dir, filepath.FromSlash(key)+".git")
 }
 
 // take mirrors a repository it was given, honestly, and reports it.
-func (h *hostile) take(key, url string) {
+func (h *forger) take(key, url string) {
 	h.mu.Lock()
 	_, known := h.urls[key]
 	h.urls[key] = url
@@ -153,7 +148,7 @@ func (h *hostile) take(key, url string) {
 
 // report tells the coordinator that key was checked, with digest, or with
 // the digest of what the node serves when digest is "".
-func (h *hostile) report(key, digest string) {
+func (h *forger) report(key, digest string) {
 	if digest == "" {
 		refs, err := h.git.LocalRefs(h.ctx, h.path(key))
 		if err != nil {
@@ -167,7 +162,7 @@ func (h *hostile) report(key, digest string) {
 }
 
 // forge commits on branch in the node's own copy and returns the new tip.
-func (h *hostile) forge(key, branch string) string {
+func (h *forger) forge(key, branch string) string {
 	h.t.Helper()
 	wt := filepath.Join(h.t.TempDir(), "forge")
 	if err := gittest.Git("", "clone", "-q", "-b", branch, h.path(key), wt); err != nil {
@@ -193,7 +188,7 @@ func (h *hostile) forge(key, branch string) string {
 // (--capacity 0), as processes, and the hostile node, which therefore owns
 // the one repository; it returns once the full node serves the hostile
 // node's (so far honest) copy.
-func hostileFleet(t *testing.T, extraCommit bool) (*fleet, *hostile) {
+func hostileFleet(t *testing.T, extraCommit bool) (*fleet, *forger) {
 	t.Helper()
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +32,8 @@ import (
 func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	return coordinator.Config{
 		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, JoinToken: cfg.JoinToken,
-		Grace: cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
+		FullToken: cfg.FullToken,
+		Grace:     cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
 		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge, PurgeWindow: cfg.PurgeWindow,
 		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
 		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeapOnce(),
@@ -134,7 +137,8 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 	}
 	return node.Config{
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
-		Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
+		FullToken: cfg.FullToken,
+		Capacity:  cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
@@ -275,6 +279,14 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.WarmupNodes == 0 {
 		cfg.WarmupNodes = 1 // the full node itself is enough to start
+	}
+	if cfg.FullToken == "" && len(cfg.Etcd) > 0 {
+		return errors.New("up with --etcd: give every machine the same --full-token (env GITFLEET_FULL_TOKEN): its full node may register with another machine's coordinator")
+	}
+	if cfg.FullToken == "" {
+		// Both roles are in this process: a token of its own admits its
+		// full node (give --full-token to admit other full nodes).
+		cfg.FullToken = rand.Text()
 	}
 	ccfg := coordinatorConfig(cfg, filepath.Join(cfg.Data, "coordinator"))
 	ncfg, err := nodeConfig(cfg, filepath.Join(cfg.Data, "node"))

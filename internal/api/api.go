@@ -63,6 +63,9 @@ type Backend interface {
 	// ConfirmPurge applies the held removals; an error wrapping
 	// ErrNothingPending gives 409.
 	ConfirmPurge(ctx context.Context) (string, error)
+	// RevokeNode revokes a node for good; an error wrapping ErrNotFound
+	// gives 404, ErrRefused 409.
+	RevokeNode(ctx context.Context, id uint32, reason string) error
 }
 
 // ErrNothingPending: no catalog change is waiting for confirmation.
@@ -138,7 +141,9 @@ type Node struct {
 	ID            uint32    `json:"id"`
 	Name          string    `json:"name"`
 	Mode          string    `json:"mode"`
-	State         string    `json:"state"` // alive, suspect, gone
+	State         string    `json:"state"` // alive, suspect, gone, revoked
+	RevokedReason string    `json:"revoked_reason,omitempty"`
+	RevokedAt     time.Time `json:"revoked_at,omitzero"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Repos         int       `json:"repos"`
 	DiskUsed      uint64    `json:"disk_used"`
@@ -271,6 +276,8 @@ func (s *Server) routes() {
 	m.HandleFunc("/api/v1/tasks/{id}", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/nodes", s.nodes)
 	m.HandleFunc("/api/v1/nodes", methodNotAllowed("GET"))
+	m.HandleFunc("POST /api/v1/nodes/{id}/revoke", s.revokeNode)
+	m.HandleFunc("/api/v1/nodes/{id}/revoke", methodNotAllowed("POST"))
 	m.HandleFunc("GET /api/v1/events", s.streamEvents)
 	m.HandleFunc("/api/v1/events", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/catalog", s.catalog)

@@ -127,6 +127,18 @@ func (b *fakeBackend) StartFetch(_ context.Context, key, id string) error {
 
 func (b *fakeBackend) Nodes(context.Context) ([]Node, error) { return b.nodes, b.nodesErr }
 
+func (b *fakeBackend) RevokeNode(_ context.Context, id uint32, reason string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.nodes {
+		if b.nodes[i].ID == id {
+			b.nodes[i].State, b.nodes[i].RevokedReason = "revoked", reason
+			return nil
+		}
+	}
+	return fmt.Errorf("node %d: %w", id, ErrNotFound)
+}
+
 func (b *fakeBackend) Known(key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -26,7 +26,8 @@ type Config struct {
 	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, status page"`
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
 	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`
-	JoinToken             string        `name:"join-token" help:"shared secret that admits nodes to the fleet (env GITFLEET_JOIN_TOKEN)"`
+	JoinToken             string        `name:"join-token" help:"shared secret that admits new partial nodes (env GITFLEET_JOIN_TOKEN); the coordinator takes a comma-separated list, to rotate it"`
+	FullToken             string        `name:"full-token" help:"coordinator, full node: the second secret that admits full nodes, never given to volunteers (env GITFLEET_FULL_TOKEN); up makes its own unless it shares a fleet through --etcd"`
 	Mode                  string        `name:"mode" help:"node: partial (a worker) or full (the aggregator)"`
 	Name                  string        `name:"name" help:"node: a name for people (default: the host name)"`
 	Capacity              float64       `name:"capacity" help:"node: placement weight, 1 = a standard node; 0 = a full node that fetches nothing itself"`
@@ -226,6 +227,9 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	}
 	if cfg.JoinToken == "" {
 		cfg.JoinToken = os.Getenv("GITFLEET_JOIN_TOKEN")
+	}
+	if cfg.FullToken == "" {
+		cfg.FullToken = os.Getenv("GITFLEET_FULL_TOKEN")
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.String("config", "", "YAML configuration file (flags override it)")

@@ -33,7 +33,8 @@ type pendingTask struct {
 	at   time.Time
 }
 
-// authFull checks that the caller is a registered full node.
+// authFull checks that the caller is a full node admitted with the full
+// token, and returns its ID.
 func (c *Coordinator) authFull(ctx context.Context) (uint32, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	get := func(k string) string {
@@ -49,11 +50,14 @@ func (c *Coordinator) authFull(ctx context.Context) (uint32, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.nodes[uint32(id64)]
-	if rec == nil || rec.SecretHash != hashSecret(get("x-gitfleet-secret")) {
+	if !secretMatches(rec, get("x-gitfleet-secret")) {
 		return 0, status.Error(codes.Unauthenticated, "unknown node or wrong node secret")
 	}
-	if rec.Mode != fleetv1.Mode_MODE_FULL {
-		return 0, status.Error(codes.PermissionDenied, "only full nodes may change the repository set")
+	if rec.Revoked {
+		return 0, revokedError(rec)
+	}
+	if !rec.full() {
+		return 0, status.Error(codes.PermissionDenied, "only full nodes admitted with the full token may change or read the fleet")
 	}
 	return rec.ID, nil
 }
@@ -206,6 +210,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 		}
 		resp.Nodes = append(resp.Nodes, n)
 	}
+	resp.Nodes = append(resp.Nodes, c.revokedNodes()...)
 	return resp, nil
 }
 

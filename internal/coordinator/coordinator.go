@@ -10,8 +10,6 @@ package coordinator
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -35,10 +33,14 @@ import (
 
 // Config configures a coordinator.
 type Config struct {
-	DataDir           string
-	Catalog           string // path or URL of the catalog repository
-	CatalogInterval   time.Duration
+	DataDir         string
+	Catalog         string // path or URL of the catalog repository
+	CatalogInterval time.Duration
+	// JoinToken admits new partial nodes: one token, or several separated
+	// by commas (an overlap while it is rotated). FullToken admits full
+	// nodes; empty: none.
 	JoinToken         string
+	FullToken         string
 	Grace             time.Duration
 	Warmup            time.Duration
 	WarmupNodes       int
@@ -84,13 +86,14 @@ type Config struct {
 type Coordinator struct {
 	fleetv1.UnimplementedCoordinatorServer
 
-	cfg   Config
-	log   *slog.Logger
-	clk   clock.Clock
-	db    store.Store
-	git   *gitcmd.Runner
-	src   *catalog.Source
-	flush chan struct{}
+	cfg        Config
+	joinTokens []string // cfg.JoinToken's list
+	log        *slog.Logger
+	clk        clock.Clock
+	db         store.Store
+	git        *gitcmd.Runner
+	src        *catalog.Source
+	flush      chan struct{}
 
 	mu       sync.Mutex
 	cat      *catalog.Catalog
@@ -124,6 +127,13 @@ type nodeRecord struct {
 	Capacity   float64
 	TunnelAddr string `json:",omitempty"`
 	PublicURL  string `json:",omitempty"`
+	// FullGranted: registered as full with the full token. A record
+	// stored before full tokens existed lacks it and proves it again.
+	FullGranted bool `json:",omitempty"`
+	// A revoked node keeps its ID (never reused) and is refused.
+	Revoked       bool   `json:",omitempty"`
+	RevokedReason string `json:",omitempty"`
+	RevokedAtMs   int64  `json:",omitempty"`
 }
 
 type pendingPurge struct {
@@ -143,7 +153,7 @@ const (
 // New opens the coordinator's state in cfg.DataDir. A coordinator with
 // stored state resumes from it; one without waits for nodes (warm-up).
 func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
-	if cfg.JoinToken == "" {
+	if len(splitTokens(cfg.JoinToken)) == 0 {
 		return nil, errors.New("coordinator: a join token is required (--join-token)")
 	}
 	if cfg.Catalog == "" {
@@ -174,6 +184,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	}
 	c := &Coordinator{
 		cfg:          cfg,
+		joinTokens:   splitTokens(cfg.JoinToken),
 		log:          log,
 		clk:          clk,
 		db:           db,
@@ -605,15 +616,7 @@ func (c *Coordinator) confirmPurge(context.Context) (string, error) {
 	return fmt.Sprintf("applied the removals held since catalog commit %s: %d repositories removed", commit, n), nil
 }
 
-// checkToken compares a presented join token in constant time.
-func (c *Coordinator) checkToken(t string) bool {
-	return subtle.ConstantTimeCompare([]byte(t), []byte(c.cfg.JoinToken)) == 1
-}
-
-func hashSecret(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
+func hashSecret(s string) string { return fleetv1.SecretHash(s) }
 
 func newSecret() string {
 	var b [24]byte
@@ -625,7 +628,7 @@ func newSecret() string {
 func (c *Coordinator) tunnelAddrs() []string {
 	var out []string
 	for _, n := range c.nodes {
-		if n.Mode == fleetv1.Mode_MODE_FULL && n.TunnelAddr != "" {
+		if n.full() && n.TunnelAddr != "" {
 			out = append(out, n.TunnelAddr)
 		}
 	}

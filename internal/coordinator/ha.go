@@ -168,6 +168,10 @@ func (f *front) ConfirmPurge(ctx context.Context, req *fleetv1.ConfirmPurgeReque
 	return delegate(f, ctx, req, (*Coordinator).ConfirmPurge)
 }
 
+func (f *front) RevokeNode(ctx context.Context, req *fleetv1.RevokeNodeRequest) (*fleetv1.RevokeNodeResponse, error) {
+	return delegate(f, ctx, req, (*Coordinator).RevokeNode)
+}
+
 func (f *front) CatalogStatus(ctx context.Context, req *fleetv1.CatalogStatusRequest) (*fleetv1.CatalogStatusResponse, error) {
 	return delegate(f, ctx, req, (*Coordinator).CatalogStatus)
 }

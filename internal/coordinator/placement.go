@@ -97,9 +97,11 @@ func (c *Coordinator) applyChanges(changes []membership.Change) {
 	c.memberDirty = true
 	for _, ch := range changes {
 		c.log.Info("node state changed", "node", ch.ID, "from", ch.From.String(), "to", ch.To.String())
-		if ch.To == membership.Forgotten {
+		if rec := c.nodes[ch.ID]; ch.To == membership.Forgotten && (rec == nil || !rec.Revoked) {
+			// A revoked node's record stays: its ID is never reused.
 			delete(c.nodes, ch.ID)
 			c.forget = append(c.forget, ch.ID)
+			c.queueCredentials(ch.ID)
 		}
 	}
 	c.checkPlacing()

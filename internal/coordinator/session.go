@@ -15,13 +15,10 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// Register admits a node. A new node gets the smallest free ID and a
-// secret; a known node proves itself with its secret and keeps its ID.
+// Register admits a node (see admit for the rules). A new node gets the
+// smallest free ID and a secret; a known node proves itself with its
+// secret and keeps its ID.
 func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest) (*fleetv1.RegisterResponse, error) {
-	if !c.checkToken(req.GetJoinToken()) {
-		c.log.Warn("registration refused: wrong join token", "name", req.GetName())
-		return nil, status.Error(codes.PermissionDenied, "join token refused: check --join-token against the coordinator's")
-	}
 	if req.GetMode() != fleetv1.Mode_MODE_PARTIAL && req.GetMode() != fleetv1.Mode_MODE_FULL {
 		return nil, status.Error(codes.InvalidArgument, "mode must be partial or full")
 	}
@@ -30,27 +27,41 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var rec *nodeRecord
-	secret := ""
+	var known *nodeRecord
 	if id := req.GetNodeId(); id != 0 {
-		if n := c.nodes[id]; n != nil && n.SecretHash == hashSecret(req.GetNodeSecret()) {
-			rec = n
-		} else {
-			c.log.Info("unknown node ID or wrong secret: registering as a new node", "id", id, "name", req.GetName())
+		if n := c.nodes[id]; secretMatches(n, req.GetNodeSecret()) {
+			known = n
 		}
 	}
+	if err := admit(req, known, c.joinTokens, c.cfg.FullToken); err != nil {
+		c.log.Warn("registration refused", "node", req.GetNodeId(), "name", req.GetName(), "mode", req.GetMode().String(),
+			"err", status.Convert(err).Message())
+		return nil, err
+	}
+	if known == nil && req.GetNodeId() != 0 {
+		c.log.Info("unknown node ID or wrong secret: registering as a new node", "id", req.GetNodeId(), "name", req.GetName())
+	}
+	secret := ""
+	rec := known
 	if rec == nil {
 		secret = newSecret()
 		rec = &nodeRecord{ID: c.allocateID(), SecretHash: hashSecret(secret)}
 	}
-	rec.Name, rec.Mode, rec.Capacity, rec.TunnelAddr = req.GetName(), req.GetMode(), req.GetCapacity(), req.GetTunnelAddr()
-	rec.PublicURL = req.GetPublicUrl()
-	c.nodes[rec.ID] = rec
-	if err := c.saveNode(ctx, rec); err != nil {
+	wasFull := rec.full()
+	next := *rec
+	next.Name, next.Mode, next.Capacity, next.TunnelAddr = req.GetName(), req.GetMode(), req.GetCapacity(), req.GetTunnelAddr()
+	next.PublicURL = req.GetPublicUrl()
+	next.FullGranted = req.GetMode() == fleetv1.Mode_MODE_FULL // admit checked the full token
+	if err := c.saveNode(ctx, &next); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store node: %v", err)
 	}
+	*rec = next
+	c.nodes[rec.ID] = rec
+	if known == nil {
+		c.queueCredentials(rec.ID)
+	}
 	c.log.Info("node registered", "node", rec.ID, "name", rec.Name, "mode", rec.Mode.String(), "capacity", rec.Capacity)
-	if rec.Mode == fleetv1.Mode_MODE_FULL {
+	if rec.full() || wasFull {
 		// Partial nodes learn where to open their tunnels.
 		for _, s := range c.sessions {
 			s.queueWelcome()
@@ -60,7 +71,8 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 }
 
 // allocateID returns the smallest ID that no registered node has (IDs of
-// forgotten nodes are reused). Caller holds c.mu.
+// forgotten nodes are reused; a revoked node's record, and so its ID,
+// stays). Caller holds c.mu.
 func (c *Coordinator) allocateID() uint32 {
 	for id := uint32(1); ; id++ {
 		if _, taken := c.nodes[id]; !taken {
@@ -81,9 +93,13 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 	}
 	c.mu.Lock()
 	rec := c.nodes[hello.GetNodeId()]
-	if rec == nil || rec.SecretHash != hashSecret(hello.GetNodeSecret()) {
+	if !secretMatches(rec, hello.GetNodeSecret()) {
 		c.mu.Unlock()
 		return status.Error(codes.Unauthenticated, "unknown node or wrong node secret: register again")
+	}
+	if rec.Revoked {
+		c.mu.Unlock()
+		return revokedError(rec)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -133,8 +149,12 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 		delete(c.sessions, rec.ID)
 		c.applyChanges(c.table.Disconnect(rec.ID, c.clk.Now()))
 	}
+	cut := s.endError()
 	c.mu.Unlock()
 	c.log.Info("session closed", "node", rec.ID, "recv", recvErr, "send", err)
+	if cut != nil {
+		return cut
+	}
 	if recvErr == io.EOF {
 		return nil
 	}
@@ -329,14 +349,19 @@ type session struct {
 	held    []string // inventory waiting for the catalog
 	checks  []*fleetv1.CheckNow
 	done    []*fleetv1.TaskDone
+	// Full nodes: send every node's credential (credsAll), or those of
+	// the nodes in creds.
+	credsAll bool
+	creds    map[uint32]bool
+	revoked  string // the reason, once the node was revoked
 
 	signal chan struct{}
 }
 
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
-	return &session{c: c, id: rec.ID, full: rec.Mode == fleetv1.Mode_MODE_FULL, cancel: cancel,
+	return &session{c: c, id: rec.ID, full: rec.full(), cancel: cancel,
 		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
-		signal: make(chan struct{}, 1)}
+		creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
 }
 
 func (s *session) kick() {
@@ -346,7 +371,8 @@ func (s *session) kick() {
 	}
 }
 
-func (s *session) queueWelcome() { s.welcome = true; s.kick() }
+// queueWelcome queues a Welcome and, to a full node, every credential.
+func (s *session) queueWelcome() { s.welcome = true; s.credsAll = s.full; s.kick() }
 
 // assignment is a pending Assign of one key.
 type assignment struct {
@@ -400,6 +426,9 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		s.welcome = false
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Welcome{Welcome: &fleetv1.Welcome{
 			NodeId: s.id, HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), TunnelAddrs: c.tunnelAddrs()}}})
+	}
+	if nc := s.credentials(); nc != nil {
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_NodeCredentials{NodeCredentials: nc}})
 	}
 	for _, ch := range s.checks {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_CheckNow{CheckNow: ch}})

@@ -302,7 +302,11 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 		if n.Flapping {
 			flap = fmt.Sprintf("yes (%d changes)", len(n.History))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Name, n.Mode, n.State, when(&n.LastHeartbeat), n.Repos, disk, flap)
+		state := n.State
+		if n.RevokedReason != "" {
+			state += ": " + short(n.RevokedReason, 40)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Name, n.Mode, state, when(&n.LastHeartbeat), n.Repos, disk, flap)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,6 @@
 // Package ctl is `gitfleet ctl`, the command-line client of a full node's
 // API: list, show, add and remove repositories, request checks and follow
-// them, list nodes, and follow the stream of ref updates. It prints tables
+// them, list and revoke nodes, and follow the stream of ref updates. It prints tables
 // for people and, with --json, the server's JSON for scripts.
 //
 // It talks to the API over HTTP only: it must not read a node's data
@@ -32,6 +32,8 @@ commands:
   rm KEY|URL                  remove a repository
   fetch KEY|URL [--wait]      check a repository now; --wait follows the check
   nodes                       list the fleet's nodes
+  nodes revoke ID [--reason TEXT]
+                              revoke a node: cut it off, re-place its repositories, refuse it from then on
   events                      follow ref updates as they become servable
   catalog                     the applied catalog and a change held back by purge protection
   confirm-purge               apply the held-back catalog change
@@ -49,6 +51,7 @@ type options struct {
 	server, token, config string
 	json, wait            bool
 	state, prefix         string
+	reason                string
 	owner                 uint
 	offset, limit         int
 }
@@ -57,6 +60,7 @@ type options struct {
 var commandFlags = map[string][]string{
 	"repos": {"state", "owner", "prefix", "offset", "limit"},
 	"fetch": {"wait"},
+	"nodes": {"reason"},
 }
 
 // errUsage marks a command line that cannot be run (exit status 2).
@@ -98,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	fs.StringVar(&o.prefix, "prefix", "", "repos: only keys with this prefix")
 	fs.IntVar(&o.offset, "offset", 0, "repos: skip this many")
 	fs.IntVar(&o.limit, "limit", 0, "repos: at most this many (server default 100, at most 1000)")
+	fs.StringVar(&o.reason, "reason", "", "nodes revoke: why (shown in the node list and to the node)")
 
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -163,7 +168,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		}
 		return fetch(ctx, c, out, keyArg(rest[0]), o.wait)
 	case "nodes":
-		if err := nargs(0, "no arguments"); err != nil {
+		if len(rest) > 0 && rest[0] == "revoke" {
+			if len(rest) != 2 {
+				return fmt.Errorf("%w: nodes revoke takes a node ID", errUsage)
+			}
+			return revokeNode(ctx, c, out, rest[1], o.reason)
+		}
+		if o.reason != "" {
+			return fmt.Errorf("%w: --reason: not a flag of \"nodes\" (only of \"nodes revoke\")", errUsage)
+		}
+		if err := nargs(0, "no arguments, or revoke ID"); err != nil {
 			return err
 		}
 		return nodes(ctx, c, out)

@@ -88,6 +88,18 @@ func (b *backend) StartFetch(_ context.Context, key, id string) error {
 
 func (b *backend) Nodes(context.Context) ([]api.Node, error) { return b.nodes, nil }
 
+func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.nodes {
+		if b.nodes[i].ID == id {
+			b.nodes[i].State, b.nodes[i].RevokedReason, b.nodes[i].RevokedAt = "revoked", reason, at
+			return nil
+		}
+	}
+	return api.ErrNotFound
+}
+
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 	return api.CatalogStatus{Commit: "c0ffee", Repos: 3}, nil
 }

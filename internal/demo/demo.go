@@ -80,7 +80,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		return err
 	}
 
-	token := "demo-token"
+	token, fullToken := "demo-token", "demo-full-token"
 	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -89,7 +89,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	defer cancel()
 	errc := make(chan error, 4)
 	ccfg := coordinator.Config{DataDir: filepath.Join(dir, "coordinator"), Catalog: catalogDir, CatalogInterval: 10 * time.Second,
-		JoinToken: token, Grace: 30 * time.Second, Warmup: 3 * time.Second, WarmupNodes: 3, AllowPrivate: true, HeartbeatInterval: 2 * time.Second}
+		JoinToken: token, FullToken: fullToken, Grace: 30 * time.Second, Warmup: 3 * time.Second, WarmupNodes: 3, AllowPrivate: true, HeartbeatInterval: 2 * time.Second}
 	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), grpcLn) }()
 	nodes := []node.Config{
 		{Mode: "full", Name: "full", HTTPAddr: opt.HTTPAddr, TunnelAddr: "127.0.0.1:0", Capacity: 1},
@@ -100,6 +100,9 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		nc.DataDir = filepath.Join(dir, nc.Name)
 		nc.Coordinators = []string{grpcLn.Addr().String()}
 		nc.JoinToken = token
+		if nc.Mode == "full" {
+			nc.FullToken = fullToken
+		}
 		nc.AllowPrivate = true
 		nc.MaxInterval = 20 * time.Second
 		nc.MinInterval = 5 * time.Second

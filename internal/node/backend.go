@@ -183,6 +183,9 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
+		if ms := n.GetRevokedAtMs(); ms > 0 {
+			node.RevokedReason, node.RevokedAt = n.GetRevokedReason(), time.UnixMilli(ms).UTC()
+		}
 		for _, h := range n.GetHistory() {
 			node.History = append(node.History, api.Transition{From: h.GetFrom(), To: h.GetTo(), At: time.UnixMilli(h.GetAtMs()).UTC()})
 		}

@@ -28,6 +28,7 @@ type fullNode struct {
 	tasks                     *api.Tasks
 	events                    *api.Broker
 	backend                   *backend
+	creds                     *tunnelCreds
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -43,7 +44,7 @@ type fullNode struct {
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
-	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
+	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
@@ -61,6 +62,7 @@ func newFullNode(n *Node) (*fullNode, error) {
 	f.tasks = api.NewTasks(n.clk, 10000)
 	f.events = api.NewBroker(0, 0, n.log)
 	f.backend = newBackend(f)
+	f.revoke = f.backend.RevokeNode // --mismatch-revoke
 	f.api = api.New(cfg, f.backend, f.tasks, f.events, n.log, n.clk)
 	return f, nil
 }
@@ -82,6 +84,7 @@ func (f *fullNode) listen() error {
 	}
 	f.n.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
 		"proxy", f.proxyLn.Addr().String())
+	f.tunnels = tunnel.NewServer(f.creds.authenticate, f.n.log, cfg.TunnelTLS)
 	return nil
 }
 
@@ -103,12 +106,6 @@ func (f *fullNode) tunnelAdvertise() string {
 
 func (f *fullNode) serve(ctx context.Context) error {
 	n := f.n
-	f.tunnels = tunnel.NewServer(func(id uint32, proof string) error {
-		if proof != tunnelProof(n.cfg.JoinToken, id) {
-			return errors.New("tunnel proof refused: the node's join token differs from the full node's")
-		}
-		return nil
-	}, n.log, n.cfg.TunnelTLS)
 	servers := []*http.Server{
 		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), ReadHeaderTimeout: 10 * time.Second},

@@ -10,10 +10,7 @@ package node
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +42,8 @@ type Config struct {
 	// finds the leader among them).
 	Coordinators []string
 	JoinToken    string
+	// FullToken admits a full node (the coordinator's --full-token).
+	FullToken string
 	// TLS, when set, is how the node dials the coordinator and full nodes'
 	// tunnels; nil: plain TCP. TunnelTLS, when set, is the configuration
 	// of a full node's tunnel listener.
@@ -231,12 +230,10 @@ func (n *Node) saveIdentity() error {
 	return os.Rename(tmp, p)
 }
 
-// tunnelProof proves to a full node that the tunnel comes from a fleet
-// member: an HMAC of the node ID under the join token.
-func tunnelProof(joinToken string, id uint32) string {
-	m := hmac.New(sha256.New, []byte(joinToken))
-	fmt.Fprintf(m, "gitfleet-tunnel:%d", id)
-	return hex.EncodeToString(m.Sum(nil))
+// tunnelProof proves to a full node that the tunnel comes from this node:
+// it is derived from the node's own secret.
+func tunnelProof(secret string, id uint32) string {
+	return fleetv1.TunnelProof(fleetv1.SecretHash(secret), id)
 }
 
 // Run runs the node until ctx ends.

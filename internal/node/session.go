@@ -20,8 +20,9 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// ErrJoinRefused is returned when the coordinator refuses the join token.
-var ErrJoinRefused = errors.New("the coordinator refused the join token")
+// ErrJoinRefused is returned when the coordinator refuses to admit the
+// node: a wrong join or full token, or a revoked node.
+var ErrJoinRefused = errors.New("the coordinator refused to admit this node")
 
 type coordSession struct {
 	stream fleetv1.Coordinator_SessionClient
@@ -137,7 +138,7 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, NodeId: n.id,
+	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, FullToken: n.cfg.FullToken, NodeId: n.id,
 		NodeSecret: n.secret, Name: n.cfg.Name, Mode: mode, Capacity: n.cfg.Capacity,
 		TunnelAddr: tunnelAddr, Version: version.Version, PublicUrl: publicURL})
 	if err != nil {
@@ -151,6 +152,7 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 		n.mu.Lock()
 		n.id, n.secret = resp.GetNodeId(), resp.GetNodeSecret()
 		n.mu.Unlock()
+		n.stopTunnels() // opened under the former identity: the next Welcome reopens them
 		if err := n.saveIdentity(); err != nil {
 			return err
 		}
@@ -346,6 +348,10 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 		if n.full != nil {
 			n.full.removed(m.RepoRemoved.GetKeys())
 		}
+	case *fleetv1.CoordinatorMessage_NodeCredentials:
+		if n.full != nil {
+			n.full.nodeCredentials(m.NodeCredentials)
+		}
 	}
 }
 
@@ -453,7 +459,7 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		}
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
-		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.cfg.JoinToken, n.id), Logger: n.log, TLS: n.cfg.TLS,
+		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.secret, n.id), Logger: n.log, TLS: n.cfg.TLS,
 			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
 		go func() {
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {

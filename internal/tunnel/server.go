@@ -59,6 +59,11 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*yamux.Session
+	// Disconnect counts in epoch and notes in cutAt when it cut each
+	// node, so that a handshake that was under way then does not bring
+	// the node back.
+	epoch uint64
+	cutAt map[uint32]uint64
 }
 
 // NewServer returns a Server that admits a node when auth returns nil for
@@ -126,6 +131,9 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	if s.tlsConf != nil {
 		conn = tls.Server(conn, s.tlsConf)
 	}
+	s.mu.Lock()
+	began := s.epoch
+	s.mu.Unlock()
 	nodeID, err := s.handshake(conn)
 	if err != nil {
 		log.Warn("tunnel handshake failed", "err", err)
@@ -140,6 +148,12 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 	s.mu.Lock()
+	if s.cutAt[nodeID] > began {
+		s.mu.Unlock()
+		_ = sess.Close()
+		log.Info("tunnel closed: the node was disconnected during its handshake")
+		return
+	}
 	old := s.sessions[nodeID]
 	s.sessions[nodeID] = sess
 	s.mu.Unlock()

@@ -1,7 +1,8 @@
 // The protocol between gitfleet nodes and their coordinator.
 //
-// A node registers once with the fleet's join token and receives a compact
-// node ID and a secret that proves it later. It then keeps one long-lived
+// A new node registers with the fleet's join token (a full node with the
+// full token) and receives a compact node ID and a secret that proves it
+// later: a known node re-registers with its ID and secret alone. It then keeps one long-lived
 // Session stream: it sends heartbeats, its inventory and check results; the
 // coordinator sends assignment changes (in batches), commands, and to full
 // nodes the state of every repository.
@@ -78,6 +79,94 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
 }
 
+type RevokeNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint32                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeNodeRequest) Reset() {
+	*x = RevokeNodeRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeNodeRequest) ProtoMessage() {}
+
+func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RevokeNodeRequest) GetNodeId() uint32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RevokeNodeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RevokeNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeNodeResponse) Reset() {
+	*x = RevokeNodeResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeNodeResponse) ProtoMessage() {}
+
+func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+}
+
 type CatalogStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -86,7 +175,7 @@ type CatalogStatusRequest struct {
 
 func (x *CatalogStatusRequest) Reset() {
 	*x = CatalogStatusRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +187,7 @@ func (x *CatalogStatusRequest) String() string {
 func (*CatalogStatusRequest) ProtoMessage() {}
 
 func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[0]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +200,7 @@ func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusRequest.ProtoReflect.Descriptor instead.
 func (*CatalogStatusRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{0}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
 }
 
 type CatalogStatusResponse struct {
@@ -131,7 +220,7 @@ type CatalogStatusResponse struct {
 
 func (x *CatalogStatusResponse) Reset() {
 	*x = CatalogStatusResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -143,7 +232,7 @@ func (x *CatalogStatusResponse) String() string {
 func (*CatalogStatusResponse) ProtoMessage() {}
 
 func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[1]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -156,7 +245,7 @@ func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusResponse.ProtoReflect.Descriptor instead.
 func (*CatalogStatusResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{1}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CatalogStatusResponse) GetCommit() string {
@@ -218,7 +307,7 @@ type AddRepoRequest struct {
 
 func (x *AddRepoRequest) Reset() {
 	*x = AddRepoRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +319,7 @@ func (x *AddRepoRequest) String() string {
 func (*AddRepoRequest) ProtoMessage() {}
 
 func (x *AddRepoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[2]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +332,7 @@ func (x *AddRepoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRepoRequest.ProtoReflect.Descriptor instead.
 func (*AddRepoRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{2}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AddRepoRequest) GetUrl() string {
@@ -270,7 +359,7 @@ type AddRepoResponse struct {
 
 func (x *AddRepoResponse) Reset() {
 	*x = AddRepoResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +371,7 @@ func (x *AddRepoResponse) String() string {
 func (*AddRepoResponse) ProtoMessage() {}
 
 func (x *AddRepoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[3]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +384,7 @@ func (x *AddRepoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRepoResponse.ProtoReflect.Descriptor instead.
 func (*AddRepoResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{3}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddRepoResponse) GetKey() string {
@@ -321,7 +410,7 @@ type RemoveRepoRequest struct {
 
 func (x *RemoveRepoRequest) Reset() {
 	*x = RemoveRepoRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +422,7 @@ func (x *RemoveRepoRequest) String() string {
 func (*RemoveRepoRequest) ProtoMessage() {}
 
 func (x *RemoveRepoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +435,7 @@ func (x *RemoveRepoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRepoRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRepoRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveRepoRequest) GetKey() string {
@@ -364,7 +453,7 @@ type RemoveRepoResponse struct {
 
 func (x *RemoveRepoResponse) Reset() {
 	*x = RemoveRepoResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +465,7 @@ func (x *RemoveRepoResponse) String() string {
 func (*RemoveRepoResponse) ProtoMessage() {}
 
 func (x *RemoveRepoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +478,7 @@ func (x *RemoveRepoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRepoResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRepoResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
 }
 
 type FetchNowRequest struct {
@@ -402,7 +491,7 @@ type FetchNowRequest struct {
 
 func (x *FetchNowRequest) Reset() {
 	*x = FetchNowRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +503,7 @@ func (x *FetchNowRequest) String() string {
 func (*FetchNowRequest) ProtoMessage() {}
 
 func (x *FetchNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +516,7 @@ func (x *FetchNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchNowRequest.ProtoReflect.Descriptor instead.
 func (*FetchNowRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FetchNowRequest) GetKey() string {
@@ -453,7 +542,7 @@ type FetchNowResponse struct {
 
 func (x *FetchNowResponse) Reset() {
 	*x = FetchNowResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +554,7 @@ func (x *FetchNowResponse) String() string {
 func (*FetchNowResponse) ProtoMessage() {}
 
 func (x *FetchNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +567,7 @@ func (x *FetchNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchNowResponse.ProtoReflect.Descriptor instead.
 func (*FetchNowResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchNowResponse) GetOwner() uint32 {
@@ -496,7 +585,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +597,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +610,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 type NodeTransition struct {
@@ -535,7 +624,7 @@ type NodeTransition struct {
 
 func (x *NodeTransition) Reset() {
 	*x = NodeTransition{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +636,7 @@ func (x *NodeTransition) String() string {
 func (*NodeTransition) ProtoMessage() {}
 
 func (x *NodeTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +649,7 @@ func (x *NodeTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTransition.ProtoReflect.Descriptor instead.
 func (*NodeTransition) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeTransition) GetFrom() string {
@@ -600,13 +689,16 @@ type NodeInfo struct {
 	EffectiveGraceMs int64                  `protobuf:"varint,12,opt,name=effective_grace_ms,json=effectiveGraceMs,proto3" json:"effective_grace_ms,omitempty"`
 	History          []*NodeTransition      `protobuf:"bytes,13,rep,name=history,proto3" json:"history,omitempty"`
 	Unhealthy        bool                   `protobuf:"varint,14,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// A revoked node (state "revoked"): why and when.
+	RevokedReason string `protobuf:"bytes,15,opt,name=revoked_reason,json=revokedReason,proto3" json:"revoked_reason,omitempty"`
+	RevokedAtMs   int64  `protobuf:"varint,16,opt,name=revoked_at_ms,json=revokedAtMs,proto3" json:"revoked_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +710,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +723,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeInfo) GetId() uint32 {
@@ -732,6 +824,20 @@ func (x *NodeInfo) GetUnhealthy() bool {
 	return false
 }
 
+func (x *NodeInfo) GetRevokedReason() string {
+	if x != nil {
+		return x.RevokedReason
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetRevokedAtMs() int64 {
+	if x != nil {
+		return x.RevokedAtMs
+	}
+	return 0
+}
+
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -743,7 +849,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +861,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +874,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeInfo {
@@ -793,7 +899,7 @@ type ConfirmPurgeRequest struct {
 
 func (x *ConfirmPurgeRequest) Reset() {
 	*x = ConfirmPurgeRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +911,7 @@ func (x *ConfirmPurgeRequest) String() string {
 func (*ConfirmPurgeRequest) ProtoMessage() {}
 
 func (x *ConfirmPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +924,7 @@ func (x *ConfirmPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmPurgeRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 type ConfirmPurgeResponse struct {
@@ -830,7 +936,7 @@ type ConfirmPurgeResponse struct {
 
 func (x *ConfirmPurgeResponse) Reset() {
 	*x = ConfirmPurgeResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +948,7 @@ func (x *ConfirmPurgeResponse) String() string {
 func (*ConfirmPurgeResponse) ProtoMessage() {}
 
 func (x *ConfirmPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +961,7 @@ func (x *ConfirmPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmPurgeResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfirmPurgeResponse) GetMessage() string {
@@ -866,8 +972,9 @@ func (x *ConfirmPurgeResponse) GetMessage() string {
 }
 
 type RegisterRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	JoinToken string                 `protobuf:"bytes,1,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Needed by a new node (a known one proves itself with its secret).
+	JoinToken string `protobuf:"bytes,1,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
 	// 0 for a new node; a known node sends its ID and secret to keep its ID.
 	NodeId     uint32 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	NodeSecret string `protobuf:"bytes,3,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
@@ -880,14 +987,17 @@ type RegisterRequest struct {
 	Version    string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	// Full nodes: the base URL of their public git, where partial nodes can
 	// clone a repository that moved to them instead of asking the upstream.
-	PublicUrl     string `protobuf:"bytes,9,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	PublicUrl string `protobuf:"bytes,9,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	// Full nodes: the fleet's full token (a full node proves it at every
+	// registration).
+	FullToken     string `protobuf:"bytes,10,opt,name=full_token,json=fullToken,proto3" json:"full_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1009,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1022,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterRequest) GetJoinToken() string {
@@ -978,6 +1088,13 @@ func (x *RegisterRequest) GetPublicUrl() string {
 	return ""
 }
 
+func (x *RegisterRequest) GetFullToken() string {
+	if x != nil {
+		return x.FullToken
+	}
+	return ""
+}
+
 type RegisterResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	NodeId              uint32                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -989,7 +1106,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1118,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1131,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterResponse) GetNodeId() uint32 {
@@ -1054,7 +1171,7 @@ type NodeMessage struct {
 
 func (x *NodeMessage) Reset() {
 	*x = NodeMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1183,7 @@ func (x *NodeMessage) String() string {
 func (*NodeMessage) ProtoMessage() {}
 
 func (x *NodeMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1196,7 @@ func (x *NodeMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMessage.ProtoReflect.Descriptor instead.
 func (*NodeMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeMessage) GetMsg() isNodeMessage_Msg {
@@ -1179,7 +1296,7 @@ type HandBack struct {
 
 func (x *HandBack) Reset() {
 	*x = HandBack{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1308,7 @@ func (x *HandBack) String() string {
 func (*HandBack) ProtoMessage() {}
 
 func (x *HandBack) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1321,7 @@ func (x *HandBack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandBack.ProtoReflect.Descriptor instead.
 func (*HandBack) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HandBack) GetKeys() []string {
@@ -1224,7 +1341,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1353,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1366,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Hello) GetNodeId() uint32 {
@@ -1278,7 +1395,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1407,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1420,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Inventory) GetRepos() []*HeldRepo {
@@ -1330,7 +1447,7 @@ type HeldRepo struct {
 
 func (x *HeldRepo) Reset() {
 	*x = HeldRepo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1459,7 @@ func (x *HeldRepo) String() string {
 func (*HeldRepo) ProtoMessage() {}
 
 func (x *HeldRepo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1472,7 @@ func (x *HeldRepo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldRepo.ProtoReflect.Descriptor instead.
 func (*HeldRepo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeldRepo) GetKey() string {
@@ -1387,7 +1504,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1516,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1529,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Heartbeat) GetDiskUsedBytes() uint64 {
@@ -1466,7 +1583,7 @@ type Results struct {
 
 func (x *Results) Reset() {
 	*x = Results{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1595,7 @@ func (x *Results) String() string {
 func (*Results) ProtoMessage() {}
 
 func (x *Results) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1608,7 @@ func (x *Results) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Results.ProtoReflect.Descriptor instead.
 func (*Results) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Results) GetResults() []*CheckResult {
@@ -1525,7 +1642,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1654,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1667,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckResult) GetKey() string {
@@ -1648,6 +1765,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_RepoStates
 	//	*CoordinatorMessage_RepoRemoved
 	//	*CoordinatorMessage_TaskDone
+	//	*CoordinatorMessage_NodeCredentials
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1655,7 +1773,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1785,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1798,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CoordinatorMessage) GetMsg() isCoordinatorMessage_Msg {
@@ -1753,6 +1871,15 @@ func (x *CoordinatorMessage) GetTaskDone() *TaskDone {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetNodeCredentials() *NodeCredentials {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_NodeCredentials); ok {
+			return x.NodeCredentials
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -1785,6 +1912,10 @@ type CoordinatorMessage_TaskDone struct {
 	TaskDone *TaskDone `protobuf:"bytes,7,opt,name=task_done,json=taskDone,proto3,oneof"`
 }
 
+type CoordinatorMessage_NodeCredentials struct {
+	NodeCredentials *NodeCredentials `protobuf:"bytes,8,opt,name=node_credentials,json=nodeCredentials,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -1798,6 +1929,133 @@ func (*CoordinatorMessage_RepoStates) isCoordinatorMessage_Msg() {}
 func (*CoordinatorMessage_RepoRemoved) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_TaskDone) isCoordinatorMessage_Msg() {}
+
+func (*CoordinatorMessage_NodeCredentials) isCoordinatorMessage_Msg() {}
+
+// NodeCredentials tells a full node whose tunnels to admit: the hash of
+// each node's secret (a tunnel's proof is derived from it), and the nodes
+// that were revoked or forgotten (their tunnels are closed and refused).
+// The first one of a session has replace set and lists every node; the
+// next ones are changes.
+type NodeCredentials struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*NodeCredential      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Revoked       []uint32               `protobuf:"varint,2,rep,packed,name=revoked,proto3" json:"revoked,omitempty"`
+	Forgotten     []uint32               `protobuf:"varint,3,rep,packed,name=forgotten,proto3" json:"forgotten,omitempty"`
+	Replace       bool                   `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCredentials) Reset() {
+	*x = NodeCredentials{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCredentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCredentials) ProtoMessage() {}
+
+func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCredentials.ProtoReflect.Descriptor instead.
+func (*NodeCredentials) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *NodeCredentials) GetNodes() []*NodeCredential {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *NodeCredentials) GetRevoked() []uint32 {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
+func (x *NodeCredentials) GetForgotten() []uint32 {
+	if x != nil {
+		return x.Forgotten
+	}
+	return nil
+}
+
+func (x *NodeCredentials) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+type NodeCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint32                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	SecretHash    string                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCredential) Reset() {
+	*x = NodeCredential{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCredential) ProtoMessage() {}
+
+func (x *NodeCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
+func (*NodeCredential) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *NodeCredential) GetNodeId() uint32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeCredential) GetSecretHash() string {
+	if x != nil {
+		return x.SecretHash
+	}
+	return ""
+}
 
 // TaskDone tells the full node that asked for a check (FetchNow) how it went.
 type TaskDone struct {
@@ -1814,7 +2072,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2084,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2097,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -1896,7 +2154,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2166,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2179,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -1961,7 +2219,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2231,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2244,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Repo) GetKey() string {
@@ -2034,7 +2292,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2304,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2317,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -2079,7 +2337,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2349,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2362,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -2124,7 +2382,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2394,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2407,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -2188,7 +2446,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2458,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2471,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RepoState) GetKey() string {
@@ -2309,7 +2567,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2579,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2592,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -2354,7 +2612,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2624,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2637,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -2393,7 +2651,11 @@ var File_gitfleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"\x16\n" +
+	"\x17gitfleet/v1/fleet.proto\x12\vgitfleet.v1\"D\n" +
+	"\x11RevokeNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
+	"\x12RevokeNodeResponse\"\x16\n" +
 	"\x14CatalogStatusRequest\"\xf9\x01\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
@@ -2425,7 +2687,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eNodeTransition\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xe5\x03\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xb0\x04\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2441,13 +2703,15 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x10effective_weight\x18\v \x01(\x01R\x0feffectiveWeight\x12,\n" +
 	"\x12effective_grace_ms\x18\f \x01(\x03R\x10effectiveGraceMs\x125\n" +
 	"\ahistory\x18\r \x03(\v2\x1b.gitfleet.v1.NodeTransitionR\ahistory\x12\x1c\n" +
-	"\tunhealthy\x18\x0e \x01(\bR\tunhealthy\"e\n" +
+	"\tunhealthy\x18\x0e \x01(\bR\tunhealthy\x12%\n" +
+	"\x0erevoked_reason\x18\x0f \x01(\tR\rrevokedReason\x12\"\n" +
+	"\rrevoked_at_ms\x18\x10 \x01(\x03R\vrevokedAtMs\"e\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.gitfleet.v1.NodeInfoR\x05nodes\x12#\n" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
 	"\x13ConfirmPurgeRequest\"0\n" +
 	"\x14ConfirmPurgeResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\x9b\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xba\x02\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"join_token\x18\x01 \x01(\tR\tjoinToken\x12\x17\n" +
@@ -2461,7 +2725,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"tunnelAddr\x12\x18\n" +
 	"\aversion\x18\b \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
-	"public_url\x18\t \x01(\tR\tpublicUrl\"\x80\x01\n" +
+	"public_url\x18\t \x01(\tR\tpublicUrl\x12\x1d\n" +
+	"\n" +
+	"full_token\x18\n" +
+	" \x01(\tR\tfullToken\"\x80\x01\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
@@ -2510,7 +2777,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"durationMs\x12\x19\n" +
 	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\x8c\x03\n" +
+	"\x06served\x18\f \x01(\bR\x06served\"\xd7\x03\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -2519,8 +2786,18 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\vrepo_states\x18\x05 \x01(\v2\x17.gitfleet.v1.RepoStatesH\x00R\n" +
 	"repoStates\x12=\n" +
 	"\frepo_removed\x18\x06 \x01(\v2\x18.gitfleet.v1.RepoRemovedH\x00R\vrepoRemoved\x124\n" +
-	"\ttask_done\x18\a \x01(\v2\x15.gitfleet.v1.TaskDoneH\x00R\btaskDoneB\x05\n" +
-	"\x03msg\"\x8d\x01\n" +
+	"\ttask_done\x18\a \x01(\v2\x15.gitfleet.v1.TaskDoneH\x00R\btaskDone\x12I\n" +
+	"\x10node_credentials\x18\b \x01(\v2\x1c.gitfleet.v1.NodeCredentialsH\x00R\x0fnodeCredentialsB\x05\n" +
+	"\x03msg\"\x96\x01\n" +
+	"\x0fNodeCredentials\x121\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.gitfleet.v1.NodeCredentialR\x05nodes\x12\x18\n" +
+	"\arevoked\x18\x02 \x03(\rR\arevoked\x12\x1c\n" +
+	"\tforgotten\x18\x03 \x03(\rR\tforgotten\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\"J\n" +
+	"\x0eNodeCredential\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\tR\n" +
+	"secretHash\"\x8d\x01\n" +
 	"\bTaskDone\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x0e\n" +
@@ -2572,7 +2849,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_PARTIAL\x10\x01\x12\r\n" +
-	"\tMODE_FULL\x10\x022\xf7\x04\n" +
+	"\tMODE_FULL\x10\x022\xc6\x05\n" +
 	"\vCoordinator\x12G\n" +
 	"\bRegister\x12\x1c.gitfleet.v1.RegisterRequest\x1a\x1d.gitfleet.v1.RegisterResponse\x12H\n" +
 	"\aSession\x12\x18.gitfleet.v1.NodeMessage\x1a\x1f.gitfleet.v1.CoordinatorMessage(\x010\x01\x12D\n" +
@@ -2582,7 +2859,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\bFetchNow\x12\x1c.gitfleet.v1.FetchNowRequest\x1a\x1d.gitfleet.v1.FetchNowResponse\x12J\n" +
 	"\tListNodes\x12\x1d.gitfleet.v1.ListNodesRequest\x1a\x1e.gitfleet.v1.ListNodesResponse\x12S\n" +
 	"\fConfirmPurge\x12 .gitfleet.v1.ConfirmPurgeRequest\x1a!.gitfleet.v1.ConfirmPurgeResponse\x12V\n" +
-	"\rCatalogStatus\x12!.gitfleet.v1.CatalogStatusRequest\x1a\".gitfleet.v1.CatalogStatusResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
+	"\rCatalogStatus\x12!.gitfleet.v1.CatalogStatusRequest\x1a\".gitfleet.v1.CatalogStatusResponse\x12M\n" +
+	"\n" +
+	"RevokeNode\x12\x1e.gitfleet.v1.RevokeNodeRequest\x1a\x1f.gitfleet.v1.RevokeNodeResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_gitfleet_v1_fleet_proto_rawDescOnce sync.Once
@@ -2597,90 +2876,98 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                     // 0: gitfleet.v1.Mode
-	(*CatalogStatusRequest)(nil),  // 1: gitfleet.v1.CatalogStatusRequest
-	(*CatalogStatusResponse)(nil), // 2: gitfleet.v1.CatalogStatusResponse
-	(*AddRepoRequest)(nil),        // 3: gitfleet.v1.AddRepoRequest
-	(*AddRepoResponse)(nil),       // 4: gitfleet.v1.AddRepoResponse
-	(*RemoveRepoRequest)(nil),     // 5: gitfleet.v1.RemoveRepoRequest
-	(*RemoveRepoResponse)(nil),    // 6: gitfleet.v1.RemoveRepoResponse
-	(*FetchNowRequest)(nil),       // 7: gitfleet.v1.FetchNowRequest
-	(*FetchNowResponse)(nil),      // 8: gitfleet.v1.FetchNowResponse
-	(*ListNodesRequest)(nil),      // 9: gitfleet.v1.ListNodesRequest
-	(*NodeTransition)(nil),        // 10: gitfleet.v1.NodeTransition
-	(*NodeInfo)(nil),              // 11: gitfleet.v1.NodeInfo
-	(*ListNodesResponse)(nil),     // 12: gitfleet.v1.ListNodesResponse
-	(*ConfirmPurgeRequest)(nil),   // 13: gitfleet.v1.ConfirmPurgeRequest
-	(*ConfirmPurgeResponse)(nil),  // 14: gitfleet.v1.ConfirmPurgeResponse
-	(*RegisterRequest)(nil),       // 15: gitfleet.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 16: gitfleet.v1.RegisterResponse
-	(*NodeMessage)(nil),           // 17: gitfleet.v1.NodeMessage
-	(*HandBack)(nil),              // 18: gitfleet.v1.HandBack
-	(*Hello)(nil),                 // 19: gitfleet.v1.Hello
-	(*Inventory)(nil),             // 20: gitfleet.v1.Inventory
-	(*HeldRepo)(nil),              // 21: gitfleet.v1.HeldRepo
-	(*Heartbeat)(nil),             // 22: gitfleet.v1.Heartbeat
-	(*Results)(nil),               // 23: gitfleet.v1.Results
-	(*CheckResult)(nil),           // 24: gitfleet.v1.CheckResult
-	(*CoordinatorMessage)(nil),    // 25: gitfleet.v1.CoordinatorMessage
-	(*TaskDone)(nil),              // 26: gitfleet.v1.TaskDone
-	(*Welcome)(nil),               // 27: gitfleet.v1.Welcome
-	(*Repo)(nil),                  // 28: gitfleet.v1.Repo
-	(*Assign)(nil),                // 29: gitfleet.v1.Assign
-	(*Drop)(nil),                  // 30: gitfleet.v1.Drop
-	(*CheckNow)(nil),              // 31: gitfleet.v1.CheckNow
-	(*RepoState)(nil),             // 32: gitfleet.v1.RepoState
-	(*RepoStates)(nil),            // 33: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),           // 34: gitfleet.v1.RepoRemoved
-	nil,                           // 35: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                           // 36: gitfleet.v1.RepoState.AttrsEntry
+	(*RevokeNodeRequest)(nil),     // 1: gitfleet.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),    // 2: gitfleet.v1.RevokeNodeResponse
+	(*CatalogStatusRequest)(nil),  // 3: gitfleet.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil), // 4: gitfleet.v1.CatalogStatusResponse
+	(*AddRepoRequest)(nil),        // 5: gitfleet.v1.AddRepoRequest
+	(*AddRepoResponse)(nil),       // 6: gitfleet.v1.AddRepoResponse
+	(*RemoveRepoRequest)(nil),     // 7: gitfleet.v1.RemoveRepoRequest
+	(*RemoveRepoResponse)(nil),    // 8: gitfleet.v1.RemoveRepoResponse
+	(*FetchNowRequest)(nil),       // 9: gitfleet.v1.FetchNowRequest
+	(*FetchNowResponse)(nil),      // 10: gitfleet.v1.FetchNowResponse
+	(*ListNodesRequest)(nil),      // 11: gitfleet.v1.ListNodesRequest
+	(*NodeTransition)(nil),        // 12: gitfleet.v1.NodeTransition
+	(*NodeInfo)(nil),              // 13: gitfleet.v1.NodeInfo
+	(*ListNodesResponse)(nil),     // 14: gitfleet.v1.ListNodesResponse
+	(*ConfirmPurgeRequest)(nil),   // 15: gitfleet.v1.ConfirmPurgeRequest
+	(*ConfirmPurgeResponse)(nil),  // 16: gitfleet.v1.ConfirmPurgeResponse
+	(*RegisterRequest)(nil),       // 17: gitfleet.v1.RegisterRequest
+	(*RegisterResponse)(nil),      // 18: gitfleet.v1.RegisterResponse
+	(*NodeMessage)(nil),           // 19: gitfleet.v1.NodeMessage
+	(*HandBack)(nil),              // 20: gitfleet.v1.HandBack
+	(*Hello)(nil),                 // 21: gitfleet.v1.Hello
+	(*Inventory)(nil),             // 22: gitfleet.v1.Inventory
+	(*HeldRepo)(nil),              // 23: gitfleet.v1.HeldRepo
+	(*Heartbeat)(nil),             // 24: gitfleet.v1.Heartbeat
+	(*Results)(nil),               // 25: gitfleet.v1.Results
+	(*CheckResult)(nil),           // 26: gitfleet.v1.CheckResult
+	(*CoordinatorMessage)(nil),    // 27: gitfleet.v1.CoordinatorMessage
+	(*NodeCredentials)(nil),       // 28: gitfleet.v1.NodeCredentials
+	(*NodeCredential)(nil),        // 29: gitfleet.v1.NodeCredential
+	(*TaskDone)(nil),              // 30: gitfleet.v1.TaskDone
+	(*Welcome)(nil),               // 31: gitfleet.v1.Welcome
+	(*Repo)(nil),                  // 32: gitfleet.v1.Repo
+	(*Assign)(nil),                // 33: gitfleet.v1.Assign
+	(*Drop)(nil),                  // 34: gitfleet.v1.Drop
+	(*CheckNow)(nil),              // 35: gitfleet.v1.CheckNow
+	(*RepoState)(nil),             // 36: gitfleet.v1.RepoState
+	(*RepoStates)(nil),            // 37: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),           // 38: gitfleet.v1.RepoRemoved
+	nil,                           // 39: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                           // 40: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	35, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	39, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
-	10, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
-	11, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
+	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
+	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
 	0,  // 4: gitfleet.v1.RegisterRequest.mode:type_name -> gitfleet.v1.Mode
-	19, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
-	20, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
-	22, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
-	23, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
-	18, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
-	21, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
-	24, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	27, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	29, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	30, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	31, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	33, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	34, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	26, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	28, // 19: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	36, // 20: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	32, // 21: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	15, // 22: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	17, // 23: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	3,  // 24: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	5,  // 25: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	7,  // 26: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	9,  // 27: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	13, // 28: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	1,  // 29: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	16, // 30: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	25, // 31: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	4,  // 32: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	6,  // 33: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	8,  // 34: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	12, // 35: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	14, // 36: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	2,  // 37: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	21, // 5: gitfleet.v1.NodeMessage.hello:type_name -> gitfleet.v1.Hello
+	22, // 6: gitfleet.v1.NodeMessage.inventory:type_name -> gitfleet.v1.Inventory
+	24, // 7: gitfleet.v1.NodeMessage.heartbeat:type_name -> gitfleet.v1.Heartbeat
+	25, // 8: gitfleet.v1.NodeMessage.results:type_name -> gitfleet.v1.Results
+	20, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
+	23, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
+	26, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
+	31, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	33, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	34, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	35, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	37, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	38, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	30, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	28, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
+	29, // 20: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	32, // 21: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	40, // 22: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	36, // 23: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 24: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 25: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 26: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 27: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 28: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 29: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 30: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 31: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 32: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	18, // 33: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 34: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 35: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 36: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 37: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 38: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 39: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 40: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 41: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -2688,14 +2975,14 @@ func file_gitfleet_v1_fleet_proto_init() {
 	if File_gitfleet_v1_fleet_proto != nil {
 		return
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[16].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[18].OneofWrappers = []any{
 		(*NodeMessage_Hello)(nil),
 		(*NodeMessage_Inventory)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Results)(nil),
 		(*NodeMessage_HandBack)(nil),
 	}
-	file_gitfleet_v1_fleet_proto_msgTypes[24].OneofWrappers = []any{
+	file_gitfleet_v1_fleet_proto_msgTypes[26].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Assign)(nil),
 		(*CoordinatorMessage_Drop)(nil),
@@ -2703,6 +2990,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*CoordinatorMessage_RepoStates)(nil),
 		(*CoordinatorMessage_RepoRemoved)(nil),
 		(*CoordinatorMessage_TaskDone)(nil),
+		(*CoordinatorMessage_NodeCredentials)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2710,7 +2998,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

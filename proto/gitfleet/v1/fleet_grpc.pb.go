@@ -1,7 +1,8 @@
 // The protocol between gitfleet nodes and their coordinator.
 //
-// A node registers once with the fleet's join token and receives a compact
-// node ID and a secret that proves it later. It then keeps one long-lived
+// A new node registers with the fleet's join token (a full node with the
+// full token) and receives a compact node ID and a secret that proves it
+// later: a known node re-registers with its ID and secret alone. It then keeps one long-lived
 // Session stream: it sends heartbeats, its inventory and check results; the
 // coordinator sends assignment changes (in batches), commands, and to full
 // nodes the state of every repository.
@@ -35,6 +36,7 @@ const (
 	Coordinator_ListNodes_FullMethodName     = "/gitfleet.v1.Coordinator/ListNodes"
 	Coordinator_ConfirmPurge_FullMethodName  = "/gitfleet.v1.Coordinator/ConfirmPurge"
 	Coordinator_CatalogStatus_FullMethodName = "/gitfleet.v1.Coordinator/CatalogStatus"
+	Coordinator_RevokeNode_FullMethodName    = "/gitfleet.v1.Coordinator/RevokeNode"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -44,6 +46,7 @@ type CoordinatorClient interface {
 	// Register admits a node into the fleet (or re-admits a known one).
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
+	// It ends with PermissionDenied when the node is revoked.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NodeMessage, CoordinatorMessage], error)
 	// AddRepo adds or updates a repository outside the catalog (persisted).
 	AddRepo(ctx context.Context, in *AddRepoRequest, opts ...grpc.CallOption) (*AddRepoResponse, error)
@@ -57,6 +60,9 @@ type CoordinatorClient interface {
 	ConfirmPurge(ctx context.Context, in *ConfirmPurgeRequest, opts ...grpc.CallOption) (*ConfirmPurgeResponse, error)
 	// CatalogStatus describes the applied catalog and a held-back change.
 	CatalogStatus(ctx context.Context, in *CatalogStatusRequest, opts ...grpc.CallOption) (*CatalogStatusResponse, error)
+	// RevokeNode bans a node: its session and tunnels are cut, its
+	// repositories re-placed, and its credential refused from then on.
+	RevokeNode(ctx context.Context, in *RevokeNodeRequest, opts ...grpc.CallOption) (*RevokeNodeResponse, error)
 }
 
 type coordinatorClient struct {
@@ -150,6 +156,16 @@ func (c *coordinatorClient) CatalogStatus(ctx context.Context, in *CatalogStatus
 	return out, nil
 }
 
+func (c *coordinatorClient) RevokeNode(ctx context.Context, in *RevokeNodeRequest, opts ...grpc.CallOption) (*RevokeNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeNodeResponse)
+	err := c.cc.Invoke(ctx, Coordinator_RevokeNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -157,6 +173,7 @@ type CoordinatorServer interface {
 	// Register admits a node into the fleet (or re-admits a known one).
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Session is the node's long-lived stream. The first message must be Hello.
+	// It ends with PermissionDenied when the node is revoked.
 	Session(grpc.BidiStreamingServer[NodeMessage, CoordinatorMessage]) error
 	// AddRepo adds or updates a repository outside the catalog (persisted).
 	AddRepo(context.Context, *AddRepoRequest) (*AddRepoResponse, error)
@@ -170,6 +187,9 @@ type CoordinatorServer interface {
 	ConfirmPurge(context.Context, *ConfirmPurgeRequest) (*ConfirmPurgeResponse, error)
 	// CatalogStatus describes the applied catalog and a held-back change.
 	CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error)
+	// RevokeNode bans a node: its session and tunnels are cut, its
+	// repositories re-placed, and its credential refused from then on.
+	RevokeNode(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -203,6 +223,9 @@ func (UnimplementedCoordinatorServer) ConfirmPurge(context.Context, *ConfirmPurg
 }
 func (UnimplementedCoordinatorServer) CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CatalogStatus not implemented")
+}
+func (UnimplementedCoordinatorServer) RevokeNode(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeNode not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -358,6 +381,24 @@ func _Coordinator_CatalogStatus_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_RevokeNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).RevokeNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_RevokeNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).RevokeNode(ctx, req.(*RevokeNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -392,6 +433,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CatalogStatus",
 			Handler:    _Coordinator_CatalogStatus_Handler,
+		},
+		{
+			MethodName: "RevokeNode",
+			Handler:    _Coordinator_RevokeNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
