@@ -275,9 +275,11 @@ func (s *Store) pruneEmptyParents(dir string) {
 }
 
 // Scan lists the keys of every mirror on disk and removes the lock files a
-// killed git left in them (nothing else runs git on them yet).
+// killed git left in them (nothing else runs git on them yet). A mirror
+// stored under an older spelling of its key is moved to the canonical one.
 func (s *Store) Scan() ([]string, error) {
 	var keys []string
+	var moves [][2]string // non-canonical key, canonical key
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			s.log.Warn("scan: skip unreadable entry", "path", path, "err", err)
@@ -289,6 +291,10 @@ func (s *Store) Scan() ([]string, error) {
 		rel, _ := filepath.Rel(s.root, path)
 		key := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
 		if repokey.Check(key) != nil {
+			if canon, err := repokey.Canonical(key); err == nil && canon != key {
+				moves = append(moves, [2]string{key, canon})
+				return fs.SkipDir
+			}
 			s.log.Warn("scan: not a repository key, left alone", "path", path)
 			return fs.SkipDir
 		}
@@ -299,7 +305,36 @@ func (s *Store) Scan() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: scan %s: %w", s.root, err)
 	}
+	for _, m := range moves {
+		if s.moveToCanonical(m[0], m[1]) {
+			s.cleanLocks(s.Path(m[1]))
+			keys = append(keys, m[1])
+		}
+	}
 	return keys, nil
+}
+
+// moveToCanonical renames the mirror that an older gitfleet stored under a
+// key spelled otherwise (upper case, NFD) to its canonical key, so that an
+// upgrade neither clones it again nor leaves it behind. A mirror already
+// at the canonical key wins; the other is left alone and logged.
+func (s *Store) moveToCanonical(old, canon string) bool {
+	from, to := s.Path(old), s.Path(canon)
+	if _, err := os.Stat(to); err == nil {
+		s.log.Warn("scan: a mirror under an older spelling of a key that is already held; left alone", "path", from, "key", canon)
+		return false
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		s.log.Warn("scan: could not move a mirror to its canonical key", "path", from, "key", canon, "err", err)
+		return false
+	}
+	if err := os.Rename(from, to); err != nil {
+		s.log.Warn("scan: could not move a mirror to its canonical key", "path", from, "key", canon, "err", err)
+		return false
+	}
+	s.pruneEmptyParents(filepath.Dir(from))
+	s.log.Info("scan: mirror moved to its canonical key", "from", old, "key", canon)
+	return true
 }
 
 // cleanLocks removes *.lock files and fetch quarantines in one repository.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -132,5 +133,45 @@ func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
 	keys, _ = st.Scan()
 	if len(keys) != 0 {
 		t.Fatalf("scan after remove = %v", keys)
+	}
+}
+
+func TestScanMovesAMirrorStoredUnderAnOlderSpellingToItsCanonicalKey(t *testing.T) {
+	up, st := setup(t)
+	if err := up.Create("x/y", []string{"main"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	url := up.RepoURL("x/y")
+	key := keyOf(t, url)
+	if _, err := st.Sync(context.Background(), key, url); err != nil {
+		t.Fatal(err)
+	}
+	// What an older gitfleet, which kept the path's case, left on disk.
+	old := strings.Replace(key, "x/y", "X/Y", 1)
+	if old == key {
+		t.Fatalf("key %s has no x/y to spell otherwise", key)
+	}
+	oldDir := filepath.Join(st.Root(), filepath.FromSlash(old)+".git")
+	if err := os.MkdirAll(filepath.Dir(oldDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(st.Path(key), oldDir); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := st.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(keys, []string{key}) {
+		t.Fatalf("scan = %v, want [%s]", keys, key)
+	}
+	if !st.Has(key) {
+		t.Fatal("the mirror is not at its canonical key")
+	}
+	if _, err := os.Stat(filepath.Dir(oldDir)); !os.IsNotExist(err) {
+		t.Fatalf("the older spelling's directory is still there: %v", err)
+	}
+	if refs, err := st.Refs(context.Background(), key); err != nil || len(refs.Refs) != 1 {
+		t.Fatalf("refs of the moved mirror = %v, %v", refs.Refs, err)
 	}
 }
