@@ -133,7 +133,7 @@ func TestEgressRefusesInternalDestinations(t *testing.T) {
 
 	insideKey := "inside.gitfleet-test.net:" + insidePort + "/a/inside"
 	eventually(t, 60*time.Second, "the catalog's name that answers inside fails as a blocked destination", func() error {
-		all, err := apiRepos(f.base)
+		all, err := apiReposAs(f.base, apiToken) // the operator sees the details
 		if err != nil {
 			return err
 		}

@@ -49,14 +49,15 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 	}
 	f.writeCatalog(repos, "hostile upstreams")
 	data := filepath.Join(t.TempDir(), "up")
+	const apiToken = "limits-operator-token"
 	p := start(t, "up", "up", "--data", data, "--catalog", f.catalog,
-		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token, "--api-token", apiToken,
 		"--allow-private-upstreams", "--catalog-interval", "1s", "--max-interval", "1m", "--min-interval", "500ms",
 		"--max-repo-size", "1MiB", "--max-refs", "50", "--max-ref-length", "1024", "--log-level", "debug")
 
 	want := map[int]string{normal: "ok", big: "too-large", many: "too-many-refs", long: "ok"}
 	eventually(t, 90*time.Second, "each repository in its state", func() error {
-		api, err := apiRepos(f.base)
+		api, err := apiReposAs(f.base, apiToken)
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 		}
 		return nil
 	})
-	api, err := apiRepos(f.base)
+	api, err := apiReposAs(f.base, apiToken) // the operator sees which limit
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ const (
 	ErrClassTimeout     = "timeout"
 	ErrClassTooLarge    = "too large"
 	ErrClassTooManyRefs = "too many refs"
+	ErrClassBadObjects  = "bad objects"
+	ErrClassEmpty       = "empty advertisement"
 	ErrClassBlocked     = "blocked destination"
 	ErrClassAuth        = "upstream refused access"
 	ErrClassThrottled   = "upstream throttled"
@@ -30,8 +32,10 @@ var errorClasses = []struct {
 	marks []string
 }{
 	{ErrClassBlocked, []string{"blocked destination"}},
-	{ErrClassTooManyRefs, []string{"too many refs"}},
-	{ErrClassTooLarge, []string{"too large", "larger than"}},
+	{ErrClassTooManyRefs, []string{"too many refs", "too-many-refs"}},
+	{ErrClassTooLarge, []string{"too large", "too-large", "larger than", "out of memory"}},
+	{ErrClassBadObjects, []string{"bad objects"}},
+	{ErrClassEmpty, []string{"empty-advertisement", "empty advertisement"}},
 	{ErrClassInvalid, []string{"invalid repository url"}},
 	{ErrClassTimeout, []string{": timeout:", "timed out", "timeout", "deadline exceeded", "no result after"}},
 	{ErrClassNotFound, []string{": not-found:", "not found", "does not exist", "not mirrored"}},

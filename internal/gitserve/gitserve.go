@@ -166,6 +166,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.logFailure(r.Context(), key, err)
+		if r.Context().Err() == nil && h.OnFailure != nil {
+			h.OnFailure(key, err)
+		}
 		http.Error(w, "cannot check the request", http.StatusInternalServerError)
 		return
 	}

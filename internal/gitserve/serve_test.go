@@ -354,3 +354,32 @@ func TestConcurrencyCapsAnswer429PerClientAnd503Globally(t *testing.T) {
 		})
 	}
 }
+
+// A damaged mirror is a failure the node must hear of (to verify and
+// repair it), not a client's want to refuse.
+func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
+	var failed []error
+	f := newFixture(t, func(h *gitserve.Handler) {
+		h.OnFailure = func(key string, err error) { failed = append(failed, err) }
+	})
+	tip := head(t, f)
+	if _, err := git(t, f.repo, "repack", "-a", "-d", "-q"); err != nil {
+		t.Fatal(err)
+	}
+	packs, err := filepath.Glob(filepath.Join(f.repo, "objects", "pack", "*.pack"))
+	if err != nil || len(packs) == 0 {
+		t.Fatalf("no pack to damage: %v", err)
+	}
+	for _, p := range packs {
+		if err := os.Truncate(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, body := f.post(t, v2Fetch("want "+tip, "done"), v2)
+	if code != http.StatusInternalServerError {
+		t.Fatalf("want of a damaged mirror's tip: %d %q, want 500", code, body)
+	}
+	if len(failed) != 1 || gitcmd.ClassOf(failed[0]) != gitcmd.ClassBadObjects {
+		t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
+	}
+}

@@ -44,7 +44,7 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 			commits.WriteString(oid + "\n")
 		case "tree", "blob":
 		default: // "missing"
-			return refused("not our ref %s", truncate(oid))
+			return missing(ctx, git, dir, oid)
 		}
 	}
 	if commits.Len() == 0 {
@@ -61,4 +61,36 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 		return refused("not our ref %s: only what the served refs reach is served", truncate(string(bytes.TrimSpace(out))))
 	}
 	return nil
+}
+
+// missing answers a wanted object that the repository does not have: a
+// refusal, unless a served ref points at it, when the mirror is damaged (a
+// truncated pack, an emptied object file) and the caller must hear of it
+// as a failure, not tell the client that its want is not ours.
+func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
+	if !isHex(oid) {
+		return refused("not our ref %s", truncate(oid))
+	}
+	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "for-each-ref",
+		Flags: []string{"--count=1", "--format=%(refname)", "--points-at=" + oid}})
+	if err != nil {
+		return fmt.Errorf("looking for the refs of a missing object: %w", err)
+	}
+	if ref := strings.TrimSpace(string(out)); ref != "" {
+		return &gitcmd.Error{Args: []string{"cat-file", oid}, Class: gitcmd.ClassBadObjects,
+			Stderr: fmt.Sprintf("%s points at %s, which the repository cannot read: the mirror is damaged", ref, oid)}
+	}
+	return refused("not our ref %s", truncate(oid))
+}
+
+func isHex(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
