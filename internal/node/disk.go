@@ -11,11 +11,23 @@ import (
 // quota, the size of <data>/repos (measured at most every 10 s) against
 // the quota; otherwise the file system's usage.
 func (n *Node) disk() (used, total uint64) {
+	n.diskMu.Lock()
+	defer n.diskMu.Unlock()
+	return n.diskLocked()
+}
+
+// diskLocked is disk for a caller that holds diskMu.
+func (n *Node) diskLocked() (used, total uint64) {
 	if n.cfg.DiskQuota > 0 {
-		n.diskMu.Lock()
-		defer n.diskMu.Unlock()
-		if now := n.clk.Now(); now.Sub(n.diskAt) >= 10*time.Second || n.diskAt.IsZero() {
-			n.diskUsed, n.diskAt = dirSize(n.mirror.Root()), now
+		// Measured every 10 s (a walk of every mirror). A clone that ended
+		// since counts at once: the first mirror is measured (a walk of
+		// one), later ones at the average size of those measured.
+		held := n.heldCount()
+		if now := n.clk.Now(); now.Sub(n.diskAt) >= 10*time.Second || n.diskAt.IsZero() || n.diskHeld == 0 && held > 0 {
+			n.diskUsed, n.diskAt, n.diskHeld = dirSize(n.mirror.Root()), now, held
+		}
+		if held > n.diskHeld && n.diskHeld > 0 {
+			return n.diskUsed + uint64(held-n.diskHeld)*(n.diskUsed/uint64(n.diskHeld)), uint64(n.cfg.DiskQuota)
 		}
 		return n.diskUsed, uint64(n.cfg.DiskQuota)
 	}
@@ -32,9 +44,12 @@ func (n *Node) disk() (used, total uint64) {
 // size of the mirrors held (and while no size is known yet, one clone at a
 // time), so that parallel clones cannot all slip under the mark at once.
 func (n *Node) reserveClone() (func(), bool) {
-	used, total := n.disk()
+	// Measured and reserved under one lock: a measure taken before another
+	// clone ended, and the count of mirrors read after, would let a clone
+	// slip under the mark.
 	n.diskMu.Lock()
 	defer n.diskMu.Unlock()
+	used, total := n.diskLocked()
 	if total == 0 {
 		return func() {}, true
 	}

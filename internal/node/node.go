@@ -130,6 +130,7 @@ type Node struct {
 	diskAt      time.Time // when diskUsed was measured
 	diskUsed    uint64
 	cloning     int // clones under way (guarded by diskMu)
+	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
 	metaDirty   map[string]bool
 }
 
