@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
@@ -37,8 +38,12 @@ func fastKey(line []byte) (n int, ok bool) {
 	if slash <= 0 || slash > 253 || !letter || rest[0] == '-' || rest[0] == '.' {
 		return 0, false
 	}
-	if host := rest[:slash]; host[len(host)-1] == 't' &&
-		(string(host) == "localhost" || bytes.HasSuffix(host, []byte(".localhost"))) {
+	// A name the egress policy might refuse by its spelling is left to
+	// Normalize too: a single label, a last label that does not start with
+	// a letter (what could be an IPv4 address), a local-only name.
+	host := rest[:slash]
+	dot := bytes.LastIndexByte(host, '.')
+	if dot < 0 || dot == len(host)-1 || keyChars[host[dot+1]] != lower || egress.LocalOnlyName(host) {
 		return 0, false
 	}
 	// The path as Normalize trims it: trailing slashes, one ".git",

@@ -12,6 +12,7 @@
 package egress
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -242,6 +243,21 @@ func (p *Policy) checkHost(h string) (host, error) {
 // (RFC 6761, 6762, 8375, 9476, and ICANN's .internal).
 var specialTLDs = []string{"local", "internal", "home.arpa", "lan", "localdomain", "intranet",
 	"invalid", "test", "example", "onion", "alt"}
+
+// LocalOnlyName reports whether name (lower case, without a trailing dot)
+// only means something on a local network: localhost, *.localhost or a
+// special-use suffix (specialTLDs). It allocates nothing and looks at the
+// last label only, for callers that check a million catalog lines.
+func LocalOnlyName(name []byte) bool {
+	last := name[bytes.LastIndexByte(name, '.')+1:]
+	switch string(last) {
+	case "localhost", "local", "internal", "lan", "localdomain", "intranet", "invalid", "test", "example", "onion", "alt":
+		return true
+	case "arpa":
+		return string(name) == "home.arpa" || bytes.HasSuffix(name, []byte(".home.arpa"))
+	}
+	return false
+}
 
 func specialTLD(name string) string {
 	for _, t := range specialTLDs {

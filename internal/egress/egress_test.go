@@ -153,3 +153,16 @@ func TestAllowPrivateShorthand(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalOnlyNameAgreesWithThePolicy(t *testing.T) {
+	p := Default(false)
+	for _, name := range []string{"localhost", "a.localhost", "printer.local", "svc.internal", "nas.home.arpa",
+		"home.arpa", "r.lan", "x.localdomain", "w.intranet", "a.invalid", "a.test", "a.example", "x.onion", "x.alt",
+		"github.com", "arpa.example.org", "local.example.org", "gitee.com", "x.arpa", "testing.dev"} {
+		err := p.CheckHost(name)
+		refused := err != nil && strings.Contains(err.Error(), "local")
+		if got := LocalOnlyName([]byte(name)); got != refused {
+			t.Errorf("LocalOnlyName(%q) = %v, but the policy says %v", name, got, err)
+		}
+	}
+}
