@@ -41,9 +41,7 @@ func fastKey(line []byte) (n int, ok bool) {
 	// A name the egress policy might refuse by its spelling is left to
 	// Normalize too: a single label, a last label that does not start with
 	// a letter (what could be an IPv4 address), a local-only name.
-	host := rest[:slash]
-	dot := bytes.LastIndexByte(host, '.')
-	if dot < 0 || dot == len(host)-1 || keyChars[host[dot+1]] != lower || egress.LocalOnlyName(host) {
+	if !fastHost(rest[:slash]) {
 		return 0, false
 	}
 	// The path as Normalize trims it: trailing slashes, one ".git",
@@ -77,6 +75,31 @@ func fastKey(line []byte) (n int, ok bool) {
 		seg = i + 1
 	}
 	return end, true
+}
+
+// fastHost accepts a host (lower-case letters, digits, dots and dashes)
+// that the egress policy accepts by its spelling: two labels or more, each
+// of 1 to 63 characters with no dash at either end, the last starting with
+// a letter (so that it cannot be read as an IPv4 address), not local-only.
+func fastHost(host []byte) bool {
+	dots, start := 0, 0
+	for i := 0; i <= len(host); i++ {
+		if i < len(host) && host[i] != '.' {
+			continue
+		}
+		label := host[start:i]
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		if i == len(host) && keyChars[label[0]] != lower {
+			return false
+		}
+		if i < len(host) {
+			dots++
+		}
+		start = i + 1
+	}
+	return dots > 0 && !egress.LocalOnlyName(host)
 }
 
 func fastSegment(s []byte) bool {
