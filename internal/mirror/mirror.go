@@ -8,7 +8,9 @@
 // opens and when a fetch meets one, and a mirror can be verified and
 // replaced by a fresh copy. So a directory under repos/ is always a
 // complete repository. It also bounds what an upstream can make it store
-// (Limits: size, while the pack streams in; number of refs; ref names).
+// (Limits: size, while the pack streams in; number of refs; ref names),
+// and drops, within a bounded time, the objects that a fetch which deleted
+// or rewrote refs left unreachable (prune.go).
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms; and a source
 // that suddenly advertises nothing is believed only when it says so twice
@@ -29,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -49,6 +52,10 @@ type Store struct {
 	locks      map[string]*keyLock
 	skipLogged map[string]bool // keys whose skipped refs were logged
 	empty      emptyGuard      // emptyguard.go
+
+	pruneAfter time.Duration        // prune.go
+	prunes     map[string]time.Time // marked keys -> when to prune them
+	pruneWake  chan struct{}
 }
 
 type keyLock struct {
@@ -68,6 +75,8 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		locks: make(map[string]*keyLock),
 
 		skipLogged: make(map[string]bool),
+		prunes:     make(map[string]time.Time),
+		pruneWake:  make(chan struct{}, 1),
 	}
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
@@ -167,6 +176,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
+		if res.Changed {
+			s.markIfDropped(ctx, key, dir, before, after)
+		}
 		// HEAD is asked for only when the refs moved: the listing above
 		// asks for branches and tags only, so that an upstream's other
 		// refs never cross the network on a check.
@@ -274,8 +286,9 @@ func (s *Store) pruneEmptyParents(dir string) {
 	}
 }
 
-// Scan lists the keys of every mirror on disk and removes the lock files a
-// killed git left in them (nothing else runs git on them yet).
+// Scan lists the keys of every mirror on disk, removes the lock files a
+// killed git left in them (nothing else runs git on them yet), and hands
+// the mirrors marked for pruning to the pruner (prune.go).
 func (s *Store) Scan() ([]string, error) {
 	var keys []string
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
@@ -293,6 +306,7 @@ func (s *Store) Scan() ([]string, error) {
 			return fs.SkipDir
 		}
 		s.cleanLocks(path)
+		s.loadMark(key, path)
 		keys = append(keys, key)
 		return fs.SkipDir
 	})

@@ -105,6 +105,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 			Stdin: strings.NewReader(updateRefScript(cs))}); err != nil {
 			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
 		}
+		s.markIfDropped(ctx, key, dir, before, applied(before, cs, ""))
 		if up.Head != "" && up.Head != before.Head {
 			if err := s.setHead(ctx, dir, up.Head); err != nil {
 				return res, err

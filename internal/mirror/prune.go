@@ -1,0 +1,276 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
+// Pruning what the upstream dropped: a fetch that deletes a ref, moves a
+// tag, or moves a branch in a way that is not a fast-forward (a force-push
+// that took a leaked secret away) leaves objects that no ref reaches; they
+// could still be fetched by their ID and they cost disk. Such a fetch marks
+// the mirror (pruneMarker, which holds when it was first marked, so that the
+// mark survives a restart), and within PruneAfter the mirror is repacked,
+// under its lock, without its unreachable objects: `git repack -a -d -b`
+// (one pack of what the refs reach, with a bitmap, which makes clones
+// cheaper) then `git prune --expire=now` (the loose objects). A mirror that
+// is marked again before it is pruned keeps its first mark: the bound holds
+// however often the upstream rewrites.
+
+// pruneMarker, in a mirror, says that it holds objects to prune.
+const pruneMarker = "gitfleet-prune"
+
+// maxAncestryChecks is the most moved branches whose ancestry a fetch
+// checks (one git process each); past it the mirror is marked without
+// looking: a repack of a mirror with nothing to drop is harmless.
+const maxAncestryChecks = 64
+
+// refMove is a ref that a fetch moved.
+type refMove struct{ Ref, Old, New string }
+
+// pruneCandidates compares a mirror's refs before and after a fetch. sure
+// tells that the fetch certainly dropped objects from the refs' reach, or
+// that there are too many moves to check (a deleted ref, a moved tag, more
+// than maxAncestryChecks moved branches); otherwise moved lists the moved
+// branches, which drop objects unless each old tip is an ancestor of its
+// new one. New refs drop nothing.
+func pruneCandidates(before, after map[string]string) (sure bool, moved []refMove) {
+	for ref, old := range before {
+		nw, ok := after[ref]
+		switch {
+		case !ok:
+			return true, nil
+		case nw == old:
+		case !strings.HasPrefix(ref, "refs/heads/"):
+			return true, nil // a tag object left behind by a moved tag
+		default:
+			moved = append(moved, refMove{Ref: ref, Old: old, New: nw})
+		}
+	}
+	if len(moved) > maxAncestryChecks {
+		return true, nil
+	}
+	sort.Slice(moved, func(i, j int) bool { return moved[i].Ref < moved[j].Ref })
+	return false, moved
+}
+
+// pruneDue is when a mirror marked at markedAt is to be pruned.
+func pruneDue(markedAt time.Time, after time.Duration) time.Time {
+	return markedAt.Add(max(after, 0))
+}
+
+// nextPrune picks, among the due times of marked mirrors, the key to prune
+// now (the earliest due, ties by key), or how long to wait for one.
+func nextPrune(due map[string]time.Time, now time.Time) (key string, ok bool, wait time.Duration) {
+	first := time.Time{}
+	for k, t := range due {
+		if key == "" || t.Before(first) || (t.Equal(first) && k < key) {
+			key, first = k, t
+		}
+	}
+	if key == "" {
+		return "", false, time.Hour
+	}
+	if first.After(now) {
+		return "", false, first.Sub(now)
+	}
+	return key, true, 0
+}
+
+// SetPruneAfter sets how long after a fetch that dropped objects from the
+// refs' reach the mirror is pruned (0: as soon as the pruner runs). Call it
+// before the store is used.
+func (s *Store) SetPruneAfter(d time.Duration) { s.pruneAfter = max(d, 0) }
+
+// markIfDropped marks key's mirror at dir for pruning when the fetch that
+// took its refs from before to after dropped objects from their reach.
+// Caller holds key's lock.
+func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs) {
+	sure, moved := pruneCandidates(before.Refs, after.Refs)
+	why := "a ref was deleted or a tag moved"
+	for _, m := range moved {
+		if sure {
+			break
+		}
+		err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "merge-base", Flags: []string{"--is-ancestor"},
+			Args: []string{m.Old, m.New}, EndOfOptions: true})
+		var ge *gitcmd.Error
+		switch {
+		case err == nil: // a fast-forward
+		case errors.As(err, &ge) && ge.ExitCode == 1:
+			sure, why = true, "a branch was rewritten (not a fast-forward): "+m.Ref
+		default:
+			// Not commits, or git failed: marking costs one repack.
+			sure, why = true, fmt.Sprintf("the ancestry of %s could not be checked: %v", m.Ref, err)
+		}
+	}
+	if !sure {
+		return
+	}
+	at, err := s.mark(dir)
+	if err != nil {
+		s.log.Error("could not mark a mirror for pruning", "key", key, "err", err)
+		return
+	}
+	s.log.Info("mirror marked for pruning: the upstream dropped objects", "key", key, "why", why,
+		"prune_at", pruneDue(at, s.pruneAfter))
+	s.notePrune(key, at)
+}
+
+// mark writes dir's prune marker unless it has one, and returns when the
+// mirror was first marked.
+func (s *Store) mark(dir string) (time.Time, error) {
+	p := filepath.Join(dir, pruneMarker)
+	if at, ok := readMarker(p); ok {
+		return at, nil
+	}
+	now := s.now()
+	if err := os.WriteFile(p, []byte(strconv.FormatInt(now.Unix(), 10)+"\n"), 0o644); err != nil {
+		return now, fmt.Errorf("mirror: mark for pruning: %w", err)
+	}
+	return now, nil
+}
+
+// readMarker reads a prune marker. A marker that cannot be parsed counts as
+// marked long ago (prune at once).
+func readMarker(p string) (time.Time, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return time.Unix(0, 0), true
+	}
+	return time.Unix(sec, 0), true
+}
+
+// notePrune records key's mark for the pruner and wakes it.
+func (s *Store) notePrune(key string, markedAt time.Time) {
+	s.mu.Lock()
+	if s.prunes == nil {
+		s.prunes = map[string]time.Time{}
+	}
+	if _, ok := s.prunes[key]; !ok {
+		s.prunes[key] = pruneDue(markedAt, s.pruneAfter)
+	}
+	s.mu.Unlock()
+	select {
+	case s.pruneWake <- struct{}{}:
+	default:
+	}
+}
+
+// loadMark records the mark of the mirror at dir, if it has one (Scan
+// calls it at start, so that a mark survives a restart).
+func (s *Store) loadMark(key, dir string) {
+	if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
+		s.notePrune(key, at)
+	}
+}
+
+// PrunePending lists the keys of the mirrors marked for pruning.
+func (s *Store) PrunePending() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.prunes))
+	for k := range s.prunes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Prune repacks key's mirror without the objects no ref reaches, if it is
+// marked, and removes the mark. It holds key's lock, so no fetch of key
+// runs meanwhile. A mirror that is gone is not an error.
+func (s *Store) Prune(ctx context.Context, key string) error {
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	marker := filepath.Join(dir, pruneMarker)
+	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// -a -d: one pack of every object the refs reach, the old packs
+	// deleted with the unreachable objects they held (no -A, -k or
+	// --keep-unreachable, which would keep them); -b: with a bitmap.
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "-q"}}); err != nil {
+		return fmt.Errorf("mirror %s: prune: repack: %w", key, err)
+	}
+	// The loose objects (a fetch of fewer than transfer.unpackLimit
+	// objects leaves them loose) that no ref reaches.
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
+		return fmt.Errorf("mirror %s: prune: %w", key, err)
+	}
+	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
+	}
+	return nil
+}
+
+// pruneRetry is how long a failed pruning waits before the next attempt.
+const pruneRetry = time.Minute
+
+// PruneDue prunes every marked mirror that is due now, one at a time, and
+// returns how many it pruned. A failure is logged and tried again later.
+func (s *Store) PruneDue(ctx context.Context) int {
+	n := 0
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		key, ok, _ := nextPrune(s.prunes, s.now())
+		s.mu.Unlock()
+		if !ok {
+			return n
+		}
+		s.pruneOne(ctx, key)
+		n++
+	}
+	return n
+}
+
+func (s *Store) pruneOne(ctx context.Context, key string) {
+	start := time.Now()
+	err := s.Prune(ctx, key)
+	s.mu.Lock()
+	if err != nil {
+		s.prunes[key] = s.now().Add(max(s.pruneAfter, pruneRetry))
+	} else {
+		delete(s.prunes, key)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("pruning failed; will try again", "key", key, "err", err)
+		}
+		return
+	}
+	s.log.Info("mirror pruned: objects no ref reaches are gone", "key", key, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// RunPruner prunes marked mirrors as they become due, until ctx ends.
+// Marks made before the store was opened are found by Scan.
+func (s *Store) RunPruner(ctx context.Context) {
+	for ctx.Err() == nil {
+		s.PruneDue(ctx)
+		s.mu.Lock()
+		_, _, wait := nextPrune(s.prunes, s.now())
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.pruneWake:
+		case <-s.clk.After(min(max(wait, time.Millisecond), time.Minute)):
+		}
+	}
+}
