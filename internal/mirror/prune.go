@@ -23,9 +23,9 @@ import (
 // mark survives a restart), and within PruneAfter the mirror is repacked,
 // under its lock, without its unreachable objects: `git repack -a -d -b`
 // (one pack of what the refs reach, with a bitmap, which makes clones
-// cheaper) then `git prune --expire=now` (the loose objects). A mirror that
-// is marked again before it is pruned keeps its first mark: the bound holds
-// however often the upstream rewrites.
+// cheaper) then, when loose objects are left, `git prune --expire=now`. A
+// mirror that is marked again before it is pruned keeps its first mark: the
+// bound holds however often the upstream rewrites.
 
 // pruneMarker, in a mirror, says that it holds objects to prune.
 const pruneMarker = "gitfleet-prune"
@@ -208,15 +208,47 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "-q"}}); err != nil {
 		return fmt.Errorf("mirror %s: prune: repack: %w", key, err)
 	}
-	// The loose objects (a fetch of fewer than transfer.unpackLimit
-	// objects leaves them loose) that no ref reaches.
-	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
-		return fmt.Errorf("mirror %s: prune: %w", key, err)
+	// The loose objects (a fetch of fewer than fetch.unpackLimit objects
+	// may leave them loose) that no ref reaches: the repack packed and
+	// removed every loose object the refs reach, so any left is one, and
+	// git prune (a walk of every reachable object) runs only then.
+	if hasLoose(filepath.Join(dir, "objects")) {
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
+			return fmt.Errorf("mirror %s: prune: %w", key, err)
+		}
 	}
 	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
 	}
 	return nil
+}
+
+// hasLoose tells whether the object directory objects holds a loose
+// object (a file in one of its two-hex-digit directories).
+func hasLoose(objects string) bool {
+	ents, err := os.ReadDir(objects)
+	if err != nil {
+		return true // let git prune look
+	}
+	for _, e := range ents {
+		if !e.IsDir() || len(e.Name()) != 2 || !isHex(e.Name()) {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(objects, e.Name()))
+		if err != nil || len(files) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }
 
 // pruneRetry is how long a failed pruning waits before the next attempt.
