@@ -97,3 +97,68 @@ func TestPruneDropsForcePushedSecret(t *testing.T) {
 		t.Error("the prune mark is still in the mirror")
 	}
 }
+
+// Every role prunes: the partial node that fetches the repository from the
+// upstream, and the full node that pulls it from the partial node through a
+// verified pull.
+func TestPruneOnEveryNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	f.seed([]int{0}, "one repository")
+	f.startCoordinator()
+	f.tunnelAddr = freeAddr(t)
+	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken,
+		"--capacity", "0", "--prune-after", "1s")
+	f.startNode("partial-1", "partial", "--prune-after", "1s")
+	eventually(t, 90*time.Second, "served", func() error { return f.servedLikeUpstream([]int{0}) })
+
+	name := f.name(0)
+	bare := filepath.Join(f.up.Dir, name+".git")
+	refs, err := f.up.Refs(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := refs["refs/heads/main"]
+	secret, err := f.up.AddBlob(name, "main", 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := gittest.Output("", "--git-dir="+bare, "rev-parse", secret+":big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := strings.TrimSpace(out)
+	mirrors := map[string]string{}
+	for _, node := range []string{"full", "partial-1"} {
+		mirrors[node] = filepath.Join(f.dataDir(node), "repos", filepath.FromSlash(f.key(0))+".git")
+	}
+	holding := func(want bool) func() error {
+		return func() error {
+			if err := f.servedLikeUpstream([]int{0}); err != nil {
+				return err
+			}
+			for node, dir := range mirrors {
+				has := gittest.Git("", "--git-dir="+dir, "cat-file", "-e", blob) == nil
+				if has != want {
+					return fmt.Errorf("%s holds the secret blob: %v, want %v", node, has, want)
+				}
+			}
+			return nil
+		}
+	}
+	eventually(t, 90*time.Second, "the secret on both nodes", holding(true))
+	if err := gittest.Git("", "--git-dir="+bare, "update-ref", "refs/heads/main", kept); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the secret gone from both nodes", holding(false))
+	for node, dir := range mirrors {
+		if f.procs[node].count("mirror pruned") == 0 {
+			t.Errorf("%s's log does not show the pruning", node)
+		}
+		if err := gittest.Git("", "--git-dir="+dir, "fsck", "--no-dangling"); err != nil {
+			t.Errorf("fsck of %s's pruned mirror: %v", node, err)
+		}
+	}
+}
