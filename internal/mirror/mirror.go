@@ -166,19 +166,22 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
+		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
+			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
 		}
 		res.Fetched = true
 		after, err := s.git.LocalRefs(ctx, dir)
 		if err != nil {
+			if ahead { // the refs may have moved: keep the mark
+				s.loadMark(key, dir)
+			}
 			return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
-		if res.Changed {
-			s.markIfDropped(ctx, key, dir, before, after)
-		}
+		s.markIfDropped(ctx, key, dir, before, after, ahead)
 		// HEAD is asked for only when the refs moved: the listing above
 		// asks for branches and tags only, so that an upstream's other
 		// refs never cross the network on a check.

@@ -25,7 +25,10 @@ import (
 // (one pack of what the refs reach, with a bitmap, which makes clones
 // cheaper) then, when loose objects are left, `git prune --expire=now`. A
 // mirror that is marked again before it is pruned keeps its first mark: the
-// bound holds however often the upstream rewrites.
+// bound holds however often the upstream rewrites. So that a crash, or a
+// shutdown, between the refs' move and the decision loses no mark, the mark
+// is written before a fetch that will move or delete a ref (markAhead) and
+// removed after it when nothing was dropped (a fast-forward).
 
 // pruneMarker, in a mirror, says that it holds objects to prune.
 const pruneMarker = "gitfleet-prune"
@@ -92,10 +95,30 @@ func nextPrune(due map[string]time.Time, now time.Time) (key string, ok bool, wa
 // before the store is used.
 func (s *Store) SetPruneAfter(d time.Duration) { s.pruneAfter = max(d, 0) }
 
+// markAhead writes dir's prune mark, unless it has one, before a fetch
+// that takes its refs from before to next (the listing the fetch asks for)
+// when an existing ref will move or go. It reports whether it wrote the
+// mark: markIfDropped removes it again when the fetch dropped nothing.
+// Caller holds the key's lock.
+func (s *Store) markAhead(key, dir string, before, next map[string]string) bool {
+	if sure, moved := pruneCandidates(before, next); !sure && len(moved) == 0 {
+		return false
+	}
+	if _, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
+		return false
+	}
+	if _, err := s.mark(dir); err != nil {
+		s.log.Error("could not mark a mirror for pruning", "key", key, "err", err)
+		return false
+	}
+	return true
+}
+
 // markIfDropped marks key's mirror at dir for pruning when the fetch that
-// took its refs from before to after dropped objects from their reach.
-// Caller holds key's lock.
-func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs) {
+// took its refs from before to after dropped objects from their reach, and
+// otherwise removes the mark that markAhead wrote (ahead). Caller holds
+// key's lock.
+func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs, ahead bool) {
 	sure, moved := pruneCandidates(before.Refs, after.Refs)
 	why := "a ref was deleted or a tag moved"
 	for _, m := range moved {
@@ -115,6 +138,14 @@ func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, afte
 		}
 	}
 	if !sure {
+		if ahead {
+			if err := os.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.log.Warn("could not remove a mark that was not needed (the mirror will be repacked)", "key", key, "err", err)
+				if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
+					s.notePrune(key, at)
+				}
+			}
+		}
 		return
 	}
 	at, err := s.mark(dir)
@@ -305,4 +336,21 @@ func (s *Store) RunPruner(ctx context.Context) {
 		case <-s.clk.After(min(max(wait, time.Millisecond), time.Minute)):
 		}
 	}
+}
+
+// settleFailed handles the mark that markAhead wrote (ahead) before a
+// fetch or ref update that failed: when the refs are still as before
+// (--atomic, update-ref's transaction) nothing was dropped and the mark
+// goes; when they cannot be read, or moved, it is kept for the pruner.
+func (s *Store) settleFailed(ctx context.Context, key, dir string, before gitcmd.Refs, ahead bool) {
+	if !ahead {
+		return
+	}
+	now, err := s.git.LocalRefs(context.WithoutCancel(ctx), dir)
+	if err == nil && now.Digest() == before.Digest() {
+		if err := os.Remove(filepath.Join(dir, pruneMarker)); err == nil || errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+	s.loadMark(key, dir)
 }

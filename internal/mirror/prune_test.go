@@ -357,3 +357,37 @@ func TestPullVerifiedRewindMarks(t *testing.T) {
 		t.Fatalf("the dropped commit after pruning: has %v (%v), want gone", ok, err)
 	}
 }
+
+// The mark written ahead of a fetch that will move a ref goes when the
+// fetch fails and the refs did not move, and stays for a rewrite.
+func TestPruneMarkAheadOfAFailedFetch(t *testing.T) {
+	r := newPruneRig(t, []string{"main"}, time.Hour, mirror.Limits{})
+	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.up.Commit("a", "main"); err != nil {
+		t.Fatal(err)
+	}
+	r.sync()
+	r.upstreamGit("update-ref", "refs/heads/main", strings.TrimSpace(parent))
+	// A young lock (a git that runs) makes the fetch fail, the refs as
+	// they were.
+	lock := filepath.Join(r.st.Path(r.key), "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, []byte("held\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Sync(context.Background(), r.key, r.url); err == nil {
+		t.Fatal("a fetch through a held lock succeeded")
+	}
+	if r.marked() || len(r.st.PrunePending()) != 0 {
+		t.Fatal("a failed fetch that moved no ref left a mark")
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	r.sync()
+	if !r.marked() || len(r.st.PrunePending()) != 1 {
+		t.Fatal("the rewrite did not mark the mirror")
+	}
+}
