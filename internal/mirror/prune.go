@@ -233,6 +233,12 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	// A .keep would exclude its pack from the repack, with whatever
+	// unreachable object it holds. Under the lock no fetch of ours runs
+	// here, so any .keep is one that a killed fetch left.
+	if kept := removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
+		s.log.Warn("removed .keep files that a killed fetch left", "key", key, "files", kept)
+	}
 	// -a -d: one pack of every object the refs reach, the old packs
 	// deleted with the unreachable objects they held (no -A, -k or
 	// --keep-unreachable, which would keep them); -b: with a bitmap.
@@ -252,6 +258,19 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
 	}
 	return nil
+}
+
+// removeKeeps removes the .keep files of packDir and returns their names.
+func removeKeeps(packDir string) []string {
+	files, _ := packFiles(packDir)
+	var removed []string
+	for name := range files {
+		if strings.HasSuffix(name, ".keep") && os.Remove(filepath.Join(packDir, name)) == nil {
+			removed = append(removed, name)
+		}
+	}
+	sort.Strings(removed)
+	return removed
 }
 
 // hasLoose tells whether the object directory objects holds a loose

@@ -186,6 +186,14 @@ func TestPruneDropsWhatTheUpstreamDropped(t *testing.T) {
 			loose := r.looseBlob()
 			c.drop(r, strings.TrimSpace(parent))
 			r.sync()
+			// A killed fetch's .keep on every pack, which a repack would
+			// leave alone, with the secret in it.
+			packs, _ := filepath.Glob(filepath.Join(r.st.Path(r.key), "objects", "pack", "*.pack"))
+			for _, p := range packs {
+				if err := os.WriteFile(strings.TrimSuffix(p, ".pack")+".keep", []byte("fetch-pack 1 on a killed host\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if !r.marked() {
 				t.Fatal("a fetch that dropped a commit did not mark the mirror")
 			}
