@@ -140,7 +140,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		FullToken: cfg.FullToken,
 		Capacity:  cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
-		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention,
+		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, MismatchRevoke: cfg.MismatchRevoke,
 		API: apiConfig(cfg), Limits: lim, Serve: serve,

@@ -75,6 +75,7 @@ type Config struct {
 	EgressPorts           List          `name:"egress-ports" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
 	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`
 	VerifyInterval        time.Duration `name:"verify-interval" help:"node: each mirror is verified in the background about this often, one at a time, at most 10% of the time (0: never)"`
+	PruneAfter            time.Duration `name:"prune-after" help:"node: a mirror whose upstream deleted a ref or rewrote one (not a fast-forward) is repacked without the objects no ref reaches within this time, so they can no longer be fetched (0: at once)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
@@ -124,6 +125,7 @@ func Default() Config {
 		GitMemoryLimit:    "2GiB",
 		MaxTreeDepth:      2048,
 		VerifyInterval:    7 * 24 * time.Hour,
+		PruneAfter:        time.Hour,
 		Retention:         7 * 24 * time.Hour,
 		MismatchRevoke:    3,
 		LogLevel:          "info",

@@ -89,6 +89,8 @@ var subcommands = map[string]bool{
 	"fast-import": true, "read-tree": true,
 	// the installed git's version, for the settings it supports.
 	"version": true,
+	// pruning what the upstream dropped (mirror/prune.go).
+	"merge-base": true, "repack": true, "prune": true,
 }
 
 // hardening is applied to every command as -c settings.

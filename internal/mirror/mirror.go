@@ -8,7 +8,9 @@
 // opens and when a fetch meets one, and a mirror can be verified and
 // replaced by a fresh copy. So a directory under repos/ is always a
 // complete repository. It also bounds what an upstream can make it store
-// (Limits: size, while the pack streams in; number of refs; ref names).
+// (Limits: size, while the pack streams in; number of refs; ref names),
+// and drops, within a bounded time, the objects that a fetch which deleted
+// or rewrote refs left unreachable (prune.go).
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms; and a source
 // that suddenly advertises nothing is believed only when it says so twice
@@ -29,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -49,6 +52,10 @@ type Store struct {
 	locks      map[string]*keyLock
 	skipLogged map[string]bool // keys whose skipped refs were logged
 	empty      emptyGuard      // emptyguard.go
+
+	pruneAfter time.Duration        // prune.go
+	prunes     map[string]time.Time // marked keys -> when to prune them
+	pruneWake  chan struct{}
 }
 
 type keyLock struct {
@@ -68,6 +75,8 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		locks: make(map[string]*keyLock),
 
 		skipLogged: make(map[string]bool),
+		prunes:     make(map[string]time.Time),
+		pruneWake:  make(chan struct{}, 1),
 	}
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
@@ -157,16 +166,22 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	}
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
+		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
+			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
 		}
 		res.Fetched = true
 		after, err := s.git.LocalRefs(ctx, dir)
 		if err != nil {
+			if ahead { // the refs may have moved: keep the mark
+				s.loadMark(key, dir)
+			}
 			return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
+		s.markIfDropped(ctx, key, dir, before, after, ahead)
 		// HEAD is asked for only when the refs moved: the listing above
 		// asks for branches and tags only, so that an upstream's other
 		// refs never cross the network on a check.
@@ -274,9 +289,10 @@ func (s *Store) pruneEmptyParents(dir string) {
 	}
 }
 
-// Scan lists the keys of every mirror on disk and removes the lock files a
-// killed git left in them (nothing else runs git on them yet). A mirror
-// stored under an older spelling of its key is moved to the canonical one.
+// Scan lists the keys of every mirror on disk, removes the lock files a
+// killed git left in them (nothing else runs git on them yet), and hands
+// the mirrors marked for pruning to the pruner (prune.go). A mirror stored
+// under an older spelling of its key is moved to the canonical one.
 func (s *Store) Scan() ([]string, error) {
 	var keys []string
 	var moves [][2]string // non-canonical key, canonical key
@@ -299,6 +315,7 @@ func (s *Store) Scan() ([]string, error) {
 			return fs.SkipDir
 		}
 		s.cleanLocks(path)
+		s.loadMark(key, path)
 		keys = append(keys, key)
 		return fs.SkipDir
 	})
@@ -308,6 +325,7 @@ func (s *Store) Scan() ([]string, error) {
 	for _, m := range moves {
 		if s.moveToCanonical(m[0], m[1]) {
 			s.cleanLocks(s.Path(m[1]))
+			s.loadMark(m[1], s.Path(m[1]))
 			keys = append(keys, m[1])
 		}
 	}

@@ -101,10 +101,14 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
+		next := applied(before, cs, "")
+		ahead := s.markAhead(key, dir, before.Refs, next.Refs)
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "update-ref", Flags: []string{"--stdin"},
 			Stdin: strings.NewReader(updateRefScript(cs))}); err != nil {
+			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
 		}
+		s.markIfDropped(ctx, key, dir, before, next, ahead)
 		if up.Head != "" && up.Head != before.Head {
 			if err := s.setHead(ctx, dir, up.Head); err != nil {
 				return res, err

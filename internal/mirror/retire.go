@@ -88,6 +88,7 @@ func (s *Store) Unretire(key string) (bool, error) {
 		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
 	}
 	_ = os.Remove(filepath.Join(dst, retiredMarker))
+	s.loadMark(key, dst) // a mark it carried out of the tree
 	s.pruneRetiredParents(filepath.Dir(src))
 	return true, nil
 }

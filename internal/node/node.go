@@ -70,6 +70,9 @@ type Config struct {
 	// VerifyInterval is how often each mirror is verified in the
 	// background (0: never).
 	VerifyInterval time.Duration
+	// PruneAfter bounds how long a mirror keeps the objects that a fetch
+	// which deleted or rewrote refs left unreachable (mirror.SetPruneAfter).
+	PruneAfter time.Duration
 	// Retention is how long a full node keeps a removed repository's data
 	// for a re-addition to bring back without a clone.
 	Retention time.Duration
@@ -177,6 +180,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		return nil, err
 	}
 	ms.SetLimits(cfg.Limits.mirror())
+	ms.SetPruneAfter(cfg.PruneAfter)
 	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -293,6 +297,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	run(n.fetchLoop)
 	run(n.persistLoop)
+	run(n.mirror.RunPruner)
 	if n.cfg.VerifyInterval > 0 {
 		run(n.verifyLoop)
 	}
