@@ -36,7 +36,9 @@ type fullNode struct {
 	pending map[string]bool // keys waiting for a pull
 	pulling map[string]bool
 	retryAt map[string]time.Time
-	signal  chan struct{}
+	// pullFails counts the failed pulls of a key in a row (its backoff).
+	pullFails map[string]int
+	signal    chan struct{}
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
@@ -45,7 +47,7 @@ type fullNode struct {
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, signal: make(chan struct{}, 1)}
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, signal: make(chan struct{}, 1)}
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
 		return nil, err
@@ -178,6 +180,8 @@ func (f *fullNode) removed(keys []string) {
 			f.sorted.remove(k)
 		}
 		delete(f.pending, k)
+		delete(f.pullFails, k)
+		delete(f.retryAt, k)
 		f.mu.Unlock()
 		remove, msg := f.n.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
 		if f.n.cfg.Retention <= 0 {
@@ -237,9 +241,17 @@ func (f *fullNode) pullLoop(ctx context.Context) {
 		err := f.pull(ctx, key, st)
 		f.mu.Lock()
 		delete(f.pulling, key)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// From 2 s, doubling to 30 s: a pull whose upstream check
+			// keeps failing must not ask the owner and the upstream every
+			// 2 s. A new state from the coordinator tries at once.
+			f.pullFails[key]++
 			f.pending[key] = true
-			f.retryAt[key] = f.n.clk.Now().Add(2 * time.Second)
+			f.retryAt[key] = f.n.clk.Now().Add(backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
+		case err == nil:
+			delete(f.pullFails, key)
+			delete(f.retryAt, key)
 		}
 		f.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
