@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
@@ -150,7 +151,10 @@ func Check(key string) error {
 // address, with a port.
 func validKeyHost(host string) bool {
 	h := host
-	if hp, _, err := net.SplitHostPort(host); err == nil {
+	if hp, port, err := net.SplitHostPort(host); err == nil {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || strconv.FormatUint(n, 10) != port {
+			return false // a port is a number, written one way
+		}
 		h = hp
 	}
 	h = strings.Trim(h, "[]")
