@@ -152,7 +152,7 @@ func Check(key string) error {
 func validKeyHost(host string) bool {
 	h := host
 	if hp, port, err := net.SplitHostPort(host); err == nil {
-		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || strconv.FormatUint(n, 10) != port {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
 			return false // a port is a number, written one way
 		}
 		h = hp
@@ -195,8 +195,8 @@ func validHost(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
 	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == "" // a zone names an interface of this machine
 	}
 	for _, r := range h {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {

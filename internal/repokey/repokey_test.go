@@ -86,7 +86,7 @@ func TestPrivateUpstreamsOnlyWhenAllowed(t *testing.T) {
 func TestCheckRefusesKeysThatEscape(t *testing.T) {
 	for _, key := range []string{"", "github.com", "github.com/", "/etc/passwd", "github.com/../x", "github.com/a//b",
 		"GitHub.com/a/b", "github.com/a/b.git", "github.com/a.git/b", "github.com/.git/x", "github.com/a\\b", "github.com/a:b",
-		"0:ȁ/0", "h:x/a", "h:0080/a", "h:0/a", "h:65536/a"} {
+		"0:ȁ/0", "h:x/a", "h:0080/a", "h:65536/a", "[fe80::1%eth0]:80/a"} {
 		if Check(key) == nil {
 			t.Errorf("Check(%q) accepted", key)
 		}
