@@ -22,7 +22,8 @@ import (
 //     space, private-use and surrogate characters; non-ASCII characters
 //     whose compatibility form contains ASCII (fullwidth, superscript and
 //     other look-alikes of "/", ".", ":" or letters) and look-alike slashes
-//     and colons that have no such form; `\ : < > " | ? *`.
+//     and colons that have no such form; letters whose upper case folds to
+//     another letter (the dotless ı); `\ : < > " | ? *`.
 //   - Segments refused: empty, ".", "..", starting with "." or "-", ending
 //     in "." or ".git", longer than 255 bytes, Windows device names (CON,
 //     PRN, AUX, NUL, COM0-9, LPT0-9, CONIN$, CONOUT$, with or without an
@@ -75,6 +76,11 @@ func badRune(r rune) string {
 		if c < 0x80 {
 			return fmt.Sprintf("the look-alike character %U (like %q)", r, c)
 		}
+	}
+	// A letter whose upper case folds to another letter (the dotless ı,
+	// whose upper case is I) would make two spellings of one name two keys.
+	if fold := cases.Fold(); norm.NFC.String(fold.String(strings.ToUpper(string(r)))) != norm.NFC.String(fold.String(string(r))) {
+		return fmt.Sprintf("the character %U, whose upper case is another letter", r)
 	}
 	return ""
 }

@@ -98,6 +98,13 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 		return "", "", fmt.Errorf("%w %q: %w", ErrInvalid, truncate(rawURL), err)
 	}
 	port := u.Port()
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return fail("bad port %q", port)
+		}
+		port = strconv.FormatUint(n, 10) // one spelling: "0443" is 443
+	}
 	if port == defaultPorts[scheme] {
 		port = ""
 	}
