@@ -69,10 +69,6 @@ type Cmd struct {
 	// EndOfOptions separates Args with --end-of-options instead of "--", for
 	// commands where "--" means "paths follow" (rev-parse, diff-tree).
 	EndOfOptions bool
-	// ObjectIDs are full object IDs written after Flags and before "--",
-	// for commands that take revisions there but do not know
-	// --end-of-options (grep in git 2.39). Anything but hex is refused.
-	ObjectIDs []string
 	// Config are extra -c key=value settings.
 	Config []string
 	// Env are extra environment variables (KEY=value).
@@ -95,8 +91,6 @@ var subcommands = map[string]bool{
 	"version": true,
 	// pruning what the upstream dropped (mirror/prune.go).
 	"merge-base": true, "repack": true, "prune": true,
-	// `gitfleet catalog diff` finds the unchanged files that may list a changed key.
-	"grep": true,
 }
 
 // hardening is applied to every command as -c settings.
@@ -253,12 +247,6 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 			return nil, fmt.Errorf("gitcmd: flag %q of git %s does not start with '-'", f, c.Name)
 		}
 		args = append(args, f)
-	}
-	for _, id := range c.ObjectIDs {
-		if !objectID(id) {
-			return nil, fmt.Errorf("gitcmd: %q given to git %s is not a full object ID", id, c.Name)
-		}
-		args = append(args, id)
 	}
 	if len(c.Args) > 0 {
 		if c.EndOfOptions {

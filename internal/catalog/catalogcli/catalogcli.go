@@ -211,12 +211,15 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	if err != nil {
 		return 0, err
 	}
-	res, err := catalog.Diff(ctx, git, dir, pos[1], pos[2], catalog.Options{AllowPrivate: *private})
+	old, err := catalog.Load(ctx, git, dir, pos[1], catalog.Options{AllowPrivate: *private})
 	if err != nil {
 		return 0, err
 	}
-	d := res.Delta
-	r := diffReport{Old: res.Old, New: res.New, Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
+	next, d, err := old.Update(ctx, git, dir, pos[2])
+	if err != nil {
+		return 0, err
+	}
+	r := diffReport{Old: old.Commit(), New: next.Commit(), Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
 	if *asJSON {
 		return exitOK, writeJSON(stdout, r)
 	}
