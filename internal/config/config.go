@@ -57,7 +57,7 @@ type Config struct {
 	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
 	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
-	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository"`
+	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository (if unset and --max-interval is under 4m: a quarter of it)"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
 	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use, e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`
 	HostLimit             List          `name:"host-limit" help:"node: a per-host check limit, e.g. github.com=5000/h (repeat the flag, or a YAML list, for several hosts)"`
@@ -219,11 +219,14 @@ func format(v reflect.Value) string {
 
 // Load builds the configuration of one command: defaults, then the YAML
 // file named by --config (if any), then the flags in args. The flag set is
-// returned so that callers can read the positional arguments.
+// returned so that callers can read the positional arguments. A default
+// that contradicts a setting the user gave yields to it (see
+// resolveIntervals).
 func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	cfg := Default()
+	g := given{}
 	if p := configPath(args); p != "" {
-		if err := cfg.loadYAML(p); err != nil {
+		if err := cfg.loadYAML(p, g); err != nil {
 			return cfg, nil, err
 		}
 	}
@@ -239,7 +242,8 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, fs, err
 	}
-	return cfg, fs, nil
+	g.flagsGiven(fs)
+	return cfg, fs, cfg.resolveIntervals(g)
 }
 
 func configPath(args []string) string {
@@ -258,7 +262,7 @@ func configPath(args []string) string {
 	return ""
 }
 
-func (c *Config) loadYAML(path string) error {
+func (c *Config) loadYAML(path string, g given) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -278,6 +282,7 @@ func (c *Config) loadYAML(path string) error {
 		if !ok {
 			return fmt.Errorf("config %s:%d: unknown key %q", path, node.Line, k)
 		}
+		g[k] = true
 		if v.Field(i).Type() == listType {
 			var l List
 			if node.Kind == yaml.SequenceNode {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -188,7 +188,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	counts := c.engine.Load()
 	resp := &fleetv1.ListNodesResponse{}
 	if p := c.pendingPurge(); p != nil {
-		resp.PendingPurge = fmt.Sprintf("the removal of %d of %d repositories is held (catalog commit %s); confirm it to apply", p.removed, p.total, p.commit)
+		resp.PendingPurge = api.HeldSummary(p.removed, p.total, p.commit, p.keys) + "; confirm it to apply"
 	}
 	for _, st := range c.table.Nodes() {
 		rec := c.nodes[st.ID]

@@ -308,7 +308,15 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Name, n.Mode, state, when(&n.LastHeartbeat), n.Repos, disk, flap)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A held catalog change is the fleet's business too: name it here.
+	var st api.CatalogStatus
+	if _, err := c.getJSON(ctx, "/api/v1/catalog", &st); err == nil {
+		printHeld(out, st.Pending)
+	}
+	return nil
 }
 
 func bytesHuman(n uint64) string {
@@ -434,13 +442,16 @@ func catalogStatus(ctx context.Context, c *client, out *printer) error {
 		return out.raw(data)
 	}
 	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", st.Commit, st.Repos, st.Problems)
-	if p := st.Pending; p != nil {
-		fmt.Fprintf(out.w, "HELD BACK: the removal of %d of %d repositories (catalog commit %s); run `gitfleet ctl confirm-purge` to apply it\n", p.Removed, p.Total, p.Commit)
-		for _, k := range p.Keys {
-			fmt.Fprintf(out.w, "  %s\n", k)
-		}
-	}
+	printHeld(out, st.Pending)
 	return nil
+}
+
+// printHeld names a held catalog change (nothing when p is nil): the count
+// and the first keys; --json lists the first 1,000.
+func printHeld(out *printer, p *api.PendingPurge) {
+	if p != nil {
+		fmt.Fprintf(out.w, "HELD BACK: %s; run `gitfleet ctl confirm-purge` to apply it\n", p.Summary())
+	}
 }
 
 func confirmPurge(ctx context.Context, c *client, out *printer) error {

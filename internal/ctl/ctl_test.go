@@ -35,6 +35,7 @@ type backend struct {
 	added   map[string]string
 	nodes   []api.Node
 	onStart func(key, id string)
+	held    *api.PendingPurge
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -101,7 +102,9 @@ func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error 
 }
 
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
-	return api.CatalogStatus{Commit: "c0ffee", Repos: 3}, nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return api.CatalogStatus{Commit: "c0ffee", Repos: 3, Pending: b.held}, nil
 }
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }

@@ -23,7 +23,8 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{"pu
 </head><body><h1>gitfleet mirror</h1>
 <p>{{.Total}} repositories{{if gt .Total (len .Repos)}} (the first {{len .Repos}} shown){{end}}.
 JSON: <a href="/api/v1/repos">/api/v1/repos</a>, <a href="/api/v1/nodes">/api/v1/nodes</a>, <a href="/api/v1/openapi.json">OpenAPI</a>.</p>
-<table><tr><th>repository</th><th>clone URL</th><th>owner</th><th>state</th><th>current</th><th>last check</th><th>last error</th></tr>
+{{with .Held}}<p class="failing">Held back by purge protection: {{.Summary}}. The full list: <a href="/api/v1/catalog">/api/v1/catalog</a>.</p>
+{{end}}<table><tr><th>repository</th><th>clone URL</th><th>owner</th><th>state</th><th>current</th><th>last check</th><th>last error</th></tr>
 {{range .Repos}}<tr class="{{.State}}"><td>{{.Key}}</td><td><code>{{.CloneURL}}</code></td><td>{{.Owner}}</td><td>{{.State}}</td><td>{{.Current}}</td><td>{{if .LastCheck}}{{.LastCheck.Format "2006-01-02 15:04:05"}}{{end}}</td><td>{{publicError .LastError}}</td></tr>
 {{end}}</table></body></html>
 `))
@@ -40,11 +41,16 @@ func (f *fullNode) statusPage(w http.ResponseWriter, r *http.Request) {
 			repos[i].CloneURL = strings.TrimSuffix(base, "/") + "/" + repos[i].Key + ".git"
 		}
 	}
+	var held *api.PendingPurge
+	if cat, err := f.backend.Catalog(r.Context()); err == nil {
+		held = cat.Pending
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusTmpl.Execute(w, struct {
 		Repos []api.Repo
 		Total int
-	}{repos, total}); err != nil {
+		Held  *api.PendingPurge
+	}{repos, total, held}); err != nil {
 		f.n.log.Warn("status page", "err", err)
 	}
 }
