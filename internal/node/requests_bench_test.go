@@ -1,0 +1,75 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// benchFullNode is a full node whose view holds n repositories (fake
+// states, no git, no coordinator): a tenth failing, the rest ok or pending,
+// each held with the owner's digest.
+func benchFullNode(tb testing.TB, n int) *fullNode {
+	tb.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nd, err := New(Config{Mode: "full", Coordinators: []string{"127.0.0.1:1"}, DataDir: tb.TempDir(), Fetchers: 1},
+		log, clock.NewFake(time.Unix(1e9, 0)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { nd.db.Close() })
+	f := nd.full
+	f.tunnels = tunnel.NewServer(f.creds.authenticate, log, nil)
+	const batch = 10_000
+	rs := make([]*fleetv1.RepoState, 0, batch)
+	for i := range n {
+		k := fmt.Sprintf("host%d.example/group%d/repo%d", i%7, i%100, i)
+		st := "ok"
+		switch {
+		case i%10 == 3:
+			st = "failing"
+		case i%10 == 7:
+			st = "pending"
+		}
+		d := fmt.Sprintf("d%d", i)
+		nd.mu.Lock()
+		nd.digests[k] = d
+		nd.mu.Unlock()
+		rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, Owner: nd.id, State: st, Digest: d, LastCheckMs: 1e12})
+		if len(rs) == batch || i == n-1 {
+			f.states(rs)
+			rs = make([]*fleetv1.RepoState, 0, batch)
+		}
+	}
+	return f
+}
+
+// BenchmarkFullNodeRequests times the public requests that used to walk
+// every repository, through the full node's real HTTP handlers:
+//
+//	go test ./internal/node/ -run '^$' -bench '^BenchmarkFullNodeRequests$' -benchtime 20x -count=1
+func BenchmarkFullNodeRequests(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		f := benchFullNode(b, n)
+		h := f.publicHandler()
+		for _, path := range []string{"/metrics", "/api/v1/repos?state=failing&limit=50", "/api/v1/repos?limit=50"} {
+			b.Run(fmt.Sprintf("repos=%d,GET %s", n, path), func(b *testing.B) {
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+					if w.Code != http.StatusOK {
+						b.Fatalf("%s: %d %s", path, w.Code, w.Body)
+					}
+				}
+			})
+		}
+	}
+}
