@@ -60,16 +60,42 @@ func BenchmarkFullNodeRequests(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		f := benchFullNode(b, n)
 		h := f.publicHandler()
+		get := func(b *testing.B, path string) {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+			if w.Code != http.StatusOK {
+				b.Fatalf("%s: %d %s", path, w.Code, w.Body)
+			}
+		}
 		for _, path := range []string{"/metrics", "/api/v1/repos?state=failing&limit=50", "/api/v1/repos?limit=50"} {
+			get(b, path) // the first listing after the view filled merges its index once
 			b.Run(fmt.Sprintf("repos=%d,GET %s", n, path), func(b *testing.B) {
 				for b.Loop() {
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-					if w.Code != http.StatusOK {
-						b.Fatalf("%s: %d %s", path, w.Code, w.Body)
-					}
+					get(b, path)
 				}
 			})
 		}
+		// As in a running fleet: 100 repositories change state between two
+		// requests, and the request merges them into its index.
+		flip := 0
+		b.Run(fmt.Sprintf("repos=%d,GET /api/v1/repos?state=failing&limit=50 after 100 changes", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				rs := make([]*fleetv1.RepoState, 0, 100)
+				for range 100 {
+					j := (flip*7919 + 3) % n
+					flip++
+					k := fmt.Sprintf("host%d.example/group%d/repo%d", j%7, j%100, j)
+					st := "failing"
+					if f.view[k].GetState() == "failing" {
+						st = "ok"
+					}
+					rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, State: st, Digest: fmt.Sprintf("d%d", j), LastCheckMs: 1e12})
+				}
+				f.states(rs)
+				b.StartTimer()
+				get(b, "/api/v1/repos?state=failing&limit=50")
+			}
+		})
 	}
 }
