@@ -45,9 +45,12 @@ func newRepoCounters() *repoCounters {
 }
 
 // maxPending bounds the keys an index holds unmerged: an index nobody
-// lists is merged now and then, so that keys that flip between states do
-// not pile up.
+// lists is merged once it has as many added keys as merged ones (and
+// maxPending), so that keys that flip between states do not pile up and
+// a merge costs O(1) a change, amortized.
 const maxPending = 4096
+
+func mergeDue(x *sortedIndex) bool { return len(x.added) > max(maxPending, len(x.keys)) }
 
 // set records key's class, or that it left the view (listed false).
 func (c *repoCounters) set(key string, cl repoClass, listed bool) {
@@ -91,7 +94,7 @@ func (c *repoCounters) set(key string, cl repoClass, listed bool) {
 			c.states[cl.state] = x
 		}
 		x.add(key)
-		if len(x.added) > maxPending {
+		if mergeDue(x) {
 			c.stateKeys(cl.state)
 		}
 	}
@@ -102,7 +105,7 @@ func (c *repoCounters) set(key string, cl repoClass, listed bool) {
 			c.owners[cl.owner] = x
 		}
 		x.add(key)
-		if len(x.added) > maxPending {
+		if mergeDue(x) {
 			c.ownerKeys(cl.owner)
 		}
 	}
