@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -145,11 +146,27 @@ func (c *repoCounters) ownerKeys(owner uint32) []string {
 
 // list returns one page of a listing and how many match in all, from all
 // (every key of view, in order). A state or an owner filter reads that
-// state's or owner's index: a binary search for a prefix and the page.
-// Both at once walk the smaller of the two indexes (under the prefix).
+// state's or owner's index: its page (up to maxWalkOffset) without merging
+// what changed, the total from the counters; with a prefix or a far
+// offset, the merged index, a binary search and the page. Both filters at
+// once walk the smaller of the two indexes (under the prefix).
 func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f api.RepoFilter) ([]listed, int) {
 	if f.State == "" && f.Owner == 0 {
 		return listPage(all, view, f)
+	}
+	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == "" || f.Owner == 0) {
+		// The page, without merging what changed since the last listing.
+		x, total := c.states[f.State], c.byState[f.State]
+		if f.State == "" {
+			x, total = c.owners[f.Owner], c.byOwner[f.Owner]
+		}
+		var page []listed
+		if x != nil {
+			for _, k := range x.page(f.Offset, f.Limit) {
+				page = append(page, listed{k, view[k]})
+			}
+		}
+		return page, total
 	}
 	var keys []string
 	keep := func(string) bool { return true }
@@ -189,6 +206,42 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 		total++
 	}
 	return page, total
+}
+
+// maxWalkOffset is the largest offset a listing reaches by walking an index
+// that has unmerged keys; past it, the index is merged first.
+const maxWalkOffset = 1000
+
+// page returns the index's keys in order from offset, at most limit of them
+// (limit <= 0: all), without a merge: a walk of the merged keys and of the
+// added ones, sorted, that skips the removed ones. O(offset + limit) and a
+// sort of the keys added since the last merge.
+func (x *sortedIndex) page(offset, limit int) []string {
+	slices.Sort(x.added)
+	var out []string
+	i, j, n, last := 0, 0, 0, ""
+	for limit <= 0 || len(out) < limit {
+		var k string
+		switch {
+		case i < len(x.keys) && (j == len(x.added) || x.keys[i] <= x.added[j]):
+			k = x.keys[i]
+			i++
+		case j < len(x.added):
+			k = x.added[j]
+			j++
+		default:
+			return out
+		}
+		if n > 0 && k == last || x.removed[k] {
+			continue // a key added again, or removed
+		}
+		last = k
+		if n >= offset {
+			out = append(out, k)
+		}
+		n++
+	}
+	return out
 }
 
 // repoTotals is what /metrics reports of the repositories.
