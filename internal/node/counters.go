@@ -155,18 +155,21 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 		return listPage(all, view, f)
 	}
 	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == "" || f.Owner == 0) {
-		// The page, without merging what changed since the last listing.
+		// The page, without merging the few keys changed since the last listing.
 		x, total := c.states[f.State], c.byState[f.State]
 		if f.State == "" {
 			x, total = c.owners[f.Owner], c.byOwner[f.Owner]
 		}
-		var page []listed
-		if x != nil {
+		if x == nil {
+			return nil, total
+		}
+		if len(x.added) <= maxWalkAdded {
+			var page []listed
 			for _, k := range x.page(f.Offset, f.Limit) {
 				page = append(page, listed{k, view[k]})
 			}
+			return page, total
 		}
-		return page, total
 	}
 	var keys []string
 	keep := func(string) bool { return true }
@@ -211,6 +214,10 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 // maxWalkOffset is the largest offset a listing reaches by walking an index
 // that has unmerged keys; past it, the index is merged first.
 const maxWalkOffset = 1000
+
+// maxWalkAdded is the most keys added since the last merge that a listing
+// sorts and walks; with more, the index is merged first.
+const maxWalkAdded = 1024
 
 // page returns the index's keys in order from offset, at most limit of them
 // (limit <= 0: all), without a merge: a walk of the merged keys and of the
