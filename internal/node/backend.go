@@ -80,7 +80,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.n.clk.Now()
 	b.f.mu.Lock()
-	page, total := listPage(b.f.sorted.of(b.f.view), b.f.view, f)
+	page, total := b.f.counts.list(b.f.sorted.of(b.f.view), b.f.view, f)
 	b.f.mu.Unlock()
 	out := make([]api.Repo, 0, len(page))
 	for _, m := range page {

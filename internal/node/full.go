@@ -33,6 +33,8 @@ type fullNode struct {
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
 	sorted  sortedIndex     // the keys of view, for the API's listings
+	counts  *repoCounters   // of view, by state and owner (counters.go)
+	classMu sync.Mutex      // serializes reclass
 	pending map[string]bool // keys waiting for a pull
 	pulling map[string]bool
 	retryAt map[string]time.Time
@@ -47,7 +49,9 @@ type fullNode struct {
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, signal: make(chan struct{}, 1)}
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, signal: make(chan struct{}, 1),
+		counts: newRepoCounters()}
+	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
 		return nil, err
@@ -149,7 +153,9 @@ func (f *fullNode) serve(ctx context.Context) error {
 func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)
 	f.mu.Lock()
+	keys := make([]string, 0, len(rs))
 	for _, r := range rs {
+		keys = append(keys, r.GetKey())
 		old := f.view[r.GetKey()]
 		if old == nil {
 			f.sorted.add(r.GetKey())
@@ -167,6 +173,7 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 		}
 	}
 	f.mu.Unlock()
+	f.reclass(keys...)
 	f.kick()
 }
 
@@ -183,6 +190,7 @@ func (f *fullNode) removed(keys []string) {
 		delete(f.pullFails, k)
 		delete(f.retryAt, k)
 		f.mu.Unlock()
+		f.reclass(k)
 		remove, msg := f.n.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
 		if f.n.cfg.Retention <= 0 {
 			remove, msg = f.n.mirror.Remove, "repository removed from the mirror"

@@ -48,11 +48,22 @@ func (x *sortedIndex) remove(key string) {
 
 // of returns the keys of view in order.
 func (x *sortedIndex) of(view map[string]*fleetv1.RepoState) []string {
-	if len(x.added) == 0 && len(x.removed) == 0 && len(x.keys) == len(view) {
+	return x.ordered(len(view), func(keys []string) []string {
+		for k := range view {
+			keys = append(keys, k)
+		}
+		return keys
+	})
+}
+
+// ordered returns the index's keys in order: want of them, which all
+// appends to a slice when the bookkeeping went wrong.
+func (x *sortedIndex) ordered(want int, all func([]string) []string) []string {
+	if len(x.added) == 0 && len(x.removed) == 0 && len(x.keys) == want {
 		return x.keys
 	}
 	slices.Sort(x.added)
-	keys := make([]string, 0, len(view))
+	keys := make([]string, 0, want)
 	keep := func(k string) {
 		if !x.removed[k] && (len(keys) == 0 || keys[len(keys)-1] != k) {
 			keys = append(keys, k)
@@ -68,12 +79,9 @@ func (x *sortedIndex) of(view map[string]*fleetv1.RepoState) []string {
 			j++
 		}
 	}
-	if len(keys) != len(view) { // bookkeeping gone wrong: start again
+	if len(keys) != want { // bookkeeping gone wrong: start again
 		x.rebuilt++
-		keys = keys[:0]
-		for k := range view {
-			keys = append(keys, k)
-		}
+		keys = all(keys[:0])
 		slices.Sort(keys)
 	}
 	x.keys, x.added, x.removed = keys, nil, nil

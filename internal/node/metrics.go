@@ -4,24 +4,16 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-
-	"github.com/gitfleet/gitfleet/internal/api"
 )
 
 // metrics serves the full node's figures in the Prometheus text format:
 // repositories by state, how many are current, the nodes by state, open
 // tunnels, forged tips by node, and whether a catalog change is held back
-// by purge protection.
+// by purge protection. The repositories' figures are counters kept as
+// states change (counters.go): no walk of the repositories.
 func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
-	repos, total := f.backend.ListRepos(api.RepoFilter{})
-	byState := map[string]int{}
-	current := 0
-	for _, rp := range repos {
-		byState[rp.State]++
-		if rp.Current {
-			current++
-		}
-	}
+	t := f.totals() // kept as states change (counters.go)
+	byState, total, current := t.byState, t.total, t.current
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprintln(w, "# HELP gitfleet_repos Repositories the mirror holds, by state.")
 	fmt.Fprintln(w, "# TYPE gitfleet_repos gauge")

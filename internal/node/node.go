@@ -330,6 +330,9 @@ func (n *Node) setDigest(key, digest string) {
 	n.mu.Lock()
 	n.digests[key] = digest
 	n.mu.Unlock()
+	if n.full != nil {
+		n.full.reclass(key) // counters.go
+	}
 	if err := n.db.Put(context.Background(), bucketDigests, key, []byte(digest)); err != nil {
 		n.log.Warn("store digest", "key", key, "err", err)
 	}
@@ -339,6 +342,9 @@ func (n *Node) forgetDigest(key string) {
 	n.mu.Lock()
 	delete(n.digests, key)
 	n.mu.Unlock()
+	if n.full != nil {
+		n.full.reclass(key) // counters.go
+	}
 	if err := n.db.Delete(context.Background(), bucketDigests, key); err != nil {
 		n.log.Warn("delete digest", "key", key, "err", err)
 	}

@@ -30,7 +30,10 @@ type verifier struct {
 	mu     sync.Mutex
 	plan   *verifyPlan
 	broken map[string]string // key -> stateCorrupt or stateRepairing
-	wake   chan struct{}
+	// changed hears of each change of broken, without mu held (the full
+	// node's counters); set before the node runs.
+	changed func(key string)
+	wake    chan struct{}
 }
 
 func newVerifier(interval time.Duration) *verifier {
@@ -46,11 +49,14 @@ func (v *verifier) brokenState(key string) string {
 
 func (v *verifier) setBroken(key, state string) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if state == "" {
 		delete(v.broken, key)
 	} else {
 		v.broken[key] = state
+	}
+	v.mu.Unlock()
+	if v.changed != nil {
+		v.changed(key)
 	}
 }
 
