@@ -23,7 +23,8 @@ import (
 //     whose compatibility form contains ASCII (fullwidth, superscript and
 //     other look-alikes of "/", ".", ":" or letters) and look-alike slashes
 //     and colons that have no such form; letters whose upper case folds to
-//     another letter (the dotless ı); `\ : < > " | ? *`.
+//     another letter (the dotless ı) or whose folding is not stable
+//     (Cherokee); `\ : < > " | ? *`.
 //   - Segments refused: empty, ".", "..", starting with "." or "-", ending
 //     in "." or ".git", longer than 255 bytes, Windows device names (CON,
 //     PRN, AUX, NUL, COM0-9, LPT0-9, CONIN$, CONOUT$, with or without an
@@ -78,9 +79,12 @@ func badRune(r rune) string {
 		}
 	}
 	// A letter whose upper case folds to another letter (the dotless ı,
-	// whose upper case is I) would make two spellings of one name two keys.
-	if fold := cases.Fold(); norm.NFC.String(fold.String(strings.ToUpper(string(r)))) != norm.NFC.String(fold.String(string(r))) {
-		return fmt.Sprintf("the character %U, whose upper case is another letter", r)
+	// whose upper case is I), or whose folding is not stable (a Cherokee
+	// letter folds to the other case and back), would make two spellings
+	// of one name two keys.
+	fold := func(s string) string { return norm.NFC.String(cases.Fold().String(s)) }
+	if f := fold(string(r)); fold(strings.ToUpper(string(r))) != f || fold(f) != f {
+		return fmt.Sprintf("the character %U, whose case has no one form", r)
 	}
 	return ""
 }
