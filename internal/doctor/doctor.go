@@ -165,31 +165,27 @@ func ParseRole(s string) (Role, error) {
 }
 
 // JudgeTokens judges the tokens the role needs: a partial node needs the
-// join token, a full node the join and the full token, a coordinator the
-// full token (and the join token, to admit partial nodes).
+// join token, a full node the full token, a coordinator both (it refuses to
+// start without a join token, and admits no full node without the full one).
 func JudgeTokens(role Role, joinToken, fullToken string) []Result {
-	tok := func(name, env, value string, st Status, why string) Result {
+	tok := func(name, env, value, why string) Result {
 		r := Result{Check: "token " + name, Detail: "--" + name + " is set"}
 		if strings.TrimSpace(value) == "" {
-			r.Status = st
+			r.Status = Fail
 			r.Detail = "--" + name + " is empty"
 			r.Fix = fmt.Sprintf("set --%s or %s (%s)", name, env, why)
 		}
 		return r
 	}
-	join := func(st Status, why string) Result {
-		return tok("join-token", "GITFLEET_JOIN_TOKEN", joinToken, st, why)
-	}
-	full := func(why string) Result {
-		return tok("full-token", "GITFLEET_FULL_TOKEN", fullToken, Fail, why)
-	}
+	join := func(why string) Result { return tok("join-token", "GITFLEET_JOIN_TOKEN", joinToken, why) }
+	full := func(why string) Result { return tok("full-token", "GITFLEET_FULL_TOKEN", fullToken, why) }
 	switch role {
 	case Partial:
-		return []Result{join(Fail, "the coordinator admits no node without it")}
+		return []Result{join("the coordinator admits no new node without it")}
 	case Full:
-		return []Result{join(Fail, "the coordinator admits no node without it"), full("without it the node joins as a partial node")}
+		return []Result{full("the coordinator admits no full node without it")}
 	default:
-		return []Result{join(Warn, "no partial node can join"), full("no full node can join")}
+		return []Result{join("the coordinator does not start without it"), full("no full node can join")}
 	}
 }
 

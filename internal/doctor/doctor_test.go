@@ -106,10 +106,13 @@ func TestJudgeTokensByRole(t *testing.T) {
 	if rs := JudgeTokens(Full, "j", ""); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("full without full token: %+v", rs)
 	}
-	if rs := JudgeTokens(Coordinator, "", "f"); count(rs, Fail) != 0 || count(rs, Warn) != 1 {
+	if rs := JudgeTokens(Full, "", "f"); count(rs, Fail) != 0 {
+		t.Errorf("full with full token: %+v", rs)
+	}
+	if rs := JudgeTokens(Coordinator, "", "f"); count(rs, Fail) != 1 || statusOf(t, rs, "token join-token").Status != Fail {
 		t.Errorf("coordinator without join token: %+v", rs)
 	}
-	if rs := JudgeTokens(Coordinator, "j", ""); count(rs, Fail) != 1 {
+	if rs := JudgeTokens(Coordinator, "j", ""); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("coordinator without full token: %+v", rs)
 	}
 }
