@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
@@ -34,8 +39,19 @@ func TestDoctorExitStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { coord.Close() })
 	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- coordinator.Serve(ctx, coordinator.Config{DataDir: t.TempDir(), Catalog: filepath.Join(data, "no-catalog"),
+			CatalogInterval: time.Hour, JoinToken: "j", FullToken: "f"}, slog.New(slog.DiscardHandler), coord)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
 
 	var out, errOut bytes.Buffer
 	code := run([]string{"doctor", "full", "--server", srv.URL, "--data", data, "--coordinator", coord.Addr().String(),

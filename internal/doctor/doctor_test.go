@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,8 +22,10 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/testnet"
+	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
 
 func statusOf(t *testing.T, rs []Result, check string) Result {
@@ -170,31 +173,27 @@ func skewedServer(t *testing.T, skew time.Duration) string {
 	return srv.URL
 }
 
-// tlsListener is a coordinator's TLS listener on 127.0.0.1 that completes
-// handshakes.
-func tlsListener(t *testing.T, certFile, keyFile string) string {
+// realCoordinator serves a real coordinator on 127.0.0.1 (TLS when conf is
+// not nil); its catalog is an absent path: nothing is fetched.
+func realCoordinator(t *testing.T, conf *tls.Config) string {
 	t.Helper()
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	ln, err := net.Listen("tcp", testnet.Addr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", testnet.Addr(t), &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.(*tls.Conn).Handshake()
-				c.Close()
-			}()
-		}
+		done <- coordinator.Serve(ctx, coordinator.Config{DataDir: dir, Catalog: filepath.Join(dir, "no-catalog"), CatalogInterval: time.Hour,
+			JoinToken: "j", FullToken: "f", TLS: conf}, slog.New(slog.DiscardHandler), ln)
 	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
 	return ln.Addr().String()
 }
 
@@ -203,7 +202,12 @@ func TestRunAgainstRealServers(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
 	cert, key := writeCert(t, dir, "coord", now.Add(-time.Hour), now.Add(365*24*time.Hour))
-	coord := tlsListener(t, cert, key)
+	serverConf, err := tlsconf.Server(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := realCoordinator(t, serverConf)
+	plain := realCoordinator(t, nil)
 	closed := testnet.Addr(t) // handed out, never bound
 
 	t.Run("healthy", func(t *testing.T) {
@@ -219,7 +223,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 				t.Errorf("%s: %v %s", c, r.Status, r.Detail)
 			}
 		}
-		if r := statusOf(t, rs, "coordinator"); !strings.Contains(r.Detail, "TLS handshake ok") {
+		if r := statusOf(t, rs, "coordinator"); !strings.Contains(r.Detail, "TLS handshake ok, answers gRPC") {
 			t.Errorf("coordinator: %s", r.Detail)
 		}
 		// The disk of this machine may be full: only a failure there may fail the run.
@@ -262,6 +266,22 @@ func TestRunAgainstRealServers(t *testing.T) {
 		}
 		if !strings.Contains(buf.String(), "-- run NTP") {
 			t.Errorf("no fix printed:\n%s", buf.String())
+		}
+	})
+
+	t.Run("tls or not", func(t *testing.T) {
+		// Plain gRPC to a TLS coordinator fails after the dial; plain to plain answers.
+		rs := Run(ctx, Options{Role: Partial, Git: &gitcmd.Runner{}, Data: dir, Coordinators: []string{coord, plain},
+			JoinToken: "j", Clock: clock.Real{}, Timeout: 20 * time.Second})
+		var got []Result
+		for _, r := range rs {
+			if r.Check == "coordinator" {
+				got = append(got, r)
+			}
+		}
+		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "--tls") ||
+			got[1].Status != OK || !strings.Contains(got[1].Detail, "(plain TCP), answers gRPC") {
+			t.Errorf("coordinators: %+v", got)
 		}
 	})
 

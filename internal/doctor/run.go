@@ -14,10 +14,17 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // Options are what Run checks.
@@ -178,20 +185,51 @@ func checkCoordinator(ctx context.Context, o Options, addr string) Result {
 		r.Status, r.Detail, r.Fix = Fail, err.Error(), "fix --tls-ca"
 		return r
 	}
+	creds := insecure.NewCredentials()
 	if conf == nil {
 		r.Detail += " (plain TCP)"
+	} else {
+		host, _, _ := net.SplitHostPort(addr)
+		conf.ServerName = host
+		hs := conf.Clone()
+		hs.NextProtos = []string{"h2"}
+		if err := tls.Client(conn, hs).HandshakeContext(ctx); err != nil {
+			r.Status, r.Detail, r.Fix = Fail, fmt.Sprintf("%s: TLS handshake: %v", addr, err), "the coordinator needs --tls-cert/--tls-key, and its certificate must name "+host+" and be signed by --tls-ca"
+			return r
+		}
+		r.Detail += ", TLS handshake ok"
+		creds = credentials.NewTLS(conf)
+	}
+	if err := probeGRPC(ctx, addr, creds); err != nil {
+		r.Status, r.Detail = Fail, fmt.Sprintf("%s: %v", addr, err)
+		r.Fix = "check that --coordinator is a gitfleet coordinator's --grpc address"
+		if conf == nil {
+			r.Fix += ", and give --tls if it speaks TLS"
+		}
 		return r
 	}
-	host, _, _ := net.SplitHostPort(addr)
-	conf.ServerName = host
-	conf.NextProtos = []string{"h2"}
-	tc := tls.Client(conn, conf)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		r.Status, r.Detail, r.Fix = Fail, fmt.Sprintf("%s: TLS handshake: %v", addr, err), "the coordinator needs --tls-cert/--tls-key, and its certificate must name "+host+" and be signed by --tls-ca"
-		return r
-	}
-	r.Detail += " (TLS handshake ok)"
+	r.Detail += ", answers gRPC"
 	return r
+}
+
+// probeGRPC makes a call that needs no registration and that a coordinator
+// refuses to a caller without a node's identity: the refusal shows that a
+// coordinator's gRPC service answers.
+func probeGRPC(ctx context.Context, addr string, creds credentials.TransportCredentials) error {
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return fmt.Errorf("gRPC client: %w", err)
+	}
+	defer cc.Close()
+	_, err = fleetv1.NewCoordinatorClient(cc).CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
+	switch status.Code(err) {
+	case codes.OK, codes.Unauthenticated, codes.PermissionDenied:
+		return nil
+	case codes.Unimplemented:
+		return fmt.Errorf("a gRPC server, but not a gitfleet coordinator: %w", err)
+	default:
+		return fmt.Errorf("no gRPC answer: %w", err)
+	}
 }
 
 // checkServer asks the full node's GET /healthz and compares the clock with
