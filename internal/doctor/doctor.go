@@ -142,6 +142,10 @@ func JudgeSkew(peer string, date string, sent, received time.Time) Result {
 	return r
 }
 
+// identityFile is where a node keeps its registration, in its data
+// directory (internal/node).
+const identityFile = "node.json"
+
 // Role is the role a machine is checked for.
 type Role string
 
@@ -165,9 +169,10 @@ func ParseRole(s string) (Role, error) {
 }
 
 // JudgeTokens judges the tokens the role needs: a partial node needs the
-// join token, a full node the full token, a coordinator both (it refuses to
-// start without a join token, and admits no full node without the full one).
-func JudgeTokens(role Role, joinToken, fullToken string) []Result {
+// join token unless it is registered already (its identity admits it), a
+// full node the full token, a coordinator both (it refuses to start without
+// a join token, and admits no full node without the full one).
+func JudgeTokens(role Role, joinToken, fullToken string, registered bool) []Result {
 	tok := func(name, env, value, why string) Result {
 		r := Result{Check: "token " + name, Detail: "--" + name + " is set"}
 		if strings.TrimSpace(value) == "" {
@@ -181,6 +186,9 @@ func JudgeTokens(role Role, joinToken, fullToken string) []Result {
 	full := func(why string) Result { return tok("full-token", "GITFLEET_FULL_TOKEN", fullToken, why) }
 	switch role {
 	case Partial:
+		if registered && strings.TrimSpace(joinToken) == "" {
+			return []Result{{Check: "token join-token", Detail: "--join-token is empty, but this node is registered (" + identityFile + "): it needs the token only to register anew"}}
+		}
 		return []Result{join("the coordinator admits no new node without it")}
 	case Full:
 		return []Result{full("the coordinator admits no full node without it")}

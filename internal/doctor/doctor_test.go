@@ -100,22 +100,28 @@ func TestJudgeTokensByRole(t *testing.T) {
 		}
 		return n
 	}
-	if rs := JudgeTokens(Partial, "", ""); count(rs, Fail) != 1 {
+	if rs := JudgeTokens(Partial, "", "", false); count(rs, Fail) != 1 {
 		t.Errorf("partial without join token: %+v", rs)
 	}
-	if rs := JudgeTokens(Partial, "j", ""); count(rs, Fail)+count(rs, Warn) != 0 {
+	if rs := JudgeTokens(Partial, "", "", true); count(rs, Fail)+count(rs, Warn) != 0 {
+		t.Errorf("registered partial without join token: %+v", rs)
+	}
+	if rs := JudgeTokens(Full, "", "", true); count(rs, Fail) != 1 {
+		t.Errorf("registered full node without full token: %+v", rs)
+	}
+	if rs := JudgeTokens(Partial, "j", "", false); count(rs, Fail)+count(rs, Warn) != 0 {
 		t.Errorf("partial with join token: %+v", rs)
 	}
-	if rs := JudgeTokens(Full, "j", ""); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
+	if rs := JudgeTokens(Full, "j", "", false); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("full without full token: %+v", rs)
 	}
-	if rs := JudgeTokens(Full, "", "f"); count(rs, Fail) != 0 {
+	if rs := JudgeTokens(Full, "", "f", false); count(rs, Fail) != 0 {
 		t.Errorf("full with full token: %+v", rs)
 	}
-	if rs := JudgeTokens(Coordinator, "", "f"); count(rs, Fail) != 1 || statusOf(t, rs, "token join-token").Status != Fail {
+	if rs := JudgeTokens(Coordinator, "", "f", false); count(rs, Fail) != 1 || statusOf(t, rs, "token join-token").Status != Fail {
 		t.Errorf("coordinator without join token: %+v", rs)
 	}
-	if rs := JudgeTokens(Coordinator, "j", ""); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
+	if rs := JudgeTokens(Coordinator, "j", "", false); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("coordinator without full token: %+v", rs)
 	}
 }
@@ -330,5 +336,19 @@ func TestExpiringCertificates(t *testing.T) {
 		if got := JudgeCertificate("c.pem", c.nb, c.na, now); got.Status != c.want {
 			t.Errorf("%v..%v: %v (%s); want %v", c.nb, c.na, got.Status, got.Detail, c.want)
 		}
+	}
+}
+
+func TestRegisteredPartialNodeNeedsNoJoinToken(t *testing.T) {
+	data := t.TempDir()
+	o := Options{Role: Partial, Git: &gitcmd.Runner{}, Data: data, Clock: clock.Real{}}
+	if r := statusOf(t, Run(context.Background(), o), "token join-token"); r.Status != Fail {
+		t.Fatalf("unregistered: %+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(data, identityFile), []byte(`{"node_id":7,"secret":"s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := statusOf(t, Run(context.Background(), o), "token join-token"); r.Status != OK {
+		t.Errorf("registered: %+v", r)
 	}
 }

@@ -88,7 +88,8 @@ func Run(ctx context.Context, o Options) []Result {
 	if o.Server != "" {
 		out = append(out, checkServer(ctx, o)...)
 	}
-	return append(out, JudgeTokens(o.Role, o.JoinToken, o.FullToken)...)
+	_, err := os.Stat(filepath.Join(o.Data, identityFile))
+	return append(out, JudgeTokens(o.Role, o.JoinToken, o.FullToken, err == nil)...)
 }
 
 func checkGit(ctx context.Context, git *gitcmd.Runner) []Result {
