@@ -30,6 +30,7 @@ Usage:
   gitfleet ctl repos|show|add|rm|fetch|nodes|events   the client of a full node's API
   gitfleet catalog check|diff|gen    tools for catalog maintainers
   gitfleet sim placement|schedule    simulators of placement and freshness
+  gitfleet doctor coordinator|full|partial   check this machine for a role
   gitfleet version
   gitfleet help config               every setting, as a Markdown table
 
@@ -73,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return catalogcli.Main(ctx, rest, stdout, stderr)
 	case "sim":
 		return runSim(ctx, rest, stdout, stderr)
+	case "doctor":
+		return runDoctor(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gitfleet", version.Version)
 		return 0
