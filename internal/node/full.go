@@ -292,6 +292,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	}
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.n.clk.Now()
+	f.n.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
 	res, err := f.pullVerified(ctx, key, st, owner, url)
 	if err != nil {
 		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
