@@ -326,6 +326,11 @@ func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 	if digest == "" {
 		return nil // an empty mirror is not pulled, as in states
 	}
+	done, err := f.admitNow(key) // the disk's high water (fulldisk.go)
+	if err != nil {
+		return fmt.Errorf("repository %s: %w", key, err)
+	}
+	defer done()
 	return f.pull(ctx, key, st)
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -22,7 +23,7 @@ const (
 
 // fullDiskError is the error a repository that waits for room shows in the
 // API; its public class is "disk full".
-const fullDiskError = "disk full: the full node is above its disk high water and takes no new repositories until it has room"
+const fullDiskError = "disk full: the full node is above its disk high water; the pull waits until it has room"
 
 // ValidFullDiskPolicy reports whether p is a known --full-disk-policy.
 func ValidFullDiskPolicy(p string) error {
@@ -128,6 +129,25 @@ func (f *fullNode) admit(key string) (func(), bool) {
 		f.reclass(key)
 	}
 	return nil, false
+}
+
+// admitNow decides whether an on-demand pull of key may run now, as admit
+// does, but answers a refusal with an error instead of queueing the key.
+func (f *fullNode) admitNow(key string) (func(), error) {
+	_, held := f.n.digest(key)
+	f.mu.Lock()
+	full := f.mark.full
+	f.mu.Unlock()
+	if !admitPull(full, held, f.n.cfg.FullDiskPolicy) {
+		return nil, errors.New(fullDiskError)
+	}
+	if held {
+		return func() {}, nil
+	}
+	if done, ok := f.n.reserveClone(); ok {
+		return done, nil
+	}
+	return nil, errors.New(fullDiskError)
 }
 
 // diskWaiting tells whether key waits for disk room.
