@@ -127,6 +127,9 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 			return node.Config{}, fmt.Errorf("--disk-quota: %w", err)
 		}
 	}
+	if err := node.ValidFullDiskPolicy(cfg.FullDiskPolicy); err != nil {
+		return node.Config{}, fmt.Errorf("--full-disk-policy: %w", err)
+	}
 	lim, err := nodeLimits(cfg)
 	if err != nil {
 		return node.Config{}, err
@@ -142,7 +145,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, MismatchRevoke: cfg.MismatchRevoke,
+		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		API: apiConfig(cfg), Limits: lim, Serve: serve,
 	}, nil
 }

@@ -21,6 +21,7 @@ const (
 	ErrClassThrottled   = "upstream throttled"
 	ErrClassInvalid     = "invalid URL"
 	ErrClassInternal    = "mirror error"
+	ErrClassDiskFull    = "disk full"
 	ErrClassOther       = "failed"
 )
 
@@ -43,6 +44,7 @@ var errorClasses = []struct {
 	{ErrClassThrottled, []string{": throttled:", "rate limit", "error: 429"}},
 	{ErrClassUnreachable, []string{": network:", ": tls:", "connection refused", "could not resolve", "unreachable",
 		"connection reset", "no route to host", "unable to access", "could not connect", "failed to connect"}},
+	{ErrClassDiskFull, []string{"disk full"}},
 	{ErrClassInternal, []string{": disk:", "no space left", "could not pull", "cannot start the check"}},
 }
 

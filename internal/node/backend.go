@@ -70,6 +70,9 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	if broken := n.verify.brokenState(key); broken != "" {
 		r.State, r.Served = broken, false // not served until repaired
 	}
+	if b.f.diskWaiting(key) {
+		r.LastError = fullDiskError // public class "disk full"
+	}
 	r.Current = r.Served && d != "" && d == st.GetDigest()
 	if st.GetLastCheckMs() > 0 {
 		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()

@@ -41,6 +41,8 @@ type fullNode struct {
 	// pullFails counts the failed pulls of a key in a row (its backoff).
 	pullFails map[string]int
 	signal    chan struct{}
+	mark      diskMark        // the disk against its high water (fulldisk.go)
+	diskWait  map[string]bool // keys refused for disk, waiting for room
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
@@ -49,7 +51,7 @@ type fullNode struct {
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, signal: make(chan struct{}, 1),
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, signal: make(chan struct{}, 1),
 		counts: newRepoCounters()}
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
@@ -166,7 +168,7 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 		}
 		f.view[r.GetKey()] = r
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
-			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() {
+			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] {
 				f.pending[r.GetKey()] = true
 				delete(f.retryAt, r.GetKey())
 			}
@@ -187,6 +189,7 @@ func (f *fullNode) removed(keys []string) {
 			f.sorted.remove(k)
 		}
 		delete(f.pending, k)
+		delete(f.diskWait, k)
 		delete(f.pullFails, k)
 		delete(f.retryAt, k)
 		f.mu.Unlock()
@@ -236,6 +239,7 @@ func (f *fullNode) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
 
 func (f *fullNode) pullLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		f.measureDisk()
 		key, st, ok := f.nextPull(f.n.clk.Now())
 		if !ok {
 			select {
@@ -246,7 +250,12 @@ func (f *fullNode) pullLoop(ctx context.Context) {
 			}
 			continue
 		}
+		done, ok := f.admit(key)
+		if !ok {
+			continue
+		}
 		err := f.pull(ctx, key, st)
+		done()
 		f.mu.Lock()
 		delete(f.pulling, key)
 		switch {
@@ -283,6 +292,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	}
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.n.clk.Now()
+	f.n.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
 	res, err := f.pullVerified(ctx, key, st, owner, url)
 	if err != nil {
 		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
@@ -316,6 +326,11 @@ func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 	if digest == "" {
 		return nil // an empty mirror is not pulled, as in states
 	}
+	done, err := f.admitNow(key) // the disk's high water (fulldisk.go)
+	if err != nil {
+		return fmt.Errorf("repository %s: %w", key, err)
+	}
+	defer done()
 	return f.pull(ctx, key, st)
 }
 

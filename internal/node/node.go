@@ -64,7 +64,10 @@ type Config struct {
 	// DiskHighWater is the share of the disk above which the node takes no
 	// new clones and hands them back (default 0.85).
 	DiskHighWater float64
-	GitTimeout    time.Duration
+	// FullDiskPolicy is what yields on a full node above its high water:
+	// FullDiskRefuseNew (default) or FullDiskRefuseAll (fulldisk.go).
+	FullDiskPolicy string
+	GitTimeout     time.Duration
 	// Limits bound what an upstream can make the node store or spend.
 	Limits Limits
 	// VerifyInterval is how often each mirror is verified in the
@@ -163,6 +166,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	if cfg.DiskHighWater <= 0 || cfg.DiskHighWater > 1 {
 		cfg.DiskHighWater = 0.85
+	}
+	if cfg.FullDiskPolicy == "" {
+		cfg.FullDiskPolicy = FullDiskRefuseNew
 	}
 	if cfg.GitTimeout <= 0 {
 		cfg.GitTimeout = 30 * time.Minute

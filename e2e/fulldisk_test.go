@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A full node whose own --disk-quota is full serves what fitted, shows the
+// rest as not served with the class "disk full", does not retry them, and
+// takes them once restarted with a larger quota.
+func TestFullNodeDiskQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 6)
+	f.seed(repos, "6 repositories")
+	f.startCoordinator()
+	f.tunnelAddr = freeAddr(t)
+	// A quota of one byte: the first mirror (which tells how big a mirror
+	// is) fits, and then the disk is above its high water.
+	full := []string{"--http", f.http, "--tunnel", f.tunnelAddr, "--capacity", "0"}
+	f.startNode("full", "full", append(full, "--disk-quota", "1B")...)
+	f.startNode("partial-1", "partial")
+
+	var served, waiting []int
+	eventually(t, 90*time.Second, "one repository served, the rest waiting for disk room", func() error {
+		api, err := apiRepos(f.base)
+		if err != nil {
+			return err
+		}
+		served, waiting = nil, nil
+		for _, i := range repos {
+			r, ok := api[f.key(i)]
+			switch {
+			case !ok:
+				return fmt.Errorf("%s not listed", f.key(i))
+			case r.Served:
+				served = append(served, i)
+			case r.Error == "disk full":
+				waiting = append(waiting, i)
+			default:
+				return fmt.Errorf("%s: neither served nor waiting for disk room: %+v", f.key(i), r)
+			}
+		}
+		if len(served) != 1 {
+			return fmt.Errorf("%d served, want 1", len(served))
+		}
+		return f.servedLikeUpstream(served)
+	})
+	metrics := func() (string, error) {
+		resp, err := http.Get(f.base + "/metrics")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	m, err := metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gitfleet_full_disk_full 1", fmt.Sprintf("gitfleet_full_disk_waiting %d", len(waiting)),
+		"gitfleet_full_disk_total_bytes 1\n"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
+	}
+	if _, err := lsRemote(f.base + "/" + f.key(waiting[0]) + ".git"); err == nil {
+		t.Errorf("%s is served although the full node never pulled it", f.key(waiting[0]))
+	}
+
+	// No retry loop: while the partial node checks every 1-3 s and new
+	// states reach the full node, the waiting repositories are not pulled.
+	p := f.procs["full"]
+	attempts := func() int {
+		b, _ := os.ReadFile(p.log)
+		n := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "pulling from owner") {
+				continue
+			}
+			for _, i := range waiting {
+				if strings.Contains(line, f.key(i)+" ") || strings.HasSuffix(line, f.key(i)) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := attempts()
+	if _, err := f.up.Commit(f.name(waiting[0]), "main"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second) // a window for retries to show; nothing is timed
+	if after := attempts(); after != before {
+		t.Errorf("the full node tried %d pulls of repositories waiting for disk room", after-before)
+	}
+	if n := p.count("full node disk above its high water"); n != 1 {
+		t.Errorf("the crossing of the high water was logged %d times, want once", n)
+	}
+	if p.count("pulling from owner") == 0 {
+		t.Fatal("no pull attempt is logged at all: the count above proves nothing")
+	}
+
+	// Restarted with room, it takes them all.
+	p.stop()
+	f.startNode("full", "full", append(full, "--disk-quota", "1GiB")...)
+	eventually(t, 90*time.Second, "all served after the quota is raised", func() error { return f.servedLikeUpstream(repos) })
+	eventually(t, 30*time.Second, "the disk metrics show room", func() error {
+		m, err := metrics()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(m, "gitfleet_full_disk_full 0") || !strings.Contains(m, "gitfleet_full_disk_waiting 0") {
+			return fmt.Errorf("metrics:\n%s", m)
+		}
+		return nil
+	})
+}

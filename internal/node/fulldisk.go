@@ -1,0 +1,187 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The full node's own disk. Above the high water (cfg.DiskHighWater of
+// --disk-quota, or of the file system) it takes no new repositories: a
+// first pull of a repository it does not hold is not started, and the key
+// waits (no retry) until a measure of the disk finds it below the mark
+// again. Updates of the repositories it holds go on with
+// --full-disk-policy refuse-new (the default; the room above the mark is
+// theirs); with refuse-all every pull waits.
+
+// Full disk policies (--full-disk-policy).
+const (
+	FullDiskRefuseNew = "refuse-new"
+	FullDiskRefuseAll = "refuse-all"
+)
+
+// fullDiskError is the error a repository that waits for room shows in the
+// API; its public class is "disk full".
+const fullDiskError = "disk full: the full node is above its disk high water; the pull waits until it has room"
+
+// ValidFullDiskPolicy reports whether p is a known --full-disk-policy.
+func ValidFullDiskPolicy(p string) error {
+	switch p {
+	case FullDiskRefuseNew, FullDiskRefuseAll:
+		return nil
+	}
+	return fmt.Errorf("unknown full disk policy %q (refuse-new or refuse-all)", p)
+}
+
+// diskMark is the full node's disk against its high water: pure logic,
+// fed with measures and the clock's time.
+type diskMark struct {
+	full        bool
+	since       time.Time // when the mark was last crossed
+	used, total uint64    // the last measure
+}
+
+// observe records a measure and reports whether it crossed the mark
+// (either way). A disk of unknown size (total 0) is never full.
+func (m *diskMark) observe(used, total uint64, highWater float64, now time.Time) bool {
+	m.used, m.total = used, total
+	full := total > 0 && float64(used) > highWater*float64(total)
+	if full == m.full {
+		return false
+	}
+	m.full, m.since = full, now
+	return true
+}
+
+// admitPull tells whether a pull may start: held tells whether the node
+// holds a mirror of the repository already.
+func admitPull(full, held bool, policy string) bool {
+	if !full {
+		return true
+	}
+	return held && policy != FullDiskRefuseAll
+}
+
+// measureDisk measures the disk (disk: every 10 s with a quota), logs once
+// when the mark is crossed each way and, below the mark again, puts the
+// keys that waited for room back in the queue.
+func (f *fullNode) measureDisk() {
+	used, total := f.n.disk()
+	f.mu.Lock()
+	crossed := f.mark.observe(used, total, f.n.cfg.DiskHighWater, f.n.clk.Now())
+	full := f.mark.full
+	var released []string
+	if crossed && !full {
+		for k := range f.diskWait {
+			released = append(released, k)
+			f.pending[k] = true
+			delete(f.retryAt, k)
+		}
+		clear(f.diskWait)
+	}
+	f.mu.Unlock()
+	if !crossed {
+		return
+	}
+	if full {
+		f.n.log.Warn("full node disk above its high water; taking no new repositories", "used_bytes", used,
+			"total_bytes", total, "high_water", f.n.cfg.DiskHighWater, "policy", f.n.cfg.FullDiskPolicy)
+		return
+	}
+	f.n.log.Info("full node disk below its high water; taking repositories again", "used_bytes", used,
+		"total_bytes", total, "released", len(released))
+	f.reclass(released...)
+	f.kick()
+}
+
+// admit decides whether the pull of key may start now. A first pull also
+// reserves its room (reserveClone), so that parallel clones cannot all slip
+// under the mark; the returned function ends the reservation. A key refused
+// while the disk is above the mark waits in diskWait, without retry.
+func (f *fullNode) admit(key string) (func(), bool) {
+	_, held := f.n.digest(key)
+	f.mu.Lock()
+	full := f.mark.full
+	f.mu.Unlock()
+	if admitPull(full, held, f.n.cfg.FullDiskPolicy) {
+		if held {
+			return func() {}, true
+		}
+		if done, ok := f.n.reserveClone(); ok {
+			return done, true
+		}
+	}
+	f.mu.Lock()
+	delete(f.pulling, key)
+	if f.mark.full {
+		f.diskWait[key] = true
+	} else {
+		// Refused while clones under way are counted (their size is
+		// not known yet): tried again once they end.
+		f.pending[key] = true
+		f.retryAt[key] = f.n.clk.Now().Add(time.Second)
+	}
+	waits := f.diskWait[key]
+	f.mu.Unlock()
+	if waits {
+		f.n.log.Debug("pull waits for disk room", "key", key)
+		f.reclass(key)
+	}
+	return nil, false
+}
+
+// admitNow decides whether an on-demand pull of key may run now, as admit
+// does, but answers a refusal with an error instead of queueing the key.
+func (f *fullNode) admitNow(key string) (func(), error) {
+	_, held := f.n.digest(key)
+	f.mu.Lock()
+	full := f.mark.full
+	f.mu.Unlock()
+	if !admitPull(full, held, f.n.cfg.FullDiskPolicy) {
+		return nil, errors.New(fullDiskError)
+	}
+	if held {
+		return func() {}, nil
+	}
+	if done, ok := f.n.reserveClone(); ok {
+		return done, nil
+	}
+	return nil, errors.New(fullDiskError)
+}
+
+// diskWaiting tells whether key waits for disk room.
+func (f *fullNode) diskWaiting(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.diskWait[key]
+}
+
+// diskFigures are the full node's disk metrics: the last measure, whether
+// it is above the mark, and how many repositories wait for room.
+func (f *fullNode) diskFigures() (used, total uint64, full bool, waiting int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mark.used, f.mark.total, f.mark.full, len(f.diskWait)
+}
+
+// writeDiskMetrics writes the full node's disk figures (the last measure).
+func (f *fullNode) writeDiskMetrics(w io.Writer) {
+	used, total, full, waiting := f.diskFigures()
+	fl := 0
+	if full {
+		fl = 1
+	}
+	fmt.Fprintln(w, "# HELP gitfleet_full_disk_used_bytes Space the full node's mirrors use (of --disk-quota, or of the file system).")
+	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_used_bytes gauge")
+	fmt.Fprintf(w, "gitfleet_full_disk_used_bytes %d\n", used)
+	fmt.Fprintln(w, "# HELP gitfleet_full_disk_total_bytes The full node's --disk-quota, or its file system's size.")
+	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_total_bytes gauge")
+	fmt.Fprintf(w, "gitfleet_full_disk_total_bytes %d\n", total)
+	fmt.Fprintln(w, "# HELP gitfleet_full_disk_full 1 while the full node's disk is above its high water.")
+	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_full gauge")
+	fmt.Fprintf(w, "gitfleet_full_disk_full %d\n", fl)
+	fmt.Fprintln(w, "# HELP gitfleet_full_disk_waiting Repositories the full node does not hold and waits for disk room to pull.")
+	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_waiting gauge")
+	fmt.Fprintf(w, "gitfleet_full_disk_waiting %d\n", waiting)
+}
