@@ -616,8 +616,6 @@ func (c *Coordinator) confirmPurge(context.Context) (string, error) {
 	return fmt.Sprintf("applied the removals held since catalog commit %s: %d repositories removed", commit, n), nil
 }
 
-func hashSecret(s string) string { return fleetv1.SecretHash(s) }
-
 func newSecret() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])

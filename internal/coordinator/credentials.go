@@ -45,7 +45,7 @@ func tokenIn(t string, tokens []string) bool {
 
 // secretMatches compares a presented secret with a record's hash.
 func secretMatches(rec *nodeRecord, secret string) bool {
-	return rec != nil && subtle.ConstantTimeCompare([]byte(rec.SecretHash), []byte(hashSecret(secret))) == 1
+	return rec != nil && subtle.ConstantTimeCompare([]byte(rec.SecretHash), []byte(fleetv1.SecretHash(secret))) == 1
 }
 
 // full reports whether the node was admitted as a full node with the full

@@ -146,7 +146,7 @@ func TestAFullRecordStoredBeforeFullTokensMustProveItAgain(t *testing.T) {
 	// A record as the coordinator stored it before full tokens existed:
 	// mode full, no grant.
 	secret := "old-secret"
-	if err := c.saveNode(context.Background(), &nodeRecord{ID: 1, Name: "old-full", SecretHash: hashSecret(secret), Mode: fleetv1.Mode_MODE_FULL}); err != nil {
+	if err := c.saveNode(context.Background(), &nodeRecord{ID: 1, Name: "old-full", SecretHash: fleetv1.SecretHash(secret), Mode: fleetv1.Mode_MODE_FULL}); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
@@ -206,7 +206,7 @@ func TestRevokedNodeIsRefusedForGoodAndItsIDNeverReused(t *testing.T) {
 	s.queueWelcome()
 	creds := credentialsIn(s.next())
 	c.mu.Unlock()
-	if creds == nil || !creds.GetReplace() || len(creds.GetNodes()) != 2 || creds.GetNodes()[1].GetSecretHash() != hashSecret(bad.GetNodeSecret()) {
+	if creds == nil || !creds.GetReplace() || len(creds.GetNodes()) != 2 || creds.GetNodes()[1].GetSecretHash() != fleetv1.SecretHash(bad.GetNodeSecret()) {
 		t.Fatalf("the full node's first credentials: %v", creds)
 	}
 

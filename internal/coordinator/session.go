@@ -45,7 +45,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	rec := known
 	if rec == nil {
 		secret = newSecret()
-		rec = &nodeRecord{ID: c.allocateID(), SecretHash: hashSecret(secret)}
+		rec = &nodeRecord{ID: c.allocateID(), SecretHash: fleetv1.SecretHash(secret)}
 	}
 	wasFull := rec.full()
 	next := *rec

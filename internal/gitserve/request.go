@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 // A request that is refused says why; Status is the HTTP answer (400 for a
@@ -142,7 +144,7 @@ func (req *uploadRequest) arg(args map[string]bool, line string) error {
 	}
 	switch name {
 	case "want", "have", "shallow":
-		if !isOID(val) {
+		if !gitcmd.IsOID(val) {
 			return malformed("%s line without an object id: %q", name, truncate(line))
 		}
 		if name == "want" {
@@ -176,7 +178,7 @@ func parseV0(pkts []string) (uploadRequest, error) {
 		if i == 0 {
 			// The first want carries the capabilities after the id.
 			if want, ok := strings.CutPrefix(p, "want "); ok && len(want) > 40 {
-				if oid, _, _ := strings.Cut(want, " "); isOID(oid) {
+				if oid, _, _ := strings.Cut(want, " "); gitcmd.IsOID(oid) {
 					req.Wants = append(req.Wants, oid)
 					continue
 				}
@@ -204,18 +206,6 @@ func checkFilter(spec string) error {
 		return malformed("bad filter %q", truncate(spec))
 	}
 	return refused("filter %q is not served (only blob:none, blob:limit=N and tree:0)", truncate(spec))
-}
-
-func isOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkProtocol validates a Git-Protocol header: empty, version=1 or

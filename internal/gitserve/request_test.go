@@ -3,6 +3,8 @@ package gitserve
 import (
 	"strings"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 func pkt(s string) string {
@@ -61,7 +63,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		for _, w := range req.Wants {
-			if !isOID(w) {
+			if !gitcmd.IsOID(w) {
 				t.Fatalf("accepted want %q", w)
 			}
 		}

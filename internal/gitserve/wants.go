@@ -68,7 +68,7 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 // truncated pack, an emptied object file) and the caller must hear of it
 // as a failure, not tell the client that its want is not ours.
 func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
-	if !isHex(oid) {
+	if !gitcmd.IsOID(oid) {
 		return refused("not our ref %s", truncate(oid))
 	}
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "for-each-ref",
@@ -81,16 +81,4 @@ func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
 			Stderr: fmt.Sprintf("%s points at %s, which the repository cannot read: the mirror is damaged", ref, oid)}
 	}
 	return refused("not our ref %s", truncate(oid))
-}
-
-func isHex(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
