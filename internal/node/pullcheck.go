@@ -52,11 +52,12 @@ func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 	}
 }
 
-// syncUpstream fetches key from its upstream, then its fallbacks.
+// syncUpstream fetches key from its upstream, then its fallbacks, each URL
+// checked against the egress policy first as a node's own checks are.
 func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoState) (mirror.Result, error) {
-	res, err := f.n.mirror.Sync(ctx, key, st.GetUrl())
+	res, err := f.n.syncUpstream(ctx, key, st.GetUrl())
 	for i := 0; err != nil && i < len(st.GetFallbackUrls()) && ctx.Err() == nil; i++ {
-		res, err = f.n.mirror.Sync(ctx, key, st.GetFallbackUrls()[i])
+		res, err = f.n.syncUpstream(ctx, key, st.GetFallbackUrls()[i])
 	}
 	return res, err
 }
