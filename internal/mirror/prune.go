@@ -38,16 +38,13 @@ const pruneMarker = "gitfleet-prune"
 // looking: a repack of a mirror with nothing to drop is harmless.
 const maxAncestryChecks = 64
 
-// refMove is a ref that a fetch moved.
-type refMove struct{ Ref, Old, New string }
-
 // pruneCandidates compares a mirror's refs before and after a fetch. sure
 // tells that the fetch certainly dropped objects from the refs' reach, or
 // that there are too many moves to check (a deleted ref, a moved tag, more
 // than maxAncestryChecks moved branches); otherwise moved lists the moved
 // branches, which drop objects unless each old tip is an ancestor of its
 // new one. New refs drop nothing.
-func pruneCandidates(before, after map[string]string) (sure bool, moved []refMove) {
+func pruneCandidates(before, after map[string]string) (sure bool, moved []RefChange) {
 	for ref, old := range before {
 		nw, ok := after[ref]
 		switch {
@@ -57,7 +54,7 @@ func pruneCandidates(before, after map[string]string) (sure bool, moved []refMov
 		case !strings.HasPrefix(ref, "refs/heads/"):
 			return true, nil // a tag object left behind by a moved tag
 		default:
-			moved = append(moved, refMove{Ref: ref, Old: old, New: nw})
+			moved = append(moved, RefChange{Ref: ref, Old: old, New: nw})
 		}
 	}
 	if len(moved) > maxAncestryChecks {
