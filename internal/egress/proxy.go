@@ -281,7 +281,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(flushWriter{w}, resp.Body)
+	if _, err := io.Copy(flushWriter{w}, resp.Body); err != nil {
+		// The upstream's answer broke off: break git's too, rather than
+		// end it cleanly and make a short answer look complete.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // flushWriter flushes after each write, so that git sees a stream as it comes.

@@ -282,7 +282,12 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	}
 	if !pw.started {
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)
+		return
 	}
+	// Part of the answer is out: end the connection without the final
+	// chunk, so that the client sees a broken answer rather than a short
+	// one that looks complete.
+	panic(http.ErrAbortHandler)
 }
 
 // lazyWriter writes its prefix before the first byte of output, so that an
