@@ -29,6 +29,21 @@ type Refs struct {
 	// Times are the committer times (unix seconds) of the commits that
 	// branches point to; only LocalRefs fills them.
 	Times map[string]int64
+	// Parents are the parents (space-separated IDs) of the commits that
+	// refs point to, so that a fast-forward by one commit is seen without
+	// asking git; only LocalRefs fills them.
+	Parents map[string]string
+}
+
+// ParentOf reports whether the commit that ref points to has old as a
+// parent, by what LocalRefs read (false when it is not known).
+func (r Refs) ParentOf(ref, old string) bool {
+	for _, p := range strings.Fields(r.Parents[ref]) {
+		if p == old {
+			return true
+		}
+	}
+	return false
 }
 
 // Digest is a short, stable fingerprint of the refs (not of HEAD): two
@@ -95,20 +110,27 @@ func parseLsRemote(out []byte) Refs {
 // LocalRefs reads the mirrored refs and HEAD of the bare repository at dir.
 func (r *Runner) LocalRefs(ctx context.Context, dir string) (Refs, error) {
 	out, err := r.Output(ctx, Cmd{GitDir: dir, Name: "for-each-ref",
-		Flags: []string{"--format=%(objectname) %(committerdate:unix) %(refname)"}, Args: []string{"refs/heads/", "refs/tags/"}})
+		Flags: []string{"--format=%(objectname) %(committerdate:unix) %(refname) %(parent)"}, Args: []string{"refs/heads/", "refs/tags/"}})
 	if err != nil {
 		return Refs{}, err
 	}
-	refs := Refs{Refs: make(map[string]string), Times: make(map[string]int64)}
+	refs := Refs{Refs: make(map[string]string), Times: make(map[string]int64), Parents: make(map[string]string)}
 	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.SplitN(line, " ", 3)
-		if len(f) != 3 || !isOID(f[0]) {
+		f := strings.SplitN(line, " ", 4) // ref names hold no spaces
+		if len(f) != 4 || !isOID(f[0]) {
 			continue
 		}
 		refs.Refs[f[2]] = f[0]
 		if t, err := strconv.ParseInt(f[1], 10, 64); err == nil && t > 0 {
 			refs.Times[f[2]] = t
 		}
+		if f[3] != "" {
+			refs.Parents[f[2]] = f[3]
+		}
+	}
+	if head, err := readHead(dir); err == nil { // HEAD's file, without a process
+		refs.Head = head
+		return refs, nil
 	}
 	head, err := r.Output(ctx, Cmd{GitDir: dir, Name: "symbolic-ref", Flags: []string{"-q"}, Args: []string{"HEAD"}})
 	if err == nil {

@@ -131,7 +131,7 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 	if gitcmd.ClassOf(err) == gitcmd.ClassTooLarge {
 		// The watch may have fired as the refs moved: only a fetch that
 		// moved no ref owns the packs that appeared.
-		if refs, rerr := s.git.LocalRefs(context.WithoutCancel(ctx), dir); rerr == nil && refs.Digest() == refsBefore {
+		if refs, rerr := s.git.StoredRefs(context.WithoutCancel(ctx), dir); rerr == nil && refs.Digest() == refsBefore {
 			removeNewPacks(packDir, before)
 		}
 	}

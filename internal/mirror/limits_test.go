@@ -313,7 +313,8 @@ func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
 }
 
 // The check lists branches and tags only (no HEAD): HEAD is asked for
-// when the refs move, and the mirror's HEAD follows the upstream's.
+// when the refs move and branches come or go, or a day after it was last
+// asked, and the mirror's HEAD follows the upstream's.
 func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	up := upstreams(t)
 	if err := up.Create("h", []string{"main", "dev"}, nil); err != nil {
@@ -337,18 +338,49 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	if h := head(); h != "refs/heads/main" {
 		t.Fatalf("HEAD after the clone = %q", h)
 	}
-	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "h.git"), "symbolic-ref", "HEAD", "refs/heads/dev"); err != nil {
+	upDir := filepath.Join(up.Dir, "h.git")
+	if err := gittest.Git("", "--git-dir="+upDir, "symbolic-ref", "HEAD", "refs/heads/dev"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := up.Commit("h", "dev"); err != nil {
 		t.Fatal(err)
 	}
+	// Among the same branches, within a day of the last ask: not asked.
 	res, err := st.Sync(ctx, key, url)
+	if err != nil || !res.Changed {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	if h := head(); h != "refs/heads/main" {
+		t.Fatalf("HEAD = %q: asked again within a day, among the same branches", h)
+	}
+	// A day later, at the next change, it is.
+	dayAgo := time.Now().Add(-25 * time.Hour)
+	if err := os.Chtimes(filepath.Join(st.Path(key), "HEAD"), dayAgo, dayAgo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Commit("h", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = st.Sync(ctx, key, url)
 	if err != nil || !res.Changed {
 		t.Fatalf("Sync: %+v, %v", res, err)
 	}
 	if h := head(); h != "refs/heads/dev" || res.After.Head != "refs/heads/dev" {
 		t.Fatalf("HEAD = %q (result %q), want refs/heads/dev", h, res.After.Head)
+	}
+	// A new branch made HEAD is followed at once.
+	if err := gittest.Git("", "--git-dir="+upDir, "branch", "trunk", "refs/heads/dev"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git("", "--git-dir="+upDir, "symbolic-ref", "HEAD", "refs/heads/trunk"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = st.Sync(ctx, key, url)
+	if err != nil || !res.Changed {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	if h := head(); h != "refs/heads/trunk" {
+		t.Fatalf("HEAD = %q after a new branch became the upstream's HEAD, want refs/heads/trunk", h)
 	}
 }
 

@@ -153,7 +153,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		}
 		return Result{Cloned: true, Fetched: true, Changed: true, After: after}, nil
 	}
-	before, err := s.git.LocalRefs(ctx, dir)
+	before, err := s.git.StoredRefs(ctx, dir) // no process on a plain layout: most checks end here
 	if err != nil {
 		return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
 	}
@@ -167,8 +167,28 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	res := Result{Before: before, After: before}
 	if remote.Digest() != before.Digest() {
 		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
+		// HEAD is asked for only when the refs moved (the listing above
+		// asks for branches and tags only, so that an upstream's other
+		// refs never cross the network on a check), and then only when it
+		// may have: see headDue. It is asked beside the fetch, so that the
+		// sync waits for one round trip, not two.
+		type headAnswer struct {
+			head string
+			err  error
+		}
+		headc := make(chan headAnswer, 1)
+		askHead := s.headDue(dir, before, remote.Refs)
+		go func() {
+			if !askHead {
+				headc <- headAnswer{}
+				return
+			}
+			h, err := s.git.RemoteHead(ctx, url)
+			headc <- headAnswer{h, err}
+		}()
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
 			s.settleFailed(ctx, key, dir, before, ahead)
+			<-headc
 			return res, err
 		}
 		res.Fetched = true
@@ -182,21 +202,54 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
 		s.markIfDropped(ctx, key, dir, before, after, ahead)
-		// HEAD is asked for only when the refs moved: the listing above
-		// asks for branches and tags only, so that an upstream's other
-		// refs never cross the network on a check.
-		head, err := s.git.RemoteHead(ctx, url)
+		ha := <-headc
+		head, err := ha.head, ha.err
 		if err != nil {
 			return res, err
 		}
-		if head != "" && head != res.After.Head {
+		switch {
+		case head != "" && head != res.After.Head:
 			if err := s.setHead(ctx, dir, head); err != nil {
 				return res, err
 			}
 			res.After.Head = head
+		case askHead: // asked, and unchanged: not again for a day
+			now := s.now()
+			_ = os.Chtimes(filepath.Join(dir, "HEAD"), now, now)
 		}
 	}
 	return res, nil
+}
+
+// headRecheck is how long the upstream's HEAD is taken as unchanged while
+// its branches are the same ones.
+const headRecheck = 24 * time.Hour
+
+// headDue tells whether a sync that moves key's refs from before to
+// remote asks the upstream for its HEAD: when a branch appears or goes
+// (a new default branch is created before it becomes HEAD, and an old one
+// deleted after), when the mirror's HEAD names no branch, and otherwise
+// once a day (the last time is the mtime of the mirror's HEAD file). A
+// default branch switched among existing branches is followed at the first
+// change of the refs a day after the last ask; every other sync saves an
+// unfiltered ref listing, which on hosts with pull request refs is most of
+// the cost.
+func (s *Store) headDue(dir string, before, remote gitcmd.Refs) bool {
+	if _, ok := remote.Refs[before.Head]; !ok {
+		return true
+	}
+	for name := range remote.Refs {
+		if _, ok := before.Refs[name]; !ok && strings.HasPrefix(name, "refs/heads/") {
+			return true
+		}
+	}
+	for name := range before.Refs {
+		if _, ok := remote.Refs[name]; !ok && strings.HasPrefix(name, "refs/heads/") {
+			return true
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, "HEAD"))
+	return err != nil || s.now().Sub(fi.ModTime()) >= headRecheck
 }
 
 func (s *Store) setHead(ctx context.Context, dir, head string) error {

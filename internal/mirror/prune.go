@@ -122,6 +122,9 @@ func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, afte
 		if sure {
 			break
 		}
+		if after.ParentOf(m.Ref, m.Old) {
+			continue // one commit on top: a fast-forward, no need to ask git
+		}
 		err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "merge-base", Flags: []string{"--is-ancestor"},
 			Args: []string{m.Old, m.New}, EndOfOptions: true})
 		var ge *gitcmd.Error
@@ -362,7 +365,7 @@ func (s *Store) settleFailed(ctx context.Context, key, dir string, before gitcmd
 	if !ahead {
 		return
 	}
-	now, err := s.git.LocalRefs(context.WithoutCancel(ctx), dir)
+	now, err := s.git.StoredRefs(context.WithoutCancel(ctx), dir)
 	if err == nil && now.Digest() == before.Digest() {
 		if err := os.Remove(filepath.Join(dir, pruneMarker)); err == nil || errors.Is(err, fs.ErrNotExist) {
 			return

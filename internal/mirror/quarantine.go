@@ -52,7 +52,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 	var before gitcmd.Refs
 	if !first {
 		var err error
-		if before, err = s.git.LocalRefs(ctx, dir); err != nil {
+		if before, err = s.git.StoredRefs(ctx, dir); err != nil {
 			return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		Args:  append([]string{src.URL}, gitcmd.FetchRefspecs...)}); err != nil {
 		return res, fmt.Errorf("mirror %s: fetch into quarantine: %w", key, err)
 	}
-	served, err := s.git.LocalRefs(ctx, q)
+	served, err := s.git.StoredRefs(ctx, q)
 	if err != nil {
 		return res, fmt.Errorf("mirror %s: read quarantine refs: %w", key, err)
 	}

@@ -321,9 +321,7 @@ func (n *Node) sendSoon() {
 func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	switch m := msg.Msg.(type) {
 	case *fleetv1.CoordinatorMessage_Welcome:
-		if n.full == nil {
-			n.setTunnels(n.runCtx, m.Welcome.GetTunnelAddrs())
-		}
+		n.setTunnels(n.runCtx, n.peerTunnels(m.Welcome.GetTunnelAddrs()))
 	case *fleetv1.CoordinatorMessage_Assign:
 		for _, r := range m.Assign.GetRepos() {
 			n.assign(r)
@@ -474,6 +472,24 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 			delete(n.tunnels, a)
 		}
 	}
+}
+
+// peerTunnels is where this node opens tunnels: every full node's tunnel
+// but its own. A full node that holds repositories of its own (capacity
+// above 0) is an owner like any other, so the other full nodes pull them
+// through a tunnel it opens to each of them.
+func (n *Node) peerTunnels(addrs []string) []string {
+	if n.full == nil {
+		return addrs
+	}
+	own := n.full.tunnelAdvertise()
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if a != own {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (n *Node) stopTunnels() {
