@@ -373,12 +373,12 @@ func (s *Scheduler) Urgent(key string) {
 	defer s.mu.Unlock()
 	r := s.repos[key]
 	switch {
-	case r == nil || r.removed || r.queue == urgentQueue:
+	case r == nil || r.removed || r.queue == urgentQueue && r.urgentSeq < firstCloneLane:
 	case r.running:
 		r.urgentAgain = true
 	default:
 		s.unqueue(r)
-		s.toUrgent(r)
+		s.toAsked(r)
 	}
 }
 
@@ -566,7 +566,7 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 	if r.urgentAgain {
 		r.urgentAgain = false
-		s.toUrgent(r)
+		s.toAsked(r)
 		return
 	}
 	s.toBackground(r, due, now)
@@ -602,8 +602,28 @@ func (s *Scheduler) setNotFound(r *repo, n int) {
 	}
 }
 
-// toUrgent puts r at the end of the urgent lane.
+// firstCloneLane orders first clones after every check asked for: their
+// places in the urgent lane are numbered from it.
+const firstCloneLane = 1 << 62
+
+// toUrgent puts r at the end of the urgent lane: behind every check asked
+// for (a webhook, an on-demand check, a check asked for while running),
+// and, if it is a first clone, behind the other first clones too. When a
+// large catalog arrives, every repository in it is a first clone: a check
+// asked for meanwhile must not wait for all of them.
 func (s *Scheduler) toUrgent(r *repo) {
+	s.seq++
+	r.urgentSeq = s.seq
+	if !r.cloned {
+		r.urgentSeq += firstCloneLane
+	}
+	r.queue = urgentQueue
+	r.host.urgent.push(r)
+}
+
+// toAsked puts r at the end of the checks asked for, ahead of the first
+// clones in the urgent lane.
+func (s *Scheduler) toAsked(r *repo) {
 	s.seq++
 	r.urgentSeq = s.seq
 	r.queue = urgentQueue

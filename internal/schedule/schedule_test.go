@@ -146,6 +146,27 @@ func TestUrgentChecksInOrderAsked(t *testing.T) {
 	}
 }
 
+// A large catalog arrives: every repository in it is a first clone in
+// the urgent lane. A check asked for meanwhile (an on-demand check, a
+// webhook), of a mirror or of one of those first clones, goes ahead of
+// them; the first clones keep their order.
+func TestAskedChecksOvertakeFirstClones(t *testing.T) {
+	s, _ := newTest(t, Config{Concurrency: 100})
+	for i := range 1000 {
+		s.Add(fmt.Sprintf("new%04d", i), fmt.Sprint("h", i%7), RepoState{})
+	}
+	s.Add("mirror", "h0", cloned(t0))
+	s.Urgent("new0999")
+	s.Urgent("mirror")
+	s.Urgent("new0999") // asked again while waiting: keeps its place
+	want := []string{"new0999", "mirror", "new0000", "new0001", "new0002"}
+	for _, w := range want {
+		if key, ok, _ := s.Next(); !ok || key != w {
+			t.Fatalf("Next() = %q, %v; want %q", key, ok, w)
+		}
+	}
+}
+
 func TestUrgentIsNotCountedAgainstTheBudget(t *testing.T) {
 	s, _ := newTest(t, Config{Policy: PolicyFixed, Budget: 1, Concurrency: 1})
 	s.Add("bg", "h", cloned(t0.Add(-48*time.Hour)))
