@@ -122,6 +122,7 @@ type Node struct {
 	mu          sync.Mutex
 	client      fleetv1.CoordinatorClient // set once connected
 	owned       map[string]*owned         // repositories this node fetches
+	early       map[string][]string       // checks asked for before their repository's assignment arrived (early.go)
 	results     map[string]*fleetv1.CheckResult
 	sess        *coordSession // current session (nil when disconnected)
 	tunnels     map[string]context.CancelFunc
@@ -198,7 +199,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		return nil, fmt.Errorf("node: scheduler: %w", err)
 	}
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
-		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
+		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval)}
 	if cfg.Mode == "full" {

@@ -375,11 +375,12 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	if r.GetSeedUrl() != "" && n.full == nil {
 		o.seedURL = r.GetSeedUrl()
 	}
+	asked := n.takeEarly(key, o)
 	n.mu.Unlock()
 	if !known {
 		n.addToSchedule(key, repokey.Host(key))
 	}
-	if r.GetUrgent() && known {
+	if r.GetUrgent() && known || asked {
 		n.sched.Urgent(key)
 	}
 }
@@ -408,6 +409,7 @@ func (n *Node) drop(key string) {
 	n.mu.Lock()
 	_, known := n.owned[key]
 	delete(n.owned, key)
+	delete(n.early, key)
 	n.mu.Unlock()
 	if known {
 		n.sched.Remove(key)
@@ -431,6 +433,9 @@ func (n *Node) checkNow(key, taskID string) {
 	o := n.owned[key]
 	if o != nil && taskID != "" {
 		o.taskIDs = append(o.taskIDs, taskID)
+	}
+	if o == nil {
+		n.askedEarly(key, taskID)
 	}
 	n.mu.Unlock()
 	if o != nil {
