@@ -134,6 +134,12 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	if !c.engine.Has(req.GetKey()) {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
 	}
+	// Asked for while its first clone waits behind the rest of a new
+	// catalog: its assign goes out now, ahead of the check sent below
+	// (which the node keeps until the assign arrives).
+	if c.engine.Hurry(req.GetKey()) {
+		c.decide()
+	}
 	owner, target := c.owner(req.GetKey())
 	for _, id := range []uint32{owner, target} {
 		s := c.sessions[id]

@@ -438,6 +438,7 @@ func (n *Node) checkNow(key, taskID string) {
 		n.askedEarly(key, taskID)
 	}
 	n.mu.Unlock()
+	n.log.Debug("check asked", "key", key, "task", taskID, "assigned", o != nil)
 	if o != nil {
 		n.sched.Urgent(key)
 		n.kick()
