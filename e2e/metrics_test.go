@@ -163,6 +163,7 @@ func TestMetricsOnEveryRole(t *testing.T) {
 			{"bytes from upstreams", "gitfleet_fetched_bytes_total", []string{"source", "upstream"}, positive},
 			{"bytes served to the full node", "gitfleet_served_bytes_total", []string{"to", "full-node"}, positive},
 			{"checks counted", "gitfleet_scheduler_checks_total", nil, positive},
+			{"staleness at rechecks", "gitfleet_check_interval_seconds", nil, positive},
 			{"max interval", "gitfleet_scheduler_max_interval_seconds", nil, is(3)},
 			{"store writes", "gitfleet_store_write_duration_seconds", []string{"role", "node"}, positive},
 		},

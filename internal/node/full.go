@@ -168,7 +168,6 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 			f.backend.record(r.GetKey(), api.HistoryEntry{At: time.UnixMilli(r.GetLastCheckMs()).UTC(), Kind: "check",
 				Node: r.GetOwner(), Changed: r.GetDigest() != old.GetDigest(), Error: r.GetLastError()})
 		}
-		f.n.met.stateChecked(old, r) // promcollect.go
 		f.view[r.GetKey()] = r
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
 			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
-	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // A node's Prometheus figures. Counters and histograms are updated where
@@ -43,7 +42,7 @@ func newNodeMetrics(n *Node, reg metrics.Registry) *nodeMetrics {
 	}, []string{"role", "kind", "result"}))
 	m.intervals = metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "gitfleet_check_interval_seconds",
-		Help:    "How long a repository had gone since its previous successful check when it was checked again (its staleness at the check).",
+		Help:    "How long a repository this node checks had gone since its previous successful check when it was checked again (its staleness at the check).",
 		Buckets: []float64{60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 7 * 24 * 3600},
 	}))
 	m.upstreamErrors = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -109,14 +108,6 @@ func (m *nodeMetrics) pulled(kind string, took time.Duration, err error) {
 func (m *nodeMetrics) rechecked(prev, now time.Time) {
 	if !prev.IsZero() && now.After(prev) {
 		m.intervals.Observe(now.Sub(prev).Seconds())
-	}
-}
-
-// stateChecked records the staleness at a check that the full node learns
-// of from the coordinator (old and new state of one repository).
-func (m *nodeMetrics) stateChecked(old, r *fleetv1.RepoState) {
-	if old != nil && old.GetLastCheckMs() > 0 && r.GetLastCheckMs() > old.GetLastCheckMs() && r.GetLastError() == "" {
-		m.rechecked(time.UnixMilli(old.GetLastCheckMs()), time.UnixMilli(r.GetLastCheckMs()))
 	}
 }
 
