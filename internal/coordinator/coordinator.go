@@ -4,7 +4,8 @@
 // It never moves repository data.
 //
 // The rules live in pure packages (catalog, membership, ring); this package
-// is the shell around them: sessions, timers, persistence.
+// is the shell around them: sessions, timers, persistence, and its
+// Prometheus figures (metrics.go).
 package coordinator
 
 import (

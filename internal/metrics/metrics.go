@@ -2,12 +2,12 @@
 // registry per process (never the default global one) with the Go runtime
 // and process collectors, the handler and listener that serve it, the
 // buckets of durations, a bound on the hosts used as label values, a
-// byte-counting wrapper of HTTP answers and of connections, and a wrapper
-// of the store that times its writes.
+// byte-counting wrapper of HTTP answers, and a wrapper of the store that
+// times its writes.
 //
-// It keeps no state of its own: each role registers its families (node,
-// coordinator) on the registry it is given, and updates them where things
-// happen; nothing here walks repositories.
+// It has no package-level state: each role (node, coordinator) registers
+// its own families on the registry the process gives it, and updates them
+// where things happen; nothing here walks repositories.
 package metrics
 
 import (
