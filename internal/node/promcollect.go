@@ -252,11 +252,7 @@ func (f *fullNode) collect(ch chan<- prometheus.Metric) {
 	gauge(descDiskFull, boolValue(full))
 	gauge(descDiskWait, float64(waiting))
 
-	ctx := f.n.runCtx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, coordinatorWait)
+	ctx, cancel := context.WithTimeout(context.Background(), coordinatorWait)
 	defer cancel()
 	if nodes, err := f.backend.Nodes(ctx); err == nil {
 		byState := map[string]int{}
