@@ -24,6 +24,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/demo"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/prefault"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
@@ -199,7 +200,10 @@ func runCoordinator(ctx context.Context, cfg config.Config, log *slog.Logger) er
 		ln.Close()
 		return err
 	}
-	return serveCoordinator(ctx, cfg, ccfg, log, ln)
+	return withMetrics(ctx, cfg, log, func(ctx context.Context, reg metrics.Registry) error {
+		ccfg.Metrics = reg
+		return serveCoordinator(ctx, cfg, ccfg, log, ln)
+	})
 }
 
 // serveCoordinator serves a coordinator on ln: alone, or with --etcd as
@@ -270,11 +274,14 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := withEgress(cfg, nil, &ncfg); err != nil {
 		return err
 	}
-	n, err := node.New(ncfg, log, clock.Real{})
-	if err != nil {
-		return err
-	}
-	return n.Run(ctx)
+	return withMetrics(ctx, cfg, log, func(ctx context.Context, reg metrics.Registry) error {
+		ncfg.Metrics = reg
+		n, err := node.New(ncfg, log, clock.Real{})
+		if err != nil {
+			return err
+		}
+		return n.Run(ctx)
+	})
 }
 
 // runUp runs a coordinator and a full node in one process: the
@@ -314,6 +321,9 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	ncfg.Mode = "full"
 	ncfg.Coordinators = []string{ln.Addr().String()}
+	// One registry for both roles, served on the full node's --http.
+	ncfg.Metrics = metrics.NewRegistry()
+	ccfg.Metrics = ncfg.Metrics
 	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {
 		ln.Close()

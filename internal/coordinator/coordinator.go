@@ -4,7 +4,8 @@
 // It never moves repository data.
 //
 // The rules live in pure packages (catalog, membership, ring); this package
-// is the shell around them: sessions, timers, persistence.
+// is the shell around them: sessions, timers, persistence, and its
+// Prometheus figures (metrics.go).
 package coordinator
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
+	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -79,6 +81,10 @@ type Config struct {
 	// one call rather than page by page, and returns how many bytes it
 	// backed (0: none).
 	PrepareHeap func(catalogBytes int64) (backed int64)
+	// Metrics is the process's registry, which Serve and ServeElected
+	// register the coordinator's families on (nil: a registry of its own).
+	Metrics metrics.Registry
+	met     *coordMetrics // made once per process (metrics.go)
 }
 
 // Coordinator is the running coordinator. Create it with New, serve its
@@ -174,13 +180,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	if cfg.PurgeWindow <= 0 {
 		cfg.PurgeWindow = 24 * time.Hour
 	}
-	db := cfg.Store
-	if db == nil {
+	if cfg.met == nil {
+		cfg.met = newCoordMetrics(cfg.Metrics)
+	}
+	var db store.Store
+	if cfg.Store != nil {
+		db = metrics.TimeStore(cfg.Store, cfg.met.storeWrites, "coordinator", "etcd")
+	} else {
 		bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "coordinator.db"))
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: %w", err)
 		}
-		db = bolt
+		db = metrics.TimeStore(bolt, cfg.met.storeWrites, "coordinator", "bolt")
 	}
 	c := &Coordinator{
 		cfg:          cfg,
@@ -210,6 +221,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		db.Close()
 		return nil, err
 	}
+	cfg.met.leads(c)
 	return c, nil
 }
 
@@ -337,7 +349,10 @@ func (c *Coordinator) catalogOptions() catalog.Options {
 }
 
 // Close releases the store.
-func (c *Coordinator) Close() error { return c.db.Close() }
+func (c *Coordinator) Close() error {
+	c.cfg.met.stepsDown(c)
+	return c.db.Close()
+}
 
 // Run refreshes the catalog, runs the membership timers and persists state
 // until ctx ends.
@@ -353,7 +368,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 func (c *Coordinator) catalogLoop(ctx context.Context) {
 	for {
-		if err := c.RefreshCatalog(ctx); err != nil && ctx.Err() == nil {
+		err := c.RefreshCatalog(ctx)
+		if ctx.Err() == nil {
+			c.cfg.met.refreshed(err)
+		}
+		if err != nil && ctx.Err() == nil {
 			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
 		}
 		select {

@@ -40,6 +40,7 @@ type Term interface {
 // to the new leader); the process then campaigns again. It returns when
 // ctx ends, resigning if it leads.
 func ServeElected(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener, el Elector) error {
+	cfg.met = newCoordMetrics(cfg.Metrics) // once: every term reports through it
 	f := &front{el: el}
 	srv := newServer(cfg)
 	fleetv1.RegisterCoordinatorServer(srv, f)

@@ -35,6 +35,7 @@ func (c *Coordinator) setMembers() {
 func (c *Coordinator) decide() {
 	for _, d := range c.engine.Decisions() {
 		c.placeDirty = true
+		c.cfg.met.decided(d) // metrics.go
 		s := c.sessions[d.Node]
 		switch d.Kind {
 		case placement.Assign:

@@ -18,6 +18,7 @@ import (
 
 // Serve runs a coordinator with its gRPC service on ln until ctx ends.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) error {
+	cfg.met = newCoordMetrics(cfg.Metrics)
 	c, err := New(ctx, cfg, log, clock.Real{})
 	if err != nil {
 		return err

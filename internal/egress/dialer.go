@@ -38,6 +38,9 @@ type Dialer struct {
 	Resolver Resolver
 	// Timeout bounds one connection attempt (default 30 s).
 	Timeout time.Duration
+	// Received, when set, is told of every byte read from a connection
+	// the dialer made (a node's count of bytes fetched from upstreams).
+	Received func(n int)
 }
 
 func (d *Dialer) resolver() Resolver {
@@ -105,6 +108,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		target := netip.AddrPortFrom(a.Unmap(), uint16(port))
 		nd := net.Dialer{Timeout: timeout, Control: pinned(target)}
 		c, err := nd.DialContext(ctx, network, target.String())
+		if err == nil && d.Received != nil {
+			return countReads(c, d.Received), nil
+		}
 		if err == nil {
 			return c, nil
 		}
@@ -167,4 +173,29 @@ func (d *Dialer) CheckURL(ctx context.Context, rawURL string) error {
 	}
 	_, err := d.Resolve(ctx, u.Hostname(), port)
 	return err
+}
+
+// countReads returns c with add told of every byte read from it.
+func countReads(c net.Conn, add func(int)) net.Conn { return &countingConn{Conn: c, add: add} }
+
+type countingConn struct {
+	net.Conn
+	add func(int)
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.add(n)
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection, as *net.TCPConn does (the proxy's
+// splice passes a client's end of request on).
+func (c *countingConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -241,8 +241,8 @@ func splice(up, down net.Conn, buf *bufio.ReadWriter) {
 	done := make(chan struct{}, 2)
 	go func() {
 		_, _ = io.Copy(up, buf.Reader) // what the client sent after CONNECT, then the rest
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if cw, ok := up.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
 		}
 		done <- struct{}{}
 	}()

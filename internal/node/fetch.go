@@ -84,6 +84,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		defer release()
 	}
 	start := n.clk.Now()
+	had, prev := n.mirror.Has(key), n.sched.LastCheck(key)
 	seeded := false
 	if seed != "" && !n.mirror.Has(key) {
 		// A repository that moved here: clone the full node's copy, then
@@ -100,9 +101,11 @@ func (n *Node) check(ctx context.Context, key string) {
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
+	tried := url
 	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
-		res, err = n.syncUpstream(ctx, key, fallbacks[i])
+		tried = fallbacks[i]
+		res, err = n.syncUpstream(ctx, key, tried)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the check did not happen
@@ -129,6 +132,10 @@ func (n *Node) check(ctx context.Context, key string) {
 		} else if d, _ := n.digest(key); d != r.Digest {
 			n.setDigest(key, r.Digest)
 		}
+	}
+	n.met.checked(n.cfg.Mode, kindOf(had, res), tried, r.ErrorClass, n.clk.Now().Sub(start), err) // promcollect.go
+	if err == nil {
+		n.met.rechecked(prev, start)
 	}
 	n.sched.Done(key, out)
 	n.report(r)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -116,7 +117,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 	n := f.n
 	servers := []*http.Server{
 		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
-		{Handler: requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: metrics.CountBytes(requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), n.met.addFetched("owner")),
+			ReadHeaderTimeout: 10 * time.Second},
 	}
 	errc := make(chan error, 3)
 	go func() { errc <- servers[0].Serve(f.httpLn) }()
@@ -293,7 +295,9 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.n.clk.Now()
 	f.n.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
+	had := f.n.mirror.Has(key)
 	res, err := f.pullVerified(ctx, key, st, owner, url)
+	f.n.met.pulled(kindOf(had, res), f.n.clk.Now().Sub(start), err)
 	if err != nil {
 		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
 		return err
@@ -347,13 +351,14 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve, OnFailure: f.n.serveFailed}
+	git := metrics.CountBytes(&gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve,
+		OnFailure: f.n.serveFailed}, f.n.met.addServed("public"))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /metrics", f.metrics)
+	mux.Handle("GET /metrics", metrics.Handler(f.n.cfg.Metrics, f.n.log))
 	mux.Handle("/api/", f.api)
 	mux.Handle("/hooks/", f.api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -372,10 +377,10 @@ func (f *fullNode) publicHandler() http.Handler {
 
 // partial nodes serve their own mirrors to full nodes through the tunnel.
 func (n *Node) tunnelHandler() http.Handler {
-	return &gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.serveFailed, Resolve: func(key string) (string, bool) {
+	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.serveFailed, Resolve: func(key string) (string, bool) {
 		if !n.mirror.Has(key) || n.verify.brokenState(key) != "" {
 			return "", false
 		}
 		return n.mirror.Path(key), true
-	}}
+	}}, n.met.addServed("full-node"))
 }

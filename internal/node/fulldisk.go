@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io"
 	"time"
 )
 
@@ -163,25 +162,4 @@ func (f *fullNode) diskFigures() (used, total uint64, full bool, waiting int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mark.used, f.mark.total, f.mark.full, len(f.diskWait)
-}
-
-// writeDiskMetrics writes the full node's disk figures (the last measure).
-func (f *fullNode) writeDiskMetrics(w io.Writer) {
-	used, total, full, waiting := f.diskFigures()
-	fl := 0
-	if full {
-		fl = 1
-	}
-	fmt.Fprintln(w, "# HELP gitfleet_full_disk_used_bytes Space the full node's mirrors use (of --disk-quota, or of the file system).")
-	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_used_bytes gauge")
-	fmt.Fprintf(w, "gitfleet_full_disk_used_bytes %d\n", used)
-	fmt.Fprintln(w, "# HELP gitfleet_full_disk_total_bytes The full node's --disk-quota, or its file system's size.")
-	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_total_bytes gauge")
-	fmt.Fprintf(w, "gitfleet_full_disk_total_bytes %d\n", total)
-	fmt.Fprintln(w, "# HELP gitfleet_full_disk_full 1 while the full node's disk is above its high water.")
-	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_full gauge")
-	fmt.Fprintf(w, "gitfleet_full_disk_full %d\n", fl)
-	fmt.Fprintln(w, "# HELP gitfleet_full_disk_waiting Repositories the full node does not hold and waits for disk room to pull.")
-	fmt.Fprintln(w, "# TYPE gitfleet_full_disk_waiting gauge")
-	fmt.Fprintf(w, "gitfleet_full_disk_waiting %d\n", waiting)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	"github.com/gitfleet/gitfleet/internal/store"
@@ -99,6 +100,10 @@ type Config struct {
 	API api.Config
 	// Serve bounds the full node's public git serving.
 	Serve gitserve.Limits
+	// Metrics is the process's registry, which the node registers its
+	// families on (nil: a registry of its own). A full node serves it at
+	// /metrics.
+	Metrics metrics.Registry
 }
 
 // Node is a running node.
@@ -114,6 +119,7 @@ type Node struct {
 	sched  *schedule.Scheduler
 	full   *fullNode // nil on partial nodes
 	verify *verifier
+	met    *nodeMetrics // promcollect.go
 
 	runCtx context.Context
 	id     uint32
@@ -188,10 +194,14 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	ms.SetLimits(cfg.Limits.mirror())
 	ms.SetPruneAfter(cfg.PruneAfter)
-	db, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
+	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
 		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, HostLimits: cfg.HostLimits}, clk)
 	if err != nil {
@@ -208,7 +218,11 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 			return nil, err
 		}
 	}
-	if n.proxy, err = egress.NewProxy(n.dialer, log); err != nil {
+	n.met = newNodeMetrics(n, cfg.Metrics)
+	// git's own connections to upstreams: counted as bytes fetched.
+	counted := *n.dialer
+	counted.Received = n.met.addFetched("upstream")
+	if n.proxy, err = egress.NewProxy(&counted, log); err != nil {
 		db.Close()
 		return nil, err
 	}

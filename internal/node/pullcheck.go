@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -114,26 +112,6 @@ func (f *fullNode) mismatchCount(node uint32) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mismatches.counts[node]
-}
-
-// writeMismatchMetrics writes the forged-tip counter of each node.
-func (f *fullNode) writeMismatchMetrics(w io.Writer) {
-	f.mu.Lock()
-	ids := make([]uint32, 0, len(f.mismatches.counts))
-	for id := range f.mismatches.counts {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	counts := make([]uint64, len(ids))
-	for i, id := range ids {
-		counts[i] = f.mismatches.counts[id]
-	}
-	f.mu.Unlock()
-	fmt.Fprintln(w, "# HELP gitfleet_node_mismatches_total Pulls in which a node served a tip that the upstream never had.")
-	fmt.Fprintln(w, "# TYPE gitfleet_node_mismatches_total counter")
-	for i, id := range ids {
-		fmt.Fprintf(w, "gitfleet_node_mismatches_total{node=\"%d\"} %d\n", id, counts[i])
-	}
 }
 
 // mismatchLedger counts, per node, the pulls in which it served forged

@@ -75,6 +75,19 @@ func BenchmarkFullNodeRequests(b *testing.B) {
 				}
 			})
 		}
+		// /metrics as Prometheus asks for it: protobuf (or text), gzipped.
+		b.Run(fmt.Sprintf("repos=%d,GET /metrics as Prometheus scrapes", n), func(b *testing.B) {
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				r.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3")
+				r.Header.Set("Accept-Encoding", "gzip")
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK || w.Header().Get("Content-Encoding") != "gzip" {
+					b.Fatalf("/metrics: %d, encoding %q", w.Code, w.Header().Get("Content-Encoding"))
+				}
+			}
+		})
 		// As in a running fleet: 100 repositories change state between two
 		// requests, and the request merges them into its index.
 		flip := 0

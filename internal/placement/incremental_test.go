@@ -11,6 +11,15 @@ import (
 // key from scratch gives, and the load bookkeeping matches it.
 func checkPlacement(t *testing.T, e *Engine, step int) {
 	t.Helper()
+	owned := map[uint32]int{}
+	for _, k := range e.keys {
+		if k.owner != 0 {
+			owned[k.owner]++
+		}
+	}
+	if !maps.Equal(owned, e.Load()) {
+		t.Fatalf("step %d: Load says %v, the keys' owners are %v", step, e.Load(), owned)
+	}
 	if e.ring == nil {
 		return
 	}
@@ -169,6 +178,9 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 				if w1, w2 := wantOf(e, k), wantOf(r, k); w1 != w2 {
 					t.Fatalf("key %q: desired owner %d, restored %d", k, w1, w2)
 				}
+			}
+			if !maps.Equal(e.Load(), r.Load()) {
+				t.Fatalf("load %v, restored %v", e.Load(), r.Load())
 			}
 
 			// A fresh engine given the final members, keys and overrides

@@ -190,6 +190,7 @@ type Engine struct {
 	nodes     map[uint32]*nodeState
 	ready     map[uint32]bool // nodes Decisions must look at
 	moving    int             // keys with a target
+	owned     map[uint32]int  // keys each node owns (confirmed), for Load; see setOwner
 	out       []Decision
 }
 
@@ -235,6 +236,7 @@ func New(cfg Config) *Engine {
 		overrides: map[string][]uint32{},
 		nodes:     map[uint32]*nodeState{},
 		ready:     map[uint32]bool{},
+		owned:     map[uint32]int{},
 	}
 }
 
@@ -349,6 +351,7 @@ func (e *Engine) RemoveKeys(keys ...string) {
 
 // removeAt deletes key i by moving the last key into its place.
 func (e *Engine) removeAt(i int32) {
+	e.setOwner(i, 0)
 	e.index.remove(e.keys, e.keys[i].key)
 	last := int32(len(e.keys) - 1)
 	if i != last {
@@ -681,7 +684,8 @@ func (e *Engine) complete(i int32) {
 	} else {
 		ns.queued--
 	}
-	e.keys[i].owner, e.keys[i].target, e.keys[i].flags = t, 0, 0
+	e.setOwner(i, t)
+	e.keys[i].target, e.keys[i].flags = 0, 0
 	e.moving--
 	if old != 0 && old != t && e.isMember(old) {
 		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i].key})
@@ -724,7 +728,7 @@ func (e *Engine) Hold(node uint32, keys ...string) {
 		case e.keys[i].target == node:
 			e.complete(i)
 		case !e.live(e.keys[i].owner) && (e.ring == nil || e.isMember(node)):
-			e.keys[i].owner = node
+			e.setOwner(i, node)
 			e.apply(i)
 		default:
 			e.emit(Decision{Kind: Drop, Node: node, Key: k})
@@ -898,15 +902,23 @@ func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
 	return e.keys[i].owner, e.keys[i].target, true
 }
 
-// Load returns the number of keys each node owns (confirmed).
-func (e *Engine) Load() map[uint32]int {
-	load := map[uint32]int{}
-	for i := range e.keys {
-		if o := e.keys[i].owner; o != 0 {
-			load[o]++
+// Load returns the number of keys each node owns (confirmed): counts kept
+// as owners change, O(nodes).
+func (e *Engine) Load() map[uint32]int { return maps.Clone(e.owned) }
+
+// setOwner makes node (0: none) the confirmed owner of key i, and keeps
+// the counts of Load true: every change of an owner goes through it.
+func (e *Engine) setOwner(i int32, node uint32) {
+	if o := e.keys[i].owner; o != 0 {
+		e.owned[o]--
+		if e.owned[o] == 0 {
+			delete(e.owned, o)
 		}
 	}
-	return load
+	if node != 0 {
+		e.owned[node]++
+	}
+	e.keys[i].owner = node
 }
 
 // InFlight returns, for each node with any, the assigns sent to it and not

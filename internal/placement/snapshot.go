@@ -157,7 +157,7 @@ func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
 		e.overrides[k] = slices.Compact(ex)
 	}
 	for i := range e.keys {
-		e.keys[i].owner = e.want(int32(i))
+		e.setOwner(int32(i), e.want(int32(i)))
 	}
 
 	for range r.count() {
@@ -172,7 +172,7 @@ func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("placement: snapshot record of unknown key %q", k)
 		}
-		e.keys[i].owner = owner
+		e.setOwner(i, owner)
 		if target == 0 {
 			continue
 		}

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/schedule"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// gathered is the value of family's sample whose labels include want (a
+// histogram's count), and whether there is one.
+func gathered(t *testing.T, reg metrics.Registry, family string, want ...string) (float64, bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != family {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(want); i += 2 {
+				if labels[want[i]] != want[i+1] {
+					continue next
+				}
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			default:
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestFullNodeMetricsFollowTheCountersKeptAsStatesChange(t *testing.T) {
+	f := benchFullNode(t, 1000) // a tenth failing, a tenth pending, the rest ok; none on disk
+	reg := f.n.cfg.Metrics
+	for _, c := range []struct {
+		family string
+		labels []string
+		want   float64
+	}{
+		{"gitfleet_repos", []string{"state", "ok"}, 800},
+		{"gitfleet_repos", []string{"state", "failing"}, 100},
+		{"gitfleet_repos", []string{"state", "pending"}, 100},
+		{"gitfleet_repos_total", nil, 1000},
+		{"gitfleet_repos_current", nil, 0}, // no mirror on disk
+		{"gitfleet_tunnels", nil, 0},
+		{"gitfleet_full_disk_full", nil, 0},
+		{"gitfleet_pull_queue", []string{"state", "pending"}, 0},
+	} {
+		if got, ok := gathered(t, reg, c.family, c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.family, c.labels, got, ok, c.want)
+		}
+	}
+
+	// A failing repository comes back: the counters follow.
+	f.states([]*fleetv1.RepoState{{Key: "host3.example/group3/repo3", State: "ok", Owner: f.n.id, Digest: "d3", LastCheckMs: 1e12 + 60e3}})
+	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "failing"); got != 99 {
+		t.Errorf("after a failing repository came back: failing = %v, want 99", got)
+	}
+	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "ok"); got != 801 {
+		t.Errorf("after a failing repository came back: ok = %v, want 801", got)
+	}
+
+	f.mu.Lock()
+	f.mismatches.add(7, 0)
+	f.mismatches.add(7, 0)
+	f.mu.Unlock()
+	if got, _ := gathered(t, reg, "gitfleet_node_mismatches_total", "node", "7"); got != 2 {
+		t.Errorf("forged tips of node 7 = %v, want 2", got)
+	}
+}
+
+func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
+	f := benchFullNode(t, 0)
+	n := f.n
+	reg := n.cfg.Metrics
+	n.sched.Add("github.com/a/b", "github.com", schedule.RepoState{}) // not cloned: the urgent lane
+	n.sched.Add("github.com/a/c", "github.com", schedule.RepoState{Cloned: true, LastCheck: n.clk.Now()})
+	if got, _ := gathered(t, reg, "gitfleet_scheduler_repos"); got != 2 {
+		t.Errorf("scheduler repos = %v, want 2", got)
+	}
+	if got, _ := gathered(t, reg, "gitfleet_scheduler_queue", "lane", "urgent"); got != 1 {
+		t.Errorf("urgent lane = %v, want 1", got)
+	}
+	if got, ok := gathered(t, reg, "gitfleet_node_session"); !ok || got != 0 {
+		t.Errorf("session = %v (present %v), want 0: never connected", got, ok)
+	}
+
+	n.met.checked("full", "clone", "https://GitHub.com/a/b.git", "not-found", 0, errors.New("not found"))
+	n.met.checked("full", "fetch", "https://github.com/a/c.git", "", 0, nil)
+	// Staleness at a check: an hour since the last success; a first check
+	// has none.
+	n.met.rechecked(n.clk.Now().Add(-time.Hour), n.clk.Now())
+	n.met.rechecked(time.Time{}, n.clk.Now())
+	fams, _ := reg.Gather()
+	for _, fam := range fams {
+		if fam.GetName() == "gitfleet_check_interval_seconds" {
+			h := fam.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 3600 {
+				t.Errorf("staleness at a check: %d samples summing to %v s, want 1 of 3600 s", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+	for _, c := range []struct {
+		family string
+		labels []string
+		want   float64
+	}{
+		{"gitfleet_check_duration_seconds", []string{"kind", "clone", "result", "failed"}, 1},
+		{"gitfleet_check_duration_seconds", []string{"kind", "fetch", "result", "ok"}, 1},
+		{"gitfleet_upstream_errors_total", []string{"class", "not-found", "host", "github.com"}, 1},
+		{"gitfleet_fetched_bytes_total", []string{"source", "upstream"}, 0},
+	} {
+		if got, ok := gathered(t, reg, c.family, c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.family, c.labels, got, ok, c.want)
+		}
+	}
+}
