@@ -99,6 +99,8 @@ type Config struct {
 	API api.Config
 	// Serve bounds the full node's public git serving.
 	Serve gitserve.Limits
+	// Alerts configures the full node's alerts (alerts.go).
+	Alerts AlertConfig
 }
 
 // Node is a running node.
@@ -131,6 +133,7 @@ type Node struct {
 	meta        map[string]*repoMeta
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
+	leaderless  atomic.Bool  // a coordinator said it knows no leader (alerts.go)
 	handBack    []string     // keys to hand back on the session
 	diskMu      sync.Mutex
 	diskAt      time.Time // when diskUsed was measured
