@@ -193,6 +193,20 @@ type MismatchWatch struct {
 	seen map[uint32]Mismatch
 }
 
+// Seen records that node served a forged tip at the time at, whatever the
+// counts say: a restarted full node's counts start from zero, and a mismatch
+// alert that was firing before keeps firing for its quiet time.
+func (w *MismatchWatch) Seen(node uint32, at time.Time) {
+	if w.seen == nil {
+		w.seen = map[uint32]Mismatch{}
+	}
+	m := w.seen[node]
+	if at.After(m.Last) {
+		m.Last = at
+	}
+	w.seen[node] = m
+}
+
 // Observe records counts at now and returns every node's Mismatch.
 func (w *MismatchWatch) Observe(counts map[uint32]uint64, now time.Time) map[uint32]Mismatch {
 	if w.seen == nil {

@@ -67,6 +67,41 @@ func newAlerting(n *Node) (*alerting, error) {
 func (f *fullNode) alertLoop(ctx context.Context) {
 	a, n := f.alerts, f.n
 	a.notifier.SetConsole(f.publicURL() + "/-/")
+	for _, r := range a.notifier.Receivers() {
+		n.log.Info("alerts: receiver", "receiver", r)
+	}
+	f.restoreAlerts(ctx)
+	done := make(chan struct{})
+	go func() { a.notifier.Run(ctx); close(done) }()
+	defer func() { <-done }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.clk.After(a.cfg.Interval):
+		}
+		a.notifier.Notify(f.evaluateAlerts(ctx)...)
+	}
+}
+
+// evaluateAlerts evaluates the rules now, logs and keeps what fired or
+// resolved, and returns it.
+func (f *fullNode) evaluateAlerts(ctx context.Context) []alert.Event {
+	now := f.n.clk.Now()
+	events := f.alerts.eval.Evaluate(f.alertSnapshot(ctx, now), now)
+	for _, e := range events {
+		f.n.log.Warn("alert "+string(e.Status), "alert", e.Key, "summary", e.Summary, "figure", e.Figure, "threshold", e.Threshold, "since", e.Since)
+		f.keepAlert(ctx, e)
+	}
+	return events
+}
+
+// restoreAlerts reads the alerts that were firing before a restart: they
+// do not fire again, and resolve when their condition is seen to end. The
+// forged tips' counts start again from zero with the process, so a node's
+// mismatch alert resolves an hour after the restart unless it serves more.
+func (f *fullNode) restoreAlerts(ctx context.Context) {
+	a, n := f.alerts, f.n
 	var restored []alert.Alert
 	err := n.db.Scan(ctx, bucketAlerts, "", func(_ string, v []byte) error {
 		var al alert.Alert
@@ -80,29 +115,14 @@ func (f *fullNode) alertLoop(ctx context.Context) {
 		n.log.Warn("alerts: read the firing alerts kept before the restart", "err", err)
 	}
 	a.eval.Restore(restored)
-	for _, r := range a.notifier.Receivers() {
-		n.log.Info("alerts: receiver", "receiver", r)
+	for _, al := range restored {
+		var id uint32
+		if _, err := fmt.Sscanf(al.Key, alert.RuleMismatch+"/%d", &id); err == nil && al.Rule == alert.RuleMismatch {
+			a.watch.Seen(id, n.clk.Now())
+		}
 	}
 	if len(restored) > 0 {
 		n.log.Info("alerts: firing before the restart, not fired again", "alerts", len(restored))
-	}
-	done := make(chan struct{})
-	go func() { a.notifier.Run(ctx); close(done) }()
-	defer func() { <-done }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.clk.After(a.cfg.Interval):
-		}
-		now := n.clk.Now()
-		s := f.alertSnapshot(ctx, now)
-		events := a.eval.Evaluate(s, now)
-		for _, e := range events {
-			n.log.Warn("alert "+string(e.Status), "alert", e.Key, "summary", e.Summary, "figure", e.Figure, "threshold", e.Threshold, "since", e.Since)
-			f.keepAlert(ctx, e)
-		}
-		a.notifier.Notify(events...)
 	}
 }
 

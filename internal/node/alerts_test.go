@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +100,79 @@ func BenchmarkAlertEvaluate(b *testing.B) {
 			}
 			b.ReportMetric(float64(s.Repos.Stale), "stale")
 		})
+	}
+}
+
+// TestFiringAlertsAreKeptAcrossARestartAndResolveOnce restarts a full
+// node (the same data directory) while two alerts fire: neither fires
+// again, and each resolves once when its condition ends.
+func TestFiringAlertsAreKeptAcrossARestartAndResolveOnce(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	th := alert.DefaultThresholds()
+	th.Hold = 0
+	open := func() *fullNode {
+		nd, err := New(Config{Mode: "full", Coordinators: []string{"127.0.0.1:1"}, DataDir: dir, Fetchers: 1,
+			Alerts: AlertConfig{Thresholds: th}}, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.db.Close() })
+		nd.sess = &coordSession{}
+		return nd.full
+	}
+	view := func(f *fullNode, failing int) {
+		var rs []*fleetv1.RepoState
+		for i := range 20 {
+			st := "ok"
+			if i < failing {
+				st = "failing"
+			}
+			rs = append(rs, &fleetv1.RepoState{Key: fmt.Sprintf("example.org/r%d", i), State: st, LastCheckMs: clk.Now().UnixMilli()})
+		}
+		f.states(rs)
+	}
+	keys := func(evs []alert.Event) string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, string(e.Status)+" "+e.Key)
+		}
+		return strings.Join(out, ", ")
+	}
+	ctx := context.Background()
+
+	a := open()
+	view(a, 5) // 25% failing
+	a.mu.Lock()
+	a.mismatches.add(9, 0)
+	a.mu.Unlock()
+	if got := keys(a.evaluateAlerts(ctx)); got != "firing mismatch/9, firing repos-failing" {
+		t.Fatalf("first start: %s", got)
+	}
+	a.n.db.Close()
+
+	b := open()
+	b.restoreAlerts(ctx)
+	view(b, 5)
+	clk.Advance(15 * time.Second)
+	if got := keys(b.evaluateAlerts(ctx)); got != "" {
+		t.Fatalf("after the restart: %s", got)
+	}
+	view(b, 0)
+	clk.Advance(15 * time.Second)
+	if got := keys(b.evaluateAlerts(ctx)); got != "resolved repos-failing" {
+		t.Fatalf("failing repositories back: %s", got)
+	}
+	clk.Advance(time.Hour) // an hour without a forged tip since the restart
+	if got := keys(b.evaluateAlerts(ctx)); got != "resolved mismatch/9" {
+		t.Fatalf("an hour later: %s", got)
+	}
+	clk.Advance(15 * time.Second)
+	if got := keys(b.evaluateAlerts(ctx)); got != "" {
+		t.Fatalf("then: %s", got)
+	}
+	n := 0
+	if err := b.n.db.Scan(ctx, bucketAlerts, "", func(string, []byte) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("%d alerts kept after they resolved (%v)", n, err)
 	}
 }
