@@ -96,6 +96,26 @@ func (n *Notifier) Receivers() []string {
 	return out
 }
 
+// CheckPolicy returns, for each receiver that the egress policy refuses by
+// its URL alone (scheme, host, port), why: for a warning at start, since
+// its deliveries would be dropped. A mail server's address and port are
+// checked when it is dialled.
+func (n *Notifier) CheckPolicy() []error {
+	var errs []error
+	for _, r := range n.receivers {
+		var err error
+		if r.kind == KindEmail {
+			err = n.o.Dialer.Policy.CheckHost(r.mail.host)
+		} else {
+			err = n.o.Dialer.Policy.CheckURL(r.target.String())
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+		}
+	}
+	return errs
+}
+
 // Notify queues events for every receiver. It never blocks: an event for
 // a receiver whose queue is full is dropped, and logged.
 func (n *Notifier) Notify(events ...Event) {

@@ -144,10 +144,7 @@ func parseMail(u *url.URL, implicitTLS bool) (*mailTarget, error) {
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		if len(raw) > 12 {
-			return raw[:12] + "..."
-		}
-		return raw
+		return "(not a URL)"
 	}
 	return u.Scheme + "://" + u.Host + "/..."
 }

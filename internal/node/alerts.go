@@ -70,6 +70,9 @@ func (f *fullNode) alertLoop(ctx context.Context) {
 	for _, r := range a.notifier.Receivers() {
 		n.log.Info("alerts: receiver", "receiver", r)
 	}
+	for _, err := range a.notifier.CheckPolicy() {
+		n.log.Warn("alerts: the egress policy refuses a receiver; its alerts will be dropped (--egress-allow, --egress-ports)", "err", err)
+	}
 	f.restoreAlerts(ctx)
 	done := make(chan struct{})
 	go func() { a.notifier.Run(ctx); close(done) }()
