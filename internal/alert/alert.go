@@ -102,7 +102,8 @@ type Alert struct {
 	Rule string
 	// Summary says what is wrong, for people.
 	Summary string
-	// Figure is the value that crossed the threshold, Threshold the limit.
+	// Figure is the value that crossed the threshold (in a resolution,
+	// the last one seen while it held), Threshold the limit.
 	Figure, Threshold string
 	// Since is when the condition was first seen (before its rule's For).
 	Since time.Time
@@ -129,7 +130,11 @@ func (e Event) Text(console string) string {
 	} else {
 		s += fmt.Sprintf("Since %s.\n", stamp(e.Since))
 	}
-	s += fmt.Sprintf("Figure: %s; threshold: %s.\n", e.Figure, e.Threshold)
+	if e.Status == Resolved {
+		s += fmt.Sprintf("Last figure while it held: %s; threshold: %s.\n", e.Figure, e.Threshold)
+	} else {
+		s += fmt.Sprintf("Figure: %s; threshold: %s.\n", e.Figure, e.Threshold)
+	}
 	if console != "" {
 		s += "Console: " + console + "\n"
 	}

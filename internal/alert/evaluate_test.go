@@ -63,7 +63,8 @@ func TestAnAlertFiresOnceAfterItsForHoldsAndResolvesOnce(t *testing.T) {
 	if len(all) != 2 {
 		t.Fatalf("events %v, want one firing and one resolution", statuses(all))
 	}
-	if !strings.Contains(all[1].Text("http://mirror/-/"), "Resolved at 2026-11-25T12:10:15Z, after 10m15s (since 2026-11-25T12:00:00Z)") {
+	if txt := all[1].Text("http://mirror/-/"); !strings.Contains(txt, "Resolved at 2026-11-25T12:10:15Z, after 10m15s (since 2026-11-25T12:00:00Z)") ||
+		!strings.Contains(txt, "Last figure while it held: 30.0% (30 of 100); threshold: 5.0%.") || !strings.Contains(txt, "Console: http://mirror/-/") {
 		t.Fatalf("resolution text:\n%s", all[1].Text("http://mirror/-/"))
 	}
 }

@@ -176,3 +176,11 @@ func TestFiringAlertsAreKeptAcrossARestartAndResolveOnce(t *testing.T) {
 		t.Fatalf("%d alerts kept after they resolved (%v)", n, err)
 	}
 }
+
+func TestAFullNodeWithABadAlertURLDoesNotStart(t *testing.T) {
+	_, err := New(Config{Mode: "full", Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(),
+		Alerts: AlertConfig{URLs: []string{"teams+https://example.org/hook"}}}, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Real{})
+	if err == nil || !strings.Contains(err.Error(), "--alert") || !strings.Contains(err.Error(), `unknown kind "teams"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
