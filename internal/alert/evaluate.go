@@ -80,15 +80,21 @@ func (e *Evaluator) Firing() []Alert {
 
 // Restore marks alerts as firing (those Firing returned before a
 // restart): they fire no more while their condition holds, and resolve
-// once when it ends. Alerts of rules the evaluator does not have are
-// ignored.
-func (e *Evaluator) Restore(alerts []Alert) {
+// once when it ends. It returns the alerts of rules the evaluator does not
+// have, which it ignores.
+func (e *Evaluator) Restore(alerts []Alert) (unknown []Alert) {
 	for _, a := range alerts {
+		known := false
 		for _, r := range e.rules {
 			if r.Name == a.Rule {
 				e.active[a.Key] = &tracked{alert: a, firing: true}
+				known = true
 				break
 			}
 		}
+		if !known {
+			unknown = append(unknown, a)
+		}
 	}
+	return unknown
 }

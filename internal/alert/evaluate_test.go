@@ -110,7 +110,9 @@ func TestRestoredAlertsFireNoMoreAndResolveOnce(t *testing.T) {
 
 	// A restart: a new evaluator, given what the first kept.
 	second := NewEvaluator(Rules(th))
-	second.Restore(kept)
+	if unknown := second.Restore(append(kept, Alert{Key: "retired-rule", Rule: "retired-rule"})); len(unknown) != 1 || unknown[0].Key != "retired-rule" {
+		t.Fatalf("unknown rules: %+v", unknown)
+	}
 	if evs := second.Evaluate(gone, t0.Add(time.Minute)); len(evs) != 0 {
 		t.Fatalf("fired again after a restart: %v", statuses(evs))
 	}

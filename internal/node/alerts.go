@@ -117,7 +117,9 @@ func (f *fullNode) restoreAlerts(ctx context.Context) {
 	if err != nil {
 		n.log.Warn("alerts: read the firing alerts kept before the restart", "err", err)
 	}
-	a.eval.Restore(restored)
+	for _, al := range a.eval.Restore(restored) {
+		f.keepAlert(ctx, alert.Event{Alert: al, Status: alert.Resolved}) // a rule of another version: forget it
+	}
 	for _, al := range restored {
 		var id uint32
 		if _, err := fmt.Sscanf(al.Key, alert.RuleMismatch+"/%d", &id); err == nil && al.Rule == alert.RuleMismatch {
