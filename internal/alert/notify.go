@@ -132,6 +132,7 @@ func (n *Notifier) Notify(events ...Event) {
 
 // Run delivers queued events until ctx ends.
 func (n *Notifier) Run(ctx context.Context) {
+	defer n.client.CloseIdleConnections()
 	done := make(chan struct{})
 	for i := range n.receivers {
 		go func() {
