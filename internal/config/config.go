@@ -89,6 +89,13 @@ type Config struct {
 	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
 	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
+	Alert                 List          `name:"alert" help:"full node: where alerts go (repeatable): a URL of a JSON webhook, Slack, DingTalk or Lark/Feishu bot, or smtp://user:pass@host:port?from=...&to=... (see Alerts)"`
+	AlertInterval         time.Duration `name:"alert-interval" help:"full node: how often the alert rules are evaluated"`
+	AlertFor              time.Duration `name:"alert-for" help:"full node: how long failing repositories, stale repositories or a full disk must last before their alert fires"`
+	AlertFailingShare     float64       `name:"alert-failing-share" help:"full node: alert when more than this share of repositories are failing"`
+	AlertStaleShare       float64       `name:"alert-stale-share" help:"full node: alert when more than this share of repositories were not checked within --alert-stale-after"`
+	AlertStaleAfter       time.Duration `name:"alert-stale-after" help:"full node: a repository not checked for this long is stale (0: --max-interval)"`
+	AlertNoSession        time.Duration `name:"alert-no-session" help:"full node: alert when the full node has had no session with the coordinator, or the coordinators no leader, for this long"`
 	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
 	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
 }
@@ -131,6 +138,11 @@ func Default() Config {
 		PruneAfter:        time.Hour,
 		Retention:         7 * 24 * time.Hour,
 		MismatchRevoke:    3,
+		AlertInterval:     15 * time.Second,
+		AlertFor:          5 * time.Minute,
+		AlertFailingShare: 0.05,
+		AlertStaleShare:   0.05,
+		AlertNoSession:    2 * time.Minute,
 		LogLevel:          "info",
 
 		// The public edge.

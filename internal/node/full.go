@@ -48,6 +48,8 @@ type fullNode struct {
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
+	stale       staleCounter                                              // last checks, for alerts (staleness.go)
+	alerts      *alerting                                                 // alerts.go
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
@@ -73,6 +75,9 @@ func newFullNode(n *Node) (*fullNode, error) {
 	f.backend = newBackend(f)
 	f.revoke = f.backend.RevokeNode // --mismatch-revoke
 	f.api = api.New(cfg, f.backend, f.tasks, f.events, n.log, n.clk)
+	if f.alerts, err = newAlerting(n); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -133,6 +138,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f.sweepLoop(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); f.alertLoop(ctx) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -169,6 +176,7 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 				Node: r.GetOwner(), Changed: r.GetDigest() != old.GetDigest(), Error: r.GetLastError()})
 		}
 		f.view[r.GetKey()] = r
+		f.stale.move(old.GetLastCheckMs(), r.GetLastCheckMs())
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
 			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] {
 				f.pending[r.GetKey()] = true
@@ -186,7 +194,8 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
-		if _, ok := f.view[k]; ok {
+		if old, ok := f.view[k]; ok {
+			f.stale.move(old.GetLastCheckMs(), 0)
 			delete(f.view, k)
 			f.sorted.remove(k)
 		}

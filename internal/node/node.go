@@ -104,6 +104,8 @@ type Config struct {
 	// families on (nil: a registry of its own). A full node serves it at
 	// /metrics.
 	Metrics metrics.Registry
+	// Alerts configures the full node's alerts (alerts.go).
+	Alerts AlertConfig
 }
 
 // Node is a running node.
@@ -138,6 +140,7 @@ type Node struct {
 	meta        map[string]*repoMeta
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
+	leaderless  atomic.Bool  // a coordinator said it knows no leader (alerts.go)
 	handBack    []string     // keys to hand back on the session
 	diskMu      sync.Mutex
 	diskAt      time.Time // when diskUsed was measured

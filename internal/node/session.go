@@ -97,6 +97,9 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		// followers keep sending the node round in circles (an election
 		// under way).
 		leader, notLeader := fleetv1.LeaderHint(err)
+		if notLeader { // an address out of reach says nothing of the leader
+			n.leaderless.Store(leader == "")
+		}
 		if notLeader && leader != "" && leader != addr && redirects < len(addrs)+1 {
 			redirects++
 			n.log.Info("coordinator is not the leader; going to the leader", "coordinator", addr, "leader", leader)
@@ -180,6 +183,7 @@ func (n *Node) session(ctx context.Context, client fleetv1.CoordinatorClient, ad
 	n.mu.Lock()
 	n.sess = s
 	n.mu.Unlock()
+	n.leaderless.Store(false)
 	defer func() {
 		n.mu.Lock()
 		if n.sess == s {

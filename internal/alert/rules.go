@@ -1,0 +1,228 @@
+package alert
+
+import (
+	"fmt"
+	"time"
+)
+
+// Thresholds are the limits of the rules. Start from DefaultThresholds.
+type Thresholds struct {
+	// FailingShare: alert when more than this share of all repositories
+	// are failing.
+	FailingShare float64
+	// StaleShare: alert when more than this share of all repositories
+	// were not checked within their StaleAfter (--max-interval).
+	StaleShare float64
+	// DiskHighWater: alert when a node's disk is fuller than this share.
+	DiskHighWater float64
+	// Hold is how long a condition of the share and disk rules must hold
+	// before its alert fires, so that a blip fires nothing.
+	Hold time.Duration
+	// NoSession is how long the full node may be without a session to the
+	// coordinator, or the coordinators without a leader, before it fires.
+	NoSession time.Duration
+	// MismatchQuiet is how long after a node's last forged tip its alert
+	// resolves.
+	MismatchQuiet time.Duration
+}
+
+// DefaultThresholds are limits that make sense for a public mirror: a
+// share rule fires after 5 minutes above 5%, a node's disk after 5 minutes
+// above the 85% at which nodes stop taking repositories.
+func DefaultThresholds() Thresholds {
+	return Thresholds{FailingShare: 0.05, StaleShare: 0.05, DiskHighWater: 0.85, Hold: 5 * time.Minute,
+		NoSession: 2 * time.Minute, MismatchQuiet: time.Hour}
+}
+
+// Rule is one condition over a snapshot. Check returns the alerts whose
+// condition holds now (one per subject) and whether the snapshot held the
+// figures the rule needs; when it did not, the rule's alerts stay as they
+// are.
+type Rule struct {
+	Name string
+	// For is how long a condition must hold before its alert fires.
+	For   time.Duration
+	Check func(s *Snapshot, now time.Time) (active []Alert, known bool)
+}
+
+// The rules' names.
+const (
+	RuleNodeGone     = "node-gone"
+	RuleReposFailing = "repos-failing"
+	RuleReposStale   = "repos-stale"
+	RuleDiskHigh     = "disk-high"
+	RulePurgeHeld    = "purge-held"
+	RuleMismatch     = "mismatch"
+	RuleNoSession    = "no-session"
+	RuleNoLeader     = "no-leader"
+)
+
+// Rules returns the rules with the thresholds th.
+func Rules(th Thresholds) []Rule {
+	return []Rule{
+		// Gone is already past the node's grace: no more waiting.
+		{Name: RuleNodeGone, Check: nodeGone},
+		{Name: RuleReposFailing, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if s.Repos == nil {
+				return nil, false
+			}
+			return share(RuleReposFailing, "repositories failing", s.Repos.Failing, s.Repos.Total, th.FailingShare, ""), true
+		}},
+		{Name: RuleReposStale, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if s.Repos == nil {
+				return nil, false
+			}
+			what := fmt.Sprintf("repositories not checked for over %s (--max-interval)", s.Repos.StaleAfter)
+			return share(RuleReposStale, what, s.Repos.Stale, s.Repos.Total, th.StaleShare, ""), true
+		}},
+		{Name: RuleDiskHigh, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			return diskHigh(s, th.DiskHighWater)
+		}},
+		// A held purge waits for a person: say so at once.
+		{Name: RulePurgeHeld, Check: purgeHeld},
+		{Name: RuleMismatch, Check: func(s *Snapshot, now time.Time) ([]Alert, bool) {
+			return mismatch(s, now, th.MismatchQuiet)
+		}},
+		{Name: RuleNoSession, For: th.NoSession, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if s.Session.Connected || s.Session.NoLeader { // no-leader says more
+				return nil, true
+			}
+			return []Alert{{Key: RuleNoSession, Rule: RuleNoSession, Summary: "the full node has no session with the coordinator",
+				Figure: "no session", Threshold: fmt.Sprintf("%s without one", th.NoSession)}}, true
+		}},
+		{Name: RuleNoLeader, For: th.NoSession, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if s.Session.Connected || !s.Session.NoLeader {
+				return nil, true
+			}
+			return []Alert{{Key: RuleNoLeader, Rule: RuleNoLeader, Summary: "the coordinators have no leader",
+				Figure: "a coordinator answers that it knows no leader", Threshold: fmt.Sprintf("%s without one", th.NoSession)}}, true
+		}},
+	}
+}
+
+// share is a rule's alert when n of total is over limit (a share of all).
+func share(rule, what string, n, total int, limit float64, subject string) []Alert {
+	if total <= 0 || float64(n) <= limit*float64(total) {
+		return nil
+	}
+	key := rule
+	if subject != "" {
+		key += "/" + subject
+	}
+	return []Alert{{Key: key, Rule: rule, Summary: fmt.Sprintf("%s of %d %s", percent(float64(n)/float64(total)), total, what),
+		Figure: fmt.Sprintf("%s (%d of %d)", percent(float64(n)/float64(total)), n, total), Threshold: percent(limit)}}
+}
+
+func percent(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func nodeName(n Node) string {
+	if n.Name == "" {
+		return fmt.Sprintf("node %d", n.ID)
+	}
+	return fmt.Sprintf("node %d (%s)", n.ID, n.Name)
+}
+
+func nodeGone(s *Snapshot, _ time.Time) ([]Alert, bool) {
+	if !s.NodesKnown {
+		return nil, false
+	}
+	var out []Alert
+	for _, n := range s.Nodes {
+		if n.State != "gone" {
+			continue
+		}
+		fig := "gone"
+		if !n.LastHeartbeat.IsZero() {
+			fig = "last heartbeat " + stamp(n.LastHeartbeat)
+		}
+		out = append(out, Alert{Key: fmt.Sprintf("%s/%d", RuleNodeGone, n.ID), Rule: RuleNodeGone,
+			Summary: nodeName(n) + " is gone: silent past its grace, its repositories are placed elsewhere",
+			Figure:  fig, Threshold: fmt.Sprintf("grace %s", n.Grace)})
+	}
+	return out, true
+}
+
+func diskHigh(s *Snapshot, highWater float64) ([]Alert, bool) {
+	if !s.NodesKnown {
+		return nil, false
+	}
+	var out []Alert
+	for _, n := range s.Nodes {
+		if n.State == "revoked" || n.DiskTotal == 0 || float64(n.DiskUsed) <= highWater*float64(n.DiskTotal) {
+			continue
+		}
+		out = append(out, Alert{Key: fmt.Sprintf("%s/%d", RuleDiskHigh, n.ID), Rule: RuleDiskHigh,
+			Summary:   nodeName(n) + "'s disk is above its high water: it takes no new repositories",
+			Figure:    fmt.Sprintf("%s used (%d of %d bytes)", percent(float64(n.DiskUsed)/float64(n.DiskTotal)), n.DiskUsed, n.DiskTotal),
+			Threshold: percent(highWater)})
+	}
+	return out, true
+}
+
+func purgeHeld(s *Snapshot, _ time.Time) ([]Alert, bool) {
+	if s.Catalog == nil {
+		return nil, false
+	}
+	c := s.Catalog
+	if c.HeldCommit == "" {
+		return nil, true
+	}
+	return []Alert{{Key: RulePurgeHeld, Rule: RulePurgeHeld,
+		Summary: fmt.Sprintf("purge protection holds the removal of %d repositories (catalog commit %.12s) until an operator confirms it", c.HeldRemoved, c.HeldCommit),
+		Figure:  fmt.Sprintf("%d of %d repositories to remove", c.HeldRemoved, c.HeldAll), Threshold: "--max-purge within --purge-window"}}, true
+}
+
+func mismatch(s *Snapshot, now time.Time, quiet time.Duration) ([]Alert, bool) {
+	var out []Alert
+	for id, m := range s.Mismatches {
+		if m.Last.IsZero() || now.Sub(m.Last) >= quiet {
+			continue
+		}
+		out = append(out, Alert{Key: fmt.Sprintf("%s/%d", RuleMismatch, id), Rule: RuleMismatch,
+			Summary:   fmt.Sprintf("node %d served a tip the upstream never had (a forged or stale pull, refused)", id),
+			Figure:    fmt.Sprintf("%d forged tips in all, the last at %s", m.Total, stamp(m.Last)),
+			Threshold: fmt.Sprintf("any new one; resolves after %s without one", quiet)})
+	}
+	return out, true
+}
+
+// MismatchWatch turns the full node's running counts of forged tips, by
+// node, into the time of each node's last new one. Counts start at zero
+// with the process, as the full node's do. Not safe for concurrent use.
+type MismatchWatch struct {
+	seen map[uint32]Mismatch
+}
+
+// Seen records that node served a forged tip at the time at, whatever the
+// counts say: a restarted full node's counts start from zero, and a mismatch
+// alert that was firing before keeps firing for its quiet time.
+func (w *MismatchWatch) Seen(node uint32, at time.Time) {
+	if w.seen == nil {
+		w.seen = map[uint32]Mismatch{}
+	}
+	m := w.seen[node]
+	if at.After(m.Last) {
+		m.Last = at
+	}
+	w.seen[node] = m
+}
+
+// Observe records counts at now and returns every node's Mismatch.
+func (w *MismatchWatch) Observe(counts map[uint32]uint64, now time.Time) map[uint32]Mismatch {
+	if w.seen == nil {
+		w.seen = map[uint32]Mismatch{}
+	}
+	for id, n := range counts {
+		m := w.seen[id]
+		if n > m.Total {
+			m.Last = now
+		}
+		m.Total = n
+		w.seen[id] = m
+	}
+	out := make(map[uint32]Mismatch, len(w.seen))
+	for id, m := range w.seen {
+		out[id] = m
+	}
+	return out
+}
