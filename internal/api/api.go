@@ -134,6 +134,14 @@ type HistoryEntry struct {
 	Changed    bool      `json:"changed"`
 	DurationMs int64     `json:"duration_ms,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	// From the fetch log (package fetchlog): ok, failed or cancelled; a
+	// pull's source node; the refs changed (count, first names); the
+	// error's public class.
+	Result      string   `json:"result,omitempty"`
+	From        uint32   `json:"from,omitempty"`
+	RefsChanged int      `json:"refs_changed,omitempty"`
+	Refs        []string `json:"refs,omitempty"`
+	ErrorClass  string   `json:"error_class,omitempty"`
 }
 
 // Node is one member of the fleet.
@@ -272,6 +280,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/v1/repos/{key...}", s.removeRepo)
 	m.HandleFunc("POST /api/v1/repos/{key...}", s.fetch) // only .../fetch
 	m.HandleFunc("/api/v1/repos/{key...}", methodNotAllowed("GET, DELETE"))
+	m.HandleFunc("GET /api/v1/log", s.fetchLog)
+	m.HandleFunc("/api/v1/log", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/tasks/{id}", s.getTask)
 	m.HandleFunc("/api/v1/tasks/{id}", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/nodes", s.nodes)

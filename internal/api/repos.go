@@ -102,6 +102,10 @@ func pathKey(w http.ResponseWriter, key string) (string, bool) {
 }
 
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	if base, isLog := s.isLogPath(r.PathValue("key")); isLog {
+		s.repoLog(w, r, base)
+		return
+	}
 	key, ok := pathKey(w, r.PathValue("key"))
 	if !ok {
 		return

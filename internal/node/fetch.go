@@ -84,6 +84,10 @@ func (n *Node) check(ctx context.Context, key string) {
 		defer release()
 	}
 	start := n.clk.Now()
+	kind := "check"
+	if !n.mirror.Has(key) {
+		kind = "clone"
+	}
 	seeded := false
 	if seed != "" && !n.mirror.Has(key) {
 		// A repository that moved here: clone the full node's copy, then
@@ -132,6 +136,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	n.sched.Done(key, out)
 	n.report(r)
+	n.flog.Append(n.workEntry(key, kind, start, res, err))
 	if n.full != nil && err == nil {
 		n.full.ownSynced(key)
 		n.full.served(key, res)

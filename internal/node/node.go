@@ -24,6 +24,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -94,6 +95,9 @@ type Config struct {
 	// MismatchRevoke is how many forged tips a partial node may serve
 	// before the full node revokes it (0: never).
 	MismatchRevoke int
+	// LogPerRepo and LogMaxAge bound the fetch log (package fetchlog).
+	LogPerRepo int
+	LogMaxAge  time.Duration
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config
@@ -114,6 +118,7 @@ type Node struct {
 	sched  *schedule.Scheduler
 	full   *fullNode // nil on partial nodes
 	verify *verifier
+	flog   *fetchlog.Log // what this node did, persisted (fetchlog.go)
 
 	runCtx context.Context
 	id     uint32
@@ -200,7 +205,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval)}
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval),
+		flog: fetchlog.New(db, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log)}
 	if cfg.Mode == "full" {
 		if n.full, err = newFullNode(n); err != nil {
 			db.Close()
@@ -303,6 +309,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	run(n.fetchLoop)
 	run(n.persistLoop)
+	run(n.flog.Run)
 	run(n.mirror.RunPruner)
 	if n.cfg.VerifyInterval > 0 {
 		run(n.verifyLoop)
@@ -320,6 +327,9 @@ func (n *Node) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	n.stopTunnels()
+	if err := n.flog.Flush(context.Background()); err != nil {
+		n.log.Warn("fetch log: last write failed", "err", err)
+	}
 	return runErr
 }
 
