@@ -45,8 +45,8 @@ type Entry struct {
 	// (set when read).
 	ID         string    `json:"id,omitempty"`
 	Key        string    `json:"key"`
-	At         time.Time `json:"at"`   // when the work started
-	Kind       string    `json:"kind"` // check, fetch, clone, pull, verify, repair
+	At         time.Time `json:"at"`             // when the work started
+	Kind       string    `json:"kind"`           // check, fetch, clone, pull, verify, repair
 	Node       uint32    `json:"node,omitempty"` // the node that did the work
 	From       uint32    `json:"from,omitempty"` // a pull's source node
 	Result     string    `json:"result"`         // ok, failed, cancelled
