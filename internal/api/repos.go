@@ -334,6 +334,9 @@ func (s *Server) start(t Task) {
 				return
 			}
 		}
+		if now, _ := s.tasks.Get(t.ID); now.Final() {
+			return // cancelled while it waited
+		}
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 		if err := s.b.StartFetch(ctx, t.Key, t.ID); err != nil {

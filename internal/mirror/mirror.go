@@ -168,6 +168,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	if remote.Digest() != before.Digest() {
 		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
+			if ctx.Err() != nil {
+				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
+			}
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
 		}

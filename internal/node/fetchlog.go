@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
@@ -60,7 +61,9 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 func ownerCheck(r, old *fleetv1.RepoState) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
 		Changed: r.GetDigest() != old.GetDigest()}
-	if msg := r.GetLastError(); msg != "" {
+	if msg := r.GetLastError(); strings.Contains(msg, errCancelled.Error()) {
+		e.Result, e.Error = fetchlog.ResultCancelled, msg
+	} else if msg != "" {
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
 	}
 	return e

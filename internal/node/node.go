@@ -134,9 +134,10 @@ type Node struct {
 	sendNow     chan struct{}
 	digests     map[string]string // key -> digest of the local mirror
 	meta        map[string]*repoMeta
-	budgetShort atomic.Bool  // the budget cannot cover --max-interval
-	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
-	handBack    []string     // keys to hand back on the session
+	budgetShort atomic.Bool              // the budget cannot cover --max-interval
+	heartbeatMs atomic.Int64             // the coordinator's heartbeat interval
+	handBack    []string                 // keys to hand back on the session
+	running     map[string]*runningCheck // checks in progress, by key (cancel.go)
 	diskMu      sync.Mutex
 	diskAt      time.Time // when diskUsed was measured
 	diskUsed    uint64
