@@ -14,7 +14,7 @@ import (
 // revisions) of repoDir, with the two commit IDs, reading only what the
 // change touched: the old versions of the files that differ (`git
 // diff-tree`), of the files below a DEFAULTS that changed, and of the
-// DEFAULTS above them, then Update to the new commit. Its cost follows
+// DEFAULTS above them, then the update to the new commit. Its cost follows
 // the change, not the catalog.
 //
 // It sees a key as the files it reads list it: a key that is also listed
@@ -31,22 +31,22 @@ func Diff(ctx context.Context, git *gitcmd.Runner, repoDir, oldRev, newRev strin
 	if oldID == newID {
 		return oldID, newID, Delta{}, nil
 	}
-	old, err := loadTouched(ctx, git, repoDir, oldID, newID, opt)
+	changes, err := diffTree(ctx, git, repoDir, oldID, newID)
 	if err != nil {
 		return "", "", Delta{}, err
 	}
-	_, d, err = old.Update(ctx, git, repoDir, newID)
+	old, err := loadTouched(ctx, git, repoDir, oldID, changes, opt)
+	if err != nil {
+		return "", "", Delta{}, err
+	}
+	_, d, err = old.apply(ctx, git, repoDir, newID, changes)
 	return oldID, newID, d, err
 }
 
-// loadTouched reads the part of the catalog at oldID that an update to
-// newID needs: the files that differ, those below a DEFAULTS that differs,
-// and the DEFAULTS above any of them.
-func loadTouched(ctx context.Context, git *gitcmd.Runner, repoDir, oldID, newID string, opt Options) (*Catalog, error) {
-	changes, err := diffTree(ctx, git, repoDir, oldID, newID)
-	if err != nil {
-		return nil, err
-	}
+// loadTouched reads the part of the catalog at oldID that an update by
+// changes needs: the files that differ, those below a DEFAULTS that
+// differs, and the DEFAULTS above any of them.
+func loadTouched(ctx context.Context, git *gitcmd.Runner, repoDir, oldID string, changes []treeChange, opt Options) (*Catalog, error) {
 	have := make(map[string]bool)
 	var blobs []blob
 	add := func(b blob) {
