@@ -17,7 +17,10 @@ func (c *Coordinator) cancelCheck(req *fleetv1.FetchNowRequest, owner, target ui
 	}
 	delete(c.tasks, req.GetTaskId())
 	var reached uint32
-	for _, id := range []uint32{owner, target} {
+	for i, id := range []uint32{owner, target} {
+		if i == 1 && id == owner {
+			break
+		}
 		if s := c.sessions[id]; id != 0 && s != nil {
 			s.queueCancel(req.GetKey(), req.GetTaskId())
 			if reached == 0 {
