@@ -41,7 +41,7 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 	case err != nil:
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, err.Error(), api.PublicError(err.Error())
 		if errors.Is(err, errCancelled) {
-			e.Result, e.ErrorClass = fetchlog.ResultCancelled, ""
+			e.Result = fetchlog.ResultCancelled
 		}
 	default:
 		if kind == "check" && res.Cloned {
@@ -61,10 +61,11 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 func ownerCheck(r, old *fleetv1.RepoState) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
 		Changed: r.GetDigest() != old.GetDigest()}
-	if msg := r.GetLastError(); strings.Contains(msg, errCancelled.Error()) {
-		e.Result, e.Error = fetchlog.ResultCancelled, msg
-	} else if msg != "" {
+	if msg := r.GetLastError(); msg != "" {
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
+		if strings.Contains(msg, errCancelled.Error()) {
+			e.Result = fetchlog.ResultCancelled
+		}
 	}
 	return e
 }
