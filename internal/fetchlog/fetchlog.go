@@ -106,7 +106,9 @@ func New(db DB, cfg Config, clk clock.Clock, log *slog.Logger) *Log {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 30 * 24 * time.Hour
 	}
-	return &Log{db: db, clk: clk, log: log, cfg: cfg, counts: map[string]int{}}
+	// The sequence starts from the clock, so that IDs stay unique across
+	// restarts even for entries of the same instant.
+	return &Log{db: db, clk: clk, log: log, cfg: cfg, counts: map[string]int{}, seq: uint64(clk.Now().UnixNano())}
 }
 
 // maxPending is how many appended entries wait for a flush at most.
