@@ -1,6 +1,7 @@
 // Package api is the public HTTP surface of the full node: the JSON API
-// under /api/v1/ (repositories, on-demand fetch tasks, nodes, the stream of
-// ref updates, the OpenAPI description) and the webhook receivers under
+// under /api/v1/ (repositories, on-demand fetch tasks and their
+// cancellation, the fetch log, nodes, the stream of ref updates, the
+// OpenAPI description) and the webhook receivers under
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
 // authentication (the bearer token for writes and for error details, which
 // anonymous readers see only as classes; the webhook secrets), the
