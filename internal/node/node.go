@@ -138,14 +138,13 @@ type Node struct {
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
 	handBack    []string     // keys to hand back on the session
-	// running holds the checks in progress, by key (cancel.go).
-	running   map[string]*runningCheck
-	diskMu    sync.Mutex
-	diskAt    time.Time // when diskUsed was measured
-	diskUsed  uint64
-	cloning   int // clones under way (guarded by diskMu)
-	diskHeld  int // mirrors held when diskUsed was measured (guarded by diskMu)
-	metaDirty map[string]bool
+	diskMu      sync.Mutex
+	diskAt      time.Time // when diskUsed was measured
+	diskUsed    uint64
+	cloning     int // clones under way (guarded by diskMu)
+	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
+	metaDirty   map[string]bool
+	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; cancel.go)
 }
 
 type owned struct {
