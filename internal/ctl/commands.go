@@ -137,8 +137,14 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 		fmt.Fprintln(tw, "history:")
 		for _, h := range d.History {
 			what := h.Kind
+			if h.Result == "cancelled" {
+				what += ", cancelled"
+			}
 			if h.Changed {
 				what += ", changed"
+			}
+			if h.RefsChanged > 0 {
+				what += fmt.Sprintf(" (%d refs)", h.RefsChanged)
 			}
 			if h.Error != "" {
 				what += ": " + h.Error
