@@ -147,6 +147,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
+		LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge,
 		API: apiConfig(cfg), Limits: lim, Serve: serve, Alerts: alertConfig(cfg),
 	}, nil
 }

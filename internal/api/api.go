@@ -1,6 +1,7 @@
 // Package api is the public HTTP surface of the full node: the JSON API
-// under /api/v1/ (repositories, on-demand fetch tasks, nodes, the stream of
-// ref updates, the OpenAPI description) and the webhook receivers under
+// under /api/v1/ (repositories, on-demand fetch tasks and their
+// cancellation, the fetch log, nodes, the stream of ref updates, the
+// OpenAPI description) and the webhook receivers under
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
 // authentication (the bearer token for writes and for error details, which
 // anonymous readers see only as classes; the webhook secrets), the
@@ -134,6 +135,14 @@ type HistoryEntry struct {
 	Changed    bool      `json:"changed"`
 	DurationMs int64     `json:"duration_ms,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	// From the fetch log (package fetchlog): ok, failed or cancelled; a
+	// pull's source node; the refs changed (count, first names); the
+	// error's public class.
+	Result      string   `json:"result,omitempty"`
+	From        uint32   `json:"from,omitempty"`
+	RefsChanged int      `json:"refs_changed,omitempty"`
+	Refs        []string `json:"refs,omitempty"`
+	ErrorClass  string   `json:"error_class,omitempty"`
 }
 
 // Node is one member of the fleet.
@@ -272,8 +281,14 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/v1/repos/{key...}", s.removeRepo)
 	m.HandleFunc("POST /api/v1/repos/{key...}", s.fetch) // only .../fetch
 	m.HandleFunc("/api/v1/repos/{key...}", methodNotAllowed("GET, DELETE"))
+	m.HandleFunc("GET /api/v1/log", s.fetchLog)
+	m.HandleFunc("/api/v1/log", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/tasks/{id}", s.getTask)
 	m.HandleFunc("/api/v1/tasks/{id}", methodNotAllowed("GET"))
+	m.HandleFunc("GET /api/v1/tasks", s.listTasks)
+	m.HandleFunc("/api/v1/tasks", methodNotAllowed("GET"))
+	m.HandleFunc("POST /api/v1/tasks/{id}/cancel", s.cancelTask)
+	m.HandleFunc("/api/v1/tasks/{id}/cancel", methodNotAllowed("POST"))
 	m.HandleFunc("GET /api/v1/nodes", s.nodes)
 	m.HandleFunc("/api/v1/nodes", methodNotAllowed("GET"))
 	m.HandleFunc("POST /api/v1/nodes/{id}/revoke", s.revokeNode)

@@ -23,6 +23,7 @@ const (
 	ErrClassInternal    = "mirror error"
 	ErrClassDiskFull    = "disk full"
 	ErrClassOther       = "failed"
+	ErrClassCancelled   = "cancelled"
 )
 
 // errorClasses maps what an error text says (in lower case) to its class,
@@ -32,6 +33,7 @@ var errorClasses = []struct {
 	class string
 	marks []string
 }{
+	{ErrClassCancelled, []string{cancelledText}},
 	{ErrClassBlocked, []string{"blocked destination"}},
 	{ErrClassTooManyRefs, []string{"too many refs", "too-many-refs"}},
 	{ErrClassTooLarge, []string{"too large", "too-large", "larger than", "out of memory"}},

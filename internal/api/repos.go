@@ -102,6 +102,10 @@ func pathKey(w http.ResponseWriter, key string) (string, bool) {
 }
 
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	if base, isLog := s.isLogPath(r.PathValue("key")); isLog {
+		s.repoLog(w, r, base)
+		return
+	}
 	key, ok := pathKey(w, r.PathValue("key"))
 	if !ok {
 		return
@@ -329,6 +333,9 @@ func (s *Server) start(t Task) {
 			case <-ctx.Done():
 				return
 			}
+		}
+		if now, _ := s.tasks.Get(t.ID); now.Final() {
+			return // cancelled while it waited
 		}
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()

@@ -14,12 +14,14 @@ import (
 // TaskState is the state of an on-demand check.
 type TaskState string
 
-// The states of a task: queued, then running, then done or failed.
+// The states of a task: queued, then running, then done, failed or
+// cancelled (by the operator, see cancel.go).
 const (
-	TaskQueued  TaskState = "queued"
-	TaskRunning TaskState = "running"
-	TaskDone    TaskState = "done"
-	TaskFailed  TaskState = "failed"
+	TaskQueued    TaskState = "queued"
+	TaskRunning   TaskState = "running"
+	TaskDone      TaskState = "done"
+	TaskFailed    TaskState = "failed"
+	TaskCancelled TaskState = "cancelled"
 )
 
 // TaskTimeout is how long a task may stay queued or running without news
@@ -44,13 +46,16 @@ type Task struct {
 	notBefore time.Time // the check starts no earlier (webhook pacing)
 }
 
-// Final tells whether the task has ended (done or failed).
-func (t Task) Final() bool { return t.State == TaskDone || t.State == TaskFailed }
+// Final tells whether the task has ended (done, failed or cancelled).
+func (t Task) Final() bool {
+	return t.State == TaskDone || t.State == TaskFailed || t.State == TaskCancelled
+}
 
 // TaskResult is the outcome of a check.
 type TaskResult struct {
 	Err              string // empty: done
 	OldRefs, NewRefs map[string]string
+	Cancelled        bool // the operator stopped it (Err says so)
 }
 
 // Tasks is the registry of on-demand checks. Requests for a repository
@@ -170,6 +175,9 @@ func (t *Tasks) finishLocked(tk *task, r TaskResult, now time.Time) {
 	tk.State = TaskDone
 	if r.Err != "" {
 		tk.State = TaskFailed
+	}
+	if r.Cancelled {
+		tk.State = TaskCancelled
 	}
 	tk.Finished, tk.Error, tk.OldRefs, tk.NewRefs = now, r.Err, r.OldRefs, r.NewRefs
 	tk.DurationMs = now.Sub(tk.Created).Milliseconds()

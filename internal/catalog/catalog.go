@@ -4,7 +4,8 @@
 // of one URL per line, and Compass-CI style YAML files with DEFAULTS),
 // normalises every URL to its repository key, reports bad entries with file
 // and line, and turns the change between two commits into an entry-level
-// Delta that costs O(changed files), not O(catalog). It also keeps the
+// Delta that costs O(changed files), not O(catalog), from a catalog in
+// memory (Update) or from the two commits alone (Diff). It also keeps the
 // coordinator's clone of the catalog repository (Source) and checks a
 // Delta against mass deletions (CheckPurge).
 //

@@ -71,11 +71,12 @@ func lsTree(ctx context.Context, git *gitcmd.Runner, repoDir, commit, dir string
 
 func regularFile(mode string) bool { return mode == "100644" || mode == "100755" }
 
-// treeChange is one path that differs between two commits; oid is empty
-// when the path is no longer a regular file of the new commit.
+// treeChange is one path that differs between two commits; oid (oldOID)
+// is empty when the path is not a regular file of the new (old) commit.
 type treeChange struct {
-	path string
-	oid  string
+	path   string
+	oid    string
+	oldOID string
 }
 
 // diffTree lists the catalog paths that differ between two commits.
@@ -102,6 +103,9 @@ func diffTree(ctx context.Context, git *gitcmd.Runner, repoDir, oldCommit, newCo
 		ch := treeChange{path: path}
 		if regularFile(fields[1]) {
 			ch.oid = fields[3]
+		}
+		if regularFile(strings.TrimPrefix(fields[0], ":")) {
+			ch.oldOID = fields[2]
 		}
 		changes = append(changes, ch)
 	}

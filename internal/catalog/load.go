@@ -189,6 +189,11 @@ func (c *Catalog) Update(ctx context.Context, git *gitcmd.Runner, repoDir, newCo
 	if err != nil {
 		return nil, Delta{}, err
 	}
+	return c.apply(ctx, git, repoDir, id, changes)
+}
+
+// apply is Update to the commit id, given the paths that differ.
+func (c *Catalog) apply(ctx context.Context, git *gitcmd.Runner, repoDir, id string, changes []treeChange) (*Catalog, Delta, error) {
 	touched := make(map[string]*fileData)
 	var blobs []blob
 	var defDirs []string

@@ -80,6 +80,8 @@ type Config struct {
 	PruneAfter            time.Duration `name:"prune-after" help:"node: a mirror whose upstream deleted a ref or rewrote one (not a fast-forward) is repacked without the objects no ref reaches within this time, so they can no longer be fetched (0: at once)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
+	LogPerRepo            int           `name:"log-per-repo" help:"node: entries of the fetch log kept per repository (the newest)"`
+	LogMaxAge             time.Duration `name:"log-max-age" help:"node: entries of the fetch log older than this are dropped"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" help:"full node: secret of incoming webhooks, for every host"`
 	WebhookSecretGitHub   string        `name:"webhook-secret-github" help:"full node: secret of GitHub webhooks (overrides --webhook-secret)"`
@@ -143,6 +145,8 @@ func Default() Config {
 		AlertFailingShare: 0.05,
 		AlertStaleShare:   0.05,
 		AlertNoSession:    2 * time.Minute,
+		LogPerRepo:        100,
+		LogMaxAge:         30 * 24 * time.Hour,
 		LogLevel:          "info",
 
 		// The public edge.

@@ -141,6 +141,9 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 		c.decide()
 	}
 	owner, target := c.owner(req.GetKey())
+	if req.GetCancel() {
+		return c.cancelCheck(req, owner, target)
+	}
 	for _, id := range []uint32{owner, target} {
 		s := c.sessions[id]
 		if id == 0 || s == nil {

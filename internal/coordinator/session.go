@@ -406,6 +406,11 @@ func (s *session) queueCheck(key, taskID string) {
 	s.kick()
 }
 
+func (s *session) queueCancel(key, taskID string) {
+	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, TaskId: taskID, Cancel: true})
+	s.kick()
+}
+
 func (s *session) queueTaskDone(d *fleetv1.TaskDone) {
 	s.done = append(s.done, d)
 	s.kick()

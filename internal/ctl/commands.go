@@ -137,8 +137,14 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 		fmt.Fprintln(tw, "history:")
 		for _, h := range d.History {
 			what := h.Kind
+			if h.Result == "cancelled" {
+				what += ", cancelled"
+			}
 			if h.Changed {
 				what += ", changed"
+			}
+			if h.RefsChanged > 0 {
+				what += fmt.Sprintf(" (%d refs)", h.RefsChanged)
 			}
 			if h.Error != "" {
 				what += ": " + h.Error
@@ -233,16 +239,19 @@ func fetch(ctx context.Context, c *client, out *printer, key string, wait bool) 
 	} else {
 		printResult(out.w, key, t)
 	}
-	if t.State == api.TaskFailed {
+	switch t.State {
+	case api.TaskFailed:
 		return fmt.Errorf("the check of %s failed: %s", key, t.Error)
+	case api.TaskCancelled:
+		return fmt.Errorf("the check of %s was cancelled", key)
 	}
 	return nil
 }
 
 func printResult(w io.Writer, key string, t api.Task) {
 	took := (time.Duration(t.DurationMs) * time.Millisecond).String()
-	if t.State == api.TaskFailed {
-		fmt.Fprintf(w, "%s: failed after %s\n", key, took)
+	if t.State == api.TaskFailed || t.State == api.TaskCancelled {
+		fmt.Fprintf(w, "%s: %s after %s\n", key, t.State, took)
 		return
 	}
 	changes := refChanges(t.OldRefs, t.NewRefs)

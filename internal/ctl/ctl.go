@@ -1,6 +1,7 @@
 // Package ctl is `gitfleet ctl`, the command-line client of a full node's
-// API: list, show, add and remove repositories, request checks and follow
-// them, list and revoke nodes, and follow the stream of ref updates. It prints tables
+// API: list, show, add and remove repositories, request checks, follow
+// and cancel them, read the fetch log, list and revoke nodes, and follow
+// the stream of ref updates. It prints tables
 // for people and, with --json, the server's JSON for scripts.
 //
 // It talks to the API over HTTP only: it must not read a node's data
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -31,6 +33,11 @@ commands:
   add URL [name=value...]     add a repository (or update its attributes)
   rm KEY|URL                  remove a repository
   fetch KEY|URL [--wait]      check a repository now; --wait follows the check
+  tasks                       list the queued and running checks
+  cancel TASK                 stop a queued or running check
+  log [KEY|URL] [--failed] [--since T] [--node N] [--before CURSOR]
+                              the fetch log, newest first: one repository's or the fleet's;
+                              --since takes a time (RFC 3339) or a duration back from now (24h)
   nodes                       list the fleet's nodes
   nodes revoke ID [--reason TEXT]
                               revoke a node: cut it off, re-place its repositories, refuse it from then on
@@ -54,6 +61,9 @@ type options struct {
 	reason                string
 	owner                 uint
 	offset, limit         int
+	failed                bool
+	since, before         string
+	node                  uint
 }
 
 // commandFlags are the flags that only some commands take.
@@ -61,6 +71,7 @@ var commandFlags = map[string][]string{
 	"repos": {"state", "owner", "prefix", "offset", "limit"},
 	"fetch": {"wait"},
 	"nodes": {"reason"},
+	"log":   {"failed", "since", "node", "before"},
 }
 
 // errUsage marks a command line that cannot be run (exit status 2).
@@ -103,6 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	fs.IntVar(&o.offset, "offset", 0, "repos: skip this many")
 	fs.IntVar(&o.limit, "limit", 0, "repos: at most this many (server default 100, at most 1000)")
 	fs.StringVar(&o.reason, "reason", "", "nodes revoke: why (shown in the node list and to the node)")
+	fs.BoolVar(&o.failed, "failed", false, "log: only the failed checks, fetches and pulls")
+	fs.StringVar(&o.since, "since", "", "log: no entry older than this time (RFC 3339) or duration back from now (24h)")
+	fs.UintVar(&o.node, "node", 0, "log: only the work of this node ID")
+	fs.StringVar(&o.before, "before", "", "log: the page after this cursor (printed at the end of a page)")
 
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -167,6 +182,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 			return err
 		}
 		return fetch(ctx, c, out, keyArg(rest[0]), o.wait)
+	case "tasks":
+		if err := nargs(0, "no arguments"); err != nil {
+			return err
+		}
+		return tasks(ctx, c, out)
+	case "cancel":
+		if err := nargs(1, "a task ID"); err != nil {
+			return err
+		}
+		return cancel(ctx, c, out, rest[0])
+	case "log":
+		if len(rest) > 1 {
+			return fmt.Errorf("%w: log takes at most a repository key or URL", errUsage)
+		}
+		key := ""
+		if len(rest) == 1 {
+			key = keyArg(rest[0])
+		}
+		return fetchLog(ctx, c, out, key, o, time.Now())
 	case "nodes":
 		if len(rest) > 0 && rest[0] == "revoke" {
 			if len(rest) != 2 {

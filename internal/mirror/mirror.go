@@ -187,6 +187,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 			headc <- headAnswer{h, err}
 		}()
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
+			if ctx.Err() != nil {
+				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
+			}
 			s.settleFailed(ctx, key, dir, before, ahead)
 			<-headc
 			return res, err

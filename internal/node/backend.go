@@ -25,9 +25,8 @@ import (
 type backend struct {
 	f *fullNode
 
-	mu      sync.Mutex
-	tasks   map[string]*taskRun // on-demand checks in flight
-	history map[string][]api.HistoryEntry
+	mu    sync.Mutex
+	tasks map[string]*taskRun // on-demand checks in flight
 }
 
 type taskRun struct {
@@ -35,12 +34,10 @@ type taskRun struct {
 	oldRefs map[string]string
 }
 
-const historyLen = 20
-
 var _ api.Backend = (*backend)(nil)
 
 func newBackend(f *fullNode) *backend {
-	return &backend{f: f, tasks: map[string]*taskRun{}, history: map[string][]api.HistoryEntry{}}
+	return &backend{f: f, tasks: map[string]*taskRun{}}
 }
 
 // coordinator returns a client of the coordinator and a context that
@@ -104,9 +101,7 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	if refs, err := b.f.n.mirror.Refs(context.Background(), key); err == nil {
 		d.Refs = refs.Refs
 	}
-	b.mu.Lock()
-	d.History = append([]api.HistoryEntry(nil), b.history[key]...)
-	b.mu.Unlock()
+	d.History = b.history(key)
 	return d, true
 }
 
@@ -264,17 +259,6 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		res.NewRefs = refs.Refs
 	}
 	b.f.tasks.Finish(d.GetTaskId(), res)
-}
-
-// record keeps a bounded history of what happened to a repository.
-func (b *backend) record(key string, e api.HistoryEntry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := append([]api.HistoryEntry{e}, b.history[key]...)
-	if len(h) > historyLen {
-		h = h[:historyLen]
-	}
-	b.history[key] = h
 }
 
 // refEvents turns a mirror's ref change into one event per updated ref.

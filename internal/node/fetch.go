@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,7 +63,10 @@ func (n *Node) check(ctx context.Context, key string) {
 		url, fallbacks, taskIDs, seed = o.url, o.fallbacks, o.taskIDs, o.seedURL
 		o.taskIDs, o.seedURL = nil, ""
 	}
+	// cctx ends when the operator cancels the check (cancel.go).
+	cctx, endCheck := n.startCheckLocked(ctx, key, taskIDs)
 	n.mu.Unlock()
+	defer endCheck()
 	if o == nil {
 		n.sched.Done(key, schedule.Outcome{})
 		return
@@ -85,30 +89,37 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	start := n.clk.Now()
 	had, prev := n.mirror.Has(key), n.sched.LastCheck(key)
+	kind := "check"
+	if !n.mirror.Has(key) {
+		kind = "clone"
+	}
 	seeded := false
 	if seed != "" && !n.mirror.Has(key) {
 		// A repository that moved here: clone the full node's copy, then
 		// ask the upstream only for what is newer. The full node's URL
 		// comes from the coordinator: it goes through the egress policy too.
-		if _, err := n.mirror.Sync(ctx, key, seed); err != nil {
+		if _, err := n.mirror.Sync(cctx, key, seed); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
 			n.log.Info("cloned from the full node", "key", key)
 		}
 	}
-	res, err := n.syncUpstream(ctx, key, url)
+	res, err := n.syncUpstream(cctx, key, url)
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
 	tried := url
-	for i := 0; err != nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
+	for i := 0; err != nil && cctx.Err() == nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		tried = fallbacks[i]
-		res, err = n.syncUpstream(ctx, key, tried)
+		res, err = n.syncUpstream(cctx, key, tried)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the check did not happen
+	}
+	if err != nil && cancelled(cctx) {
+		err = fmt.Errorf("%w after %v; the mirror is as it was", errCancelled, n.clk.Now().Sub(start).Round(time.Millisecond))
 	}
 	out := schedule.Outcome{Changed: res.Changed, Fetched: res.Fetched}
 	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), DurationMs: n.clk.Now().Sub(start).Milliseconds(), TaskIds: taskIDs}
@@ -122,6 +133,9 @@ func (n *Node) check(ctx context.Context, key string) {
 		}
 		if errors.Is(err, mirror.ErrEmptyAdvertisement) {
 			r.ErrorClass = "empty-advertisement"
+		}
+		if errors.Is(err, errCancelled) {
+			r.ErrorClass = "cancelled"
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
@@ -139,6 +153,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	n.sched.Done(key, out)
 	n.report(r)
+	n.flog.Append(n.workEntry(key, kind, start, res, err))
 	if n.full != nil && err == nil {
 		n.full.ownSynced(key)
 		n.full.served(key, res)

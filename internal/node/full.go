@@ -171,9 +171,8 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 		if old == nil {
 			f.sorted.add(r.GetKey())
 		}
-		if old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() {
-			f.backend.record(r.GetKey(), api.HistoryEntry{At: time.UnixMilli(r.GetLastCheckMs()).UTC(), Kind: "check",
-				Node: r.GetOwner(), Changed: r.GetDigest() != old.GetDigest(), Error: r.GetLastError()})
+		if old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() && r.GetOwner() != f.n.id {
+			f.n.flog.Append(ownerCheck(r, old)) // the owner's own check, as the coordinator tells it
 		}
 		f.view[r.GetKey()] = r
 		f.stale.move(old.GetLastCheckMs(), r.GetLastCheckMs())
@@ -307,13 +306,13 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	had := f.n.mirror.Has(key)
 	res, err := f.pullVerified(ctx, key, st, owner, url)
 	f.n.met.pulled(kindOf(had, res), f.n.clk.Now().Sub(start), err)
+	e := f.n.workEntry(key, "pull", start, res, err)
+	e.From = owner
+	f.n.flog.Append(e)
 	if err != nil {
-		f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Error: err.Error()})
 		return err
 	}
 	f.served(key, res)
-	f.backend.record(key, api.HistoryEntry{At: start.UTC(), Kind: "pull", Node: owner, Changed: res.Changed,
-		DurationMs: f.n.clk.Now().Sub(start).Milliseconds()})
 	digest := res.After.Digest()
 	f.n.setDigest(key, digest)
 	if res.Changed {

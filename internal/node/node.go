@@ -2,7 +2,8 @@
 // the repositories the coordinator gives it, decides when to re-check each,
 // and lets full nodes pull its mirrors through a tunnel it opens itself) or
 // a full node (the aggregator that holds every repository, pulls them from
-// their owners, and serves git and the JSON API to the public).
+// their owners, and serves git and the JSON API to the public). Every node
+// keeps a fetch log of its own work (package fetchlog).
 //
 // Every connection of a partial node is outbound. Decisions about time live
 // in package schedule; this package does the I/O around them.
@@ -24,6 +25,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
@@ -95,6 +97,9 @@ type Config struct {
 	// MismatchRevoke is how many forged tips a partial node may serve
 	// before the full node revokes it (0: never).
 	MismatchRevoke int
+	// LogPerRepo and LogMaxAge bound the fetch log (package fetchlog).
+	LogPerRepo int
+	LogMaxAge  time.Duration
 	// API configures the full node's public API (token, webhook secrets,
 	// outgoing hooks).
 	API api.Config
@@ -121,7 +126,8 @@ type Node struct {
 	sched  *schedule.Scheduler
 	full   *fullNode // nil on partial nodes
 	verify *verifier
-	met    *nodeMetrics // promcollect.go
+	met    *nodeMetrics  // promcollect.go
+	flog   *fetchlog.Log // what this node did, persisted (fetchlog.go)
 
 	runCtx context.Context
 	id     uint32
@@ -148,6 +154,7 @@ type Node struct {
 	cloning     int // clones under way (guarded by diskMu)
 	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
 	metaDirty   map[string]bool
+	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; cancel.go)
 }
 
 type owned struct {
@@ -214,7 +221,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval)}
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval),
+		flog: fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log)}
 	if cfg.Mode == "full" {
 		if n.full, err = newFullNode(n); err != nil {
 			db.Close()
@@ -321,6 +329,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	run(n.fetchLoop)
 	run(n.persistLoop)
+	run(n.flog.Run)
 	run(n.mirror.RunPruner)
 	if n.cfg.VerifyInterval > 0 {
 		run(n.verifyLoop)
@@ -338,6 +347,9 @@ func (n *Node) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	n.stopTunnels()
+	if err := n.flog.Flush(context.Background()); err != nil {
+		n.log.Warn("fetch log: last write failed", "err", err)
+	}
 	return runErr
 }
 
@@ -379,4 +391,15 @@ func (n *Node) digest(key string) (string, bool) {
 	defer n.mu.Unlock()
 	d, ok := n.digests[key]
 	return d, ok
+}
+
+// logDB is what the fetch log writes through (the store, its writes timed)
+// and reads from (the bolt database's ordered scans).
+type logDB struct {
+	store.Store
+	bolt *store.Bolt
+}
+
+func (d logDB) ScanFrom(ctx context.Context, bucket, prefix, start string, fn func(key string, value []byte) error) error {
+	return d.bolt.ScanFrom(ctx, bucket, prefix, start, fn)
 }

@@ -337,7 +337,11 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 			n.drop(k)
 		}
 	case *fleetv1.CoordinatorMessage_CheckNow:
-		n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
+		if m.CheckNow.GetCancel() {
+			n.cancelCheck(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
+		} else {
+			n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
+		}
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		if n.full != nil {
 			n.full.states(m.RepoStates.GetRepos())

@@ -174,6 +174,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	v.setBroken(key, stateRepairing)
 	start := n.clk.Now()
 	refs, err := n.mirror.Replace(ctx, key, url)
+	n.flog.Append(n.workEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
 		v.setBroken(key, stateCorrupt)
 		v.mu.Lock()

@@ -175,7 +175,13 @@ type entry struct {
 // Scan calls fn for each key of bucket that starts with prefix, in key
 // order, with a copy of its value.
 func (s *Bolt) Scan(ctx context.Context, bucket, prefix string, fn func(key string, value []byte) error) error {
-	from := []byte(prefix)
+	return s.ScanFrom(ctx, bucket, prefix, prefix, fn)
+}
+
+// ScanFrom is Scan that starts at the first key not before start: a page
+// of a listing costs what the page holds, not what comes before it.
+func (s *Bolt) ScanFrom(ctx context.Context, bucket, prefix, start string, fn func(key string, value []byte) error) error {
+	from := []byte(max(prefix, start))
 	skipFrom := false // true after the first chunk: from was already seen
 	chunk := make([]entry, 0, scanChunk)
 	for {

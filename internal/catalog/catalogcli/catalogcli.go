@@ -32,8 +32,10 @@ const usage = `usage:
   gitfleet catalog check PATH [REV] [--json] [--allow-private-upstreams]
       every problem of the catalog at REV (default HEAD) with file:line, and a
       summary; exits 1 when there are errors
-  gitfleet catalog diff PATH OLD NEW [--json] [--allow-private-upstreams]
-      the keys added, removed and changed between two commits
+  gitfleet catalog diff PATH OLD NEW [--json] [--full] [--allow-private-upstreams]
+      the keys added, removed and changed between two commits, reading only
+      the files that differ; --full reads both catalogs whole, to also see
+      keys that a file the change did not touch lists again
   gitfleet catalog gen --repos N [--per-file M] DIR
       writes a synthetic catalog repository of N entries in .list files of M
       lines (default 1000) into DIR
@@ -203,6 +205,7 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	fs := newFlags("diff")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
+	full := fs.Bool("full", false, "read both catalogs whole")
 	pos, err := parseArgs(fs, args, 3, 3)
 	if err != nil {
 		return 0, err
@@ -211,15 +214,23 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	if err != nil {
 		return 0, err
 	}
-	old, err := catalog.Load(ctx, git, dir, pos[1], catalog.Options{AllowPrivate: *private})
-	if err != nil {
+	opt := catalog.Options{AllowPrivate: *private}
+	var oldID, newID string
+	var d catalog.Delta
+	if *full {
+		old, err := catalog.Load(ctx, git, dir, pos[1], opt)
+		if err != nil {
+			return 0, err
+		}
+		next, delta, err := old.Update(ctx, git, dir, pos[2])
+		if err != nil {
+			return 0, err
+		}
+		oldID, newID, d = old.Commit(), next.Commit(), delta
+	} else if oldID, newID, d, err = catalog.Diff(ctx, git, dir, pos[1], pos[2], opt); err != nil {
 		return 0, err
 	}
-	next, d, err := old.Update(ctx, git, dir, pos[2])
-	if err != nil {
-		return 0, err
-	}
-	r := diffReport{Old: old.Commit(), New: next.Commit(), Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
+	r := diffReport{Old: oldID, New: newID, Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
 	if *asJSON {
 		return exitOK, writeJSON(stdout, r)
 	}

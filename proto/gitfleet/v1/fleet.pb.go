@@ -482,9 +482,12 @@ func (*RemoveRepoResponse) Descriptor() ([]byte, []int) {
 }
 
 type FetchNowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Key    string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Cancel the check that task_id asked for instead: it is dropped if
+	// queued on the owner, stopped if running (its git processes killed).
+	Cancel        bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -531,6 +534,13 @@ func (x *FetchNowRequest) GetTaskId() string {
 		return x.TaskId
 	}
 	return ""
+}
+
+func (x *FetchNowRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 type FetchNowResponse struct {
@@ -2373,9 +2383,11 @@ func (x *Drop) GetKeys() []string {
 }
 
 type CheckNow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Key    string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Cancel the check of task_id (see FetchNowRequest.cancel).
+	Cancel        bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2422,6 +2434,13 @@ func (x *CheckNow) GetTaskId() string {
 		return x.TaskId
 	}
 	return ""
+}
+
+func (x *CheckNow) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 // RepoState is what full nodes learn of every repository.
@@ -2677,10 +2696,11 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"%\n" +
 	"\x11RemoveRepoRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\x14\n" +
-	"\x12RemoveRepoResponse\"<\n" +
+	"\x12RemoveRepoResponse\"T\n" +
 	"\x0fFetchNowRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\"(\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"(\n" +
 	"\x10FetchNowResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\rR\x05owner\"\x12\n" +
 	"\x10ListNodesRequest\"I\n" +
@@ -2818,10 +2838,11 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\"\x1a\n" +
 	"\x04Drop\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"5\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"M\n" +
 	"\bCheckNow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\"\xa6\x03\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"\xa6\x03\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +

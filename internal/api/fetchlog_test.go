@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/store"
+)
+
+// logBackend is a fake backend with a real fetch log.
+type logBackend struct {
+	*fakeBackend
+	log *fetchlog.Log
+}
+
+func (b logBackend) FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.Entry, string, error) {
+	return b.log.List(ctx, q)
+}
+
+// newLogEnv is newTestEnv with a fetch log behind the backend.
+func newLogEnv(t *testing.T, keys ...string) (*testEnv, *fetchlog.Log) {
+	t.Helper()
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := &testEnv{b: newFakeBackend(keys...), clk: clock.NewFake(epoch), logs: &syncBuffer{}}
+	l := fetchlog.New(db, fetchlog.Config{}, e.clk, discard)
+	e.tasks = NewTasks(e.clk, 100)
+	e.events = NewBroker(16, 8, discard)
+	e.srv = New(Config{Token: testToken}, logBackend{e.b, l}, e.tasks, e.events, discard, e.clk)
+	e.ts = httptest.NewServer(e.srv)
+	t.Cleanup(func() { e.srv.Close(); e.ts.Close() })
+	return e, l
+}
+
+func TestTheFetchLogOfARepositoryAndOfTheFleet(t *testing.T) {
+	e, l := newLogEnv(t, "github.com/a/b", "github.com/a/log", "github.com/c/d")
+	secret := "git fetch: network: fatal: unable to access 'https://github.com/c/d/': /home/volunteer/.netrc"
+	for i := range 5 {
+		l.Append(fetchlog.Entry{Key: "github.com/a/b", At: epoch.Add(time.Duration(i) * time.Minute), Kind: "fetch", Node: 1,
+			RefsChanged: 1, Refs: []string{"refs/heads/main"}})
+	}
+	l.Append(fetchlog.Entry{Key: "github.com/c/d", At: epoch.Add(10 * time.Minute), Kind: "check", Node: 2,
+		Result: fetchlog.ResultFailed, Error: secret, ErrorClass: PublicError(secret)})
+	l.Append(fetchlog.Entry{Key: "github.com/a/log", At: epoch.Add(11 * time.Minute), Kind: "check", Node: 2})
+
+	var page LogPage
+	r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b/log?limit=2", nil)
+	page = LogPage{}
+	r.decode(t, &page)
+	if r.status != http.StatusOK || len(page.Entries) != 2 || !page.Entries[0].At.Equal(epoch.Add(4*time.Minute)) || page.Next == "" {
+		t.Fatalf("first page: %d %s", r.status, r.body)
+	}
+	r = e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b/log?limit=10&before="+page.Next, nil)
+	page = LogPage{}
+	r.decode(t, &page)
+	if len(page.Entries) != 3 || !page.Entries[0].At.Equal(epoch.Add(2*time.Minute)) || page.Next != "" {
+		t.Fatalf("second page: %s", r.body)
+	}
+	// A repository whose key ends in "log" is the repository, not a log.
+	if r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/log", nil); r.status != http.StatusOK || r.json(t)["key"] != "github.com/a/log" {
+		t.Errorf("GET of github.com/a/log: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/x/y/log", nil); r.status != http.StatusNotFound {
+		t.Errorf("the log of an unknown repository: %d %s", r.status, r.body)
+	}
+
+	// The fleet's failures: the public sees the class, the operator the text.
+	r = e.do(t, http.MethodGet, "/api/v1/log?state=failed&since=2026-03-01T12:05:00Z", nil)
+	page = LogPage{}
+	r.decode(t, &page)
+	if len(page.Entries) != 1 || page.Entries[0].Error != ErrClassUnreachable || page.Entries[0].ErrorClass != ErrClassUnreachable {
+		t.Fatalf("public failures: %s", r.body)
+	}
+	r = e.do(t, http.MethodGet, "/api/v1/log?state=failed", nil, auth)
+	page = LogPage{}
+	r.decode(t, &page)
+	if len(page.Entries) != 1 || page.Entries[0].Error != secret {
+		t.Fatalf("the operator's failures: %s", r.body)
+	}
+	r = e.do(t, http.MethodGet, "/api/v1/log?node=2", nil)
+	page = LogPage{}
+	r.decode(t, &page)
+	if len(page.Entries) != 2 || page.Entries[0].Key != "github.com/a/log" {
+		t.Errorf("node 2's entries: %s", r.body)
+	}
+	r = e.do(t, http.MethodGet, "/api/v1/log?since=2026-03-01T12:03:00Z&key=github.com/a/b", nil)
+	page = LogPage{}
+	r.decode(t, &page)
+	if len(page.Entries) != 2 {
+		t.Errorf("github.com/a/b since minute 3: %s", r.body)
+	}
+	for _, bad := range []string{"state=broken", "since=yesterday", "limit=0", "node=x", "before=a/b"} {
+		if r := e.do(t, http.MethodGet, "/api/v1/log?"+bad, nil); r.status != http.StatusBadRequest {
+			t.Errorf("?%s: status %d, want 400", bad, r.status)
+		}
+	}
+}
+
+func TestAServerWithoutAFetchLogSaysSo(t *testing.T) {
+	e := newTestEnv(t, Config{}, newFakeBackend("github.com/a/b"))
+	if r := e.do(t, http.MethodGet, "/api/v1/log", nil); r.status != http.StatusNotImplemented {
+		t.Errorf("status %d, want 501", r.status)
+	}
+}
