@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -29,6 +30,8 @@ type fullNode struct {
 	events                    *api.Broker
 	backend                   *backend
 	creds                     *tunnelCreds
+	console                   http.Handler   // the operator's console (http.go)
+	consoleSrc                *consoleSource // what it shows (console.go)
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -72,6 +75,8 @@ func newFullNode(n *Node) (*fullNode, error) {
 	f.backend = newBackend(f)
 	f.revoke = f.backend.RevokeNode // --mismatch-revoke
 	f.api = api.New(cfg, f.backend, f.tasks, f.events, n.log, n.clk)
+	f.consoleSrc = newConsoleSource(f)
+	f.console = console.New(f.consoleSrc, n.log, n.clk)
 	return f, nil
 }
 
@@ -131,6 +136,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f.sweepLoop(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -356,13 +363,13 @@ func (f *fullNode) publicHandler() http.Handler {
 	mux.HandleFunc("GET /metrics", f.metrics)
 	mux.Handle("/api/", f.api)
 	mux.Handle("/hooks/", f.api)
+	overview := f.mountConsole(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := gitserve.Match(r.URL.Path); ok {
 			git.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/" {
-			f.statusPage(w, r)
+		if overview(w, r) {
 			return
 		}
 		http.NotFound(w, r)
