@@ -244,7 +244,7 @@ func TestFreshnessKeepsOneSampleAnIntervalInARing(t *testing.T) {
 		t.Errorf("samples %+v, want the last three, oldest first", got)
 	}
 	c := chart(got, 5, 10)
-	if n := len(strings.Fields(c.Points)); n != 4 || c.Lowest != "20.0%" || c.Now != "50.0%" {
+	if n := len(c.Bars); n != 4 || c.Lowest != "20.0%" || c.Now != "50.0%" || c.Bars[3].H != 30 || c.Bars[3].X+2 != c.Width {
 		t.Errorf("chart %+v", c)
 	}
 }

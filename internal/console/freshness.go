@@ -2,7 +2,7 @@ package console
 
 import (
 	"fmt"
-	"strings"
+	"math"
 	"sync"
 	"time"
 )
@@ -72,17 +72,23 @@ func (f *Freshness) Samples() []Sample {
 	return append(append([]Sample(nil), f.ring[f.next:]...), f.ring[:f.next]...)
 }
 
-// freshChart is the freshness over the last day as an SVG polyline.
+// freshChart is the freshness over the last day as SVG bars, one a
+// sample, the share now the last.
 type freshChart struct {
 	Width, Height int
-	Points        string // "x,y x,y ..."
+	Bars          []freshBar
 	Samples       int
 	Lowest, Now   string // shares
 	Since         time.Time
 }
 
-// chart draws samples and the share now, the last point, from the left
-// edge (oldest) to the right (now); a full share is the top.
+// freshBar is one sample's bar: its x and its top (y) in the chart.
+type freshBar struct {
+	X, Y, H int
+}
+
+// chart draws samples and the share now from the left edge (oldest) to
+// the right (now); a full share is a bar of the chart's height.
 func chart(samples []Sample, current, total int) freshChart {
 	const step, height = 2, 60
 	all := append(append([]Sample(nil), samples...), Sample{Current: current, Total: total})
@@ -90,18 +96,17 @@ func chart(samples []Sample, current, total int) freshChart {
 	if len(samples) > 0 {
 		c.Since = samples[0].At
 	}
-	var b strings.Builder
 	lowest, any := 1.0, false
-	x0 := c.Width - step*(len(all)-1)
+	x0 := c.Width - step*len(all)
 	for i, s := range all {
 		share := 0.0
 		if s.Total > 0 {
 			share = float64(s.Current) / float64(s.Total)
 			lowest, any = min(lowest, share), true
 		}
-		fmt.Fprintf(&b, "%d,%.1f ", x0+i*step, float64(height)*(1-share))
+		h := int(math.Round(share * height))
+		c.Bars = append(c.Bars, freshBar{X: x0 + i*step, Y: height - h, H: h})
 	}
-	c.Points = strings.TrimSpace(b.String())
 	if any {
 		c.Lowest = fmt.Sprintf("%.1f%%", 100*lowest)
 	}
