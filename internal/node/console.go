@@ -160,16 +160,43 @@ func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key s
 	}
 }
 
-// searchIndex is the keys in order, in lower case, in one block of bytes
-// separated by newlines, so that a substring search is one bytes.Index
-// over the block (vectorized) rather than a call per key. It is rebuilt
-// when the key set changed (a merge of the sorted index gives a new
-// slice): O(keys) after a catalog change, not a request.
+// searchIndex finds the keys that hold a substring without looking at
+// each: a scan of one mask a key (the runs of two and of three bytes it
+// holds, hashed to 256 bits) keeps the keys that hold every run of the
+// substring, and only those are searched. The keys are kept in lower case
+// in one block of bytes, separated by newlines; a substring of one byte is
+// one bytes.Index over the block. The index is rebuilt when the key set
+// changed (a merge of the sorted index gives a new slice): O(keys) after a
+// catalog change, not each request.
 type searchIndex struct {
 	mu     sync.Mutex
-	keys   []string // the sorted keys it was built from
-	blob   []byte   // "\n" + key0 + "\n" + key1 + "\n" ...
-	starts []int    // where each key starts in blob
+	keys   []string  // the sorted keys it was built from
+	blob   []byte    // "\n" + key0 + "\n" + key1 + "\n" ...
+	starts []uint32  // where each key starts in blob, and the end
+	masks  []runMask // each key's runs
+}
+
+// runMask is a set of runs of two and three bytes, hashed to 256 bits.
+type runMask [4]uint64
+
+// maskOf is the mask of the runs of s.
+func maskOf(s []byte) (m runMask) {
+	set := func(run uint32) {
+		bit := run * 0x9E3779B1 >> 24 // 0..255
+		m[bit>>6] |= 1 << (bit & 63)
+	}
+	for i := 0; i+1 < len(s); i++ {
+		set(uint32(s[i])<<8 | uint32(s[i+1]))
+		if i+2 < len(s) {
+			set(1<<24 | uint32(s[i])<<16 | uint32(s[i+1])<<8 | uint32(s[i+2]))
+		}
+	}
+	return m
+}
+
+// holds tells whether m has every run of q.
+func (m *runMask) holds(q *runMask) bool {
+	return m[0]&q[0] == q[0] && m[1]&q[1] == q[1] && m[2]&q[2] == q[2] && m[3]&q[3] == q[3]
 }
 
 // each calls yield for the keys that contain needle (in lower case), in
@@ -179,25 +206,30 @@ func (x *searchIndex) each(keys []string, needle string, yield func(key string) 
 	if len(keys) != len(x.keys) || len(keys) > 0 && &keys[0] != &x.keys[0] {
 		x.build(keys)
 	}
-	blob, starts, keys := x.blob, x.starts, x.keys
+	blob, starts, masks, keys := x.blob, x.starts, x.masks, x.keys
 	x.mu.Unlock()
 	if needle == "" || strings.Contains(needle, "\n") {
 		return
 	}
 	n := []byte(needle)
-	for pos := 0; pos < len(blob); {
-		i := bytes.Index(blob[pos:], n)
-		if i < 0 {
-			return
+	if len(n) == 1 {
+		for pos := 0; pos < len(blob); {
+			i := bytes.IndexByte(blob[pos:], n[0])
+			if i < 0 {
+				return
+			}
+			// The key that holds the match: the last that starts at or before it.
+			k := sort.Search(len(keys), func(j int) bool { return int(starts[j]) > pos+i }) - 1
+			if !yield(keys[k]) {
+				return
+			}
+			pos = int(starts[k+1])
 		}
-		// The key that holds the match: the last that starts at or before it.
-		k := sort.SearchInts(starts, pos+i+1) - 1
-		if !yield(keys[k]) {
-			return
-		}
-		if k+1 < len(starts) {
-			pos = starts[k+1]
-		} else {
+		return
+	}
+	q := maskOf(n)
+	for k := range masks {
+		if masks[k].holds(&q) && bytes.Contains(blob[starts[k]:starts[k+1]], n) && !yield(keys[k]) {
 			return
 		}
 	}
@@ -209,10 +241,11 @@ func (x *searchIndex) build(keys []string) {
 		size += len(k) + 1
 	}
 	blob := make([]byte, 0, size)
-	starts := make([]int, len(keys))
+	starts := make([]uint32, len(keys)+1)
+	masks := make([]runMask, len(keys))
 	blob = append(blob, '\n')
 	for i, k := range keys {
-		starts[i] = len(blob)
+		starts[i] = uint32(len(blob))
 		for j := 0; j < len(k); j++ {
 			c := k[j]
 			if 'A' <= c && c <= 'Z' {
@@ -220,9 +253,11 @@ func (x *searchIndex) build(keys []string) {
 			}
 			blob = append(blob, c)
 		}
+		masks[i] = maskOf(blob[starts[i]:])
 		blob = append(blob, '\n')
 	}
-	x.keys, x.blob, x.starts = keys, blob, starts
+	starts[len(keys)] = uint32(len(blob))
+	x.keys, x.blob, x.starts, x.masks = keys, blob, starts, masks
 }
 
 // sampleLoop records the share of repositories current every interval of

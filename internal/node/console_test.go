@@ -51,6 +51,10 @@ func TestConsoleSearchFindsSubstringsInOrderAndStopsAtThePage(t *testing.T) {
 	if got := keysOf(p); !slices.Contains(got, "gitee.com/new/repo99x") || slices.Contains(got, "host1.example/group99/repo99") || len(got) != 11 {
 		t.Errorf("after an addition and a removal: %v", got)
 	}
+	// A search of one byte, which no pair narrows.
+	if got := keysOf(src.Repos(console.Query{Search: "W", Limit: 5})); !slices.Equal(got, []string{"gitee.com/new/repo99x"}) {
+		t.Errorf("a search for w: %v", got)
+	}
 }
 
 func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
