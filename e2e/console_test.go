@@ -193,6 +193,10 @@ func TestConsoleInChromium(t *testing.T) {
 	if commit := strings.TrimSpace(text("#catalog-commit")); len(commit) != 40 {
 		t.Errorf("the catalog page shows commit %q", commit)
 	}
+	// The harness's catalog has a line that is not a URL (line 3 of part-1.list).
+	if problems := text("#problems"); !strings.Contains(problems, "lists/part-1.list:3:") {
+		t.Errorf("the catalog page does not name the bad entry's file and line:\n%s", problems)
+	}
 	do("tasks", chromedp.Navigate(f.base+"/-/tasks"))
 	until("the task list", `document.querySelector("#tasks-state").textContent !== "Loading…"`, 30*time.Second)
 	shot("tasks")

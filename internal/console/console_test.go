@@ -70,7 +70,7 @@ func newTestConsole() (*Console, *fakeSource) {
 		nodes: []api.Node{{ID: 2, Name: `<i>node</i>`, Mode: "partial", State: "alive", Capacity: 1, EffectiveWeight: 1,
 			History: []api.Transition{{From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
 			{ID: 1, Name: "full", Mode: "full", State: "alive"}},
-		catalog: api.CatalogStatus{Commit: "c0ffee", Repos: 3, Problems: 2},
+		catalog: api.CatalogStatus{Commit: "c0ffee", Repos: 3, Problems: 2, ProblemLines: []string{"lists/a.list:3: <b>not a URL</b>"}},
 	}
 	return New(src, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.NewFake(time.Unix(1e9+3600, 0))), src
 }
@@ -208,8 +208,12 @@ func TestTheOverviewNamesAHeldCatalogChange(t *testing.T) {
 			t.Errorf("GET %s does not name what is held (%q):\n%s", path, want, body)
 		}
 	}
-	if _, body := get(t, c, "/-/catalog"); !strings.Contains(body, `data-url="/api/v1/catalog/confirm-purge"`) {
+	_, body := get(t, c, "/-/catalog")
+	if !strings.Contains(body, `data-url="/api/v1/catalog/confirm-purge"`) {
 		t.Errorf("no confirm button:\n%s", body)
+	}
+	if !strings.Contains(body, "lists/a.list:3: &lt;b&gt;not a URL&lt;/b&gt;") || !strings.Contains(body, "The first 1 of 2") {
+		t.Errorf("the catalog's problems are not listed with file and line:\n%s", body)
 	}
 }
 
