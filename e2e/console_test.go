@@ -162,6 +162,13 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Errorf("the search is not in the page's URL: %s", loc)
 	}
 
+	// A failing repository shows its error's class to the public.
+	missing := strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL("does/not-exist"), "http://"), ".git")
+	do("failing repository", chromedp.Navigate(f.base+"/-/repos/"+missing), chromedp.WaitVisible(chromedp.CSS("#last-error")))
+	if got := text("#last-error"); got != "not found" {
+		t.Errorf("the public sees the failing repository's error as %q, want its class", got)
+	}
+
 	// A repository's page; the operator enters the token and fetches now.
 	do("repository", chromedp.Navigate(f.base+"/-/repos/"+f.key(2)), chromedp.WaitVisible(chromedp.CSS("#fetch-now")))
 	if refs := text("#refs"); !strings.Contains(refs, "refs/heads/main") {
@@ -181,6 +188,10 @@ func TestConsoleInChromium(t *testing.T) {
 	if loc := location(); strings.Contains(loc, apiToken) {
 		t.Errorf("the token is in a URL: %s", loc)
 	}
+	// With the token, the script shows the operator the error's text.
+	do("failing repository as the operator", chromedp.Navigate(f.base+"/-/repos/"+missing), chromedp.WaitVisible(chromedp.CSS("#last-error")))
+	until("the error's details", `document.querySelector("#last-error").textContent !== "not found"`, 30*time.Second)
+	t.Logf("the operator sees: %s", text("#last-error"))
 
 	// Nodes, the catalog, the tasks.
 	do("nodes", chromedp.Navigate(f.base+"/-/nodes"), chromedp.WaitVisible(chromedp.CSS("#node-table")))

@@ -229,6 +229,9 @@ func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "notfound", "Not found", fmt.Sprintf("repository %s is not mirrored", key))
 		return
 	}
+	if d.CloneURL == "" { // no --public-url: as the client reached us
+		d.CloneURL = "http://" + r.Host + "/" + d.Key + ".git"
+	}
 	refs := make([]count, 0, len(d.Refs))
 	for name := range d.Refs {
 		refs = append(refs, count{Name: name})
@@ -381,7 +384,7 @@ func percent(n, of int) string {
 }
 
 // barWidth is the width in pixels of a full bar.
-const barWidth = 240
+const barWidth = 160
 
 // bar is the width of n's bar against the largest, at least one pixel
 // when n is not zero.

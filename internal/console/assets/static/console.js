@@ -138,6 +138,21 @@
     }, function (e) { state.textContent = "Could not read the tasks: " + e; });
   }
 
+  // details shows the operator the error texts that public pages show as
+  // classes only, read from the API with the token.
+  function details() {
+    var box = $("repo-actions");
+    if (!box || !token()) { return; }
+    call("GET", box.dataset.api).then(function (r) {
+      if (!r.ok || !r.body) { return; }
+      var last = $("last-error");
+      if (last && r.body.last_error) { last.textContent = r.body.last_error; }
+      var cells = document.querySelectorAll("#log td.log-error"), h = r.body.history || [];
+      if (cells.length !== h.length) { return; }
+      h.forEach(function (e, i) { if (e.error) { cells[i].textContent = e.error; } });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     $("token-form").addEventListener("submit", function (ev) {
       ev.preventDefault();
@@ -145,6 +160,7 @@
       $("token-input").value = "";
       if (v) { sessionStorage.setItem(KEY, v); }
       showToken();
+      details();
     });
     $("token-forget").addEventListener("click", function () { sessionStorage.removeItem(KEY); showToken(); });
     document.addEventListener("click", function (ev) {
@@ -152,6 +168,7 @@
       if (b && b.dataset.url) { act(b); }
     });
     showToken();
+    details();
     if ($("task-table")) { loadTasks(); }
   });
 })();
