@@ -23,7 +23,7 @@ type Config struct {
 	Data                  string        `name:"data" help:"data directory (state, mirrors)"`
 	Catalog               string        `name:"catalog" help:"catalog repository: a git URL or a local path (coordinator, up)"`
 	CatalogInterval       time.Duration `name:"catalog-interval" help:"how often the catalog is re-fetched"`
-	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, status page"`
+	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, console"`
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
 	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`
 	JoinToken             string        `name:"join-token" help:"shared secret that admits new partial nodes (env GITFLEET_JOIN_TOKEN); the coordinator takes a comma-separated list, to rotate it"`
