@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -129,4 +131,30 @@ func httpGet(h http.Handler, path string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 	return w
+}
+
+func TestConsoleSamplesFreshnessEveryTenMinutes(t *testing.T) {
+	f := benchFullNode(t, 10)
+	clk := f.n.clk.(*clock.Fake)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.consoleSrc.sampleLoop(ctx) }()
+	defer func() { cancel(); <-done }()
+	// Advance until three samples were taken: the loop may not be waiting
+	// yet when the clock first moves.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.consoleSrc.fresh.Samples()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("samples after 30 s: %+v", f.consoleSrc.fresh.Samples())
+		}
+		clk.Advance(console.FreshnessEvery)
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := f.consoleSrc.fresh.Samples()
+	if s[0].Total != 10 || s[0].Current != f.totals().current || !s[1].At.After(s[0].At) {
+		t.Errorf("samples %+v, want 10 repositories, %d current, in order", s, f.totals().current)
+	}
+	if ov := f.consoleSrc.Overview(); len(ov.Freshness) != len(f.consoleSrc.fresh.Samples()) {
+		t.Errorf("the overview has %d samples", len(ov.Freshness))
+	}
 }
