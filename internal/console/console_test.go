@@ -149,6 +149,9 @@ func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	if src.last != want {
 		t.Errorf("query %+v, want %+v", src.last, want)
 	}
+	if !strings.Contains(body, "Matches 51 to 52, and more") {
+		t.Errorf("the page does not say which matches it shows:\n%s", body)
+	}
 	for _, link := range []string{`rel="next"`, `offset=75`, `rel="prev"`, `offset=25`} {
 		if !strings.Contains(body, link) {
 			t.Errorf("no %s link:\n%s", link, body)
