@@ -73,12 +73,13 @@ var ErrNothingPending = errors.New("no catalog change is waiting for confirmatio
 
 // CatalogStatus is the state of the catalog.
 type CatalogStatus struct {
-	Commit   string `json:"commit"`
-	Repos    int    `json:"repos"`
-	Problems int    `json:"problems"`
+	Commit   string        `json:"commit"`
+	Repos    int           `json:"repos"`
+	Problems int           `json:"problems"`
+	Pending  *PendingPurge `json:"pending_purge"`
+
 	// ProblemLines are the first problems, "file:line: reason".
-	ProblemLines []string      `json:"problem_lines,omitempty"`
-	Pending      *PendingPurge `json:"pending_purge"`
+	ProblemLines []string `json:"problem_lines,omitempty"`
 }
 
 // PendingPurge is the removals that purge protection holds until an
