@@ -78,6 +78,9 @@ type CatalogStatus struct {
 	Repos    int           `json:"repos"`
 	Problems int           `json:"problems"`
 	Pending  *PendingPurge `json:"pending_purge"`
+
+	// ProblemLines are the first problems, "file:line: reason".
+	ProblemLines []string `json:"problem_lines,omitempty"`
 }
 
 // PendingPurge is the removals that purge protection holds until an

@@ -23,7 +23,7 @@ type Config struct {
 	Data                  string        `name:"data" help:"data directory (state, mirrors)"`
 	Catalog               string        `name:"catalog" help:"catalog repository: a git URL or a local path (coordinator, up)"`
 	CatalogInterval       time.Duration `name:"catalog-interval" help:"how often the catalog is re-fetched"`
-	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, status page"`
+	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, console"`
 	Metrics               string        `name:"metrics" help:"coordinator, partial node: address to serve Prometheus metrics at /metrics, e.g. 127.0.0.1:9090 (empty: none; a full node and up serve them on --http)"`
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
 	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`

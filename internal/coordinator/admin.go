@@ -261,6 +261,7 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)
+		resp.ProblemLines = c.problemLines
 	}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)

@@ -120,6 +120,7 @@ type Coordinator struct {
 	held                    map[string]heldEntry // removals held by purge protection
 	heldCommit              string               // the latest catalog commit that held removals
 	problems                int                  // catalog entries skipped
+	problemLines            []string             // the first of them, "file:line: reason"
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
@@ -427,6 +428,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.unhold(added) // listed again: no longer a removal to hold
 	c.cat = next
 	c.problems = len(problems)
+	c.problemLines = problemLines(problems)
 	nAdded := len(added)
 	if first {
 		nAdded = c.placeAll(next)

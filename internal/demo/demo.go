@@ -116,7 +116,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	base := "http://" + opt.HTTPAddr
 	fmt.Fprintf(out, "\ngitfleet demo: %d upstream repositories on %s, a coordinator, a full node and two partial nodes.\n", opt.Repos, up.URL)
 	fmt.Fprintf(out, "Working directory: %s (log: %s)\n\n", dir, logFile.Name())
-	fmt.Fprintf(out, "Status page:  %s/\nJSON API:     %s/api/v1/repos\n\nClone from the mirror, for example:\n", base, base)
+	fmt.Fprintf(out, "Console:      %s/\nJSON API:     %s/api/v1/repos\n\nClone from the mirror, for example:\n", base, base)
 	for _, n := range names[:3] {
 		fmt.Fprintf(out, "  git clone %s/%s\n", base, strings.TrimPrefix(up.RepoURL(n), "http://"))
 	}

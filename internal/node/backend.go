@@ -201,7 +201,8 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 	if err != nil {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
-	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems())}
+	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
+		ProblemLines: resp.GetProblemLines()}
 	if resp.GetPendingCommit() != "" {
 		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
 			Keys: resp.GetPendingKeys()}

@@ -27,6 +27,10 @@ type repoClass struct {
 	state   string
 	owner   uint32
 	current bool
+	// For the console (consolecounts.go): the minute of the last check
+	// and the public class of the last error.
+	checked  int64
+	errClass string
 }
 
 // repoCounters are the counters and per-state and per-owner indexes of a
@@ -38,11 +42,12 @@ type repoCounters struct {
 	current int
 	states  map[string]*sortedIndex
 	owners  map[uint32]*sortedIndex
+	console *consoleCounts
 }
 
 func newRepoCounters() *repoCounters {
 	return &repoCounters{classes: map[string]repoClass{}, byState: map[string]int{}, byOwner: map[uint32]int{},
-		states: map[string]*sortedIndex{}, owners: map[uint32]*sortedIndex{}}
+		states: map[string]*sortedIndex{}, owners: map[uint32]*sortedIndex{}, console: newConsoleCounts()}
 }
 
 // maxPending bounds the keys an index holds unmerged: an index nobody
@@ -59,6 +64,7 @@ func (c *repoCounters) set(key string, cl repoClass, listed bool) {
 	if had && listed && old == cl {
 		return
 	}
+	c.console.set(key, old, had, cl, listed)
 	if had {
 		c.byState[old.state]--
 		if c.byState[old.state] == 0 {
@@ -274,7 +280,8 @@ func (f *fullNode) totals() repoTotals {
 // The disk is looked at only when the rest says current.
 func (f *fullNode) classOf(key string, st *fleetv1.RepoState) repoClass {
 	n := f.n
-	cl := repoClass{state: st.GetState(), owner: st.GetOwner()}
+	cl := repoClass{state: st.GetState(), owner: st.GetOwner(), checked: checkMinute(st.GetLastCheckMs()),
+		errClass: api.PublicError(st.GetLastError())}
 	broken := n.verify.brokenState(key)
 	if broken != "" {
 		cl.state = broken

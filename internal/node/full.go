@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
@@ -30,6 +31,8 @@ type fullNode struct {
 	events                    *api.Broker
 	backend                   *backend
 	creds                     *tunnelCreds
+	console                   http.Handler   // the operator's console (http.go)
+	consoleSrc                *consoleSource // what it shows (console.go)
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -78,6 +81,8 @@ func newFullNode(n *Node) (*fullNode, error) {
 	if f.alerts, err = newAlerting(n); err != nil {
 		return nil, err
 	}
+	f.consoleSrc = newConsoleSource(f)
+	f.console = console.New(f.consoleSrc, n.log, n.clk)
 	return f, nil
 }
 
@@ -140,6 +145,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); f.alertLoop(ctx) }()
+	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -369,13 +375,13 @@ func (f *fullNode) publicHandler() http.Handler {
 	mux.Handle("GET /metrics", metrics.Handler(f.n.cfg.Metrics, f.n.log))
 	mux.Handle("/api/", f.api)
 	mux.Handle("/hooks/", f.api)
+	overview := f.mountConsole(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := gitserve.Match(r.URL.Path); ok {
 			git.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/" {
-			f.statusPage(w, r)
+		if overview(w, r) {
 			return
 		}
 		http.NotFound(w, r)

@@ -2,8 +2,9 @@
 // the repositories the coordinator gives it, decides when to re-check each,
 // and lets full nodes pull its mirrors through a tunnel it opens itself) or
 // a full node (the aggregator that holds every repository, pulls them from
-// their owners, and serves git and the JSON API to the public). Every node
-// keeps a fetch log of its own work (package fetchlog).
+// their owners, and serves git, the JSON API and the operator's console to
+// the public). Every node keeps a fetch log of its own work (package
+// fetchlog).
 //
 // Every connection of a partial node is outbound. Decisions about time live
 // in package schedule; this package does the I/O around them.

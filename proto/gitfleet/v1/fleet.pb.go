@@ -213,7 +213,9 @@ type CatalogStatusResponse struct {
 	PendingRemoved uint32 `protobuf:"varint,5,opt,name=pending_removed,json=pendingRemoved,proto3" json:"pending_removed,omitempty"`
 	PendingTotal   uint32 `protobuf:"varint,6,opt,name=pending_total,json=pendingTotal,proto3" json:"pending_total,omitempty"`
 	// The keys whose removal is held (the first 1,000).
-	PendingKeys   []string `protobuf:"bytes,7,rep,name=pending_keys,json=pendingKeys,proto3" json:"pending_keys,omitempty"`
+	PendingKeys []string `protobuf:"bytes,7,rep,name=pending_keys,json=pendingKeys,proto3" json:"pending_keys,omitempty"`
+	// The entries skipped as bad, "file:line: reason" (the first 100).
+	ProblemLines  []string `protobuf:"bytes,8,rep,name=problem_lines,json=problemLines,proto3" json:"problem_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +295,13 @@ func (x *CatalogStatusResponse) GetPendingTotal() uint32 {
 func (x *CatalogStatusResponse) GetPendingKeys() []string {
 	if x != nil {
 		return x.PendingKeys
+	}
+	return nil
+}
+
+func (x *CatalogStatusResponse) GetProblemLines() []string {
+	if x != nil {
+		return x.ProblemLines
 	}
 	return nil
 }
@@ -2675,7 +2684,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xf9\x01\n" +
+	"\x14CatalogStatusRequest\"\x9e\x02\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -2683,7 +2692,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0epending_commit\x18\x04 \x01(\tR\rpendingCommit\x12'\n" +
 	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
 	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\x12!\n" +
-	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\"\x9a\x01\n" +
+	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\x12#\n" +
+	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\"\x9a\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x1a8\n" +

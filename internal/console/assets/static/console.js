@@ -1,0 +1,174 @@
+// The console's operator actions. The API token is typed once, kept in
+// this tab's sessionStorage and sent as a bearer token to the JSON API;
+// it never goes into a URL. Everything from the server is written with
+// textContent, never as HTML.
+"use strict";
+(function () {
+  var KEY = "gitfleet-api-token";
+  function token() { return sessionStorage.getItem(KEY) || ""; }
+  function $(id) { return document.getElementById(id); }
+
+  function say(text, failed) {
+    var p = $("action-result");
+    p.textContent = text;
+    p.className = failed ? "result failed" : "result";
+    p.hidden = false;
+  }
+
+  function showToken() {
+    var has = token() !== "";
+    $("token-state").textContent = has ? "operator" : "read-only";
+    $("token-input").hidden = has;
+    $("token-save").hidden = has;
+    $("token-forget").hidden = !has;
+    document.querySelectorAll("button.op").forEach(function (b) {
+      b.title = has ? "" : "needs the API token";
+    });
+  }
+
+  // call sends an API request with the token and returns the decoded JSON
+  // answer (or null) and the status.
+  function call(method, url) {
+    var headers = {};
+    if (token()) { headers.Authorization = "Bearer " + token(); }
+    return fetch(url, { method: method, headers: headers, credentials: "omit", cache: "no-store" })
+      .then(function (resp) {
+        return resp.text().then(function (text) {
+          var body = null;
+          try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+          return { status: resp.status, ok: resp.ok, body: body };
+        });
+      });
+  }
+
+  function errorOf(r) {
+    return (r.body && r.body.error) ? r.body.error : "HTTP " + r.status;
+  }
+
+  // A task of "fetch now": followed until it ends, with its cancel button.
+  var current = null;
+  function follow(id) {
+    current = id;
+    var state = $("task-state"), cancel = $("cancel-task");
+    if (cancel) {
+      cancel.disabled = false;
+      cancel.dataset.url = "/api/v1/tasks/" + encodeURIComponent(id) + "/cancel";
+      cancel.dataset.method = "POST";
+    }
+    function poll() {
+      if (current !== id) { return; }
+      call("GET", "/api/v1/tasks/" + encodeURIComponent(id) + "?wait=10s").then(function (r) {
+        if (!r.ok) { state.textContent = "task " + id + ": " + errorOf(r); return; }
+        var t = r.body;
+        state.textContent = "task " + t.id + ": " + t.state + (t.error ? " (" + t.error + ")" : "");
+        state.dataset.state = t.state;
+        if (t.state === "queued" || t.state === "running") {
+          setTimeout(poll, 500);
+        } else if (cancel) {
+          cancel.disabled = true;
+        }
+      }, function (e) { state.textContent = "task " + id + ": " + e; });
+    }
+    poll();
+  }
+
+  function act(b) {
+    if (!token()) { say("Enter the API token first (top right).", true); $("token-input").focus(); return; }
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) { return; }
+    b.disabled = true;
+    call(b.dataset.method, b.dataset.url).then(function (r) {
+      b.disabled = false;
+      if (!r.ok) {
+        var msg = errorOf(r);
+        if (r.status === 404 && b.dataset.action === "cancel") { msg = "cancelling is not available on this mirror (" + msg + ")"; }
+        say(b.textContent + ": " + msg, true);
+        return;
+      }
+      switch (b.dataset.action) {
+        case "fetch": say("Fetch requested: task " + r.body.id + "."); follow(r.body.id); break;
+        case "cancel": say("Cancel requested."); if (b.closest("tr")) { loadTasks(); } break;
+        case "remove": say("Removed from the mirror."); break;
+        case "revoke": say("Node revoked."); break;
+        case "confirm-purge": say((r.body && r.body.message) || "Removals confirmed."); break;
+        default: say("Done.");
+      }
+    }, function (e) { b.disabled = false; say(b.textContent + ": " + e, true); });
+  }
+
+  function loadTasks() {
+    var state = $("tasks-state"), table = $("task-table");
+    call("GET", "/api/v1/tasks").then(function (r) {
+      if (r.status === 404) {
+        state.textContent = "This mirror's API has no task listing (GET /api/v1/tasks answers 404).";
+        return;
+      }
+      if (!r.ok) { state.textContent = "Could not read the tasks: " + errorOf(r); return; }
+      var tasks = Array.isArray(r.body) ? r.body : (r.body && r.body.tasks) || [];
+      var body = table.tBodies[0];
+      body.textContent = "";
+      tasks.forEach(function (t) {
+        var tr = document.createElement("tr");
+        [t.id, t.key, t.state, t.created, t.error || ""].forEach(function (v, i) {
+          var td = document.createElement("td");
+          if (i === 1) {
+            var a = document.createElement("a");
+            a.href = "/-/repos/" + String(v).split("/").map(encodeURIComponent).join("/");
+            a.textContent = v;
+            td.appendChild(a);
+          } else {
+            td.textContent = v;
+          }
+          tr.appendChild(td);
+        });
+        var td = document.createElement("td");
+        if (t.state === "queued" || t.state === "running") {
+          var b = document.createElement("button");
+          b.className = "op danger";
+          b.textContent = "Cancel";
+          b.dataset.action = "cancel";
+          b.dataset.method = "POST";
+          b.dataset.url = "/api/v1/tasks/" + encodeURIComponent(t.id) + "/cancel";
+          td.appendChild(b);
+        }
+        tr.appendChild(td);
+        body.appendChild(tr);
+      });
+      state.textContent = tasks.length + " tasks.";
+      table.hidden = false;
+    }, function (e) { state.textContent = "Could not read the tasks: " + e; });
+  }
+
+  // details shows the operator the error texts that public pages show as
+  // classes only, read from the API with the token.
+  function details() {
+    var box = $("repo-actions");
+    if (!box || !token()) { return; }
+    call("GET", box.dataset.api).then(function (r) {
+      if (!r.ok || !r.body) { return; }
+      var last = $("last-error");
+      if (last && r.body.last_error) { last.textContent = r.body.last_error; }
+      var cells = document.querySelectorAll("#log td.log-error"), h = r.body.history || [];
+      if (cells.length !== h.length) { return; }
+      h.forEach(function (e, i) { if (e.error) { cells[i].textContent = e.error; } });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    $("token-form").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var v = $("token-input").value.trim();
+      $("token-input").value = "";
+      if (v) { sessionStorage.setItem(KEY, v); }
+      showToken();
+      details();
+    });
+    $("token-forget").addEventListener("click", function () { sessionStorage.removeItem(KEY); showToken(); });
+    document.addEventListener("click", function (ev) {
+      var b = ev.target.closest("button.op");
+      if (b && b.dataset.url) { act(b); }
+    });
+    showToken();
+    details();
+    if ($("task-table")) { loadTasks(); }
+  });
+})();

@@ -1,0 +1,151 @@
+// Package console is the operator's web console that the full node serves:
+// the overview at / and the pages under /-/ (repositories, one
+// repository, nodes, tasks, catalog). Pages are rendered on the server
+// with html/template from embedded templates; one embedded script does the
+// operator's actions by calling the JSON API with the token the operator
+// typed (kept in the browser's session storage, never in a URL).
+//
+// It holds no state of its own and does no fleet work: every figure comes
+// from the Source the full node provides, which answers from counters
+// kept as states change and from listings that cost a page, never a walk
+// of every repository. Reads are public, so error texts are shown as
+// their public classes only (api.PublicError). Everything shown came from
+// strangers (keys, URLs, errors) and is escaped by html/template.
+package console
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/clock"
+)
+
+// Source is what the full node knows, as the console needs it.
+type Source interface {
+	// Repos returns one page of the repositories that q selects.
+	Repos(q Query) Page
+	// GetRepo returns one repository in detail.
+	GetRepo(key string) (Detail, bool)
+	// Nodes lists the fleet's nodes.
+	Nodes(ctx context.Context) ([]api.Node, error)
+	// Catalog describes the applied catalog and a held purge.
+	Catalog(ctx context.Context) (api.CatalogStatus, error)
+	// Overview returns the figures of the overview, from counters.
+	Overview() Overview
+	// Tunnels lists the nodes with a tunnel open to this full node.
+	Tunnels() []uint32
+}
+
+// Query selects repositories for a page of /-/repos. Zero values match
+// everything.
+type Query struct {
+	Search string // a substring of the key (case-insensitive)
+	State  string
+	Owner  uint32
+	// StaleOver keeps the repositories last checked longer ago than this
+	// (or never), the stalest first; Never keeps only those never checked.
+	StaleOver time.Duration
+	Never     bool
+	Offset    int
+	Limit     int
+}
+
+// Detail is one repository in detail: what the API shows of it, and the
+// fallback URLs of its catalog entry.
+type Detail struct {
+	api.RepoDetail
+	Fallbacks []string
+}
+
+// Page is one page of repositories.
+type Page struct {
+	Repos []api.Repo
+	// Total is how many match in all, or -1 when the listing stopped at
+	// the page without counting (a search, a staleness filter).
+	Total int
+	// More tells whether there are more after this page.
+	More bool
+}
+
+// Overview is what the overview shows at a glance.
+type Overview struct {
+	Total, Current int
+	ByState        map[string]int
+	// Staleness is the distribution of the time since each repository's
+	// last check, in the order of StaleBuckets, then those never checked.
+	Staleness []int
+	// Errors counts repositories by the public class of their last error.
+	Errors map[string]int
+	// Fetching are the repositories being pulled now (a bounded list) and
+	// how many in all.
+	Fetching      []string
+	FetchingTotal int
+	// Freshness is the share current over the last day, oldest first.
+	Freshness []Sample
+	Tunnels   int
+}
+
+// StaleBuckets are the bounds of the staleness distribution: a repository
+// falls in the first bucket whose bound its staleness does not exceed, or
+// in one past the last.
+var StaleBuckets = []time.Duration{10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// Console serves the pages. It is an http.Handler.
+type Console struct {
+	src   Source
+	log   *slog.Logger
+	clk   clock.Clock
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+//go:embed assets
+var assets embed.FS
+
+// New returns a console over src.
+func New(src Source, log *slog.Logger, clk clock.Clock) *Console {
+	c := &Console{src: src, log: log, clk: clk, pages: parsePages(), mux: http.NewServeMux()}
+	static, err := fs.Sub(assets, "assets/static")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	files := http.StripPrefix("/-/static/", http.FileServerFS(static))
+	c.mux.Handle("GET /-/static/", files)
+	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /-/{$}", c.overview)
+	c.mux.HandleFunc("GET /-/repos", c.repos)
+	c.mux.HandleFunc("GET /-/repos/{key...}", c.repo)
+	c.mux.HandleFunc("GET /-/nodes", c.nodes)
+	c.mux.HandleFunc("GET /-/tasks", c.tasks)
+	c.mux.HandleFunc("GET /-/catalog", c.catalog)
+	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console is read-only: actions go to /api/v1/", http.StatusMethodNotAllowed)
+			return
+		}
+		c.render(w, r, http.StatusNotFound, "notfound", "Not found", nil)
+	})
+	return c
+}
+
+// csp allows only the console's own script, styles and API calls: no
+// inline script, nothing from the network.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
