@@ -1,11 +1,9 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
@@ -148,20 +146,5 @@ func lsPaths(ctx context.Context, git *gitcmd.Runner, repoDir, commit string, pa
 	if err != nil {
 		return nil, fmt.Errorf("catalog: list %d files of %s: %w", len(paths), commit, err)
 	}
-	var blobs []blob
-	for rec := range bytes.SplitSeq(out, []byte{0}) {
-		if len(rec) == 0 {
-			continue
-		}
-		meta, p, ok := bytes.Cut(rec, []byte{'\t'})
-		fields := strings.Fields(string(meta))
-		if !ok || len(fields) != 3 {
-			return nil, fmt.Errorf("catalog: ls-tree of %s: unexpected line %q", commit, rec)
-		}
-		path := string(p)
-		if want[path] && regularFile(fields[0]) {
-			blobs = append(blobs, blob{path: path, oid: fields[2], kind: classify(path)})
-		}
-	}
-	return blobs, nil
+	return parseLsTree(out, commit, func(path string) bool { return want[path] })
 }

@@ -47,6 +47,12 @@ func lsTree(ctx context.Context, git *gitcmd.Runner, repoDir, commit, dir string
 	if err != nil {
 		return nil, fmt.Errorf("catalog: list the files of %s: %w", commit, err)
 	}
+	return parseLsTree(out, commit, func(path string) bool { return dir == "" || strings.HasPrefix(path, dir+"/") })
+}
+
+// parseLsTree reads `git ls-tree -z` output: the regular catalog files
+// among the paths keep accepts.
+func parseLsTree(out []byte, commit string, keep func(path string) bool) ([]blob, error) {
 	var blobs []blob
 	for rec := range bytes.SplitSeq(out, []byte{0}) {
 		if len(rec) == 0 {
@@ -59,7 +65,7 @@ func lsTree(ctx context.Context, git *gitcmd.Runner, repoDir, commit, dir string
 			return nil, fmt.Errorf("catalog: ls-tree of %s: unexpected line %q", commit, rec)
 		}
 		path := string(p)
-		if !regularFile(fields[0]) || dir != "" && !strings.HasPrefix(path, dir+"/") {
+		if !regularFile(fields[0]) || !keep(path) {
 			continue
 		}
 		if k := classify(path); k != kindNone {

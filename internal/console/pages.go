@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/humanize"
 )
 
 // pageNames are the templates of the pages, each a file in assets/ that
@@ -27,7 +28,7 @@ func parsePages() map[string]*template.Template {
 		"repoHref":    repoHref,
 		"ago":         ago,
 		"staleness":   staleness,
-		"bytes":       humanBytes,
+		"bytes":       humanize.Bytes,
 		"percent":     percent,
 		"bar":         bar,
 		"short":       func(s string) string { return s[:min(len(s), 12)] },
@@ -361,19 +362,6 @@ func roughly(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
 	}
 	return fmt.Sprintf("%dd", d/(24*time.Hour))
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func percent(n, of int) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/humanize"
 )
 
 // printer writes either for people or, with json, the server's JSON.
@@ -305,7 +306,7 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 	for _, n := range list.Nodes {
 		disk := "-"
 		if n.DiskTotal > 0 {
-			disk = bytesHuman(n.DiskUsed) + " / " + bytesHuman(n.DiskTotal)
+			disk = humanize.Bytes(n.DiskUsed) + " / " + humanize.Bytes(n.DiskTotal)
 		}
 		flap := "no"
 		if n.Flapping {
@@ -326,19 +327,6 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 		printHeld(out, st.Pending)
 	}
 	return nil
-}
-
-func bytesHuman(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // reconnectDelay is the pause before the event stream is opened again.
