@@ -29,6 +29,7 @@ type fullNode struct {
 	events                    *api.Broker
 	backend                   *backend
 	creds                     *tunnelCreds
+	packs                     *gitserve.PackCache // nil: no pack cache (packcache.go)
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -56,6 +57,9 @@ func newFullNode(n *Node) (*fullNode, error) {
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
+		return nil, err
+	}
+	if f.packs, err = openPackCache(n); err != nil {
 		return nil, err
 	}
 	token, err := apiToken(n.cfg.DataDir, n.cfg.API.Token, n.log)
@@ -347,7 +351,8 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve, OnFailure: f.n.serveFailed}
+	git := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve, OnFailure: f.n.serveFailed,
+		Cache: f.packs, Clock: f.n.clk}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -99,6 +99,8 @@ type Config struct {
 	API api.Config
 	// Serve bounds the full node's public git serving.
 	Serve gitserve.Limits
+	// ServeCache bounds its pack cache (MaxBytes 0: none).
+	ServeCache gitserve.CacheConfig
 }
 
 // Node is a running node.
