@@ -23,6 +23,9 @@ type CacheConfig struct {
 	TTL      time.Duration
 }
 
+// readChunk is the most a client reads from a file at a time.
+const readChunk = 64 << 10
+
 // fileOverhead is what a cache file is charged besides its bytes: its
 // inode and the rest of its last block.
 const fileOverhead = 4096
@@ -355,7 +358,7 @@ func (r *packReader) next(ctx context.Context) ([]byte, error) {
 	}
 	switch {
 	case r.off < e.size:
-		n := min(e.size-r.off, 256<<10)
+		n := min(e.size-r.off, readChunk)
 		path := e.path
 		c.mu.Unlock()
 		return r.readFile(path, n)
@@ -380,7 +383,7 @@ func (r *packReader) readFile(path string, n int64) ([]byte, error) {
 			return nil, fmt.Errorf("pack cache: %w", err)
 		}
 		r.f = f
-		r.buf = make([]byte, 256<<10)
+		r.buf = make([]byte, readChunk)
 	}
 	m, err := r.f.ReadAt(r.buf[:n], r.off)
 	if m < int(n) {
