@@ -297,15 +297,15 @@ func (e *packEntry) Write(p []byte) (int, error) {
 		}
 		ch := e.changed
 		c.mu.Unlock()
-		<-ch // a reader moved or left; the run's timeout kills git if none ever does
+		<-ch // a reader moved or left, or the run ended (its timeout kills git)
 		c.mu.Lock()
-		if len(e.readers) == 0 {
+		if len(e.readers) == 0 || e.done {
 			break
 		}
 	}
 	defer c.mu.Unlock()
-	if len(e.readers) == 0 {
-		return 0, errors.New("pack cache: every client of the run went away")
+	if len(e.readers) == 0 || e.done {
+		return 0, errors.New("pack cache: every client of the run went away, or it ended")
 	}
 	e.chunk = append(e.chunk[:0:0], p...)
 	e.end += int64(len(p))
@@ -359,6 +359,7 @@ func (r *packReader) next(ctx context.Context) ([]byte, error) {
 	switch {
 	case r.off < e.size:
 		n := min(e.size-r.off, readChunk)
+		r.pending = n
 		path := e.path
 		c.mu.Unlock()
 		return r.readFile(path, n)
@@ -389,7 +390,6 @@ func (r *packReader) readFile(path string, n int64) ([]byte, error) {
 	if m < int(n) {
 		return nil, fmt.Errorf("pack cache: short read of %s: %w", path, err)
 	}
-	r.pending = n
 	return r.buf[:n], nil
 }
 
