@@ -139,6 +139,10 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
+	packCache, err := servePackCache(cfg)
+	if err != nil {
+		return node.Config{}, err
+	}
 	return node.Config{
 		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 		FullToken: cfg.FullToken,
@@ -148,7 +152,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge,
-		API: apiConfig(cfg), Limits: lim, Serve: serve, Alerts: alertConfig(cfg),
+		API: apiConfig(cfg), Limits: lim, Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
 	}, nil
 }
 
@@ -158,7 +162,16 @@ func serveLimits(cfg config.Config) (gitserve.Limits, error) {
 		return gitserve.Limits{}, fmt.Errorf("--serve-max-request: %w", err)
 	}
 	return gitserve.Limits{MaxRequest: max, ReadTimeout: cfg.ServeReadTimeout,
-		MaxUploadPacks: cfg.ServeMaxUploadPacks, MaxPerClient: cfg.ServeMaxPerClient}, nil
+		MaxUploadPacks: cfg.ServeMaxUploadPacks, MaxPerRepo: cfg.ServeMaxPerRepo, QueueWait: cfg.ServeQueueWait,
+		QueueLength: cfg.ServeQueueLength, MaxPerClient: cfg.ServeMaxPerClient}, nil
+}
+
+func servePackCache(cfg config.Config) (gitserve.CacheConfig, error) {
+	size, err := config.ParseBytes(cfg.ServePackCacheSize)
+	if err != nil {
+		return gitserve.CacheConfig{}, fmt.Errorf("--serve-pack-cache-size: %w", err)
+	}
+	return gitserve.CacheConfig{MaxBytes: size, TTL: cfg.ServePackCacheTTL}, nil
 }
 
 func apiConfig(cfg config.Config) api.Config {

@@ -37,8 +37,13 @@ type Config struct {
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
 	ServeMaxRequest       string        `name:"serve-max-request" help:"full node: largest git fetch request, after decompression (over it: 413)"`
 	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a git fetch request (over it: 408)"`
-	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git fetches served at once (over it: 503 with Retry-After; 0: no cap)"`
-	ServeMaxPerClient     int           `name:"serve-max-per-client" help:"full node: git fetches served at once to one client address (over it: 429 with Retry-After; 0: no cap)"`
+	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git upload-pack runs at once (over it: a wait in the queue, then 503 with Retry-After; 0: no cap)"`
+	ServeMaxPerRepo       int           `name:"serve-max-per-repo" help:"full node: git upload-pack runs at once for one repository (over it: as --serve-max-upload-packs; 0: no cap)"`
+	ServeQueueWait        time.Duration `name:"serve-queue-wait" help:"full node: longest wait of a git request for a run slot (0: 503 at once)"`
+	ServeQueueLength      int           `name:"serve-queue-length" help:"full node: git requests that may wait for a run slot (beyond: 503 at once)"`
+	ServeMaxPerClient     int           `name:"serve-max-per-client" help:"full node: git requests served at once to one client address, from a run or the pack cache (over it: 429 with Retry-After; 0: no cap)"`
+	ServePackCacheSize    string        `name:"serve-pack-cache-size" help:"full node: disk bound of the pack cache in <data>/tmp/packcache, where identical git fetches share one run and its answer is kept (0: no cache)"`
+	ServePackCacheTTL     time.Duration `name:"serve-pack-cache-ttl" help:"full node: how long the pack cache keeps an answer that no request uses"`
 	TLSCert               string        `name:"tls-cert" help:"coordinator, full node: certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
 	TLSKey                string        `name:"tls-key" help:"the private key (PEM) of --tls-cert"`
 	TLS                   bool          `name:"tls" help:"node: dial the coordinator and full nodes' tunnels over TLS, verified against the system's roots or --tls-ca"`
@@ -153,7 +158,12 @@ func Default() Config {
 		ServeMaxRequest:     "8MiB",
 		ServeReadTimeout:    10 * time.Second,
 		ServeMaxUploadPacks: 32,
+		ServeMaxPerRepo:     8,
+		ServeQueueWait:      10 * time.Second,
+		ServeQueueLength:    128,
 		ServeMaxPerClient:   4,
+		ServePackCacheSize:  "1GiB",
+		ServePackCacheTTL:   5 * time.Minute,
 		WebhookCheckSpacing: 5 * time.Second,
 	}
 }

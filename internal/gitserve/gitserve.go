@@ -2,7 +2,10 @@
 // protocol (v0 and v2), by running `git upload-pack --stateless-rpc` through
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
 // serves only what its Resolver says exists and what its refs reach, never
-// receive-pack, and checks each request whole before git sees it.
+// receive-pack, and checks each request whole before git sees it. It caps
+// the upload-packs it runs, in all and per repository, with a queue of
+// bounded wait; with a PackCache, identical fetches share one run, whose
+// output it keeps in files for a while.
 package gitserve
 
 import (
@@ -20,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
@@ -32,9 +36,10 @@ type Resolver func(key string) (dir string, ok bool)
 // read whole and checked before any upload-pack starts: the Git-Protocol
 // header, the command (ls-refs and fetch only), the filter (cheap ones
 // only) and the wanted objects (only what the served refs reach); the
-// body is bounded in size and in read time, and upload-packs in flight
-// are capped in all and per client address. Set the fields before the
-// first request.
+// body is bounded in size and in read time. Requests in service are capped
+// per client address, upload-pack runs in all and per repository, with a
+// queue of bounded wait. With a Cache, identical fetch requests share one
+// run (see PackCache). Set the fields before the first request.
 type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
@@ -43,11 +48,20 @@ type Handler struct {
 	// Timeout bounds one upload-pack run (default 30 minutes).
 	Timeout time.Duration
 	// OnFailure, when set, is told of every upload-pack that failed while
-	// its client was still there (a corrupt repository shows this way).
+	// a client was still there (a corrupt repository shows this way).
 	OnFailure func(key string, err error)
+	// Cache, when set, shares fetch runs between identical requests.
+	Cache *PackCache
+	// Clock times the queue's waits (default the wall clock).
+	Clock clock.Clock
+
+	// beforeRun, when set (by tests), is called as a run has its slot,
+	// before git starts.
+	beforeRun func(key string)
 
 	limitOnce sync.Once
-	limit     *limiter
+	clients   *clientLimit
+	slots     *runSlots
 }
 
 // Limits bound what a client may make the Handler do.
@@ -59,10 +73,17 @@ type Limits struct {
 	// client that trickles its body gets 408 and never holds a git process.
 	ReadTimeout time.Duration
 	// MaxUploadPacks caps upload-pack runs in flight (0: no cap); over it,
-	// 503 with Retry-After.
+	// a run waits in the queue, then 503 with Retry-After.
 	MaxUploadPacks int
-	// MaxPerClient caps them per client address (0: no cap); over it, 429
-	// with Retry-After.
+	// MaxPerRepo caps them per repository (0: no cap), with the same queue.
+	MaxPerRepo int
+	// QueueWait bounds a run's wait for a slot (0: no wait, 503 at once);
+	// QueueLength bounds the runs waiting (beyond it, 503 at once).
+	QueueWait   time.Duration
+	QueueLength int
+	// MaxPerClient caps the requests in service per client address (0: no
+	// cap), whether a run serves them or the cache; over it, 429 with
+	// Retry-After at once.
 	MaxPerClient int
 }
 
@@ -133,11 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	timeout := h.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Minute
-	}
-	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: timeout,
+	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
 		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	pw := &lazyWriter{w: w}
@@ -157,47 +174,79 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := parseRequest(body, v2)
-	if err == nil && req.Command == "fetch" {
-		err = checkWants(r.Context(), h.Git, dir, req.Wants)
-	}
 	if err != nil {
-		if re, ok := errAs(err); ok {
-			http.Error(w, re.Msg, re.Status)
-			return
-		}
-		h.logFailure(r.Context(), key, err)
-		if r.Context().Err() == nil && h.OnFailure != nil {
-			h.OnFailure(key, err)
-		}
-		http.Error(w, "cannot check the request", http.StatusInternalServerError)
+		h.refuse(w, r, key, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc"}
 	cmd.Stdin = bytes.NewReader(body)
+	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, body, v2, req, cmd) {
+		return
+	}
+	if req.Command == "fetch" {
+		if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+			h.refuse(w, r, key, err)
+			return
+		}
+	}
 	h.run(r.Context(), w, pw, key, cmd)
 }
 
-// admit takes an upload-pack slot for the request's client, or answers
-// 429 (this client has too many) or 503 (the server has too many).
+func (h *Handler) timeout() time.Duration {
+	if h.Timeout <= 0 {
+		return 30 * time.Minute
+	}
+	return h.Timeout
+}
+
+// refuse answers a request that failed its checks: the refusal's own 4xx,
+// or 500 when the check itself failed (the node hears of it).
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, key string, err error) {
+	if re, ok := errAs(err); ok {
+		http.Error(w, re.Msg, re.Status)
+		return
+	}
+	h.logFailure(r.Context(), key, err)
+	if r.Context().Err() == nil && h.OnFailure != nil {
+		h.OnFailure(key, err)
+	}
+	http.Error(w, "cannot check the request", http.StatusInternalServerError)
+}
+
+func (h *Handler) init() {
+	h.limitOnce.Do(func() {
+		clk := h.Clock
+		if clk == nil {
+			clk = clock.Real{}
+		}
+		h.clients = &clientLimit{max: h.MaxPerClient}
+		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, maxQueue: h.QueueLength,
+			wait: h.QueueWait, clk: clk}
+	})
+}
+
+// admit takes a slot of the request's client, or answers 429 when it has
+// too many requests in service.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
-	h.limitOnce.Do(func() { h.limit = &limiter{global: h.MaxUploadPacks, perClient: h.MaxPerClient} })
+	h.init()
 	client, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		client = r.RemoteAddr
 	}
-	release, perClient, global := h.limit.acquire(client)
-	switch {
-	case perClient:
+	release, ok = h.clients.acquire(client)
+	if !ok {
 		w.Header().Set("Retry-After", retryAfter)
 		http.Error(w, "too many git requests from your address at once; retry later", http.StatusTooManyRequests)
 		return nil, false
-	case global:
-		w.Header().Set("Retry-After", retryAfter)
-		http.Error(w, "too many git requests at once; retry later", http.StatusServiceUnavailable)
-		return nil, false
 	}
 	return release, true
+}
+
+// Stats returns the counters of the run queue.
+func (h *Handler) Stats() QueueStats {
+	h.init()
+	return h.slots.stats()
 }
 
 // readBody reads the whole request body, decompressed, within the size and
@@ -270,17 +319,35 @@ func (h *Handler) logFailure(ctx context.Context, key string, err error) {
 	}
 }
 
+// run runs cmd for one client once it has a run slot, streaming its
+// output to the client.
 func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) {
-	err := h.Git.Run(ctx, cmd)
+	release, err := h.slots.acquire(ctx, key)
+	if err == nil {
+		defer release()
+		err = h.Git.Run(ctx, cmd)
+	}
 	if err == nil {
 		pw.flushPrefix()
 		return
 	}
-	h.logFailure(ctx, key, err)
-	if ctx.Err() == nil && h.OnFailure != nil {
-		h.OnFailure(key, err)
+	h.runFailed(ctx, key, err)
+	h.failed(ctx, w, pw.started, key, err)
+}
+
+// failed answers a client whose run failed: 503 when no slot came, 500
+// when git failed before any output, and a broken connection after.
+func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started bool, key string, err error) {
+	var busy *busyError
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, busy.msg, http.StatusServiceUnavailable)
+		return
 	}
-	if !pw.started {
+	if ctx.Err() != nil {
+		return // the client went away
+	}
+	if !started {
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)
 		return
 	}
@@ -288,6 +355,19 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	// chunk, so that the client sees a broken answer rather than a short
 	// one that looks complete.
 	panic(http.ErrAbortHandler)
+}
+
+// runFailed logs a failed run and tells OnFailure, unless it was stopped
+// (its clients went away) or refused for want of a slot.
+func (h *Handler) runFailed(ctx context.Context, key string, err error) {
+	var busy *busyError
+	if errors.As(err, &busy) || ctx.Err() != nil {
+		return
+	}
+	h.logFailure(ctx, key, err)
+	if h.OnFailure != nil {
+		h.OnFailure(key, err)
+	}
 }
 
 // lazyWriter writes its prefix before the first byte of output, so that an

@@ -31,8 +31,9 @@ type fullNode struct {
 	events                    *api.Broker
 	backend                   *backend
 	creds                     *tunnelCreds
-	console                   http.Handler   // the operator's console (http.go)
-	consoleSrc                *consoleSource // what it shows (console.go)
+	console                   http.Handler        // the operator's console (http.go)
+	consoleSrc                *consoleSource      // what it shows (console.go)
+	packs                     *gitserve.PackCache // nil: no pack cache (packcache.go)
 
 	mu      sync.Mutex
 	view    map[string]*fleetv1.RepoState
@@ -62,6 +63,9 @@ func newFullNode(n *Node) (*fullNode, error) {
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
+		return nil, err
+	}
+	if f.packs, err = openPackCache(n); err != nil {
 		return nil, err
 	}
 	token, err := apiToken(n.cfg.DataDir, n.cfg.API.Token, n.log)
@@ -366,7 +370,7 @@ func (f *fullNode) resolve(key string) (string, bool) {
 
 func (f *fullNode) publicHandler() http.Handler {
 	git := metrics.CountBytes(&gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve,
-		OnFailure: f.n.serveFailed}, f.n.met.addServed("public"))
+		OnFailure: f.n.serveFailed, Cache: f.packs, Clock: f.n.clk}, f.n.met.addServed("public"))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

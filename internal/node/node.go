@@ -112,6 +112,8 @@ type Config struct {
 	Metrics metrics.Registry
 	// Alerts configures the full node's alerts (alerts.go).
 	Alerts AlertConfig
+	// ServeCache bounds its pack cache (MaxBytes 0: none).
+	ServeCache gitserve.CacheConfig
 }
 
 // Node is a running node.

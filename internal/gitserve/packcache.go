@@ -1,0 +1,418 @@
+package gitserve
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+)
+
+// CacheConfig bounds the pack cache: identical upload-pack requests share
+// one run, and its output is kept on disk until unused for TTL, within
+// MaxBytes in all. MaxBytes 0 turns the cache off.
+type CacheConfig struct {
+	MaxBytes int64
+	TTL      time.Duration
+}
+
+// readChunk is the most a client reads from a file at a time.
+const readChunk = 64 << 10
+
+// fileOverhead is what a cache file is charged besides its bytes: its
+// inode and the rest of its last block.
+const fileOverhead = 4096
+
+// PackCache shares upload-pack runs between identical requests and keeps
+// their output in files under one directory. A run's output goes to a
+// file as it is produced; every client of the run reads the file from its
+// start and follows the live end, so one slow or departed client never
+// holds the others or the run. A run that ended well stays for the TTL,
+// for identical requests that come later.
+//
+// The files never take more than MaxBytes: before a run's file grows, the
+// oldest finished entries that nobody reads are evicted; when that is not
+// enough, the run spills: it stops growing its file, takes no more
+// clients, is not kept, and hands the rest of its output to the clients
+// it has one chunk at a time, at the pace of the slowest, as an unshared
+// run would. It is safe for concurrent use.
+type PackCache struct {
+	dir string
+	max int64
+	ttl time.Duration
+	clk clock.Clock
+
+	mu       sync.Mutex
+	entries  map[string]*packEntry // runs that may be joined, and kept output
+	finished *list.List            // kept entries, oldest first
+	used     int64                 // bytes charged for every file on disk
+	seq      uint64
+	stats    CacheStats
+}
+
+// CacheStats counts what the cache did since it was made.
+type CacheStats struct {
+	Runs     int64 // runs started
+	Shared   int64 // requests that joined a live run
+	Hits     int64 // requests served from a kept file
+	Spilled  int64 // runs whose output did not fit the bound
+	Evicted  int64 // kept files removed for room
+	Expired  int64 // kept files removed after the TTL
+	Bytes    int64 // bytes charged on disk now
+	Entries  int   // runs and kept files indexed now
+	Watching int   // clients attached to runs and files now
+}
+
+// NewPackCache makes a cache in dir, emptying it first: whatever a previous
+// process left there is not known to be whole.
+func NewPackCache(dir string, cfg CacheConfig, clk clock.Clock) (*PackCache, error) {
+	if cfg.MaxBytes <= 0 {
+		return nil, errors.New("pack cache: no size bound")
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("pack cache: clean %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	return &PackCache{dir: dir, max: cfg.MaxBytes, ttl: cfg.TTL, clk: clk,
+		entries: map[string]*packEntry{}, finished: list.New()}, nil
+}
+
+// Stats returns the cache's counters.
+func (c *PackCache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Bytes, s.Entries = c.used, len(c.entries)
+	for _, e := range c.entries {
+		s.Watching += len(e.readers)
+	}
+	return s
+}
+
+// packEntry is one run's output: a file, and after a spill one chunk in
+// memory. Every field but the immutable ones is guarded by the cache's mu.
+type packEntry struct {
+	c    *PackCache
+	key  string
+	path string
+	file *os.File // the run's handle; nil once the run ended
+
+	size    int64  // bytes in the file
+	end     int64  // bytes produced: size, plus what went through chunk
+	chunk   []byte // after a spill: the bytes [end-len(chunk), end)
+	spilled bool
+	done    bool
+	err     error // why the run failed
+	indexed bool  // in c.entries: joinable, or kept
+	elem    *list.Element
+	usedAt  time.Time // when the run ended or a request last found it
+	readers map[*packReader]bool
+	changed chan struct{} // closed and replaced at every change
+	cancel  context.CancelFunc
+}
+
+// packReader is one client's place in an entry.
+type packReader struct {
+	e       *packEntry
+	off     int64 // bytes delivered
+	pending int64 // bytes handed out by the last next, delivered once next is called again
+	f       *os.File
+	buf     []byte
+}
+
+// join attaches a reader to the live run or kept file of key, or returns
+// nil when there is none.
+func (c *PackCache) join(key string) *packReader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expire()
+	e := c.entries[key]
+	if e == nil {
+		return nil
+	}
+	return c.attachTo(e)
+}
+
+// attachTo counts a request that found e and attaches its reader; a kept
+// entry in use goes to the back of the line, for expiry and eviction.
+func (c *PackCache) attachTo(e *packEntry) *packReader {
+	if e.done {
+		c.stats.Hits++
+		e.usedAt = c.clk.Now()
+		c.finished.MoveToBack(e.elem)
+	} else {
+		c.stats.Shared++
+	}
+	return e.attach()
+}
+
+// start makes the entry of a new run of key and attaches a reader to it;
+// leader is true when the caller must run it (and cancel, which the last
+// reader to leave calls, stops the run), false when an identical request
+// made it first (the reader then follows that one).
+func (c *PackCache) start(key string, cancel context.CancelFunc) (r *packReader, leader bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[key]; e != nil {
+		return c.attachTo(e), false, nil
+	}
+	c.seq++
+	path := filepath.Join(c.dir, strconv.FormatUint(c.seq, 10)+".pack")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("pack cache: %w", err)
+	}
+	e := &packEntry{c: c, key: key, path: path, file: f, indexed: true, cancel: cancel,
+		readers: map[*packReader]bool{}, changed: make(chan struct{})}
+	c.used += fileOverhead
+	if !c.makeRoom(0) {
+		e.spill()
+	}
+	if e.indexed {
+		c.entries[key] = e
+	}
+	c.stats.Runs++
+	return e.attach(), true, nil
+}
+
+// expire removes the kept entries unused for the TTL that nobody reads.
+func (c *PackCache) expire() {
+	now := c.clk.Now()
+	for el := c.finished.Front(); el != nil; {
+		e, next := el.Value.(*packEntry), el.Next()
+		if now.Sub(e.usedAt) < c.ttl {
+			return // the list is in the order of usedAt
+		}
+		if len(e.readers) == 0 {
+			c.unindex(e)
+			c.stats.Expired++
+		}
+		el = next
+	}
+}
+
+// makeRoom evicts the oldest kept entries that nobody reads until need
+// more bytes fit, and reports whether they do.
+func (c *PackCache) makeRoom(need int64) bool {
+	for el := c.finished.Front(); c.used+need > c.max && el != nil; {
+		e, next := el.Value.(*packEntry), el.Next()
+		if len(e.readers) == 0 {
+			c.unindex(e)
+			c.stats.Evicted++
+		}
+		el = next
+	}
+	return c.used+need <= c.max
+}
+
+// unindex takes e out of the index (no new reader finds it) and removes its
+// file once nobody reads it and its run has ended.
+func (c *PackCache) unindex(e *packEntry) {
+	if e.indexed {
+		e.indexed = false
+		delete(c.entries, e.key)
+		if e.elem != nil {
+			c.finished.Remove(e.elem)
+			e.elem = nil
+		}
+	}
+	e.removeIfUnused()
+}
+
+func (e *packEntry) removeIfUnused() {
+	if e.indexed || !e.done || len(e.readers) > 0 || e.path == "" {
+		return
+	}
+	_ = os.Remove(e.path)
+	e.path = ""
+	e.c.used -= e.size + fileOverhead
+}
+
+func (e *packEntry) attach() *packReader {
+	r := &packReader{e: e}
+	e.readers[r] = true
+	return r
+}
+
+func (e *packEntry) notify() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// spill stops e's file from growing: e is no longer joinable nor kept.
+func (e *packEntry) spill() {
+	e.spilled = true
+	e.c.stats.Spilled++
+	if e.indexed {
+		e.indexed = false
+		delete(e.c.entries, e.key)
+	}
+}
+
+// Write takes the run's output. Into the file while it fits; after a
+// spill, it waits for every reader to have delivered the previous chunk.
+func (e *packEntry) Write(p []byte) (int, error) {
+	c := e.c
+	c.mu.Lock()
+	if !e.spilled && !c.makeRoom(int64(len(p))) {
+		e.spill()
+	}
+	if !e.spilled {
+		c.used += int64(len(p)) // reserved before the write, so that no two runs overshoot
+		c.mu.Unlock()
+		n, err := e.file.Write(p)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.used -= int64(len(p) - n)
+		e.size += int64(n)
+		e.end = e.size
+		e.notify()
+		if err != nil {
+			return n, fmt.Errorf("pack cache: %w", err)
+		}
+		return n, nil
+	}
+	for {
+		behind := false
+		for r := range e.readers {
+			if r.off+r.pending < e.end {
+				behind = true
+				break
+			}
+		}
+		if !behind {
+			break
+		}
+		ch := e.changed
+		c.mu.Unlock()
+		<-ch // a reader moved or left, or the run ended (its timeout kills git)
+		c.mu.Lock()
+		if len(e.readers) == 0 || e.done {
+			break
+		}
+	}
+	defer c.mu.Unlock()
+	if len(e.readers) == 0 || e.done {
+		return 0, errors.New("pack cache: every client of the run went away, or it ended")
+	}
+	e.chunk = append(e.chunk[:0:0], p...)
+	e.end += int64(len(p))
+	e.notify()
+	return len(p), nil
+}
+
+// finish ends e's run: err is nil when it succeeded, keep is false when its
+// output must not serve later requests (the repository changed under it).
+func (e *packEntry) finish(err error, keep bool) {
+	c := e.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = e.file.Close()
+	e.file = nil
+	e.done, e.err = true, err
+	switch {
+	case err == nil && keep && e.indexed && c.ttl > 0:
+		e.usedAt = c.clk.Now()
+		e.elem = c.finished.PushBack(e)
+	default:
+		c.unindex(e)
+	}
+	e.notify()
+}
+
+// next waits for the reader's next bytes: io.EOF after the last, the run's
+// error if it failed, ctx's if the client went away. The bytes are valid
+// until the following call.
+func (r *packReader) next(ctx context.Context) ([]byte, error) {
+	e := r.e
+	c := e.c
+	c.mu.Lock()
+	if r.pending > 0 {
+		r.off += r.pending
+		r.pending = 0
+		if e.spilled {
+			e.notify() // the run may wait for this reader
+		}
+	}
+	for r.off >= e.end && !e.done {
+		ch := e.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	switch {
+	case r.off < e.size:
+		n := min(e.size-r.off, readChunk)
+		r.pending = n
+		path := e.path
+		c.mu.Unlock()
+		return r.readFile(path, n)
+	case r.off < e.end:
+		p := e.chunk[r.off-(e.end-int64(len(e.chunk))):]
+		r.pending = int64(len(p))
+		c.mu.Unlock()
+		return p, nil
+	}
+	err := e.err
+	c.mu.Unlock()
+	if err == nil {
+		err = io.EOF
+	}
+	return nil, err
+}
+
+func (r *packReader) readFile(path string, n int64) ([]byte, error) {
+	if r.f == nil {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("pack cache: %w", err)
+		}
+		r.f = f
+		r.buf = make([]byte, readChunk)
+	}
+	m, err := r.f.ReadAt(r.buf[:n], r.off)
+	if m < int(n) {
+		return nil, fmt.Errorf("pack cache: short read of %s: %w", path, err)
+	}
+	return r.buf[:n], nil
+}
+
+// close detaches the reader. The last reader of a live run cancels it:
+// nobody would read what it makes, and it is not kept unfinished.
+func (r *packReader) close() {
+	e := r.e
+	c := e.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.f != nil {
+		_ = r.f.Close()
+	}
+	delete(e.readers, r)
+	if len(e.readers) == 0 && !e.done {
+		if e.indexed {
+			e.indexed = false
+			delete(c.entries, e.key)
+		}
+		if e.cancel != nil {
+			e.cancel()
+		}
+	}
+	e.removeIfUnused()
+	e.notify()
+}
