@@ -8,7 +8,8 @@ import (
 
 // metrics serves the full node's figures in the Prometheus text format:
 // repositories by state, how many are current, the nodes by state, open
-// tunnels, forged tips by node, its disk (fulldisk.go), and whether a catalog change is held back
+// tunnels, forged tips by node, its disk (fulldisk.go), the maintenance of its
+// mirrors (maintain.go), and whether a catalog change is held back
 // by purge protection. The repositories' figures are counters kept as
 // states change (counters.go): no walk of the repositories.
 func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +32,7 @@ func (f *fullNode) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "gitfleet_tunnels %d\n", len(f.tunnels.Nodes()))
 	f.writeMismatchMetrics(w)
 	f.writeDiskMetrics(w)
+	f.n.writeMaintenanceMetrics(w)
 	if nodes, err := f.backend.Nodes(r.Context()); err == nil {
 		byNode := map[string]int{}
 		for _, n := range nodes {

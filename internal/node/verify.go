@@ -150,6 +150,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 			n.log.Warn("could not verify the mirror", "key", key, "err", err)
 		case err == nil:
 			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
+			n.maint.note(key) // so that every mirror is looked at once per interval
 		}
 	}
 }
