@@ -377,6 +377,12 @@ func (s *Store) cleanLocks(repo string) {
 			}
 		}
 	}
+	// What a killed maintenance run (maintain.go) leaves.
+	for _, rel := range []string{"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock", maintMarker + ".tmp"} {
+		if os.Remove(filepath.Join(repo, filepath.FromSlash(rel))) == nil {
+			s.log.Info("removed stale lock", "path", filepath.Join(repo, filepath.FromSlash(rel)))
+		}
+	}
 	if ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack")); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "tmp_") || strings.HasSuffix(e.Name(), ".lock") {

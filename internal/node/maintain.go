@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 )
 
@@ -138,9 +139,13 @@ func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
 	if err != nil {
 		m.failures.Add(1)
 		entry.Error = err.Error()
-		if errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			n.log.Debug("mirror gone during maintenance", "key", key, "err", err)
-		} else {
+		case gitcmd.ClassOf(err) == gitcmd.ClassBadObjects:
+			n.log.Warn("maintenance of a mirror failed on its objects", "key", key, "full", rep.Full, "err", err)
+			n.verifySoon(key, "maintenance") // verified, and repaired if broken
+		default:
 			n.log.Warn("maintenance of a mirror failed", "key", key, "full", rep.Full, "err", err)
 		}
 	} else {
