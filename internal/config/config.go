@@ -79,7 +79,7 @@ type Config struct {
 	PruneAfter            time.Duration `name:"prune-after" help:"node: a mirror whose upstream deleted a ref or rewrote one (not a fast-forward) is repacked without the objects no ref reaches within this time, so they can no longer be fetched (0: at once)"`
 	MaintConcurrency      int           `name:"maintenance-concurrency" help:"node: mirrors maintained at once in the background (repacked geometrically with a bitmap, commit graph written), chosen by need after fetches (0: no maintenance)"`
 	MaintDuty             float64       `name:"maintenance-duty" help:"node: the most of the time each maintenance lane may be busy (0.1: at most 10%)"`
-	MaintFullInterval     time.Duration `name:"maintenance-full-interval" help:"node: a maintained mirror is repacked in full this often, which drops the objects no ref reaches (what --prune-after does not already drop)"`
+	MaintFullInterval     time.Duration `name:"maintenance-full-interval" help:"node: a mirror written to since its last full repack is repacked in full once this long has passed, which drops the objects no ref reaches (what --prune-after does not already drop)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`

@@ -27,10 +27,11 @@ import (
 //     objects rolled into one, the large packs left alone, a multi-pack
 //     index with a bitmap over the result) and `git commit-graph write
 //     --reachable --split`;
-//   - full, once per FullInterval (and on a mirror's first run): `git
-//     repack -a -d -b` (one pack of what the refs reach, with a bitmap: the
-//     objects no ref reaches are dropped), `git prune --expire=now` when
-//     loose objects are left, and the commit graph written anew. This bounds
+//   - full, on a mirror's first run and, for a mirror written to since,
+//     once the full interval has passed: `git repack -a -d -b` (one pack
+//     of what the refs reach, with a bitmap: the objects no ref reaches are
+//     dropped), `git prune --expire=now` when loose objects are left, and
+//     the commit graph written anew. This bounds
 //     how long an object that nothing reaches stays, whatever left it (the
 //     pruner, prune.go, handles what a fetch dropped within --prune-after).
 //
@@ -81,11 +82,14 @@ type Need struct {
 func (n Need) Due() bool { return n.Score >= 1 }
 
 // NeedOf scores a mirror's shape at now (pure). A mirror never maintained
-// in full, or not for fullInterval, is due for a full run; a mirror with
-// packs but no bitmap or no commit graph is due; otherwise loose objects
-// and packs no bitmap covers add up, looseUnit or newPackUnit to one.
+// in full is due for a full run, and so is one not maintained in full for
+// fullInterval that was written to since (a mirror left alone has nothing
+// new to drop: a million idle mirrors cost no repack); a mirror with packs
+// but no bitmap or no commit graph is due; otherwise loose objects and
+// packs no bitmap covers add up, looseUnit or newPackUnit to one.
 func NeedOf(sh Shape, now time.Time, fullInterval time.Duration) Need {
-	full := sh.LastFull.IsZero() || (fullInterval > 0 && now.Sub(sh.LastFull) >= fullInterval)
+	written := sh.NewPacks > 0 || sh.Loose > 0 || sh.LastRun.After(sh.LastFull)
+	full := sh.LastFull.IsZero() || (fullInterval > 0 && now.Sub(sh.LastFull) >= fullInterval && written)
 	score := float64(sh.Loose)/looseUnit + float64(sh.NewPacks)/newPackUnit
 	if sh.Packs+sh.Loose == 0 {
 		return Need{} // empty: nothing to do, full or not

@@ -37,7 +37,9 @@ func TestNeedOf(t *testing.T) {
 		{"64 loose objects", with(func(s *mirror.Shape) { s.Loose = 64 }), true, false, 0.99},
 		{"no commit graph", with(func(s *mirror.Shape) { s.CommitGraph = false }), true, false, 0.99},
 		{"no bitmap", with(func(s *mirror.Shape) { s.Bitmap = false }), true, false, 0.99},
-		{"a week since the last full run", with(func(s *mirror.Shape) { s.LastFull = now.Add(-week) }), true, true, 0.99},
+		{"a week since the last full run, a fetch since", with(func(s *mirror.Shape) { s.LastFull, s.Packs, s.NewPacks = now.Add(-week), 2, 1 }), true, true, 0.99},
+		{"a week since the last full run, an incremental one since", with(func(s *mirror.Shape) { s.LastFull = now.Add(-week) }), true, true, 0.99},
+		{"a week since the last full run, nothing since", with(func(s *mirror.Shape) { s.LastRun, s.LastFull = now.Add(-week), now.Add(-week) }), false, false, -1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,7 +14,9 @@
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms; and a source
 // that suddenly advertises nothing is believed only when it says so twice
-// (emptyguard.go).
+// (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
+// them (geometrically, with bitmaps and a commit graph) and, now and then,
+// repacks them whole without what no ref reaches (maintain.go).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
