@@ -26,7 +26,7 @@ import (
 
 // maintProbeBatch is how many candidates a lane probes before it picks
 // one: a probe is a few directory listings.
-const maintProbeBatch = 64
+const maintProbeBatch = 256
 
 // maintainer is a node's maintenance state.
 type maintainer struct {
