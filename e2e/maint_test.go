@@ -71,14 +71,14 @@ func TestMaintenanceWhileServing(t *testing.T) {
 	// wait for 8 new packs: the unit tests in internal/mirror take that
 	// path); full runs come every fullEvery.
 	runs := func() float64 {
-		return metric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`) +
-			metric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`)
+		return maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`) +
+			maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`)
 	}
 	for clones < 10 || runs() < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %d clones: full node's maintenance runs: %v full, %v incremental", clones,
-				metric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`),
-				metric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`))
+				maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`),
+				maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`))
 		}
 		select {
 		case err := <-done:
@@ -143,13 +143,13 @@ func TestMaintenanceWhileServing(t *testing.T) {
 		t.Fatalf("fsck of the full node's mirror: %v", err)
 	}
 	t.Logf("%d clones checked; full node: %v full and %v incremental runs, %v s", clones,
-		metric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`),
-		metric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`),
-		metric(t, f.base, `gitfleet_maintenance_seconds_total`))
+		maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="full"}`),
+		maintMetric(t, f.base, `gitfleet_maintenance_runs_total{kind="incremental"}`),
+		maintMetric(t, f.base, `gitfleet_maintenance_seconds_total`))
 }
 
-// metric reads one sample of the full node's /metrics (-1 when absent).
-func metric(t *testing.T, base, sample string) float64 {
+// maintMetric reads one sample of the full node's /metrics (-1 when absent).
+func maintMetric(t *testing.T, base, sample string) float64 {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
