@@ -149,6 +149,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		Capacity:  cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval,
 		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
+		MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge,

@@ -133,7 +133,7 @@ type RepoDetail struct {
 // HistoryEntry is one check or fetch of a repository.
 type HistoryEntry struct {
 	At         time.Time `json:"at"`
-	Kind       string    `json:"kind"` // "check", "fetch", ...
+	Kind       string    `json:"kind"` // "check", "fetch", "pull", "maintenance", ...
 	Node       uint32    `json:"node,omitempty"`
 	Changed    bool      `json:"changed"`
 	DurationMs int64     `json:"duration_ms,omitempty"`

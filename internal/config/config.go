@@ -83,6 +83,9 @@ type Config struct {
 	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`
 	VerifyInterval        time.Duration `name:"verify-interval" help:"node: each mirror is verified in the background about this often, one at a time, at most 10% of the time (0: never)"`
 	PruneAfter            time.Duration `name:"prune-after" help:"node: a mirror whose upstream deleted a ref or rewrote one (not a fast-forward) is repacked without the objects no ref reaches within this time, so they can no longer be fetched (0: at once)"`
+	MaintConcurrency      int           `name:"maintenance-concurrency" help:"node: mirrors maintained at once in the background (repacked geometrically with a bitmap, commit graph written), chosen by need after fetches (0: no maintenance)"`
+	MaintDuty             float64       `name:"maintenance-duty" help:"node: the most of the time each maintenance lane may be busy (0.1: at most 10%)"`
+	MaintFullInterval     time.Duration `name:"maintenance-full-interval" help:"node: a mirror written to since its last full repack is repacked in full once this long has passed, which drops the objects no ref reaches (what --prune-after does not already drop)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	LogPerRepo            int           `name:"log-per-repo" help:"node: entries of the fetch log kept per repository (the newest)"`
@@ -143,6 +146,10 @@ func Default() Config {
 		MaxTreeDepth:      2048,
 		VerifyInterval:    7 * 24 * time.Hour,
 		PruneAfter:        time.Hour,
+
+		MaintConcurrency:  1,
+		MaintDuty:         0.1,
+		MaintFullInterval: 7 * 24 * time.Hour,
 		Retention:         7 * 24 * time.Hour,
 		MismatchRevoke:    3,
 		AlertInterval:     15 * time.Second,

@@ -46,7 +46,7 @@ type Entry struct {
 	ID         string    `json:"id,omitempty"`
 	Key        string    `json:"key"`
 	At         time.Time `json:"at"`             // when the work started
-	Kind       string    `json:"kind"`           // check, fetch, clone, pull, repair
+	Kind       string    `json:"kind"`           // check, fetch, clone, pull, repair, maintenance
 	Node       uint32    `json:"node,omitempty"` // the node that did the work
 	From       uint32    `json:"from,omitempty"` // a pull's source node
 	Result     string    `json:"result"`         // ok, failed, cancelled

@@ -91,6 +91,9 @@ var subcommands = map[string]bool{
 	"version": true,
 	// pruning what the upstream dropped (mirror/prune.go).
 	"merge-base": true, "repack": true, "prune": true,
+	// keeping mirrors cheap to serve (mirror/maintain.go); a name of two
+	// words is a subcommand and its verb.
+	"pack-refs": true, "commit-graph write": true,
 }
 
 // hardening is applied to every command as -c settings.
@@ -241,7 +244,7 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	if c.GitDir != "" {
 		args = append(args, "--git-dir="+c.GitDir)
 	}
-	args = append(args, c.Name)
+	args = append(args, strings.Fields(c.Name)...)
 	for _, f := range c.Flags {
 		if !strings.HasPrefix(f, "-") {
 			return nil, fmt.Errorf("gitcmd: flag %q of git %s does not start with '-'", f, c.Name)

@@ -14,7 +14,9 @@
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms; and a source
 // that suddenly advertises nothing is believed only when it says so twice
-// (emptyguard.go).
+// (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
+// them (geometrically, with bitmaps and a commit graph) and, now and then,
+// repacks them whole without what no ref reaches (maintain.go).
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -431,6 +433,12 @@ func (s *Store) cleanLocks(repo string) {
 			if strings.HasPrefix(e.Name(), "incoming-") || strings.HasPrefix(e.Name(), "tmp_") {
 				_ = os.RemoveAll(filepath.Join(repo, "objects", e.Name()))
 			}
+		}
+	}
+	// What a killed maintenance run (maintain.go) leaves.
+	for _, rel := range []string{"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock", maintMarker + ".tmp"} {
+		if os.Remove(filepath.Join(repo, filepath.FromSlash(rel))) == nil {
+			s.log.Info("removed stale lock", "path", filepath.Join(repo, filepath.FromSlash(rel)))
 		}
 	}
 	if ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack")); err == nil {

@@ -254,6 +254,17 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 			return fmt.Errorf("mirror %s: prune: %w", key, err)
 		}
 	}
+	// A commit graph (maintain.go) may name the commits just dropped: it is
+	// written anew. The repack was a full one: maintenance need not make
+	// another until its interval has passed again.
+	if sh, err := probe(dir); err == nil && sh.CommitGraph {
+		if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
+			return fmt.Errorf("mirror %s: prune: %w", key, err)
+		}
+	}
+	if now := s.now(); writeMaintMarker(dir, now, now) != nil {
+		s.log.Warn("could not record the pruning as a full maintenance run", "key", key)
+	}
 	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
 	}

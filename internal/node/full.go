@@ -369,8 +369,12 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	git := metrics.CountBytes(&gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve,
-		OnFailure: f.n.serveFailed, Cache: f.packs, Clock: f.n.clk}, f.n.met.addServed("public"))
+	gs := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve,
+		OnFailure: f.n.serveFailed, Cache: f.packs, Clock: f.n.clk}
+	// Its slots and its pack cache on /metrics (servecollect.go); a
+	// handler made again (benchmarks) keeps the first one's figures.
+	_ = f.n.cfg.Metrics.Register(serveCollector{gs, f.packs})
+	git := metrics.CountBytes(gs, f.n.met.addServed("public"))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

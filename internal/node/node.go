@@ -80,6 +80,12 @@ type Config struct {
 	// PruneAfter bounds how long a mirror keeps the objects that a fetch
 	// which deleted or rewrote refs left unreachable (mirror.SetPruneAfter).
 	PruneAfter time.Duration
+	// Maintenance of the mirrors (maintain.go): lanes (0: none), the
+	// share of the time each may run, and how often a mirror is
+	// repacked in full (dropping what no ref reaches).
+	MaintenanceConcurrency  int
+	MaintenanceDuty         float64
+	MaintenanceFullInterval time.Duration
 	// Retention is how long a full node keeps a removed repository's data
 	// for a re-addition to bring back without a clone.
 	Retention time.Duration
@@ -131,6 +137,7 @@ type Node struct {
 	verify *verifier
 	met    *nodeMetrics  // promcollect.go
 	flog   *fetchlog.Log // what this node did, persisted (fetchlog.go)
+	maint  *maintainer
 
 	runCtx context.Context
 	id     uint32
@@ -225,7 +232,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval),
-		flog: fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log)}
+		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
+		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval)}
 	if cfg.Mode == "full" {
 		if n.full, err = newFullNode(n); err != nil {
 			db.Close()
@@ -337,6 +345,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.cfg.VerifyInterval > 0 {
 		run(n.verifyLoop)
 	}
+	for range n.maint.lanes {
+		run(n.maintainLoop)
+	}
 	run(func(ctx context.Context) {
 		if err := n.coordinatorLoop(ctx); err != nil {
 			errc <- err
@@ -369,6 +380,7 @@ func (n *Node) setDigest(key, digest string) {
 	n.mu.Lock()
 	n.digests[key] = digest
 	n.mu.Unlock()
+	n.maint.note(key) // written to: a candidate for maintenance
 	if n.full != nil {
 		n.full.reclass(key) // counters.go
 	}

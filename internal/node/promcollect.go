@@ -64,7 +64,7 @@ func newNodeMetrics(n *Node, reg metrics.Registry) *nodeMetrics {
 			Buckets: metrics.DurationBuckets(),
 		}, []string{"kind", "result"}))
 	}
-	reg.MustRegister(&nodeCollector{n: n})
+	reg.MustRegister(&nodeCollector{n: n}, maintenanceCollector{n.maint})
 	return m
 }
 

@@ -87,6 +87,6 @@ func (f *fullNode) repaired(key, digest string) {
 // mirror's objects makes it verified at once.
 func (n *Node) serveFailed(key string, err error) {
 	if gitcmd.ClassOf(err) == gitcmd.ClassBadObjects {
-		n.verifySoon(key)
+		n.verifySoon(key, "a clone")
 	}
 }

@@ -60,9 +60,9 @@ func (v *verifier) setBroken(key, state string) {
 	}
 }
 
-// verifySoon asks for a verification of key at once (a clone of it from
-// this node failed on its objects).
-func (n *Node) verifySoon(key string) {
+// verifySoon asks for a verification of key at once: why (a clone of it
+// from this node, or its maintenance) failed on its objects.
+func (n *Node) verifySoon(key, why string) {
 	v := n.verify
 	held := n.mirror.Has(key)
 	v.mu.Lock()
@@ -72,7 +72,7 @@ func (n *Node) verifySoon(key string) {
 	ok := v.plan.urgent(key, n.clk.Now())
 	v.mu.Unlock()
 	if ok {
-		n.log.Warn("a clone failed on the mirror's objects: verifying it now", "key", key)
+		n.log.Warn(why+" failed on the mirror's objects: verifying it now", "key", key)
 		select {
 		case v.wake <- struct{}{}:
 		default:
@@ -150,6 +150,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 			n.log.Warn("could not verify the mirror", "key", key, "err", err)
 		case err == nil:
 			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
+			n.maint.note(key) // so that every mirror is looked at once per interval
 		}
 	}
 }

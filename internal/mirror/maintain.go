@@ -1,0 +1,335 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Maintenance keeps a mirror cheap to serve. Every fetch adds a pack (or
+// loose objects), and a mirror of many small packs, with no bitmap and no
+// commit graph, costs a clone several times the CPU of a repacked one. A
+// run, under the mirror's lock (so no fetch, pull, prune or verification of
+// it runs meanwhile, and the verifier never sees a pack whose index is not
+// yet written), does:
+//
+//   - incremental: `git pack-refs --all`, `git repack --geometric=2 -d
+//     --write-midx --write-bitmap-index` (the small packs and the loose
+//     objects rolled into one, the large packs left alone, a multi-pack
+//     index with a bitmap over the result) and `git commit-graph write
+//     --reachable --split`;
+//   - full, on a mirror's first run and, for a mirror written to since,
+//     once the full interval has passed: `git repack -a -d -b` (one pack
+//     of what the refs reach, with a bitmap: the objects no ref reaches are
+//     dropped), `git prune --expire=now` when loose objects are left, and
+//     the commit graph written anew. This bounds
+//     how long an object that nothing reaches stays, whatever left it (the
+//     pruner, prune.go, handles what a fetch dropped within --prune-after).
+//
+// Clones and fetches served from the mirror (upload-pack: readers) run
+// beside it: git writes each new pack, index, multi-pack index, bitmap and
+// commit graph under a temporary name and renames it into place, and removes
+// an old pack only once a new one holds its objects; a reader that finds a
+// pack gone looks the object up again. So a reader never sees a half-written
+// state. The run's own state (when it last ran, when it last ran in full)
+// is kept in the mirror (maintMarker), so it survives restarts.
+
+// maintMarker, in a mirror, holds when it was last maintained and last
+// maintained in full (Unix seconds).
+const maintMarker = "gitfleet-maintained"
+
+// Shape is what a cheap look at a mirror's files tells of its need for
+// maintenance. Probe reads it without running git.
+type Shape struct {
+	Loose       int   // loose objects
+	Packs       int   // packs
+	NewPacks    int   // packs that no bitmap covers (written after the last run's bitmap)
+	PackBytes   int64 // size of the packs
+	Bitmap      bool  // a pack bitmap or a multi-pack-index bitmap
+	CommitGraph bool
+	LastRun     time.Time // zero: never maintained
+	LastFull    time.Time // zero: never maintained in full
+}
+
+// Thresholds of need: what one unit of need is made of.
+const (
+	// looseUnit loose objects make a run worthwhile (git gc --auto waits
+	// for 6,700; serving cost shows much earlier).
+	looseUnit = 64
+	// newPackUnit packs that no bitmap covers make a run worthwhile: each
+	// pack is one more index to search for every object of a clone.
+	newPackUnit = 8
+)
+
+// Need is how much a mirror needs maintenance: Score >= 1 means a run is
+// due; a higher score is more urgent. Full says that the run will be a full
+// one (FullInterval has passed since the last).
+type Need struct {
+	Score float64
+	Full  bool
+}
+
+// Due tells whether a run is due.
+func (n Need) Due() bool { return n.Score >= 1 }
+
+// NeedOf scores a mirror's shape at now (pure). A mirror never maintained
+// in full is due for a full run, and so is one not maintained in full for
+// fullInterval that was written to since (a mirror left alone has nothing
+// new to drop: a million idle mirrors cost no repack); a mirror with packs
+// but no bitmap or no commit graph is due; otherwise loose objects and
+// packs no bitmap covers add up, looseUnit or newPackUnit to one.
+func NeedOf(sh Shape, now time.Time, fullInterval time.Duration) Need {
+	written := sh.NewPacks > 0 || sh.Loose > 0 || sh.LastRun.After(sh.LastFull)
+	full := sh.LastFull.IsZero() || (fullInterval > 0 && now.Sub(sh.LastFull) >= fullInterval && written)
+	score := float64(sh.Loose)/looseUnit + float64(sh.NewPacks)/newPackUnit
+	if sh.Packs+sh.Loose == 0 {
+		return Need{} // empty: nothing to do, full or not
+	}
+	if full || !sh.Bitmap || !sh.CommitGraph {
+		score++
+	}
+	return Need{Score: score, Full: full}
+}
+
+// Probe looks at key's mirror's files (a directory listing of objects/ and
+// objects/pack, a few stats; no git) and says what shape it is in. A
+// mirror that is gone gives an error wrapping fs.ErrNotExist. It takes no
+// lock: a probe that races a fetch only misjudges the need a little.
+func (s *Store) Probe(key string) (Shape, error) {
+	if err := repokey.Check(key); err != nil {
+		return Shape{}, err
+	}
+	return probe(s.Path(key))
+}
+
+func probe(dir string) (Shape, error) {
+	var sh Shape
+	objects := filepath.Join(dir, "objects")
+	ents, err := os.ReadDir(objects)
+	if err != nil {
+		return sh, fmt.Errorf("mirror: probe %s: %w", dir, err)
+	}
+	// git creates a fan-out directory with its first loose object and
+	// prune-packed removes it when empty, so after a run there are none to
+	// read: counting exactly costs little.
+	for _, e := range ents {
+		if e.IsDir() && len(e.Name()) == 2 && isHex(e.Name()) {
+			files, _ := os.ReadDir(filepath.Join(objects, e.Name()))
+			for _, f := range files {
+				if len(f.Name()) == 38 && !strings.HasPrefix(f.Name(), "tmp_") {
+					sh.Loose++
+				}
+			}
+		}
+	}
+	var bitmapAt time.Time
+	packs := map[string]time.Time{}
+	pdir := filepath.Join(objects, "pack")
+	pents, err := os.ReadDir(pdir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return sh, fmt.Errorf("mirror: probe %s: %w", dir, err)
+	}
+	for _, e := range pents {
+		name := e.Name()
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile (a repack)
+		}
+		switch {
+		case strings.HasPrefix(name, "pack-") && strings.HasSuffix(name, ".pack"):
+			packs[strings.TrimSuffix(name, ".pack")] = fi.ModTime()
+			sh.PackBytes += fi.Size()
+		case strings.HasSuffix(name, ".bitmap"):
+			sh.Bitmap = true
+			if fi.ModTime().After(bitmapAt) {
+				bitmapAt = fi.ModTime()
+			}
+		}
+	}
+	for base, at := range packs {
+		if _, err := os.Stat(filepath.Join(pdir, base+".idx")); err != nil {
+			continue // being written: not a pack yet
+		}
+		sh.Packs++
+		if at.After(bitmapAt) {
+			sh.NewPacks++
+		}
+	}
+	info := filepath.Join(objects, "info")
+	for _, p := range []string{filepath.Join(info, "commit-graph"), filepath.Join(info, "commit-graphs", "commit-graph-chain")} {
+		if _, err := os.Stat(p); err == nil {
+			sh.CommitGraph = true
+		}
+	}
+	sh.LastRun, sh.LastFull = readMaintMarker(filepath.Join(dir, maintMarker))
+	return sh, nil
+}
+
+// readMaintMarker reads when a mirror was last maintained and last
+// maintained in full (zero times when unknown).
+func readMaintMarker(p string) (last, full time.Time) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return
+	}
+	if sec, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+		last = time.Unix(sec, 0)
+	}
+	if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+		full = time.Unix(sec, 0)
+	}
+	return
+}
+
+func writeMaintMarker(dir string, last, full time.Time) error {
+	p := filepath.Join(dir, maintMarker)
+	tmp := p + ".tmp"
+	body := fmt.Sprintf("%d %d\n", last.Unix(), full.Unix())
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// MaintenanceReport says what a Maintain run did.
+type MaintenanceReport struct {
+	Ran    bool // false: the mirror is gone, or was empty
+	Full   bool
+	Before Shape
+	After  Shape
+}
+
+// Maintain runs maintenance on key's mirror: a full run when the last full
+// one is older than fullInterval (or there was none), an incremental one
+// otherwise (see the comment at the top of this file). It holds key's lock
+// throughout. A mirror that is gone is not an error.
+func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Duration) (MaintenanceReport, error) {
+	if err := repokey.Check(key); err != nil {
+		return MaintenanceReport{}, err
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	before, err := probe(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return MaintenanceReport{}, nil
+	}
+	if err != nil {
+		return MaintenanceReport{}, err
+	}
+	rep := MaintenanceReport{Before: before, After: before}
+	if before.Packs+before.Loose == 0 {
+		return rep, nil // an empty repository: nothing to pack
+	}
+	now := s.now()
+	rep.Full = NeedOf(before, now, fullInterval).Full
+	if removed := s.removeMaintLocks(dir, now.Add(-s.lockAge())); len(removed) > 0 {
+		s.log.Warn("removed stale lock files a killed maintenance left", "key", key, "locks", removed)
+	}
+	if err := s.maintain(ctx, dir, rep.Full); err != nil {
+		return rep, fmt.Errorf("mirror %s: maintenance: %w", key, err)
+	}
+	last, lastFull := now, before.LastFull
+	if rep.Full {
+		lastFull = now
+	}
+	if err := writeMaintMarker(dir, last, lastFull); err != nil {
+		return rep, fmt.Errorf("mirror %s: maintenance: record the run: %w", key, err)
+	}
+	rep.Ran = true
+	if rep.After, err = probe(dir); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// maintThreads bounds the threads of repack's delta search, so that
+// maintenance leaves the machine's other cores to serving.
+const maintThreads = "--threads=1"
+
+func (s *Store) maintain(ctx context.Context, dir string, full bool) error {
+	run := func(name string, flags ...string) error {
+		return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: name, Flags: flags})
+	}
+	// Loose refs into packed-refs: one file to read instead of one a ref.
+	// Under the lock, no fetch is moving a ref meanwhile.
+	if err := run("pack-refs", "--all"); err != nil {
+		return fmt.Errorf("pack-refs: %w", err)
+	}
+	if full {
+		// Any .keep is one a killed fetch left (no fetch runs under the
+		// lock): it would keep its pack, and what it holds, out of -a.
+		if kept := removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
+			s.log.Warn("removed .keep files that a killed fetch left", "dir", filepath.Base(dir), "files", kept)
+		}
+		// -a -d: one pack of what the refs reach, the old packs (and the
+		// multi-pack index over them) deleted with the objects nothing
+		// reaches; -b: a bitmap; -n: no info/ files for dumb HTTP.
+		if err := run("repack", "-a", "-d", "-b", "-n", "-q", maintThreads); err != nil {
+			return fmt.Errorf("repack: %w", err)
+		}
+		if hasLoose(filepath.Join(dir, "objects")) {
+			// Only objects nothing reaches are left loose; under the lock no
+			// fetch of ours is writing one that a ref is about to reach.
+			if err := run("prune", "--expire=now"); err != nil {
+				return fmt.Errorf("prune: %w", err)
+			}
+		}
+		// Written anew: the old graph may name commits just pruned.
+		if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
+			return err
+		}
+		return nil
+	}
+	// --geometric=2: packs are merged until each is at least twice the
+	// size of all smaller ones together, so a run rewrites the small packs
+	// and loose objects, not the large pack of the clone. Objects nothing
+	// reaches stay in their packs until the next full run.
+	if err := run("repack", "--geometric=2", "-d", "--write-midx", "--write-bitmap-index", "-n", "-q", maintThreads); err != nil {
+		return fmt.Errorf("repack: %w", err)
+	}
+	return writeCommitGraph(ctx, s.git, dir, false)
+}
+
+// writeCommitGraph writes the commit graph of what the refs reach: split
+// (a new layer for the new commits, merged with the layers below as git
+// judges), or, with replace, one layer in place of the chain.
+func writeCommitGraph(ctx context.Context, git *gitcmd.Runner, dir string, replace bool) error {
+	split := "--split"
+	if replace {
+		split = "--split=replace"
+	}
+	if err := git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "commit-graph write",
+		Flags: []string{"--reachable", split, "--no-progress"}}); err != nil {
+		return fmt.Errorf("commit-graph write: %w", err)
+	}
+	return nil
+}
+
+// removeMaintLocks removes the lock files of the files maintenance writes
+// (multi-pack index, commit graph, packed refs) last modified before
+// cutoff: a killed git leaves them, and they would fail every later run.
+func (s *Store) removeMaintLocks(dir string, cutoff time.Time) []string {
+	var removed []string
+	for _, rel := range []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock",
+		"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock"} {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && os.Remove(p) == nil {
+			removed = append(removed, rel)
+		}
+	}
+	return removed
+}

@@ -1,0 +1,303 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+)
+
+const week = 7 * 24 * time.Hour
+
+func TestNeedOf(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	kept := mirror.Shape{Packs: 1, Bitmap: true, CommitGraph: true, LastRun: now.Add(-time.Hour), LastFull: now.Add(-time.Hour)}
+	with := func(f func(*mirror.Shape)) mirror.Shape { s := kept; f(&s); return s }
+	cases := []struct {
+		name     string
+		sh       mirror.Shape
+		due      bool
+		full     bool
+		moreThan float64 // the score is above this
+	}{
+		{"just maintained", kept, false, false, -1},
+		{"empty repository", mirror.Shape{}, false, false, -1},
+		{"a fresh clone: never maintained", mirror.Shape{Packs: 1}, true, true, 0.99},
+		{"a few new packs", with(func(s *mirror.Shape) { s.Packs, s.NewPacks = 4, 3 }), false, false, 0.3},
+		{"eight new packs", with(func(s *mirror.Shape) { s.Packs, s.NewPacks = 9, 8 }), true, false, 0.99},
+		{"200 new packs outrank eight", with(func(s *mirror.Shape) { s.Packs, s.NewPacks = 201, 200 }), true, false, 20},
+		{"64 loose objects", with(func(s *mirror.Shape) { s.Loose = 64 }), true, false, 0.99},
+		{"no commit graph", with(func(s *mirror.Shape) { s.CommitGraph = false }), true, false, 0.99},
+		{"no bitmap", with(func(s *mirror.Shape) { s.Bitmap = false }), true, false, 0.99},
+		{"a week since the last full run, a fetch since", with(func(s *mirror.Shape) { s.LastFull, s.Packs, s.NewPacks = now.Add(-week), 2, 1 }), true, true, 0.99},
+		{"a week since the last full run, an incremental one since", with(func(s *mirror.Shape) { s.LastFull = now.Add(-week) }), true, true, 0.99},
+		{"a week since the last full run, nothing since", with(func(s *mirror.Shape) { s.LastRun, s.LastFull = now.Add(-week), now.Add(-week) }), false, false, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := mirror.NeedOf(c.sh, now, week)
+			if n.Due() != c.due || n.Full != c.full || n.Score <= c.moreThan {
+				t.Fatalf("NeedOf = %+v (due %v); want due %v, full %v, score > %v", n, n.Due(), c.due, c.full, c.moreThan)
+			}
+		})
+	}
+}
+
+// fetches makes n commits upstream, each followed by a sync of the mirror:
+// n small fetches.
+func (r *pruneRig) fetches(n int) {
+	r.t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := r.up.Commit("a", "main"); err != nil {
+			r.t.Fatal(err)
+		}
+		r.sync()
+	}
+}
+
+func (r *pruneRig) probe() mirror.Shape {
+	r.t.Helper()
+	sh, err := r.st.Probe(r.key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return sh
+}
+
+func (r *pruneRig) maintain() mirror.MaintenanceReport {
+	r.t.Helper()
+	rep, err := r.st.Maintain(context.Background(), r.key, week)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rep
+}
+
+// servedAsUpstream checks that the mirror's refs are the upstream's and
+// that git fsck finds it whole.
+func (r *pruneRig) servedAsUpstream() {
+	r.t.Helper()
+	want, err := r.up.Refs("a")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	got, err := gittest.RefsOf(r.st.Path(r.key))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		r.t.Fatalf("mirror refs %v, upstream %v", got, want)
+	}
+	if err := gittest.Git("", "--git-dir="+r.st.Path(r.key), "fsck", "--no-dangling", "--strict"); err != nil {
+		r.t.Fatalf("fsck after maintenance: %v", err)
+	}
+	if err := gittest.Git("", "--git-dir="+r.st.Path(r.key), "commit-graph", "verify"); err != nil {
+		r.t.Fatalf("commit-graph verify after maintenance: %v", err)
+	}
+}
+
+func TestMaintenanceAfterManyFetchesLeavesFewPacksABitmapAndACommitGraph(t *testing.T) {
+	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.fetches(6)
+	r.looseBlob() // as a fetch under git's unpack limit leaves them
+	sh := r.probe()
+	if sh.Loose != 1 || sh.Packs < 6 || !sh.LastRun.IsZero() || sh.CommitGraph {
+		t.Fatalf("after 6 small fetches: %+v; want a loose object, 7 packs, never maintained, no commit graph", sh)
+	}
+	if n := mirror.NeedOf(sh, r.clk.Now(), week); !n.Due() || !n.Full {
+		t.Fatalf("need of a mirror never maintained = %+v, want a full run due", n)
+	}
+	rep := r.maintain()
+	if !rep.Ran || !rep.Full {
+		t.Fatalf("first run: %+v, want a full run", rep)
+	}
+	if a := rep.After; a.Loose != 0 || a.Packs != 1 || !a.Bitmap || !a.CommitGraph || !a.LastFull.Equal(r.clk.Now().Truncate(time.Second)) {
+		t.Fatalf("after a full run: %+v; want no loose object, one pack, a bitmap, a commit graph, the run recorded", a)
+	}
+	if n := mirror.NeedOf(rep.After, r.clk.Now(), week); n.Due() {
+		t.Fatalf("need just after a run = %+v, want none", n)
+	}
+	r.servedAsUpstream()
+
+	r.clk.Advance(time.Hour)
+	r.open(time.Hour, mirror.Limits{MaxRepoSize: 1 << 30})
+	r.fetches(24)
+	loose := r.looseBlob()
+	sh = r.probe()
+	if sh.Packs < 24 || sh.NewPacks < 24 || sh.Loose != 1 {
+		t.Fatalf("after 24 fetches of a pack each: %+v; want 25 packs, 24 new, one loose object", sh)
+	}
+	if n := mirror.NeedOf(sh, r.clk.Now(), week); !n.Due() || n.Full {
+		t.Fatalf("need after 24 fetches = %+v, want an incremental run due", n)
+	}
+	rep = r.maintain()
+	if !rep.Ran || rep.Full {
+		t.Fatalf("second run: %+v, want an incremental one", rep)
+	}
+	if a := rep.After; a.Packs > 3 || a.NewPacks != 0 || a.Loose != 0 || !a.Bitmap || !a.CommitGraph {
+		t.Fatalf("after an incremental run: %+v; want at most 3 packs, all under a bitmap, no loose object, a commit graph", a)
+	}
+	if m, _ := filepath.Glob(filepath.Join(r.st.Path(r.key), "objects", "pack", "multi-pack-index*.bitmap")); len(m) != 1 {
+		t.Fatalf("multi-pack-index bitmaps: %v, want one", m)
+	}
+	if _, err := os.Stat(filepath.Join(r.st.Path(r.key), "packed-refs")); err != nil {
+		t.Fatalf("refs not packed: %v", err)
+	}
+	if !r.has(loose) {
+		t.Fatal("an incremental run dropped a loose object: only full runs and the pruner may")
+	}
+	r.servedAsUpstream()
+	// The mirror still follows its upstream.
+	r.fetches(1)
+	r.servedAsUpstream()
+}
+
+func TestMaintenanceFullRunDropsWhatNoRefReaches(t *testing.T) {
+	r := newPruneRig(t, []string{"main"}, week, mirror.Limits{MaxRepoSize: 1 << 30})
+	r.maintain() // the first run, full
+	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, blob := r.secret("main")
+	r.sync()
+	loose := r.looseBlob()
+	r.upstreamGit("update-ref", "refs/heads/main", strings.TrimSpace(parent)) // the secret force-pushed away
+	r.sync()
+	r.fetches(3)
+	r.clk.Advance(time.Hour)
+	if rep := r.maintain(); rep.Full {
+		t.Fatalf("a run an hour after a full one was full: %+v", rep)
+	}
+	// An incremental run keeps what nothing reaches (the pruner, or the
+	// next full run, drops it).
+	if !r.has(blob) || !r.has(commit) {
+		t.Fatal("an incremental run dropped objects: only full runs and the pruner may")
+	}
+	r.clk.Advance(week)
+	rep := r.maintain()
+	if !rep.Full {
+		t.Fatalf("a run a week after the last full one: %+v, want full", rep)
+	}
+	if r.has(blob) || r.has(commit) || r.has(loose) {
+		t.Fatalf("after a full run: has blob %v, commit %v, loose blob %v; want all gone", r.has(blob), r.has(commit), r.has(loose))
+	}
+	r.whole()
+	r.servedAsUpstream()
+}
+
+func TestPruneRewritesTheCommitGraphOfAMaintainedMirror(t *testing.T) {
+	r := newPruneRig(t, []string{"main"}, 0, mirror.Limits{MaxRepoSize: 1 << 30})
+	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, _ := r.secret("main")
+	r.sync()
+	r.maintain() // the secret's commit is in the commit graph
+	r.upstreamGit("update-ref", "refs/heads/main", strings.TrimSpace(parent))
+	r.sync()
+	if n := r.st.PruneDue(context.Background()); n != 1 {
+		t.Fatalf("pruned %d mirrors, want 1", n)
+	}
+	if r.has(commit) {
+		t.Fatal("the force-pushed commit is still there")
+	}
+	r.whole()
+	r.servedAsUpstream() // commit-graph verify: the graph names no pruned commit
+	if sh := r.probe(); !sh.LastFull.Equal(r.clk.Now().Truncate(time.Second)) {
+		t.Fatalf("a prune is a full repack, but the mirror's last full run is %v", sh.LastFull)
+	}
+}
+
+// TestClonesAndFetchesDuringMaintenancePassFsck clones the mirror over and
+// over (git upload-pack, as the full node serves it) while it is fetched
+// and maintained, incremental and full runs in turn, and checks every
+// clone with git fsck.
+func TestClonesAndFetchesDuringMaintenancePassFsck(t *testing.T) {
+	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{MaxRepoSize: 1 << 30})
+	for i := 0; i < 3; i++ { // some history of some size to pack
+		if _, err := r.up.AddBlob("a", "dev", 256<<10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.sync()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var runs, full, fetched atomic.Int64
+	errs := make(chan error, 3)
+	wg.Add(2)
+	go func() { // fetches
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if _, err := r.up.Commit("a", "main"); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := r.st.Sync(ctx, r.key, r.url); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("fetch during maintenance: %w", err)
+				return
+			}
+			fetched.Add(1)
+		}
+	}()
+	go func() { // maintenance, back to back; every third run a full one
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			interval := week
+			if i%3 == 2 {
+				interval = time.Nanosecond
+			}
+			rep, err := r.st.Maintain(ctx, r.key, interval)
+			if err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("maintenance run %d: %w", i, err)
+				return
+			}
+			if rep.Ran {
+				runs.Add(1)
+				if rep.Full {
+					full.Add(1)
+				}
+			}
+		}
+	}()
+	src := "file://" + r.st.Path(r.key)
+	clones := 0
+	for ; clones < 16 || runs.Load() < 6 || full.Load() < 2; clones++ {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		if clones > 200 {
+			t.Fatalf("maintenance made %d runs (%d full) in 200 clones", runs.Load(), full.Load())
+		}
+		dst := filepath.Join(t.TempDir(), "clone.git")
+		if err := gittest.Git("", "clone", "-q", "--bare", "--no-local", src, dst); err != nil {
+			t.Fatalf("clone %d during maintenance: %v", clones, err)
+		}
+		if err := gittest.Git("", "--git-dir="+dst, "fsck", "--strict", "--no-dangling"); err != nil {
+			t.Fatalf("fsck of clone %d during maintenance: %v", clones, err)
+		}
+		_ = os.RemoveAll(dst)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d clones checked during %d maintenance runs (%d full) and %d fetches", clones, runs.Load(), full.Load(), fetched.Load())
+	r.sync()
+	r.maintain()
+	r.servedAsUpstream()
+}
