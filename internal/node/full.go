@@ -149,6 +149,7 @@ func (f *fullNode) serve(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); f.alertLoop(ctx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
