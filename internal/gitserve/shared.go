@@ -27,14 +27,16 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 		h.logCache(key, err)
 		return false
 	}
-	// A run of this key passed the checks on these very refs: its
-	// followers need not repeat them.
+	// Every request is checked, even one that joins a run or a kept pack
+	// of the same refs: the objects can change under the same refs (a
+	// prune drops what the upstream dropped), and a pack kept from before
+	// would serve them again.
+	if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+		h.refuse(w, r, key, err)
+		return true
+	}
 	rd := h.Cache.join(ck)
 	if rd == nil {
-		if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
-			h.refuse(w, r, key, err)
-			return true
-		}
 		// The run outlives the request that started it, until the last
 		// of its clients leaves.
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
