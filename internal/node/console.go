@@ -70,6 +70,10 @@ func (s *consoleSource) Catalog(ctx context.Context) (api.CatalogStatus, error) 
 
 func (s *consoleSource) Tunnels() []uint32 { return s.f.tunnels.Nodes() }
 
+// maxConsoleExamined bounds the keys one search or staleness page looks
+// at after the index (50 ms of work or so at the worst).
+const maxConsoleExamined = 50000
+
 // Repos answers a page of /-/repos. Without a search or a staleness
 // filter it is the API's listing (an index, the page, a total). A
 // staleness filter walks the keys by minute of last check from the
@@ -94,6 +98,18 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 		return f.view[key]
 	}
 	skip := q.Offset
+	// A request of the public cannot make the node look at every key
+	// (with f.mu held, for a staleness filter): past maxConsoleExamined
+	// candidates it stops, and the page says there may be more.
+	examined, capped := 0, false
+	enough := func() bool {
+		examined++
+		if examined > maxConsoleExamined {
+			capped = true
+			return true
+		}
+		return false
+	}
 	take := func(key string, st *fleetv1.RepoState) bool {
 		if skip > 0 {
 			skip--
@@ -105,6 +121,9 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 	now := f.n.clk.Now()
 	if q.StaleOver > 0 || q.Never {
 		s.stalest(now, q, func(key string) bool {
+			if enough() {
+				return false
+			}
 			if needle != "" && !strings.Contains(strings.ToLower(key), needle) {
 				return true
 			}
@@ -118,6 +137,9 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 		keys := f.sorted.of(f.view)
 		f.mu.Unlock()
 		s.search.each(keys, needle, func(key string) bool {
+			if enough() {
+				return false
+			}
 			f.mu.Lock()
 			st := keep(key)
 			f.mu.Unlock()
@@ -127,7 +149,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 			return take(key, st)
 		})
 	}
-	page := console.Page{Total: -1, More: len(found) > q.Limit}
+	page := console.Page{Total: -1, More: len(found) > q.Limit || capped}
 	found = found[:min(len(found), q.Limit)]
 	for _, m := range found {
 		page.Repos = append(page.Repos, f.backend.repo(m.key, m.st, now))

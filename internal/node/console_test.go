@@ -158,3 +158,26 @@ func TestConsoleSamplesFreshnessEveryTenMinutes(t *testing.T) {
 		t.Errorf("the overview has %d samples", len(ov.Freshness))
 	}
 }
+
+// Found in review: a page of the public whose filters match nothing (a
+// state no repository has, with a staleness filter) made the node look at
+// every key with its lock held. It stops after maxConsoleExamined keys and
+// says there may be more.
+func TestAConsolePageThatMatchesNothingStopsEarly(t *testing.T) {
+	f := benchFullNode(t, maxConsoleExamined+5000)
+	src := f.consoleSrc
+	if fc, ok := f.n.clk.(*clock.Fake); ok {
+		fc.Advance(time.Hour) // every repository stale by an hour
+	} else {
+		t.Fatal("the node's clock is not a fake one")
+	}
+	for _, q := range []console.Query{
+		{StaleOver: time.Nanosecond, State: "no-such-state", Limit: 50},
+		{Search: "repo", State: "no-such-state", Limit: 50},
+	} {
+		p := src.Repos(q)
+		if len(p.Repos) != 0 || !p.More {
+			t.Errorf("%+v: %d repositories, more %v; want none, and more", q, len(p.Repos), p.More)
+		}
+	}
+}
