@@ -96,6 +96,10 @@ type Log struct {
 	counts map[string]int
 	// flushMu serializes flushes.
 	flushMu sync.Mutex
+	// full wakes Run when maxPending entries wait (Append never writes).
+	full chan struct{}
+	// lastFlush is when the last flush began (guarded by flushMu).
+	lastFlush time.Time
 }
 
 // New returns the log kept in db.
@@ -108,11 +112,18 @@ func New(db DB, cfg Config, clk clock.Clock, log *slog.Logger) *Log {
 	}
 	// The sequence starts from the clock, so that IDs stay unique across
 	// restarts even for entries of the same instant.
-	return &Log{db: db, clk: clk, log: log, cfg: cfg, counts: map[string]int{}, seq: uint64(clk.Now().UnixNano())}
+	return &Log{db: db, clk: clk, log: log, cfg: cfg, counts: map[string]int{}, seq: uint64(clk.Now().UnixNano()),
+		full: make(chan struct{}, 1)}
 }
 
-// maxPending is how many appended entries wait for a flush at most.
+// maxPending is how many appended entries make Run flush at once, rather
+// than at its next second.
 const maxPending = 1024
+
+// maxKept bounds the entries kept in memory while writes fail: past it the
+// oldest are dropped (and said so), so that a broken disk cannot make the
+// node's memory grow.
+const maxKept = 64 * maxPending
 
 // Append adds e to the log (written at the next flush). Its Refs are cut
 // to MaxRefNames.
@@ -130,9 +141,10 @@ func (l *Log) Append(e Entry) {
 	l.pending = append(l.pending, e)
 	full := len(l.pending) >= maxPending
 	l.mu.Unlock()
-	if full {
-		if err := l.Flush(context.Background()); err != nil {
-			l.log.Warn("fetch log: write failed", "err", err)
+	if full { // the caller may hold its own locks: Run writes
+		select {
+		case l.full <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -149,6 +161,7 @@ func (l *Log) Run(ctx context.Context) {
 			}
 			return
 		case <-l.clk.After(time.Second):
+		case <-l.full:
 		}
 		if err := l.Flush(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("fetch log: write failed", "err", err)
@@ -164,9 +177,13 @@ func (l *Log) Run(ctx context.Context) {
 
 // Flush writes the appended entries, and trims the repositories that grew
 // past their bound, in one transaction.
+// A batch that could not be written is kept for the next flush (up to
+// maxKept entries). The write itself is not cut short by ctx's end (a
+// reader that went away), only by the store.
 func (l *Log) Flush(ctx context.Context) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	l.lastFlush = l.clk.Now()
 	l.mu.Lock()
 	batch := l.pending
 	l.pending = nil
@@ -174,6 +191,22 @@ func (l *Log) Flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	err := l.write(context.WithoutCancel(ctx), batch)
+	if err != nil {
+		l.mu.Lock()
+		l.pending = append(batch, l.pending...)
+		if drop := len(l.pending) - maxKept; drop > 0 {
+			l.log.Warn("fetch log: writes keep failing; dropping the oldest entries", "dropped", drop)
+			l.pending = append([]Entry(nil), l.pending[drop:]...)
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// write stores batch, and trims the repositories that grew past their
+// bound, in one transaction.
+func (l *Log) write(ctx context.Context, batch []Entry) error {
 	ops := make([]store.Op, 0, 3*len(batch))
 	added := map[string]int{}
 	for _, e := range batch {
@@ -256,6 +289,9 @@ const expireBatch = 1000
 // Expire drops the entries older than the log's age bound. It reads only
 // those: they are at the end of the time index.
 func (l *Log) Expire(ctx context.Context) error {
+	if err := l.Flush(ctx); err != nil { // the pending entries age too
+		return err
+	}
 	cutoff := entryID(l.clk.Now().Add(-l.cfg.MaxAge-time.Nanosecond), 0) // an entry of the cutoff itself stays
 	for {
 		var ops []store.Op
@@ -319,7 +355,7 @@ const maxExamined = 20 * MaxLimit
 // page ("" when there is none). It reads the page from the index that
 // fits (a repository's entries, the failed ones, or all by time).
 func (l *Log) List(ctx context.Context, q Query) ([]Entry, string, error) {
-	if err := l.Flush(ctx); err != nil {
+	if err := l.flushFor(ctx, q); err != nil {
 		return nil, "", err
 	}
 	if q.Limit <= 0 || q.Limit > MaxLimit {
@@ -392,4 +428,32 @@ func entryID(t time.Time, seq uint64) string {
 		return id
 	}
 	return id + "." + strconv.FormatUint(seq, 36)
+}
+
+// flushFor writes the pending entries before a listing that could show
+// them: a repository's own (at once), or any for a listing of all, unless
+// the last flush began less than a second ago (Run's own pace). A public
+// read thus does not turn into a synced write at every request.
+func (l *Log) flushFor(ctx context.Context, q Query) error {
+	l.mu.Lock()
+	need := false
+	for _, e := range l.pending {
+		if q.Key == "" || e.Key == q.Key {
+			need = true
+			break
+		}
+	}
+	l.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if q.Key == "" {
+		l.flushMu.Lock()
+		recent := l.clk.Now().Sub(l.lastFlush) < time.Second
+		l.flushMu.Unlock()
+		if recent {
+			return nil
+		}
+	}
+	return l.Flush(ctx)
 }

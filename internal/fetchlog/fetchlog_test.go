@@ -2,6 +2,7 @@ package fetchlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -165,5 +166,49 @@ func TestEntriesPastTheirAgeAreDropped(t *testing.T) {
 	_ = db.Scan(context.Background(), bucketByRepo, "", func(string, []byte) error { n++; return nil })
 	if n != 1000 {
 		t.Errorf("%d entries stored by repository, want the 1000 of the last hour", n)
+	}
+}
+
+// failingDB fails its next fail batches, as a full disk would.
+type failingDB struct {
+	DB
+	fail int
+}
+
+func (d *failingDB) Batch(ctx context.Context, ops []store.Op) error {
+	if d.fail > 0 {
+		d.fail--
+		return errors.New("no space left on device")
+	}
+	return d.DB.Batch(ctx, ops)
+}
+
+// Found in review: a flush that failed (a full disk, or a reader that went
+// away while its listing flushed) lost its entries. They are kept for the
+// next flush, and a reader going away does not cut the write short.
+func TestAFailedFlushLosesNothing(t *testing.T) {
+	clk := clock.NewFake(t0)
+	bolt, err := store.OpenBolt(filepath.Join(t.TempDir(), "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	db := &failingDB{DB: bolt, fail: 1}
+	l := New(db, Config{}, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i := range 3 {
+		l.Append(Entry{Key: "h/a", At: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	if err := l.Flush(context.Background()); err == nil {
+		t.Fatal("the first flush did not fail: the test proves nothing")
+	}
+	l.Append(Entry{Key: "h/a", At: t0.Add(3 * time.Minute)})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Flush(gone); err != nil {
+		t.Fatalf("a flush for a reader that went away: %v", err)
+	}
+	es, _ := list(t, l, Query{Key: "h/a"})
+	if got := ats(es); !slices.Equal(got, []int{3, 2, 1, 0}) {
+		t.Fatalf("entries at minutes %v, want all four", got)
 	}
 }
