@@ -134,6 +134,10 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	if !c.engine.Has(req.GetKey()) {
 		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
 	}
+	if req.GetCancel() {
+		owner, target := c.owner(req.GetKey())
+		return c.cancelCheck(req, owner, target)
+	}
 	// Asked for while its first clone waits behind the rest of a new
 	// catalog: its assign goes out now, ahead of the check sent below
 	// (which the node keeps until the assign arrives).
@@ -141,9 +145,6 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 		c.decide()
 	}
 	owner, target := c.owner(req.GetKey())
-	if req.GetCancel() {
-		return c.cancelCheck(req, owner, target)
-	}
 	for _, id := range []uint32{owner, target} {
 		s := c.sessions[id]
 		if id == 0 || s == nil {
