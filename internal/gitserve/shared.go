@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
@@ -84,7 +85,7 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 // no slot); after, the connection is broken off.
 func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string, rd *packReader) {
 	defer rd.close()
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	started := false
 	for {
 		p, err := rd.next(ctx)
@@ -96,14 +97,19 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string,
 			return
 		}
 		started = true
+		// A client that stops reading is cut off after writeStall, rather
+		// than hold the run (which, once it spilled, goes at the pace of
+		// its slowest client) and its slot for ever.
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
 		if _, err := w.Write(p); err != nil {
 			return // the client went away; the others go on
 		}
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush() // a client gone fails the next write
 	}
 }
+
+// writeStall is how long a write to a client of a shared run may wait.
+const writeStall = time.Minute
 
 func (h *Handler) logCache(key string, err error) {
 	if h.Log != nil {
