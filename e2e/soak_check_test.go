@@ -31,6 +31,7 @@ type soakChecker struct {
 	cloneFails int
 	peak       map[string]soakSample // by role
 	last       map[string]soakSample
+	accused    map[string]uint64 // forged tips the full node last counted against each node
 }
 
 // soakSample is one process's resources at one moment.
@@ -42,7 +43,8 @@ type soakSample struct {
 }
 
 func newSoakChecker(s *soakFleet) *soakChecker {
-	return &soakChecker{s: s, lastPos: map[string]int{}, peak: map[string]soakSample{}, last: map[string]soakSample{}}
+	return &soakChecker{s: s, lastPos: map[string]int{}, peak: map[string]soakSample{}, last: map[string]soakSample{},
+		accused: map[string]uint64{}}
 }
 
 // violate records a broken promise (the first 50 are kept for the report).
@@ -242,58 +244,157 @@ func dirBytes(root string) int64 {
 func (c *soakChecker) converged() error {
 	want, gone := c.s.desired()
 	for _, i := range want {
-		up := c.s.ups.repos[i].current()
-		got, err := c.s.served(i)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.s.ups.key(i), err)
-		}
-		if got == nil {
-			return fmt.Errorf("%s: not served", c.s.ups.key(i))
-		}
-		c.checkRefs(i, got, "ls-remote")
-		for ref, oid := range up {
-			if got[ref] != oid {
-				return fmt.Errorf("%s: serves %s=%q, the upstream has %s", c.s.ups.key(i), ref, got[ref], oid)
-			}
-		}
-		for ref := range got {
-			if _, ok := up[ref]; !ok {
-				return fmt.Errorf("%s: serves %s, which the upstream deleted", c.s.ups.key(i), ref)
-			}
+		if err := c.convergedOne(i, true); err != nil {
+			return err
 		}
 	}
 	for _, i := range gone {
-		got, err := c.s.served(i)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.s.ups.key(i), err)
-		}
-		if got != nil {
-			return fmt.Errorf("%s: removed, still served", c.s.ups.key(i))
+		if err := c.convergedOne(i, false); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// placement checks from the API that every repository the fleet must
-// serve has one owner and that the owner is alive.
-func (c *soakChecker) placement() error {
+// convergedOne is converged for repository i, which the full node must
+// serve (wanted) or not.
+func (c *soakChecker) convergedOne(i int, wanted bool) error {
+	got, err := c.s.served(i)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", c.s.ups.key(i), err)
+	case !wanted && got != nil:
+		return fmt.Errorf("%s: removed, still served", c.s.ups.key(i))
+	case !wanted:
+		return nil
+	case got == nil:
+		return fmt.Errorf("%s: not served", c.s.ups.key(i))
+	}
+	c.checkRefs(i, got, "ls-remote")
+	up := c.s.ups.repos[i].current()
+	for ref, oid := range up {
+		if got[ref] != oid {
+			return fmt.Errorf("%s: serves %s=%q, the upstream has %s", c.s.ups.key(i), ref, got[ref], oid)
+		}
+	}
+	for ref := range got {
+		if _, ok := up[ref]; !ok {
+			return fmt.Errorf("%s: serves %s, which the upstream deleted", c.s.ups.key(i), ref)
+		}
+	}
+	return nil
+}
+
+// convergence waits, up to bound, until every repository is served as its
+// upstream has it (or, if removed, not served), and returns how long the
+// slowest took and what it waited for last. Each repository is looked at
+// until it first converges; a last pass over all of them confirms it.
+func (c *soakChecker) convergence(bound time.Duration) (time.Duration, error, error) {
+	start := time.Now()
+	want, gone := c.s.desired()
+	pending := map[int]bool{}
+	for _, i := range want {
+		pending[i] = true
+	}
+	for _, i := range gone {
+		pending[i] = false
+	}
+	var slowest time.Duration
+	var lastWait, err error
+	lastLog := start
+	for time.Since(start) < bound {
+		for i, wanted := range pending {
+			if e := c.convergedOne(i, wanted); e != nil {
+				lastWait = e
+				continue
+			}
+			delete(pending, i)
+			slowest = time.Since(start)
+		}
+		if len(pending) == 0 {
+			if err = c.converged(); err == nil {
+				return slowest, lastWait, nil
+			}
+			slowest = time.Since(start) // one went back: wait for all again
+			for _, i := range want {
+				pending[i] = true
+			}
+			for _, i := range gone {
+				pending[i] = false
+			}
+		}
+		if time.Since(lastLog) > 10*time.Second {
+			c.s.t.Logf("soak: converging for %v, %d repositories left, e.g. %v", time.Since(start).Round(time.Second), len(pending), lastWait)
+			lastLog = time.Now()
+		}
+		time.Sleep(time.Second)
+	}
+	if err == nil {
+		err = fmt.Errorf("%d repositories left, e.g. %v", len(pending), lastWait)
+	}
+	return time.Since(start), lastWait, err
+}
+
+// nodesLoop watches the API's list of nodes: every node of the soak is
+// honest, so none may be counted as serving forged tips, nor revoked.
+func (c *soakChecker) nodesLoop(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(5 * time.Second):
+		}
+		nodes, err := c.nodes()
+		if err != nil {
+			continue // the full node or the coordinator is down
+		}
+		for _, n := range nodes {
+			c.mu.Lock()
+			prev := c.accused[n.Name]
+			c.accused[n.Name] = n.Mismatches // a restarted full node counts from 0
+			c.mu.Unlock()
+			if n.Mismatches > prev {
+				c.violate("node %s (honest) counted as serving forged tips in %d pulls", n.Name, n.Mismatches-prev)
+			}
+			if n.State == "revoked" {
+				c.violate("node %s (honest) revoked: %s", n.Name, n.Reason)
+			}
+		}
+	}
+}
+
+type soakNode struct {
+	ID         uint32 `json:"id"`
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Reason     string `json:"revoked_reason"`
+	Mismatches uint64 `json:"mismatches"`
+}
+
+func (c *soakChecker) nodes() ([]soakNode, error) {
 	resp, err := http.Get(c.s.base + "/api/v1/nodes")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Nodes []struct {
-			ID    uint32 `json:"id"`
-			Name  string `json:"name"`
-			State string `json:"state"`
-		} `json:"nodes"`
+		Nodes []soakNode `json:"nodes"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return fmt.Errorf("nodes: %w", err)
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	return body.Nodes, nil
+}
+
+// placement checks from the API that every repository the fleet must
+// serve has one owner and that the owner is alive.
+func (c *soakChecker) placement() error {
+	nodes, err := c.nodes()
+	if err != nil {
+		return err
 	}
 	state := map[uint32]string{}
-	for _, n := range body.Nodes {
+	for _, n := range nodes {
 		state[n.ID] = n.Name + " " + n.State
 	}
 	repos, err := apiRepos(c.s.base)

@@ -85,6 +85,9 @@ func (f soakFault) String() string {
 	if f.target != "" {
 		s += " " + f.target
 	}
+	for _, i := range f.repos {
+		s += " " + soakName(i)
+	}
 	return s + fmt.Sprintf(" for %v", f.dur)
 }
 

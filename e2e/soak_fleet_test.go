@@ -37,6 +37,7 @@ type soakFleet struct {
 
 	mu    sync.Mutex
 	procs map[string]*proc
+	all   []*proc // every process started, in order
 	args  map[string][]string
 	kills map[string]*sync.Mutex // one kill and restart of a role at a time
 
@@ -114,7 +115,33 @@ func (s *soakFleet) start(role string) {
 	p := start(s.t, role, s.args[role]...)
 	s.mu.Lock()
 	s.procs[role] = p
+	s.all = append(s.all, p)
 	s.mu.Unlock()
+}
+
+// keepLogs copies the log of every process the soak ran into dir (one
+// file per role, its runs one after another), for a run to be studied.
+func (s *soakFleet) keepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	logs := map[string][]byte{}
+	for n, p := range s.all {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			return err
+		}
+		logs[p.name] = append(logs[p.name], fmt.Sprintf("==== run %d of %s ====\n", n, p.name)...)
+		logs[p.name] = append(logs[p.name], b...)
+	}
+	for name, b := range logs {
+		if err := os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *soakFleet) proc(role string) *proc {

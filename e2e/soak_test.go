@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	soakDuration = flag.Duration("soak", 90*time.Second, "TestSoak: how long faults and pushes go on (the CI run is the default)")
+	soakDuration = flag.Duration("soak", 60*time.Second, "TestSoak: how long faults and pushes go on (the CI run is the default)")
 	soakSeed     = flag.Uint64("soak-seed", 0, "TestSoak: the seed of the faults and pushes (0: a random one, printed)")
 	soakRepos    = flag.Int("soak-repos", 100, "TestSoak: upstream repositories listed in the catalog at the start")
 )
@@ -93,6 +93,7 @@ func TestSoak(t *testing.T) {
 	loop(func() { c.listLoop(stop, rand.New(rand.NewPCG(seed, 1))) })
 	loop(func() { c.fsckLoop(stop, rand.New(rand.NewPCG(seed, 2)), t.TempDir()) })
 	loop(func() { c.sampleLoop(stop) })
+	loop(func() { c.nodesLoop(stop) })
 	loop(func() {
 		for {
 			select {
@@ -126,17 +127,12 @@ func TestSoak(t *testing.T) {
 	for _, crash := range s.crashed() {
 		c.violate("%s", crash)
 	}
-	began = time.Now()
 	convergeBound := 3*st.maxInterval + st.grace + time.Minute
-	var lastErr error
-	for lastErr = c.converged(); lastErr != nil && time.Since(began) < convergeBound; lastErr = c.converged() {
-		time.Sleep(time.Second)
+	convergence, slowest, err := c.convergence(convergeBound)
+	if err != nil {
+		c.violate("not converged within %v of the faults' end: %v", convergeBound, err)
 	}
-	convergence := time.Since(began)
-	if lastErr != nil {
-		c.violate("not converged within %v of the faults' end: %v", convergeBound, lastErr)
-	}
-	t.Logf("soak: converged in %v after the faults stopped (max-interval %v)", convergence.Round(time.Millisecond), st.maxInterval)
+	t.Logf("soak: converged in %v after the faults stopped (max-interval %v); the last wait was for: %v", convergence.Round(time.Millisecond), st.maxInterval, slowest)
 
 	// Once converged, nothing is being fetched: the temporary directories
 	// empty, the placement holds, resources are within their bounds.
@@ -176,6 +172,11 @@ func TestSoak(t *testing.T) {
 	t.Log(summary)
 	if path := os.Getenv("GITFLEET_SOAK_SUMMARY"); path != "" {
 		_ = os.WriteFile(filepath.Clean(path), []byte(summary+"\n"), 0o644)
+	}
+	if dir := os.Getenv("GITFLEET_SOAK_LOGS"); dir != "" {
+		if err := s.keepLogs(dir); err != nil {
+			t.Errorf("keep the logs: %v", err)
+		}
 	}
 	if c.nViolation > 0 {
 		t.Errorf("%d violations (replay with -soak-seed %d)", c.nViolation, seed)

@@ -24,13 +24,14 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	if !errors.As(err, &mm) {
 		return res, err
 	}
+	before := res.Before.Refs
 	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
 		"key", key, "node", owner, "refs", len(mm.Mismatches))
 	res, err = f.syncUpstream(ctx, key, st)
 	if err != nil {
 		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
 	}
-	forged := f.classify(ctx, key, owner, mm.Mismatches)
+	forged := f.classify(ctx, key, owner, mm.Mismatches, before)
 	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
 	return res, nil
 }
@@ -65,12 +66,16 @@ func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.Rep
 // classify counts a pull against owner when one of the tips it served is
 // not in the mirror even now that the upstream was fetched: a tip the
 // upstream never had. A tip that is there (a race with the upstream, or an
-// owner that was behind) is not held against it. It returns the number of
-// forged tips.
-func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) int {
+// owner that was behind) is not held against it. Nor is a tip served for a
+// ref that the upstream moved or deleted since the mirror last held it
+// (before, the mirror's refs before the pull): an honest owner that checked
+// in between holds a commit the upstream then rewrote away, which no fetch
+// brings back and which is indistinguishable from a forgery. It returns the
+// number of forged tips.
+func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch, before map[string]string) int {
 	forged := 0
 	for _, m := range ms {
-		if m.Tip == "" {
+		if m.Tip == "" || m.Upstream == "" || before[m.Ref] != m.Upstream {
 			continue
 		}
 		has, err := f.n.mirror.HasObject(ctx, key, m.Tip)
