@@ -199,7 +199,8 @@ func (x *soakChaos) inject(f soakFault) {
 			_ = s.hook(i, s.ups.repos[i].current()["refs/heads/main"], fmt.Sprintf("storm-%d-%d", f.at, k))
 		}
 	case "disk-fill":
-		ballast := filepath.Join(s.dataDirs[f.target], "repos", "soak-ballast")
+		// One file per fault: two fills may overlap.
+		ballast := filepath.Join(s.dataDirs[f.target], "repos", fmt.Sprintf("soak-ballast-%d", f.at))
 		if err := os.MkdirAll(filepath.Dir(ballast), 0o755); err != nil {
 			x.note("%s: %v", f, err)
 			return
