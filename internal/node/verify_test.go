@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -108,14 +109,14 @@ func TestClassifyDoesNotCountTipsTheUpstreamRewroteAway(t *testing.T) {
 	n := f.classify(context.Background(), key, 5, []mirror.Mismatch{
 		{Ref: "refs/heads/main", Tip: seen, Upstream: rewritten},
 		{Ref: "refs/heads/short-lived", Tip: branch},
-	}, before)
+	}, before, nil)
 	if n != 0 || f.mismatchCount(5) != 0 || revoked != 0 {
 		t.Fatalf("counted %d forged tips (ledger %d, revoked %d times) for commits the upstream had", n, f.mismatchCount(5), revoked)
 	}
 	// A tip on a ref that the upstream left where the mirror has it is
 	// still a forgery when the upstream never had it.
 	if n := f.classify(context.Background(), key, 5, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20), Upstream: rewritten}},
-		map[string]string{"refs/heads/main": rewritten}); n != 1 {
+		map[string]string{"refs/heads/main": rewritten}, nil); n != 1 {
 		t.Fatalf("a forged tip on an unchanged ref counted %d times, want 1", n)
 	}
 	if revoked != 1 {
@@ -137,12 +138,12 @@ func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testin
 	forged := strings.Repeat("ab", 20)
 	// A tip the mirror has (the owner was behind) and a deletion are not forgeries.
 	before := map[string]string{"refs/heads/main": tip}
-	f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: tip, Upstream: tip}, {Ref: "refs/tags/v1"}}, before)
+	f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: tip, Upstream: tip}, {Ref: "refs/tags/v1"}}, before, nil)
 	if n := f.mismatchCount(7); n != 0 {
 		t.Fatalf("counted %d for an honest mismatch", n)
 	}
 	for range 3 {
-		f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged, Upstream: tip}, {Ref: "refs/heads/dev", Tip: forged}}, before)
+		f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged, Upstream: tip}, {Ref: "refs/heads/dev", Tip: forged}}, before, nil)
 	}
 	if n := f.mismatchCount(7); n != 3 {
 		t.Fatalf("count %d, want one per pull (3)", n)
@@ -155,7 +156,7 @@ func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testin
 func TestClassifyWithoutARevokeHookOnlyCounts(t *testing.T) {
 	f, key, tip := classifyRig(t, 1)
 	f.classify(context.Background(), key, 3, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("cd", 20), Upstream: tip}},
-		map[string]string{"refs/heads/main": tip})
+		map[string]string{"refs/heads/main": tip}, nil)
 	if n := f.mismatchCount(3); n != 1 {
 		t.Fatalf("count %d", n)
 	}
@@ -167,9 +168,48 @@ func TestClassifyTriesAFailedRevocationAgain(t *testing.T) {
 	f.revoke = func(context.Context, uint32, string) error { calls++; return errors.New("coordinator unreachable") }
 	for range 2 {
 		f.classify(context.Background(), key, 4, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ef", 20), Upstream: tip}},
-			map[string]string{"refs/heads/main": tip})
+			map[string]string{"refs/heads/main": tip}, nil)
 	}
 	if calls != 2 {
 		t.Fatalf("revoke called %d times, want 2", calls)
+	}
+}
+
+// Found by the soak (TestSoak -soak-reverts): the upstream took a push
+// back (a force-push to the commit the mirror holds) after an honest owner
+// fetched it. The ref is where the mirror had it and no upstream ref
+// reaches the commit, but the upstream still holds it and serves it by ID:
+// not a forgery. A tip the upstream does not hold still is.
+func TestClassifyDoesNotCountAPushTheUpstreamTookBack(t *testing.T) {
+	f, key, old, up := classifyRigUpstream(t, 1)
+	seen, err := up.Commit("c", "main") // what the owner fetched
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git("", "--git-dir", up.Dir+"/c.git", "update-ref", "refs/heads/main", old); err != nil {
+		t.Fatal(err)
+	}
+	// The upstream is asked as plain git upload-pack serves it (as GitHub
+	// does, by ID): gittest's server is gitfleet's own serving, which
+	// serves only what its refs reach.
+	byID, err := mirror.Open(filepath.Dir(f.n.mirror.Root()), &gitcmd.Runner{Protocols: "file"}, f.n.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	upstreamHas := func(ctx context.Context, oid string) (bool, error) {
+		asked++
+		return byID.UpstreamHas(ctx, key, "file://"+filepath.Join(up.Dir, "c.git"), oid)
+	}
+	before := map[string]string{"refs/heads/main": old}
+	ctx := context.Background()
+	if n := f.classify(ctx, key, 6, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: seen, Upstream: old}}, before, upstreamHas); n != 0 || asked != 1 {
+		t.Fatalf("a commit the upstream took back counted %d times (the upstream asked %d times)", n, asked)
+	}
+	if has, _ := f.n.mirror.HasObject(ctx, key, seen); has {
+		t.Fatal("asking the upstream brought the commit into the mirror")
+	}
+	if n := f.classify(ctx, key, 6, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20), Upstream: old}}, before, upstreamHas); n != 1 {
+		t.Fatalf("a tip the upstream does not hold counted %d times, want 1", n)
 	}
 }
