@@ -274,8 +274,9 @@ func (x *soakChaos) apiAddRemove(f soakFault) func() {
 		return func() {}
 	}
 	i := pick(x.rng, candidates, 1)[0]
+	wasAdded, wasRemoved := s.apiAdded[i], s.apiRemoved[i]
 	delete(s.apiAdded, i)
-	delete(s.removed, i)
+	delete(s.apiRemoved, i)
 	s.inFlight[i] = true
 	return func() {
 		method, url, body, ok := "POST", s.base+"/api/v1/repos", fmt.Sprintf(`{"url":%q}`, s.ups.url(i)), []int{201, 200}
@@ -302,15 +303,18 @@ func (x *soakChaos) apiAddRemove(f soakFault) func() {
 		case err != nil:
 			x.note("%s %s: %v (its outcome is unknown: left unchecked)", method, s.ups.key(i), err)
 			s.unknown[i] = true
-		case !slices.Contains(ok, code):
+		case !slices.Contains(ok, code): // refused: as it was
 			x.note("%s %s: status %d", method, s.ups.key(i), code)
-			if f.n == 1 {
-				s.unknown[i] = true
+			if wasAdded {
+				s.apiAdded[i] = true
+			}
+			if wasRemoved {
+				s.apiRemoved[i] = true
 			}
 		case f.n == 0:
 			s.apiAdded[i] = true
 		default:
-			s.removed[i] = true
+			s.apiRemoved[i] = true
 		}
 	}
 }

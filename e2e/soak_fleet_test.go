@@ -46,9 +46,12 @@ type soakFleet struct {
 	listed    map[int]bool // in the catalog
 	yamlForm  map[int]bool // listed as a YAML entry rather than a .list line
 	apiAdded  map[int]bool
-	removed   map[int]bool // removed from the catalog or the API and not listed since
-	inFlight  map[int]bool // an API call about it has not answered yet
-	unknown   map[int]bool // an API call about it got no clear answer: neither wanted nor removed
+	removed   map[int]bool // removed from the catalog and not listed since
+	// apiRemoved are removed through the API: that wins over the catalog
+	// (an entry it adds later stays out) until the API adds it again.
+	apiRemoved map[int]bool
+	inFlight   map[int]bool // an API call about it has not answered yet
+	unknown    map[int]bool // an API call about it got no clear answer: neither wanted nor removed
 }
 
 // soakSettings are the fleet's timing, from which every bound of the soak
@@ -75,7 +78,7 @@ func newSoakFleet(t testing.TB, ups *soakUpstreams, st soakSettings) *soakFleet 
 	s := &soakFleet{t: t, ups: ups, settings: st, catalog: filepath.Join(t.TempDir(), "catalog"),
 		grpc: freeAddr(t), coord: map[string]*link{}, tunnel: freeAddr(t), http: freeAddr(t),
 		dataDirs: map[string]string{}, procs: map[string]*proc{}, args: map[string][]string{}, kills: map[string]*sync.Mutex{},
-		listed: map[int]bool{}, yamlForm: map[int]bool{}, apiAdded: map[int]bool{}, removed: map[int]bool{},
+		listed: map[int]bool{}, yamlForm: map[int]bool{}, apiAdded: map[int]bool{}, removed: map[int]bool{}, apiRemoved: map[int]bool{},
 		inFlight: map[int]bool{}, unknown: map[int]bool{}}
 	s.base = "http://" + s.http
 	s.tunLink = newLink(t, "partials-full", s.tunnel)
@@ -229,21 +232,21 @@ func (s *soakFleet) writeCatalog(msg string) error {
 }
 
 // desired is every repository the fleet must serve now (the catalog's and
-// the API's); gone, every one it must not.
+// the API's, less those the API removed); gone, every one it must not.
+// Those an API call about is in flight or got no clear answer are in
+// neither.
 func (s *soakFleet) desired() (want, gone []int) {
 	s.catalogMu.Lock()
 	defer s.catalogMu.Unlock()
-	for i := range s.listed {
-		want = append(want, i)
+	for i := range s.ups.repos {
+		switch {
+		case s.inFlight[i] || s.unknown[i]:
+		case (s.listed[i] || s.apiAdded[i]) && !s.apiRemoved[i]:
+			want = append(want, i)
+		case s.removed[i] || s.apiRemoved[i]:
+			gone = append(gone, i)
+		}
 	}
-	for i := range s.apiAdded {
-		want = append(want, i)
-	}
-	for i := range s.removed {
-		gone = append(gone, i)
-	}
-	slices.Sort(want)
-	slices.Sort(gone)
 	return want, gone
 }
 

@@ -30,8 +30,8 @@ type soakRepo struct {
 
 // soakUpstreams is the soak's upstream git server and its repositories.
 type soakUpstreams struct {
-	up    *gittest.Upstreams
-	link  *link // the fleet reaches the upstreams through it
+	dir   string // the bare repositories, served by plainGitServer
+	link  *link  // the fleet reaches the upstreams through it
 	repos []*soakRepo
 
 	mu     sync.Mutex
@@ -126,11 +126,10 @@ func (r *soakRepo) current() map[string]string {
 }
 
 // push makes one change of a kind drawn from rng, as a developer's push
-// would: a fast-forward most often, sometimes a force-push (to an
-// unrelated history, or with reverts, back to an older value), a new or
-// deleted branch or tag. It returns the kind, or "" when the repository is
-// away.
-func (r *soakRepo) push(rng *rand.Rand, reverts bool) (string, error) {
+// would: a fast-forward most often, sometimes a force-push (back to an
+// older value, or to an unrelated history), a new or deleted branch or
+// tag. It returns the kind, or "" when the repository is away.
+func (r *soakRepo) push(rng *rand.Rand) (string, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
 	cur := r.current()
@@ -184,7 +183,7 @@ func (r *soakRepo) push(rng *rand.Rand, reverts bool) (string, error) {
 		ref, old := "refs/heads/main", cur["refs/heads/main"]
 		h := r.history(ref)
 		var oid string
-		if back := h[:len(h)-1]; reverts && len(back) > 0 && rng.IntN(2) == 0 && back[len(back)-1] != old {
+		if back := h[:len(h)-1]; len(back) > 0 && rng.IntN(2) == 0 && back[len(back)-1] != old {
 			oid = back[rng.IntN(len(back))] // backwards, to a value it had
 		}
 		if oid == "" || oid == old {
