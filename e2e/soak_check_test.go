@@ -287,7 +287,9 @@ func (c *soakChecker) convergedOne(i int, wanted bool) error {
 
 // convergence waits, up to bound, until every repository is served as its
 // upstream has it (or, if removed, not served), and returns how long the
-// slowest took and what it waited for last. Each repository is looked at
+// slowest took (the start of the first look that found it converged: an
+// upper bound) and what it waited for last (nil: nothing, every
+// repository had converged at its first look). Each repository is looked at
 // until it first converges; a last pass over all of them confirms it.
 func (c *soakChecker) convergence(bound time.Duration) (time.Duration, error, error) {
 	start := time.Now()
@@ -304,12 +306,13 @@ func (c *soakChecker) convergence(bound time.Duration) (time.Duration, error, er
 	lastLog := start
 	for time.Since(start) < bound {
 		for i, wanted := range pending {
+			at := time.Since(start) // it converged before this look
 			if e := c.convergedOne(i, wanted); e != nil {
 				lastWait = e
 				continue
 			}
 			delete(pending, i)
-			slowest = time.Since(start)
+			slowest = max(slowest, at)
 		}
 		if len(pending) == 0 {
 			if err = c.converged(); err == nil {
