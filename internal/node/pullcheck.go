@@ -22,13 +22,14 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	if !errors.As(err, &mm) {
 		return res, err
 	}
+	before := res.Before.Refs
 	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
 		"key", key, "node", owner, "refs", len(mm.Mismatches))
 	res, err = f.syncUpstream(ctx, key, st)
 	if err != nil {
 		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
 	}
-	forged := f.classify(ctx, key, owner, mm.Mismatches)
+	forged := f.classify(ctx, key, owner, mm.Mismatches, before, f.upstreamHas(key, st))
 	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
 	return res, nil
 }
@@ -50,6 +51,28 @@ func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 	}
 }
 
+// upstreamHas asks key's upstream, then its fallbacks, whether it holds an
+// object (mirror.UpstreamHas), each URL checked against the egress policy
+// first. The first answer counts; an error only when none answers.
+func (f *fullNode) upstreamHas(key string, st *fleetv1.RepoState) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, oid string) (bool, error) {
+		err := errors.New("no upstream URL known")
+		for _, u := range append([]string{st.GetUrl()}, st.GetFallbackUrls()...) {
+			if u == "" {
+				continue
+			}
+			if err = f.n.dialer.CheckURL(ctx, u); err != nil {
+				continue
+			}
+			var has bool
+			if has, err = f.n.mirror.UpstreamHas(ctx, key, u, oid); err == nil {
+				return has, nil
+			}
+		}
+		return false, err
+	}
+}
+
 // syncUpstream fetches key from its upstream, then its fallbacks, each URL
 // checked against the egress policy first as a node's own checks are.
 func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoState) (mirror.Result, error) {
@@ -63,18 +86,35 @@ func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.Rep
 // classify counts a pull against owner when one of the tips it served is
 // not in the mirror even now that the upstream was fetched: a tip the
 // upstream never had. A tip that is there (a race with the upstream, or an
-// owner that was behind) is not held against it. It returns the number of
-// forged tips.
-func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch) int {
+// owner that was behind) is not held against it. Nor is a tip served for a
+// ref that the upstream moved or deleted since the mirror last held it
+// (before, the mirror's refs before the pull): an honest owner that checked
+// in between holds a commit the upstream then rewrote away, which no fetch
+// of its refs brings back. Nor, last, is a tip that the upstream serves by
+// its ID (upstreamHas, if not nil): a push the upstream took back, which an
+// honest owner fetched in between. It returns the number of forged tips.
+func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch, before map[string]string,
+	upstreamHas func(context.Context, string) (bool, error)) int {
 	forged := 0
 	for _, m := range ms {
-		if m.Tip == "" {
+		if m.Tip == "" || m.Upstream == "" || before[m.Ref] != m.Upstream {
 			continue
 		}
 		has, err := f.n.mirror.HasObject(ctx, key, m.Tip)
 		if err != nil {
 			f.n.log.Warn("could not look for the owner's tip in the mirror", "key", key, "node", owner, "tip", m.Tip, "err", err)
 			continue
+		}
+		if !has && upstreamHas != nil {
+			had, err := upstreamHas(ctx, m.Tip)
+			if err != nil {
+				f.n.log.Warn("could not ask the upstream for the owner's tip: not counted", "key", key, "node", owner, "tip", m.Tip, "err", err)
+				continue
+			}
+			if had {
+				f.n.log.Info("the owner's tip is a commit that the upstream took back: not a forgery", "key", key, "node", owner, "ref", m.Ref, "tip", m.Tip)
+				continue
+			}
 		}
 		if !has {
 			forged++

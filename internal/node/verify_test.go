@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,6 +37,13 @@ func TestMismatchLedgerRevokesOnceAtTheLimit(t *testing.T) {
 // A full node whose mirror holds one repository from a real upstream.
 func classifyRig(t *testing.T, limit int) (*fullNode, string, string) {
 	t.Helper()
+	f, key, tip, _ := classifyRigUpstream(t, limit)
+	return f, key, tip
+}
+
+// classifyRigUpstream is classifyRig with the upstream, to change it.
+func classifyRigUpstream(t *testing.T, limit int) (*fullNode, string, string, *gittest.Upstreams) {
+	t.Helper()
 	up, err := gittest.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +66,62 @@ func classifyRig(t *testing.T, limit int) (*fullNode, string, string) {
 		t.Fatal(err)
 	}
 	n := &Node{cfg: Config{MismatchRevoke: limit}, log: log, mirror: store}
-	return &fullNode{n: n}, key, res.After.Refs["refs/heads/main"]
+	return &fullNode{n: n}, key, res.After.Refs["refs/heads/main"], up
+}
+
+// Found by the soak (TestSoak): an honest owner checked the upstream while
+// main was at a commit, and a new branch at another; the upstream then
+// force-pushed main and deleted the branch before the full node pulled.
+// Neither commit is in the upstream any more, so no fetch brings them
+// into the mirror, but the upstream did have them: the owner was behind,
+// not lying, and must not be counted towards its revocation.
+func TestClassifyDoesNotCountTipsTheUpstreamRewroteAway(t *testing.T) {
+	f, key, old, up := classifyRigUpstream(t, 1)
+	revoked := 0
+	f.revoke = func(context.Context, uint32, string) error {
+		revoked++
+		return nil
+	}
+	seen, err := up.Commit("c", "main") // what the owner fetched
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := up.Dir + "/c.git"
+	branch, err := gittest.Output("", "--git-dir", bare, "commit-tree", "-p", seen, "-m", "short-lived", seen+"^{tree}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch = strings.TrimSpace(branch)
+	// The upstream rewrites main to an unrelated commit; the branch it had
+	// for a while is gone.
+	rewritten, err := gittest.Output("", "--git-dir", bare, "commit-tree", "-m", "rewritten", old+"^{tree}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten = strings.TrimSpace(rewritten)
+	if err := gittest.Git("", "--git-dir", bare, "update-ref", "refs/heads/main", rewritten); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.n.mirror.Sync(context.Background(), key, up.RepoURL("c")); err != nil { // as after a mismatch
+		t.Fatal(err)
+	}
+	before := map[string]string{"refs/heads/main": old}
+	n := f.classify(context.Background(), key, 5, []mirror.Mismatch{
+		{Ref: "refs/heads/main", Tip: seen, Upstream: rewritten},
+		{Ref: "refs/heads/short-lived", Tip: branch},
+	}, before, nil)
+	if n != 0 || f.mismatchCount(5) != 0 || revoked != 0 {
+		t.Fatalf("counted %d forged tips (ledger %d, revoked %d times) for commits the upstream had", n, f.mismatchCount(5), revoked)
+	}
+	// A tip on a ref that the upstream left where the mirror has it is
+	// still a forgery when the upstream never had it.
+	if n := f.classify(context.Background(), key, 5, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20), Upstream: rewritten}},
+		map[string]string{"refs/heads/main": rewritten}, nil); n != 1 {
+		t.Fatalf("a forged tip on an unchanged ref counted %d times, want 1", n)
+	}
+	if revoked != 1 {
+		t.Fatalf("revoked %d times at --mismatch-revoke 1, want 1", revoked)
+	}
 }
 
 func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testing.T) {
@@ -74,12 +137,13 @@ func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testin
 	ctx := context.Background()
 	forged := strings.Repeat("ab", 20)
 	// A tip the mirror has (the owner was behind) and a deletion are not forgeries.
-	f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: tip}, {Ref: "refs/tags/v1"}})
+	before := map[string]string{"refs/heads/main": tip}
+	f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: tip, Upstream: tip}, {Ref: "refs/tags/v1"}}, before, nil)
 	if n := f.mismatchCount(7); n != 0 {
 		t.Fatalf("counted %d for an honest mismatch", n)
 	}
 	for range 3 {
-		f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged}, {Ref: "refs/heads/dev", Tip: forged}})
+		f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged, Upstream: tip}, {Ref: "refs/heads/dev", Tip: forged}}, before, nil)
 	}
 	if n := f.mismatchCount(7); n != 3 {
 		t.Fatalf("count %d, want one per pull (3)", n)
@@ -90,21 +154,62 @@ func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testin
 }
 
 func TestClassifyWithoutARevokeHookOnlyCounts(t *testing.T) {
-	f, key, _ := classifyRig(t, 1)
-	f.classify(context.Background(), key, 3, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("cd", 20)}})
+	f, key, tip := classifyRig(t, 1)
+	f.classify(context.Background(), key, 3, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("cd", 20), Upstream: tip}},
+		map[string]string{"refs/heads/main": tip}, nil)
 	if n := f.mismatchCount(3); n != 1 {
 		t.Fatalf("count %d", n)
 	}
 }
 
 func TestClassifyTriesAFailedRevocationAgain(t *testing.T) {
-	f, key, _ := classifyRig(t, 1)
+	f, key, tip := classifyRig(t, 1)
 	calls := 0
 	f.revoke = func(context.Context, uint32, string) error { calls++; return errors.New("coordinator unreachable") }
 	for range 2 {
-		f.classify(context.Background(), key, 4, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ef", 20)}})
+		f.classify(context.Background(), key, 4, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ef", 20), Upstream: tip}},
+			map[string]string{"refs/heads/main": tip}, nil)
 	}
 	if calls != 2 {
 		t.Fatalf("revoke called %d times, want 2", calls)
+	}
+}
+
+// Found by the soak (TestSoak -soak-reverts): the upstream took a push
+// back (a force-push to the commit the mirror holds) after an honest owner
+// fetched it. The ref is where the mirror had it and no upstream ref
+// reaches the commit, but the upstream still holds it and serves it by ID:
+// not a forgery. A tip the upstream does not hold still is.
+func TestClassifyDoesNotCountAPushTheUpstreamTookBack(t *testing.T) {
+	f, key, old, up := classifyRigUpstream(t, 1)
+	seen, err := up.Commit("c", "main") // what the owner fetched
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git("", "--git-dir", up.Dir+"/c.git", "update-ref", "refs/heads/main", old); err != nil {
+		t.Fatal(err)
+	}
+	// The upstream is asked as plain git upload-pack serves it (as GitHub
+	// does, by ID): gittest's server is gitfleet's own serving, which
+	// serves only what its refs reach.
+	byID, err := mirror.Open(filepath.Dir(f.n.mirror.Root()), &gitcmd.Runner{Protocols: "file"}, f.n.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	upstreamHas := func(ctx context.Context, oid string) (bool, error) {
+		asked++
+		return byID.UpstreamHas(ctx, key, "file://"+filepath.Join(up.Dir, "c.git"), oid)
+	}
+	before := map[string]string{"refs/heads/main": old}
+	ctx := context.Background()
+	if n := f.classify(ctx, key, 6, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: seen, Upstream: old}}, before, upstreamHas); n != 0 || asked != 1 {
+		t.Fatalf("a commit the upstream took back counted %d times (the upstream asked %d times)", n, asked)
+	}
+	if has, _ := f.n.mirror.HasObject(ctx, key, seen); has {
+		t.Fatal("asking the upstream brought the commit into the mirror")
+	}
+	if n := f.classify(ctx, key, 6, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20), Upstream: old}}, before, upstreamHas); n != 1 {
+		t.Fatalf("a tip the upstream does not hold counted %d times, want 1", n)
 	}
 }
