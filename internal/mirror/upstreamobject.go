@@ -32,8 +32,11 @@ func (s *Store) UpstreamHas(ctx context.Context, key, url, oid string) (bool, er
 		return false, err
 	}
 	defer os.RemoveAll(q)
+	// Only the object and what it needs at depth 1, without blobs where
+	// the upstream can filter: the answer is all that is wanted, and an
+	// upstream cannot make this fetch a whole history.
 	err = s.git.Run(ctx, gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(),
-		Flags: []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
+		Flags: []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc", "--depth=1", "--filter=blob:none"},
 		Args:  []string{url, oid}})
 	if err != nil {
 		// git upload-pack says "not our ref"; a server that serves only
