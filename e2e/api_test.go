@@ -454,15 +454,19 @@ func TestAPIEndToEnd(t *testing.T) {
 		if err := f.servedLikeUpstream([]int{2, 4, 5}); err != nil {
 			t.Fatalf("a held-back removal was applied: %v", err)
 		}
-		resp, err := http.Get(f.base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(metrics), "gitfleet_catalog_purge_pending 1") {
-			t.Fatalf("metrics do not show the held-back change:\n%s", metrics)
-		}
+		// /metrics reuses the coordinator's answer for up to 2 s.
+		eventually(t, 10*time.Second, "metrics show the held-back change", func() error {
+			resp, err := http.Get(f.base + "/metrics")
+			if err != nil {
+				return err
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(metrics), "gitfleet_catalog_purge_pending 1") {
+				return fmt.Errorf("metrics do not show the held-back change")
+			}
+			return nil
+		})
 		if code := call(t, "POST", api+"/catalog/confirm-purge", "", nil, nil); code != 401 {
 			t.Fatalf("confirm without a token: %d", code)
 		}

@@ -62,10 +62,10 @@ func (s *consoleSource) GetRepo(key string) (console.Detail, bool) {
 	return console.Detail{RepoDetail: d, Fallbacks: fallbacks}, true
 }
 
-func (s *consoleSource) Nodes(ctx context.Context) ([]api.Node, error) { return s.f.backend.Nodes(ctx) }
+func (s *consoleSource) Nodes(ctx context.Context) ([]api.Node, error) { return s.f.fleet.Nodes(ctx) }
 
 func (s *consoleSource) Catalog(ctx context.Context) (api.CatalogStatus, error) {
-	return s.f.backend.Catalog(ctx)
+	return s.f.fleet.Catalog(ctx)
 }
 
 func (s *consoleSource) Tunnels() []uint32 { return s.f.tunnels.Nodes() }

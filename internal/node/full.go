@@ -22,7 +22,8 @@ import (
 // repository (from the coordinator), pulls each from its owner through the
 // owner's tunnel when the owner reports a change, and serves the public.
 type fullNode struct {
-	n *Node
+	fleet *fleetCache // the coordinator's answers for public reads (fleetcache.go)
+	n     *Node
 
 	httpLn, tunnelLn, proxyLn net.Listener
 	tunnels                   *tunnel.Server
@@ -80,6 +81,7 @@ func newFullNode(n *Node) (*fullNode, error) {
 	f.tasks = api.NewTasks(n.clk, 10000)
 	f.events = api.NewBroker(0, 0, n.log)
 	f.backend = newBackend(f)
+	f.fleet = &fleetCache{f: f}
 	f.revoke = f.backend.RevokeNode // --mismatch-revoke
 	f.api = api.New(cfg, f.backend, f.tasks, f.events, n.log, n.clk)
 	if f.alerts, err = newAlerting(n); err != nil {

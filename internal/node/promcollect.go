@@ -254,7 +254,7 @@ func (f *fullNode) collect(ch chan<- prometheus.Metric) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), coordinatorWait)
 	defer cancel()
-	if nodes, err := f.backend.Nodes(ctx); err == nil {
+	if nodes, err := f.fleet.Nodes(ctx); err == nil {
 		byState := map[string]int{}
 		for _, nd := range nodes {
 			byState[nd.State]++
@@ -263,7 +263,7 @@ func (f *fullNode) collect(ch chan<- prometheus.Metric) {
 			gauge(descNodes, float64(v), st)
 		}
 	}
-	if cat, err := f.backend.Catalog(ctx); err == nil {
+	if cat, err := f.fleet.Catalog(ctx); err == nil {
 		gauge(descPurge, boolValue(cat.Pending != nil))
 		gauge(descProblems, float64(cat.Problems))
 		gauge(descCatalogRepos, float64(cat.Repos))
