@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +37,8 @@ func (c *fleetCache) Nodes(ctx context.Context) ([]api.Node, error) {
 		c.nodes, c.nodesErr = c.f.backend.Nodes(ctx)
 		c.nodesAt = now
 	}
-	return c.nodes, c.nodesErr
+	// A copy: callers may sort it (the console does), and share nothing.
+	return slices.Clone(c.nodes), c.nodesErr
 }
 
 func (c *fleetCache) Catalog(ctx context.Context) (api.CatalogStatus, error) {
