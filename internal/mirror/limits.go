@@ -105,7 +105,7 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 		}
 		return err
 	}
-	base, err := treeSize(dir)
+	base, err := TreeSize(dir)
 	if err != nil {
 		return fmt.Errorf("mirror: size of %s: %w", dir, err)
 	}
@@ -167,7 +167,7 @@ func (s *Store) checkCloneSize(dir, url string) error {
 	if s.limits.MaxRepoSize <= 0 {
 		return nil
 	}
-	size, err := treeSize(dir)
+	size, err := TreeSize(dir)
 	if err != nil {
 		return fmt.Errorf("mirror: size of %s: %w", dir, err)
 	}
@@ -224,14 +224,15 @@ func incomingSize(dir string) int64 {
 	matches, _ := filepath.Glob(filepath.Join(dir, "objects", "incoming-*"))
 	var n int64
 	for _, m := range matches {
-		sz, _ := treeSize(m)
+		sz, _ := TreeSize(m)
 		n += sz
 	}
 	return n
 }
 
-// treeSize is the total size of the regular files under dir.
-func treeSize(dir string) (int64, error) {
+// TreeSize is the total size of the regular files under dir (a mirror, or
+// the mirrors of a node: its disk use).
+func TreeSize(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -1,10 +1,10 @@
 package node
 
 import (
-	"io/fs"
-	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/mirror"
 )
 
 // disk returns the space the node uses and may use for mirrors: with a
@@ -24,7 +24,8 @@ func (n *Node) diskLocked() (used, total uint64) {
 		// one), later ones at the average size of those measured.
 		held := n.heldCount()
 		if now := n.clk.Now(); now.Sub(n.diskAt) >= 10*time.Second || n.diskAt.IsZero() || n.diskHeld == 0 && held > 0 {
-			n.diskUsed, n.diskAt, n.diskHeld = dirSize(n.mirror.Root()), now, held
+			size, _ := mirror.TreeSize(n.mirror.Root()) // what it could read
+			n.diskUsed, n.diskAt, n.diskHeld = uint64(size), now, held
 		}
 		if held > n.diskHeld && n.diskHeld > 0 {
 			return n.diskUsed + uint64(held-n.diskHeld)*(n.diskUsed/uint64(n.diskHeld)), uint64(n.cfg.DiskQuota)
@@ -79,17 +80,4 @@ func (n *Node) heldCount() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.digests)
-}
-
-func dirSize(root string) uint64 {
-	var size uint64
-	_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				size += uint64(fi.Size())
-			}
-		}
-		return nil
-	})
-	return size
 }
