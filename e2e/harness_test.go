@@ -141,10 +141,7 @@ func start(t testing.TB, name string, args ...string) *proc {
 }
 
 // count is how many times s appears in p's log.
-func (p *proc) count(s string) int {
-	b, _ := os.ReadFile(p.log)
-	return strings.Count(string(b), s)
-}
+func (p *proc) count(s string) int { return strings.Count(readLog(p), s) }
 
 func (p *proc) stop() {
 	p.stopped.Store(true)
