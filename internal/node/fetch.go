@@ -90,7 +90,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	start := n.clk.Now()
 	had, prev := n.mirror.Has(key), n.sched.LastCheck(key)
 	kind := "check"
-	if !n.mirror.Has(key) {
+	if !had {
 		kind = "clone"
 	}
 	seeded := false

@@ -44,10 +44,8 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 			e.Result = fetchlog.ResultCancelled
 		}
 	default:
-		if kind == "check" && res.Cloned {
-			e.Kind = "clone"
-		} else if kind == "check" && res.Fetched {
-			e.Kind = "fetch"
+		if kind == "check" {
+			e.Kind = kindOf(true, res) // what the check did: clone, fetch or check
 		}
 		e.Changed = res.Changed
 		e.RefsChanged, e.Refs = refChanges(res.Before, res.After)
