@@ -66,14 +66,14 @@ func Rules(th Thresholds) []Rule {
 			if s.Repos == nil {
 				return nil, false
 			}
-			return share(RuleReposFailing, "repositories failing", s.Repos.Failing, s.Repos.Total, th.FailingShare, ""), true
+			return share(RuleReposFailing, "repositories failing", s.Repos.Failing, s.Repos.Total, th.FailingShare), true
 		}},
 		{Name: RuleReposStale, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
 			if s.Repos == nil {
 				return nil, false
 			}
 			what := fmt.Sprintf("repositories not checked for over %s (--max-interval)", s.Repos.StaleAfter)
-			return share(RuleReposStale, what, s.Repos.Stale, s.Repos.Total, th.StaleShare, ""), true
+			return share(RuleReposStale, what, s.Repos.Stale, s.Repos.Total, th.StaleShare), true
 		}},
 		{Name: RuleDiskHigh, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
 			return diskHigh(s, th.DiskHighWater)
@@ -101,15 +101,11 @@ func Rules(th Thresholds) []Rule {
 }
 
 // share is a rule's alert when n of total is over limit (a share of all).
-func share(rule, what string, n, total int, limit float64, subject string) []Alert {
+func share(rule, what string, n, total int, limit float64) []Alert {
 	if total <= 0 || float64(n) <= limit*float64(total) {
 		return nil
 	}
-	key := rule
-	if subject != "" {
-		key += "/" + subject
-	}
-	return []Alert{{Key: key, Rule: rule, Summary: fmt.Sprintf("%s of %d %s", percent(float64(n)/float64(total)), total, what),
+	return []Alert{{Key: rule, Rule: rule, Summary: fmt.Sprintf("%s of %d %s", percent(float64(n)/float64(total)), total, what),
 		Figure: fmt.Sprintf("%s (%d of %d)", percent(float64(n)/float64(total)), n, total), Threshold: percent(limit)}}
 }
 

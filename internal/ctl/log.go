@@ -62,7 +62,7 @@ func fetchLog(ctx context.Context, c *client, out *printer, key string, o option
 				refs += " " + short(strings.Join(e.Refs, ","), 40)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%dms\t%s\t%s\n", e.At.UTC().Format("2006-01-02 15:04:05"), e.Key, e.Kind, node,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%dms\t%s\t%s\n", when(&e.At), e.Key, e.Kind, node,
 			e.Result, e.DurationMs, refs, short(e.Error, 80))
 	}
 	if err := tw.Flush(); err != nil {
@@ -87,7 +87,7 @@ func tasks(ctx context.Context, c *client, out *printer) error {
 	tw := out.table()
 	fmt.Fprintln(tw, "TASK\tKEY\tSTATE\tCREATED")
 	for _, t := range list.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Key, t.State, t.Created.UTC().Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Key, t.State, when(&t.Created))
 	}
 	return tw.Flush()
 }
