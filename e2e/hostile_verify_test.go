@@ -48,6 +48,22 @@ type forger struct {
 	mu     sync.Mutex
 	urls   map[string]string // assigned key -> upstream URL
 	opened map[string]bool   // tunnel addresses
+	plain  http.Handler      // its repositories over git's smart HTTP
+	serve  http.Handler      // what its tunnel serves: plain unless set (guarded by mu)
+}
+
+// serveWith makes the node's tunnel serve with hd from now on.
+func (h *forger) serveWith(hd http.Handler) {
+	h.mu.Lock()
+	h.serve = hd
+	h.mu.Unlock()
+}
+
+func (h *forger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	hd := h.serve
+	h.mu.Unlock()
+	hd.ServeHTTP(w, r)
 }
 
 func startHostile(t *testing.T, f *fleet) *forger {
@@ -75,11 +91,12 @@ func startHostile(t *testing.T, f *fleet) *forger {
 	}
 	h.send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Hello{Hello: &fleetv1.Hello{NodeId: reg.GetNodeId(), NodeSecret: reg.GetNodeSecret()}}})
 	h.send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Inventory{Inventory: &fleetv1.Inventory{Done: true}}})
-	serve := &gitserve.Handler{Git: h.git, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolve: func(key string) (string, bool) {
+	h.plain = &gitserve.Handler{Git: h.git, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolve: func(key string) (string, bool) {
 		p := h.path(key)
 		_, err := os.Stat(p)
 		return p, err == nil
 	}}
+	h.serve = h.plain
 	proof := hostileTunnelProof(f.token, reg)
 	wg.Go(func() {
 		for {
@@ -96,7 +113,7 @@ func startHostile(t *testing.T, f *fleet) *forger {
 					h.mu.Unlock()
 					if fresh {
 						cfg := tunnel.ClientConfig{Addr: a, NodeID: h.id, Proof: proof, MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second}
-						wg.Go(func() { _ = tunnel.Serve(ctx, cfg, serve) })
+						wg.Go(func() { _ = tunnel.Serve(ctx, cfg, h) })
 					}
 				}
 			case *fleetv1.CoordinatorMessage_Assign:
@@ -185,10 +202,10 @@ func (h *forger) forge(key, branch string) string {
 }
 
 // hostileFleet is a coordinator and a full node that owns nothing
-// (--capacity 0), as processes, and the hostile node, which therefore owns
-// the one repository; it returns once the full node serves the hostile
-// node's (so far honest) copy.
-func hostileFleet(t *testing.T, extraCommit bool) (*fleet, *forger) {
+// (--capacity 0; fullArgs are its further flags), as processes, and the
+// hostile node, which therefore owns the one repository; it returns once
+// the full node serves the hostile node's (so far honest) copy.
+func hostileFleet(t *testing.T, extraCommit bool, fullArgs ...string) (*fleet, *forger) {
 	t.Helper()
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")
@@ -199,7 +216,7 @@ func hostileFleet(t *testing.T, extraCommit bool) (*fleet, *forger) {
 	}
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
-	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0")
+	f.startNode("full", "full", append([]string{"--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0"}, fullArgs...)...)
 	h := startHostile(t, f)
 	eventually(t, 90*time.Second, "the hostile node's honest copy served", func() error { return publicLikeUpstream(f) })
 	return f, h

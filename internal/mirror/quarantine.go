@@ -37,7 +37,10 @@ type Source struct {
 // update-ref transaction, each old value checked. Otherwise nothing is
 // applied and the error is a *MismatchError. The quarantine is deleted in
 // every case. A first pull (no mirror yet) asks the upstream for all its
-// branches and tags, which the source must serve exactly.
+// branches and tags, which the source must serve exactly. The fetch is
+// bounded by MaxRepoSize as a fetch from an upstream is: a source that
+// serves more is stopped while its pack streams in, and the error wraps
+// ErrPullTooLarge.
 func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstream UpstreamRefs) (Result, error) {
 	if err := repokey.Check(key); err != nil {
 		return Result{}, err
@@ -62,12 +65,8 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		return res, err
 	}
 	defer os.RemoveAll(q)
-	// The source is a peer's copy (a node's, through the full node's tunnel
-	// proxy), not an upstream: it does not go through the egress policy.
-	if err := s.git.Run(gitcmd.Peer(ctx), gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(), Env: src.Env,
-		Flags: []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
-		Args:  append([]string{src.URL}, gitcmd.FetchRefspecs...)}); err != nil {
-		return res, fmt.Errorf("mirror %s: fetch into quarantine: %w", key, err)
+	if err := s.fetchQuarantine(ctx, key, dir, q, src, first); err != nil { // pullsize.go
+		return res, err
 	}
 	served, err := s.git.StoredRefs(ctx, q)
 	if err != nil {

@@ -49,6 +49,9 @@ type fullNode struct {
 	signal    chan struct{}
 	mark      diskMark        // the disk against its high water (fulldisk.go)
 	diskWait  map[string]bool // keys refused for disk, waiting for room
+	// overLimit holds the owner's digest whose pull was over a limit: not
+	// pulled again until the owner reports another (pullsize.go).
+	overLimit map[string]string
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
@@ -59,7 +62,7 @@ type fullNode struct {
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, signal: make(chan struct{}, 1),
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, overLimit: map[string]string{}, signal: make(chan struct{}, 1),
 		counts: newRepoCounters()}
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
@@ -190,7 +193,7 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 		f.view[r.GetKey()] = r
 		f.stale.move(old.GetLastCheckMs(), r.GetLastCheckMs())
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
-			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] {
+			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] && f.overLimit[r.GetKey()] != r.GetDigest() {
 				f.pending[r.GetKey()] = true
 				delete(f.retryAt, r.GetKey())
 			}
@@ -213,6 +216,7 @@ func (f *fullNode) removed(keys []string) {
 		}
 		delete(f.pending, k)
 		delete(f.diskWait, k)
+		delete(f.overLimit, k)
 		delete(f.pullFails, k)
 		delete(f.retryAt, k)
 		f.mu.Unlock()
@@ -282,6 +286,13 @@ func (f *fullNode) pullLoop(ctx context.Context) {
 		f.mu.Lock()
 		delete(f.pulling, key)
 		switch {
+		case err != nil && ctx.Err() == nil && overLimit(err):
+			// Over --max-repo-size or --max-refs: tried again when the
+			// owner reports another digest (or on demand), never on a
+			// timer: each try could move as much as the limit.
+			delete(f.pullFails, key)
+			delete(f.retryAt, key)
+			f.overLimit[key] = st.GetDigest()
 		case err != nil && ctx.Err() == nil:
 			// From 2 s, doubling to 30 s: a pull whose upstream check
 			// keeps failing must not ask the owner and the upstream every
@@ -292,6 +303,7 @@ func (f *fullNode) pullLoop(ctx context.Context) {
 		case err == nil:
 			delete(f.pullFails, key)
 			delete(f.retryAt, key)
+			delete(f.overLimit, key)
 		}
 		f.mu.Unlock()
 		if err != nil && ctx.Err() == nil {

@@ -18,6 +18,9 @@ import (
 func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
 	res, err := f.n.mirror.PullVerified(ctx, key, src, f.upstreamRefs(st))
+	if errors.Is(err, mirror.ErrPullTooLarge) {
+		return f.pullTooLarge(ctx, key, st, owner, err) // pullsize.go
+	}
 	var mm *mirror.MismatchError
 	if !errors.As(err, &mm) {
 		return res, err
