@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 )
 
@@ -29,4 +30,14 @@ func (n *Node) syncUpstream(ctx context.Context, key, url string) (mirror.Result
 		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
 	return n.mirror.Sync(ctx, key, url)
+}
+
+// replaceUpstream copies key's mirror again from an upstream URL (the
+// repair of a corrupt mirror: mirror.Replace), with the same check of the
+// URL against the egress policy first as syncUpstream.
+func (n *Node) replaceUpstream(ctx context.Context, key, url string) (gitcmd.Refs, error) {
+	if err := n.dialer.CheckURL(ctx, url); err != nil {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
+	}
+	return n.mirror.Replace(ctx, key, url)
 }

@@ -156,7 +156,8 @@ func (n *Node) verifyLoop(ctx context.Context) {
 }
 
 // repair stops serving key's broken mirror, copies it again from its
-// upstream and swaps the copy in. A failed repair leaves the mirror
+// upstream (its URL checked against the egress policy first, as at every
+// fetch) and swaps the copy in. A failed repair leaves the mirror
 // unserved and is tried again by the next verification, a minute later.
 func (n *Node) repair(ctx context.Context, key string, cause error) {
 	v := n.verify
@@ -174,7 +175,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	}
 	v.setBroken(key, stateRepairing)
 	start := n.clk.Now()
-	refs, err := n.mirror.Replace(ctx, key, url)
+	refs, err := n.replaceUpstream(ctx, key, url)
 	n.flog.Append(n.workEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
 		v.setBroken(key, stateCorrupt)
