@@ -37,7 +37,9 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	return res, nil
 }
 
-// upstreamRefs asks key's upstream, then its fallbacks, for refs.
+// upstreamRefs asks key's upstream, then its fallbacks, for refs (all its
+// branches and tags under the node's ref limits when names is nil:
+// mirror.ListUpstream), each URL checked against the egress policy first.
 func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 	return func(ctx context.Context, names []string) (gitcmd.Refs, error) {
 		err := errors.New("no upstream URL known")
@@ -45,9 +47,15 @@ func (f *fullNode) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 			if u == "" {
 				continue
 			}
+			if err = f.n.dialer.CheckURL(ctx, u); err != nil {
+				continue
+			}
 			var refs gitcmd.Refs
-			if refs, err = f.n.git.LsRemoteRefs(ctx, u, names); err == nil {
+			if refs, err = f.n.mirror.ListUpstream(ctx, st.GetKey(), u, names); err == nil {
 				return refs, nil
+			}
+			if overLimit(err) {
+				return refs, err // the same repository: a fallback says the same
 			}
 		}
 		return gitcmd.Refs{}, err
