@@ -54,6 +54,7 @@ type Store struct {
 	locks      map[string]*keyLock
 	skipLogged map[string]bool // keys whose skipped refs were logged
 	empty      emptyGuard      // emptyguard.go
+	retired    retiredSize     // retiredsize.go
 
 	pruneAfter time.Duration        // prune.go
 	prunes     map[string]time.Time // marked keys -> when to prune them

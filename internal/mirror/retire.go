@@ -50,6 +50,7 @@ func (s *Store) Retire(key string) error {
 		_ = os.Remove(filepath.Join(dir, retiredMarker))
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
+	s.retiredChanged()
 	s.pruneEmptyParents(filepath.Dir(dir))
 	return nil
 }
@@ -87,6 +88,7 @@ func (s *Store) Unretire(key string) (bool, error) {
 	if err := os.Rename(src, dst); err != nil {
 		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
 	}
+	s.retiredChanged()
 	_ = os.Remove(filepath.Join(dst, retiredMarker))
 	s.loadMark(key, dst) // a mark it carried out of the tree
 	s.pruneRetiredParents(filepath.Dir(src))
@@ -122,6 +124,7 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 		unlock := s.Lock(key)
 		trash := filepath.Join(s.tmp, "expired-"+randHex())
 		if os.Rename(p, trash) == nil {
+			s.retiredChanged()
 			expired = append(expired, key)
 			s.pruneRetiredParents(filepath.Dir(p))
 		}

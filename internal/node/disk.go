@@ -8,8 +8,9 @@ import (
 )
 
 // disk returns the space the node uses and may use for mirrors: with a
-// quota, the size of <data>/repos (measured at most every 10 s) against
-// the quota; otherwise the file system's usage.
+// quota, the size of <data>/repos and of what it keeps beside
+// (diskbeside.go), measured at most every 10 s, against the quota;
+// otherwise the file system's usage.
 func (n *Node) disk() (used, total uint64) {
 	n.diskMu.Lock()
 	defer n.diskMu.Unlock()
@@ -26,11 +27,12 @@ func (n *Node) diskLocked() (used, total uint64) {
 		if now := n.clk.Now(); now.Sub(n.diskAt) >= 10*time.Second || n.diskAt.IsZero() || n.diskHeld == 0 && held > 0 {
 			size, _ := mirror.TreeSize(n.mirror.Root()) // what it could read
 			n.diskUsed, n.diskAt, n.diskHeld = uint64(size), now, held
+			n.diskBesides = n.diskBeside()
 		}
 		if held > n.diskHeld && n.diskHeld > 0 {
-			return n.diskUsed + uint64(held-n.diskHeld)*(n.diskUsed/uint64(n.diskHeld)), uint64(n.cfg.DiskQuota)
+			return n.diskUsed + uint64(held-n.diskHeld)*(n.diskUsed/uint64(n.diskHeld)) + n.diskBesides, uint64(n.cfg.DiskQuota)
 		}
-		return n.diskUsed, uint64(n.cfg.DiskQuota)
+		return n.diskUsed + n.diskBesides, uint64(n.cfg.DiskQuota)
 	}
 	var st syscall.Statfs_t
 	if syscall.Statfs(n.cfg.DataDir, &st) != nil {
@@ -59,7 +61,7 @@ func (n *Node) reserveClone() (func(), bool) {
 		held := n.heldCount()
 		switch {
 		case held > 0:
-			used += uint64(n.cloning) * (used / uint64(held))
+			used += uint64(n.cloning) * ((used - n.diskBesides) / uint64(held)) // the mirrors' average
 		case n.cloning > 0:
 			return nil, false // the first clone tells how big a mirror is
 		}

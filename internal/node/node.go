@@ -165,6 +165,10 @@ type Node struct {
 	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
 	metaDirty   map[string]bool
 	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; cancel.go)
+
+	// What the node keeps beside its mirrors when diskUsed was measured
+	// (guarded by diskMu; diskbeside.go).
+	diskBesides uint64
 }
 
 type owned struct {

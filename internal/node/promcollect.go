@@ -199,7 +199,7 @@ var (
 	descTunnels    = prometheus.NewDesc("gitfleet_tunnels", "Partial nodes with a tunnel open to this full node.", nil, nil)
 	descMismatches = prometheus.NewDesc("gitfleet_node_mismatches_total",
 		"Pulls in which a node served a tip that the upstream never had.", []string{"node"}, nil)
-	descDiskUsed  = prometheus.NewDesc("gitfleet_full_disk_used_bytes", "Space the full node's mirrors use (of --disk-quota, or of the file system).", nil, nil)
+	descDiskUsed  = prometheus.NewDesc("gitfleet_full_disk_used_bytes", "Space the full node's mirrors use, with the data it keeps for --retention and its pack cache (of --disk-quota, or of the file system).", nil, nil)
 	descDiskTotal = prometheus.NewDesc("gitfleet_full_disk_total_bytes", "The full node's --disk-quota, or its file system's size.", nil, nil)
 	descDiskFull  = prometheus.NewDesc("gitfleet_full_disk_full", "1 while the full node's disk is above its high water.", nil, nil)
 	descDiskWait  = prometheus.NewDesc("gitfleet_full_disk_waiting", "Repositories the full node does not hold and waits for disk room to pull.", nil, nil)
