@@ -12,7 +12,8 @@
 // and drops, within a bounded time, the objects that a fetch which deleted
 // or rewrote refs left unreachable (prune.go).
 // What a volunteer serves enters a mirror only through a verified pull
-// (quarantine.go): only the ref changes its upstream confirms; and a source
+// (quarantine.go): only the ref changes its upstream confirms, and no more
+// than the size limit allows (pullsize.go); and a source
 // that suddenly advertises nothing is believed only when it says so twice
 // (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
 // them (geometrically, with bitmaps and a commit graph) and, now and then,

@@ -41,9 +41,9 @@ func yamuxConfig(logger *slog.Logger) *yamux.Config {
 	c := yamux.DefaultConfig()
 	// Large windows let one stream carry a packfile at the link's speed.
 	c.MaxStreamWindowSize = 16 << 20
-	// A stream closed on one side (a pull given up: over a limit, or
-	// cancelled) keeps what the other side still sends, up to the window,
-	// until that side closes too; a hostile node never does. Past this
+	// A stream closed on one side (a request given up before its answer
+	// ended) keeps what the other side still sends, up to the window,
+	// until that side closes too; a hostile peer never does. Past this
 	// bound the stream is reset (yamux's default: 5 minutes, 16 MiB held
 	// each). An honest side closes as soon as its handler returns.
 	c.StreamCloseTimeout = 10 * time.Second
