@@ -459,9 +459,7 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 	}
 	c.engine.AddKeySeq(next.Len(), keys)
 	for _, s := range c.fullSessions() {
-		for k := range keys {
-			s.queueState(k)
-		}
+		s.queueSweep(keys)
 	}
 	c.placeDirty = true
 	c.decide()
