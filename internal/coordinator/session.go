@@ -313,7 +313,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		r.state, r.lastError, r.failures, r.notFound = stateOK, "", 0, 0
 	} else {
 		r.failures = add16(r.failures)
-		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()))
+		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()), c.errs, key)
 		r.state = stateFailing
 		r.notFound = add16(r.notFound)
 		if res.GetErrorClass() != "not-found" {
@@ -511,7 +511,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.lastError,
+				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

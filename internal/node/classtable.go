@@ -9,7 +9,8 @@ import (
 // in 12 bytes: the state and the error class as indexes into a table of
 // their few names, the minute of the last check in 32 bits.
 type classTable struct {
-	m     map[string]packedClass
+	tab   *repoTable // shared with the full node's viewTable
+	n     int
 	names []string
 	index map[string]uint8
 }
@@ -22,8 +23,13 @@ type packedClass struct {
 	current  bool
 }
 
-func newClassTable() *classTable {
-	t := &classTable{m: map[string]packedClass{}, index: map[string]uint8{}}
+// newClassTable returns an empty table kept in tab (nil: a table of its
+// own).
+func newClassTable(tab *repoTable) *classTable {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	t := &classTable{tab: tab, index: map[string]uint8{}}
 	t.name("") // index 0: no error class
 	return t
 }
@@ -50,26 +56,39 @@ func (t *classTable) unpack(p packedClass) repoClass {
 
 // get returns key's class.
 func (t *classTable) get(key string) (repoClass, bool) {
-	p, ok := t.m[key]
-	if !ok {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
 		return repoClass{}, false
 	}
-	return t.unpack(p), true
+	return t.unpack(s.class), true
 }
 
 // put records key's class.
 func (t *classTable) put(key string, cl repoClass) {
-	t.m[key] = packedClass{owner: cl.owner, checked: int32(max(min(cl.checked, math.MaxInt32), math.MinInt32)),
+	s := t.tab.slot(key)
+	if !s.classed {
+		s.classed = true
+		t.n++
+	}
+	s.class = packedClass{owner: cl.owner, checked: int32(max(min(cl.checked, math.MaxInt32), math.MinInt32)),
 		state: t.name(cl.state), errClass: t.name(cl.errClass), current: cl.current}
 }
 
-func (t *classTable) del(key string) { delete(t.m, key) }
+func (t *classTable) del(key string) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
+		return
+	}
+	s.class, s.classed = packedClass{}, false
+	t.n--
+	t.tab.release(s)
+}
 
 // all yields every key and its class, in no order.
 func (t *classTable) all() iter.Seq2[string, repoClass] {
 	return func(yield func(string, repoClass) bool) {
-		for k, p := range t.m {
-			if !yield(k, t.unpack(p)) {
+		for s := range t.tab.each() {
+			if s.classed && !yield(s.key, t.unpack(s.class)) {
 				return
 			}
 		}

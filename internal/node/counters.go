@@ -46,7 +46,7 @@ type repoCounters struct {
 }
 
 func newRepoCounters() *repoCounters {
-	return &repoCounters{classes: newClassTable(), byState: map[string]int{}, byOwner: map[uint32]int{},
+	return &repoCounters{classes: newClassTable(nil), byState: map[string]int{}, byOwner: map[uint32]int{},
 		states: map[string]*sortedIndex{}, owners: map[uint32]*sortedIndex{}, console: newConsoleCounts()}
 }
 

@@ -58,9 +58,10 @@ type fullNode struct {
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
-	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: newViewTable(), pending: map[string]bool{},
+	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, signal: make(chan struct{}, 1),
 		counts: newRepoCounters()}
+	f.view = newViewTable(f.counts.classes.tab) // one slot a repository for both (repotable.go)
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {

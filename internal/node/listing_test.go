@@ -24,7 +24,7 @@ func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
 
 // tableOf is the full node's table of view.
 func tableOf(view map[string]*fleetv1.RepoState) *viewTable {
-	t := newViewTable()
+	t := newViewTable(nil)
 	for k, st := range view {
 		r := proto.Clone(st).(*fleetv1.RepoState)
 		r.Key = k

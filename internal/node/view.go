@@ -53,7 +53,8 @@ type viewExtra struct {
 // viewTable is the full node's view of the fleet's repositories, guarded
 // by fullNode.mu.
 type viewTable struct {
-	m      map[string]repoView
+	tab    *repoTable // shared with the counters' classTable
+	n      int
 	states []string         // state names by index
 	stateI map[string]uint8 // and their index
 	errs   *intern.Templates
@@ -67,19 +68,32 @@ const maxStates = math.MaxUint8
 // are kept whole, each with its repository.
 const maxErrTemplates = 1 << 16
 
-func newViewTable() *viewTable {
-	return &viewTable{m: map[string]repoView{}, stateI: map[string]uint8{}, errs: intern.New(maxErrTemplates)}
+// newViewTable returns an empty view kept in tab (nil: a table of its
+// own).
+func newViewTable(tab *repoTable) *viewTable {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	return &viewTable{tab: tab, stateI: map[string]uint8{}, errs: intern.New(maxErrTemplates)}
 }
 
-func (t *viewTable) len() int { return len(t.m) }
+func (t *viewTable) len() int { return t.n }
 
 func (t *viewTable) has(key string) bool {
-	_, ok := t.m[key]
-	return ok
+	s := t.tab.lookup(key)
+	return s != nil && s.inView
 }
 
 // keys yields every key, in no order.
-func (t *viewTable) keys() iter.Seq[string] { return maps.Keys(t.m) }
+func (t *viewTable) keys() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for s := range t.tab.each() {
+			if s.inView && !yield(s.key) {
+				return
+			}
+		}
+	}
+}
 
 func (t *viewTable) stateIndex(s string) uint8 {
 	if i, ok := t.stateI[s]; ok {
@@ -97,7 +111,8 @@ func (t *viewTable) stateIndex(s string) uint8 {
 // put stores r, and returns what was there before.
 func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 	key := r.GetKey()
-	old, had = t.m[key]
+	s := t.tab.slot(key)
+	old, had = s.view, s.inView
 	v := repoView{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
 		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.stateIndex(r.GetState())}
 	if msg := r.GetLastError(); msg != "" {
@@ -128,29 +143,39 @@ func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" {
 		v.extra = &x
 	}
-	t.m[key] = v
+	s.view, s.inView = v, true
+	if !had {
+		t.n++
+	}
 	return old, had
 }
 
 // del removes key, and returns what was there.
 func (t *viewTable) del(key string) (repoView, bool) {
-	v, ok := t.m[key]
-	if ok {
-		delete(t.m, key)
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return repoView{}, false
 	}
-	return v, ok
+	v := s.view
+	s.view, s.inView = repoView{}, false
+	t.n--
+	t.tab.release(s)
+	return v, true
 }
 
 // view returns key's compact state.
 func (t *viewTable) view(key string) (repoView, bool) {
-	v, ok := t.m[key]
-	return v, ok
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return repoView{}, false
+	}
+	return s.view, true
 }
 
 // get returns key's state as the coordinator sent it (a copy of the
 // caller's own), or nil.
 func (t *viewTable) get(key string) *fleetv1.RepoState {
-	v, ok := t.m[key]
+	v, ok := t.view(key)
 	if !ok {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 // Every field of a RepoState comes back from the view as it went in, in
 // its usual and unusual spellings.
 func TestViewKeepsEveryField(t *testing.T) {
-	tab := newViewTable()
+	tab := newViewTable(nil)
 	states := []*fleetv1.RepoState{
 		{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 3, Digest: "0123456789abcdef0123456789abcdef", State: "ok",
 			LastCheckMs: 1e12, LastChangeMs: 9e11, Checks: 7, Fetches: 2},
@@ -74,7 +74,7 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 	runtime.KeepAlive(msgs)
 	msgs = nil
 	base = live()
-	tab := newViewTable()
+	tab := newViewTable(nil)
 	for _, st := range states() {
 		tab.put(st)
 	}
@@ -83,5 +83,49 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 	t.Logf("%d repositories: %d bytes each as messages, %d in the view", n, asMessages/n, asView/n)
 	if asView*2 > asMessages {
 		t.Fatalf("the view takes %d bytes a repository, the messages %d: want at most half", asView/n, asMessages/n)
+	}
+}
+
+// The view and the classes share one slot a key: a slot is freed only
+// when both have let the key go, and a freed slot is reused.
+func TestViewAndClassesShareASlotAKey(t *testing.T) {
+	tab := newRepoTable()
+	view, classes := newViewTable(tab), newClassTable(tab)
+	for i := range 10 {
+		key := fmt.Sprintf("h/g/r%d", i)
+		view.put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
+		classes.put(key, repoClass{state: "ok", owner: 2, checked: neverChecked})
+	}
+	if len(tab.index) != 10 || view.len() != 10 || classes.n != 10 {
+		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.len(), classes.n)
+	}
+	view.del("h/g/r3") // the view first, then its reclass
+	if cl, ok := classes.get("h/g/r3"); !ok || cl.state != "ok" {
+		t.Fatal("the class went with the view")
+	}
+	classes.del("h/g/r3")
+	if tab.lookup("h/g/r3") != nil || len(tab.free) != 1 {
+		t.Fatal("a key neither viewed nor classed keeps its slot")
+	}
+	classes.del("h/g/r4") // a class dropped, the view kept
+	if st := view.get("h/g/r4"); st == nil || st.GetOwner() != 2 {
+		t.Fatal("the view went with the class")
+	}
+	view.put(&fleetv1.RepoState{Key: "h/g/new", State: "pending"})
+	if len(tab.free) != 0 || len(tab.chunks) != 1 || len(tab.chunks[0]) != 10 {
+		t.Fatal("a new key did not reuse the freed slot")
+	}
+	if st := view.get("h/g/new"); st.GetState() != "pending" || st.GetOwner() != 0 {
+		t.Fatalf("the reused slot kept what its last key had: %v", st)
+	}
+	if _, ok := classes.get("h/g/new"); ok {
+		t.Fatal("the reused slot kept a class")
+	}
+	var keys []string
+	for k := range view.keys() {
+		keys = append(keys, k)
+	}
+	if len(keys) != 10 {
+		t.Fatalf("the view yields %d keys, want 10", len(keys))
 	}
 }
