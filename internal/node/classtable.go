@@ -81,14 +81,14 @@ func (t *classTable) del(key string) {
 	}
 	s.class, s.classed = packedClass{}, false
 	t.n--
-	t.tab.release(s)
+	t.tab.release(key, s)
 }
 
 // all yields every key and its class, in no order.
 func (t *classTable) all() iter.Seq2[string, repoClass] {
 	return func(yield func(string, repoClass) bool) {
-		for s := range t.tab.each() {
-			if s.classed && !yield(s.key, t.unpack(s.class)) {
+		for k, s := range t.tab.each() {
+			if s.classed && !yield(k, t.unpack(s.class)) {
 				return
 			}
 		}

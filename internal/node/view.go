@@ -87,8 +87,8 @@ func (t *viewTable) has(key string) bool {
 // keys yields every key, in no order.
 func (t *viewTable) keys() iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for s := range t.tab.each() {
-			if s.inView && !yield(s.key) {
+		for k, s := range t.tab.each() {
+			if s.inView && !yield(k) {
 				return
 			}
 		}
@@ -159,7 +159,7 @@ func (t *viewTable) del(key string) (repoView, bool) {
 	v := s.view
 	s.view, s.inView = repoView{}, false
 	t.n--
-	t.tab.release(s)
+	t.tab.release(key, s)
 	return v, true
 }
 
