@@ -54,15 +54,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "coordinator":
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {
-			return runCoordinator(ctx, cfg, log)
+			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runCoordinator(ctx, cfg, log) })
 		})
 	case "node":
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {
-			return runNode(ctx, cfg, log)
+			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runNode(ctx, cfg, log) })
 		})
 	case "up":
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {
-			return runUp(ctx, cfg, log)
+			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runUp(ctx, cfg, log) })
 		})
 	case "demo":
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {

@@ -25,6 +25,7 @@ type Config struct {
 	CatalogInterval       time.Duration `name:"catalog-interval" help:"how often the catalog is re-fetched"`
 	HTTP                  string        `name:"http" help:"public HTTP address of a full node or of up: git, API, console"`
 	Metrics               string        `name:"metrics" help:"coordinator, partial node: address to serve Prometheus metrics at /metrics, e.g. 127.0.0.1:9090 (empty: none; a full node and up serve them on --http)"`
+	Pprof                 string        `name:"pprof" help:"every role: address to serve Go's runtime profiles at /debug/pprof/, e.g. 127.0.0.1:6060 (empty: none; keep it private, it shows the process's internals)"`
 	GRPC                  string        `name:"grpc" help:"coordinator: listen address for nodes (gRPC)"`
 	Coordinator           List          `name:"coordinator" help:"node: the coordinator's gRPC address (host:port); several for coordinators that share a fleet through etcd"`
 	JoinToken             string        `name:"join-token" help:"shared secret that admits new partial nodes (env GITFLEET_JOIN_TOKEN); the coordinator takes a comma-separated list, to rotate it"`

@@ -26,6 +26,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/intern"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
@@ -108,6 +109,7 @@ type Coordinator struct {
 	members  []placement.Member // last given to the engine
 	placing  bool
 	status   map[string]*repoStatus // repositories that have been checked at least once
+	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
 	nodes    map[uint32]*nodeRecord
 	sessions map[uint32]*session
 	dirty    map[string]bool   // repos to persist (false: delete)
@@ -203,6 +205,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
 		flush:        make(chan struct{}, 1),
 		status:       make(map[string]*repoStatus),
+		errs:         intern.New(1 << 16),
 		nodes:        make(map[uint32]*nodeRecord),
 		sessions:     make(map[uint32]*session),
 		dirty:        make(map[string]bool),
@@ -313,10 +316,10 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		if err := json.Unmarshal(v, &r); err != nil {
 			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
 		}
-		st := r.status()
 		if ek, ok := c.engine.Key(k); ok {
 			k = ek
 		}
+		st := r.status(c.errs, k)
 		c.status[k] = &st
 		return nil
 	})
@@ -459,9 +462,7 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 	}
 	c.engine.AddKeySeq(next.Len(), keys)
 	for _, s := range c.fullSessions() {
-		for k := range keys {
-			s.queueState(k)
-		}
+		s.queueSweep(keys)
 	}
 	c.placeDirty = true
 	c.decide()
@@ -703,7 +704,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
 			continue
 		}
-		b, _ := json.Marshal(r.record())
+		b, _ := json.Marshal(r.record(k))
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}
 	ops = append(ops,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -120,7 +121,7 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 			s.queueAssign(k, target == rec.ID)
 		}
 		if s.full {
-			s.queueState(k)
+			s.sweep = append(s.sweep, k)
 		}
 	})
 	c.decide()
@@ -312,7 +313,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		r.state, r.lastError, r.failures, r.notFound = stateOK, "", 0, 0
 	} else {
 		r.failures = add16(r.failures)
-		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()))
+		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()), c.errs, key)
 		r.state = stateFailing
 		r.notFound = add16(r.notFound)
 		if res.GetErrorClass() != "not-found" {
@@ -345,6 +346,13 @@ type session struct {
 	assign  map[string]assignment
 	drop    map[string]bool
 	states  map[string]bool
+	// sweep is every key whose state a full node is sent in bulk (at the
+	// session's start, after a whole catalog is placed), in turn from
+	// sweepAt: a list of a million keys costs a third of a set of them,
+	// and is read in order. states has the keys that changed since, sent
+	// first.
+	sweep   []string
+	sweepAt int
 	removed map[string]bool
 	held    []string // inventory waiting for the catalog
 	checks  []*fleetv1.CheckNow
@@ -398,6 +406,18 @@ func (s *session) queueDrop(key string) {
 func (s *session) queueState(key string) {
 	delete(s.removed, key)
 	s.states[key] = true
+	s.kick()
+}
+
+// queueSweep queues the state of every key of keys, in bulk.
+func (s *session) queueSweep(keys iter.Seq[string]) {
+	if s.sweepAt == len(s.sweep) {
+		s.sweep, s.sweepAt = s.sweep[:0], 0
+	}
+	for k := range keys {
+		delete(s.removed, k)
+		s.sweep = append(s.sweep, k)
+	}
 	s.kick()
 }
 
@@ -469,8 +489,16 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Assign{Assign: a}})
 	}
-	if len(s.states) > 0 {
+	if len(s.states) > 0 || s.sweepAt < len(s.sweep) {
 		keys := take(s.states, n)
+		if len(keys) < n && s.sweepAt < len(s.sweep) {
+			end := min(len(s.sweep), s.sweepAt+n-len(keys))
+			keys = append(keys, s.sweep[s.sweepAt:end]...)
+			s.sweepAt = end
+			if s.sweepAt == len(s.sweep) {
+				s.sweep, s.sweepAt = nil, 0
+			}
+		}
 		rs := &fleetv1.RepoStates{}
 		for _, k := range keys {
 			e, ok := c.entry(k)
@@ -483,7 +511,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.lastError,
+				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

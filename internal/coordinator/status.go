@@ -3,6 +3,8 @@ package coordinator
 import (
 	"encoding/hex"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/intern"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -99,13 +101,22 @@ func (s *repoStatus) setDigest(d string) bool {
 	return true
 }
 
-// setError records the error of a failed check, cut to maxErrorLen.
-func (s *repoStatus) setError(e string) {
+// setError records the error of a failed check of key, cut to
+// maxErrorLen: with errs, as its shared template (the key's place marked;
+// package intern), since a host that fails fails the same way for every
+// repository it has. Read it with errorText.
+func (s *repoStatus) setError(e string, errs *intern.Templates, key string) {
 	if len(e) > maxErrorLen {
 		e = strings.ToValidUTF8(e[:maxErrorLen], "") + "..."
 	}
+	if errs != nil {
+		e = errs.Pack(e, key)
+	}
 	s.lastError = e
 }
+
+// errorText is the error setError recorded for key.
+func (s *repoStatus) errorText(key string) string { return intern.Unpack(s.lastError, key) }
 
 // add16 and add32 count up to the type's largest value and stay there.
 func add16(n uint16) uint16 { return n + min(1, ^n) }
@@ -124,20 +135,22 @@ type statusRecord struct {
 	Fetches    uint64 `json:",omitempty"`
 }
 
-func (s *repoStatus) record() statusRecord {
+func (s *repoStatus) record(key string) statusRecord {
 	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
-		LastError: s.lastError, Failures: int(s.failures), NotFound: int(s.notFound),
+		LastError: s.errorText(key), Failures: int(s.failures), NotFound: int(s.notFound),
 		Checks: uint64(s.checks), Fetches: uint64(s.fetches)}
 }
 
 // status turns a stored record back into a repoStatus; a field out of range
 // is clamped, and a digest that is not one is dropped (the next check
 // brings it back).
-func (r statusRecord) status() repoStatus {
+func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
 	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint16(min(max(r.NotFound, 0), 1<<16-1)),
 		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1))}
 	s.setDigest(r.Digest)
-	s.setError(r.LastError)
+	if r.LastError != "" {
+		s.setError(r.LastError, errs, key)
+	}
 	return s
 }

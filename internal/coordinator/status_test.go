@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/intern"
 )
 
 func TestStatusKeepsWhatNodesReport(t *testing.T) {
@@ -29,7 +30,7 @@ func TestStatusKeepsWhatNodesReport(t *testing.T) {
 		t.Error("an empty digest (no refs) is not recorded")
 	}
 
-	s.setError(strings.Repeat("é", maxErrorLen))
+	s.setError(strings.Repeat("é", maxErrorLen), nil, "")
 	if len(s.lastError) > maxErrorLen+3 || !strings.HasSuffix(s.lastError, "...") || !utf8Valid(s.lastError) {
 		t.Errorf("a long error is kept as %d bytes", len(s.lastError))
 	}
@@ -49,7 +50,7 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 	in := repoStatus{lastCheck: 1_700_000_000_000, lastChange: 1_600_000_000_000, lastError: "timeout: upstream slow",
 		checks: 12, fetches: 3, failures: 2, notFound: 1, state: stateGone}
 	in.setDigest(digest)
-	b, err := json.Marshal(in.record())
+	b, err := json.Marshal(in.record("h/a/b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if out := rec.status(); out != in {
+	if out := rec.status(nil, "h/a/b"); out != in {
 		t.Fatalf("round trip: got %+v, want %+v", out, in)
 	}
 	// A record written before statuses were compact, or by hand: states by
@@ -66,7 +67,7 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(old), &rec); err != nil {
 		t.Fatal(err)
 	}
-	got := rec.status()
+	got := rec.status(nil, "h/a/b")
 	if got.state != stateFailing || got.failures != 1<<16-1 || got.notFound != 0 || got.checks != 1<<32-1 || got.hasDigest || got.lastCheck != 5 {
 		t.Fatalf("old record read as %+v", got)
 	}
@@ -106,4 +107,29 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// An error that names its repository is kept as one shared text for every
+// repository that fails the same way, and is stored and read back whole.
+func TestStatusErrorsShareOneTextAndAreStoredWhole(t *testing.T) {
+	errs := intern.New(100)
+	msg := func(key string) string {
+		return "network: git ls-remote https://" + key + ": fatal: unable to access 'https://" + key + "/': Connection refused"
+	}
+	var a, b repoStatus
+	a.setError(msg("h/g/a"), errs, "h/g/a")
+	b.setError(msg("h/g/b"), errs, "h/g/b")
+	if a.lastError != b.lastError || errs.Len() != 1 {
+		t.Fatalf("two repositories' errors are kept apart (%d texts)", errs.Len())
+	}
+	if a.errorText("h/g/a") != msg("h/g/a") || b.errorText("h/g/b") != msg("h/g/b") {
+		t.Fatalf("read back as %q and %q", a.errorText("h/g/a"), b.errorText("h/g/b"))
+	}
+	rec := a.record("h/g/a")
+	if rec.LastError != msg("h/g/a") {
+		t.Fatalf("stored as %q", rec.LastError)
+	}
+	if got := rec.status(errs, "h/g/a"); got.errorText("h/g/a") != msg("h/g/a") || got.lastError != a.lastError {
+		t.Fatalf("restored as %q", got.errorText("h/g/a"))
+	}
 }

@@ -158,8 +158,8 @@ func (f *fullNode) alertSnapshot(ctx context.Context, now time.Time) *alert.Snap
 	s.Session.NoLeader = n.leaderless.Load()
 
 	f.mu.Lock()
-	if s.Session.Connected && len(f.view) > 0 {
-		s.Repos = &alert.Repos{Total: len(f.view), Failing: f.counts.byState["failing"],
+	if s.Session.Connected && f.view.len() > 0 {
+		s.Repos = &alert.Repos{Total: f.view.len(), Failing: f.counts.byState["failing"],
 			Stale: f.stale.count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
 	mismatches := maps.Clone(f.mismatches.counts)

@@ -91,7 +91,7 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 
 func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	b.f.mu.Lock()
-	st := b.f.view[key]
+	st := b.f.view.get(key)
 	b.f.mu.Unlock()
 	if st == nil {
 		return api.RepoDetail{}, false
@@ -108,8 +108,7 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 func (b *backend) Known(key string) bool {
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
-	_, ok := b.f.view[key]
-	return ok
+	return b.f.view.has(key)
 }
 
 func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string) (api.Repo, error) {

@@ -57,7 +57,7 @@ func (s *consoleSource) GetRepo(key string) (console.Detail, bool) {
 		return console.Detail{}, false
 	}
 	s.f.mu.Lock()
-	fallbacks := s.f.view[key].GetFallbackUrls()
+	fallbacks := s.f.view.get(key).GetFallbackUrls()
 	s.f.mu.Unlock()
 	return console.Detail{RepoDetail: d, Fallbacks: fallbacks}, true
 }
@@ -91,11 +91,11 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 	// (and the staleness, which the walk by minute already applied);
 	// called with f.mu held.
 	keep := func(key string) *fleetv1.RepoState {
-		cl, ok := f.counts.classes[key]
+		cl, ok := f.counts.classes.get(key)
 		if !ok || q.State != "" && cl.state != q.State || q.Owner != 0 && cl.owner != q.Owner {
 			return nil
 		}
-		return f.view[key]
+		return f.view.get(key)
 	}
 	skip := q.Offset
 	// A request of the public cannot make the node look at every key

@@ -77,13 +77,13 @@ func (c *consoleCounts) set(key string, old repoClass, had bool, cl repoClass, l
 
 // minuteKeys returns the keys last checked in minute m, in order; classes
 // rebuilds the index if its bookkeeping went wrong.
-func (c *consoleCounts) minuteKeys(m int64, classes map[string]repoClass) []string {
+func (c *consoleCounts) minuteKeys(m int64, classes *classTable) []string {
 	x := c.byMinute[m]
 	if x == nil {
 		return nil
 	}
 	return x.ordered(c.minutes[m], func(keys []string) []string {
-		for k, cl := range classes {
+		for k, cl := range classes.all() {
 			if cl.checked == m {
 				keys = append(keys, k)
 			}

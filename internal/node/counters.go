@@ -36,7 +36,7 @@ type repoClass struct {
 // repoCounters are the counters and per-state and per-owner indexes of a
 // full node's view; guarded by fullNode.mu.
 type repoCounters struct {
-	classes map[string]repoClass
+	classes *classTable
 	byState map[string]int
 	byOwner map[uint32]int
 	current int
@@ -46,7 +46,7 @@ type repoCounters struct {
 }
 
 func newRepoCounters() *repoCounters {
-	return &repoCounters{classes: map[string]repoClass{}, byState: map[string]int{}, byOwner: map[uint32]int{},
+	return &repoCounters{classes: newClassTable(nil), byState: map[string]int{}, byOwner: map[uint32]int{},
 		states: map[string]*sortedIndex{}, owners: map[uint32]*sortedIndex{}, console: newConsoleCounts()}
 }
 
@@ -60,7 +60,7 @@ func mergeDue(x *sortedIndex) bool { return len(x.added) > max(maxPending, len(x
 
 // set records key's class, or that it left the view (listed false).
 func (c *repoCounters) set(key string, cl repoClass, listed bool) {
-	old, had := c.classes[key]
+	old, had := c.classes.get(key)
 	if had && listed && old == cl {
 		return
 	}
@@ -85,10 +85,10 @@ func (c *repoCounters) set(key string, cl repoClass, listed bool) {
 		}
 	}
 	if !listed {
-		delete(c.classes, key)
+		c.classes.del(key)
 		return
 	}
-	c.classes[key] = cl
+	c.classes.put(key, cl)
 	c.byState[cl.state]++
 	c.byOwner[cl.owner]++
 	if cl.current {
@@ -125,7 +125,7 @@ func (c *repoCounters) stateKeys(state string) []string {
 		return nil
 	}
 	return x.ordered(c.byState[state], func(keys []string) []string {
-		for k, cl := range c.classes {
+		for k, cl := range c.classes.all() {
 			if cl.state == state {
 				keys = append(keys, k)
 			}
@@ -141,7 +141,7 @@ func (c *repoCounters) ownerKeys(owner uint32) []string {
 		return nil
 	}
 	return x.ordered(c.byOwner[owner], func(keys []string) []string {
-		for k, cl := range c.classes {
+		for k, cl := range c.classes.all() {
 			if cl.owner == owner {
 				keys = append(keys, k)
 			}
@@ -156,7 +156,7 @@ func (c *repoCounters) ownerKeys(owner uint32) []string {
 // what changed, the total from the counters; with a prefix or a far
 // offset, the merged index, a binary search and the page. Both filters at
 // once walk the smaller of the two indexes (under the prefix).
-func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f api.RepoFilter) ([]listed, int) {
+func (c *repoCounters) list(all []string, view *viewTable, f api.RepoFilter) ([]listed, int) {
 	if f.State == "" && f.Owner == 0 {
 		return listPage(all, view, f)
 	}
@@ -172,7 +172,7 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 		if len(x.added) <= maxWalkAdded {
 			var page []listed
 			for _, k := range x.page(f.Offset, f.Limit) {
-				page = append(page, listed{k, view[k]})
+				page = append(page, listed{k, view.get(k)})
 			}
 			return page, total
 		}
@@ -186,10 +186,10 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 		keys = c.ownerKeys(f.Owner)
 	case c.byState[f.State] <= c.byOwner[f.Owner]:
 		keys = c.stateKeys(f.State)
-		keep = func(k string) bool { return c.classes[k].owner == f.Owner }
+		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.owner == f.Owner }
 	default:
 		keys = c.ownerKeys(f.Owner)
-		keep = func(k string) bool { return c.classes[k].state == f.State }
+		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.state == f.State }
 	}
 	lo, hi := 0, len(keys)
 	if f.Prefix != "" {
@@ -200,7 +200,7 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 	var page []listed
 	if f.State == "" || f.Owner == 0 {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
-			page = append(page, listed{keys[i], view[keys[i]]})
+			page = append(page, listed{keys[i], view.get(keys[i])})
 		}
 		return page, hi - lo
 	}
@@ -210,7 +210,7 @@ func (c *repoCounters) list(all []string, view map[string]*fleetv1.RepoState, f 
 			continue
 		}
 		if total >= f.Offset && in(total) {
-			page = append(page, listed{k, view[k]})
+			page = append(page, listed{k, view.get(k)})
 		}
 		total++
 	}
@@ -268,7 +268,7 @@ type repoTotals struct {
 func (f *fullNode) totals() repoTotals {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := repoTotals{byState: make(map[string]int, len(f.counts.byState)), total: len(f.view), current: f.counts.current}
+	t := repoTotals{byState: make(map[string]int, len(f.counts.byState)), total: f.view.len(), current: f.counts.current}
 	for s, n := range f.counts.byState {
 		t.byState[s] = n
 	}
@@ -303,7 +303,7 @@ func (f *fullNode) reclass(keys ...string) {
 	sts := make([]*fleetv1.RepoState, len(keys))
 	f.mu.Lock()
 	for i, k := range keys {
-		sts[i] = f.view[k]
+		sts[i] = f.view.get(k)
 	}
 	f.mu.Unlock()
 	cls := make([]repoClass, len(keys))

@@ -17,7 +17,10 @@ import (
 // shows it, counted.
 func recount(f *fullNode) (repos []api.Repo, byState map[string]int, current int) {
 	f.mu.Lock()
-	view := maps.Clone(f.view)
+	view := map[string]*fleetv1.RepoState{}
+	for k := range f.view.keys() {
+		view[k] = f.view.get(k)
+	}
 	f.mu.Unlock()
 	now := f.n.clk.Now()
 	byState = map[string]int{}

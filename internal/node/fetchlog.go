@@ -55,10 +55,10 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 
 // ownerCheck is the fetch log's entry of a check that another node (r's
 // owner) made, as the coordinator's new state r of the repository tells
-// it, old being the state before.
-func ownerCheck(r, old *fleetv1.RepoState) fetchlog.Entry {
+// it, oldDigest being the digest before.
+func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
-		Changed: r.GetDigest() != old.GetDigest()}
+		Changed: r.GetDigest() != oldDigest}
 	if msg := r.GetLastError(); msg != "" {
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
 		if strings.Contains(msg, errCancelled.Error()) {

@@ -37,7 +37,7 @@ type fullNode struct {
 	packs                     *gitserve.PackCache // nil: no pack cache (packcache.go)
 
 	mu      sync.Mutex
-	view    map[string]*fleetv1.RepoState
+	view    *viewTable      // every repository's state, as the coordinator sent it (view.go)
 	sorted  sortedIndex     // the keys of view, for the API's listings
 	counts  *repoCounters   // of view, by state and owner (counters.go)
 	classMu sync.Mutex      // serializes reclass
@@ -61,9 +61,10 @@ type fullNode struct {
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
-	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{},
+	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, overLimit: map[string]string{}, signal: make(chan struct{}, 1),
 		counts: newRepoCounters()}
+	f.view = newViewTable(f.counts.classes.tab) // one slot a repository for both (repotable.go)
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
@@ -183,15 +184,14 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	keys := make([]string, 0, len(rs))
 	for _, r := range rs {
 		keys = append(keys, r.GetKey())
-		old := f.view[r.GetKey()]
-		if old == nil {
+		old, had := f.view.put(r)
+		if !had {
 			f.sorted.add(r.GetKey())
 		}
-		if old != nil && r.GetLastCheckMs() > old.GetLastCheckMs() && r.GetOwner() != f.n.id {
-			f.n.flog.Append(ownerCheck(r, old)) // the owner's own check, as the coordinator tells it
+		if had && r.GetLastCheckMs() > old.lastCheck && r.GetOwner() != f.n.id {
+			f.n.flog.Append(ownerCheck(r, old.digestString())) // the owner's own check, as the coordinator tells it
 		}
-		f.view[r.GetKey()] = r
-		f.stale.move(old.GetLastCheckMs(), r.GetLastCheckMs())
+		f.stale.move(old.lastCheck, r.GetLastCheckMs())
 		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
 			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] && f.overLimit[r.GetKey()] != r.GetDigest() {
 				f.pending[r.GetKey()] = true
@@ -209,9 +209,8 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
-		if old, ok := f.view[k]; ok {
-			f.stale.move(old.GetLastCheckMs(), 0)
-			delete(f.view, k)
+		if old, ok := f.view.del(k); ok {
+			f.stale.move(old.lastCheck, 0)
 			f.sorted.remove(k)
 		}
 		delete(f.pending, k)
@@ -259,7 +258,7 @@ func (f *fullNode) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
 		}
 		delete(f.pending, k)
 		f.pulling[k] = true
-		return k, f.view[k], true
+		return k, f.view.get(k), true
 	}
 	return "", nil, false
 }
@@ -352,7 +351,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 // pullNow pulls key from its owner at once (an on-demand check's result).
 func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 	f.mu.Lock()
-	st := f.view[key]
+	st := f.view.get(key)
 	f.mu.Unlock()
 	if st == nil {
 		return fmt.Errorf("repository %s is no longer mirrored", key)
@@ -375,7 +374,7 @@ func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 // complete mirror is on disk.
 func (f *fullNode) resolve(key string) (string, bool) {
 	f.mu.Lock()
-	_, listed := f.view[key]
+	listed := f.view.has(key)
 	f.mu.Unlock()
 	if !listed || !f.n.mirror.Has(key) || f.n.verify.brokenState(key) != "" {
 		return "", false

@@ -115,7 +115,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 				t.Errorf("update of a held repository admitted %v", admitted[held])
 			}
 			f.mu.Lock()
-			st := f.view[fresh]
+			st := f.view.get(fresh)
 			f.mu.Unlock()
 			if r := f.backend.repo(fresh, st, clk.Now()); r.Served || r.LastError != fullDiskError {
 				t.Errorf("waiting repository shown as %+v", r)

@@ -47,9 +47,9 @@ func (x *sortedIndex) remove(key string) {
 }
 
 // of returns the keys of view in order.
-func (x *sortedIndex) of(view map[string]*fleetv1.RepoState) []string {
-	return x.ordered(len(view), func(keys []string) []string {
-		for k := range view {
+func (x *sortedIndex) of(view *viewTable) []string {
+	return x.ordered(view.len(), func(keys []string) []string {
+		for k := range view.keys() {
 			keys = append(keys, k)
 		}
 		return keys
@@ -92,7 +92,7 @@ func (x *sortedIndex) ordered(want int, all func([]string) []string) []string {
 // (every key of view, in order), and how many match in all. Without an
 // owner or state filter it costs a binary search and the page; with one,
 // a walk of the keys under the prefix.
-func listPage(sorted []string, view map[string]*fleetv1.RepoState, f api.RepoFilter) (page []listed, total int) {
+func listPage(sorted []string, view *viewTable, f api.RepoFilter) (page []listed, total int) {
 	lo, hi := 0, len(sorted)
 	if f.Prefix != "" {
 		lo = sort.SearchStrings(sorted, f.Prefix)
@@ -101,17 +101,17 @@ func listPage(sorted []string, view map[string]*fleetv1.RepoState, f api.RepoFil
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	if f.Owner == 0 && f.State == "" {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
-			page = append(page, listed{sorted[i], view[sorted[i]]})
+			page = append(page, listed{sorted[i], view.get(sorted[i])})
 		}
 		return page, hi - lo
 	}
 	for _, k := range sorted[lo:hi] {
-		st := view[k]
-		if f.Owner != 0 && st.GetOwner() != f.Owner || f.State != "" && st.GetState() != f.State {
+		v, _ := view.view(k)
+		if f.Owner != 0 && v.owner != f.Owner || f.State != "" && view.states[v.state] != f.State {
 			continue
 		}
 		if total >= f.Offset && in(total) {
-			page = append(page, listed{k, st})
+			page = append(page, listed{k, view.state(k, v)})
 		}
 		total++
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
@@ -19,6 +20,17 @@ func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
 		view[k] = &fleetv1.RepoState{Key: k, Owner: uint32(1 + rng.IntN(4)), State: states[rng.IntN(len(states))]}
 	}
 	return view
+}
+
+// tableOf is the full node's table of view.
+func tableOf(view map[string]*fleetv1.RepoState) *viewTable {
+	t := newViewTable(nil)
+	for k, st := range view {
+		r := proto.Clone(st).(*fleetv1.RepoState)
+		r.Key = k
+		t.put(r)
+	}
+	return t
 }
 
 // naiveList is what a listing means: every key in order, filtered, paged.
@@ -83,12 +95,13 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 				had = !had
 			}
 		}
-		page, total := listPage(x.of(view), view, f)
+		tab := tableOf(view)
+		page, total := listPage(x.of(tab), tab, f)
 		want, wantTotal := naiveList(view, f)
 		var got []string
 		for _, p := range page {
 			got = append(got, p.key)
-			if p.st != view[p.key] {
+			if p.st.GetState() != view[p.key].GetState() || p.st.GetOwner() != view[p.key].GetOwner() {
 				t.Fatalf("round %d: %s listed with another state", round, p.key)
 			}
 		}
@@ -104,7 +117,7 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 // BenchmarkListPage lists the first page of 50 of 1,000,000 repositories,
 // with no filter and with a state filter, once the keys are sorted.
 func BenchmarkListPage(b *testing.B) {
-	view := testView(1_000_000, rand.New(rand.NewPCG(1, 2)))
+	view := tableOf(testView(1_000_000, rand.New(rand.NewPCG(1, 2))))
 	var x sortedIndex
 	x.of(view)
 	for _, f := range []api.RepoFilter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
@@ -118,11 +131,11 @@ func BenchmarkListPage(b *testing.B) {
 		for b.Loop() {
 			for i := range 100 {
 				k := fmt.Sprintf("host1.example/g3/new%d", i)
-				if _, ok := view[k]; ok {
-					delete(view, k)
+				if view.has(k) {
+					view.del(k)
 					x.remove(k)
 				} else {
-					view[k] = &fleetv1.RepoState{}
+					view.put(&fleetv1.RepoState{Key: k})
 					x.add(k)
 				}
 			}

@@ -20,7 +20,7 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	}
 	n := newTestNode()
 	n.id, n.mirror, n.digests, n.verify = 1, ms, map[string]string{}, newVerifier(time.Hour)
-	f := &fullNode{n: n, view: map[string]*fleetv1.RepoState{}, pending: map[string]bool{}, retryAt: map[string]time.Time{},
+	f := &fullNode{n: n, view: newViewTable(nil), pending: map[string]bool{}, retryAt: map[string]time.Time{},
 		diskWait: map[string]bool{}, overLimit: map[string]string{}, counts: newRepoCounters(), signal: make(chan struct{}, 1)}
 	n.full = f
 	const key = "example.com/team/big"

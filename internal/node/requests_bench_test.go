@@ -100,7 +100,7 @@ func BenchmarkFullNodeRequests(b *testing.B) {
 					flip++
 					k := fmt.Sprintf("host%d.example/group%d/repo%d", j%7, j%100, j)
 					st := "failing"
-					if f.view[k].GetState() == "failing" {
+					if f.view.get(k).GetState() == "failing" {
 						st = "ok"
 					}
 					rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, State: st, Digest: fmt.Sprintf("d%d", j), LastCheckMs: 1e12})

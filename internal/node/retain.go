@@ -21,7 +21,7 @@ func (f *fullNode) unretireNew(rs []*fleetv1.RepoState) {
 	var fresh []string
 	f.mu.Lock()
 	for _, r := range rs {
-		if _, ok := f.view[r.GetKey()]; !ok {
+		if !f.view.has(r.GetKey()) {
 			fresh = append(fresh, r.GetKey())
 		}
 	}
@@ -75,7 +75,7 @@ func (f *fullNode) sweepLoop(ctx context.Context) {
 // the owner's copy differs, pull it as usual.
 func (f *fullNode) repaired(key, digest string) {
 	f.mu.Lock()
-	if st := f.view[key]; st != nil && st.GetOwner() != 0 && st.GetOwner() != f.n.id && st.GetDigest() != digest {
+	if st, ok := f.view.view(key); ok && st.owner != 0 && st.owner != f.n.id && st.digestString() != digest {
 		f.pending[key] = true
 		delete(f.retryAt, key)
 	}

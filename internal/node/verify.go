@@ -217,8 +217,8 @@ func (n *Node) upstreamOf(key string) string {
 	if n.full != nil {
 		n.full.mu.Lock()
 		defer n.full.mu.Unlock()
-		if st := n.full.view[key]; st != nil {
-			return st.GetUrl()
+		if v, ok := n.full.view.view(key); ok {
+			return v.upstream(key)
 		}
 	}
 	return ""

@@ -224,3 +224,24 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/snapshot")
 	b.ReportMetric(float64(len(snap)), "bytes")
 }
+
+// BenchmarkSnapshotFirstStart encodes an engine of 1,000,000 keys that all
+// wait for their first clone (a first start), where every key is a record;
+// whole keys is what version 1 of the format would have written for them.
+func BenchmarkSnapshotFirstStart(b *testing.B) {
+	keys := testKeys(benchKeys)
+	e := New(Config{})
+	e.AddKeys(keys...)
+	e.SetMembers(equalMembers(span(1, 10)...))
+	whole := 0
+	for _, k := range keys {
+		whole += len(k) + 1
+	}
+	var snap []byte
+	for b.Loop() {
+		snap = e.Snapshot()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/snapshot")
+	b.ReportMetric(float64(len(snap))/float64(len(keys)), "bytes/key")
+	b.ReportMetric(float64(whole)/float64(len(keys)), "whole-key-bytes/key")
+}

@@ -509,11 +509,12 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	e.SetMembers(equalMembers(1, 2))
 	good := e.Snapshot()
 	// A snapshot of keys: its header, then the given bytes.
-	of := func(b ...byte) []byte {
-		h := binary.AppendUvarint([]byte(snapshotMagic), uint64(len(keys)))
+	ofVersion := func(magic string, b ...byte) []byte {
+		h := binary.AppendUvarint([]byte(magic), uint64(len(keys)))
 		h = binary.LittleEndian.AppendUint64(h, e.digest)
 		return append(h, b...)
 	}
+	of := func(b ...byte) []byte { return ofVersion(snapshotMagic, b...) }
 	one := []byte{0, 0, 0, 0, 0, 0, 0xf0, 0x3f} // 1.0
 	tests := []struct {
 		name string
@@ -521,7 +522,7 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 		keys []string
 	}{
 		{"empty", nil, keys},
-		{"wrong magic", []byte("gfplace\x02"), keys},
+		{"wrong magic", []byte("gfplace\x03"), keys},
 		{"truncated", good[:len(good)-1], keys},
 		{"trailing bytes", append(slices.Clone(good), 0), keys},
 		{"another key set", good, []string{"a/b", "c/d", "x"}},
@@ -532,9 +533,11 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 		{"huge count", of(0xff, 0xff, 0xff, 0xff, 0x0f), keys},
 		{"override of an unknown key", of(0, 1, 1, 'x', 1, 1, 0), keys},
 		{"override that avoids nothing", of(0, 1, 1, 'k', 0, 0), keys},
-		{"record of an unknown key", of(0, 0, 1, 1, 'x', 1, 0, 0), keys},
-		{"target without move state", of(0, 0, 1, 1, 'k', 1, 2, 0), keys},
-		{"move state without target", of(0, 0, 1, 1, 'k', 1, 0, 2), keys},
+		{"record of an unknown key", of(0, 0, 1, 0, 1, 'x', 1, 0, 0), keys},
+		{"target without move state", of(0, 0, 1, 0, 1, 'k', 1, 2, 0), keys},
+		{"move state without target", of(0, 0, 1, 0, 1, 'k', 1, 0, 2), keys},
+		{"record sharing more than the key before has", of(0, 0, 1, 1, 1, 'k', 1, 2, 2), keys},
+		{"version 1 record of an unknown key", ofVersion(snapshotMagicV1, 0, 0, 1, 1, 'x', 1, 0, 0), keys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -546,8 +549,21 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	if _, err := Restore(fewVnodes, good, []string{"k", "c/d", "a/b", "k"}); err != nil {
 		t.Errorf("Restore refused a good snapshot with its keys in another order: %v", err)
 	}
-	if _, err := Restore(fewVnodes, of(0, 0, 1, 1, 'k', 1, 2, 2), keys); err != nil {
+	if _, err := Restore(fewVnodes, of(0, 0, 1, 0, 1, 'k', 1, 2, 2), keys); err != nil {
 		t.Errorf("Restore refused a hand-made record of a clone in flight: %v", err)
+	}
+	// Two records, front-coded (they share no prefix).
+	if _, err := Restore(fewVnodes, of(0, 0, 2, 0, 3, 'a', '/', 'b', 1, 2, 2, 0, 3, 'c', '/', 'd', 1, 2, 1), keys); err != nil {
+		t.Errorf("Restore refused two hand-made records: %v", err)
+	}
+	// A snapshot of version 1 (keys written whole), as an older
+	// coordinator stored it, is still read.
+	e1, err := Restore(fewVnodes, ofVersion(snapshotMagicV1, 0, 0, 1, 1, 'k', 1, 2, 2), keys)
+	if err != nil {
+		t.Fatalf("Restore refused a version 1 snapshot: %v", err)
+	}
+	if owner, target, _ := e1.Owner("k"); owner != 1 || target != 2 {
+		t.Errorf("version 1 record restored as owner %d target %d, want 1 and 2", owner, target)
 	}
 }
 

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"iter"
+	"math"
+)
+
+// classTable holds the class of every repository of the view (counters.go)
+// in 12 bytes: the state and the error class as indexes into a table of
+// their few names, the minute of the last check in 32 bits.
+type classTable struct {
+	tab   *repoTable // shared with the full node's viewTable
+	n     int
+	names []string
+	index map[string]uint8
+}
+
+type packedClass struct {
+	owner    uint32
+	checked  int32 // minutes since 1970, or neverChecked
+	state    uint8
+	errClass uint8
+	current  bool
+}
+
+// newClassTable returns an empty table kept in tab (nil: a table of its
+// own).
+func newClassTable(tab *repoTable) *classTable {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	t := &classTable{tab: tab, index: map[string]uint8{}}
+	t.name("") // index 0: no error class
+	return t
+}
+
+// name returns s's index, adding it; past 255 names the last one is
+// shared (the states and error classes number about twenty).
+func (t *classTable) name(s string) uint8 {
+	if i, ok := t.index[s]; ok {
+		return i
+	}
+	if len(t.names) > math.MaxUint8 {
+		return math.MaxUint8
+	}
+	i := uint8(len(t.names))
+	t.names = append(t.names, s)
+	t.index[s] = i
+	return i
+}
+
+func (t *classTable) unpack(p packedClass) repoClass {
+	return repoClass{state: t.names[p.state], owner: p.owner, current: p.current, checked: int64(p.checked),
+		errClass: t.names[p.errClass]}
+}
+
+// get returns key's class.
+func (t *classTable) get(key string) (repoClass, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
+		return repoClass{}, false
+	}
+	return t.unpack(s.class), true
+}
+
+// put records key's class.
+func (t *classTable) put(key string, cl repoClass) {
+	s := t.tab.slot(key)
+	if !s.classed {
+		s.classed = true
+		t.n++
+	}
+	s.class = packedClass{owner: cl.owner, checked: int32(max(min(cl.checked, math.MaxInt32), math.MinInt32)),
+		state: t.name(cl.state), errClass: t.name(cl.errClass), current: cl.current}
+}
+
+func (t *classTable) del(key string) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
+		return
+	}
+	s.class, s.classed = packedClass{}, false
+	t.n--
+	t.tab.release(key, s)
+}
+
+// all yields every key and its class, in no order.
+func (t *classTable) all() iter.Seq2[string, repoClass] {
+	return func(yield func(string, repoClass) bool) {
+		for k, s := range t.tab.each() {
+			if s.classed && !yield(k, t.unpack(s.class)) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"encoding/hex"
+	"iter"
+	"maps"
+	"math"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/intern"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// A full node keeps the coordinator's state of every repository of the
+// fleet: a million of them on a large mirror. A fleetv1.RepoState costs
+// about 350 bytes with its strings (the message, its key, URL, state and
+// digest strings, and an error text that names the repository); a
+// repoView keeps the same facts in about 90 bytes:
+//   - the URL only when it is not https://KEY (the usual spelling), apart;
+//   - the state as an index into a table of the few state names;
+//   - the digest as its 16 bytes (an unusual spelling is kept as text);
+//   - the error text as one shared copy of its template, the repository's
+//     URL and key replaced by markers (package intern), since most errors
+//     of a fleet differ only by the repository they name;
+//   - attributes and fallback URLs, which few repositories have, apart.
+//
+// Callers that need the whole state ask for a RepoState, which is built
+// for them (get): a listing builds one per repository of its page.
+
+// repoView is what the full node keeps of one repository.
+type repoView struct {
+	errText    string     // packed by errs, "" without an error
+	extra      *viewExtra // nil for most repositories
+	lastCheck  int64      // unix ms
+	lastChange int64      // unix ms
+	checks     uint32     // saturating
+	fetches    uint32     // saturating
+	owner      uint32
+	state      uint8 // index into viewTable.states
+	usual      bool  // the URL is "https://" + key
+	hasDigest  bool  // digest holds a digest of 32 hex digits
+	digest     [16]byte
+}
+
+// viewExtra holds what few repositories have.
+type viewExtra struct {
+	url       string // when the URL is not "https://" + key
+	attrs     map[string]string
+	fallbacks []string
+	digest    string // a digest that is not 32 hex digits
+}
+
+// viewTable is the full node's view of the fleet's repositories, guarded
+// by fullNode.mu.
+type viewTable struct {
+	tab    *repoTable // shared with the counters' classTable
+	n      int
+	states []string         // state names by index
+	stateI map[string]uint8 // and their index
+	errs   *intern.Templates
+}
+
+// maxStates bounds the distinct state names a view keeps apart; more
+// (the coordinator knows six) would share the last one's slot.
+const maxStates = math.MaxUint8
+
+// maxErrTemplates bounds the error templates a view shares; texts past it
+// are kept whole, each with its repository.
+const maxErrTemplates = 1 << 16
+
+// newViewTable returns an empty view kept in tab (nil: a table of its
+// own).
+func newViewTable(tab *repoTable) *viewTable {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	return &viewTable{tab: tab, stateI: map[string]uint8{}, errs: intern.New(maxErrTemplates)}
+}
+
+func (t *viewTable) len() int { return t.n }
+
+func (t *viewTable) has(key string) bool {
+	s := t.tab.lookup(key)
+	return s != nil && s.inView
+}
+
+// keys yields every key, in no order.
+func (t *viewTable) keys() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k, s := range t.tab.each() {
+			if s.inView && !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (t *viewTable) stateIndex(s string) uint8 {
+	if i, ok := t.stateI[s]; ok {
+		return i
+	}
+	if len(t.states) >= maxStates {
+		return uint8(len(t.states) - 1)
+	}
+	i := uint8(len(t.states))
+	t.states = append(t.states, s)
+	t.stateI[s] = i
+	return i
+}
+
+// put stores r, and returns what was there before.
+func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
+	key := r.GetKey()
+	s := t.tab.slot(key)
+	old, had = s.view, s.inView
+	v := repoView{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
+		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.stateIndex(r.GetState())}
+	if msg := r.GetLastError(); msg != "" {
+		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
+	}
+	var x viewExtra
+	if u := r.GetUrl(); u == "https://"+key {
+		v.usual = true
+	} else {
+		x.url = u
+	}
+	if d := r.GetDigest(); d != "" {
+		if len(d) == 32 && d == strings.ToLower(d) {
+			if _, err := hex.Decode(v.digest[:], []byte(d)); err == nil {
+				v.hasDigest = true
+			}
+		}
+		if !v.hasDigest {
+			x.digest = d
+		}
+	}
+	if len(r.GetAttrs()) > 0 {
+		x.attrs = maps.Clone(r.GetAttrs())
+	}
+	if len(r.GetFallbackUrls()) > 0 {
+		x.fallbacks = append([]string(nil), r.GetFallbackUrls()...)
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" {
+		v.extra = &x
+	}
+	s.view, s.inView = v, true
+	if !had {
+		t.n++
+	}
+	return old, had
+}
+
+// del removes key, and returns what was there.
+func (t *viewTable) del(key string) (repoView, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return repoView{}, false
+	}
+	v := s.view
+	s.view, s.inView = repoView{}, false
+	t.n--
+	t.tab.release(key, s)
+	return v, true
+}
+
+// view returns key's compact state.
+func (t *viewTable) view(key string) (repoView, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return repoView{}, false
+	}
+	return s.view, true
+}
+
+// get returns key's state as the coordinator sent it (a copy of the
+// caller's own), or nil.
+func (t *viewTable) get(key string) *fleetv1.RepoState {
+	v, ok := t.view(key)
+	if !ok {
+		return nil
+	}
+	return t.state(key, v)
+}
+
+// state builds the RepoState of key from v.
+func (t *viewTable) state(key string, v repoView) *fleetv1.RepoState {
+	r := &fleetv1.RepoState{Key: key, Url: v.upstream(key), Owner: v.owner, Digest: v.digestString(),
+		State: t.states[v.state], LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
+		Fetches: uint64(v.fetches)}
+	if v.errText != "" {
+		r.LastError = intern.Unpack(v.errText, r.Url, key)
+	}
+	if v.extra != nil {
+		r.Attrs = maps.Clone(v.extra.attrs)
+		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
+	}
+	return r
+}
+
+func (v repoView) upstream(key string) string {
+	switch {
+	case v.usual:
+		return "https://" + key
+	case v.extra != nil:
+		return v.extra.url
+	}
+	return ""
+}
+
+func (v repoView) digestString() string {
+	switch {
+	case v.hasDigest:
+		return hex.EncodeToString(v.digest[:])
+	case v.extra != nil:
+		return v.extra.digest
+	}
+	return ""
+}
+
+func sat32(n uint64) uint32 { return uint32(min(n, math.MaxUint32)) }
