@@ -266,8 +266,13 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) error {
 	}
 	// Loose refs into packed-refs: one file to read instead of one a ref.
 	// Under the lock, no fetch is moving a ref meanwhile.
-	if err := run("pack-refs", "--all"); err != nil {
+	// A packed-refs.lock that another process holds (the maintenance lock
+	// keeps out gitfleet's own writers, not an operator's git) leaves the
+	// refs as they are until the next run; the objects are packed anyway.
+	if err := run("pack-refs", "--all"); err != nil && !lockedOut(err) {
 		return fmt.Errorf("pack-refs: %w", err)
+	} else if err != nil {
+		s.log.Info("maintenance: packed refs are locked by another process; left for the next run", "dir", filepath.Base(dir), "err", err)
 	}
 	if full {
 		// Any .keep is one a killed fetch left (no fetch runs under the

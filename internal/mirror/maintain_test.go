@@ -301,3 +301,29 @@ func TestClonesAndFetchesDuringMaintenancePassFsck(t *testing.T) {
 	r.maintain()
 	r.servedAsUpstream()
 }
+
+// A packed-refs.lock held by another process (an operator's git in the
+// data directory) does not fail maintenance: the objects are packed, the
+// refs left loose for the next run, the lock left to its owner.
+func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
+	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.fetches(4)
+	lock := filepath.Join(r.st.Path(r.key), "packed-refs.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(lock, r.clk.Now(), r.clk.Now()); err != nil { // young: not a killed git's
+		t.Fatal(err)
+	}
+	rep := r.maintain()
+	if !rep.Ran || rep.After.Packs != 1 || !rep.After.Bitmap {
+		t.Fatalf("with packed-refs locked elsewhere: %+v, want a run that packed the objects", rep)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("another process's lock was removed: %v", err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	r.servedAsUpstream()
+}
