@@ -20,6 +20,7 @@ var (
 	soakDuration = flag.Duration("soak", 2*time.Minute, "TestSoak: how long faults and pushes go on (the CI run is the default)")
 	soakSeed     = flag.Uint64("soak-seed", 0, "TestSoak: the seed of the faults and pushes (0: a random one, printed)")
 	soakRepos    = flag.Int("soak-repos", 100, "TestSoak: upstream repositories listed in the catalog at the start")
+	soakInterval = flag.Duration("soak-max-interval", 30*time.Second, "TestSoak: the nodes' --max-interval, which the convergence bound is derived from (a long run with many repositories on a loaded machine needs more)")
 	soakEtcd     = flag.Bool("soak-etcd", false, "TestSoak: two coordinators on an etcd embedded in the test, the leader killed by the coordinator faults")
 	soakPartialN = flag.Int("soak-partials", 5, "TestSoak: partial nodes (capacities 2, 1, 1, 0.5, 0.5, ...; the last with a small disk quota)")
 )
@@ -50,7 +51,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak seed %d (replay with -soak-seed %d)", seed, seed)
 	runStart := time.Now()
-	st := soakSettings{maxInterval: 30 * time.Second, grace: 15 * time.Second, quota: "1MiB", partials: max(1, *soakPartialN)}
+	st := soakSettings{maxInterval: *soakInterval, grace: 15 * time.Second, quota: "1MiB", partials: max(1, *soakPartialN)}
 	if *soakEtcd {
 		st.etcd = etcdtest.Start(t).Endpoint
 	}
