@@ -23,7 +23,7 @@ type dnsServer struct {
 	answers map[string]netip.Addr // "name." -> IPv4
 }
 
-func startDNS(t *testing.T, answers map[string]string) string {
+func startDNS(t testing.TB, answers map[string]string) string {
 	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {

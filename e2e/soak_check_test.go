@@ -372,6 +372,11 @@ type soakNode struct {
 	State      string `json:"state"`
 	Reason     string `json:"revoked_reason"`
 	Mismatches uint64 `json:"mismatches"`
+	// What the load bound is checked with.
+	Repos           int     `json:"repos"`
+	EffectiveWeight float64 `json:"effective_weight"`
+	DiskUsed        uint64  `json:"disk_used"`
+	DiskTotal       uint64  `json:"disk_total"`
 }
 
 func (c *soakChecker) nodes() ([]soakNode, error) {

@@ -16,7 +16,7 @@ func TestSoakCheckerCatchesAForgedValueAndAStepBack(t *testing.T) {
 	r := &soakRepo{name: soakName(0), refs: map[string]string{}, hist: map[string][]string{}}
 	r.record("refs/heads/main", a)
 	r.record("refs/heads/main", b)
-	ups := &soakUpstreams{link: &link{addr: "127.0.0.1:1"}, repos: []*soakRepo{r}}
+	ups := &soakUpstreams{host: "127.0.0.1:1", repos: []*soakRepo{r}}
 	ch := newSoakChecker(&soakFleet{t: t, ups: ups})
 	steps := []struct {
 		served string

@@ -29,13 +29,15 @@ type soakFault struct {
 var soakFaultKinds = []string{
 	"kill-partial", "kill-full", "kill-coordinator",
 	"partition-coordinator", "partition-tunnel", "latency",
-	"upstream-down", "upstream-repo-away",
+	"upstream-down", "partition-upstream", "upstream-repo-away",
 	"catalog-commit", "api-add-remove", "webhook-storm", "disk-fill",
 }
 
 // planFaults draws the faults of a chaos phase of length d, one every
-// `every` on average.
-func planFaults(rng *rand.Rand, d, every time.Duration, nodes []string, repos int) []soakFault {
+// `every` on average. nodes are the full node and then the partial ones;
+// coords the coordinators.
+func planFaults(rng *rand.Rand, d, every time.Duration, nodes, coords []string, repos int) []soakFault {
+	partials := len(nodes) - 1
 	var plan []soakFault
 	for at := time.Duration(0); ; {
 		at += time.Duration(float64(every) * (0.5 + rng.Float64()))
@@ -45,25 +47,39 @@ func planFaults(rng *rand.Rand, d, every time.Duration, nodes []string, repos in
 		f := soakFault{at: at, kind: soakFaultKinds[rng.IntN(len(soakFaultKinds))], dur: time.Duration(2+rng.IntN(12)) * time.Second}
 		switch f.kind {
 		case "kill-partial":
-			f.target = fmt.Sprintf("partial-%d", 1+rng.IntN(soakPartials))
+			f.target = fmt.Sprintf("partial-%d", 1+rng.IntN(partials))
 			f.dur = time.Duration(rng.IntN(4000)) * time.Millisecond
 		case "kill-full", "kill-coordinator":
 			f.target = strings.TrimPrefix(f.kind, "kill-")
+			if len(coords) > 1 && f.target == "coordinator" {
+				f.target = "leader" // found when the fault comes
+			}
 			f.dur = time.Duration(rng.IntN(3000)) * time.Millisecond
 		case "partition-coordinator":
+			// One node from the coordinators; with several coordinators,
+			// sometimes one of them from every node.
 			f.target = nodes[rng.IntN(len(nodes))]
+			if len(coords) > 1 && rng.IntN(3) == 0 {
+				f.target = coords[rng.IntN(len(coords))]
+			}
 			f.n = rng.IntN(2) // 0: refused, 1: black hole
 		case "partition-tunnel":
 			f.n = rng.IntN(2)
 		case "latency":
 			f.target = []string{"upstream", "tunnel", "coordinator"}[rng.IntN(3)]
-			if f.target == "coordinator" {
+			switch {
+			case f.target == "coordinator":
 				f.target = nodes[rng.IntN(len(nodes))]
+			case f.target == "upstream" && rng.IntN(2) == 0: // one node's path to the upstreams
+				f.target = "upstream-" + nodes[rng.IntN(len(nodes))]
 			}
 			f.delay = time.Duration(20+rng.IntN(280)) * time.Millisecond
 		case "upstream-down":
 			f.n = rng.IntN(2)
 			f.dur = time.Duration(2+rng.IntN(8)) * time.Second
+		case "partition-upstream": // one node from the upstreams, while the others fetch
+			f.target = nodes[rng.IntN(len(nodes))]
+			f.n = rng.IntN(2)
 		case "upstream-repo-away":
 			f.repos = []int{rng.IntN(repos)}
 		case "catalog-commit":
@@ -73,7 +89,7 @@ func planFaults(rng *rand.Rand, d, every time.Duration, nodes []string, repos in
 		case "webhook-storm":
 			f.n = 50 + rng.IntN(100)
 		case "disk-fill":
-			f.target = fmt.Sprintf("partial-%d", soakPartials)
+			f.target = fmt.Sprintf("partial-%d", partials)
 			f.dur = time.Duration(5+rng.IntN(20)) * time.Second
 		}
 		plan = append(plan, f)
@@ -152,12 +168,22 @@ func (x *soakChaos) run(plan []soakFault) {
 	wg.Wait()
 }
 
-func (x *soakChaos) linkOf(target string) *link {
+// linksOf are the links a fault on target acts on: the upstreams' shared
+// link, one node's path to the upstreams (upstream-NODE), the tunnel, a
+// node's paths to the coordinators (NODE) or every path to one
+// coordinator (a coordinator's role).
+func (x *soakChaos) linksOf(target string) []*link {
 	switch target {
 	case "upstream":
-		return x.s.ups.link
+		return []*link{x.s.ups.link}
 	case "tunnel":
-		return x.s.tunLink
+		return []*link{x.s.tunLink}
+	}
+	if n, ok := strings.CutPrefix(target, "upstream-"); ok {
+		return []*link{x.s.upLinks[n]}
+	}
+	if ls, ok := x.s.toCoord[target]; ok {
+		return ls
 	}
 	return x.s.coord[target]
 }
@@ -165,22 +191,44 @@ func (x *soakChaos) linkOf(target string) *link {
 func (x *soakChaos) inject(f soakFault) {
 	s := x.s
 	switch f.kind {
-	case "kill-partial", "kill-full", "kill-coordinator":
+	case "kill-partial", "kill-full":
 		s.kill(f.target, f.dur)
-	case "partition-coordinator", "partition-tunnel", "upstream-down":
-		l := map[string]*link{"partition-coordinator": s.coord[f.target], "partition-tunnel": s.tunLink, "upstream-down": s.ups.link}[f.kind]
+	case "kill-coordinator":
+		target := f.target
+		if s.etcd != "" {
+			// The one that leads now, as the election key in etcd says.
+			if target = s.leader(); target == "" {
+				x.note("%s: no coordinator leads", f)
+				return
+			}
+			s.t.Logf("soak: the leader is %s", target)
+			x.count("kill-leader")
+		}
+		s.kill(target, f.dur)
+	case "partition-coordinator", "partition-tunnel", "upstream-down", "partition-upstream":
+		target := map[string]string{"partition-coordinator": f.target, "partition-tunnel": "tunnel", "upstream-down": "upstream",
+			"partition-upstream": "upstream-" + f.target}[f.kind]
 		mode := linkDown
 		if f.n == 1 {
 			mode = linkBlackhole
 		}
-		l.set(mode, 0)
+		ls := x.linksOf(target)
+		for _, l := range ls {
+			l.set(mode, 0)
+		}
 		time.Sleep(f.dur)
-		l.heal()
+		for _, l := range ls {
+			l.heal()
+		}
 	case "latency":
-		l := x.linkOf(f.target)
-		l.set(linkUp, f.delay)
+		ls := x.linksOf(f.target)
+		for _, l := range ls {
+			l.set(linkUp, f.delay)
+		}
 		time.Sleep(f.dur)
-		l.heal()
+		for _, l := range ls {
+			l.heal()
+		}
 	case "upstream-repo-away":
 		r := s.ups.repos[f.repos[0]]
 		if err := r.goAway(); err != nil {

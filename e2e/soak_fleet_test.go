@@ -18,20 +18,25 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
-// soakFleet is a coordinator on bbolt, a full node and three partial nodes
-// of mixed capacity (the smallest with a disk quota), each its own process,
-// every path between them through a link the test can cut or slow.
+// soakFleet is a coordinator on bbolt (or two on etcd), a full node and
+// partial nodes of mixed capacity (the last with a disk quota), each its
+// own process, every path between them, and each node's path to the
+// upstreams, through a link the test can cut or slow.
 type soakFleet struct {
 	t        testing.TB
 	ups      *soakUpstreams
 	settings soakSettings
 
 	catalog  string
-	grpc     string           // the coordinator listens here
-	coord    map[string]*link // each node's path to the coordinator
-	tunnel   string           // the full node's tunnel listener
-	tunLink  *link            // the partial nodes' path to it
-	http     string           // the full node's public address: the test's own view, never cut
+	etcd     string             // the etcd endpoint the coordinators share ("": one coordinator on bbolt)
+	grpc     map[string]string  // where each coordinator listens
+	coord    map[string][]*link // each node's paths to the coordinators, one per coordinator
+	toCoord  map[string][]*link // each coordinator's paths from the nodes, with its advertised one
+	adv      map[string]*link   // each coordinator's advertised address (where a follower sends nodes)
+	tunnel   string             // the full node's tunnel listener
+	tunLink  *link              // the partial nodes' path to it
+	upLinks  map[string]*link   // each node's path to the upstreams (to ups.link)
+	http     string             // the full node's public address: the test's own view, never cut
 	base     string
 	dataDirs map[string]string
 
@@ -60,57 +65,115 @@ type soakSettings struct {
 	maxInterval time.Duration
 	grace       time.Duration
 	quota       string
+	partials    int    // partial nodes
+	etcd        string // the endpoint of an etcd that two coordinators share ("": one coordinator on bbolt)
 }
 
-const soakPartials = 3
+// soakCapacity is the capacity of each partial node, by number (from 1),
+// as many as a run has.
+var soakCapacity = []string{"2", "1", "1", "0.5", "0.5", "1.5", "1", "0.5"}
 
 func (s *soakFleet) nodeNames() []string {
 	names := []string{"full"}
-	for i := 1; i <= soakPartials; i++ {
+	for i := 1; i <= s.settings.partials; i++ {
 		names = append(names, fmt.Sprintf("partial-%d", i))
 	}
 	return names
 }
 
-func (s *soakFleet) roles() []string { return append([]string{"coordinator"}, s.nodeNames()...) }
+// describe names the fleet's roles for the summary line.
+func (s *soakFleet) describe() string {
+	caps := make([]string, s.settings.partials)
+	for i := range caps {
+		caps[i] = soakCapacity[i%len(soakCapacity)]
+	}
+	coords := "coordinator on bbolt"
+	if s.etcd != "" {
+		coords = "2 coordinators on etcd"
+	}
+	return fmt.Sprintf("%s, full node, %d partial nodes of capacity %s (the last with a %s quota)",
+		coords, s.settings.partials, strings.Join(caps, "/"), s.settings.quota)
+}
+
+// coordNames are the coordinators' roles.
+func (s *soakFleet) coordNames() []string {
+	if s.etcd == "" {
+		return []string{"coordinator"}
+	}
+	return []string{"coordinator-1", "coordinator-2"}
+}
+
+func (s *soakFleet) roles() []string { return append(s.coordNames(), s.nodeNames()...) }
 
 func newSoakFleet(t testing.TB, ups *soakUpstreams, st soakSettings) *soakFleet {
 	s := &soakFleet{t: t, ups: ups, settings: st, catalog: filepath.Join(t.TempDir(), "catalog"),
-		grpc: freeAddr(t), coord: map[string]*link{}, tunnel: freeAddr(t), http: freeAddr(t),
+		etcd: st.etcd, grpc: map[string]string{}, coord: map[string][]*link{}, toCoord: map[string][]*link{}, adv: map[string]*link{},
+		tunnel: freeAddr(t), http: freeAddr(t),
 		dataDirs: map[string]string{}, procs: map[string]*proc{}, args: map[string][]string{}, kills: map[string]*sync.Mutex{},
 		listed: map[int]bool{}, yamlForm: map[int]bool{}, apiAdded: map[int]bool{}, removed: map[int]bool{}, apiRemoved: map[int]bool{},
 		inFlight: map[int]bool{}, unknown: map[int]bool{}}
 	s.base = "http://" + s.http
 	s.tunLink = newLink(t, "partials-full", s.tunnel)
-	for _, n := range s.nodeNames() {
-		s.coord[n] = newLink(t, n+"-coordinator", s.grpc)
+	upLinks, dns, port := newUpstreamLinks(t, s.nodeNames(), ups.link.addr)
+	s.upLinks = upLinks
+	ups.host = fmt.Sprintf("%s:%d", soakUpstreamHost, port)
+	for _, c := range s.coordNames() {
+		s.grpc[c] = freeAddr(t)
+		s.adv[c] = newLink(t, "advertised-"+c, s.grpc[c])
+		s.toCoord[c] = append(s.toCoord[c], s.adv[c])
+		for _, n := range s.nodeNames() {
+			l := newLink(t, n+"-"+c, s.grpc[c])
+			s.coord[n] = append(s.coord[n], l)
+			s.toCoord[c] = append(s.toCoord[c], l)
+		}
 	}
 	for _, r := range s.roles() {
 		s.dataDirs[r] = filepath.Join(t.TempDir(), r)
 		s.kills[r] = &sync.Mutex{}
 	}
-	common := []string{"--join-token", "soak-join", "--allow-private-upstreams", "--log-level", "debug", "--heartbeat", "1s"}
-	s.args["coordinator"] = append([]string{"coordinator", "--data", s.dataDirs["coordinator"], "--catalog", s.catalog,
-		"--grpc", s.grpc, "--grace", st.grace.String(), "--warmup", "5s", "--warmup-nodes", "4", "--catalog-interval", "2s",
-		"--max-purge", "0.5", "--purge-window", "1m", "--full-token", "soak-full"}, common...)
-	capacity := map[string]string{"full": "1", "partial-1": "2", "partial-2": "1", "partial-3": "0.5"}
+	common := []string{"--join-token", "soak-join", "--allow-private-upstreams", "--egress-ports", fmt.Sprint(port),
+		"--log-level", "debug", "--heartbeat", "1s"}
+	for _, c := range s.coordNames() {
+		args := append([]string{"coordinator", "--data", s.dataDirs[c], "--catalog", s.catalog,
+			"--grpc", s.grpc[c], "--grace", st.grace.String(), "--warmup", "5s", "--warmup-nodes", fmt.Sprint(len(s.nodeNames())), "--catalog-interval", "2s",
+			"--max-purge", "0.5", "--purge-window", "1m", "--full-token", "soak-full"}, common...)
+		if s.etcd != "" {
+			// A follower sends nodes to the leader's advertised address:
+			// its own link, which a partition of the leader cuts too.
+			args = append(args, "--etcd", s.etcd, "--etcd-prefix", soakEtcdPrefix, "--etcd-lease", "3s", "--etcd-compaction", "10s",
+				"--advertise", s.adv[c].addr)
+		}
+		s.args[c] = args
+	}
+	capacity := map[string]string{"full": "1"}
+	for i := 1; i <= st.partials; i++ {
+		capacity[fmt.Sprintf("partial-%d", i)] = soakCapacity[(i-1)%len(soakCapacity)]
+	}
 	for _, n := range s.nodeNames() {
 		mode := "partial"
 		if n == "full" {
 			mode = "full"
 		}
-		args := append([]string{"node", "--mode", mode, "--name", n, "--data", s.dataDirs[n], "--coordinator", s.coord[n].addr,
-			"--capacity", capacity[n], "--max-interval", st.maxInterval.String(), "--fetchers", "3"}, common...)
+		args := append([]string{"node", "--mode", mode, "--name", n, "--data", s.dataDirs[n], "--coordinator", joinAddrs(s.coord[n]),
+			"--capacity", capacity[n], "--max-interval", st.maxInterval.String(), "--fetchers", "3", "--dns-server", dns[n]}, common...)
 		switch n {
 		case "full":
 			args = append(args, "--full-token", "soak-full", "--http", s.http, "--tunnel", s.tunnel, "--tunnel-advertise", s.tunLink.addr,
 				"--api-token", apiToken, "--webhook-secret", webhookSecret)
-		case fmt.Sprintf("partial-%d", soakPartials):
+		case fmt.Sprintf("partial-%d", st.partials):
 			args = append(args, "--disk-quota", st.quota)
 		}
 		s.args[n] = args
 	}
 	return s
+}
+
+func joinAddrs(ls []*link) string {
+	addrs := make([]string, len(ls))
+	for i, l := range ls {
+		addrs[i] = l.addr
+	}
+	return strings.Join(addrs, ",")
 }
 
 // start runs role (again, after a kill).

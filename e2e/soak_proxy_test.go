@@ -43,7 +43,12 @@ func newLink(t testing.TB, name, target string) *link {
 	if err != nil {
 		t.Fatalf("link %s: %v", name, err)
 	}
-	l := &link{name: name, addr: addr, target: target, ln: ln, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	return linkOn(t, name, ln, target)
+}
+
+// linkOn forwards what ln accepts to target until the test ends.
+func linkOn(t testing.TB, name string, ln net.Listener, target string) *link {
+	l := &link{name: name, addr: ln.Addr().String(), target: target, ln: ln, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	close(l.healed)
 	l.wg.Add(1)
 	go l.accept()

@@ -12,12 +12,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/etcdtest"
 )
 
 var (
-	soakDuration = flag.Duration("soak", 60*time.Second, "TestSoak: how long faults and pushes go on (the CI run is the default)")
+	soakDuration = flag.Duration("soak", 2*time.Minute, "TestSoak: how long faults and pushes go on (the CI run is the default)")
 	soakSeed     = flag.Uint64("soak-seed", 0, "TestSoak: the seed of the faults and pushes (0: a random one, printed)")
 	soakRepos    = flag.Int("soak-repos", 100, "TestSoak: upstream repositories listed in the catalog at the start")
+	soakInterval = flag.Duration("soak-max-interval", 30*time.Second, "TestSoak: the nodes' --max-interval, which the convergence bound is derived from (a long run with many repositories on a loaded machine needs more)")
+	soakEtcd     = flag.Bool("soak-etcd", false, "TestSoak: two coordinators on an etcd embedded in the test, the leader killed by the coordinator faults")
+	soakPartialN = flag.Int("soak-partials", 5, "TestSoak: partial nodes (capacities 2, 1, 1, 0.5, 0.5, ...; the last with a small disk quota)")
 )
 
 // soakQuotaBytes is the smallest partial node's disk quota; the disk-fill
@@ -31,7 +36,8 @@ const soakQuotaBytes = 1 << 20
 // nothing is lost: what the full node serves is always something the
 // upstream had and never goes back, clones pass git fsck, every
 // repository converges to its upstream once the faults stop, placement
-// holds and no process grows without bound.
+// holds (one alive owner, each node's load within the bound) and no
+// process grows without bound.
 //
 // go test ./e2e -run '^TestSoak$' -soak 20m -soak-repos 300 -v replays a
 // run with -soak-seed N.
@@ -44,7 +50,11 @@ func TestSoak(t *testing.T) {
 		seed = rand.Uint64() >> 1
 	}
 	t.Logf("soak seed %d (replay with -soak-seed %d)", seed, seed)
-	st := soakSettings{maxInterval: 30 * time.Second, grace: 15 * time.Second, quota: "1MiB"}
+	runStart := time.Now()
+	st := soakSettings{maxInterval: *soakInterval, grace: 15 * time.Second, quota: "1MiB", partials: max(1, *soakPartialN)}
+	if *soakEtcd {
+		st.etcd = etcdtest.Start(t).Endpoint
+	}
 	nRepos := *soakRepos
 	pool := nRepos + nRepos/5 // the rest are added by the catalog and the API
 
@@ -105,7 +115,7 @@ func TestSoak(t *testing.T) {
 	go func() { defer pushing.Done(); soakPushes(t, s, c, pushStop, rand.New(rand.NewPCG(seed, 3)), pool) }()
 
 	// The chaos.
-	plan := planFaults(rand.New(rand.NewPCG(seed, 4)), *soakDuration, 4*time.Second, s.nodeNames(), nRepos)
+	plan := planFaults(rand.New(rand.NewPCG(seed, 4)), *soakDuration, 4*time.Second, s.nodeNames(), s.coordNames(), nRepos)
 	x := &soakChaos{s: s, c: c, rng: rand.New(rand.NewPCG(seed, 5)), pool: pool, counts: map[string]int{}}
 	chaosStart := time.Now()
 	x.run(plan)
@@ -114,7 +124,11 @@ func TestSoak(t *testing.T) {
 	pushing.Wait()
 
 	// The faults have stopped: every path heals, every process runs.
-	for _, l := range append([]*link{ups.link, s.tunLink}, slices.Collect(maps.Values(s.coord))...) {
+	links := append([]*link{ups.link, s.tunLink}, slices.Collect(maps.Values(s.upLinks))...)
+	for _, ls := range s.toCoord {
+		links = append(links, ls...)
+	}
+	for _, l := range links {
 		l.heal()
 	}
 	for _, crash := range s.crashed() {
@@ -131,6 +145,7 @@ func TestSoak(t *testing.T) {
 	// empty, the placement holds, resources are within their bounds.
 	eventually(t, st.maxInterval, "no clone or quarantine left in the nodes' tmp", c.tmpLeft)
 	eventually(t, st.grace+st.maxInterval, "each repository owned by one alive node", c.placement)
+	eventually(t, st.grace+st.maxInterval, "each node's load within the coordinator's bound", c.loadBound)
 	close(stop)
 	loops.Wait()
 	c.sampleAll()
@@ -140,6 +155,9 @@ func TestSoak(t *testing.T) {
 	var kinds []string
 	for _, k := range soakFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s:%d", k, x.counts[k]))
+	}
+	if s.etcd != "" {
+		kinds = append(kinds, fmt.Sprintf("leader-killed:%d", x.counts["kill-leader"]))
 	}
 	var pushKinds []string
 	total := 0
@@ -159,9 +177,9 @@ func TestSoak(t *testing.T) {
 	for _, v := range c.violations {
 		t.Logf("soak violation: %s", v)
 	}
-	summary := fmt.Sprintf("SOAK seed=%d duration=%v repos=%d (pool %d, served at the end %d) pushes=%d [%s] faults=%d [%s] initial-mirror=%v convergence=%v (max-interval %v) listings=%d fscks=%d violations=%d",
-		seed, soakDuration.String(), nRepos, pool, len(want), total, strings.Join(pushKinds, " "), len(plan), strings.Join(kinds, " "),
-		initial.Round(time.Second), convergence.Round(time.Second), st.maxInterval, c.listings, c.fscks, c.nViolation)
+	summary := fmt.Sprintf("SOAK seed=%d duration=%v (whole run %v) fleet=[%s] repos=%d (pool %d, served at the end %d) pushes=%d [%s] faults=%d [%s] initial-mirror=%v longest-convergence=%v (max-interval %v) listings=%d fscks=%d violations=%d",
+		seed, soakDuration.String(), time.Since(runStart).Round(time.Second), s.describe(), nRepos, pool, len(want), total, strings.Join(pushKinds, " "),
+		len(plan), strings.Join(kinds, " "), initial.Round(time.Second), convergence.Round(time.Second), st.maxInterval, c.listings, c.fscks, c.nViolation)
 	t.Log(summary)
 	if path := os.Getenv("GITFLEET_SOAK_SUMMARY"); path != "" {
 		_ = os.WriteFile(filepath.Clean(path), []byte(summary+"\n"), 0o644)

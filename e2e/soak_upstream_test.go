@@ -31,7 +31,8 @@ type soakRepo struct {
 // soakUpstreams is the soak's upstream git server and its repositories.
 type soakUpstreams struct {
 	dir   string // the bare repositories, served by plainGitServer
-	link  *link  // the fleet reaches the upstreams through it
+	link  *link  // every node's path to the upstreams ends through it
+	host  string // host:port of the upstreams in their URLs (soakUpstreamHost)
 	repos []*soakRepo
 
 	mu     sync.Mutex
@@ -40,12 +41,13 @@ type soakUpstreams struct {
 
 func soakName(i int) string { return fmt.Sprintf("soak/r%04d", i) }
 
-// url is the upstream URL the fleet is given for repository i (through
-// the upstream link); key is the repository's key in gitfleet.
+// url is the upstream URL the fleet is given for repository i (each node
+// resolves its host to its own link); key is the repository's key in
+// gitfleet.
 func (u *soakUpstreams) url(i int) string {
-	return "http://" + u.link.addr + "/" + soakName(i) + ".git"
+	return "http://" + u.host + "/" + soakName(i) + ".git"
 }
-func (u *soakUpstreams) key(i int) string { return u.link.addr + "/" + soakName(i) }
+func (u *soakUpstreams) key(i int) string { return u.host + "/" + soakName(i) }
 
 // createSoakRepo makes a bare repository with a main branch and a v1 tag in
 // one git fast-import.
