@@ -284,31 +284,44 @@ func (f *fullNode) pullLoop(ctx context.Context) {
 		done()
 		f.mu.Lock()
 		delete(f.pulling, key)
-		switch {
-		case err != nil && ctx.Err() == nil && overLimit(err):
-			// Over --max-repo-size or --max-refs: tried again when the
-			// owner reports another digest (or on demand), never on a
-			// timer: each try could move as much as the limit.
-			delete(f.pullFails, key)
-			delete(f.retryAt, key)
-			f.overLimit[key] = st.GetDigest()
-		case err != nil && ctx.Err() == nil:
-			// From 2 s, doubling to 30 s: a pull whose upstream check
-			// keeps failing must not ask the owner and the upstream every
-			// 2 s. A new state from the coordinator tries at once.
-			f.pullFails[key]++
-			f.pending[key] = true
-			f.retryAt[key] = f.n.clk.Now().Add(backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
-		case err == nil:
-			delete(f.pullFails, key)
-			delete(f.retryAt, key)
-			delete(f.overLimit, key)
+		if ctx.Err() == nil {
+			f.settlePull(key, st, err)
 		}
 		f.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			f.n.log.Warn("pull from owner failed; will retry", "key", key, "err", err)
 		}
 		f.kick()
+	}
+}
+
+// settlePull records the end of a pull of key (state st) that ended with
+// err. Caller holds f.mu.
+func (f *fullNode) settlePull(key string, st *fleetv1.RepoState, err error) {
+	// The owner served more than a limit allows (pullTooLarge noted its
+	// digest), whatever the upstream fetch after it gave.
+	tooBig := st.GetDigest() != "" && f.overLimit[key] == st.GetDigest()
+	switch {
+	case err != nil && (overLimit(err) || tooBig):
+		// Over --max-repo-size or --max-refs: tried again when the
+		// owner reports another digest (or on demand), never on a
+		// timer: each try could move as much as the limit.
+		delete(f.pullFails, key)
+		delete(f.retryAt, key)
+		f.overLimit[key] = st.GetDigest()
+	case err != nil:
+		// From 2 s, doubling to 30 s: a pull whose upstream check
+		// keeps failing must not ask the owner and the upstream every
+		// 2 s. A new state from the coordinator tries at once.
+		f.pullFails[key]++
+		f.pending[key] = true
+		f.retryAt[key] = f.n.clk.Now().Add(backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
+	default:
+		delete(f.pullFails, key)
+		delete(f.retryAt, key)
+		if !tooBig { // fetched from the upstream instead: the owner's digest stays refused
+			delete(f.overLimit, key)
+		}
 	}
 }
 

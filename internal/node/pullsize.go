@@ -23,6 +23,12 @@ import (
 func (f *fullNode) pullTooLarge(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, cause error) (mirror.Result, error) {
 	f.n.log.Warn("the pull from the owner went over --max-repo-size: dropped; fetching from the upstream instead",
 		"key", key, "node", owner, "max_repo_size", f.n.cfg.Limits.MaxRepoSize, "err", cause)
+	// Whatever the upstream answers, this digest of the owner's is not
+	// pulled again (settlePull): a failing upstream must not turn an
+	// oversized owner into a transfer every 30 s.
+	f.mu.Lock()
+	f.overLimit[key] = st.GetDigest()
+	f.mu.Unlock()
 	res, err := f.syncUpstream(ctx, key, st)
 	if err != nil {
 		return res, fmt.Errorf("after the pull from owner node %d went over --max-repo-size, fetch from the upstream: %w", owner, err)

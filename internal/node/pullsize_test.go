@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -45,5 +46,29 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d2", LastCheckMs: 1}})
 	if !pending() {
 		t.Fatal("the owner's new digest is not pulled")
+	}
+}
+
+// After a pull over a limit, the owner's digest is not pulled again on a
+// timer, whether the upstream fetch that followed it failed or worked; a
+// plain failure backs off and is tried again.
+func TestAnOversizedPullIsNotRetriedWhateverTheUpstreamAnswered(t *testing.T) {
+	n := newTestNode()
+	f := &fullNode{n: n, view: newViewTable(nil), pending: map[string]bool{}, retryAt: map[string]time.Time{},
+		pullFails: map[string]int{}, overLimit: map[string]string{}}
+	st := &fleetv1.RepoState{Key: "example.com/team/big", Owner: 2, Digest: "d1"}
+	upstreamDown := errors.New("fetch from the upstream: connection refused")
+	for _, upstream := range []error{upstreamDown, nil} {
+		f.overLimit[st.Key] = st.Digest // as pullTooLarge notes it
+		f.settlePull(st.Key, st, upstream)
+		if f.pending[st.Key] || !f.retryAt[st.Key].IsZero() || f.overLimit[st.Key] != "d1" {
+			t.Fatalf("upstream %v: pending %v, retry at %v, over limit %q: want no retry and d1 kept",
+				upstream, f.pending[st.Key], f.retryAt[st.Key], f.overLimit[st.Key])
+		}
+	}
+	delete(f.overLimit, st.Key)
+	f.settlePull(st.Key, st, upstreamDown)
+	if !f.pending[st.Key] || f.retryAt[st.Key].IsZero() {
+		t.Fatal("a failed pull under the limits is not tried again")
 	}
 }
