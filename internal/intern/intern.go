@@ -23,15 +23,17 @@ const marker = "\x00"
 const maxLen = 4096
 
 // Templates is a bounded table of packed texts, safe for concurrent use.
-// It only grows: a text once stored stays until the table is dropped, and
-// past its bound new texts are returned unshared.
+// When it is full it starts again empty: texts that vary at every check (a
+// remote's own message, a port, a count) cannot fill it for good and stop
+// the sharing of the next outage's texts; what holders of the old texts
+// keep is theirs.
 type Templates struct {
 	mu  sync.Mutex
 	m   map[string]string
 	max int
 }
 
-// New returns a table that shares up to max texts.
+// New returns a table that shares up to max texts at a time.
 func New(max int) *Templates {
 	return &Templates{m: map[string]string{}, max: max}
 }
@@ -83,9 +85,10 @@ func (t *Templates) Pack(msg string, names ...string) string {
 	if s, ok := t.m[packed]; ok {
 		return s
 	}
-	if len(t.m) < t.max {
-		t.m[packed] = packed
+	if len(t.m) >= t.max {
+		t.m = make(map[string]string, min(t.max, 1024))
 	}
+	t.m[packed] = packed
 	return packed
 }
 
