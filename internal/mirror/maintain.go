@@ -239,7 +239,7 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 	if removed := s.removeMaintLocks(dir, now.Add(-s.lockAge())); len(removed) > 0 {
 		s.log.Warn("removed stale lock files a killed maintenance left", "key", key, "locks", removed)
 	}
-	if err := s.maintain(ctx, dir, rep.Full); err != nil {
+	if rep.Full, err = s.maintain(ctx, dir, rep.Full); err != nil {
 		return rep, fmt.Errorf("mirror %s: maintenance: %w", key, err)
 	}
 	last, lastFull := now, before.LastFull
@@ -260,19 +260,29 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 // maintenance leaves the machine's other cores to serving.
 const maintThreads = "--threads=1"
 
-func (s *Store) maintain(ctx context.Context, dir string, full bool) error {
+// maintain runs one maintenance of dir, full or incremental, and reports
+// whether it was a full one.
+func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, error) {
 	run := func(name string, flags ...string) error {
 		return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: name, Flags: flags})
 	}
 	// Loose refs into packed-refs: one file to read instead of one a ref.
-	// Under the lock, no fetch is moving a ref meanwhile.
-	// A packed-refs.lock that another process holds (the maintenance lock
-	// keeps out gitfleet's own writers, not an operator's git) leaves the
-	// refs as they are until the next run; the objects are packed anyway.
+	// Under the lock, no fetch of ours is moving a ref meanwhile. A
+	// packed-refs.lock held by another process (the lock keeps out
+	// gitfleet's own writers, not an operator's git in the data directory)
+	// may be a writer's that has stored objects no ref reaches yet: the
+	// run is then an incremental one, which drops nothing, and the refs
+	// are packed next time.
 	if err := run("pack-refs", "--all"); err != nil && !lockedOut(err) {
-		return fmt.Errorf("pack-refs: %w", err)
+		return false, fmt.Errorf("pack-refs: %w", err)
 	} else if err != nil {
-		s.log.Info("maintenance: packed refs are locked by another process; left for the next run", "dir", filepath.Base(dir), "err", err)
+		age := "unknown"
+		if fi, serr := os.Stat(filepath.Join(dir, "packed-refs.lock")); serr == nil {
+			age = s.now().Sub(fi.ModTime()).Round(time.Second).String()
+		}
+		s.log.Warn("maintenance: packed-refs is locked by another process; an incremental run only, nothing dropped",
+			"dir", filepath.Base(dir), "lock_age", age, "err", err)
+		full = false
 	}
 	if full {
 		// Any .keep is one a killed fetch left (no fetch runs under the
@@ -284,29 +294,26 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) error {
 		// multi-pack index over them) deleted with the objects nothing
 		// reaches; -b: a bitmap; -n: no info/ files for dumb HTTP.
 		if err := run("repack", "-a", "-d", "-b", "-n", "-q", maintThreads); err != nil {
-			return fmt.Errorf("repack: %w", err)
+			return true, fmt.Errorf("repack: %w", err)
 		}
 		if hasLoose(filepath.Join(dir, "objects")) {
 			// Only objects nothing reaches are left loose; under the lock no
 			// fetch of ours is writing one that a ref is about to reach.
 			if err := run("prune", "--expire=now"); err != nil {
-				return fmt.Errorf("prune: %w", err)
+				return true, fmt.Errorf("prune: %w", err)
 			}
 		}
 		// Written anew: the old graph may name commits just pruned.
-		if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
-			return err
-		}
-		return nil
+		return true, writeCommitGraph(ctx, s.git, dir, true)
 	}
 	// --geometric=2: packs are merged until each is at least twice the
 	// size of all smaller ones together, so a run rewrites the small packs
 	// and loose objects, not the large pack of the clone. Objects nothing
 	// reaches stay in their packs until the next full run.
 	if err := run("repack", "--geometric=2", "-d", "--write-midx", "--write-bitmap-index", "-n", "-q", maintThreads); err != nil {
-		return fmt.Errorf("repack: %w", err)
+		return false, fmt.Errorf("repack: %w", err)
 	}
-	return writeCommitGraph(ctx, s.git, dir, false)
+	return false, writeCommitGraph(ctx, s.git, dir, false)
 }
 
 // writeCommitGraph writes the commit graph of what the refs reach: split
