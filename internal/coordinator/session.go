@@ -409,11 +409,10 @@ func (s *session) queueState(key string) {
 	s.kick()
 }
 
-// queueSweep queues the state of every key of keys, in bulk.
+// queueSweep queues the state of every key of keys (every key of the
+// catalog), in bulk: it replaces a sweep under way, which it covers.
 func (s *session) queueSweep(keys iter.Seq[string]) {
-	if s.sweepAt == len(s.sweep) {
-		s.sweep, s.sweepAt = s.sweep[:0], 0
-	}
+	s.sweep, s.sweepAt = s.sweep[:0], 0
 	for k := range keys {
 		delete(s.removed, k)
 		s.sweep = append(s.sweep, k)
@@ -490,7 +489,14 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Assign{Assign: a}})
 	}
 	if len(s.states) > 0 || s.sweepAt < len(s.sweep) {
-		keys := take(s.states, n)
+		// Changed states first, but no more than half a batch while a
+		// sweep is under way: a steady churn must not hold a new full
+		// node's view incomplete.
+		m := n
+		if s.sweepAt < len(s.sweep) {
+			m = max(n/2, 1)
+		}
+		keys := take(s.states, m)
 		if len(keys) < n && s.sweepAt < len(s.sweep) {
 			end := min(len(s.sweep), s.sweepAt+n-len(keys))
 			keys = append(keys, s.sweep[s.sweepAt:end]...)

@@ -69,4 +69,31 @@ func TestASweepSendsEveryStateOnceAfterTheChanges(t *testing.T) {
 	if s.sweep != nil {
 		t.Error("the bulk list is kept after it was sent")
 	}
+
+	// A churn of a whole batch of changes at every send still lets the
+	// sweep go on; a second sweep replaces the first, which it covers.
+	s.queueSweep(slices.Values(keys))
+	s.queueSweep(slices.Values(keys))
+	if len(s.sweep) != len(keys) {
+		t.Fatalf("two sweeps queued %d keys, want %d", len(s.sweep), len(keys))
+	}
+	swept := 0
+	for range 100 {
+		for _, k := range keys[:c.cfg.BatchSize] {
+			s.queueState(k)
+		}
+		before := s.sweepAt
+		s.next()
+		if s.sweep == nil {
+			swept = len(keys)
+			break
+		}
+		swept += s.sweepAt - before
+		if s.sweepAt == before {
+			t.Fatal("a churn of changed states stopped the sweep")
+		}
+	}
+	if swept != len(keys) {
+		t.Fatalf("the sweep sent %d of %d keys under churn", swept, len(keys))
+	}
 }
