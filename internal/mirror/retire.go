@@ -40,8 +40,10 @@ func (s *Store) Retire(key string) error {
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
 	if err := os.RemoveAll(dst); err != nil {
+		s.retiredChanged() // part of it may be gone
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
+	s.retiredChanged() // an older copy of key is gone, whatever follows
 	at := strconv.FormatInt(s.now().Unix(), 10)
 	if err := os.WriteFile(filepath.Join(dir, retiredMarker), []byte(at+"\n"), 0o644); err != nil {
 		return fmt.Errorf("mirror %s: retire: %w", key, err)

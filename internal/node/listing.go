@@ -15,8 +15,8 @@ import (
 // changes, a prefix is a binary search, and only the page's repositories
 // are looked at on disk.
 
-// listed is one repository of a page: its key and its state, which is
-// replaced, never modified, and so safe to read without the lock.
+// listed is one repository of a page: its key and its state, a copy built
+// for the page (viewTable.get), and so safe to read without the lock.
 type listed struct {
 	key string
 	st  *fleetv1.RepoState
