@@ -240,6 +240,14 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 		s.log.Warn("removed stale lock files a killed maintenance left", "key", key, "locks", removed)
 	}
 	if rep.Full, err = s.maintain(ctx, dir, rep.Full); err != nil {
+		if ctx.Err() != nil {
+			// Stopped (a shutdown): the git that was killed was ours, under
+			// the mirror's lock, and its lock files would fail every run
+			// (and a fetch) until they are old enough to be called stale.
+			if removed := s.removeMaintLocks(dir, time.Now().Add(time.Hour)); len(removed) > 0 {
+				s.log.Info("removed the lock files of a stopped maintenance", "key", key, "locks", removed)
+			}
+		}
 		return rep, fmt.Errorf("mirror %s: maintenance: %w", key, err)
 	}
 	last, lastFull := now, before.LastFull

@@ -328,3 +328,41 @@ func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
 	}
 	r.servedAsUpstream()
 }
+
+// A maintenance stopped by its context (a shutdown kills its git) leaves
+// no lock file behind: the next run is a full one, not a failure until the
+// locks are old enough to be called stale. (The flake of
+// TestClonesAndFetchesDuringMaintenancePassFsck: its last run followed a
+// run killed by the test's cancel.)
+func TestAStoppedMaintenanceLeavesNoLockBehind(t *testing.T) {
+	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.fetches(3)
+	dir := r.st.Path(r.key)
+	locks := []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock", "objects/info/commit-graph.lock"}
+	for _, l := range locks { // what a git killed mid-run leaves
+		p := filepath.Join(dir, filepath.FromSlash(l))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, r.clk.Now(), r.clk.Now()); err != nil { // young
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.st.Maintain(ctx, r.key, week); err == nil {
+		t.Fatal("a stopped maintenance reported no error")
+	}
+	for _, l := range locks {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(l))); err == nil {
+			t.Errorf("%s left after a stopped maintenance", l)
+		}
+	}
+	if rep := r.maintain(); !rep.Ran || !rep.Full {
+		t.Fatalf("the run after a stopped one: %+v, want a full run", rep)
+	}
+	r.servedAsUpstream()
+}
