@@ -237,6 +237,13 @@ func benchIdenticalClones(b *testing.B, loose bool) {
 		stop()
 	}
 	b.StopTimer()
+	reportVersusBackend(b, backendWall, backendCPU, oursWall, oursCPU)
+	b.ReportMetric(float64(runs)/float64(b.N), "gitfleet-runs/round")
+}
+
+// reportVersusBackend reports the CPU and wall time a round took of git
+// http-backend and of gitfleet's Handler, and their ratios.
+func reportVersusBackend(b *testing.B, backendWall, backendCPU, oursWall, oursCPU time.Duration) {
 	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
 	b.ReportMetric(per(backendCPU), "backend-cpu-s")
 	b.ReportMetric(per(oursCPU), "gitfleet-cpu-s")
@@ -244,5 +251,4 @@ func benchIdenticalClones(b *testing.B, loose bool) {
 	b.ReportMetric(per(backendWall), "backend-wall-s")
 	b.ReportMetric(per(oursWall), "gitfleet-wall-s")
 	b.ReportMetric(oursWall.Seconds()/backendWall.Seconds(), "wall-ratio")
-	b.ReportMetric(float64(runs)/float64(b.N), "gitfleet-runs/round")
 }

@@ -157,12 +157,6 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 		stop()
 	}
 	b.StopTimer()
-	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
-	b.ReportMetric(per(backendCPU), "backend-cpu-s")
-	b.ReportMetric(per(oursCPU), "gitfleet-cpu-s")
-	b.ReportMetric(oursCPU.Seconds()/backendCPU.Seconds(), "cpu-ratio")
-	b.ReportMetric(per(backendWall), "backend-wall-s")
-	b.ReportMetric(per(oursWall), "gitfleet-wall-s")
-	b.ReportMetric(oursWall.Seconds()/backendWall.Seconds(), "wall-ratio")
+	reportVersusBackend(b, backendWall, backendCPU, oursWall, oursCPU)
 	b.ReportMetric(float64(size)/(1<<20), "MiB/answer")
 }
