@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/api"
-	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // The full node keeps what /metrics reports of its repositories (how many
@@ -278,18 +277,26 @@ func (f *fullNode) totals() repoTotals {
 // classOf is key's class as the API shows the repository (backend.repo):
 // current when served (held, on disk, not broken) with the owner's digest.
 // The disk is looked at only when the rest says current.
-func (f *fullNode) classOf(key string, st *fleetv1.RepoState) repoClass {
+func (f *fullNode) classOf(key string, st classInput) repoClass {
 	n := f.n
-	cl := repoClass{state: st.GetState(), owner: st.GetOwner(), checked: checkMinute(st.GetLastCheckMs()),
-		errClass: api.PublicError(st.GetLastError())}
+	cl := repoClass{state: st.state, owner: st.owner, checked: checkMinute(st.lastCheck),
+		errClass: api.PublicError(st.lastError)}
 	broken := n.verify.brokenState(key)
 	if broken != "" {
 		cl.state = broken
 		return cl
 	}
 	d, held := n.digest(key)
-	cl.current = held && d != "" && d == st.GetDigest() && n.mirror.Has(key)
+	cl.current = held && d != "" && d == st.digest && n.mirror.Has(key)
 	return cl
+}
+
+// classInput is what a repository's class depends on in the view, read
+// under f.mu (viewTable.classInput) without building its whole state.
+type classInput struct {
+	state, lastError, digest string
+	owner                    uint32
+	lastCheck                int64
 }
 
 // reclass brings the counters and indexes up to date with keys' inputs.
@@ -300,21 +307,22 @@ func (f *fullNode) reclass(keys ...string) {
 	}
 	f.classMu.Lock()
 	defer f.classMu.Unlock()
-	sts := make([]*fleetv1.RepoState, len(keys))
+	ins := make([]classInput, len(keys))
+	listed := make([]bool, len(keys))
 	f.mu.Lock()
 	for i, k := range keys {
-		sts[i] = f.view.get(k)
+		ins[i], listed[i] = f.view.classInput(k)
 	}
 	f.mu.Unlock()
 	cls := make([]repoClass, len(keys))
 	for i, k := range keys {
-		if sts[i] != nil {
-			cls[i] = f.classOf(k, sts[i])
+		if listed[i] {
+			cls[i] = f.classOf(k, ins[i])
 		}
 	}
 	f.mu.Lock()
 	for i, k := range keys {
-		f.counts.set(k, cls[i], sts[i] != nil)
+		f.counts.set(k, cls[i], listed[i])
 	}
 	f.mu.Unlock()
 }

@@ -182,6 +182,20 @@ func (t *viewTable) get(key string) *fleetv1.RepoState {
 	return t.state(key, v)
 }
 
+// classInput returns what key's class depends on (counters.go), without
+// the rest of its state.
+func (t *viewTable) classInput(key string) (classInput, bool) {
+	v, ok := t.view(key)
+	if !ok {
+		return classInput{}, false
+	}
+	in := classInput{state: t.states[v.state], owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString()}
+	if v.errText != "" {
+		in.lastError = intern.Unpack(v.errText, v.upstream(key), key)
+	}
+	return in, true
+}
+
 // state builds the RepoState of key from v.
 func (t *viewTable) state(key string, v repoView) *fleetv1.RepoState {
 	r := &fleetv1.RepoState{Key: key, Url: v.upstream(key), Owner: v.owner, Digest: v.digestString(),
