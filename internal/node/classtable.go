@@ -11,8 +11,7 @@ import (
 type classTable struct {
 	tab   *repoTable // shared with the full node's viewTable
 	n     int
-	names []string
-	index map[string]uint8
+	names nameTable // states and error classes
 }
 
 type packedClass struct {
@@ -29,29 +28,14 @@ func newClassTable(tab *repoTable) *classTable {
 	if tab == nil {
 		tab = newRepoTable()
 	}
-	t := &classTable{tab: tab, index: map[string]uint8{}}
-	t.name("") // index 0: no error class
+	t := &classTable{tab: tab}
+	t.names.id("") // 0: no error class
 	return t
 }
 
-// name returns s's index, adding it; past 255 names the last one is
-// shared (the states and error classes number about twenty).
-func (t *classTable) name(s string) uint8 {
-	if i, ok := t.index[s]; ok {
-		return i
-	}
-	if len(t.names) > math.MaxUint8 {
-		return math.MaxUint8
-	}
-	i := uint8(len(t.names))
-	t.names = append(t.names, s)
-	t.index[s] = i
-	return i
-}
-
 func (t *classTable) unpack(p packedClass) repoClass {
-	return repoClass{state: t.names[p.state], owner: p.owner, current: p.current, checked: int64(p.checked),
-		errClass: t.names[p.errClass]}
+	return repoClass{state: t.names.name(p.state), owner: p.owner, current: p.current, checked: int64(p.checked),
+		errClass: t.names.name(p.errClass)}
 }
 
 // get returns key's class.
@@ -71,7 +55,7 @@ func (t *classTable) put(key string, cl repoClass) {
 		t.n++
 	}
 	s.class = packedClass{owner: cl.owner, checked: int32(max(min(cl.checked, math.MaxInt32), math.MinInt32)),
-		state: t.name(cl.state), errClass: t.name(cl.errClass), current: cl.current}
+		state: t.names.id(cl.state), errClass: t.names.id(cl.errClass), current: cl.current}
 }
 
 func (t *classTable) del(key string) {

@@ -107,7 +107,7 @@ func listPage(sorted []string, view *viewTable, f api.RepoFilter) (page []listed
 	}
 	for _, k := range sorted[lo:hi] {
 		v, _ := view.view(k)
-		if f.Owner != 0 && v.owner != f.Owner || f.State != "" && view.states[v.state] != f.State {
+		if f.Owner != 0 && v.owner != f.Owner || f.State != "" && view.states.name(v.state) != f.State {
 			continue
 		}
 		if total >= f.Offset && in(total) {

@@ -36,7 +36,7 @@ type repoView struct {
 	checks     uint32     // saturating
 	fetches    uint32     // saturating
 	owner      uint32
-	state      uint8 // index into viewTable.states
+	state      uint8 // numbered by viewTable.states
 	usual      bool  // the URL is "https://" + key
 	hasDigest  bool  // digest holds a digest of 32 hex digits
 	digest     [16]byte
@@ -55,14 +55,9 @@ type viewExtra struct {
 type viewTable struct {
 	tab    *repoTable // shared with the counters' classTable
 	n      int
-	states []string         // state names by index
-	stateI map[string]uint8 // and their index
+	states nameTable // state names
 	errs   *intern.Templates
 }
-
-// maxStates bounds the distinct state names a view keeps apart; more
-// (the coordinator knows six) would share the last one's slot.
-const maxStates = math.MaxUint8
 
 // maxErrTemplates bounds the error templates a view shares; texts past it
 // are kept whole, each with its repository.
@@ -74,7 +69,7 @@ func newViewTable(tab *repoTable) *viewTable {
 	if tab == nil {
 		tab = newRepoTable()
 	}
-	return &viewTable{tab: tab, stateI: map[string]uint8{}, errs: intern.New(maxErrTemplates)}
+	return &viewTable{tab: tab, errs: intern.New(maxErrTemplates)}
 }
 
 func (t *viewTable) len() int { return t.n }
@@ -95,26 +90,13 @@ func (t *viewTable) keys() iter.Seq[string] {
 	}
 }
 
-func (t *viewTable) stateIndex(s string) uint8 {
-	if i, ok := t.stateI[s]; ok {
-		return i
-	}
-	if len(t.states) >= maxStates {
-		return uint8(len(t.states) - 1)
-	}
-	i := uint8(len(t.states))
-	t.states = append(t.states, s)
-	t.stateI[s] = i
-	return i
-}
-
 // put stores r, and returns what was there before.
 func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 	key := r.GetKey()
 	s := t.tab.slot(key)
 	old, had = s.view, s.inView
 	v := repoView{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
-		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.stateIndex(r.GetState())}
+		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.states.id(r.GetState())}
 	if msg := r.GetLastError(); msg != "" {
 		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
 	}
@@ -189,7 +171,7 @@ func (t *viewTable) classInput(key string) (classInput, bool) {
 	if !ok {
 		return classInput{}, false
 	}
-	in := classInput{state: t.states[v.state], owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString()}
+	in := classInput{state: t.states.name(v.state), owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString()}
 	if v.errText != "" {
 		in.lastError = intern.Unpack(v.errText, v.upstream(key), key)
 	}
@@ -199,7 +181,7 @@ func (t *viewTable) classInput(key string) (classInput, bool) {
 // state builds the RepoState of key from v.
 func (t *viewTable) state(key string, v repoView) *fleetv1.RepoState {
 	r := &fleetv1.RepoState{Key: key, Url: v.upstream(key), Owner: v.owner, Digest: v.digestString(),
-		State: t.states[v.state], LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
+		State: t.states.name(v.state), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
 		Fetches: uint64(v.fetches)}
 	if v.errText != "" {
 		r.LastError = intern.Unpack(v.errText, r.Url, key)
