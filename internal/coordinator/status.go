@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
 )
 
@@ -90,11 +91,8 @@ func (s *repoStatus) setDigest(d string) bool {
 		s.hasDigest, s.digest = false, [16]byte{}
 		return true
 	}
-	var b [16]byte
-	if len(d) != 2*len(b) || strings.ToLower(d) != d {
-		return false
-	}
-	if _, err := hex.Decode(b[:], []byte(d)); err != nil {
+	b, ok := gitcmd.ParseDigest(d)
+	if !ok {
 		return false
 	}
 	s.hasDigest, s.digest = true, b

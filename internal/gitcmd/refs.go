@@ -49,6 +49,18 @@ func (r Refs) ParentOf(ref, old string) bool {
 // Digest is a short, stable fingerprint of the refs (not of HEAD): two
 // repositories with the same branches and tags at the same objects have the
 // same digest. An empty set has digest "".
+// ParseDigest turns a digest as Digest writes it (32 lower-case hex
+// digits) into its 16 bytes; ok is false for anything else.
+func ParseDigest(d string) (b [16]byte, ok bool) {
+	if len(d) != 2*len(b) || strings.ToLower(d) != d {
+		return b, false
+	}
+	if _, err := hex.Decode(b[:], []byte(d)); err != nil {
+		return [16]byte{}, false
+	}
+	return b, true
+}
+
 func (r Refs) Digest() string {
 	if len(r.Refs) == 0 {
 		return ""

@@ -5,8 +5,8 @@ import (
 	"iter"
 	"maps"
 	"math"
-	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -107,12 +107,7 @@ func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 		x.url = u
 	}
 	if d := r.GetDigest(); d != "" {
-		if len(d) == 32 && d == strings.ToLower(d) {
-			if _, err := hex.Decode(v.digest[:], []byte(d)); err == nil {
-				v.hasDigest = true
-			}
-		}
-		if !v.hasDigest {
+		if v.digest, v.hasDigest = gitcmd.ParseDigest(d); !v.hasDigest {
 			x.digest = d
 		}
 	}
