@@ -88,6 +88,13 @@ func (f *fleet) writeCatalog(repos []int, msg string) {
 		f.writeFile(fmt.Sprintf("lists/part-%d.list", j+1), lists[j].String())
 	}
 	f.writeFile("README.md", "# the e2e catalog\n")
+	f.commitCatalog(msg)
+}
+
+// commitCatalog commits the catalog's files as they are, making it a
+// repository first if it is not one.
+func (f *fleet) commitCatalog(msg string) {
+	t := f.t
 	if _, err := os.Stat(filepath.Join(f.catalog, ".git")); err != nil {
 		if err := gittest.Git("", "init", "-q", "-b", "main", f.catalog); err != nil {
 			t.Fatal(err)

@@ -8,10 +8,11 @@ import (
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
-// withEgress adds the egress policy to a coordinator's and a node's
-// configurations (either may be nil).
+// withEgress adds the egress policy and the hosts whose paths fold case to
+// a coordinator's and a node's configurations (either may be nil).
 func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) error {
 	ports := make([]int, 0, len(cfg.EgressPorts))
 	for _, s := range cfg.EgressPorts {
@@ -26,11 +27,17 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 	if err != nil {
 		return fmt.Errorf("--egress-allow, --egress-schemes or --egress-ports: %w", err)
 	}
+	fold, err := repokey.NewFolding(cfg.CaseInsensitiveHost)
+	if err != nil {
+		return fmt.Errorf("--case-insensitive-host: %w", err)
+	}
 	if ccfg != nil {
 		ccfg.Egress = policy
+		ccfg.Fold = fold
 	}
 	if ncfg != nil {
 		ncfg.Egress = policy
+		ncfg.Fold = fold
 		if cfg.DNSServer != "" {
 			ncfg.Resolver = egress.ResolverAt(cfg.DNSServer)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/catalog/catalogcli"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/ctl"
+	"github.com/gitfleet/gitfleet/internal/redactlog"
 	"github.com/gitfleet/gitfleet/internal/version"
 )
 
@@ -109,7 +110,7 @@ func withConfig(name string, args []string, stderr io.Writer, f func(config.Conf
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(redactlog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if cfg.MemoryLimit != "" {
 		limit, err := config.ParseBytes(cfg.MemoryLimit)
 		if err != nil {

@@ -30,7 +30,12 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
+
+// ErrKeyCollision is returned (wrapped) when a URL's key is already held
+// with another upstream URL.
+var ErrKeyCollision = errors.New("key collision")
 
 // ErrNotFound is returned (wrapped) for a repository or task that does not
 // exist; the API answers 404.
@@ -43,10 +48,12 @@ type Backend interface {
 	ListRepos(f RepoFilter) (repos []Repo, total int)
 	// GetRepo returns one repository in detail.
 	GetRepo(key string) (RepoDetail, bool)
-	// AddRepo adds a repository, or updates its attributes, persistently.
-	// Errors wrapping repokey.ErrInvalid are the caller's fault (400); any
-	// other error means the fleet cannot take it now (503).
-	AddRepo(ctx context.Context, url string, attrs map[string]string) (Repo, error)
+	// AddRepo adds a repository persistently; with update, it replaces
+	// the attributes of one already held with that upstream. Errors
+	// wrapping repokey.ErrInvalid are the caller's fault (400), ErrKeyCollision
+	// says the key is held with another upstream (409); any other error
+	// means the fleet cannot take it now (503).
+	AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (Repo, error)
 	// RemoveRepo removes a repository; an error wrapping ErrNotFound gives
 	// 404.
 	RemoveRepo(ctx context.Context, key string) error
@@ -203,6 +210,8 @@ type Config struct {
 	// Egress checks upstream URLs and dials outgoing webhooks (nil: the
 	// default policy that AllowPrivate selects, the system's resolver).
 	Egress *egress.Dialer
+	// Fold says which hosts' paths are case-insensitive in keys.
+	Fold repokey.Folding
 	// MaxBody bounds request bodies in bytes. Zero: 1 MiB for the API,
 	// 25 MiB (GitHub's maximum) for webhooks.
 	MaxBody int64
@@ -282,8 +291,9 @@ func (s *Server) routes() {
 	m.HandleFunc("/api/v1/repos", methodNotAllowed("GET, POST"))
 	m.HandleFunc("GET /api/v1/repos/{key...}", s.getRepo)
 	m.HandleFunc("DELETE /api/v1/repos/{key...}", s.removeRepo)
+	m.HandleFunc("PATCH /api/v1/repos/{key...}", s.updateRepo)
 	m.HandleFunc("POST /api/v1/repos/{key...}", s.fetch) // only .../fetch
-	m.HandleFunc("/api/v1/repos/{key...}", methodNotAllowed("GET, DELETE"))
+	m.HandleFunc("/api/v1/repos/{key...}", methodNotAllowed("GET, PATCH, DELETE"))
 	m.HandleFunc("GET /api/v1/log", s.fetchLog)
 	m.HandleFunc("/api/v1/log", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/tasks/{id}", s.getTask)
@@ -335,6 +345,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // apiError is the body of every error answer.
 type apiError struct {
 	Error string `json:"error"`
+	// Code names the error for programs, where one is defined
+	// (key_collision, blocked_destination).
+	Code string `json:"code,omitempty"`
 }
 
 // retryAfter is the Retry-After, in seconds, of an answer 503.
@@ -347,6 +360,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	writeJSON(w, status, apiError{Error: msg})
+}
+
+// writeCodedError is writeError with a code for programs.
+func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Error: msg, Code: code})
 }
 
 // authorized checks the bearer token of a write request, answering 401 or

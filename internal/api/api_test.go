@@ -109,7 +109,7 @@ func TestGetRepoRefusals(t *testing.T) {
 		{"/api/v1/repos/github.com/a/missing", http.StatusNotFound, "not mirrored"},
 		{"/api/v1/repos/github.com/a/-b", http.StatusBadRequest, "starts with '-'"},
 		{"/api/v1/repos/git_hub!.com/a/b", http.StatusBadRequest, "bad host"},
-		{"/api/v1/repos/github.com/a/%E2%80%AEb", http.StatusBadRequest, "invisible"},
+		{"/api/v1/repos/github.com/a/%E2%80%AEb", http.StatusBadRequest, "non-ASCII"},
 		{"/api/v1/repos/github.com", http.StatusBadRequest, "want host/path"},
 		{"/api/v1/repos/", http.StatusBadRequest, "empty"},
 	}
@@ -252,7 +252,9 @@ func TestEveryRefusalIsA4xxWithAJSONMessage(t *testing.T) {
 		{"unknown API version", "GET", "/api/v2/repos", "", nil, 404, "no such endpoint"},
 		{"unknown webhook host", "POST", "/hooks/bitbucket", "{}", nil, 404, "no such endpoint"},
 		{"PUT on the repository list", "PUT", "/api/v1/repos", "{}", []string{auth}, 405, "not allowed"},
-		{"PATCH on a repository", "PATCH", "/api/v1/repos/github.com/a/b", "{}", []string{auth}, 405, "not allowed"},
+		{"PUT on a repository", "PUT", "/api/v1/repos/github.com/a/b", "{}", []string{auth}, 405, "not allowed"},
+		{"PATCH of a repository not mirrored", "PATCH", "/api/v1/repos/github.com/a/none", `{"attrs":{}}`, []string{auth}, 404, "not mirrored"},
+		{"PATCH without a token", "PATCH", "/api/v1/repos/github.com/a/b", `{"attrs":{}}`, nil, 401, "API token"},
 		{"POST on a repository (not .../fetch)", "POST", "/api/v1/repos/github.com/a/b", "", []string{auth}, 405, "not allowed"},
 		{"GET on fetch", "GET", "/api/v1/repos/github.com/a/b/fetch", "", nil, 404, "not mirrored"},
 		{"DELETE on a task", "DELETE", "/api/v1/tasks/x", "", []string{auth}, 405, "not allowed"},
@@ -440,7 +442,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	routes := []string{
 		"DELETE /api/v1/repos/{key}", "GET /api/v1/catalog", "GET /api/v1/events", "GET /api/v1/log", "GET /api/v1/nodes", "GET /api/v1/openapi.json",
 		"GET /api/v1/repos", "GET /api/v1/repos/{key}", "GET /api/v1/repos/{key}/log", "GET /api/v1/tasks", "GET /api/v1/tasks/{id}",
-		"POST /api/v1/catalog/confirm-purge", "POST /api/v1/nodes/{id}/revoke", "POST /api/v1/repos",
+		"PATCH /api/v1/repos/{key}", "POST /api/v1/catalog/confirm-purge", "POST /api/v1/nodes/{id}/revoke", "POST /api/v1/repos",
 		"POST /api/v1/repos/{key}/fetch", "POST /api/v1/tasks/{id}/cancel", "POST /hooks/gitee", "POST /hooks/github", "POST /hooks/gitlab",
 	}
 	if !slices.Equal(documented, routes) {

@@ -18,7 +18,7 @@ func (s *Server) egress() *egress.Dialer {
 }
 
 func (s *Server) keyOptions() repokey.Options {
-	return repokey.Options{AllowPrivate: s.cfg.AllowPrivate, Egress: s.egress().Policy}
+	return repokey.Options{AllowPrivate: s.cfg.AllowPrivate, Egress: s.egress().Policy, Fold: s.cfg.Fold}
 }
 
 // normalizeUpstream validates an upstream URL given to the API: its form,

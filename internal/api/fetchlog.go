@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
-	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // LogReader is what a Backend that keeps a fetch log offers (the full
@@ -39,7 +38,7 @@ func (s *Server) isLogPath(raw string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if full, err := repokey.Canonical(raw); err == nil && s.b.Known(full) {
+	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.b.Known(full) {
 		return "", false
 	}
 	return base, true
@@ -47,7 +46,7 @@ func (s *Server) isLogPath(raw string) (string, bool) {
 
 // repoLog serves GET /api/v1/repos/{key}/log.
 func (s *Server) repoLog(w http.ResponseWriter, r *http.Request, raw string) {
-	key, ok := pathKey(w, raw)
+	key, ok := s.pathKey(w, raw)
 	if !ok {
 		return
 	}
@@ -70,7 +69,7 @@ func (s *Server) fetchLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k := r.URL.Query().Get("key"); k != "" {
-		if q.Key, ok = pathKey(w, k); !ok {
+		if q.Key, ok = s.pathKey(w, k); !ok {
 			return
 		}
 	}

@@ -90,7 +90,7 @@ func (b *fakeBackend) GetRepo(key string) (RepoDetail, bool) {
 	return d, ok
 }
 
-func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]string) (Repo, error) {
+func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]string, _ bool) (Repo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.added = append(b.added, addCall{url, attrs})

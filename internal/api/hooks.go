@@ -128,7 +128,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			s.background(func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()
-				if _, err := s.b.AddRepo(ctx, first.url, nil); err != nil {
+				if _, err := s.b.AddRepo(ctx, first.url, nil, false); err != nil {
 					s.log.Warn("webhook: cannot auto-add a repository", "host", h.name, "key", first.key, "err", err)
 					return
 				}

@@ -92,8 +92,8 @@ func fillCloneURL(repo *Repo, base string) {
 
 // pathKey returns the repository key of the request path in canonical
 // form, answering 400 itself when it is not a valid key.
-func pathKey(w http.ResponseWriter, key string) (string, bool) {
-	key, err := repokey.Canonical(key)
+func (s *Server) pathKey(w http.ResponseWriter, key string) (string, bool) {
+	key, err := s.cfg.Fold.Canonical(key)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
@@ -106,7 +106,7 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 		s.repoLog(w, r, base)
 		return
 	}
-	key, ok := pathKey(w, r.PathValue("key"))
+	key, ok := s.pathKey(w, r.PathValue("key"))
 	if !ok {
 		return
 	}
@@ -145,11 +145,8 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `"url" is required`)
 		return
 	}
-	for k := range req.Attrs {
-		if k == "" || k == "url" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("attribute name %q is not allowed", k))
-			return
-		}
+	if !checkAttrs(w, req.Attrs) {
+		return
 	}
 	key, _, err := s.normalizeUpstream(r.Context(), req.URL)
 	if err != nil {
@@ -160,10 +157,13 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 	if s.b.Known(key) {
 		status = http.StatusOK
 	}
-	repo, err := s.b.AddRepo(r.Context(), req.URL, req.Attrs)
+	repo, err := s.b.AddRepo(r.Context(), req.URL, req.Attrs, false)
 	switch {
 	case errors.Is(err, repokey.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case errors.Is(err, ErrKeyCollision):
+		writeCodedError(w, http.StatusConflict, "key_collision", err.Error())
 		return
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot add %s now: %v", key, err))
@@ -171,6 +171,64 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	fillCloneURL(&repo, s.cloneBase(r))
 	writeJSON(w, status, repo)
+}
+
+func checkAttrs(w http.ResponseWriter, attrs map[string]string) bool {
+	for k := range attrs {
+		if k == "" || k == "url" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("attribute name %q is not allowed", k))
+			return false
+		}
+	}
+	return true
+}
+
+// updateRequest is the body of PATCH /api/v1/repos/{key}.
+type updateRequest struct {
+	Attrs map[string]string `json:"attrs"`
+}
+
+// updateRepo replaces a repository's attributes; its upstream stays (a new
+// upstream is a removal and an addition).
+func (s *Server) updateRepo(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	key, ok := s.pathKey(w, r.PathValue("key"))
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r, s.maxBody(defaultMaxAPIBody))
+	if !ok {
+		return
+	}
+	var req updateRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !checkAttrs(w, req.Attrs) {
+		return
+	}
+	d, known := s.b.GetRepo(key)
+	if !known || d.UpstreamURL == "" {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		return
+	}
+	repo, err := s.b.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
+	switch {
+	case errors.Is(err, repokey.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case errors.Is(err, ErrKeyCollision):
+		writeCodedError(w, http.StatusConflict, "key_collision", err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot update %s now: %v", key, err))
+		return
+	}
+	fillCloneURL(&repo, s.cloneBase(r))
+	writeJSON(w, http.StatusOK, repo)
 }
 
 // decodeStrict decodes exactly one JSON value with no unknown fields.
@@ -190,7 +248,7 @@ func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	key, ok := pathKey(w, r.PathValue("key"))
+	key, ok := s.pathKey(w, r.PathValue("key"))
 	if !ok {
 		return
 	}
@@ -215,7 +273,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	key, ok := pathKey(w, key)
+	key, ok := s.pathKey(w, key)
 	if !ok {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Entry is one upstream repository of the catalog.
@@ -65,6 +66,8 @@ type Options struct {
 	AllowPrivate bool
 	// Egress, when set, is the operator's egress policy (see repokey.Options).
 	Egress *egress.Policy
+	// Fold says which hosts' paths are case-insensitive (see repokey.Folding).
+	Fold repokey.Folding
 	// Log receives one summary line per Load and Update (nil: silent).
 	Log *slog.Logger
 	// Prepare, when set, is called by Load once it has listed the files

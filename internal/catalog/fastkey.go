@@ -103,7 +103,11 @@ func fastHost(host []byte) bool {
 }
 
 func fastSegment(s []byte) bool {
-	if len(s) == 0 || len(s) > 255 || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' {
+	if len(s) == 0 || len(s) > repokey.MaxSegmentLen || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' {
+		return false
+	}
+	// NTFS short names (GIT~1) are Normalize's to refuse.
+	if i := bytes.IndexByte(s, '~'); i >= 0 && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9' || bytes.Count(s, []byte{'~'}) > 1 {
 		return false
 	}
 	if bytes.HasSuffix(s, []byte(".git")) || bytes.HasSuffix(s, []byte(".lock")) {

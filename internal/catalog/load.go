@@ -76,7 +76,7 @@ func readFiles(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []
 	}
 	defFiles = make([]*fileData, len(defs))
 	entryFiles = make([]*fileData, len(others))
-	keyOpt := repokey.Options{AllowPrivate: opt.AllowPrivate, Egress: opt.Egress}
+	keyOpt := repokey.Options{AllowPrivate: opt.AllowPrivate, Egress: opt.Egress, Fold: opt.Fold}
 	merged := defaultsAbove(own)
 
 	type job struct {

@@ -59,7 +59,7 @@ func dirOf(p string) string {
 var utf8BOM = []byte("\xef\xbb\xbf")
 
 func (f *fileData) problem(line int, severity, key, reason string) {
-	f.problems = append(f.problems, Problem{File: f.name.path, Line: line, Key: key, Reason: reason, Severity: severity})
+	f.problems = append(f.problems, Problem{File: f.name.path, Line: line, Key: key, Reason: repokey.Redact(reason), Severity: severity})
 }
 
 // parseEntries fills f from the content of an entry file (.list or YAML).

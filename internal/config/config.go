@@ -79,6 +79,7 @@ type Config struct {
 	MaxTreeDepth          int           `name:"max-tree-depth" help:"node: deepest tree git may walk (core.maxTreeDepth; needs git 2.43, logged at start when missing; 0: git's default)"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"shorthand: upstreams and webhooks may reach loopback and private networks and localhost names, on any port (tests, demo)"`
 	EgressAllow           List          `name:"egress-allow" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
+	CaseInsensitiveHost   List          `name:"case-insensitive-host" help:"coordinator, full node, up: a host whose repository paths are case-insensitive, so that keys of its repositories are lower-cased, as github.com's and gitee.com's always are (repeatable; give it to the coordinator and every full node alike)"`
 	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
 	EgressPorts           List          `name:"egress-ports" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
 	DNSServer             string        `name:"dns-server" help:"host:port of the DNS server that names of upstreams and webhooks are resolved with (default: the system's resolver)"`

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -62,12 +64,16 @@ func (c *Coordinator) authFull(ctx context.Context) (uint32, error) {
 	return rec.ID, nil
 }
 
-// AddRepo adds (or updates) a repository outside the catalog.
+// AddRepo adds a repository outside the catalog. A URL whose key is held
+// with another upstream is refused with AlreadyExists (the key collides:
+// replacing the upstream would serve one repository's content under
+// another's name); the same upstream again changes nothing, unless the
+// request is an update, which replaces the attributes.
 func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) (*fleetv1.AddRepoResponse, error) {
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
 	}
-	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress})
+	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Fold: c.cfg.Fold})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -76,6 +82,18 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	}
 	ov := overlay{URL: url, Attrs: req.GetAttrs()}
 	c.mu.Lock()
+	if e, held := c.entry(key); held {
+		if !sameUpstream(e.URL, url) {
+			c.mu.Unlock()
+			return nil, status.Errorf(codes.AlreadyExists, "key_collision: %s is held with the upstream %s, not %s; remove it first to change its upstream",
+				key, repokey.Redact(e.URL), repokey.Redact(url))
+		}
+		if !req.GetUpdate() {
+			c.mu.Unlock()
+			return &fleetv1.AddRepoResponse{Key: key, Url: e.URL}, nil
+		}
+		ov.URL, ov.Fallbacks = e.URL, e.Fallbacks
+	}
 	c.overlay[key] = ov
 	c.overlayDirty[key] = true
 	c.unhold([]string{key})
@@ -91,8 +109,21 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	if err := c.persist(ctx); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	c.log.Info("repository added through the API", "key", key, "url", url, "update", exists)
-	return &fleetv1.AddRepoResponse{Key: key, Created: !exists}, nil
+	c.log.Info("repository added through the API", "key", key, "url", repokey.Redact(ov.URL), "update", exists)
+	return &fleetv1.AddRepoResponse{Key: key, Created: !exists, Url: ov.URL}, nil
+}
+
+// sameUpstream tells whether two fetch URLs with one key name one upstream:
+// the key already says the host, port and path are one (up to ".git", a
+// trailing slash and the case of a host that folds it), so what is left is
+// the scheme and the ssh user.
+func sameUpstream(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return strings.EqualFold(ua.Scheme, ub.Scheme) && ua.User.String() == ub.User.String()
 }
 
 // RemoveRepo removes a repository and keeps it removed across catalog updates.

@@ -30,6 +30,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -52,6 +53,8 @@ type Config struct {
 	// Egress, when set, is the operator's egress policy, which URLs added
 	// by API or catalog are checked against (the nodes enforce it).
 	Egress *egress.Policy
+	// Fold says which hosts' paths are case-insensitive in keys.
+	Fold repokey.Folding
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
 	// LoadFactor bounds a node's repositories to this many times its fair
@@ -339,7 +342,7 @@ func (c *Coordinator) bulkLoad() (done func()) {
 }
 
 func (c *Coordinator) catalogOptions() catalog.Options {
-	opt := catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Log: c.log}
+	opt := catalog.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Fold: c.cfg.Fold, Log: c.log}
 	if c.cfg.PrepareHeap != nil {
 		opt.Prepare = func(size int64) {
 			began := time.Now()

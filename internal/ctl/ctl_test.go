@@ -57,7 +57,7 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	return d, ok
 }
 
-func (b *backend) AddRepo(_ context.Context, url string, attrs map[string]string) (api.Repo, error) {
+func (b *backend) AddRepo(_ context.Context, url string, attrs map[string]string, _ bool) (api.Repo, error) {
 	key, _, err := repokey.Normalize(url, repokey.Options{})
 	if err != nil {
 		return api.Repo{}, err

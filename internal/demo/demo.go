@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/redactlog"
 )
 
 // Options of the demo.
@@ -56,7 +57,7 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		return err
 	}
 	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: opt.LogLevel}))
+	log := slog.New(redactlog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: opt.LogLevel})))
 	up, err := gittest.Start(filepath.Join(dir, "upstreams"))
 	if err != nil {
 		return fmt.Errorf("demo: start upstreams: %w", err)

@@ -93,6 +93,18 @@ func JudgeGit(v gitcmd.Version) []Result {
 	return append(out, td)
 }
 
+// JudgeCase judges the case rules of the data directory's file system: one
+// that folds case holds repositories apart (their directories escape upper
+// case) but not two refs that differ only in case, of which one is skipped.
+func JudgeCase(dir string, folds bool) Result {
+	if !folds {
+		return Result{Check: "file system case", Detail: dir + " is case-sensitive"}
+	}
+	return Result{Check: "file system case", Status: Warn,
+		Detail: dir + " is case-insensitive: of two refs that differ only in case (Master, master), one is not mirrored",
+		Fix:    "put --data on a case-sensitive file system (APFS case-sensitive volume, ext4, or a WSL2 disk)"}
+}
+
 // JudgeDisk judges the free space of the data directory's file system:
 // under 1 GiB or 5% fails, under 10 GiB or 15% warns.
 func JudgeDisk(dir string, free, total uint64) Result {

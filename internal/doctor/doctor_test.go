@@ -352,3 +352,12 @@ func TestRegisteredPartialNodeNeedsNoJoinToken(t *testing.T) {
 		t.Errorf("registered: %+v", r)
 	}
 }
+
+func TestJudgeCaseWarnsOfAFileSystemThatFoldsCase(t *testing.T) {
+	if r := JudgeCase("/d", true); r.Status != Warn || !strings.Contains(r.Detail, "case-insensitive") {
+		t.Fatalf("folding: %+v", r)
+	}
+	if r := JudgeCase("/d", false); r.Status != OK {
+		t.Fatalf("sensitive: %+v", r)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -126,17 +127,21 @@ func checkData(dir string) []Result {
 		return []Result{{Check: "data writable", Status: Fail, Detail: dir + " is not a directory", Fix: "point --data at a directory"}}
 	}
 	f, err := os.CreateTemp(probe, ".gitfleet-doctor-*")
+	out := []Result{w}
 	if err != nil {
-		w.Status, w.Detail, w.Fix = Fail, fmt.Sprintf("cannot write in %s: %v", probe, err), "give the service's user write access to --data (systemd: ReadWritePaths)"
+		out[0].Status, out[0].Detail, out[0].Fix = Fail, fmt.Sprintf("cannot write in %s: %v", probe, err), "give the service's user write access to --data (systemd: ReadWritePaths)"
 	} else {
 		f.Close()
 		os.Remove(f.Name())
+		if folds, err := mirror.FoldsCase(probe); err == nil {
+			out = append(out, JudgeCase(probe, folds))
+		}
 	}
 	free, total, err := diskSpace(probe)
 	if err != nil {
-		return []Result{w, {Check: "disk", Status: Warn, Detail: err.Error(), Fix: "check the free space of --data by hand"}}
+		return append(out, Result{Check: "disk", Status: Warn, Detail: err.Error(), Fix: "check the free space of --data by hand"})
 	}
-	return []Result{w, JudgeDisk(probe, free, total)}
+	return append(out, JudgeDisk(probe, free, total))
 }
 
 func checkTLSFiles(o Options) []Result {

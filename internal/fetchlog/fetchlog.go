@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -126,8 +127,10 @@ const maxPending = 1024
 const maxKept = 64 * maxPending
 
 // Append adds e to the log (written at the next flush). Its Refs are cut
-// to MaxRefNames.
+// to MaxRefNames; credentials in its error are redacted (a public page
+// shows it).
 func (l *Log) Append(e Entry) {
+	e.Error = repokey.Redact(e.Error)
 	if len(e.Refs) > MaxRefNames {
 		e.Refs = e.Refs[:MaxRefNames]
 	}

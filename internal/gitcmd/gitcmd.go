@@ -110,6 +110,7 @@ var hardening = []string{
 	"maintenance.auto=false",
 	"core.fsync=committed",
 	"advice.detachedHead=false",
+	"transfer.bundleURI=false", // no bundle URIs an upstream advertises (git 2.41+; ignored before)
 }
 
 // Error is a failed git command. Its Class says what kind of failure it was.

@@ -134,6 +134,22 @@ func TestListRefsSkipsNamesTooLongAndKeepsTheRest(t *testing.T) {
 	}
 }
 
+func TestListRefsOnACaseInsensitiveFileSystemKeepsOneOfTwoSpellings(t *testing.T) {
+	dir := upstream(t, []string{"refs/heads/Master", "refs/tags/V1", "refs/tags/v1"})
+	r := &Runner{Protocols: "file"}
+	l, err := r.ListRefs(context.Background(), "file://"+dir, RefLimits{CaseInsensitiveFS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upstream has main, Master, V1 and v1 (upstream adds main).
+	if len(l.Skipped) != 1 || len(l.Refs.Refs)+len(l.Skipped) != 4 {
+		t.Fatalf("kept %v, skipped %v", l.Refs.Refs, l.Skipped)
+	}
+	if l, err := r.ListRefs(context.Background(), "file://"+dir, RefLimits{}); err != nil || len(l.Skipped) != 0 {
+		t.Fatalf("a case-sensitive file system keeps both: %v skipped, %v", l.Skipped, err)
+	}
+}
+
 // The memory limit bounds what git allocates but not its read-only maps of
 // packs: a pack larger than the limit is still read, a blob larger than the
 // limit is not.

@@ -17,6 +17,11 @@ type RefLimits struct {
 	// skipped. 0: no limit (names are still skipped when no file system
 	// could store them).
 	MaxRefLength int
+	// CaseInsensitiveFS says the mirrors live on a file system that folds
+	// case (macOS, Windows), where refs/heads/Master and refs/heads/master
+	// would be one file: of two names that differ only in case, the second
+	// advertised is skipped.
+	CaseInsensitiveFS bool
 }
 
 // maxComponent is the longest ref name component gitfleet stores: git
@@ -101,7 +106,8 @@ type refParser struct {
 	count    int
 	skipped  int // bytes of skipped names
 	line     []byte
-	overlong bool // the current line passed maxLine: dropped
+	overlong bool            // the current line passed maxLine: dropped
+	folded   map[string]bool // lower-cased names kept, with CaseInsensitiveFS
 	err      error
 }
 
@@ -152,7 +158,19 @@ func (p *refParser) flush() {
 	if !p.add() {
 		return
 	}
-	if why := CheckRefName(name, p.lim); why != "" {
+	why := CheckRefName(name, p.lim)
+	if why == "" && p.lim.CaseInsensitiveFS {
+		low := strings.ToLower(name)
+		if p.folded[low] {
+			why = "differs only in case from another ref"
+		} else {
+			if p.folded == nil {
+				p.folded = make(map[string]bool)
+			}
+			p.folded[low] = true
+		}
+	}
+	if why != "" {
 		p.out.Skipped = append(p.out.Skipped, name)
 		p.skipped += len(name)
 		if p.skipped > maxSkippedBytes {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Handler struct {
 	Cache *PackCache
 	// Clock times the queue's waits (default the wall clock).
 	Clock clock.Clock
+	// Fold says which hosts' paths are case-insensitive: a request for
+	// github.com/Git/Git.git is one for github.com/git/git.
+	Fold repokey.Folding
 
 	// beforeRun, when set (by tests), is called as a run has its slot,
 	// before git starts.
@@ -120,9 +124,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this mirror is read-only", http.StatusForbidden)
 		return
 	}
-	key, err := repokey.Canonical(key) // github.com/Git/Git.git is github.com/git/git
+	if strings.Contains(r.URL.RawPath, "%") {
+		http.Error(w, "percent-escapes are not allowed in a repository path", http.StatusBadRequest)
+		return
+	}
+	key, err := h.Fold.Canonical(key) // github.com/Git/Git.git is github.com/git/git
 	if err != nil {
-		http.NotFound(w, r)
+		http.Error(w, "not a repository path: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	gp := r.Header.Get("Git-Protocol")
@@ -401,4 +409,38 @@ func pktLine(s string) string {
 	const hex = "0123456789abcdef"
 	n := len(s) + 4
 	return string([]byte{hex[n>>12&0xf], hex[n>>8&0xf], hex[n>>4&0xf], hex[n&0xf]}) + s
+}
+
+// RefuseEncodedSeparators answers 400 to a request whose path spells a
+// separator, a NUL or a dot with a percent-escape (%2F, %5C, %00, %2E), or
+// has "." or ".." segments, before next (a ServeMux would otherwise
+// redirect it to another path, or route it under a key it does not name).
+func RefuseEncodedSeparators(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := badPath(r.URL); why != "" {
+			http.Error(w, "bad request path: "+why, http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func badPath(u *url.URL) string {
+	if raw := u.RawPath; raw != "" {
+		low := strings.ToLower(raw)
+		for _, esc := range []string{"%2f", "%5c", "%00", "%2e"} {
+			if strings.Contains(low, esc) {
+				return "an encoded separator, NUL or dot (" + strings.ToUpper(esc) + ")"
+			}
+		}
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return "a '.' or '..' segment"
+		}
+	}
+	if strings.ContainsAny(u.Path, "\x00\\") {
+		return "a NUL or a backslash"
+	}
+	return ""
 }

@@ -42,7 +42,7 @@ func (s *Store) SetLimits(l Limits) {
 }
 
 func (s *Store) refLimits() gitcmd.RefLimits {
-	return gitcmd.RefLimits{MaxRefs: s.limits.MaxRefs, MaxRefLength: s.limits.MaxRefLength}
+	return gitcmd.RefLimits{MaxRefs: s.limits.MaxRefs, MaxRefLength: s.limits.MaxRefLength, CaseInsensitiveFS: s.foldsCase}
 }
 
 // listRefs lists url's branches and tags under the limits, and logs the

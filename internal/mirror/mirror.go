@@ -60,6 +60,8 @@ type Store struct {
 	pruneAfter time.Duration        // prune.go
 	prunes     map[string]time.Time // marked keys -> when to prune them
 	pruneWake  chan struct{}
+
+	foldsCase bool // the file system treats Master and master as one name
 }
 
 type keyLock struct {
@@ -90,15 +92,46 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
 	}
+	folds, err := FoldsCase(s.tmp)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
+	s.foldsCase = folds
+	if folds {
+		log.Warn("the data directory's file system is case-insensitive: mirrors are laid out apart by case, "+
+			"and of two refs that differ only in case, one is skipped", "dir", s.root)
+	}
 	return s, nil
 }
+
+// FoldsCase tells whether the file system of dir treats names that differ
+// only in case as one (macOS's and Windows' do by default), by creating a
+// file and looking for it under another case.
+func FoldsCase(dir string) (bool, error) {
+	f, err := os.CreateTemp(dir, "case-probe-a-")
+	if err != nil {
+		return false, fmt.Errorf("probe the file system's case rules in %s: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	defer os.Remove(name)
+	base := filepath.Base(name)
+	_, err = os.Lstat(filepath.Join(dir, strings.ToUpper(base)))
+	return err == nil, nil
+}
+
+// FoldsCaseOnDisk tells whether the mirrors' file system folds case (see
+// FoldsCase), as probed when the store was opened.
+func (s *Store) FoldsCaseOnDisk() bool { return s.foldsCase }
 
 // Root is the directory that holds the repositories.
 func (s *Store) Root() string { return s.root }
 
-// Path is the directory of key's mirror. The key must be valid.
+// Path is the directory of key's mirror. The key must be valid. Upper-case
+// letters are escaped (repokey.Dir), so that keys that differ only in case
+// stay apart on a case-insensitive file system.
 func (s *Store) Path(key string) string {
-	return filepath.Join(s.root, filepath.FromSlash(key)+".git")
+	return filepath.Join(s.root, filepath.FromSlash(repokey.Dir(key))+".git")
 }
 
 // Has reports whether key's mirror exists (and so is complete).
@@ -365,10 +398,13 @@ func (s *Store) Scan() ([]string, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(s.root, path)
-		key := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
-		if repokey.Check(key) != nil {
-			if canon, err := repokey.Canonical(key); err == nil && canon != key {
-				moves = append(moves, [2]string{key, canon})
+		dir := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
+		key, err := repokey.KeyOfDir(dir)
+		if err != nil || repokey.Check(key) != nil {
+			// An older layout: the key written as it is, upper case
+			// unescaped, or a spelling that is not canonical.
+			if canon, err := (repokey.Folding{}).Canonical(dir); err == nil && (canon != dir || repokey.Dir(canon) != dir) {
+				moves = append(moves, [2]string{dir, canon})
 				return fs.SkipDir
 			}
 			s.log.Warn("scan: not a repository key, left alone", "path", path)
@@ -397,7 +433,7 @@ func (s *Store) Scan() ([]string, error) {
 // upgrade neither clones it again nor leaves it behind. A mirror already
 // at the canonical key wins; the other is left alone and logged.
 func (s *Store) moveToCanonical(old, canon string) bool {
-	from, to := s.Path(old), s.Path(canon)
+	from, to := filepath.Join(s.root, filepath.FromSlash(old)+".git"), s.Path(canon)
 	if _, err := os.Stat(to); err == nil {
 		s.log.Warn("scan: a mirror under an older spelling of a key that is already held; left alone", "path", from, "key", canon)
 		return false

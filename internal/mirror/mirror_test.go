@@ -136,22 +136,24 @@ func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
 	}
 }
 
-func TestScanMovesAMirrorStoredUnderAnOlderSpellingToItsCanonicalKey(t *testing.T) {
+func TestScanMovesAMirrorStoredUnderAnOlderLayoutToItsDirectory(t *testing.T) {
 	up, st := setup(t)
-	if err := up.Create("x/y", []string{"main"}, nil); err != nil {
+	if err := up.Create("X/Y", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	url := up.RepoURL("x/y")
+	url := up.RepoURL("X/Y")
 	key := keyOf(t, url)
+	if !strings.HasSuffix(key, "/X/Y") {
+		t.Fatalf("key %s: the case of a host that does not fold it is not kept", key)
+	}
 	if _, err := st.Sync(context.Background(), key, url); err != nil {
 		t.Fatal(err)
 	}
-	// What an older gitfleet, which kept the path's case, left on disk.
-	old := strings.Replace(key, "x/y", "X/Y", 1)
-	if old == key {
-		t.Fatalf("key %s has no x/y to spell otherwise", key)
+	if !strings.HasSuffix(filepath.ToSlash(st.Path(key)), "/!x/!y.git") {
+		t.Fatalf("mirror of %s at %s: upper case is not escaped", key, st.Path(key))
 	}
-	oldDir := filepath.Join(st.Root(), filepath.FromSlash(old)+".git")
+	// What an older gitfleet, which wrote upper case as it is, left on disk.
+	oldDir := filepath.Join(st.Root(), filepath.FromSlash(key)+".git")
 	if err := os.MkdirAll(filepath.Dir(oldDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -166,10 +168,10 @@ func TestScanMovesAMirrorStoredUnderAnOlderSpellingToItsCanonicalKey(t *testing.
 		t.Fatalf("scan = %v, want [%s]", keys, key)
 	}
 	if !st.Has(key) {
-		t.Fatal("the mirror is not at its canonical key")
+		t.Fatal("the mirror is not at its directory")
 	}
 	if _, err := os.Stat(filepath.Dir(oldDir)); !os.IsNotExist(err) {
-		t.Fatalf("the older spelling's directory is still there: %v", err)
+		t.Fatalf("the older layout's directory is still there: %v", err)
 	}
 	if refs, err := st.Refs(context.Background(), key); err != nil || len(refs.Refs) != 1 {
 		t.Fatalf("refs of the moved mirror = %v, %v", refs.Refs, err)

@@ -20,7 +20,7 @@ import (
 const retiredMarker = "gitfleet-removed-at"
 
 func (s *Store) retiredPath(key string) string {
-	return filepath.Join(filepath.Dir(s.root), "removed", filepath.FromSlash(key)+".git")
+	return filepath.Join(filepath.Dir(s.root), "removed", filepath.FromSlash(repokey.Dir(key))+".git")
 }
 
 // Retire moves key's mirror out of the served tree into the removed area
@@ -114,8 +114,8 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(base, p)
-		key := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
-		if repokey.Check(key) != nil {
+		key, err := repokey.KeyOfDir(strings.TrimSuffix(filepath.ToSlash(rel), ".git"))
+		if err != nil || repokey.Check(key) != nil {
 			return fs.SkipDir
 		}
 		b, _ := os.ReadFile(filepath.Join(p, retiredMarker))

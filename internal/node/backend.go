@@ -111,17 +111,23 @@ func (b *backend) Known(key string) bool {
 	return b.f.view.has(key)
 }
 
-func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string) (api.Repo, error) {
+func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (api.Repo, error) {
 	client, ctx, err := b.coordinator(ctx)
 	if err != nil {
 		return api.Repo{}, err
 	}
-	resp, err := client.AddRepo(ctx, &fleetv1.AddRepoRequest{Url: url, Attrs: attrs})
+	resp, err := client.AddRepo(ctx, &fleetv1.AddRepoRequest{Url: url, Attrs: attrs, Update: update})
 	if err != nil {
-		if status.Code(err) == codes.InvalidArgument {
+		switch status.Code(err) {
+		case codes.InvalidArgument:
 			return api.Repo{}, fmt.Errorf("%w: %s", repokey.ErrInvalid, strings.TrimPrefix(status.Convert(err).Message(), repokey.ErrInvalid.Error()+" "))
+		case codes.AlreadyExists:
+			return api.Repo{}, fmt.Errorf("%w: %s", api.ErrKeyCollision, strings.TrimPrefix(status.Convert(err).Message(), "key_collision: "))
 		}
 		return api.Repo{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
+	}
+	if resp.GetUrl() != "" {
+		url = resp.GetUrl()
 	}
 	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: "pending"}, nil
 }

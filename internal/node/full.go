@@ -81,6 +81,7 @@ func newFullNode(n *Node) (*fullNode, error) {
 	cfg.Token = token
 	cfg.PublicURL = n.cfg.PublicURL
 	cfg.AllowPrivate = n.cfg.AllowPrivate
+	cfg.Fold = n.cfg.Fold
 	cfg.Egress = n.dialer
 	f.tasks = api.NewTasks(n.clk, 10000)
 	f.events = api.NewBroker(0, 0, n.log)
@@ -396,7 +397,7 @@ func (f *fullNode) resolve(key string) (string, bool) {
 }
 
 func (f *fullNode) publicHandler() http.Handler {
-	gs := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve,
+	gs := &gitserve.Handler{Git: f.n.git, Resolve: f.resolve, Log: f.n.log, Limits: f.n.cfg.Serve, Fold: f.n.cfg.Fold,
 		OnFailure: f.n.serveFailed, Cache: f.packs, Clock: f.n.clk}
 	// Its slots and its pack cache on /metrics (servecollect.go); a
 	// handler made again (benchmarks) keeps the first one's figures.
@@ -421,7 +422,7 @@ func (f *fullNode) publicHandler() http.Handler {
 		}
 		http.NotFound(w, r)
 	})
-	return mux
+	return gitserve.RefuseEncodedSeparators(mux)
 }
 
 // partial nodes serve their own mirrors to full nodes through the tunnel.

@@ -31,6 +31,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -101,6 +102,9 @@ type Config struct {
 	// system's). Every upstream connection of git goes through it.
 	Egress   *egress.Policy
 	Resolver egress.Resolver
+	// Fold says which hosts' paths are case-insensitive in keys (the
+	// public edge's and the webhooks' keys).
+	Fold repokey.Folding
 	// MismatchRevoke is how many forged tips a partial node may serve
 	// before the full node revokes it (0: never).
 	MismatchRevoke int

@@ -365,8 +365,8 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	key := r.GetKey()
 	// The coordinator validated the URL; a node checks again, so that a
 	// confused or compromised coordinator cannot make it fetch elsewhere.
-	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate, Egress: n.cfg.Egress})
-	if err != nil || want != key {
+	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate, Egress: n.cfg.Egress, Fold: n.cfg.Fold})
+	if err != nil || !repokey.SameRepository(want, key) {
 		n.refuseAssignment(key, r.GetUrl(), want, err)
 		return
 	}

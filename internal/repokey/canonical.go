@@ -4,113 +4,136 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/text/cases"
-	"golang.org/x/text/unicode/norm"
 )
 
 // The canonical form of a key's path, the one rule that the coordinator,
 // the catalog, the API, the webhooks and the mirror share through
-// Normalize, Canonical and Check:
+// Normalize, Folding.Canonical and Check:
 //
-//   - Unicode NFC, then case-folded (lower case for ASCII; ß becomes ss),
-//     then NFC again: two spellings that a case-insensitive or normalising
-//     file system would confuse are one key. The fetch URL keeps its case.
-//   - Refused: invalid UTF-8; control, format (zero-width, bidirectional),
-//     space, private-use and surrogate characters; non-ASCII characters
-//     whose compatibility form contains ASCII (fullwidth, superscript and
-//     other look-alikes of "/", ".", ":" or letters) and look-alike slashes
-//     and colons that have no such form; letters whose upper case folds to
-//     another letter (the dotless ı) or whose folding is not stable
-//     (Cherokee); `\ : < > " | ? *`.
+//   - Characters: ASCII letters, digits and `. _ - + ~` only. Anything
+//     else, in particular any non-ASCII character (look-alikes of letters
+//     and slashes, the Kelvin sign, ß, ligatures, invisible characters) and
+//     any percent-escape, is refused, not normalised: a name that needs one
+//     is not a repository name on any forge that gitfleet mirrors.
+//   - Case: kept, except on hosts whose paths are case-insensitive
+//     (github.com, gitee.com and the hosts an operator names: see
+//     Folding), where the path is lower-cased. On GitLab, Gitea, cgit and
+//     plain git servers `u/Case` and `u/case` are two repositories, and so
+//     two keys.
 //   - Segments refused: empty, ".", "..", starting with "." or "-", ending
-//     in "." or ".git", longer than 255 bytes, Windows device names (CON,
-//     PRN, AUX, NUL, COM0-9, LPT0-9, CONIN$, CONOUT$, with or without an
-//     extension), and a directory segment (any but the last) ending in
-//     ".lock". The last segment may end in ".lock": on disk it becomes
-//     "<name>.lock.git", and real repositories have such names.
+//     in "." or ".git" (in any case), longer than MaxSegmentLen bytes,
+//     Windows device names (CON, PRN, AUX, NUL, COM0-9, LPT0-9, CONIN$,
+//     CONOUT$, in any case, with or without an extension), NTFS short names
+//     ("~" followed by a digit, as in GIT~1), and a directory segment (any
+//     but the last) ending in ".lock". The last segment may end in ".lock":
+//     on disk it becomes "<name>.lock.git", and real repositories have
+//     such names.
+//
+// On disk, a key's upper-case letters are escaped (see Dir), so that keys
+// that differ only in case stay apart on a case-insensitive file system.
 
-// lookAlikes are characters that look like a path separator or a colon but
-// have no compatibility form that says so.
-var lookAlikes = map[rune]bool{
-	'\u2215': true, // DIVISION SLASH
-	'\u2044': true, // FRACTION SLASH
-	'\u29F8': true, // BIG SOLIDUS
-	'\u29F9': true, // BIG REVERSE SOLIDUS
-	'\u2216': true, // SET MINUS
-	'\u2571': true, // BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT
-	'\u2572': true, // BOX DRAWINGS LIGHT DIAGONAL UPPER LEFT TO LOWER RIGHT
-	'\u27CB': true, // MATHEMATICAL RISING DIAGONAL
-	'\u27CD': true, // MATHEMATICAL FALLING DIAGONAL
-	'\u1735': true, // PHILIPPINE SINGLE PUNCTUATION
-	'\u0337': true, // COMBINING SHORT SOLIDUS OVERLAY
-	'\u0338': true, // COMBINING LONG SOLIDUS OVERLAY
-	'\u3033': true, // VERTICAL KANA REPEAT MARK UPPER HALF
-	'\u2236': true, // RATIO
-	'\uA789': true, // MODIFIER LETTER COLON
-	'\u02D0': true, // MODIFIER LETTER TRIANGULAR COLON
-	'\u0589': true, // ARMENIAN FULL STOP
-	'\u05C3': true, // HEBREW PUNCTUATION SOF PASUQ
+// MaxSegmentLen bounds one segment of a key's path, in bytes.
+const MaxSegmentLen = 200
+
+// maxDirSegmentLen bounds a segment's directory name (Dir), so that with
+// ".lock.git" after it, it stays within the 255 bytes of a file name.
+const maxDirSegmentLen = 245
+
+// pathChar tells which bytes may appear in a key's path segment.
+var pathChar = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "._-+~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// foldedByDefault are the hosts known to treat repository paths without
+// regard to case: `github.com/Git/Git` is `github.com/git/git`.
+var foldedByDefault = map[string]bool{"github.com": true, "gitee.com": true}
+
+// Folding says on which hosts a key's path is case-insensitive, and so
+// lower-cased: github.com and gitee.com always, and the hosts an operator
+// names (`--case-insensitive-host`). The zero value has the defaults only.
+type Folding struct {
+	extra map[string]bool
 }
 
-// badRune tells why r may not appear in a key, or "" when it may.
-func badRune(r rune) string {
-	switch {
-	case r < 0x80:
-		if r < 0x21 || r == 0x7f {
-			return "a space or control character"
+// NewFolding returns the defaults plus hosts, each written as in a key
+// (lower case, with its port when it is not the scheme's default).
+func NewFolding(hosts []string) (Folding, error) {
+	f := Folding{extra: make(map[string]bool, len(hosts))}
+	for _, h := range hosts {
+		if !validKeyHost(h) {
+			return Folding{}, fmt.Errorf("%w: case-insensitive host %q: want a lower-case host[:port] as in a key", ErrInvalid, h)
 		}
-		if strings.ContainsRune(`\:<>"|?*`, r) {
-			return fmt.Sprintf("%q", r)
+		f.extra[h] = true
+	}
+	return f, nil
+}
+
+// Folds tells whether paths on host (as in a key, with its port) are
+// case-insensitive.
+func (f Folding) Folds(host string) bool { return foldedByDefault[host] || f.extra[host] }
+
+// Hosts lists the hosts that fold case, the defaults first.
+func (f Folding) Hosts() []string {
+	out := []string{"github.com", "gitee.com"}
+	for h := range f.extra {
+		if !foldedByDefault[h] {
+			out = append(out, h)
 		}
-		return ""
-	case r == utf8.RuneError:
-		return "invalid UTF-8"
-	case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs, unicode.Zs, unicode.Zl, unicode.Zp):
-		return fmt.Sprintf("the invisible or control character %U", r)
-	case lookAlikes[r]:
-		return fmt.Sprintf("the look-alike character %U", r)
 	}
-	for _, c := range norm.NFKC.String(string(r)) {
-		if c < 0x80 {
-			return fmt.Sprintf("the look-alike character %U (like %q)", r, c)
-		}
-	}
-	// A letter whose upper case folds to another letter (the dotless ı,
-	// whose upper case is I), or whose folding is not stable (a Cherokee
-	// letter folds to the other case and back), would make two spellings
-	// of one name two keys.
-	fold := func(s string) string { return norm.NFC.String(cases.Fold().String(s)) }
-	if f := fold(string(r)); fold(strings.ToUpper(string(r))) != f || fold(f) != f {
-		return fmt.Sprintf("the character %U, whose case has no one form", r)
-	}
-	return ""
+	return out
 }
 
 // canonicalSegment returns seg in canonical form, or why it is refused.
-// last is whether seg is the key's last segment.
-func canonicalSegment(seg string, last bool) (string, error) {
-	if !utf8.ValidString(seg) {
-		return "", errors.New("invalid UTF-8")
+// last is whether seg is the key's last segment; fold, whether its host
+// folds case.
+func canonicalSegment(seg string, last, fold bool) (string, error) {
+	switch {
+	case seg == "":
+		return "", errors.New("empty segment")
+	case seg == "." || seg == "..":
+		return "", errors.New("'.' or '..' segment")
+	case len(seg) > MaxSegmentLen:
+		return "", fmt.Errorf("segment longer than %d bytes", MaxSegmentLen)
 	}
-	if !isASCIILower(seg) {
-		seg = norm.NFC.String(cases.Fold().String(norm.NFC.String(seg)))
-	}
-	for _, r := range seg {
-		if why := badRune(r); why != "" {
-			return "", fmt.Errorf("segment %q has %s", truncate(seg), why)
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if !pathChar[c] {
+			if c >= 0x80 {
+				return "", fmt.Errorf("segment %q has a non-ASCII character (only letters, digits and . _ - + ~ are allowed)", truncate(seg))
+			}
+			return "", fmt.Errorf("segment %q has the forbidden character %q", truncate(seg), c)
+		}
+		if c == '~' && i+1 < len(seg) && seg[i+1] >= '0' && seg[i+1] <= '9' {
+			return "", fmt.Errorf("segment %q looks like an NTFS short name (~ and a digit)", truncate(seg))
 		}
 	}
-	if err := checkSegment(seg); err != nil {
-		return "", err
+	if fold {
+		seg = strings.ToLower(seg)
+	} else if n := len(seg) + strings.Count(Dir(seg), "!"); n > maxDirSegmentLen {
+		return "", fmt.Errorf("segment %q is %d bytes on disk with its upper case escaped, over %d", truncate(seg), n, maxDirSegmentLen)
 	}
-	base, _, _ := strings.Cut(seg, ".")
+	lower := strings.ToLower(seg)
+	base, _, _ := strings.Cut(lower, ".")
 	switch {
+	case seg[0] == '.':
+		return "", fmt.Errorf("segment %q starts with '.'", seg)
+	case seg[0] == '-':
+		return "", fmt.Errorf("segment %q starts with '-'", seg)
+	case strings.HasSuffix(lower, ".git"):
+		// ".git" would let one key's directory sit inside another's.
+		return "", fmt.Errorf("segment %q ends in .git", seg)
 	case strings.HasSuffix(seg, "."):
 		return "", fmt.Errorf("segment %q ends in '.'", seg)
-	case !last && strings.HasSuffix(seg, ".lock"):
+	case !last && strings.HasSuffix(lower, ".lock"):
 		return "", fmt.Errorf("directory segment %q ends in .lock", seg)
 	case deviceName(base):
 		return "", fmt.Errorf("segment %q is a Windows device name", seg)
@@ -118,6 +141,8 @@ func canonicalSegment(seg string, last bool) (string, error) {
 	return seg, nil
 }
 
+// deviceName tells whether base (lower case, without extension) is a
+// Windows device name.
 func deviceName(base string) bool {
 	switch base {
 	case "con", "prn", "aux", "nul", "conin$", "conout$":
@@ -129,23 +154,12 @@ func deviceName(base string) bool {
 	return false
 }
 
-// isASCIILower tells whether s is ASCII without upper case: then it is
-// already canonical, and the Unicode work is skipped.
-func isASCIILower(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 0x80 || c >= 'A' && c <= 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
 // canonicalPath returns path (segments separated by "/") in canonical
 // form, or why it is refused.
-func canonicalPath(path string) (string, error) {
+func canonicalPath(path string, fold bool) (string, error) {
 	segs := strings.Split(path, "/")
 	for i, seg := range segs {
-		c, err := canonicalSegment(seg, i == len(segs)-1)
+		c, err := canonicalSegment(seg, i == len(segs)-1, fold)
 		if err != nil {
 			return "", err
 		}
@@ -155,10 +169,11 @@ func canonicalPath(path string) (string, error) {
 }
 
 // Canonical returns the canonical form of a key given directly (from an
-// HTTP path, a peer or a store), or an error wrapping ErrInvalid: upper
-// case and other spellings of a key become the key, and anything that
-// Normalize could not have produced is refused.
-func Canonical(key string) (string, error) {
+// HTTP path, a peer or a store), or an error wrapping ErrInvalid: the host
+// is lower-cased, and so is the path on a host that folds case
+// (`github.com/Git/Git` is `github.com/git/git`); anything that Normalize
+// could not have produced is refused.
+func (f Folding) Canonical(key string) (string, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return "", fmt.Errorf("%w: key %q: empty or too long", ErrInvalid, truncate(key))
 	}
@@ -170,13 +185,93 @@ func Canonical(key string) (string, error) {
 	if !validKeyHost(host) {
 		return "", fmt.Errorf("%w: key %q: bad host", ErrInvalid, truncate(key))
 	}
-	path, err := canonicalPath(path)
+	path, err := canonicalPath(path, f.Folds(host))
 	if err != nil {
 		return "", fmt.Errorf("%w: key %q: %v", ErrInvalid, truncate(key), err)
 	}
-	key = host + "/" + path
-	if len(key) > MaxKeyLen {
-		return "", fmt.Errorf("%w: key %q: longer than %d bytes", ErrInvalid, truncate(key), MaxKeyLen)
+	return host + "/" + path, nil
+}
+
+// Check validates a key given directly (from a peer, a store or a
+// directory): it must be in the form Normalize produces, so that it cannot
+// escape a directory nor name another key's directory. A key's case is
+// checked against the default folding only: on a host an operator named,
+// upper case is a spelling Check cannot tell from another key.
+func Check(key string) error {
+	c, err := Folding{}.Canonical(key)
+	if err != nil {
+		return err
 	}
-	return key, nil
+	if c != key {
+		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(c))
+	}
+	return nil
+}
+
+// Dir returns the relative directory (with "/" separators, without the
+// ".git" suffix) that holds key's mirror: the key with each upper-case
+// letter written as "!" and the letter in lower case, so that keys that
+// differ only in case stay apart on a case-insensitive file system
+// (macOS, Windows). A key without upper case is its own directory. The key
+// must be valid; KeyOfDir reverses it.
+func Dir(key string) string {
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c >= 'A' && c <= 'Z' {
+			n++
+		}
+	}
+	if n == 0 {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + n)
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c >= 'A' && c <= 'Z' {
+			b.WriteByte('!')
+			b.WriteByte(c + 'a' - 'A')
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// KeyOfDir returns the key whose Dir is dir, or an error when dir is not
+// one (an upper-case letter or a "!" not followed by a lower-case letter:
+// a directory of another layout, or not gitfleet's).
+func KeyOfDir(dir string) (string, error) {
+	if !strings.Contains(dir, "!") {
+		for i := 0; i < len(dir); i++ {
+			if c := dir[i]; c >= 'A' && c <= 'Z' {
+				return "", fmt.Errorf("%w: directory %q has an unescaped upper-case letter", ErrInvalid, truncate(dir))
+			}
+		}
+		return dir, nil
+	}
+	var b strings.Builder
+	b.Grow(len(dir))
+	for i := 0; i < len(dir); i++ {
+		c := dir[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			return "", fmt.Errorf("%w: directory %q has an unescaped upper-case letter", ErrInvalid, truncate(dir))
+		case c != '!':
+			b.WriteByte(c)
+		case i+1 < len(dir) && dir[i+1] >= 'a' && dir[i+1] <= 'z':
+			i++
+			b.WriteByte(dir[i] - 'a' + 'A')
+		default:
+			return "", fmt.Errorf("%w: directory %q has a '!' not followed by a lower-case letter", ErrInvalid, truncate(dir))
+		}
+	}
+	return b.String(), nil
+}
+
+// SameRepository tells whether key names the repository whose key is
+// Normalize's want: the same key, or its lower case, which a coordinator
+// gives when its operator named the host case-insensitive and this node's
+// did not.
+func SameRepository(want, key string) bool {
+	return want == key || want != "" && strings.ToLower(want) == key
 }

@@ -3,25 +3,21 @@ package repokey
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 func TestOneKeyForEverySpellingOfARepository(t *testing.T) {
 	for _, tc := range []struct{ url, key string }{
 		{"https://github.com/Owner/R5.git", "github.com/owner/r5"},
 		{"https://GITHUB.COM/owner/r5", "github.com/owner/r5"},
-		{"https://gitee.com/caf\u00e9/x", "gitee.com/caf\u00e9/x"},                   // NFC
-		{"https://gitee.com/cafe\u0301/x", "gitee.com/caf\u00e9/x"},                  // NFD becomes NFC
-		{"https://gitee.com/CAF\u00c9/x", "gitee.com/caf\u00e9/x"},                   // folded
-		{"https://gitee.com/stra\u00dfe/x", "gitee.com/strasse/x"},                   // full case folding
-		{"https://gitee.com/\u03a3\u03bf\u03c2/x", "gitee.com/\u03c3\u03bf\u03c3/x"}, // final sigma folds
+		{"https://Gitee.com/CAFE/X", "gitee.com/cafe/x"},                      // gitee.com folds case
+		{"https://gitlab.com/U/Case.git", "gitlab.com/U/Case"},                // gitlab.com keeps it
+		{"http://git.example.org:8080/u/Case", "git.example.org:8080/u/Case"}, // so does any other host
+		{"https://aur.archlinux.org/aewm++.git", "aur.archlinux.org/aewm++"},
+		{"https://git.sr.ht/~sircmpwn/hare", "git.sr.ht/~sircmpwn/hare"},
 		{"https://gitee.com/src-openeuler/python-flufl.lock.git", "gitee.com/src-openeuler/python-flufl.lock"},
 		{"https://example.org/~user/console", "example.org/~user/console"},
 		{"https://example.org/a/com10", "example.org/a/com10"},
 		{"https://example.org/a/lpt", "example.org/a/lpt"},
-		{"https://example.org/a/%E4%B8%AD%E6%96%87", "example.org/a/\u4e2d\u6587"},
 	} {
 		key, _, err := Normalize(tc.url, Options{})
 		if err != nil || key != tc.key {
@@ -77,6 +73,24 @@ func TestAmbiguousOrUnsafeKeysAreRefused(t *testing.T) {
 		{"a/b%3Fc", "? through a percent-escape"},
 		{"a/b%5Cc", "backslash through a percent-escape"},
 		{"a/%FFb", "invalid UTF-8"},
+		{"u%2fa", "slash through a percent-escape"},
+		{"u%2Fa", "slash through an upper-case percent-escape"},
+		{"u/%2e%2e/x", "'..' through percent-escapes"},
+		{"u/a%00b", "NUL through a percent-escape"},
+		{"u/%41", "any percent-escape"},
+		{"a/\u043e", "Cyrillic look-alike"},
+		{"a/stra\u00dfe", "sharp s"},
+		{"a/\u212a", "Kelvin sign"},
+		{"a/\ufb01x", "ligature"},
+		{"a/\u4e2d\u6587", "non-ASCII letters"},
+		{"a/GIT~1", "NTFS short name"},
+		{"a/progra~12", "NTFS short name"},
+		{"a/b.GIT", ".git in upper case"},
+		{"A.LOCK/b", ".lock directory in upper case"},
+		{"a/" + strings.Repeat("b", 201), "segment over 200 bytes"},
+		{"a/" + strings.Repeat("B", 130), "segment over 245 bytes on disk"},
+		{"a/b@c", "@"},
+		{"a/b!c", "!, the escape of the on-disk layout"},
 	} {
 		if key, _, err := Normalize("https://example.org/"+tc.path, Options{}); err == nil {
 			t.Errorf("%s: %q accepted as %q", tc.why, tc.path, key)
@@ -88,8 +102,9 @@ func TestCanonicalMapsAGivenKeyAndCheckWantsItCanonical(t *testing.T) {
 	for in, want := range map[string]string{
 		"github.com/Git/Git":      "github.com/git/git",
 		"GitHub.com/a/b":          "github.com/a/b",
-		"gitee.com/cafe\u0301/x":  "gitee.com/caf\u00e9/x",
-		"127.0.0.1:8080/x/Y":      "127.0.0.1:8080/x/y",
+		"GITEE.COM/A/B":           "gitee.com/a/b",
+		"127.0.0.1:8080/x/Y":      "127.0.0.1:8080/x/Y",
+		"Gitlab.com/U/Case":       "gitlab.com/U/Case",
 		"[::1]:8080/a/b":          "[::1]:8080/a/b",
 		"example.org/a/b.lock":    "example.org/a/b.lock",
 		"example.org/~u/Console.": "",
@@ -98,7 +113,7 @@ func TestCanonicalMapsAGivenKeyAndCheckWantsItCanonical(t *testing.T) {
 		"example.org/a.git/b":     "",
 		"example.org":             "",
 	} {
-		got, err := Canonical(in)
+		got, err := Folding{}.Canonical(in)
 		if want == "" {
 			if err == nil {
 				t.Errorf("Canonical(%q) = %q, want an error", in, got)
@@ -117,50 +132,113 @@ func TestCanonicalMapsAGivenKeyAndCheckWantsItCanonical(t *testing.T) {
 	}
 }
 
+func TestCaseIsFoldedOnlyWhereTheHostFoldsIt(t *testing.T) {
+	f, err := NewFolding([]string{"git.corp.org", "code.example.com:8443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ url, key string }{
+		{"https://git.corp.org/U/Repo.git", "git.corp.org/u/repo"},
+		{"https://code.example.com:8443/U/Repo.git", "code.example.com:8443/u/repo"},
+		{"https://code.example.com/U/Repo.git", "code.example.com/U/Repo"}, // another port, another host
+		{"https://gitlab.com/U/Repo.git", "gitlab.com/U/Repo"},
+		{"https://github.com/U/Repo.git", "github.com/u/repo"},
+	} {
+		key, _, err := Normalize(tc.url, Options{Fold: f})
+		if err != nil || key != tc.key {
+			t.Errorf("Normalize(%q) = %q, %v; want %q", tc.url, key, err, tc.key)
+		}
+		if c, err := f.Canonical(strings.ToUpper(tc.key[:1]) + tc.key[1:]); err != nil || c != tc.key {
+			t.Errorf("Canonical of %q's other spelling = %q, %v", tc.key, c, err)
+		}
+	}
+	// Two repositories that differ only in case on a case-sensitive host
+	// are two keys, and two directories, even where the file system folds
+	// case.
+	a, _, _ := Normalize("https://gitlab.com/u/Case.git", Options{})
+	b, _, _ := Normalize("https://gitlab.com/u/case.git", Options{})
+	if a == b || strings.EqualFold(Dir(a), Dir(b)) {
+		t.Fatalf("keys %q and %q, directories %q and %q", a, b, Dir(a), Dir(b))
+	}
+	for _, bad := range []string{"Git.Corp", "host/x", "", "-h"} {
+		if _, err := NewFolding([]string{bad}); err == nil {
+			t.Errorf("NewFolding(%q) accepted", bad)
+		}
+	}
+}
+
+func TestDirIsReversibleAndKeepsOldDirectories(t *testing.T) {
+	for key, dir := range map[string]string{
+		"github.com/a/b":     "github.com/a/b", // an older layout's directory is unchanged
+		"gitlab.com/U/Case":  "gitlab.com/!u/!case",
+		"h.example/A-b.c/XY": "h.example/!a-b.c/!x!y",
+	} {
+		if got := Dir(key); got != dir {
+			t.Errorf("Dir(%q) = %q, want %q", key, got, dir)
+		}
+		if back, err := KeyOfDir(dir); err != nil || back != key {
+			t.Errorf("KeyOfDir(%q) = %q, %v", dir, back, err)
+		}
+	}
+	for _, dir := range []string{"h.example/A", "h.example/!", "h.example/!1", "h.example/!!a"} {
+		if k, err := KeyOfDir(dir); err == nil {
+			t.Errorf("KeyOfDir(%q) = %q, want an error", dir, k)
+		}
+	}
+}
+
 // FuzzCanonicalKey: the canonical form is idempotent, never holds what is
-// refused, and two inputs that give one key give one directory.
+// refused, and two keys never share a directory, whatever the file
+// system's case rules.
 func FuzzCanonicalKey(f *testing.F) {
-	for _, s := range []string{"github.com/a/b", "github.com/A/B", "gitee.com/cafe\u0301/x", "gitee.com/stra\u00dfe/\u03a3",
+	for _, s := range []string{"github.com/a/b", "github.com/A/B", "gitlab.com/U/Case", "gitee.com/stra\u00dfe/\u03a3",
 		"example.org/a/con.txt", "example.org/a\uff0fb", "example.org/a/b\u200b", "example.org/x.lock/y", "h/\u0130stanbul",
-		"h/\u212a", "h/\u1e9e", "h/\ufb01x", "[::1]:80/a/b"} {
+		"h/\u212a", "h/\u1e9e", "h/\ufb01x", "[::1]:80/a/b", "h.example/GIT~1", "h.example/a!b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		key, err := Canonical(in)
+		key, err := Folding{}.Canonical(in)
 		if err != nil {
 			return
 		}
-		again, err := Canonical(key)
+		again, err := Folding{}.Canonical(key)
 		if err != nil || again != key {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", in, key, again, err)
 		}
 		if err := Check(key); err != nil {
 			t.Fatalf("Check refuses the canonical %q: %v", key, err)
 		}
-		if !utf8.ValidString(key) || !norm.NFC.IsNormalString(key) {
-			t.Fatalf("%q is not valid NFC", key)
-		}
-		_, path, _ := strings.Cut(key, "/")
+		host, path, _ := strings.Cut(key, "/")
 		segs := strings.Split(path, "/")
 		for i, seg := range segs {
-			for _, r := range seg {
-				if why := badRune(r); why != "" {
-					t.Fatalf("%q holds %s", key, why)
+			for j := 0; j < len(seg); j++ {
+				if !pathChar[seg[j]] {
+					t.Fatalf("%q holds %q", key, seg[j])
 				}
 			}
-			base, _, _ := strings.Cut(seg, ".")
-			if strings.HasSuffix(seg, ".") || deviceName(base) || strings.HasSuffix(seg, ".git") ||
-				seg == "" || seg[0] == '.' || seg[0] == '-' || (i < len(segs)-1 && strings.HasSuffix(seg, ".lock")) {
+			low := strings.ToLower(seg)
+			base, _, _ := strings.Cut(low, ".")
+			if strings.HasSuffix(seg, ".") || deviceName(base) || strings.HasSuffix(low, ".git") ||
+				seg == "" || seg[0] == '.' || seg[0] == '-' || (i < len(segs)-1 && strings.HasSuffix(low, ".lock")) {
 				t.Fatalf("%q has the refused segment %q", key, seg)
 			}
 		}
-		// The directory a key maps to is the key: what a case-insensitive
-		// or normalising file system would merge is already one key.
-		if upper, err := Canonical(strings.ToUpper(key)); err == nil && upper != key {
-			t.Fatalf("%q and its upper case %q are two keys", key, upper)
+		if foldedByDefault[host] && strings.ToLower(key) != key {
+			t.Fatalf("%q keeps upper case on a host that folds it", key)
 		}
-		if nfd, err := Canonical(norm.NFD.String(key)); err == nil && nfd != key {
-			t.Fatalf("%q and its NFD form give two keys (%q)", key, nfd)
+		// The directory is lower case (a case-insensitive file system
+		// keeps it apart from every other key's) and gives the key back.
+		dir := Dir(key)
+		if strings.ToLower(dir) != dir {
+			t.Fatalf("Dir(%q) = %q has upper case", key, dir)
+		}
+		if back, err := KeyOfDir(dir); err != nil || back != key {
+			t.Fatalf("KeyOfDir(Dir(%q)) = %q, %v", key, back, err)
+		}
+		for _, seg := range strings.Split(dir, "/") {
+			if len(seg)+len(".lock.git") > 255 {
+				t.Fatalf("Dir(%q) has a segment of %d bytes", key, len(seg))
+			}
 		}
 	})
 }

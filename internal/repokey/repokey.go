@@ -2,10 +2,11 @@
 // a repository everywhere in gitfleet: on the ring, on disk, in the API and
 // in public clone URLs. A key is the URL normalised: lower-case host (with
 // the port when it is not the scheme's default), the path without ".git" and
-// trailing slashes in canonical form (NFC, case-folded: see canonical.go),
-// no scheme, no credentials. It validates URLs as hostile
-// input: only allowed schemes, no credentials, nothing that could escape a
-// data directory or be read by git as an option.
+// trailing slashes in canonical form (ASCII only; lower-cased on hosts whose
+// paths are case-insensitive, kept elsewhere: see canonical.go), no scheme,
+// no credentials. It validates URLs as hostile input: only allowed schemes,
+// no credentials, nothing that could escape a data directory or be read by
+// git as an option. Redact hides credentials wherever a URL is shown.
 //
 // It does no I/O (no DNS): the host is checked against the egress policy
 // without resolving it (see Options.Egress); the egress dialer is what
@@ -39,6 +40,9 @@ type Options struct {
 	// Egress, when set, is the operator's egress policy, used instead of
 	// the default one that AllowPrivate selects.
 	Egress *egress.Policy
+	// Fold says which hosts' paths are case-insensitive (the zero value:
+	// github.com and gitee.com).
+	Fold Folding
 }
 
 var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418", "ssh": "22"}
@@ -47,11 +51,14 @@ var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418"
 // (cleaned: scp-like "git@host:path" becomes ssh://git@host/path).
 func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	fail := func(format string, a ...any) (string, string, error) {
-		return "", "", fmt.Errorf("%w %q: %s", ErrInvalid, truncate(rawURL), fmt.Sprintf(format, a...))
+		return "", "", fmt.Errorf("%w %q: %s", ErrInvalid, truncate(Redact(rawURL)), fmt.Sprintf(format, a...))
 	}
-	s := strings.TrimSpace(rawURL)
+	s := rawURL
 	if s == "" {
 		return fail("empty")
+	}
+	if strings.TrimSpace(s) != s {
+		return fail("leading or trailing white space")
 	}
 	if strings.HasPrefix(s, "-") {
 		return fail("starts with '-'")
@@ -83,6 +90,9 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 		if _, hasPass := u.User.Password(); hasPass || scheme != "ssh" {
 			return fail("credentials in the URL are not allowed")
 		}
+		if !validSSHUser(u.User.Username()) {
+			return fail("bad ssh user name (letters, digits and . _ - only, not starting with '-')")
+		}
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return fail("query strings and fragments are not allowed")
@@ -95,7 +105,7 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 		return fail("bad host %q", host)
 	}
 	if err := opt.policy().CheckHost(host); err != nil {
-		return "", "", fmt.Errorf("%w %q: %w", ErrInvalid, truncate(rawURL), err)
+		return "", "", fmt.Errorf("%w %q: %w", ErrInvalid, truncate(Redact(rawURL)), err)
 	}
 	port := u.Port()
 	if port != "" {
@@ -107,6 +117,14 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	}
 	if port == defaultPorts[scheme] {
 		port = ""
+	}
+	for other, p := range defaultPorts {
+		if port != "" && port == p {
+			return fail("port %s is %s's, not %s's", port, other, scheme)
+		}
+	}
+	if rawPath := s[strings.Index(s, "://")+3:]; strings.Contains(rawPath[max(strings.IndexByte(rawPath, '/'), 0):], "%") {
+		return fail("percent-escapes in the path are not allowed")
 	}
 	path := u.Path
 	for strings.HasSuffix(path, "/") {
@@ -120,16 +138,16 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	if path == "" {
 		return fail("no repository path")
 	}
-	path, err = canonicalPath(path)
-	if err != nil {
-		return fail("path: %v", err)
-	}
 	hostPart := host
 	if strings.Contains(host, ":") { // IPv6 literal
 		hostPart = "[" + host + "]"
 	}
 	if port != "" {
 		hostPart += ":" + port
+	}
+	path, err = canonicalPath(path, opt.Fold.Folds(hostPart))
+	if err != nil {
+		return fail("path: %v", err)
 	}
 	key = hostPart + "/" + path
 	if len(key) > MaxKeyLen {
@@ -138,20 +156,6 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	u.Scheme = scheme
 	u.Host = strings.ToLower(u.Host)
 	return key, u.String(), nil
-}
-
-// Check validates a key given directly (from an HTTP path or a peer): it
-// must be what Normalize produces, canonical form included, so that it
-// cannot escape a directory nor name another key's directory.
-func Check(key string) error {
-	c, err := Canonical(key)
-	if err != nil {
-		return err
-	}
-	if c != key {
-		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(c))
-	}
-	return nil
 }
 
 // validKeyHost checks the host part of a key: a lower-case name or IP
@@ -174,28 +178,18 @@ func Host(key string) string {
 	return h
 }
 
-func checkSegment(seg string) error {
-	switch {
-	case seg == "":
-		return errors.New("empty segment")
-	case seg == "." || seg == "..":
-		return errors.New("'.' or '..' segment")
-	case strings.HasPrefix(seg, "."):
-		return fmt.Errorf("segment %q starts with '.'", seg)
-	case strings.HasPrefix(seg, "-"):
-		return fmt.Errorf("segment %q starts with '-'", seg)
-	case strings.HasSuffix(seg, ".git"):
-		// ".git" would let one key's directory sit inside another's.
-		return fmt.Errorf("segment %q ends in .git", seg)
-	case len(seg) > 255:
-		return errors.New("segment longer than 255 bytes")
+// validSSHUser accepts the user of an ssh URL (git, gitolite3, ...): it
+// reaches ssh's command line, so nothing that could be read as an option.
+func validSSHUser(u string) bool {
+	if u == "" || len(u) > 64 || u[0] == '-' {
+		return false
 	}
-	for _, r := range seg {
-		if r < 0x21 || r == 0x7f || r == '\\' || r == ':' {
-			return fmt.Errorf("segment %q has a forbidden character", seg)
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 func validHost(h string) bool {

@@ -16,7 +16,6 @@ func TestNormalizeGivesOneKeyForEveryFormOfAURL(t *testing.T) {
 		{"ssh://git@github.com/a/b.git", "github.com/a/b", "ssh://git@github.com/a/b.git"},
 		{"git://github.com/a/b.git", "github.com/a/b", "git://github.com/a/b.git"},
 		{"http://example.com:8080/x/y/z.git", "example.com:8080/x/y/z", "http://example.com:8080/x/y/z.git"},
-		{"  https://gitee.com/oschina/git-osc.git \t", "gitee.com/oschina/git-osc", "https://gitee.com/oschina/git-osc.git"},
 		{"https://gitee.com/src-openeuler/python-flufl.lock.git", "gitee.com/src-openeuler/python-flufl.lock", "https://gitee.com/src-openeuler/python-flufl.lock.git"},
 	} {
 		key, fetch, err := Normalize(tc.url, Options{})
@@ -63,7 +62,15 @@ func TestNormalizeRefusesHostileURLs(t *testing.T) {
 		{"http://github.com./a/b", "ends in a dot"},
 		{"http://[64:ff9b::7f00:1]/a/b", "NAT64 of loopback"},
 		{"http://100.64.0.1/a/b", "carrier-grade NAT"},
-		{"https://github.com/" + strings.Repeat("a", 600), "longer"},
+		{"https://github.com/" + strings.Repeat("a/", 300) + "b", "longer"},
+		{" https://gitee.com/oschina/git-osc.git", "white space"},
+		{"https://gitee.com/oschina/git-osc.git\n", "white space"},
+		{"http://example.org:443/a/b", "port 443 is https's"},
+		{"https://example.org:80/a/b", "port 80 is http's"},
+		{"ssh://-oProxyCommand=x@example.org/a/b", "ssh user"},
+		{"-oProxyCommand=x@example.org:a/b", "starts with '-'"},
+		{"ssh://git@-oProxyCommand=x/a/b", "bad host"},
+		{"http://example.org/u%2fa.git", "percent-escapes"},
 	} {
 		_, _, err := Normalize(tc.url, Options{})
 		if err == nil {
@@ -80,6 +87,31 @@ func TestPrivateUpstreamsOnlyWhenAllowed(t *testing.T) {
 	key, _, err := Normalize("http://127.0.0.1:8080/team/repo.git", Options{AllowPrivate: true})
 	if err != nil || key != "127.0.0.1:8080/team/repo" {
 		t.Fatalf("got %q, %v", key, err)
+	}
+}
+
+func TestErrorsDoNotShowCredentials(t *testing.T) {
+	for _, u := range []string{"https://user:ghp_SECRETSECRETSECRETSECRET1234@example.org/s/x.git",
+		"https://ghp_SECRETSECRETSECRETSECRET1234@example.org/s/x.git", "https://u:SECRET@example.org/s/x.git"} {
+		_, _, err := Normalize(u, Options{})
+		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), Redacted) {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"fetch https://u:pw@h.example/x.git failed":            "fetch https://REDACTED@h.example/x.git failed",
+		"ssh://git@h.example/x.git":                            "ssh://git@h.example/x.git",
+		"ssh://tok:pw@h.example/x.git":                         "ssh://REDACTED@h.example/x.git",
+		"token ghp_abcdefghijklmnopqrstuvwxyz012345 in a line": "token REDACTED in a line",
+		"glpat-abcdefghijklmnopqrstu":                          "REDACTED",
+		"plain text, no secret":                                "plain text, no secret",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

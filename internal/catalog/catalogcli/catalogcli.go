@@ -19,6 +19,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Exit codes of Main.
@@ -29,10 +30,10 @@ const (
 )
 
 const usage = `usage:
-  gitfleet catalog check PATH [REV] [--json] [--allow-private-upstreams]
+  gitfleet catalog check PATH [REV] [--json] [--allow-private-upstreams] [--case-insensitive-host H]
       every problem of the catalog at REV (default HEAD) with file:line, and a
       summary; exits 1 when there are errors
-  gitfleet catalog diff PATH OLD NEW [--json] [--full] [--allow-private-upstreams]
+  gitfleet catalog diff PATH OLD NEW [--json] [--full] [--allow-private-upstreams] [--case-insensitive-host H]
       the keys added, removed and changed between two commits, reading only
       the files that differ; --full reads both catalogs whole, to also see
       keys that a file the change did not touch lists again
@@ -144,6 +145,8 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	fs := newFlags("check")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
+	var folded stringList
+	fs.Var(&folded, "case-insensitive-host", "a host whose repository paths are case-insensitive (repeatable; github.com and gitee.com always are)")
 	pos, err := parseArgs(fs, args, 1, 2)
 	if err != nil {
 		return 0, err
@@ -156,7 +159,11 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	if err != nil {
 		return 0, err
 	}
-	c, err := catalog.Load(ctx, git, dir, rev, catalog.Options{AllowPrivate: *private})
+	fold, err := repokey.NewFolding(folded)
+	if err != nil {
+		return 0, fmt.Errorf("--case-insensitive-host: %w", err)
+	}
+	c, err := catalog.Load(ctx, git, dir, rev, catalog.Options{AllowPrivate: *private, Fold: fold})
 	if err != nil {
 		return 0, err
 	}
@@ -205,6 +212,8 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	fs := newFlags("diff")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
+	var folded stringList
+	fs.Var(&folded, "case-insensitive-host", "a host whose repository paths are case-insensitive (repeatable; github.com and gitee.com always are)")
 	full := fs.Bool("full", false, "read both catalogs whole")
 	pos, err := parseArgs(fs, args, 3, 3)
 	if err != nil {
@@ -214,7 +223,11 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	if err != nil {
 		return 0, err
 	}
-	opt := catalog.Options{AllowPrivate: *private}
+	fold, err := repokey.NewFolding(folded)
+	if err != nil {
+		return 0, fmt.Errorf("--case-insensitive-host: %w", err)
+	}
+	opt := catalog.Options{AllowPrivate: *private, Fold: fold}
 	var oldID, newID string
 	var d catalog.Delta
 	if *full {
@@ -275,4 +288,14 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }

@@ -306,10 +306,15 @@ func (x *CatalogStatusResponse) GetProblemLines() []string {
 	return nil
 }
 
+// Adds a repository outside the catalog. A URL whose key is already held
+// under another upstream URL is refused (ALREADY_EXISTS, the key collides);
+// the same URL again changes nothing unless update is set, which replaces
+// the attributes.
 type AddRepoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	Attrs         map[string]string      `protobuf:"bytes,2,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Update        bool                   `protobuf:"varint,3,opt,name=update,proto3" json:"update,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,10 +363,19 @@ func (x *AddRepoRequest) GetAttrs() map[string]string {
 	return nil
 }
 
+func (x *AddRepoRequest) GetUpdate() bool {
+	if x != nil {
+		return x.Update
+	}
+	return false
+}
+
 type AddRepoResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Created       bool                   `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Created bool                   `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// The upstream URL the key is held with.
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -408,6 +422,13 @@ func (x *AddRepoResponse) GetCreated() bool {
 		return x.Created
 	}
 	return false
+}
+
+func (x *AddRepoResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
 }
 
 type RemoveRepoRequest struct {
@@ -2693,17 +2714,19 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
 	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\x12!\n" +
 	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\x12#\n" +
-	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\"\x9a\x01\n" +
+	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
-	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
+	"\x06update\x18\x03 \x01(\bR\x06update\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x0fAddRepoResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"%\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"%\n" +
 	"\x11RemoveRepoRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\x14\n" +
 	"\x12RemoveRepoResponse\"T\n" +
