@@ -203,22 +203,30 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // testClient makes a client of kind for srv on the fake clock, logging
 // into logs.
 func testClient(t testing.TB, kind Kind, srv *httptest.Server, clk *clock.Fake, logs io.Writer, tokens ...string) Client {
+	if logs == nil {
+		logs = io.Discard
+	}
+	return testClientOpt(t, kind, srv, Options{
+		Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}, tokens...)
+}
+
+// testClientOpt makes a client with opt, unpaced unless opt says.
+func testClientOpt(t testing.TB, kind Kind, srv *httptest.Server, opt Options, tokens ...string) Client {
 	t.Helper()
 	api, err := url.Parse(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if logs == nil {
-		logs = io.Discard
-	}
 	var toks []Token
 	for _, s := range tokens {
 		toks = append(toks, NewToken(s))
 	}
-	c, err := New(Forge{Host: string(kind) + ".example", Kind: kind, API: api}, toks, Options{
-		HTTPClient: srv.Client(), Clock: clk, Pace: -1,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	opt.HTTPClient = srv.Client()
+	if opt.Pace == 0 {
+		opt.Pace = -1
+	}
+	c, err := New(Forge{Host: string(kind) + ".example", Kind: kind, API: api}, toks, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
