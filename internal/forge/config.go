@@ -125,8 +125,11 @@ func splitEnv(env string) []string {
 // itself (https://HOST/api/v4 for GitLab, https://HOST/api for GitHub
 // Enterprise, whose GraphQL is at /api/graphql).
 func ParseForge(s string) (Forge, error) {
+	// The error quotes HOST=KIND only: an api URL could hold a
+	// password, which ParseAPI refuses without showing it.
+	shown, _, _ := strings.Cut(s, ",")
 	fail := func(format string, a ...any) (Forge, error) {
-		return Forge{}, fmt.Errorf("--forge %q: %s", s, fmt.Sprintf(format, a...))
+		return Forge{}, fmt.Errorf("--forge %q: %s", shown, fmt.Sprintf(format, a...))
 	}
 	hostPart, rest, ok := strings.Cut(s, "=")
 	if !ok {
@@ -169,6 +172,10 @@ func ParseForge(s string) (Forge, error) {
 func ParseAPI(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text quotes the URL, password and all
+		}
 		return nil, fmt.Errorf("api URL: %w", err)
 	}
 	switch {
