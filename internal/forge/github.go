@@ -123,16 +123,17 @@ type gqlError struct {
 	Message string `json:"message"`
 }
 
-type gqlRepo struct {
+// gqlNode is one field of an answer's data: a repository lookup
+// (pushedAt, nameWithOwner) or rateLimit. One type for both lets the
+// answer be decoded in one pass; which fields must be there is checked
+// after.
+type gqlNode struct {
 	PushedAt      *string `json:"pushedAt"`
 	NameWithOwner *string `json:"nameWithOwner"`
-}
-
-type gqlRateLimit struct {
-	Cost      *int    `json:"cost"`
-	Remaining *int    `json:"remaining"`
-	ResetAt   *string `json:"resetAt"`
-	Limit     *int    `json:"limit"`
+	Cost          *int    `json:"cost"`
+	Remaining     *int    `json:"remaining"`
+	ResetAt       *string `json:"resetAt"`
+	Limit         *int    `json:"limit"`
 }
 
 // rateInfo is GraphQL's rateLimit, when the answer has it.
@@ -148,8 +149,8 @@ type rateInfo struct {
 // one answered null otherwise is unknown.
 func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, error) {
 	var top struct {
-		Data   json.RawMessage `json:"data"`
-		Errors []gqlError      `json:"errors"`
+		Data   map[string]*gqlNode `json:"data"`
+		Errors []gqlError          `json:"errors"`
 	}
 	if err := decodeStrict(body, &top); err != nil {
 		return Answer{}, rateInfo{}, err
@@ -168,7 +169,7 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 		}
 		general = append(general, e)
 	}
-	if len(top.Data) == 0 || string(top.Data) == "null" {
+	if top.Data == nil {
 		if len(top.Errors) > 0 {
 			e := top.Errors[0]
 			return Answer{}, rateInfo{}, fmt.Errorf("no data, %d errors, the first: %s: %s", len(top.Errors), truncate(e.Type), truncate(e.Message))
@@ -178,22 +179,17 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 	if len(general) > 0 {
 		return Answer{}, rateInfo{}, fmt.Errorf("%d errors about the query, the first: %s: %s", len(general), truncate(general[0].Type), truncate(general[0].Message))
 	}
-	var data map[string]json.RawMessage
-	if err := json.Unmarshal(top.Data, &data); err != nil {
-		return Answer{}, rateInfo{}, fmt.Errorf("data is not an object: %w", err)
-	}
 	var rl rateInfo
-	for k, raw := range data {
+	for k, n := range top.Data {
 		if k == "rateLimit" {
-			var r gqlRateLimit
-			if err := json.Unmarshal(raw, &r); err != nil || r.Remaining == nil || r.ResetAt == nil {
+			if n == nil || n.Remaining == nil || n.ResetAt == nil {
 				return Answer{}, rateInfo{}, errors.New("rateLimit is not {cost remaining resetAt limit}")
 			}
-			at, err := time.Parse(time.RFC3339, *r.ResetAt)
+			at, err := time.Parse(time.RFC3339, *n.ResetAt)
 			if err != nil {
 				return Answer{}, rateInfo{}, fmt.Errorf("rateLimit.resetAt: %w", err)
 			}
-			rl = rateInfo{known: true, remaining: *r.Remaining, resetAt: at}
+			rl = rateInfo{known: true, remaining: *n.Remaining, resetAt: at}
 			continue
 		}
 		if i, ok := aliasIndex(k); !ok || i >= len(asked) {
@@ -206,19 +202,15 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 	var a Answer
 	for i, path := range asked {
 		alias := "r" + strconv.Itoa(i)
-		raw, ok := data[alias]
+		r, ok := top.Data[alias]
 		if !ok {
 			continue
 		}
-		if string(raw) == "null" {
+		if r == nil {
 			if errType[alias] == "NOT_FOUND" {
 				a.Missing = append(a.Missing, path)
 			}
 			continue
-		}
-		var r gqlRepo
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return Answer{}, rl, fmt.Errorf("%s: %w", alias, err)
 		}
 		if r.NameWithOwner == nil || !validPath(*r.NameWithOwner, 2) {
 			return Answer{}, rl, fmt.Errorf("%s: no valid nameWithOwner", alias)

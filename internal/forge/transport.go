@@ -60,19 +60,21 @@ type Options struct {
 	Pace time.Duration
 }
 
-// WaitError says that a client may not ask its forge before Until: every
-// token's rate limit is spent (Limited), or it backs off after errors
-// (Err is the last one).
+// WaitError says that a client may not ask its forge before Until:
+// every token rests (Limited: its rate limit is spent, or it was
+// refused; Reason says why the first to come back rests), or the client
+// backs off after errors (Err is the last one).
 type WaitError struct {
 	Host    string
 	Until   time.Time
 	Limited bool
+	Reason  string
 	Err     error
 }
 
 func (e *WaitError) Error() string {
 	if e.Limited {
-		return fmt.Sprintf("forge %s: rate limit spent for every token: wait until %s", e.Host, e.Until.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("forge %s: every token rests (the first to come back: %s): wait until %s", e.Host, e.Reason, e.Until.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("forge %s: backing off after errors until %s: %v", e.Host, e.Until.UTC().Format(time.RFC3339), e.Err)
 }
@@ -84,7 +86,8 @@ type tokenState struct {
 	tok     Token
 	name    string // "token 2 of 3": what logs and errors say instead of the token
 	until   time.Time
-	strikes int // secondary limits in a row
+	why     string // why it rests until until
+	strikes int    // secondary limits in a row
 }
 
 // response is an answer, read whole (within the bound).
@@ -183,17 +186,18 @@ func (t *transport) Ready(now time.Time) time.Time {
 	if t.backoffUntil.After(at) {
 		at = t.backoffUntil
 	}
-	if e := t.earliestLocked(); e.After(at) {
+	if e := t.earliestLocked().until; e.After(at) {
 		at = e
 	}
 	return at
 }
 
-func (t *transport) earliestLocked() time.Time {
-	e := t.toks[0].until
+// earliestLocked returns the token that rests the shortest.
+func (t *transport) earliestLocked() *tokenState {
+	e := t.toks[0]
 	for _, ts := range t.toks[1:] {
-		if ts.until.Before(e) {
-			e = ts.until
+		if ts.until.Before(e.until) {
+			e = ts
 		}
 	}
 	return e
@@ -213,7 +217,8 @@ func (t *transport) pick(now time.Time) (*tokenState, error) {
 			return ts, nil
 		}
 	}
-	return nil, &WaitError{Host: t.host, Until: t.earliestLocked(), Limited: true}
+	e := t.earliestLocked()
+	return nil, &WaitError{Host: t.host, Until: e.until, Limited: true, Reason: e.name + ": " + e.why}
 }
 
 // spend rests a token until until (bounded by maxWait).
@@ -223,7 +228,7 @@ func (t *transport) spend(ts *tokenState, now, until time.Time, why string) {
 	}
 	t.mu.Lock()
 	if until.After(ts.until) {
-		ts.until = until
+		ts.until, ts.why = until, why
 	}
 	t.mu.Unlock()
 	t.log.Info("forge token rests", "host", t.host, "token", ts.name, "until", until.UTC(), "why", why)
