@@ -122,9 +122,39 @@ func TestEveryKindHasAClientAndTheWellKnownHostsAreItsOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if lag := ActivityLag(want); (lag > 0) != (want == GitLab) {
+			t.Errorf("%s: activity lag %v (GitLab's last_activity_at lags by up to an hour, the others' times do not)", host, lag)
+		}
 		_, lists := c.(Lister)
 		if _, looks := c.(Lookup); !looks || lists != (want == GitLab || want == Gitea) {
 			t.Errorf("%s: lookup %v, lister %v", host, looks, lists)
+		}
+	}
+}
+
+func TestEachKindIsPacedByDefaultAsDocumented(t *testing.T) {
+	want := map[Kind]time.Duration{GitHub: 0, GitLab: 250 * time.Millisecond, Gitea: 250 * time.Millisecond, Gitee: 750 * time.Millisecond}
+	for host, f := range DefaultForges() {
+		c, err := New(f, []Token{NewToken("test-token-1")}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr *transport
+		switch c := c.(type) {
+		case *githubClient:
+			tr = c.transport
+		case *gitlabClient:
+			tr = c.restLookup.transport
+		case *giteaClient:
+			tr = c.restLookup.transport
+		case *restLookup:
+			tr = c.transport
+		}
+		if tr == nil {
+			t.Fatalf("%s: a client of type %T", host, c)
+		}
+		if tr.pace != want[f.Kind] {
+			t.Errorf("%s: paced at %v, want %v", host, tr.pace, want[f.Kind])
 		}
 	}
 }

@@ -104,6 +104,8 @@ type kindInfo struct {
 	newClient func(f Forge, t *transport) Client
 	// pace is the default least time between two requests.
 	pace time.Duration
+	// lag: the kind's time may be this much older than the last push.
+	lag time.Duration
 }
 
 // kinds is the table of forge kinds, read-only. An API base is where the
@@ -134,6 +136,10 @@ var kinds = []kindInfo{
 			ProjectNamesRepo: true, HomepageNamesRepo: true,
 		},
 		newClient: newGitLab,
+		pace:      250 * time.Millisecond,
+		// GitLab updates last_activity_at at most once an hour
+		// (gitlab-org/gitlab-foss!6391).
+		lag: time.Hour,
 	},
 	{
 		kind:       Gitea,
@@ -180,6 +186,18 @@ func WebhookOf(k Kind) *Webhook {
 		return ki.webhook
 	}
 	return nil
+}
+
+// ActivityLag is how much older than the last push a time given by a
+// forge of kind k may be: GitLab's last_activity_at moves at most once an
+// hour, so a push within the hour after other activity leaves it as it
+// was. A caller takes a time t as "nothing new since v" only when
+// t+ActivityLag(k) is before v; otherwise it checks the repository.
+func ActivityLag(k Kind) time.Duration {
+	if ki, ok := lookupKind(k); ok {
+		return ki.lag
+	}
+	return 0
 }
 
 // Forge is one forge host that the operator configured.
