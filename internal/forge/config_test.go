@@ -161,15 +161,15 @@ func TestEachKindIsPacedByDefaultAsDocumented(t *testing.T) {
 
 func TestWebhookTableSaysHowEachKindSignsAndNamesItsEvents(t *testing.T) {
 	gh := WebhookOf(GitHub)
-	if gh == nil || !gh.SignsBody() || !gh.IsRefEvent("push") || gh.IsRefEvent("issues") || gh.PingEvent != "ping" || gh.ProjectNamesRepo {
+	if gh == nil || !gh.SignsBody() || !gh.IsRefEvent("push") || gh.IsRefEvent("issues") || gh.PingEvent != "ping" || gh.ProjectNamesRepo || !gh.AutoAdd {
 		t.Errorf("github's webhook: %+v", gh)
 	}
 	gl := WebhookOf(GitLab)
-	if gl == nil || gl.SignsBody() || !gl.IsRefEvent("Tag Push Hook") || gl.Auth != AuthPlainToken || !gl.HomepageNamesRepo {
+	if gl == nil || gl.SignsBody() || !gl.IsRefEvent("Tag Push Hook") || gl.Auth != AuthPlainToken || !gl.HomepageNamesRepo || !gl.AutoAdd {
 		t.Errorf("gitlab's webhook: %+v", gl)
 	}
 	ge := WebhookOf(Gitee)
-	if ge == nil || ge.SignsBody() || ge.Auth != AuthGiteeToken || len(ge.DeliveryHeaders) != 0 || ge.HomepageNamesRepo {
+	if ge == nil || ge.SignsBody() || ge.Auth != AuthGiteeToken || len(ge.DeliveryHeaders) != 0 || ge.HomepageNamesRepo || ge.AutoAdd || ge.TimestampHeader != "X-Gitee-Timestamp" {
 		t.Errorf("gitee's webhook: %+v", ge)
 	}
 	if WebhookOf(Gitea) != nil || WebhookOf("svn") != nil {

@@ -61,11 +61,17 @@ type Webhook struct {
 	RefEvents []string
 	// PingEvent is the event a forge sends to test a hook ("" if none).
 	PingEvent string
-	// TokenHeader carries the secret or signature.
-	TokenHeader string
-	Auth        Auth
+	// TokenHeader carries the secret or signature; TimestampHeader, if
+	// any, the time of the delivery that a signature covers.
+	TokenHeader     string
+	TimestampHeader string
+	Auth            Auth
+	// AutoAdd: a delivery is trustworthy enough to add its repository
+	// (Gitee's signature covers a timestamp, not the body: no).
+	AutoAdd bool
 	// DeliveryHeaders identify a delivery, the first present wins; none
-	// means the delivery is identified by its content.
+	// means the delivery is identified by its content (timestamp, token
+	// and body).
 	DeliveryHeaders []string
 	// ProjectNamesRepo: a payload's "project" object names the repository
 	// (on GitHub it is something else); HomepageNamesRepo: so does its
@@ -74,9 +80,8 @@ type Webhook struct {
 	HomepageNamesRepo bool
 }
 
-// SignsBody says whether the credential covers the body: if so it is
-// checked after reading the body, and a delivery may be trusted to add
-// its repository.
+// SignsBody says whether the credential covers the body, and so is
+// checked after reading it.
 func (w *Webhook) SignsBody() bool { return w.Auth == AuthHMACBody }
 
 // IsRefEvent says whether event means "refs changed".
@@ -119,7 +124,7 @@ var kinds = []kindInfo{
 		selfHosted: func(host string) string { return "https://" + host + "/api" },
 		webhook: &Webhook{
 			EventHeader: "X-GitHub-Event", RefEvents: []string{"push", "create", "delete"}, PingEvent: "ping",
-			TokenHeader: "X-Hub-Signature-256", Auth: AuthHMACBody,
+			TokenHeader: "X-Hub-Signature-256", Auth: AuthHMACBody, AutoAdd: true,
 			DeliveryHeaders: []string{"X-GitHub-Delivery"},
 		},
 		newClient: newGitHub,
@@ -130,7 +135,7 @@ var kinds = []kindInfo{
 		selfHosted: func(host string) string { return "https://" + host + "/api/v4" },
 		webhook: &Webhook{
 			EventHeader: "X-Gitlab-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
-			TokenHeader: "X-Gitlab-Token", Auth: AuthPlainToken,
+			TokenHeader: "X-Gitlab-Token", Auth: AuthPlainToken, AutoAdd: true,
 			// A retry repeats Idempotency-Key; older GitLab sends only the UUID.
 			DeliveryHeaders:  []string{"Idempotency-Key", "X-Gitlab-Event-UUID"},
 			ProjectNamesRepo: true, HomepageNamesRepo: true,
@@ -153,7 +158,7 @@ var kinds = []kindInfo{
 		wellKnown: map[string]string{"gitee.com": "https://gitee.com/api/v5"},
 		webhook: &Webhook{
 			EventHeader: "X-Gitee-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
-			TokenHeader: "X-Gitee-Token", Auth: AuthGiteeToken,
+			TokenHeader: "X-Gitee-Token", TimestampHeader: "X-Gitee-Timestamp", Auth: AuthGiteeToken,
 			ProjectNamesRepo: true,
 		},
 		newClient: newGitee,
