@@ -2,6 +2,7 @@ package forge
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,53 @@ func TestPushTimesKeysAnAnswerAsTheMirrorDoes(t *testing.T) {
 	}
 	if refused != 1 || len(times) != 2 || !times[key].Equal(t0) || !times["git.example.org:8443/group/sub/project"].Equal(t0) {
 		t.Errorf("push times %v, %d refused; want the canonical keys, the latest time, 1 refused", times, refused)
+	}
+}
+
+func TestRateLimitHeadersAreReadAndBounded(t *testing.T) {
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		ok   bool
+		want time.Time
+	}{
+		{"seconds", hdr("Retry-After", "120"), true, t0.Add(2 * time.Minute)},
+		{"an HTTP date", hdr("Retry-After", t0.Add(time.Hour).Format(http.TimeFormat)), true, t0.Add(time.Hour)},
+		{"a date in the past", hdr("Retry-After", t0.Add(-time.Hour).Format(http.TimeFormat)), true, t0},
+		{"a year is bounded", hdr("Retry-After", "31536000"), true, t0.Add(maxWait)},
+		{"negative", hdr("Retry-After", "-5"), false, time.Time{}},
+		{"garbage", hdr("Retry-After", "soon"), false, time.Time{}},
+		{"absent", hdr(), false, time.Time{}},
+	} {
+		got, ok := retryAfter(c.h, t0)
+		if ok != c.ok || !got.Equal(c.want) {
+			t.Errorf("Retry-After %s: %v, %v; want %v, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		h         http.Header
+		ok        bool
+		remaining int
+		reset     time.Time
+	}{
+		{"GitHub's epoch seconds", hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", fmt.Sprint(t0.Add(30*time.Minute).Unix())), true, 0, t0.Add(30 * time.Minute)},
+		{"GitLab's", hdr("RateLimit-Remaining", "7", "RateLimit-Reset", fmt.Sprint(t0.Add(time.Minute).Unix())), true, 7, t0.Add(time.Minute)},
+		{"seconds from now", hdr("RateLimit-Remaining", "0", "RateLimit-Reset", "90"), true, 0, t0.Add(90 * time.Second)},
+		{"a past reset means a minute", hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", fmt.Sprint(t0.Add(-time.Hour).Unix())), true, 0, t0.Add(time.Minute)},
+		{"no reset means a minute", hdr("X-RateLimit-Remaining", "0"), true, 0, t0.Add(time.Minute)},
+		{"garbage", hdr("X-RateLimit-Remaining", "many"), false, 0, time.Time{}},
+	} {
+		remaining, reset, ok := rateHeaders(c.h, t0)
+		if ok != c.ok || remaining != c.remaining || !reset.Equal(c.reset) {
+			t.Errorf("%s: %d, %v, %v; want %d, %v, %v", c.name, remaining, reset, ok, c.remaining, c.reset, c.ok)
+		}
 	}
 }

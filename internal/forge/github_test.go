@@ -142,6 +142,12 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "oversized":
 		io.WriteString(w, `{"data":{"pad":"`+strings.Repeat("x", 9<<20)+`"}}`)
 		return
+	case "primary403": // the REST form of a spent primary limit
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Used", strconv.Itoa(g.limit))
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"message":"API rate limit exceeded for user ID 1.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`)
+		return
 	case "secondary":
 		h.Set("Retry-After", "120")
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(tok.remaining))
@@ -389,6 +395,21 @@ func TestGitHubRateLimitedAnswerWaitsForTheHeadersReset(t *testing.T) {
 	clk.Set(reset)
 	if a, err := l.PushedAt(context.Background(), []string{"a/b"}); err != nil || len(a.Pushed) != 1 {
 		t.Fatalf("at the reset: %v, %v", a, err)
+	}
+}
+
+func TestGitHubForbiddenWithNothingRemainingWaitsForTheReset(t *testing.T) {
+	clk := clock.NewFake(t0)
+	gh, srv := newGHServer(t, clk, "test-token-1")
+	gh.add("a/b", t0)
+	reset := t0.Add(50 * time.Minute)
+	gh.setRemaining("test-token-1", 10, reset)
+	gh.setMode("primary403")
+	l := ghLookup(t, srv, clk, nil, "test-token-1")
+	_, err := l.PushedAt(context.Background(), []string{"a/b"})
+	var we *WaitError
+	if !errors.As(err, &we) || !we.Limited || !we.Until.Equal(reset) {
+		t.Fatalf("403 with X-RateLimit-Remaining 0: %v, want a WaitError until X-RateLimit-Reset %v", err, reset)
 	}
 }
 
