@@ -1,0 +1,317 @@
+// Package forge knows the forges that gitfleet mirrors from (GitHub,
+// GitLab, Gitea/Forgejo, Gitee) and asks their APIs when repositories were
+// last pushed.
+//
+// It owns the one table of forge kinds: for each, the well-known hosts and
+// their API bases, what a webhook of that kind looks like, and the
+// constructor of its feed client. It parses the operator's configuration
+// (--forge, --forge-token, GITFLEET_FORGE_TOKENS) and keeps tokens out of
+// logs and error texts.
+//
+// A client asks one forge host, within its rate limits: it remembers when
+// each token may be used again and how long to back off after errors, and
+// says so through Ready and WaitError instead of sleeping. A forge's answer
+// is untrusted input: bounded in size, decoded strictly, and only reported
+// (Answer): a repository missing from an answer is not a change, and a
+// renamed or deleted one is reported, never acted on. Deciding what to
+// check, and when to ask, is the caller's job; this package does no
+// scheduling and keeps no state beyond its clients' limits.
+package forge
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Kind is the software a forge runs, which decides its API.
+type Kind string
+
+// The kinds of forge that have a feed client.
+const (
+	GitHub Kind = "github" // GitHub and GitHub Enterprise Server: GraphQL
+	GitLab Kind = "gitlab" // GitLab v4 REST
+	Gitea  Kind = "gitea"  // Gitea and Forgejo (Codeberg) v1 REST
+	Gitee  Kind = "gitee"  // Gitee v5 REST
+)
+
+// Auth is how a webhook delivery of a kind proves it comes from the forge.
+type Auth int
+
+// The webhook authentication schemes.
+const (
+	// AuthHMACBody: X-Hub-Signature-256 is "sha256=" and the hex
+	// HMAC-SHA256 of the raw body under the secret.
+	AuthHMACBody Auth = iota + 1
+	// AuthPlainToken: a header holds the secret itself.
+	AuthPlainToken
+	// AuthGiteeToken: X-Gitee-Token is the secret, or a signature of
+	// X-Gitee-Timestamp under it; neither covers the body.
+	AuthGiteeToken
+)
+
+// Webhook is what differs between the kinds' webhook deliveries.
+type Webhook struct {
+	// EventHeader names the event of a delivery.
+	EventHeader string
+	// RefEvents are the events that mean "refs changed".
+	RefEvents []string
+	// PingEvent is the event a forge sends to test a hook ("" if none).
+	PingEvent string
+	// TokenHeader carries the secret or signature; TimestampHeader, if
+	// any, the time of the delivery that a signature covers.
+	TokenHeader     string
+	TimestampHeader string
+	Auth            Auth
+	// AutoAdd: a delivery is trustworthy enough to add its repository
+	// (Gitee's signature covers a timestamp, not the body: no).
+	AutoAdd bool
+	// DeliveryHeaders identify a delivery, the first present wins; none
+	// means the delivery is identified by its content (timestamp, token
+	// and body).
+	DeliveryHeaders []string
+	// ProjectNamesRepo: a payload's "project" object names the repository
+	// (on GitHub it is something else); HomepageNamesRepo: so does its
+	// "homepage" (on GitHub and Gitee it is a free-form website).
+	ProjectNamesRepo  bool
+	HomepageNamesRepo bool
+}
+
+// SignsBody says whether the credential covers the body, and so is
+// checked after reading it.
+func (w *Webhook) SignsBody() bool { return w.Auth == AuthHMACBody }
+
+// IsRefEvent says whether event means "refs changed".
+func (w *Webhook) IsRefEvent(event string) bool {
+	for _, e := range w.RefEvents {
+		if e == event {
+			return true
+		}
+	}
+	return false
+}
+
+// kindInfo is one row of the table of kinds.
+type kindInfo struct {
+	kind Kind
+	// wellKnown maps the kind's public hosts to their API bases; they are
+	// configured by default.
+	wellKnown map[string]string
+	// selfHosted is the API base of another host of this kind ("" when
+	// the kind is not self-hosted: the operator must give api=).
+	selfHosted func(host string) string
+	// webhook is nil when the full node does not take this kind's hooks.
+	webhook *Webhook
+	// newClient makes the feed client of a forge of this kind.
+	newClient func(f Forge, t *transport) Client
+	// pace is the default least time between two requests.
+	pace time.Duration
+	// lag: the kind's time may be this much older than the last push.
+	lag time.Duration
+}
+
+// kinds is the table of forge kinds, read-only. An API base is where the
+// kind's endpoints hang: GitHub's GraphQL endpoint is base+"/graphql"
+// (https://api.github.com/graphql; GitHub Enterprise Server's is
+// https://HOST/api/graphql, its REST API being at https://HOST/api/v3).
+var kinds = []kindInfo{
+	{
+		kind:       GitHub,
+		wellKnown:  map[string]string{"github.com": "https://api.github.com"},
+		selfHosted: func(host string) string { return "https://" + host + "/api" },
+		webhook: &Webhook{
+			EventHeader: "X-GitHub-Event", RefEvents: []string{"push", "create", "delete"}, PingEvent: "ping",
+			TokenHeader: "X-Hub-Signature-256", Auth: AuthHMACBody, AutoAdd: true,
+			DeliveryHeaders: []string{"X-GitHub-Delivery"},
+		},
+		newClient: newGitHub,
+	},
+	{
+		kind:       GitLab,
+		wellKnown:  map[string]string{"gitlab.com": "https://gitlab.com/api/v4"},
+		selfHosted: func(host string) string { return "https://" + host + "/api/v4" },
+		webhook: &Webhook{
+			EventHeader: "X-Gitlab-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
+			TokenHeader: "X-Gitlab-Token", Auth: AuthPlainToken, AutoAdd: true,
+			// A retry repeats Idempotency-Key; older GitLab sends only the UUID.
+			DeliveryHeaders:  []string{"Idempotency-Key", "X-Gitlab-Event-UUID"},
+			ProjectNamesRepo: true, HomepageNamesRepo: true,
+		},
+		newClient: newGitLab,
+		pace:      250 * time.Millisecond,
+		// GitLab updates last_activity_at at most once an hour
+		// (gitlab-org/gitlab-foss!6391).
+		lag: time.Hour,
+	},
+	{
+		kind:       Gitea,
+		wellKnown:  map[string]string{"codeberg.org": "https://codeberg.org/api/v1"},
+		selfHosted: func(host string) string { return "https://" + host + "/api/v1" },
+		newClient:  newGitea,
+		pace:       250 * time.Millisecond,
+	},
+	{
+		kind:      Gitee,
+		wellKnown: map[string]string{"gitee.com": "https://gitee.com/api/v5"},
+		webhook: &Webhook{
+			EventHeader: "X-Gitee-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
+			TokenHeader: "X-Gitee-Token", TimestampHeader: "X-Gitee-Timestamp", Auth: AuthGiteeToken,
+			ProjectNamesRepo: true,
+		},
+		newClient: newGitee,
+		pace:      750 * time.Millisecond,
+	},
+}
+
+func lookupKind(k Kind) (*kindInfo, bool) {
+	for i := range kinds {
+		if kinds[i].kind == k {
+			return &kinds[i], true
+		}
+	}
+	return nil, false
+}
+
+// Kinds lists the kinds of forge, in the table's order.
+func Kinds() []Kind {
+	out := make([]Kind, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.kind
+	}
+	return out
+}
+
+// WebhookOf returns how deliveries of kind k look, or nil when the full
+// node takes no webhooks of that kind.
+func WebhookOf(k Kind) *Webhook {
+	if ki, ok := lookupKind(k); ok {
+		return ki.webhook
+	}
+	return nil
+}
+
+// ActivityLag is how much older than the last push a time given by a
+// forge of kind k may be: GitLab's last_activity_at moves at most once an
+// hour, so a push within the hour after other activity leaves it as it
+// was. A caller takes a time t as "nothing new since v" only when
+// t+ActivityLag(k) is before v; otherwise it checks the repository.
+func ActivityLag(k Kind) time.Duration {
+	if ki, ok := lookupKind(k); ok {
+		return ki.lag
+	}
+	return 0
+}
+
+// Forge is one forge host that the operator configured.
+type Forge struct {
+	// Host is the host as it appears in repository keys, with its port
+	// when not the default: "github.com", "git.example.org:8443".
+	Host string
+	Kind Kind
+	// API is the API base (see the table of kinds).
+	API *url.URL
+}
+
+func (f Forge) String() string { return fmt.Sprintf("%s=%s,api=%s", f.Host, f.Kind, f.API) }
+
+// Push is when a repository was last pushed, as a forge says. For
+// listings (Lister) it is the last activity, which a push updates and
+// other events (issues, settings) may too.
+type Push struct {
+	Path string // "owner/name", or GitLab's "group/subgroup/name"
+	At   time.Time
+}
+
+// Rename is an asked repository that the forge answers under another
+// name (a rename or a transfer).
+type Rename struct {
+	From, To string
+	At       time.Time // its last push (zero: never pushed)
+}
+
+// Answer is what a forge said. Repositories that it does not mention
+// (not answered, an error about one repository, a repository never
+// pushed) are unknown: not a change.
+type Answer struct {
+	Pushed []Push
+	// Missing are asked repositories that the forge says do not exist:
+	// deleted, or private to this token.
+	Missing []string
+	Renamed []Rename
+	// Truncated: a listing stopped at its bound of pages before reaching
+	// the asked time, so repositories changed in the gap are unknown.
+	Truncated bool
+}
+
+// Client asks one forge host. Its methods may be called from several
+// goroutines.
+type Client interface {
+	// Ready returns the earliest time at which the client may make a
+	// request: now or earlier when it may at once, later while every
+	// token's limit is spent or while it backs off after errors.
+	Ready(now time.Time) time.Time
+}
+
+// Lookup is a client that answers for given repositories. Every client
+// of this package is one.
+type Lookup interface {
+	Client
+	// BatchSize is the most paths one PushedAt takes.
+	BatchSize() int
+	// PushedAt asks when each repository ("owner/name") was last pushed.
+	// Paths that the forge cannot name are not asked. On error the
+	// answer is empty: nothing is learnt from a failed request.
+	PushedAt(ctx context.Context, paths []string) (Answer, error)
+}
+
+// Lister is a client that lists what changed, for forges whose API lists
+// repositories by activity (GitLab, Gitea). A listing names every
+// repository of the host, mirrored or not: the caller keeps those it
+// knows.
+type Lister interface {
+	Client
+	// ChangedSince lists the repositories active since since, within a
+	// bound of pages (Answer.Truncated when it was reached). On error the
+	// answer is empty.
+	ChangedSince(ctx context.Context, since time.Time) (Answer, error)
+}
+
+// New returns the feed client of forge f, asking with tokens in turn
+// (none: anonymously, where the forge allows it). The client is a Lookup
+// and, for GitLab and Gitea, also a Lister.
+func New(f Forge, tokens []Token, opt Options) (Client, error) {
+	ki, ok := lookupKind(f.Kind)
+	if !ok {
+		return nil, fmt.Errorf("forge %s: unknown kind %q (want one of %v)", f.Host, f.Kind, Kinds())
+	}
+	if f.API == nil {
+		return nil, fmt.Errorf("forge %s: no API base", f.Host)
+	}
+	if f.Kind == GitHub && len(tokens) == 0 {
+		return nil, fmt.Errorf("forge %s: GitHub's GraphQL API needs a token: give --forge-token %s=TOKEN (a fine-grained token with no permissions will do)", f.Host, f.Host)
+	}
+	return ki.newClient(f, newTransport(f, tokens, opt)), nil
+}
+
+// PushTimes turns an answer about host into push times by repository
+// key (host + "/" + path, in repokey's canonical form, so that a forge's
+// spelling of a path finds the key). Paths that cannot be keys are left
+// out and counted in refused. Renamed and missing repositories are not
+// included: they are for the caller to report.
+func PushTimes(host string, a Answer) (times map[string]time.Time, refused int) {
+	times = make(map[string]time.Time, len(a.Pushed))
+	for _, p := range a.Pushed {
+		key, err := repokey.Canonical(host + "/" + p.Path)
+		if err != nil {
+			refused++
+			continue
+		}
+		if t, ok := times[key]; !ok || p.At.After(t) {
+			times[key] = p.At
+		}
+	}
+	return times, refused
+}

@@ -1,0 +1,314 @@
+package forge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// restBatch is how many repositories one lookup of a REST forge takes:
+// each is a request, paced, so a batch is kept short enough to finish
+// well within a minute.
+const restBatch = 20
+
+// restRepo says where a REST forge keeps a repository's name and time.
+type restRepo struct {
+	nameField, timeField string
+}
+
+// decode reads one repository object: its name (required, a valid path)
+// and its time (null or absent: never pushed, zero).
+func (f restRepo) decode(raw json.RawMessage, now time.Time) (string, time.Time, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return "", time.Time{}, errors.New("a repository is not a JSON object")
+	}
+	var name string
+	if err := json.Unmarshal(obj[f.nameField], &name); err != nil || !validPath(name, 0) {
+		return "", time.Time{}, fmt.Errorf("a repository has no valid %s", f.nameField)
+	}
+	rawTime, ok := obj[f.timeField]
+	if !ok || string(rawTime) == "null" {
+		return name, time.Time{}, nil
+	}
+	var s string
+	if err := json.Unmarshal(rawTime, &s); err != nil {
+		return "", time.Time{}, fmt.Errorf("%s: %s is not a string", name, f.timeField)
+	}
+	at, err := parseTime(s, now)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%s: %s: %w", name, f.timeField, err)
+	}
+	return name, at, nil
+}
+
+// restLookup asks a REST forge about repositories one request each.
+type restLookup struct {
+	*transport
+	repo restRepo
+	// repoURL is the URL of one repository, false when the forge cannot
+	// name path.
+	repoURL func(path string) (*url.URL, bool)
+}
+
+func (l *restLookup) BatchSize() int { return restBatch }
+
+// PushedAt asks about each repository in turn, paced. A 404 is a missing
+// repository; a name that differs other than in case is a rename.
+func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, error) {
+	if len(paths) > restBatch {
+		return Answer{}, fmt.Errorf("forge %s: %d repositories in one lookup, at most %d", l.host, len(paths), restBatch)
+	}
+	var a Answer
+	for _, path := range paths {
+		u, ok := l.repoURL(path)
+		if !ok {
+			continue
+		}
+		err := l.do(ctx, request{method: http.MethodGet, url: u, accept404: true}, func(resp response, _ *tokenState) error {
+			if resp.status == http.StatusNotFound {
+				a.Missing = append(a.Missing, path)
+				return nil
+			}
+			if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			name, at, err := l.repo.decode(resp.body, l.clk.Now())
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			switch {
+			case !strings.EqualFold(name, path):
+				a.Renamed = append(a.Renamed, Rename{From: path, To: name, At: at})
+			case !at.IsZero():
+				a.Pushed = append(a.Pushed, Push{Path: path, At: at})
+			}
+			return nil
+		})
+		if err != nil {
+			return Answer{}, err
+		}
+	}
+	return a, nil
+}
+
+// restLister pages through a listing of repositories, most recently
+// active first.
+type restLister struct {
+	*transport
+	repo restRepo
+	// page is the URL of page n (from 1) of the listing since since.
+	page func(since time.Time, n int) *url.URL
+	// items reads a page's repositories.
+	items func(body []byte) ([]json.RawMessage, error)
+	// next returns the number of the page after page n, 0 when n is the
+	// last.
+	next func(h http.Header, n, items int) int
+}
+
+// ChangedSince pages through the listing until it reaches a repository
+// older than since, the last page, or the bound of pages (Truncated).
+// A repository may appear on two pages (activity moves it up while the
+// listing is read): PushTimes keeps its latest time.
+func (l *restLister) ChangedSince(ctx context.Context, since time.Time) (Answer, error) {
+	var a Answer
+	for n := 1; n > 0; {
+		if n > l.maxPages {
+			a.Truncated = true
+			break
+		}
+		next := 0
+		err := l.do(ctx, request{method: http.MethodGet, url: l.page(since, n)}, func(resp response, _ *tokenState) error {
+			items, err := l.items(resp.body)
+			if err != nil {
+				return fmt.Errorf("page %d: %w", n, err)
+			}
+			now := l.clk.Now()
+			older := false
+			for _, raw := range items {
+				name, at, err := l.repo.decode(raw, now)
+				if err != nil {
+					return fmt.Errorf("page %d: %w", n, err)
+				}
+				if at.Before(since) {
+					older = true // the rest is older still
+					continue
+				}
+				a.Pushed = append(a.Pushed, Push{Path: name, At: at})
+			}
+			if !older {
+				next = l.next(resp.header, n, len(items))
+			}
+			return nil
+		})
+		if err != nil {
+			return Answer{}, err
+		}
+		n = next
+	}
+	return a, nil
+}
+
+// pageOf sets the page parameter of a copy of u.
+func pageOf(u *url.URL, q url.Values, n int) *url.URL {
+	c := *u
+	q.Set("page", strconv.Itoa(n))
+	c.RawQuery = q.Encode()
+	return &c
+}
+
+// nextWhenFull: the next page exists while pages come full.
+func nextWhenFull(size int) func(http.Header, int, int) int {
+	return func(_ http.Header, n, items int) int {
+		if items < size {
+			return 0
+		}
+		return n + 1
+	}
+}
+
+// GitLab.
+
+const gitlabPerPage = 100
+
+func newGitLab(f Forge, t *transport) Client {
+	t.auth = func(r *http.Request, s string) { r.Header.Set("Authorization", "Bearer "+s) }
+	repo := restRepo{nameField: "path_with_namespace", timeField: "last_activity_at"}
+	return &gitlabClient{
+		restLookup: restLookup{transport: t, repo: repo, repoURL: func(path string) (*url.URL, bool) {
+			if !validPath(path, 0) {
+				return nil, false
+			}
+			// The project's full path is one segment, its slashes escaped.
+			u := *f.API
+			u.Path = f.API.Path + "/projects/" + path
+			u.RawPath = f.API.EscapedPath() + "/projects/" + url.PathEscape(path)
+			return &u, true
+		}},
+		restLister: restLister{transport: t, repo: repo,
+			page: func(since time.Time, n int) *url.URL {
+				return pageOf(f.API.JoinPath("projects"), url.Values{
+					"last_activity_after": {since.UTC().Format(time.RFC3339)},
+					"order_by":            {"last_activity_at"},
+					"sort":                {"desc"},
+					"simple":              {"true"},
+					"per_page":            {strconv.Itoa(gitlabPerPage)},
+				}, n)
+			},
+			items: jsonArray,
+			next:  gitlabNext,
+		},
+	}
+}
+
+// gitlabClient is a Lookup (GET /projects/:path) and a Lister
+// (GET /projects?last_activity_after=).
+type gitlabClient struct {
+	restLookup
+	restLister
+}
+
+// Ready is the transport's, which both halves share.
+func (c *gitlabClient) Ready(now time.Time) time.Time { return c.restLookup.Ready(now) }
+
+// gitlabNext reads X-Next-Page: the next page's number, empty on the last
+// page. The next URL is built here, never taken from a Link header, so
+// that an answer cannot send the token elsewhere. Without the header (a
+// proxy dropped it), full pages go on.
+func gitlabNext(h http.Header, n, items int) int {
+	if _, ok := h["X-Next-Page"]; !ok {
+		return nextWhenFull(gitlabPerPage)(h, n, items)
+	}
+	next, err := strconv.Atoi(h.Get("X-Next-Page"))
+	if err != nil || next <= n {
+		return 0
+	}
+	return next
+}
+
+func jsonArray(body []byte) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := decodeStrict(body, &items); err != nil {
+		return nil, err
+	}
+	if items == nil {
+		return nil, errors.New("the answer is not a JSON array")
+	}
+	return items, nil
+}
+
+// Gitea and Forgejo.
+
+const giteaPerPage = 50
+
+// giteaClient is a Lookup (GET /repos/:owner/:repo) and a Lister
+// (GET /repos/search?sort=updated). Gitea has no push time: updated_at is
+// the last change of the repository, pushes included.
+type giteaClient struct {
+	restLookup
+	restLister
+}
+
+func (c *giteaClient) Ready(now time.Time) time.Time { return c.restLookup.Ready(now) }
+
+func newGitea(f Forge, t *transport) Client {
+	t.auth = func(r *http.Request, s string) { r.Header.Set("Authorization", "token "+s) }
+	repo := restRepo{nameField: "full_name", timeField: "updated_at"}
+	return &giteaClient{
+		restLookup: restLookup{transport: t, repo: repo, repoURL: ownerRepoURL(f.API)},
+		restLister: restLister{transport: t, repo: repo,
+			page: func(_ time.Time, n int) *url.URL {
+				return pageOf(f.API.JoinPath("repos", "search"), url.Values{
+					"sort": {"updated"}, "order": {"desc"}, "limit": {strconv.Itoa(giteaPerPage)},
+				}, n)
+			},
+			items: giteaItems,
+			next:  nextWhenFull(giteaPerPage),
+		},
+	}
+}
+
+// giteaItems reads {"ok": true, "data": [...]}.
+func giteaItems(body []byte) ([]json.RawMessage, error) {
+	var page struct {
+		OK   *bool             `json:"ok"`
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := decodeStrict(body, &page); err != nil {
+		return nil, err
+	}
+	if page.OK == nil || !*page.OK || page.Data == nil {
+		return nil, errors.New(`the answer is not {"ok": true, "data": [...]}`)
+	}
+	return page.Data, nil
+}
+
+// ownerRepoURL is base/repos/OWNER/REPO.
+func ownerRepoURL(base *url.URL) func(string) (*url.URL, bool) {
+	return func(path string) (*url.URL, bool) {
+		if !validPath(path, 2) {
+			return nil, false
+		}
+		owner, name, _ := strings.Cut(path, "/")
+		return base.JoinPath("repos", owner, name), true
+	}
+}
+
+// Gitee.
+
+func newGitee(f Forge, t *transport) Client {
+	// Gitee v5 takes the token as a query parameter; errors name the URL
+	// before the token is added (see transport.send).
+	t.auth = func(r *http.Request, s string) {
+		q := r.URL.Query()
+		q.Set("access_token", s)
+		r.URL.RawQuery = q.Encode()
+	}
+	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at"}, repoURL: ownerRepoURL(f.API)}
+}
