@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
 // deliveries remembers the webhook deliveries acted on, so that a replay
@@ -66,23 +67,19 @@ func (d *deliveries) dropOldest() {
 	d.order = d.order[1:]
 }
 
-// deliveryID is what identifies one delivery of host: the host's delivery
-// header, and for Gitee, which sends none, the timestamp, token and body
-// (a replay repeats them all; two pushes differ in their body). "" when
-// there is nothing to go by.
-func deliveryID(host string, r *http.Request, body []byte) string {
-	switch host {
-	case "github":
-		return r.Header.Get("X-GitHub-Delivery")
-	case "gitlab":
-		// A retry repeats Idempotency-Key; older GitLab sends only the UUID.
-		if k := r.Header.Get("Idempotency-Key"); k != "" {
-			return k
+// deliveryID is what identifies one delivery of a kind of forge: the
+// first of its delivery headers present, and for a kind that sends none
+// (Gitee), the timestamp, token and body (a replay repeats them all; two
+// pushes differ in their body). "" when there is nothing to go by.
+func deliveryID(hook *forge.Webhook, r *http.Request, body []byte) string {
+	for _, h := range hook.DeliveryHeaders {
+		if v := r.Header.Get(h); v != "" {
+			return v
 		}
-		return r.Header.Get("X-Gitlab-Event-UUID")
-	case "gitee":
-		sum := sha256.Sum256([]byte(r.Header.Get("X-Gitee-Timestamp") + "\n" + r.Header.Get("X-Gitee-Token") + "\n" + string(body)))
-		return hex.EncodeToString(sum[:16])
 	}
-	return ""
+	if len(hook.DeliveryHeaders) > 0 || hook.TimestampHeader == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(r.Header.Get(hook.TimestampHeader) + "\n" + r.Header.Get(hook.TokenHeader) + "\n" + string(body)))
+	return hex.EncodeToString(sum[:16])
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
@@ -23,28 +24,32 @@ const (
 	giteeMaxSkew = 5 * time.Minute
 )
 
-// hookHost is what differs between the hosts that send webhooks.
+// hookHost is a kind of forge whose webhooks the full node takes: what
+// its deliveries look like comes from forge's table, how to check their
+// credential from verifiers.
 type hookHost struct {
-	name        string
-	eventHeader string
-	events      map[string]bool // events that mean "refs changed"
-	// signsBody: the credential covers the body, so it is checked after
-	// reading it; otherwise before.
-	signsBody bool
-	verify    func(s *Server, r *http.Request, secret string, body []byte) error
-	// autoAdd: a delivery is trustworthy enough to add its repository.
-	autoAdd bool
+	name   string // the kind, and the path under /hooks/
+	hook   *forge.Webhook
+	verify func(s *Server, r *http.Request, secret string, body []byte) error
 }
 
-var hosts = []hookHost{
-	{name: "github", eventHeader: "X-GitHub-Event", events: map[string]bool{"push": true, "create": true, "delete": true},
-		signsBody: true, verify: verifyGitHub, autoAdd: true},
-	{name: "gitlab", eventHeader: "X-Gitlab-Event", events: map[string]bool{"Push Hook": true, "Tag Push Hook": true},
-		verify: verifyGitLab, autoAdd: true},
-	// Gitee's signature covers a timestamp, not the body: no auto-add.
-	{name: "gitee", eventHeader: "X-Gitee-Event", events: map[string]bool{"Push Hook": true, "Tag Push Hook": true},
-		verify: verifyGitee},
+// verifiers check a delivery's credential, by the table's scheme.
+var verifiers = map[forge.Auth]func(*Server, *http.Request, string, []byte) error{
+	forge.AuthHMACBody:   verifyGitHub,
+	forge.AuthPlainToken: verifyGitLab,
+	forge.AuthGiteeToken: verifyGitee,
 }
+
+// hosts are the kinds of forge that have a webhook, in the table's order.
+var hosts = func() []hookHost {
+	var out []hookHost
+	for _, k := range forge.Kinds() {
+		if w := forge.WebhookOf(k); w != nil {
+			out = append(out, hookHost{name: string(k), hook: w, verify: verifiers[w.Auth]})
+		}
+	}
+	return out
+}()
 
 // hookResponse is the answer to a webhook delivery.
 type hookResponse struct {
@@ -70,7 +75,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, "webhook secret not configured")
 			return
 		}
-		if !h.signsBody {
+		if !h.hook.SignsBody() {
 			if err := h.verify(s, r, secret, nil); err != nil {
 				writeError(w, http.StatusUnauthorized, err.Error())
 				return
@@ -80,21 +85,21 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if h.signsBody {
+		if h.hook.SignsBody() {
 			if err := h.verify(s, r, secret, body); err != nil {
 				writeError(w, http.StatusUnauthorized, err.Error())
 				return
 			}
 		}
-		event := r.Header.Get(h.eventHeader)
+		event := r.Header.Get(h.hook.EventHeader)
 		switch {
 		case event == "":
-			writeError(w, http.StatusBadRequest, "missing "+h.eventHeader+" header")
+			writeError(w, http.StatusBadRequest, "missing "+h.hook.EventHeader+" header")
 			return
-		case h.name == "github" && event == "ping":
+		case h.hook.PingEvent != "" && event == h.hook.PingEvent:
 			writeJSON(w, http.StatusOK, map[string]string{"ping": "ok"})
 			return
-		case !h.events[event]:
+		case !h.hook.IsRefEvent(event):
 			writeJSON(w, http.StatusOK, hookResponse{Ignored: fmt.Sprintf("event %q does not change refs", event)})
 			return
 		}
@@ -114,7 +119,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 		}
 		// A replay that changes the delivery header is not caught here (a
 		// GitHub signature does not cover it); pacing bounds what it costs.
-		if id := deliveryID(h.name, r, body); id != "" && !s.delivered.first(h.name+" "+id) {
+		if id := deliveryID(h.hook, r, body); id != "" && !s.delivered.first(h.name+" "+id) {
 			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key, Ignored: "this delivery was already acted on"})
 			return
 		}
@@ -124,7 +129,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		first := cands[0]
-		if s.cfg.AutoAdd && h.autoAdd {
+		if s.cfg.AutoAdd && h.hook.AutoAdd {
 			s.background(func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()
@@ -272,12 +277,12 @@ type payloadRepo struct {
 // urls lists the fields in order of preference: fetchable HTTPS forms
 // first (an auto-added repository uses the first), "url" last (on GitHub
 // it is sometimes the API URL).
-func (p *payloadRepo) urls(host string) []text {
+func (p *payloadRepo) urls(hook *forge.Webhook) []text {
 	if p == nil {
 		return nil
 	}
 	u := []text{p.CloneURL, p.GitHTTPURL, p.HTTPURL, p.HTMLURL, p.WebURL, p.SSHURL, p.GitSSHURL, p.GitURL}
-	if host == "gitlab" {
+	if hook.HomepageNamesRepo {
 		u = append(u, p.Homepage)
 	}
 	return append(u, p.URL)
@@ -296,9 +301,13 @@ func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, e
 	if err := json.Unmarshal(body, &p); err != nil {
 		return nil, fmt.Errorf("malformed JSON payload: %w", err)
 	}
-	urls := p.Repository.urls(host)
-	if host != "github" { // GitHub's "project" is something else
-		urls = append(p.Project.urls(host), urls...)
+	hook := forge.WebhookOf(forge.Kind(host))
+	if hook == nil {
+		return nil, fmt.Errorf("no webhooks from %q", host)
+	}
+	urls := p.Repository.urls(hook)
+	if hook.ProjectNamesRepo {
+		urls = append(p.Project.urls(hook), urls...)
 	}
 	var out []candidate
 	seen := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"io"
 	"net"
 	"net/http"
@@ -64,7 +65,7 @@ func BenchmarkGitHubSweep(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					times, _ := PushTimes("github.com", a)
+					times, _ := PushTimes(repokey.Folding{}, "github.com", a)
 					keys += len(times)
 				}
 				if keys != n {

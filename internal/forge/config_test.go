@@ -189,8 +189,8 @@ func TestPushTimesKeysAnAnswerAsTheMirrorDoes(t *testing.T) {
 		Missing: []string{"gone/away"},
 		Renamed: []Rename{{From: "a/b", To: "c/d", At: t0}},
 	}
-	times, refused := PushTimes("git.example.org:8443", a)
-	key, err := repokey.Canonical("git.example.org:8443/Owner/Repo")
+	times, refused := PushTimes(repokey.Folding{}, "git.example.org:8443", a)
+	key, err := repokey.Folding{}.Canonical("git.example.org:8443/Owner/Repo")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -297,14 +297,14 @@ func New(f Forge, tokens []Token, opt Options) (Client, error) {
 }
 
 // PushTimes turns an answer about host into push times by repository
-// key (host + "/" + path, in repokey's canonical form, so that a forge's
-// spelling of a path finds the key). Paths that cannot be keys are left
+// key (host + "/" + path, in repokey's canonical form under fold, so that
+// a forge's spelling of a path on a host that folds case finds the key). Paths that cannot be keys are left
 // out and counted in refused. Renamed and missing repositories are not
 // included: they are for the caller to report.
-func PushTimes(host string, a Answer) (times map[string]time.Time, refused int) {
+func PushTimes(fold repokey.Folding, host string, a Answer) (times map[string]time.Time, refused int) {
 	times = make(map[string]time.Time, len(a.Pushed))
 	for _, p := range a.Pushed {
-		key, err := repokey.Canonical(host + "/" + p.Path)
+		key, err := fold.Canonical(host + "/" + p.Path)
 		if err != nil {
 			refused++
 			continue

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"io"
 	"log/slog"
 	"net/http"
@@ -280,7 +281,7 @@ func TestGitHubAsksAHundredRepositoriesAQuery(t *testing.T) {
 	if len(a.Pushed) != 250 || len(a.Missing) != 0 || len(a.Renamed) != 0 {
 		t.Fatalf("answer: %d pushed, %d missing, %d renamed; want 250, 0, 0", len(a.Pushed), len(a.Missing), len(a.Renamed))
 	}
-	times, refused := PushTimes("github.com", a)
+	times, refused := PushTimes(repokey.Folding{}, "github.com", a)
 	if refused != 0 {
 		t.Errorf("%d refused", refused)
 	}
@@ -304,7 +305,7 @@ func TestGitHubMissingRepositoryIsNotAChange(t *testing.T) {
 	if fmt.Sprint(a.Missing) != "[a/gone]" {
 		t.Errorf("missing = %v, want [a/gone]", a.Missing)
 	}
-	times, _ := PushTimes("github.com", a)
+	times, _ := PushTimes(repokey.Folding{}, "github.com", a)
 	if len(times) != 1 || times["github.com/a/kept"].IsZero() {
 		t.Errorf("push times = %v, want a/kept only (a missing or never pushed repository is not a change)", times)
 	}

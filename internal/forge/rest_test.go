@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -229,7 +230,7 @@ func TestGitLabListsProjectsActiveSincePageByPage(t *testing.T) {
 	if s.auth[0] != "Bearer test-token-gl" {
 		t.Errorf("credentials sent: %q", s.auth[0])
 	}
-	times, _ := PushTimes("gitlab.com", a)
+	times, _ := PushTimes(repokey.Folding{}, "gitlab.com", a)
 	if got := times["gitlab.com/group1/sub/project-1"]; !got.Equal(t0.Add(-time.Minute)) {
 		t.Errorf("project-1 active at %v, want %v", got, t0.Add(-time.Minute))
 	}
