@@ -107,13 +107,17 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 }
 
 func (p *adaptive) push(r *repo, at, now time.Time, checked bool) {
-	p.uncount(r)
 	if checked {
 		r.est.rate.Know(at)
-	} else {
-		r.est.observe(now, []time.Time{at}, false)
+		return
 	}
-	p.count(r)
+	r.est.observe(now, []time.Time{at}, false)
+	// Pushes come far more often than checks: only a move to another
+	// rate bin counts as an update of the histogram.
+	if r.est.bin != changerate.Bin(r.est.rate.Rate()) {
+		p.uncount(r)
+		p.count(r)
+	}
 }
 
 func (*adaptive) ranks() bool { return false }

@@ -64,7 +64,8 @@ type Planner struct {
 	hist   changerate.Histogram
 	mu     float64 // price of an ask, in fresh-seconds
 	solved bool
-	// intervals is the ask interval of each rate bin at price mu.
+	// intervals is the ask interval of each rate bin at price mu, 0
+	// until it is needed.
 	intervals [changerate.Bins]time.Duration
 	updates   int    // histogram changes since mu was solved
 	adds      uint64 // repositories added, for spreading their first asks
@@ -208,10 +209,14 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
 		return
 	}
 	e := &p.entries[i]
-	p.uncount(e)
+	was := changerate.Bin(e.est.Rate())
 	e.est.Decay(askedAt)
 	e.est.Count(askedAt, pushedAt)
-	p.count(e)
+	if b := changerate.Bin(e.est.Rate()); b != was {
+		p.hist.Remove(was)
+		p.hist.Add(b)
+		p.updates++
+	}
 	// Replan from the ask with what the answer taught.
 	e.due = unixSeconds(askedAt.Add(p.interval(e)))
 	p.down(int(e.pos))
@@ -245,19 +250,20 @@ func (p *Planner) interval(e *entry) time.Duration {
 	if !p.solved || p.updates > max(minResolve, p.index.n/8) {
 		p.solve()
 	}
-	return p.intervals[changerate.Bin(e.est.Rate())]
+	b := changerate.Bin(e.est.Rate())
+	if p.intervals[b] == 0 {
+		minX, maxX := p.opts.MinInterval.Seconds(), p.opts.MaxInterval.Seconds()
+		p.intervals[b] = time.Duration(min(max(freshness.Interval(changerate.BinRate(b), p.mu), minX), maxX) * 1e9)
+	}
+	return p.intervals[b]
 }
 
 // solve finds the price at which the intervals of the counted rates spend
-// the budget, and the interval of each rate bin at that price.
+// the budget, and forgets the intervals of the last price.
 func (p *Planner) solve() {
 	p.solved, p.updates = true, 0
-	minX, maxX := p.opts.MinInterval.Seconds(), p.opts.MaxInterval.Seconds()
-	p.mu = p.hist.Price(p.opts.PerHour/3600, minX, maxX, p.mu)
-	for b := range p.intervals {
-		x := min(max(freshness.Interval(changerate.BinRate(b), p.mu), minX), maxX)
-		p.intervals[b] = time.Duration(x * 1e9)
-	}
+	p.mu = p.hist.Price(p.opts.PerHour/3600, p.opts.MinInterval.Seconds(), p.opts.MaxInterval.Seconds(), p.mu)
+	p.intervals = [changerate.Bins]time.Duration{}
 }
 
 // The heap of entries by due time; equal times go by index, so that the
