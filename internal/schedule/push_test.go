@@ -99,3 +99,18 @@ func TestObservePushMovesTheLastChangeOfEveryPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestAPushInTheFutureDoesNotHideTheNextOnes(t *testing.T) {
+	s, clk := newTest(t, Config{Budget: 1})
+	s.Add("a", "h", cloned(t0))
+	s.Add("b", "h", cloned(t0))
+	clk.Advance(time.Hour)
+	s.ObservePush("a", t0.Add(100*365*24*time.Hour))
+	s.ObservePush("b", clk.Now())
+	clk.Advance(24 * time.Hour)
+	s.ObservePush("a", clk.Now())
+	s.ObservePush("b", clk.Now())
+	if a, b := rate(s, "a"), rate(s, "b"); a != b {
+		t.Errorf("rate %v after a push dated in 2126, %v after one dated now; want the same", a, b)
+	}
+}

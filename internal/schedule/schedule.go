@@ -387,8 +387,10 @@ func (s *Scheduler) Urgent(key string) {
 // pushedAt, as a forge's change feed reports it, so that the policy learns
 // the repository's change rate from the pushes and not only from its own
 // checks. A push is counted once, whether the feed or a check sees it
-// first. It does not ask for a check: a push the mirror lacks is asked for
-// with Urgent. Unknown keys and zero times are ignored.
+// first. A push said to be in the future is taken as now, so that a
+// forge's clock cannot stop the counting of the pushes to come. It does
+// not ask for a check: a push the mirror lacks is asked for with Urgent.
+// Unknown keys and zero times are ignored.
 func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -396,12 +398,16 @@ func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
 	if r == nil || r.removed || pushedAt.IsZero() {
 		return
 	}
+	now := s.clk.Now()
+	if pushedAt.After(now) {
+		pushedAt = now
+	}
 	r.lastChange = later(r.lastChange, pushedAt)
 	checked := !r.lastCheck.IsZero() && !pushedAt.After(r.lastCheck)
 	if !checked {
 		r.told = true
 	}
-	s.pol.push(r, pushedAt, s.clk.Now(), checked)
+	s.pol.push(r, pushedAt, now, checked)
 }
 
 // Next returns the repository to check now and marks it running; the

@@ -52,14 +52,15 @@ const (
 	minResolve = 64
 )
 
-// Planner plans the asks of one feed. It keeps about 70 bytes a
-// repository besides the key's own bytes (see BenchmarkMemory1M).
+// Planner plans the asks of one feed. At a million repositories it takes
+// about 84 bytes a repository besides the key's own bytes (see
+// BenchmarkMemory1M).
 type Planner struct {
 	opts    Options
 	index   keyIndex
 	entries []entry
 	free    []int32 // indices of removed entries, for reuse
-	heap    []int32 // entries by due time, earliest first
+	heap    []due   // entries by due time, earliest first
 
 	hist   changerate.Histogram
 	mu     float64 // price of an ask, in fresh-seconds
@@ -76,8 +77,14 @@ type Planner struct {
 type entry struct {
 	key string
 	est changerate.Estimate
-	due uint32 // Unix seconds
-	pos int32  // index in the heap, -1 for a removed entry
+	pos int32 // index in the heap, -1 for a removed entry
+}
+
+// due is an entry's place in the heap. The time is kept here, not in the
+// entry, so that ordering the heap reads only the heap.
+type due struct {
+	at uint32 // Unix seconds
+	i  int32  // the entry
 }
 
 // New returns a Planner for opts.
@@ -130,10 +137,14 @@ func (p *Planner) Add(key string, now time.Time, history []time.Time) {
 	p.count(e)
 	p.adds++
 	_, spread := math.Modf(float64(p.adds) * 0.6180339887498949)
-	e.due = unixSeconds(now.Add(time.Duration(spread * float64(p.interval(e)))))
-	e.pos = int32(len(p.heap))
-	p.heap = append(p.heap, i)
-	p.up(int(e.pos))
+	p.push(i, now.Add(time.Duration(spread*float64(p.interval(e)))))
+}
+
+// push puts entry i in the heap, due at t.
+func (p *Planner) push(i int32, t time.Time) {
+	p.entries[i].pos = int32(len(p.heap))
+	p.heap = append(p.heap, due{at: unixSeconds(t), i: i})
+	p.up(len(p.heap) - 1)
 }
 
 // begin starts est from a repository's history: its exposure starts at the
@@ -184,17 +195,13 @@ func (p *Planner) Next(now time.Time, n int) []string {
 	keys := make([]string, 0, n)
 	asked := make([]int32, 0, n)
 	for range n {
-		i := p.heap[0]
+		i := p.heap[0].i
 		p.heapRemove(0)
 		keys = append(keys, p.entries[i].key)
 		asked = append(asked, i)
 	}
 	for _, i := range asked {
-		e := &p.entries[i]
-		e.due = unixSeconds(now.Add(p.interval(e)))
-		e.pos = int32(len(p.heap))
-		p.heap = append(p.heap, i)
-		p.up(int(e.pos))
+		p.push(i, now.Add(p.interval(&p.entries[i])))
 	}
 	return keys
 }
@@ -202,11 +209,16 @@ func (p *Planner) Next(now time.Time, n int) []string {
 // Observe reports the forge's answer for key, asked about at askedAt:
 // pushedAt is the repository's last push; a zero pushedAt (the forge did
 // not answer for it) is not a change. A push already known is not counted
-// again. Unknown keys are ignored.
+// again, and one said to be after the ask is taken as at the ask, so that a
+// forge's clock (or a hostile answer) cannot stop the planner from
+// counting the pushes to come. Unknown keys are ignored.
 func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
 	_, i := p.index.find(key, p.entries)
 	if i < 0 || pushedAt.IsZero() {
 		return
+	}
+	if pushedAt.After(askedAt) {
+		pushedAt = askedAt
 	}
 	e := &p.entries[i]
 	was := changerate.Bin(e.est.Rate())
@@ -218,7 +230,7 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
 		p.updates++
 	}
 	// Replan from the ask with what the answer taught.
-	e.due = unixSeconds(askedAt.Add(p.interval(e)))
+	p.heap[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
 	p.down(int(e.pos))
 	p.up(int(e.pos))
 }
@@ -270,17 +282,17 @@ func (p *Planner) solve() {
 // order is deterministic.
 
 func (p *Planner) less(a, b int) bool {
-	ea, eb := &p.entries[p.heap[a]], &p.entries[p.heap[b]]
-	if ea.due != eb.due {
-		return ea.due < eb.due
+	da, db := p.heap[a], p.heap[b]
+	if da.at != db.at {
+		return da.at < db.at
 	}
-	return p.heap[a] < p.heap[b]
+	return da.i < db.i
 }
 
 func (p *Planner) swap(a, b int) {
 	p.heap[a], p.heap[b] = p.heap[b], p.heap[a]
-	p.entries[p.heap[a]].pos = int32(a)
-	p.entries[p.heap[b]].pos = int32(b)
+	p.entries[p.heap[a].i].pos = int32(a)
+	p.entries[p.heap[b].i].pos = int32(b)
 }
 
 func (p *Planner) up(i int) {
@@ -318,7 +330,7 @@ func (p *Planner) heapRemove(i int) {
 	if i != last {
 		p.swap(i, last)
 	}
-	p.entries[p.heap[last]].pos = -1
+	p.entries[p.heap[last].i].pos = -1
 	p.heap = p.heap[:last]
 	if i != last {
 		p.down(i)

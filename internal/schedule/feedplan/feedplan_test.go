@@ -185,3 +185,20 @@ func TestRemovedRepositoriesAreNotAskedAbout(t *testing.T) {
 		t.Error("a removed key still has an interval")
 	}
 }
+
+func TestAPushInTheFutureDoesNotHideTheNextOnes(t *testing.T) {
+	p := newTest(t, Options{PerHour: 1, MaxInterval: 7 * 24 * time.Hour})
+	for _, k := range []string{"a", "b", "quiet1", "quiet2", "quiet3"} {
+		p.Add(k, t0, nil)
+	}
+	p.Observe("a", t0, t0.Add(100*365*24*time.Hour))
+	p.Observe("b", t0, t0)
+	for d := 1; d <= 5; d++ {
+		now := t0.Add(time.Duration(d) * 24 * time.Hour)
+		p.Observe("a", now, now.Add(-time.Hour))
+		p.Observe("b", now, now.Add(-time.Hour))
+	}
+	if a, b, q := p.Interval("a"), p.Interval("b"), p.Interval("quiet1"); a != b || a >= q {
+		t.Errorf("intervals: %v after a push dated in 2126, %v after one dated at the ask, %v never pushed; want the first two equal and shorter", a, b, q)
+	}
+}
