@@ -36,8 +36,8 @@ type Options struct {
 	PerHour float64
 	// MaxInterval is the longest a repository goes without being asked
 	// about (default 24h), when the budget allows it: with more than
-	// PerHour x MaxInterval repositories, the budget wins and the
-	// repositories asked about least recently go first.
+	// PerHour x MaxInterval repositories, the budget wins, and the
+	// repositories go in the order they fell due.
 	MaxInterval time.Duration
 	// MinInterval is the shortest time between two asks about one
 	// repository (default 1m).

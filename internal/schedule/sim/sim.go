@@ -130,7 +130,7 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 	for _, p := range policies {
 		base, withFeed := strings.CutSuffix(p, FeedSuffix)
 		if (withFeed || p == PolicyFeedOptimal || p == PolicyFeedUniform) && opts.FeedRequests == 0 {
-			return nil, fmt.Errorf("sim: policy %s needs a feed budget", p)
+			return nil, fmt.Errorf("sim: policy %s needs a feed budget (--feed-budget)", p)
 		}
 		var res Result
 		var err error
@@ -274,10 +274,10 @@ func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result
 			fp.Add(r.Key, opts.Start, r.Changes[:lo])
 		}
 	}
-	var res Result
+	asks, urgent := 0, 0
 	ask := func(now time.Time) {
 		for _, key := range fp.Next(now, opts.FeedBatch) {
-			res.Asks++
+			asks++
 			pushed := latest(tr.Repos[index[key]].Changes, now)
 			fp.Observe(key, now, pushed)
 			if pushed.IsZero() {
@@ -285,7 +285,7 @@ func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result
 			}
 			s.ObservePush(key, pushed)
 			if pushed.After(s.LastCheck(key)) {
-				res.Urgent++
+				urgent++
 				s.Urgent(key)
 			}
 		}
@@ -324,9 +324,9 @@ func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result
 		}
 		clk.Set(wake)
 	}
-	r := result(ms, opts, checks, fetches)
-	r.Asks, r.Urgent = res.Asks, res.Urgent
-	return r, nil
+	res := result(ms, opts, checks, fetches)
+	res.Asks, res.Urgent = asks, urgent
+	return res, nil
 }
 
 // latest returns the latest of the sorted times ts at or before t (zero if
