@@ -114,3 +114,34 @@ func TestAPushInTheFutureDoesNotHideTheNextOnes(t *testing.T) {
 		t.Errorf("rate %v after a push dated in 2126, %v after one dated now; want the same", a, b)
 	}
 }
+
+func TestAPushToldDuringACheckIsCountedOnce(t *testing.T) {
+	// The check starts at 5:00, the feed tells of a push at 5:01 while it
+	// runs; the check asked for then finds the change without its time.
+	count := func(tellDuringCheck bool) float64 {
+		s, clk := newTest(t, Config{Budget: 1, MaxInterval: 7 * 24 * time.Hour})
+		s.Add("a", "h", cloned(t0))
+		clk.Set(t0.Add(5 * time.Hour))
+		s.Urgent("a")
+		s.Next()
+		clk.Advance(2 * time.Minute)
+		if tellDuringCheck {
+			s.ObservePush("a", t0.Add(5*time.Hour+time.Minute))
+			s.Urgent("a")
+		}
+		s.Done("a", success)
+		if !tellDuringCheck {
+			s.ObservePush("a", t0.Add(5*time.Hour+time.Minute))
+			s.Urgent("a")
+		}
+		if key, ok, _ := s.Next(); !ok || key != "a" {
+			t.Fatalf("Next = %q, %v; want a", key, ok)
+		}
+		s.Done("a", Outcome{Changed: true, Fetched: true})
+		return rate(s, "a")
+	}
+	// The same counts, decayed in another order.
+	if during, after := count(true), count(false); math.Abs(during-after) > 1e-4*after {
+		t.Errorf("rate %v when the push was told during the check, %v when after it; want the same", during, after)
+	}
+}

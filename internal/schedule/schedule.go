@@ -589,7 +589,9 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 
 	due := s.pol.next(r, now, o)
-	if o.Class == None {
+	if o.Class == None && !r.lastChange.After(r.lastStart) {
+		// The check saw every push told; one told while it ran (after
+		// it started) waits for the next check.
 		r.told = false
 	}
 	if o.Class != None {
