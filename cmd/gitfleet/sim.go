@@ -11,7 +11,7 @@ import (
 
 const simUsage = `Usage:
   gitfleet sim placement --keys K --nodes N [--scenario FILE] [--json]
-  gitfleet sim schedule --trace FILE --budget N [--policy P|all] [--json]
+  gitfleet sim schedule --trace FILE --budget N [--feed-budget R [--feed-batch B]] [--policy P|all] [--json]
 `
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/schedule/changerate"
 	"github.com/gitfleet/gitfleet/internal/schedule/freshness"
 )
 
@@ -30,9 +31,6 @@ import (
 // the repository's working day ends keeps it fresh all night.
 
 const (
-	rateBinsPerOct = 8
-	rateMinPerSec  = 1e-10 // slowest rate told apart: about once in 300 years
-	rateBins       = 36 * rateBinsPerOct
 	// minResolve: mu is re-solved after max(minResolve, Len()/8) updates
 	// of the rate histogram.
 	minResolve = 64
@@ -46,9 +44,9 @@ const (
 
 type adaptive struct {
 	s       *Scheduler
-	bins    [rateBins]int // repositories counted per rate bin
-	mu      float64       // price of a check, in fresh-seconds
-	updates int           // histogram updates since mu was solved
+	bins    changerate.Histogram // repositories counted by rate
+	mu      float64              // price of a check, in fresh-seconds
+	updates int                  // histogram updates since mu was solved
 	solved  bool
 	kappa   float64 // scales the budget mu is solved for
 	planned float64 // checks a second of all the plans
@@ -57,24 +55,15 @@ type adaptive struct {
 
 func newAdaptive(s *Scheduler) *adaptive { return &adaptive{s: s, kappa: 1} }
 
-func rateBin(l float64) int {
-	b := int(math.Floor(math.Log2(l/rateMinPerSec) * rateBinsPerOct))
-	return min(max(b, 0), rateBins-1)
-}
-
-func binRate(b int) float64 {
-	return rateMinPerSec * math.Exp2((float64(b)+0.5)/rateBinsPerOct)
-}
-
 func (p *adaptive) count(r *repo) {
-	r.est.bin = rateBin(r.est.rate())
-	p.bins[r.est.bin]++
+	r.est.bin = changerate.Bin(r.est.rate.Rate())
+	p.bins.Add(r.est.bin)
 	p.updates++
 }
 
 func (p *adaptive) uncount(r *repo) {
 	if r.est.bin >= 0 {
-		p.bins[r.est.bin]--
+		p.bins.Remove(r.est.bin)
 		r.est.bin = -1
 		p.updates++
 	}
@@ -97,7 +86,7 @@ func (p *adaptive) add(r *repo, st RepoState, now time.Time) {
 }
 
 func (p *adaptive) first(r *repo, _ time.Time) time.Duration {
-	d := p.interval(r.est.rate())
+	d := p.interval(r.est.rate.Rate())
 	p.setPlan(r, 1/d.Seconds())
 	return d
 }
@@ -107,12 +96,28 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 		return now
 	}
 	p.uncount(r)
-	r.est.observe(now, o.ChangeTimes, o.Changed)
+	// A change a push told of was counted then: a check that finds it
+	// without telling when it happened must not count it again.
+	r.est.observe(now, o.ChangeTimes, o.Changed && !r.told)
 	p.count(r)
 	due, perDay := p.plan(r, now)
 	p.setPlan(r, perDay/daySeconds)
 	p.replans++
 	return due
+}
+
+func (p *adaptive) push(r *repo, at, now time.Time, checked bool) {
+	if checked {
+		r.est.rate.Know(at)
+		return
+	}
+	r.est.observe(now, []time.Time{at}, false)
+	// Pushes come far more often than checks: only a move to another
+	// rate bin counts as an update of the histogram.
+	if r.est.bin != changerate.Bin(r.est.rate.Rate()) {
+		p.uncount(r)
+		p.count(r)
+	}
 }
 
 func (*adaptive) ranks() bool { return false }
@@ -121,7 +126,7 @@ func (*adaptive) ranks() bool { return false }
 // best for it at the current price, and how many checks a day that
 // schedule makes.
 func (p *adaptive) plan(r *repo, now time.Time) (time.Time, float64) {
-	l := r.est.rate()
+	l := r.est.rate.Rate()
 	x := p.interval(l)
 	c := p.s.cfg
 	if !(p.mu > 0) || math.IsInf(p.mu, 1) {
@@ -178,15 +183,5 @@ func (p *adaptive) solve() {
 		p.kappa = min(max(p.kappa*math.Pow(budget/demand, gain), 1.0/8), 8)
 		p.replans = 0
 	}
-	minX, maxX := c.MinInterval.Seconds(), c.MaxInterval.Seconds()
-	demand := func(mu float64) float64 {
-		var sum float64
-		for b, n := range p.bins {
-			if n > 0 {
-				sum += float64(n) / min(max(freshness.Interval(binRate(b), mu), minX), maxX)
-			}
-		}
-		return sum
-	}
-	p.mu = freshness.Price(demand, budget*p.kappa, p.mu)
+	p.mu = p.bins.Price(budget*p.kappa, c.MinInterval.Seconds(), c.MaxInterval.Seconds(), p.mu)
 }

@@ -18,6 +18,10 @@ type policy interface {
 	// next returns when r is due again after a check with outcome o; r's
 	// counters already include o.
 	next(r *repo, now time.Time, o Outcome) time.Time
+	// push tells the policy that r's upstream was pushed at at, as a
+	// forge's feed reports it; checked is true when a successful check
+	// made after at has already seen that push.
+	push(r *repo, at, now time.Time, checked bool)
 	// remove forgets r.
 	remove(r *repo)
 	// ranks is true when the policy orders due repositories by the
@@ -50,6 +54,8 @@ func (p fixed) first(*repo, time.Time) time.Duration { return p.interval() }
 func (p fixed) next(_ *repo, now time.Time, _ Outcome) time.Time { return now.Add(p.interval()) }
 
 func (fixed) remove(*repo) {}
+
+func (fixed) push(*repo, time.Time, time.Time, bool) {}
 
 func (fixed) ranks() bool { return false }
 
@@ -88,6 +94,8 @@ func (p sourcegraph) next(r *repo, now time.Time, o Outcome) time.Time {
 
 func (sourcegraph) remove(*repo) {}
 
+func (sourcegraph) push(*repo, time.Time, time.Time, bool) {}
+
 func (sourcegraph) ranks() bool { return false }
 
 // compass is the seed design's rule (Compass-CI's git-mirror): every
@@ -121,5 +129,7 @@ func (p compass) next(r *repo, now time.Time, _ Outcome) time.Time {
 }
 
 func (compass) remove(*repo) {}
+
+func (compass) push(*repo, time.Time, time.Time, bool) {}
 
 func (compass) ranks() bool { return true }

@@ -198,6 +198,7 @@ type repo struct {
 	running     bool
 	removed     bool // removed while running: forgotten at Done
 	urgentAgain bool // asked for while running: urgent again at Done
+	told        bool // a push after the last check was told (ObservePush)
 
 	fails    int // failures in a row
 	notFound int // NotFound in a row
@@ -299,7 +300,7 @@ func (s *Scheduler) Add(key, hostName string, st RepoState) {
 			r.lastChange = t
 		}
 	}
-	r.fails, r.interval = 0, 0
+	r.fails, r.interval, r.told = 0, 0, false
 	s.setNotFound(r, 0)
 	s.pol.add(r, st, now)
 	switch {
@@ -380,6 +381,33 @@ func (s *Scheduler) Urgent(key string) {
 		s.unqueue(r)
 		s.toAsked(r)
 	}
+}
+
+// ObservePush tells the scheduler that key's upstream was last pushed at
+// pushedAt, as a forge's change feed reports it, so that the policy learns
+// the repository's change rate from the pushes and not only from its own
+// checks. A push is counted once, whether the feed or a check sees it
+// first. A push said to be in the future is taken as now, so that a
+// forge's clock cannot stop the counting of the pushes to come. It does
+// not ask for a check: a push the mirror lacks is asked for with Urgent.
+// Unknown keys and zero times are ignored.
+func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[key]
+	if r == nil || r.removed || pushedAt.IsZero() {
+		return
+	}
+	now := s.clk.Now()
+	if pushedAt.After(now) {
+		pushedAt = now
+	}
+	r.lastChange = later(r.lastChange, pushedAt)
+	checked := !r.lastCheck.IsZero() && !pushedAt.After(r.lastCheck)
+	if !checked {
+		r.told = true
+	}
+	s.pol.push(r, pushedAt, now, checked)
 }
 
 // Next returns the repository to check now and marks it running; the
@@ -561,6 +589,11 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 
 	due := s.pol.next(r, now, o)
+	if o.Class == None && !r.lastChange.After(r.lastStart) {
+		// The check saw every push told; one told while it ran (after
+		// it started) waits for the next check.
+		r.told = false
+	}
 	if o.Class != None {
 		due = later(due, now.Add(s.retryDelay(o.Class, r.fails, r.notFound)))
 	}

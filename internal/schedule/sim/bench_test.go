@@ -80,3 +80,44 @@ func githubTraceIfPresent(b *testing.B) *Trace {
 	b.Run("read-github-trace", func(b *testing.B) { tr = githubTrace(b) })
 	return tr
 }
+
+// BenchmarkFeedQuality replays the real trace (if present) and the
+// synthetic ones (2,000 repositories over 90 days, the first 30 of which
+// are history) at one check per repository per day plus a feed of one
+// GitHub token's budget for a million repositories (each asked about every
+// 2 hours on average: feedFor), and reports the stale share of the
+// adaptive scheduler with the feed, of the oracle and uniform sweeps at
+// the feed's rate, and of the scheduler without the feed.
+func BenchmarkFeedQuality(b *testing.B) {
+	var table strings.Builder
+	table.WriteString("\n| trace | adaptive | adaptive+feed | feed-optimal | feed-uniform | +feed / feed-optimal |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, ft := range feedTraces(b, 2000, 90) {
+		b.Run(ft.name, func(b *testing.B) {
+			requests, batch := feedFor(len(ft.tr.Repos))
+			var res []Result
+			for b.Loop() {
+				var err error
+				res, err = Run(ft.tr, Options{
+					Policies:     []string{"adaptive", "adaptive" + FeedSuffix, PolicyFeedOptimal, PolicyFeedUniform},
+					Budget:       float64(len(ft.tr.Repos)) / 24,
+					Start:        ft.start,
+					FeedRequests: requests,
+					FeedBatch:    batch,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			row := "| " + ft.name + " |"
+			for _, r := range res {
+				b.ReportMetric(1-r.Freshness, "stale-"+r.Policy)
+				row += fmt.Sprintf(" %.4f |", 1-r.Freshness)
+			}
+			ratio := (1 - res[1].Freshness) / (1 - res[2].Freshness)
+			b.ReportMetric(ratio, "feed/optimal")
+			b.ReportMetric(float64(res[1].Urgent)/float64(res[1].Checks), "urgent/checks")
+			fmt.Fprintf(&table, "%s %.3f |\n", row, ratio)
+		})
+	}
+	b.Log(table.String())
+}

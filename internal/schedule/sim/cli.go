@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-const usage = `Usage: gitfleet sim schedule --trace FILE --budget N [--policy P|all] [--start UNIX] [--end UNIX] [--json]
+const usage = `Usage: gitfleet sim schedule --trace FILE --budget N [--feed-budget R [--feed-batch B]]
+       [--policy P|all] [--start UNIX] [--end UNIX] [--max-interval D] [--json]
 
 Replays a trace of upstream changes (CSV lines "key,unix_seconds"; a line
 "key," declares a repository that never changes) against the scheduler's
@@ -24,6 +25,15 @@ in checks per hour for the whole node. Changes before --start are history
 the policies learn from; at --start every mirror is current.
 Policies: adaptive, fixed, compass, sourcegraph, optimal (the theory's
 oracle, which knows each repository's rate in advance), or all.
+
+--feed-budget adds a forge's change feed: R requests an hour, each asking
+about B repositories (--feed-batch, default 100) when each was last pushed,
+chosen by the feed planner. The scheduler is told the push times, and a
+push newer than a repository's last check is checked at once, outside the
+check budget, as a webhook is. Each policy P then also runs as P+feed, and
+two baselines poll at the feed's rate (R x B checks an hour): feed-optimal
+(the oracle) and feed-uniform (every repository in turn). Checks count the
+urgent ones, shown apart.
 `
 
 // Main implements `gitfleet sim schedule` (args follow "schedule").
@@ -36,7 +46,9 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "all", "policy to run, or all")
 	start := fs.Int64("start", 0, "start of the measured span (unix seconds; default: the first change)")
 	end := fs.Int64("end", 0, "end of the measured span (unix seconds; default: the last change)")
-	maxInterval := fs.Duration("max-interval", DefaultMaxInterval, "the longest a repository may go unchecked")
+	maxInterval := fs.Duration("max-interval", DefaultMaxInterval, "the longest a repository may go unchecked (or unasked by the feed)")
+	feedBudget := fs.Float64("feed-budget", 0, "forge feed requests per hour (0: no feed)")
+	feedBatch := fs.Int("feed-batch", DefaultFeedBatch, "repositories a feed request asks about")
 	asJSON := fs.Bool("json", false, "one JSON object per line and policy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -46,6 +58,10 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *tracePath == "" || *budget <= 0 || fs.NArg() > 0 {
 		fmt.Fprint(stderr, "gitfleet sim schedule: --trace and a positive --budget are required\n\n"+usage)
+		return 2
+	}
+	if *feedBudget < 0 || *feedBatch <= 0 {
+		fmt.Fprint(stderr, "gitfleet sim schedule: --feed-budget must be >= 0 and --feed-batch > 0\n\n"+usage)
 		return 2
 	}
 	f, err := os.Open(*tracePath)
@@ -59,7 +75,7 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gitfleet sim schedule: %s: %v\n", *tracePath, err)
 		return 1
 	}
-	opts := Options{Budget: *budget, MaxInterval: *maxInterval}
+	opts := Options{Budget: *budget, MaxInterval: *maxInterval, FeedRequests: *feedBudget, FeedBatch: *feedBatch}
 	if *policy != "all" {
 		opts.Policies = strings.Split(*policy, ",")
 	}
@@ -78,19 +94,35 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, r := range results {
-			_ = enc.Encode(map[string]any{"policy": r.Policy, "freshness": r.Freshness, "stale_share": 1 - r.Freshness,
-				"age_seconds": r.AgeSeconds, "checks": r.Checks, "fetches": r.Fetches})
+			obj := map[string]any{"policy": r.Policy, "freshness": r.Freshness, "stale_share": 1 - r.Freshness,
+				"age_seconds": r.AgeSeconds, "checks": r.Checks, "fetches": r.Fetches}
+			if *feedBudget > 0 {
+				obj["feed_asks"], obj["urgent_checks"] = r.Asks, r.Urgent
+			}
+			_ = enc.Encode(obj)
 		}
 		return 0
 	}
 	first, last := tr.Span()
-	fmt.Fprintf(stdout, "%d repositories, %s to %s, budget %.1f checks/hour\n\n", len(tr.Repos),
+	fmt.Fprintf(stdout, "%d repositories, %s to %s, budget %.1f checks/hour", len(tr.Repos),
 		first.UTC().Format(time.DateOnly), last.UTC().Format(time.DateOnly), *budget)
+	if *feedBudget > 0 {
+		fmt.Fprintf(stdout, ", feed %g requests/hour of %d (%.1f repositories/hour)", *feedBudget, *feedBatch, *feedBudget*float64(*feedBatch))
+	}
+	fmt.Fprint(stdout, "\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\t")
+	if *feedBudget > 0 {
+		fmt.Fprintln(tw, "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\tfeed asks\turgent checks\t")
+	} else {
+		fmt.Fprintln(tw, "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\t")
+	}
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%s\t%d\t%d\t\n", r.Policy, r.Freshness, 1-r.Freshness,
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%s\t%d\t%d\t", r.Policy, r.Freshness, 1-r.Freshness,
 			(time.Duration(r.AgeSeconds) * time.Second).Round(time.Second), r.Checks, r.Fetches)
+		if *feedBudget > 0 {
+			fmt.Fprintf(tw, "%d\t%d\t", r.Asks, r.Urgent)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\n(simulated in %s)\n", time.Since(began).Round(time.Millisecond))

@@ -46,6 +46,40 @@ func TestCLIPrintsOneJSONObjectPerPolicy(t *testing.T) {
 	}
 }
 
+func TestCLIWithAFeedPrintsItsPoliciesAndBaselines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "trace.csv")
+	var b strings.Builder
+	for i := 0; i < 50; i++ {
+		b.WriteString("example.org/a," + itoa(1700000000+i*3600) + "\n")
+	}
+	b.WriteString("example.org/b,\n")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"--trace", p, "--budget", "1", "--feed-budget", "2", "--feed-batch", "1", "--policy", "adaptive,adaptive+feed,feed-optimal,feed-uniform", "--json"}
+	if code := Main(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var policies []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, r["policy"].(string))
+		if r["policy"] == "adaptive+feed" && r["feed_asks"].(float64) == 0 {
+			t.Errorf("adaptive+feed asked about nothing: %s", l)
+		}
+	}
+	if got := strings.Join(policies, " "); got != "adaptive adaptive+feed feed-optimal feed-uniform" {
+		t.Errorf("policies %s", got)
+	}
+	if code := Main(context.Background(), []string{"--trace", p, "--budget", "1", "--feed-batch", "0"}, &out, &errOut); code != 2 {
+		t.Errorf("exit %d for --feed-batch 0, want 2", code)
+	}
+}
+
 func TestCLIRefusesMissingArguments(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), []string{"--budget", "3"}, &out, &errOut); code != 2 {

@@ -23,6 +23,11 @@ const (
 	// pushes minutes apart, mostly in working hours, and some weeks are
 	// silent.
 	KindBursty = "bursty"
+	// KindMixed: a large catalog's population. Most repositories are
+	// quiet (a change every few weeks or months), a few are busy (one to
+	// twenty changes a day); both change in bursts, mostly in working
+	// hours, as KindBursty does.
+	KindMixed = "mixed"
 )
 
 // Shape of the generated traces.
@@ -35,13 +40,19 @@ const (
 	burstMean     = 3.0              // changes per burst, on average
 	burstGap      = 10 * time.Minute // mean time between changes of a burst
 	burstAtWork   = 0.8              // share of bursts that start in working hours
+
+	mixedBusyShare = 0.3  // share of busy repositories in KindMixed
+	mixedQuietMin  = 0.01 // Pareto scale of a quiet repository's daily rate
+	mixedQuietMax  = 0.5  // cap of a quiet repository's daily rate
+	mixedBusyMin   = 1.0  // busy repositories' daily rates are log-uniform
+	mixedBusyMax   = 20.0 // between these
 )
 
 var timeZones = []int{-8, -7, -5, -4, -3, 0, 1, 2, 3, 5, 8, 9} // hours east of UTC
 
 // Generate returns a synthetic trace of n repositories over days days
 // from Monday 2025-01-06 00:00 UTC, of the given kind (KindPoissonHeavyTail,
-// KindWorkHours or KindBursty), the same for the same seed. Repositories
+// KindWorkHours, KindBursty or KindMixed), the same for the same seed. Repositories
 // are spread over github.com (70%), gitlab.com (20%) and gitee.com (10%).
 // Generate panics on an unknown kind.
 func Generate(kind string, n, days int, seed int64) *Trace {
@@ -68,6 +79,13 @@ func Generate(kind string, n, days int, seed int64) *Trace {
 		case KindWorkHours:
 			cs = workHourChanges(rng, perDay, tz, end)
 		case KindBursty:
+			cs = burstyChanges(rng, perDay, tz, end)
+		case KindMixed:
+			if rng.Float64() < mixedBusyShare {
+				perDay = mixedBusyMin * math.Pow(mixedBusyMax/mixedBusyMin, rng.Float64())
+			} else {
+				perDay = min(mixedQuietMax, mixedQuietMin/(1-rng.Float64()))
+			}
 			cs = burstyChanges(rng, perDay, tz, end)
 		default:
 			panic(fmt.Sprintf("sim: unknown trace kind %q", kind))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/schedule"
+	"github.com/gitfleet/gitfleet/internal/schedule/feedplan"
 	"github.com/gitfleet/gitfleet/internal/schedule/freshness"
 )
 
@@ -17,6 +18,25 @@ import (
 // interval the theory gives for its true rate over the measured span,
 // known in advance.
 const PolicyOptimal = "optimal"
+
+// With a feed (Options.FeedRequests > 0):
+const (
+	// FeedSuffix names a scheduler policy run beside a forge feed, as in
+	// "adaptive+feed".
+	FeedSuffix = "+feed"
+	// PolicyFeedOptimal is the oracle polling at the feed's rate:
+	// every repository checked periodically at the theory's interval for
+	// its true rate, the feed's budget spread as PolicyOptimal spreads
+	// the check budget.
+	PolicyFeedOptimal = "feed-optimal"
+	// PolicyFeedUniform checks every repository in turn at the feed's
+	// rate: uniform sweeps.
+	PolicyFeedUniform = "feed-uniform"
+)
+
+// DefaultFeedBatch is the number of repositories a feed request asks
+// about unless told otherwise: GitHub's GraphQL answers for 100.
+const DefaultFeedBatch = 100
 
 // DefaultMaxInterval is the staleness bound the simulator gives the
 // scheduler unless told otherwise. It is longer than the node's default
@@ -40,6 +60,14 @@ type Options struct {
 	MaxInterval time.Duration // default DefaultMaxInterval
 	MinInterval time.Duration // default: the scheduler's
 	Seed        uint64        // seeds jitter and the oracle's phases
+	// FeedRequests is the forge feed's requests an hour (0: no feed) and
+	// FeedBatch the repositories a request asks about (default
+	// DefaultFeedBatch). With a feed, the default policies are each
+	// scheduler policy without and with the feed (P and P+FeedSuffix),
+	// the oracle, and the two that poll at the feed's rate
+	// (PolicyFeedOptimal and PolicyFeedUniform).
+	FeedRequests float64
+	FeedBatch    int
 }
 
 // Result is how one policy did.
@@ -51,8 +79,10 @@ type Result struct {
 	// AgeSeconds is the mean, over time and repositories, of the time
 	// since the oldest change the mirror does not have yet (0 when fresh).
 	AgeSeconds float64
-	Checks     int // checks made
+	Checks     int // checks made, urgent ones included
 	Fetches    int // checks that found a change
+	Asks       int // repositories the feed asked about
+	Urgent     int // checks the feed asked for: pushes newer than the last check
 }
 
 // allPolicies is every policy Run knows, the oracle last.
@@ -83,25 +113,61 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 	if opts.MaxInterval == 0 {
 		opts.MaxInterval = DefaultMaxInterval
 	}
+	if opts.FeedRequests < 0 || math.IsNaN(opts.FeedRequests) || math.IsInf(opts.FeedRequests, 0) {
+		return nil, fmt.Errorf("sim: feed budget %v requests/hour: must be a finite number >= 0 (0: no feed)", opts.FeedRequests)
+	}
+	if opts.FeedBatch < 0 {
+		return nil, fmt.Errorf("sim: feed batch %d: must be >= 0 (0: %d)", opts.FeedBatch, DefaultFeedBatch)
+	}
+	if opts.FeedBatch == 0 {
+		opts.FeedBatch = DefaultFeedBatch
+	}
 	policies := opts.Policies
 	if len(policies) == 0 {
-		policies = allPolicies
+		policies = defaultPolicies(opts.FeedRequests > 0)
 	}
 	out := make([]Result, 0, len(policies))
 	for _, p := range policies {
+		base, withFeed := strings.CutSuffix(p, FeedSuffix)
+		if (withFeed || p == PolicyFeedOptimal || p == PolicyFeedUniform) && opts.FeedRequests == 0 {
+			return nil, fmt.Errorf("sim: policy %s needs a feed budget (--feed-budget)", p)
+		}
 		var res Result
 		var err error
-		if p == PolicyOptimal {
-			res = runOptimal(tr, opts)
-		} else {
-			res, err = runScheduler(tr, p, opts)
+		switch p {
+		case PolicyOptimal:
+			res = runOptimal(tr, opts, opts.Budget)
+		case PolicyFeedOptimal:
+			res = runOptimal(tr, opts, opts.feedPerHour())
+		case PolicyFeedUniform:
+			res = runUniform(tr, opts, opts.feedPerHour())
+		default:
+			res, err = runScheduler(tr, base, withFeed, opts)
 		}
 		if err != nil {
 			return nil, err
 		}
+		res.Policy = p
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// feedPerHour is the repositories the feed asks about an hour.
+func (o Options) feedPerHour() float64 { return o.FeedRequests * float64(o.FeedBatch) }
+
+func defaultPolicies(feed bool) []string {
+	if !feed {
+		return allPolicies
+	}
+	var ps []string
+	for _, p := range allPolicies {
+		ps = append(ps, p)
+		if p != PolicyOptimal {
+			ps = append(ps, p+FeedSuffix)
+		}
+	}
+	return append(ps, PolicyFeedOptimal, PolicyFeedUniform)
 }
 
 // mirror follows one repository's mirror during a run.
@@ -145,9 +211,9 @@ func (m *mirror) behind(t time.Time) {
 	m.age += d * d / 2
 }
 
-func result(policy string, ms []mirror, opts Options, checks, fetches int) Result {
+func result(ms []mirror, opts Options, checks, fetches int) Result {
 	span := opts.End.Sub(opts.Start).Seconds()
-	res := Result{Policy: policy, Checks: checks, Fetches: fetches}
+	res := Result{Checks: checks, Fetches: fetches}
 	for i := range ms {
 		m := &ms[i]
 		if m.pending < len(m.changes) {
@@ -166,7 +232,15 @@ func hostOf(key string) string {
 	return h
 }
 
-func runScheduler(tr *Trace, policy string, opts Options) (Result, error) {
+// runScheduler replays tr against the scheduler with policy, and, with
+// withFeed, a forge feed beside it: every 1/FeedRequests hours the feed
+// planner picks FeedBatch repositories, the forge answers with each one's
+// latest change at or before the ask (its pushedAt), the scheduler is told
+// each push time, and a push newer than the repository's last check is an
+// urgent check. An urgent check takes the webhook's path (Scheduler.Urgent:
+// ahead of the background lane and outside its budget, at once, as checks
+// take no time here); Result.Urgent counts them.
+func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result, error) {
 	clk := clock.NewFake(opts.Start)
 	s, err := schedule.New(schedule.Config{
 		Policy:      policy,
@@ -179,6 +253,13 @@ func runScheduler(tr *Trace, policy string, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("sim: %w", err)
 	}
+	var fp *feedplan.Planner
+	if withFeed {
+		fp, err = feedplan.New(feedplan.Options{PerHour: opts.feedPerHour(), MaxInterval: opts.MaxInterval})
+		if err != nil {
+			return Result{}, fmt.Errorf("sim: %w", err)
+		}
+	}
 	ms := newMirrors(tr, opts)
 	index := make(map[string]int, len(tr.Repos))
 	for i, r := range tr.Repos {
@@ -189,6 +270,31 @@ func runScheduler(tr *Trace, policy string, opts Options) (Result, error) {
 			st.LastChange = r.Changes[lo-1]
 		}
 		s.Add(r.Key, hostOf(r.Key), st)
+		if fp != nil {
+			fp.Add(r.Key, opts.Start, r.Changes[:lo])
+		}
+	}
+	asks, urgent := 0, 0
+	ask := func(now time.Time) {
+		for _, key := range fp.Next(now, opts.FeedBatch) {
+			asks++
+			pushed := latest(tr.Repos[index[key]].Changes, now)
+			fp.Observe(key, now, pushed)
+			if pushed.IsZero() {
+				continue
+			}
+			s.ObservePush(key, pushed)
+			if pushed.After(s.LastCheck(key)) {
+				urgent++
+				s.Urgent(key)
+			}
+		}
+	}
+	var askEvery time.Duration
+	nextAsk := opts.End // never, without a feed
+	if fp != nil {
+		askEvery = time.Duration(float64(time.Hour) / opts.FeedRequests)
+		nextAsk = opts.Start
 	}
 	checks, fetches := 0, 0
 	for {
@@ -203,24 +309,45 @@ func runScheduler(tr *Trace, policy string, opts Options) (Result, error) {
 			s.Done(key, schedule.Outcome{Changed: len(fetched) > 0, ChangeTimes: fetched, Fetched: len(fetched) > 0})
 			continue
 		}
+		wake := now.Add(wait)
 		if wait == 0 {
+			wake = opts.End
+		}
+		if nextAsk.Before(opts.End) && !nextAsk.After(wake) {
+			clk.Set(nextAsk)
+			ask(nextAsk)
+			nextAsk = nextAsk.Add(askEvery)
+			continue
+		}
+		if !wake.Before(opts.End) {
 			break
 		}
-		t := now.Add(wait)
-		if !t.Before(opts.End) {
-			break
-		}
-		clk.Set(t)
+		clk.Set(wake)
 	}
-	return result(policy, ms, opts, checks, fetches), nil
+	res := result(ms, opts, checks, fetches)
+	res.Asks, res.Urgent = asks, urgent
+	return res, nil
+}
+
+// latest returns the latest of the sorted times ts at or before t (zero if
+// none).
+func latest(ts []time.Time, t time.Time) time.Time {
+	i, found := slices.BinarySearchFunc(ts, t, time.Time.Compare)
+	switch {
+	case found:
+		return ts[i]
+	case i > 0:
+		return ts[i-1]
+	}
+	return time.Time{}
 }
 
 // runOptimal checks each repository every x_i seconds, x_i being the
-// theory's optimal interval for its true rate over the span, the budget
-// spread by equalising the marginal freshness gain. The oracle respects
-// the budget but not MaxInterval: it is the bound of what periodic checks
-// can do when rates are known.
-func runOptimal(tr *Trace, opts Options) Result {
+// theory's optimal interval for its true rate over the span, perHour
+// checks an hour spread by equalising the marginal freshness gain. The
+// oracle respects the budget but not MaxInterval: it is the bound of what
+// periodic checks can do when rates are known.
+func runOptimal(tr *Trace, opts Options, perHour float64) Result {
 	ms := newMirrors(tr, opts)
 	span := opts.End.Sub(opts.Start).Seconds()
 	rates := make([]float64, len(ms))
@@ -234,14 +361,33 @@ func runOptimal(tr *Trace, opts Options) Result {
 		}
 		return sum
 	}
-	mu := freshness.Price(demand, opts.Budget/3600, 0)
+	mu := freshness.Price(demand, perHour/3600, 0)
+	intervals := make([]float64, len(ms))
+	for i, l := range rates {
+		intervals[i] = freshness.Interval(l, mu)
+	}
+	return periodic(ms, opts, intervals)
+}
+
+// runUniform checks every repository at the same interval, perHour checks
+// an hour in all: uniform sweeps.
+func runUniform(tr *Trace, opts Options, perHour float64) Result {
+	ms := newMirrors(tr, opts)
+	intervals := make([]float64, len(ms))
+	for i := range intervals {
+		intervals[i] = float64(len(ms)) / perHour * 3600
+	}
+	return periodic(ms, opts, intervals)
+}
+
+// periodic checks mirror i every intervals[i] seconds (never if +Inf),
+// each at a fixed phase spread by the golden ratio.
+func periodic(ms []mirror, opts Options, intervals []float64) Result {
 	checks, fetches := 0, 0
-	for i := range ms {
-		x := freshness.Interval(rates[i], mu)
+	for i, x := range intervals {
 		if math.IsInf(x, 1) {
 			continue
 		}
-		// A fixed phase per repository, spread by the golden ratio.
 		_, phase := math.Modf(float64(i+1)*0.6180339887498949 + float64(opts.Seed%1000)/1000)
 		step := time.Duration(x * 1e9)
 		for t := opts.Start.Add(time.Duration(phase * float64(step))); t.Before(opts.End); t = t.Add(step) {
@@ -251,5 +397,5 @@ func runOptimal(tr *Trace, opts Options) Result {
 			}
 		}
 	}
-	return result(PolicyOptimal, ms, opts, checks, fetches)
+	return result(ms, opts, checks, fetches)
 }

@@ -20,7 +20,7 @@ func TestMirrorAccountsStaleTimeAndAge(t *testing.T) {
 		t.Errorf("check at 17 fetched %v, want nothing", got)
 	}
 	m.check(at(30))
-	res := result("x", []mirror{m}, Options{Start: at(0), End: at(40)}, 0, 0)
+	res := result([]mirror{m}, Options{Start: at(0), End: at(40)}, 0, 0)
 	if want := 1 - 15.0/40; math.Abs(res.Freshness-want) > 1e-12 {
 		t.Errorf("Freshness = %v, want %v", res.Freshness, want)
 	}
@@ -31,7 +31,7 @@ func TestMirrorAccountsStaleTimeAndAge(t *testing.T) {
 
 func TestMirrorNeverCheckedIsStaleFromItsFirstChange(t *testing.T) {
 	ms := []mirror{{changes: []time.Time{at(30), at(35)}}, {}}
-	res := result("x", ms, Options{Start: at(0), End: at(40)}, 0, 0)
+	res := result(ms, Options{Start: at(0), End: at(40)}, 0, 0)
 	// (30/40 + 1) / 2 repositories.
 	if want := (30.0/40 + 1) / 2; math.Abs(res.Freshness-want) > 1e-12 {
 		t.Errorf("Freshness = %v, want %v", res.Freshness, want)

@@ -1,11 +1,14 @@
 // Package sim replays traces of upstream changes against the freshness
 // scheduler, with a fake clock, to measure how fresh each policy keeps the
-// mirrors for a given budget. It also generates synthetic traces and
-// computes the theory's oracle to compare with.
+// mirrors for a given budget, alone or beside a forge's change feed. It
+// also generates synthetic traces and computes the theory's oracle (and,
+// for a feed, the oracle and uniform sweeps at the feed's rate) to compare
+// with.
 //
-// It owns trace parsing and generation and the freshness accounting. It
-// must not reimplement a policy: every policy runs through the same
-// schedule.Scheduler code the node runs.
+// It owns trace parsing and generation, the forge's answers and the
+// freshness accounting. It must not reimplement a policy or the feed's
+// plan: they run through the same schedule.Scheduler and feedplan.Planner
+// code the nodes run.
 package sim
 
 import (

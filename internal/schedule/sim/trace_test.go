@@ -102,7 +102,7 @@ func githubTrace(tb testing.TB) *Trace {
 }
 
 func TestGenerateIsDeterministic(t *testing.T) {
-	for _, kind := range []string{KindPoissonHeavyTail, KindWorkHours, KindBursty} {
+	for _, kind := range []string{KindPoissonHeavyTail, KindWorkHours, KindBursty, KindMixed} {
 		a, b := Generate(kind, 50, 10, 3), Generate(kind, 50, 10, 3)
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("%s: two traces from seed 3 differ", kind)
@@ -150,6 +150,22 @@ func TestGenerateKinds(t *testing.T) {
 	_, quick, total, _ = stats(Generate(KindBursty, n, days, 1))
 	if share := float64(quick) / float64(total); share < poissonQuick+0.2 {
 		t.Errorf("bursty: %.0f%% of gaps under an hour, poisson-heavytail %.0f%%: want far more", 100*share, 100*poissonQuick)
+	}
+}
+
+func TestGenerateMixedIsMostlyQuietWithAFewBusy(t *testing.T) {
+	const n, days = 1000, 60
+	busy, quiet := 0, 0
+	for _, r := range Generate(KindMixed, n, days, 1).Repos {
+		switch perDay := float64(len(r.Changes)) / days; {
+		case perDay >= 0.5:
+			busy++
+		case perDay < 0.2:
+			quiet++
+		}
+	}
+	if quiet < n/2 || busy < n/5 || busy > n*2/5 {
+		t.Errorf("mixed: %d of %d repositories quiet (under 0.2 changes a day), %d busy (0.5 or more); want most quiet and 20-40%% busy", quiet, n, busy)
 	}
 }
 

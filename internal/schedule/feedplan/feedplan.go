@@ -1,0 +1,339 @@
+// Package feedplan decides which repositories a forge's change feed asks
+// about next. A forge answers, for a batch of repositories a request, when
+// each was last pushed; the feed can ask about PerHour repositories an
+// hour, and this planner spends that budget where the changes are.
+//
+// Each repository's change rate is learned from the push times the forge
+// returns, with the model the scheduler's adaptive policy uses
+// (changerate: decayed episodes over a decayed exposure), and each is
+// asked about at the interval that buys the most freshness for the budget
+// (Cho & Garcia-Molina's closed form for Poisson sources, one price for
+// all, solved over a histogram of the rates: freshness.Price), but at
+// least once per MaxInterval. A repository whose push is seen when asked
+// about becomes fresh at once (the feed turns the push into an urgent
+// check), so asking about it is worth what a check would be.
+//
+// It owns the plan only: it must not talk to a forge, read the clock or
+// start goroutines. The feed passes the time in on every call, asks the
+// forge about what Next returns, and reports each answer with Observe. A
+// Planner is not safe for concurrent use.
+package feedplan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/schedule/changerate"
+	"github.com/gitfleet/gitfleet/internal/schedule/freshness"
+)
+
+// Options configures a Planner.
+type Options struct {
+	// PerHour is the number of repositories that may be asked about an
+	// hour: requests an hour times repositories a request. Required.
+	PerHour float64
+	// MaxInterval is the longest a repository goes without being asked
+	// about (default 24h), when the budget allows it: with more than
+	// PerHour x MaxInterval repositories, the budget wins, and the
+	// repositories go in the order they fell due.
+	MaxInterval time.Duration
+	// MinInterval is the shortest time between two asks about one
+	// repository (default 1m).
+	MinInterval time.Duration
+}
+
+const (
+	defaultMaxInterval = 24 * time.Hour
+	defaultMinInterval = time.Minute
+	// minResolve: the price is solved again after max(minResolve, Len/8)
+	// changes of the rate histogram.
+	minResolve = 64
+)
+
+// Planner plans the asks of one feed. At a million repositories it takes
+// about 84 bytes a repository besides the key's own bytes (see
+// BenchmarkMemory1M).
+type Planner struct {
+	opts    Options
+	index   keyIndex
+	entries []entry
+	free    []int32 // indices of removed entries, for reuse
+	heap    []due   // entries by due time, earliest first
+
+	hist   changerate.Histogram
+	mu     float64 // price of an ask, in fresh-seconds
+	solved bool
+	// intervals is the ask interval of each rate bin at price mu, 0
+	// until it is needed.
+	intervals [changerate.Bins]time.Duration
+	updates   int    // histogram changes since mu was solved
+	adds      uint64 // repositories added, for spreading their first asks
+}
+
+// entry is one repository. Its rate bin is not kept: it is the bin of
+// est.Rate(), which changes only where the entry is counted again.
+type entry struct {
+	key string
+	est changerate.Estimate
+	pos int32 // index in the heap, -1 for a removed entry
+}
+
+// due is an entry's place in the heap. The time is kept here, not in the
+// entry, so that ordering the heap reads only the heap.
+type due struct {
+	at uint32 // Unix seconds
+	i  int32  // the entry
+}
+
+// New returns a Planner for opts.
+func New(opts Options) (*Planner, error) {
+	if !(opts.PerHour > 0) || math.IsInf(opts.PerHour, 1) {
+		return nil, fmt.Errorf("feedplan: %v repositories an hour: must be a finite number > 0", opts.PerHour)
+	}
+	if opts.MaxInterval < 0 || opts.MinInterval < 0 {
+		return nil, fmt.Errorf("feedplan: intervals must be >= 0 (min %v, max %v)", opts.MinInterval, opts.MaxInterval)
+	}
+	if opts.MaxInterval == 0 {
+		opts.MaxInterval = defaultMaxInterval
+	}
+	if opts.MinInterval == 0 {
+		opts.MinInterval = defaultMinInterval
+	}
+	if opts.MinInterval > opts.MaxInterval {
+		return nil, fmt.Errorf("feedplan: min interval %v is longer than max interval %v", opts.MinInterval, opts.MaxInterval)
+	}
+	return &Planner{opts: opts, index: newKeyIndex()}, nil
+}
+
+func unixSeconds(t time.Time) uint32 {
+	return uint32(min(max(t.Unix(), 0), math.MaxUint32))
+}
+
+// Len returns the number of repositories planned.
+func (p *Planner) Len() int { return p.index.n }
+
+// Add starts planning key, whose known changes (push or commit times, any
+// order; the slice is not kept) are history: its rate is learned from them
+// as the scheduler learns it. Its first ask is spread over its interval
+// from now, so that adding many at once does not make them due at once.
+// Adding a key already planned changes nothing.
+func (p *Planner) Add(key string, now time.Time, history []time.Time) {
+	if _, i := p.index.find(key, p.entries); i >= 0 {
+		return
+	}
+	var i int32
+	if n := len(p.free); n > 0 {
+		i, p.free = p.free[n-1], p.free[:n-1]
+	} else {
+		i = int32(len(p.entries))
+		p.entries = append(p.entries, entry{})
+	}
+	e := &p.entries[i]
+	*e = entry{key: key}
+	begin(&e.est, history, now)
+	p.index.insert(i, p.entries)
+	p.count(e)
+	p.adds++
+	_, spread := math.Modf(float64(p.adds) * 0.6180339887498949)
+	p.push(i, now.Add(time.Duration(spread*float64(p.interval(e)))))
+}
+
+// push puts entry i in the heap, due at t.
+func (p *Planner) push(i int32, t time.Time) {
+	p.entries[i].pos = int32(len(p.heap))
+	p.heap = append(p.heap, due{at: unixSeconds(t), i: i})
+	p.up(len(p.heap) - 1)
+}
+
+// begin starts est from a repository's history: its exposure starts at the
+// first known change.
+func begin(est *changerate.Estimate, history []time.Time, now time.Time) {
+	est.Start(now)
+	if len(history) == 0 {
+		return
+	}
+	if !slices.IsSortedFunc(history, time.Time.Compare) {
+		history = slices.SortedFunc(slices.Values(history), time.Time.Compare)
+	}
+	if !history[0].Before(now) {
+		return
+	}
+	est.Start(history[0])
+	est.Decay(now)
+	for _, t := range history {
+		est.Count(now, t)
+	}
+}
+
+// Remove stops planning key. Unknown keys are ignored.
+func (p *Planner) Remove(key string) {
+	s, i := p.index.find(key, p.entries)
+	if i < 0 {
+		return
+	}
+	e := &p.entries[i]
+	p.uncount(e)
+	p.heapRemove(int(e.pos))
+	p.index.delete(s, p.entries)
+	*e = entry{pos: -1}
+	p.free = append(p.free, i)
+}
+
+// Next returns the keys to ask about now, at most n: those due, earliest
+// first, and, to fill the batch, those due soonest after them (a request
+// costs the same for one repository as for n). The caller is expected to
+// call it at the budget's pace, one batch every n/PerHour hours. Each key
+// returned is not due again before its interval has passed; a key the
+// forge does not answer for is asked about again at its usual interval.
+func (p *Planner) Next(now time.Time, n int) []string {
+	n = min(n, len(p.heap))
+	if n <= 0 {
+		return nil
+	}
+	keys := make([]string, 0, n)
+	asked := make([]int32, 0, n)
+	for range n {
+		i := p.heap[0].i
+		p.heapRemove(0)
+		keys = append(keys, p.entries[i].key)
+		asked = append(asked, i)
+	}
+	for _, i := range asked {
+		p.push(i, now.Add(p.interval(&p.entries[i])))
+	}
+	return keys
+}
+
+// Observe reports the forge's answer for key, asked about at askedAt:
+// pushedAt is the repository's last push; a zero pushedAt (the forge did
+// not answer for it) is not a change. A push already known is not counted
+// again, and one said to be after the ask is taken as at the ask, so that a
+// forge's clock (or a hostile answer) cannot stop the planner from
+// counting the pushes to come. Unknown keys are ignored.
+func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
+	_, i := p.index.find(key, p.entries)
+	if i < 0 || pushedAt.IsZero() {
+		return
+	}
+	if pushedAt.After(askedAt) {
+		pushedAt = askedAt
+	}
+	e := &p.entries[i]
+	was := changerate.Bin(e.est.Rate())
+	e.est.Decay(askedAt)
+	e.est.Count(askedAt, pushedAt)
+	if b := changerate.Bin(e.est.Rate()); b != was {
+		p.hist.Remove(was)
+		p.hist.Add(b)
+		p.updates++
+	}
+	// Replan from the ask with what the answer taught.
+	p.heap[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
+	p.down(int(e.pos))
+	p.up(int(e.pos))
+}
+
+// Interval returns how often key is asked about at the current price (0
+// for an unknown key).
+func (p *Planner) Interval(key string) time.Duration {
+	_, i := p.index.find(key, p.entries)
+	if i < 0 {
+		return 0
+	}
+	return p.interval(&p.entries[i])
+}
+
+func (p *Planner) count(e *entry) {
+	p.hist.Add(changerate.Bin(e.est.Rate()))
+	p.updates++
+}
+
+func (p *Planner) uncount(e *entry) {
+	p.hist.Remove(changerate.Bin(e.est.Rate()))
+	p.updates++
+}
+
+// interval returns e's ask interval: the closed form for a Poisson source
+// of its rate bin's rate at the current price, within [MinInterval,
+// MaxInterval].
+func (p *Planner) interval(e *entry) time.Duration {
+	if !p.solved || p.updates > max(minResolve, p.index.n/8) {
+		p.solve()
+	}
+	b := changerate.Bin(e.est.Rate())
+	if p.intervals[b] == 0 {
+		minX, maxX := p.opts.MinInterval.Seconds(), p.opts.MaxInterval.Seconds()
+		p.intervals[b] = time.Duration(min(max(freshness.Interval(changerate.BinRate(b), p.mu), minX), maxX) * 1e9)
+	}
+	return p.intervals[b]
+}
+
+// solve finds the price at which the intervals of the counted rates spend
+// the budget, and forgets the intervals of the last price.
+func (p *Planner) solve() {
+	p.solved, p.updates = true, 0
+	p.mu = p.hist.Price(p.opts.PerHour/3600, p.opts.MinInterval.Seconds(), p.opts.MaxInterval.Seconds(), p.mu)
+	p.intervals = [changerate.Bins]time.Duration{}
+}
+
+// The heap of entries by due time; equal times go by index, so that the
+// order is deterministic.
+
+func (p *Planner) less(a, b int) bool {
+	da, db := p.heap[a], p.heap[b]
+	if da.at != db.at {
+		return da.at < db.at
+	}
+	return da.i < db.i
+}
+
+func (p *Planner) swap(a, b int) {
+	p.heap[a], p.heap[b] = p.heap[b], p.heap[a]
+	p.entries[p.heap[a].i].pos = int32(a)
+	p.entries[p.heap[b].i].pos = int32(b)
+}
+
+func (p *Planner) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !p.less(i, parent) {
+			return
+		}
+		p.swap(i, parent)
+		i = parent
+	}
+}
+
+func (p *Planner) down(i int) {
+	n := len(p.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && p.less(r, l) {
+			m = r
+		}
+		if !p.less(m, i) {
+			return
+		}
+		p.swap(i, m)
+		i = m
+	}
+}
+
+func (p *Planner) heapRemove(i int) {
+	last := len(p.heap) - 1
+	if i != last {
+		p.swap(i, last)
+	}
+	p.entries[p.heap[last].i].pos = -1
+	p.heap = p.heap[:last]
+	if i != last {
+		p.down(i)
+		p.up(i)
+	}
+}
