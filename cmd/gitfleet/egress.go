@@ -2,17 +2,21 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
-// withEgress adds the egress policy and the hosts whose paths fold case to
-// a coordinator's and a node's configurations (either may be nil).
+// withEgress adds the egress policy, the hosts whose paths fold case and
+// the forges' feeds (whose API requests go through the egress dialer) to a
+// coordinator's and a node's configurations (either may be nil).
 func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) error {
 	ports := make([]int, 0, len(cfg.EgressPorts))
 	for _, s := range cfg.EgressPorts {
@@ -32,6 +36,13 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 		return fmt.Errorf("--case-insensitive-host: %w", err)
 	}
 	if ccfg != nil {
+		forges, err := forge.Parse(cfg.Forge, cfg.ForgeToken, os.Getenv(forge.TokensEnv))
+		if err != nil {
+			return fmt.Errorf("--forge or --forge-token: %w", err)
+		}
+		ccfg.Feeds = coordinator.FeedConfig{Forges: forges, RequestsPerHour: cfg.ForgeRequestsPerHour,
+			MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval,
+			Client: forge.Options{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: (&egress.Dialer{Policy: policy}).DialContext}}}}
 		ccfg.Egress = policy
 		ccfg.Fold = fold
 	}

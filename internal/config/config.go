@@ -79,6 +79,9 @@ type Config struct {
 	MaxTreeDepth          int           `name:"max-tree-depth" help:"node: deepest tree git may walk (core.maxTreeDepth; needs git 2.43, logged at start when missing; 0: git's default)"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" help:"shorthand: upstreams and webhooks may reach loopback and private networks and localhost names, on any port (tests, demo)"`
 	EgressAllow           List          `name:"egress-allow" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
+	Forge                 List          `name:"forge" help:"coordinator, up: a forge whose change feed tells of pushes, HOST=KIND[,api=URL] with KIND github, gitlab, gitea or gitee (repeatable; github.com, gitlab.com, gitee.com and codeberg.org are configured already; see docs/forges.md)"`
+	ForgeToken            List          `name:"forge-token" help:"coordinator, up: a token of a forge's API, HOST=TOKEN (repeatable, used in turn; also env GITFLEET_FORGE_TOKENS); never sent to nodes, logged or shown"`
+	ForgeRequestsPerHour  float64       `name:"forge-requests-per-hour" help:"coordinator, up: requests a forge's change feed makes an hour, per token"`
 	CaseInsensitiveHost   List          `name:"case-insensitive-host" help:"coordinator, full node, up: a host whose repository paths are case-insensitive, so that keys of its repositories are lower-cased, as github.com's and gitee.com's always are (repeatable; give it to the coordinator and every full node alike)"`
 	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
 	EgressPorts           List          `name:"egress-ports" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
@@ -149,19 +152,20 @@ func Default() Config {
 		VerifyInterval:    7 * 24 * time.Hour,
 		PruneAfter:        time.Hour,
 
-		MaintConcurrency:  1,
-		MaintDuty:         0.1,
-		MaintFullInterval: 7 * 24 * time.Hour,
-		Retention:         7 * 24 * time.Hour,
-		MismatchRevoke:    3,
-		AlertInterval:     15 * time.Second,
-		AlertFor:          5 * time.Minute,
-		AlertFailingShare: 0.05,
-		AlertStaleShare:   0.05,
-		AlertNoSession:    2 * time.Minute,
-		LogPerRepo:        100,
-		LogMaxAge:         30 * 24 * time.Hour,
-		LogLevel:          "info",
+		MaintConcurrency:     1,
+		MaintDuty:            0.1,
+		MaintFullInterval:    7 * 24 * time.Hour,
+		Retention:            7 * 24 * time.Hour,
+		MismatchRevoke:       3,
+		ForgeRequestsPerHour: 4000,
+		AlertInterval:        15 * time.Second,
+		AlertFor:             5 * time.Minute,
+		AlertFailingShare:    0.05,
+		AlertStaleShare:      0.05,
+		AlertNoSession:       2 * time.Minute,
+		LogPerRepo:           100,
+		LogMaxAge:            30 * 24 * time.Hour,
+		LogLevel:             "info",
 
 		// The public edge.
 		ServeMaxRequest:     "8MiB",

@@ -55,6 +55,9 @@ type Config struct {
 	Egress *egress.Policy
 	// Fold says which hosts' paths are case-insensitive in keys.
 	Fold repokey.Folding
+	// Feeds configures the forges' change feeds (feed.go), which the
+	// leader runs.
+	Feeds FeedConfig
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
 	// LoadFactor bounds a node's repositories to this many times its fair
@@ -95,6 +98,10 @@ type Config struct {
 // gRPC service, and call Run.
 type Coordinator struct {
 	fleetv1.UnimplementedCoordinatorServer
+
+	// feeds are the forges' change feeds by host, while Run runs them
+	// (feed.go); under mu.
+	feeds map[string]*feedHost
 
 	cfg        Config
 	joinTokens []string // cfg.JoinToken's list
@@ -365,7 +372,8 @@ func (c *Coordinator) Close() error {
 // until ctx ends.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); c.runFeeds(ctx) }()
 	go func() { defer wg.Done(); c.catalogLoop(ctx) }()
 	go func() { defer wg.Done(); c.membershipLoop(ctx) }()
 	go func() { defer wg.Done(); c.persistLoop(ctx) }()
@@ -606,6 +614,7 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 		c.engine.RemoveKeys(rm...) // drops at owners and targets
 		c.placeDirty = true
 	}
+	c.feedKeysChanged(add, rm)
 	for _, k := range changed {
 		if !c.engine.Has(k) {
 			continue

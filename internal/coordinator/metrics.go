@@ -22,6 +22,10 @@ type coordMetrics struct {
 	decisions   *prometheus.CounterVec // kind
 	refreshes   *prometheus.CounterVec // result
 	storeWrites *prometheus.HistogramVec
+	feedAsks    *prometheus.CounterVec      // host, result
+	feedRepos   *prometheus.CounterVec      // host
+	feedChanges *prometheus.CounterVec      // host
+	feedFailing *prometheus.GaugeVec        // host
 	running     atomic.Pointer[Coordinator] // the coordinator that leads here, if any
 }
 
@@ -38,8 +42,40 @@ func newCoordMetrics(reg metrics.Registry) *coordMetrics {
 		Name: "gitfleet_coordinator_catalog_refreshes_total",
 		Help: "Fetches of the catalog repository and application of what changed, by result (ok, failed).",
 	}, []string{"result"}))
+	m.feedAsks = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gitfleet_forge_feed_requests_total",
+		Help: "Requests of the forges' change feeds, by forge host and result (ok, failed).",
+	}, []string{"host", "result"}))
+	m.feedRepos = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gitfleet_forge_feed_repositories_asked_total",
+		Help: "Repositories asked about by the forges' change feeds, by forge host.",
+	}, []string{"host"}))
+	m.feedChanges = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gitfleet_forge_feed_changes_total",
+		Help: "Pushes a forge's change feed saw that the owner had not checked since: each an urgent check and a hint to the full nodes.",
+	}, []string{"host"}))
+	m.feedFailing = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gitfleet_forge_feed_failing",
+		Help: "1 while a forge's change feed fails (its last request failed: its repositories are polled only), 0 while it answers.",
+	}, []string{"host"}))
 	reg.MustRegister(&coordCollector{m: m})
 	return m
+}
+
+// feedAsked counts one request of a change feed about n repositories.
+func (m *coordMetrics) feedAsked(host string, n int, err error) {
+	result, failing := "ok", 0.0
+	if err != nil {
+		result, failing = "failed", 1
+	}
+	m.feedAsks.WithLabelValues(host, result).Inc()
+	m.feedRepos.WithLabelValues(host).Add(float64(n))
+	m.feedFailing.WithLabelValues(host).Set(failing)
+}
+
+// feedChanged counts the pushes an answer brought.
+func (m *coordMetrics) feedChanged(host string, n int) {
+	m.feedChanges.WithLabelValues(host).Add(float64(n))
 }
 
 // decided counts one placement decision.

@@ -356,6 +356,7 @@ type session struct {
 	removed map[string]bool
 	held    []string // inventory waiting for the catalog
 	checks  []*fleetv1.CheckNow
+	hints   []*fleetv1.ChangeHint
 	done    []*fleetv1.TaskDone
 	// Full nodes: send every node's credential (credsAll), or those of
 	// the nodes in creds.
@@ -425,6 +426,26 @@ func (s *session) queueCheck(key, taskID string) {
 	s.kick()
 }
 
+// queueCheckPushed asks the owner for an urgent check of key, which a
+// forge's feed says was pushed at pushed.
+func (s *session) queueCheckPushed(key string, pushed time.Time) {
+	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, PushedAtUnix: pushed.Unix()})
+	s.kick()
+}
+
+// queueHint tells a full node of a push a forge's feed saw.
+func (s *session) queueHint(h *fleetv1.ChangeHint) {
+	if len(s.hints) < maxQueuedHints {
+		s.hints = append(s.hints, h)
+		s.kick()
+	}
+}
+
+// maxQueuedHints bounds the hints waiting for a slow full node; a hint
+// lost is a push the owner's check and the full node's spot checks still
+// find.
+const maxQueuedHints = 100_000
+
 func (s *session) queueCancel(key, taskID string) {
 	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, TaskId: taskID, Cancel: true})
 	s.kick()
@@ -458,6 +479,10 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_CheckNow{CheckNow: ch}})
 	}
 	s.checks = nil
+	for _, h := range s.hints {
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_ChangeHint{ChangeHint: h}})
+	}
+	s.hints = nil
 	for _, d := range s.done {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TaskDone{TaskDone: d}})
 	}

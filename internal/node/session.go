@@ -340,8 +340,15 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 		if m.CheckNow.GetCancel() {
 			n.cancelCheck(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
 		} else {
+			if at := m.CheckNow.GetPushedAtUnix(); at > 0 {
+				// A forge's feed saw this push: the scheduler learns the
+				// repository's rate from it.
+				n.sched.ObservePush(m.CheckNow.GetKey(), time.Unix(at, 0))
+			}
 			n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
 		}
+	case *fleetv1.CoordinatorMessage_ChangeHint:
+		n.changeHint(ctx, m.ChangeHint)
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		if n.full != nil {
 			n.full.states(m.RepoStates.GetRepos())
@@ -451,6 +458,15 @@ func (n *Node) checkNow(key, taskID string) {
 		n.sched.Urgent(key)
 		n.kick()
 	}
+}
+
+// changeHint hands a forge feed's push time to the full node, which
+// vouches for what it serves (a partial node has no use for it).
+func (n *Node) changeHint(ctx context.Context, h *fleetv1.ChangeHint) {
+	if n.full == nil || h.GetPushedAtUnix() <= 0 {
+		return
+	}
+	n.hintFromFeed(ctx, h.GetKey(), time.Unix(h.GetPushedAtUnix(), 0))
 }
 
 func (n *Node) kick() {

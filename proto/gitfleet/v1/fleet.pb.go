@@ -1806,6 +1806,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_RepoRemoved
 	//	*CoordinatorMessage_TaskDone
 	//	*CoordinatorMessage_NodeCredentials
+	//	*CoordinatorMessage_ChangeHint
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1920,6 +1921,15 @@ func (x *CoordinatorMessage) GetNodeCredentials() *NodeCredentials {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetChangeHint() *ChangeHint {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_ChangeHint); ok {
+			return x.ChangeHint
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -1956,6 +1966,10 @@ type CoordinatorMessage_NodeCredentials struct {
 	NodeCredentials *NodeCredentials `protobuf:"bytes,8,opt,name=node_credentials,json=nodeCredentials,proto3,oneof"`
 }
 
+type CoordinatorMessage_ChangeHint struct {
+	ChangeHint *ChangeHint `protobuf:"bytes,9,opt,name=change_hint,json=changeHint,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -1971,6 +1985,64 @@ func (*CoordinatorMessage_RepoRemoved) isCoordinatorMessage_Msg() {}
 func (*CoordinatorMessage_TaskDone) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_NodeCredentials) isCoordinatorMessage_Msg() {}
+
+func (*CoordinatorMessage_ChangeHint) isCoordinatorMessage_Msg() {}
+
+// ChangeHint tells a full node that a forge's change feed saw a push to a
+// repository at pushed_at_unix (seconds): the full node then expects the
+// owner's next report to show it, and asks the upstream itself if it does
+// not.
+type ChangeHint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	PushedAtUnix  int64                  `protobuf:"varint,2,opt,name=pushed_at_unix,json=pushedAtUnix,proto3" json:"pushed_at_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeHint) Reset() {
+	*x = ChangeHint{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeHint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeHint) ProtoMessage() {}
+
+func (x *ChangeHint) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeHint.ProtoReflect.Descriptor instead.
+func (*ChangeHint) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ChangeHint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ChangeHint) GetPushedAtUnix() int64 {
+	if x != nil {
+		return x.PushedAtUnix
+	}
+	return 0
+}
 
 // NodeCredentials tells a full node whose tunnels to admit: the hash of
 // each node's secret (a tunnel's proof is derived from it), and the nodes
@@ -1989,7 +2061,7 @@ type NodeCredentials struct {
 
 func (x *NodeCredentials) Reset() {
 	*x = NodeCredentials{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2073,7 @@ func (x *NodeCredentials) String() string {
 func (*NodeCredentials) ProtoMessage() {}
 
 func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2086,7 @@ func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredentials.ProtoReflect.Descriptor instead.
 func (*NodeCredentials) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeCredentials) GetNodes() []*NodeCredential {
@@ -2055,7 +2127,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2139,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2152,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeCredential) GetNodeId() uint32 {
@@ -2112,7 +2184,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2196,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2209,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -2194,7 +2266,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2278,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2291,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -2259,7 +2331,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2343,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2356,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Repo) GetKey() string {
@@ -2332,7 +2404,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2416,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2429,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -2377,7 +2449,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2461,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2474,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -2417,14 +2489,18 @@ type CheckNow struct {
 	Key    string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Cancel the check of task_id (see FetchNowRequest.cancel).
-	Cancel        bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// When a forge's change feed asked for the check: the push time it saw
+	// (seconds), which the owner's scheduler learns the repository's rate
+	// from.
+	PushedAtUnix  int64 `protobuf:"varint,4,opt,name=pushed_at_unix,json=pushedAtUnix,proto3" json:"pushed_at_unix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2512,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2525,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -2471,6 +2547,13 @@ func (x *CheckNow) GetCancel() bool {
 		return x.Cancel
 	}
 	return false
+}
+
+func (x *CheckNow) GetPushedAtUnix() int64 {
+	if x != nil {
+		return x.PushedAtUnix
+	}
+	return 0
 }
 
 // RepoState is what full nodes learn of every repository.
@@ -2495,7 +2578,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2590,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2603,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RepoState) GetKey() string {
@@ -2616,7 +2699,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2711,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2724,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -2661,7 +2744,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2756,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2769,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -2830,7 +2913,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"durationMs\x12\x19\n" +
 	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\xd7\x03\n" +
+	"\x06served\x18\f \x01(\bR\x06served\"\x93\x04\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -2840,8 +2923,14 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"repoStates\x12=\n" +
 	"\frepo_removed\x18\x06 \x01(\v2\x18.gitfleet.v1.RepoRemovedH\x00R\vrepoRemoved\x124\n" +
 	"\ttask_done\x18\a \x01(\v2\x15.gitfleet.v1.TaskDoneH\x00R\btaskDone\x12I\n" +
-	"\x10node_credentials\x18\b \x01(\v2\x1c.gitfleet.v1.NodeCredentialsH\x00R\x0fnodeCredentialsB\x05\n" +
-	"\x03msg\"\x96\x01\n" +
+	"\x10node_credentials\x18\b \x01(\v2\x1c.gitfleet.v1.NodeCredentialsH\x00R\x0fnodeCredentials\x12:\n" +
+	"\vchange_hint\x18\t \x01(\v2\x17.gitfleet.v1.ChangeHintH\x00R\n" +
+	"changeHintB\x05\n" +
+	"\x03msg\"D\n" +
+	"\n" +
+	"ChangeHint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x0epushed_at_unix\x18\x02 \x01(\x03R\fpushedAtUnix\"\x96\x01\n" +
 	"\x0fNodeCredentials\x121\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1b.gitfleet.v1.NodeCredentialR\x05nodes\x12\x18\n" +
 	"\arevoked\x18\x02 \x03(\rR\arevoked\x12\x1c\n" +
@@ -2871,11 +2960,12 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\"\x1a\n" +
 	"\x04Drop\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"M\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"s\n" +
 	"\bCheckNow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
-	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"\xa6\x03\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xa6\x03\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -2930,7 +3020,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                     // 0: gitfleet.v1.Mode
 	(*RevokeNodeRequest)(nil),     // 1: gitfleet.v1.RevokeNodeRequest
@@ -2960,22 +3050,23 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*Results)(nil),               // 25: gitfleet.v1.Results
 	(*CheckResult)(nil),           // 26: gitfleet.v1.CheckResult
 	(*CoordinatorMessage)(nil),    // 27: gitfleet.v1.CoordinatorMessage
-	(*NodeCredentials)(nil),       // 28: gitfleet.v1.NodeCredentials
-	(*NodeCredential)(nil),        // 29: gitfleet.v1.NodeCredential
-	(*TaskDone)(nil),              // 30: gitfleet.v1.TaskDone
-	(*Welcome)(nil),               // 31: gitfleet.v1.Welcome
-	(*Repo)(nil),                  // 32: gitfleet.v1.Repo
-	(*Assign)(nil),                // 33: gitfleet.v1.Assign
-	(*Drop)(nil),                  // 34: gitfleet.v1.Drop
-	(*CheckNow)(nil),              // 35: gitfleet.v1.CheckNow
-	(*RepoState)(nil),             // 36: gitfleet.v1.RepoState
-	(*RepoStates)(nil),            // 37: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),           // 38: gitfleet.v1.RepoRemoved
-	nil,                           // 39: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                           // 40: gitfleet.v1.RepoState.AttrsEntry
+	(*ChangeHint)(nil),            // 28: gitfleet.v1.ChangeHint
+	(*NodeCredentials)(nil),       // 29: gitfleet.v1.NodeCredentials
+	(*NodeCredential)(nil),        // 30: gitfleet.v1.NodeCredential
+	(*TaskDone)(nil),              // 31: gitfleet.v1.TaskDone
+	(*Welcome)(nil),               // 32: gitfleet.v1.Welcome
+	(*Repo)(nil),                  // 33: gitfleet.v1.Repo
+	(*Assign)(nil),                // 34: gitfleet.v1.Assign
+	(*Drop)(nil),                  // 35: gitfleet.v1.Drop
+	(*CheckNow)(nil),              // 36: gitfleet.v1.CheckNow
+	(*RepoState)(nil),             // 37: gitfleet.v1.RepoState
+	(*RepoStates)(nil),            // 38: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),           // 39: gitfleet.v1.RepoRemoved
+	nil,                           // 40: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                           // 41: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	39, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	40, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -2987,41 +3078,42 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	20, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
 	23, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
 	26, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	31, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	33, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	34, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	35, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	37, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	38, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	30, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	28, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
-	29, // 20: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
-	32, // 21: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	40, // 22: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	36, // 23: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 24: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 25: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 26: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 27: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 28: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 29: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 30: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 31: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 32: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	18, // 33: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 34: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 35: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 36: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 37: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 38: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 39: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 40: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 41: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	32, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	34, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	35, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	36, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	38, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	39, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	31, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	29, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
+	28, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
+	30, // 21: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	33, // 22: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	41, // 23: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	37, // 24: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 25: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 26: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 27: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 28: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 29: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 30: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 31: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 32: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 33: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	18, // 34: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 35: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 36: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 37: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 38: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 39: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 40: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 41: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 42: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	34, // [34:43] is the sub-list for method output_type
+	25, // [25:34] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -3045,6 +3137,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*CoordinatorMessage_RepoRemoved)(nil),
 		(*CoordinatorMessage_TaskDone)(nil),
 		(*CoordinatorMessage_NodeCredentials)(nil),
+		(*CoordinatorMessage_ChangeHint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3052,7 +3145,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

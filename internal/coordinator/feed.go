@@ -1,0 +1,286 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/forge"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/schedule/feedplan"
+
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// The forges' change feeds run here, on the coordinator that leads (Run
+// runs on the leader only): one per fleet, on an operator's machine, where
+// the operator's tokens are, where every key and its owner are known, and
+// where an urgent check is routed to its owner anyway. A full node could
+// not: there may be several, and each would spend the same tokens.
+//
+// For each forge host with a client, a feed planner (feedplan) picks the
+// repositories to ask about within the host's request budget, most often
+// those that push most and each at least once a day; a push newer than
+// the owner's last check becomes an urgent check on its owner, carrying
+// the push time for its scheduler, paced per repository as webhooks are,
+// and a hint to every full node, which vouches for what it serves.
+
+// FeedConfig configures the forges' change feeds.
+type FeedConfig struct {
+	Forges forge.Config
+	// RequestsPerHour is each host's request budget an hour, per token
+	// (0: DefaultFeedRequestsPerHour).
+	RequestsPerHour float64
+	// MaxInterval: every repository is asked about at least this often
+	// (0: a day); MinInterval: none more often (0: a minute).
+	MaxInterval, MinInterval time.Duration
+	// Spacing paces the urgent checks of one repository (0: a minute).
+	Spacing time.Duration
+	// Options of the forge clients (clock, HTTP client, logger).
+	Client forge.Options
+}
+
+// DefaultFeedRequestsPerHour leaves a fifth of GitHub's 5,000 points an
+// hour to the token's other uses.
+const DefaultFeedRequestsPerHour = 4000
+
+// feedHost is the feed of one forge host.
+type feedHost struct {
+	host    string
+	client  forge.Lookup
+	perHour float64 // requests
+	batch   int
+
+	mu   sync.Mutex
+	plan *feedplan.Planner
+	sent map[string]time.Time // urgent checks asked, for pacing; bounded
+	// failures in a row, for the log and the health metric
+	failures int
+}
+
+// startFeeds makes the feeds of the configured hosts that have a client.
+// Caller holds no lock.
+func (c *Coordinator) startFeeds() []*feedHost {
+	cfg := c.cfg.Feeds
+	if len(cfg.Forges.Forges) == 0 {
+		return nil
+	}
+	opt := cfg.Client
+	if opt.Clock == nil {
+		opt.Clock = c.clk
+	}
+	if opt.Logger == nil {
+		opt.Logger = c.log
+	}
+	maxInterval := cfg.MaxInterval
+	if maxInterval <= 0 {
+		maxInterval = 24 * time.Hour
+	}
+	var feeds []*feedHost
+	for _, host := range cfg.Forges.Hosts() {
+		f := cfg.Forges.Forges[host]
+		tokens := cfg.Forges.Tokens[host]
+		cl, err := forge.New(f, tokens, opt)
+		if err != nil {
+			c.log.Info("forge feed off; its repositories are polled", "host", host, "why", err)
+			continue
+		}
+		lk, ok := cl.(forge.Lookup)
+		if !ok {
+			continue
+		}
+		perHour := cfg.RequestsPerHour
+		if perHour <= 0 {
+			perHour = DefaultFeedRequestsPerHour
+		}
+		perHour *= float64(max(len(tokens), 1))
+		plan, err := feedplan.New(feedplan.Options{PerHour: perHour * float64(lk.BatchSize()),
+			MaxInterval: maxInterval, MinInterval: cfg.MinInterval})
+		if err != nil {
+			c.log.Error("forge feed off", "host", host, "err", err)
+			continue
+		}
+		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(),
+			plan: plan, sent: make(map[string]time.Time)})
+	}
+	if len(feeds) == 0 {
+		return nil
+	}
+	byHost := make(map[string]*feedHost, len(feeds))
+	for _, f := range feeds {
+		byHost[f.host] = f
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	c.feeds = byHost
+	c.engine.Each(func(key string, _, _ uint32, _ bool) {
+		if f := byHost[repokey.Host(key)]; f != nil {
+			f.plan.Add(key, now, nil)
+		}
+	})
+	c.mu.Unlock()
+	for _, f := range feeds {
+		c.log.Info("forge feed on", "host", f.host, "repositories", f.plan.Len(), "requests_per_hour", f.perHour, "batch", f.batch)
+	}
+	return feeds
+}
+
+// feedKeysChanged tells the feeds of keys added and removed. Caller holds
+// c.mu.
+func (c *Coordinator) feedKeysChanged(added, removed []string) {
+	if len(c.feeds) == 0 {
+		return
+	}
+	now := c.clk.Now()
+	for _, k := range added {
+		if f := c.feeds[repokey.Host(k)]; f != nil {
+			f.mu.Lock()
+			f.plan.Add(k, now, nil)
+			f.mu.Unlock()
+		}
+	}
+	for _, k := range removed {
+		if f := c.feeds[repokey.Host(k)]; f != nil {
+			f.mu.Lock()
+			f.plan.Remove(k)
+			f.mu.Unlock()
+		}
+	}
+}
+
+// runFeed asks f's forge until ctx ends: a batch of the repositories due,
+// one request every hour / perHour, waiting out spent limits and backoffs.
+func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
+	every := time.Duration(float64(time.Hour) / f.perHour)
+	for {
+		wait := every
+		now := c.clk.Now()
+		if ready := f.client.Ready(now); ready.After(now) {
+			wait = ready.Sub(now)
+		} else if err := c.askFeed(ctx, f, now); err != nil {
+			var we *forge.WaitError
+			if errors.As(err, &we) && we.Until.After(now) {
+				wait = max(wait, we.Until.Sub(now))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clk.After(wait):
+		}
+	}
+}
+
+// askFeed asks about one batch and acts on the answer.
+func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) error {
+	f.mu.Lock()
+	keys := f.plan.Next(now, f.batch)
+	f.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	paths := make([]string, len(keys))
+	for i, k := range keys {
+		paths[i] = strings.TrimPrefix(k, f.host+"/")
+	}
+	ans, err := f.client.PushedAt(ctx, paths)
+	c.cfg.met.feedAsked(f.host, len(keys), err)
+	if err != nil {
+		f.mu.Lock()
+		f.failures++
+		n := f.failures
+		f.mu.Unlock()
+		if n == 1 || n%100 == 0 {
+			c.log.Warn("forge feed: request failed; its repositories are polled meanwhile", "host", f.host, "failures_in_a_row", n, "err", err)
+		}
+		return err
+	}
+	times, refused := forge.PushTimes(c.cfg.Fold, f.host, ans)
+	f.mu.Lock()
+	if f.failures > 0 {
+		c.log.Info("forge feed: answering again", "host", f.host, "after_failures", f.failures)
+	}
+	f.failures = 0
+	for _, k := range keys {
+		f.plan.Observe(k, now, times[k]) // zero: no answer, not a change
+	}
+	f.mu.Unlock()
+	for _, m := range ans.Missing {
+		c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); left as it is", "host", f.host, "path", m)
+	}
+	for _, r := range ans.Renamed {
+		c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", r.To)
+	}
+	if refused > 0 {
+		c.log.Debug("forge feed: paths that are not keys", "host", f.host, "refused", refused)
+	}
+	changed := 0
+	for k, t := range times {
+		if c.feedPush(f, k, t, now) {
+			changed++
+		}
+	}
+	c.cfg.met.feedChanged(f.host, changed)
+	return nil
+}
+
+// feedPush acts on one push time: newer than the owner's last check, it is
+// an urgent check on the owner (paced) and a hint to every full node.
+func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.engine.Has(key) {
+		return false
+	}
+	st := c.status[key]
+	if st != nil && st.lastCheck > 0 && !pushed.After(time.UnixMilli(st.lastCheck)) {
+		return false // the owner has checked since
+	}
+	spacing := c.cfg.Feeds.Spacing
+	if spacing <= 0 {
+		spacing = time.Minute
+	}
+	f.mu.Lock()
+	last, asked := f.sent[key]
+	if asked && now.Sub(last) < spacing {
+		f.mu.Unlock()
+		return false
+	}
+	if len(f.sent) > 100_000 {
+		for k, t := range f.sent {
+			if now.Sub(t) >= spacing {
+				delete(f.sent, k)
+			}
+		}
+	}
+	f.sent[key] = now
+	f.mu.Unlock()
+	owner, target := c.owner(key)
+	for _, id := range []uint32{owner, target} {
+		if s := c.sessions[id]; id != 0 && s != nil {
+			s.queueCheckPushed(key, pushed)
+			break
+		}
+	}
+	for _, s := range c.fullSessions() {
+		s.queueHint(&fleetv1.ChangeHint{Key: key, PushedAtUnix: pushed.Unix()})
+	}
+	c.log.Debug("forge feed: a push newer than the last check", "host", f.host, "key", key, "pushed_at", pushed, "owner", owner)
+	return true
+}
+
+// runFeeds runs every configured feed until ctx ends.
+func (c *Coordinator) runFeeds(ctx context.Context) {
+	feeds := c.startFeeds()
+	var wg sync.WaitGroup
+	for _, f := range feeds {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.runFeed(ctx, f) }()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	c.feeds = nil
+	c.mu.Unlock()
+}
