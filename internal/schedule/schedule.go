@@ -2,7 +2,8 @@
 // mirrored repository to check upstream next.
 //
 // It owns the per-repository schedule (next due time, failure counters,
-// what the policy has learned of each repository's changes), the node's
+// what the policy has learned of each repository's changes, from its checks
+// and from the push times a forge's feed reports: ObservePush), the node's
 // background budget, per-host rate limits and host backoff, and the urgent
 // lane (webhooks, on-demand fetches, new clones), which goes ahead of the
 // background lane and outside the budget. The background lane is ordered

@@ -20,6 +20,7 @@
 package feedplan
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -60,7 +61,7 @@ type Planner struct {
 	index   keyIndex
 	entries []entry
 	free    []int32 // indices of removed entries, for reuse
-	heap    []due   // entries by due time, earliest first
+	queue   queue   // entries by due time, earliest first
 
 	hist   changerate.Histogram
 	mu     float64 // price of an ask, in fresh-seconds
@@ -77,11 +78,11 @@ type Planner struct {
 type entry struct {
 	key string
 	est changerate.Estimate
-	pos int32 // index in the heap, -1 for a removed entry
+	pos int32 // index in the queue, -1 for a removed entry
 }
 
-// due is an entry's place in the heap. The time is kept here, not in the
-// entry, so that ordering the heap reads only the heap.
+// due is an entry's place in the queue. The time is kept here, not in the
+// entry, so that ordering the queue reads only the queue.
 type due struct {
 	at uint32 // Unix seconds
 	i  int32  // the entry
@@ -104,7 +105,9 @@ func New(opts Options) (*Planner, error) {
 	if opts.MinInterval > opts.MaxInterval {
 		return nil, fmt.Errorf("feedplan: min interval %v is longer than max interval %v", opts.MinInterval, opts.MaxInterval)
 	}
-	return &Planner{opts: opts, index: newKeyIndex()}, nil
+	p := &Planner{opts: opts, index: newKeyIndex()}
+	p.queue.entries = &p.entries
+	return p, nil
 }
 
 func unixSeconds(t time.Time) uint32 {
@@ -140,11 +143,9 @@ func (p *Planner) Add(key string, now time.Time, history []time.Time) {
 	p.push(i, now.Add(time.Duration(spread*float64(p.interval(e)))))
 }
 
-// push puts entry i in the heap, due at t.
+// push puts entry i in the queue, due at t.
 func (p *Planner) push(i int32, t time.Time) {
-	p.entries[i].pos = int32(len(p.heap))
-	p.heap = append(p.heap, due{at: unixSeconds(t), i: i})
-	p.up(len(p.heap) - 1)
+	heap.Push(&p.queue, due{at: unixSeconds(t), i: i})
 }
 
 // begin starts est from a repository's history: its exposure starts at the
@@ -175,7 +176,7 @@ func (p *Planner) Remove(key string) {
 	}
 	e := &p.entries[i]
 	p.uncount(e)
-	p.heapRemove(int(e.pos))
+	heap.Remove(&p.queue, int(e.pos))
 	p.index.delete(s, p.entries)
 	*e = entry{pos: -1}
 	p.free = append(p.free, i)
@@ -188,15 +189,14 @@ func (p *Planner) Remove(key string) {
 // returned is not due again before its interval has passed; a key the
 // forge does not answer for is asked about again at its usual interval.
 func (p *Planner) Next(now time.Time, n int) []string {
-	n = min(n, len(p.heap))
+	n = min(n, p.queue.Len())
 	if n <= 0 {
 		return nil
 	}
 	keys := make([]string, 0, n)
 	asked := make([]int32, 0, n)
 	for range n {
-		i := p.heap[0].i
-		p.heapRemove(0)
+		i := heap.Pop(&p.queue).(due).i
 		keys = append(keys, p.entries[i].key)
 		asked = append(asked, i)
 	}
@@ -230,9 +230,8 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
 		p.updates++
 	}
 	// Replan from the ask with what the answer taught.
-	p.heap[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
-	p.down(int(e.pos))
-	p.up(int(e.pos))
+	p.queue.items[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
+	heap.Fix(&p.queue, int(e.pos))
 }
 
 // Interval returns how often key is asked about at the current price (0
@@ -278,62 +277,40 @@ func (p *Planner) solve() {
 	p.intervals = [changerate.Bins]time.Duration{}
 }
 
-// The heap of entries by due time; equal times go by index, so that the
-// order is deterministic.
+// queue is the heap (container/heap) of entries by due time; equal times
+// go by entry number, so that the order is deterministic. It keeps each
+// entry's pos.
+type queue struct {
+	items   []due
+	entries *[]entry // the planner's
+}
 
-func (p *Planner) less(a, b int) bool {
-	da, db := p.heap[a], p.heap[b]
+func (q *queue) Len() int { return len(q.items) }
+
+func (q *queue) Less(a, b int) bool {
+	da, db := q.items[a], q.items[b]
 	if da.at != db.at {
 		return da.at < db.at
 	}
 	return da.i < db.i
 }
 
-func (p *Planner) swap(a, b int) {
-	p.heap[a], p.heap[b] = p.heap[b], p.heap[a]
-	p.entries[p.heap[a].i].pos = int32(a)
-	p.entries[p.heap[b].i].pos = int32(b)
+func (q *queue) Swap(a, b int) {
+	q.items[a], q.items[b] = q.items[b], q.items[a]
+	(*q.entries)[q.items[a].i].pos = int32(a)
+	(*q.entries)[q.items[b].i].pos = int32(b)
 }
 
-func (p *Planner) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !p.less(i, parent) {
-			return
-		}
-		p.swap(i, parent)
-		i = parent
-	}
+func (q *queue) Push(x any) {
+	d := x.(due)
+	(*q.entries)[d.i].pos = int32(len(q.items))
+	q.items = append(q.items, d)
 }
 
-func (p *Planner) down(i int) {
-	n := len(p.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && p.less(r, l) {
-			m = r
-		}
-		if !p.less(m, i) {
-			return
-		}
-		p.swap(i, m)
-		i = m
-	}
-}
-
-func (p *Planner) heapRemove(i int) {
-	last := len(p.heap) - 1
-	if i != last {
-		p.swap(i, last)
-	}
-	p.entries[p.heap[last].i].pos = -1
-	p.heap = p.heap[:last]
-	if i != last {
-		p.down(i)
-		p.up(i)
-	}
+func (q *queue) Pop() any {
+	last := len(q.items) - 1
+	d := q.items[last]
+	q.items = q.items[:last]
+	(*q.entries)[d.i].pos = -1
+	return d
 }
