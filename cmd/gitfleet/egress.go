@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
@@ -36,7 +37,7 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 		return fmt.Errorf("--case-insensitive-host: %w", err)
 	}
 	if ccfg != nil {
-		forges, err := forge.Parse(cfg.Forge, cfg.ForgeToken, os.Getenv(forge.TokensEnv))
+		forges, err := forge.Parse(rejoinOptions(cfg.Forge), cfg.ForgeToken, os.Getenv(forge.TokensEnv))
 		if err != nil {
 			return fmt.Errorf("--forge or --forge-token: %w", err)
 		}
@@ -54,4 +55,19 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 		}
 	}
 	return nil
+}
+
+// rejoinOptions undoes a list flag's split at commas for --forge, whose
+// value HOST=KIND[,api=URL] has a comma of its own: an item that starts
+// with "api=" belongs to the one before it.
+func rejoinOptions(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if strings.HasPrefix(it, "api=") && len(out) > 0 {
+			out[len(out)-1] += "," + it
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }

@@ -446,6 +446,7 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	nAdded := len(added)
 	if first {
 		nAdded = c.placeAll(next)
+		c.feedAddAll()
 	} else {
 		c.applyChange(added, removed, changed)
 	}

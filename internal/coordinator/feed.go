@@ -112,19 +112,35 @@ func (c *Coordinator) startFeeds() []*feedHost {
 	for _, f := range feeds {
 		byHost[f.host] = f
 	}
-	now := c.clk.Now()
 	c.mu.Lock()
 	c.feeds = byHost
-	c.engine.Each(func(key string, _, _ uint32, _ bool) {
-		if f := byHost[repokey.Host(key)]; f != nil {
-			f.plan.Add(key, now, nil)
-		}
-	})
+	c.feedAddAll()
 	c.mu.Unlock()
 	for _, f := range feeds {
 		c.log.Info("forge feed on", "host", f.host, "repositories", f.plan.Len(), "requests_per_hour", f.perHour, "batch", f.batch)
 	}
 	return feeds
+}
+
+// feedAddAll adds every key to its host's feed (a key added twice changes
+// nothing): at the feeds' start and after a first catalog's bulk load.
+// Caller holds c.mu.
+func (c *Coordinator) feedAddAll() {
+	if len(c.feeds) == 0 {
+		return
+	}
+	now := c.clk.Now()
+	for _, f := range c.feeds {
+		f.mu.Lock()
+	}
+	c.engine.Each(func(key string, _, _ uint32, _ bool) {
+		if f := c.feeds[repokey.Host(key)]; f != nil {
+			f.plan.Add(key, now, nil)
+		}
+	})
+	for _, f := range c.feeds {
+		f.mu.Unlock()
+	}
 }
 
 // feedKeysChanged tells the feeds of keys added and removed. Caller holds
@@ -235,7 +251,9 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) b
 		return false
 	}
 	st := c.status[key]
-	if st != nil && st.lastCheck > 0 && !pushed.After(time.UnixMilli(st.lastCheck)) {
+	// Forges give push times in whole seconds: a push in the second of
+	// the last check may be after it.
+	if st != nil && st.lastCheck > 0 && pushed.Add(time.Second).Before(time.UnixMilli(st.lastCheck)) {
 		return false // the owner has checked since
 	}
 	spacing := c.cfg.Feeds.Spacing
