@@ -27,6 +27,14 @@
 // member, and that is remembered as an override until the full node has
 // room again.
 //
+// A node that refuses a key (its egress policy, stricter than the
+// coordinator's, will not fetch the URL: Refuse) is never offered that key
+// again until its policy may have changed (PolicyChanged, on its next
+// session): the key goes to the next member clockwise that has not refused
+// it, or, if every member has, it is unplaceable (Unplaceable) and keeps
+// the owner it had, if any, until a member can take it. Refusals are not in
+// snapshots: a restarted coordinator offers each such key once more.
+//
 // SetMembers recomputes the placement of every key. AddKeys and RemoveKeys
 // cost time in proportion to the keys they change, not to the key set: the
 // load bound could make a key's owner depend on the whole key set, but as
@@ -187,6 +195,7 @@ type Engine struct {
 	placements int
 
 	overrides map[string][]uint32 // key -> members it must avoid
+	refused   map[string][]uint32 // key -> members that refused it (Refuse)
 	nodes     map[uint32]*nodeState
 	ready     map[uint32]bool // nodes Decisions must look at
 	moving    int             // keys with a target
@@ -234,6 +243,7 @@ func New(cfg Config) *Engine {
 		index:     newKeyIndex(),
 		rank:      map[uint32]int{},
 		overrides: map[string][]uint32{},
+		refused:   map[string][]uint32{},
 		nodes:     map[uint32]*nodeState{},
 		ready:     map[uint32]bool{},
 		owned:     map[uint32]int{},
@@ -340,6 +350,7 @@ func (e *Engine) RemoveKeys(keys ...string) {
 		}
 		e.cancel(i)
 		delete(e.overrides, k)
+		delete(e.refused, k)
 		e.removeAt(i)
 		e.digest -= ring.Hash(k)
 		removed = true
@@ -387,12 +398,14 @@ func (e *Engine) SetMembers(ms []Member) {
 		return
 	}
 	e.setRing(norm)
-	for k, ex := range e.overrides {
-		ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
-		if len(ex) == 0 {
-			delete(e.overrides, k)
-		} else {
-			e.overrides[k] = ex
+	for _, m := range []map[string][]uint32{e.overrides, e.refused} {
+		for k, ex := range m {
+			ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
+			if len(ex) == 0 {
+				delete(m, k)
+			} else {
+				m[k] = ex
+			}
 		}
 	}
 	e.replace()
@@ -544,25 +557,43 @@ func (e *Engine) replaceChanged(from int) {
 
 // want is the desired owner of key i: its bounded-load placement, or, if
 // it must avoid that member, the first member clockwise that it need not
-// avoid. 0 without members.
+// avoid. A member that refused the key is never its desired owner: when
+// every member avoids the key, the first that did not refuse it is, and
+// when every member refused it, nobody is (0, as without members).
 func (e *Engine) want(i int32) uint32 {
 	if e.ring == nil {
 		return 0
 	}
 	p := e.keys[i].place
-	if len(e.overrides) == 0 {
+	if len(e.overrides) == 0 && len(e.refused) == 0 {
 		return p
 	}
-	ex := e.overrides[e.keys[i].key]
-	if !slices.Contains(ex, p) {
+	k := e.keys[i].key
+	ex, no := e.overrides[k], e.refused[k]
+	if !slices.Contains(ex, p) && !slices.Contains(no, p) {
 		return p
 	}
-	for _, id := range e.ring.LookupN(e.keys[i].key, len(ex)+1) {
-		if !slices.Contains(ex, id) {
+	if len(no) == 0 {
+		for _, id := range e.ring.LookupN(k, len(ex)+1) {
+			if !slices.Contains(ex, id) {
+				return id
+			}
+		}
+		return p // it avoids every member: keep the placement
+	}
+	// Among len(ex)+len(no)+1 members one is neither avoided nor refusing,
+	// unless there are fewer members: then they are all here.
+	var fallback uint32
+	for _, id := range e.ring.LookupN(k, len(ex)+len(no)+1) {
+		switch {
+		case slices.Contains(no, id):
+		case !slices.Contains(ex, id):
 			return id
+		case fallback == 0:
+			fallback = id
 		}
 	}
-	return p // it avoids every member: keep the placement
+	return fallback
 }
 
 // live reports whether id is a node that serves what it owns.
@@ -577,6 +608,9 @@ func (e *Engine) full(id uint32) bool {
 func (e *Engine) apply(i int32) {
 	w := e.want(i)
 	if w == 0 {
+		if e.ring != nil {
+			e.cancel(i) // every member refused it: nobody is to clone it
+		}
 		return
 	}
 	o := e.keys[i].owner
@@ -611,7 +645,7 @@ func (e *Engine) avoidFull(i int32) {
 	for {
 		w := e.want(i)
 		ex := e.overrides[k]
-		if w == 0 || !e.full(w) || len(ex)+1 >= len(e.members) {
+		if w == 0 || !e.full(w) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
 			return
 		}
 		e.overrides[k] = append(ex, w)
@@ -813,7 +847,7 @@ func (e *Engine) HandBack(node uint32, keys ...string) {
 			continue
 		}
 		ex := e.overrides[k]
-		if slices.Contains(ex, node) || len(ex)+1 >= len(e.members) {
+		if slices.Contains(ex, node) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
 			continue // already avoided, or the last member left to it
 		}
 		e.overrides[k] = append(ex, node)
