@@ -67,7 +67,7 @@ type Config struct {
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository (if unset and --max-interval is under 4m: a quarter of it)"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
 	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use (on a full node, with the data kept for --retention and the pack cache), e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`
-	FullDiskPolicy        string        `name:"full-disk-policy" help:"full node: what yields above the disk high water: refuse-new (no first pulls of new repositories; updates go on) or refuse-all (no pulls)"`
+	FullDiskPolicy        string        `name:"full-disk-policy" help:"full node: what yields above the disk high water: refuse-new (no first pulls or clones of new repositories; updates go on) or refuse-all (no pulls or fetches)"`
 	HostLimit             List          `name:"host-limit" help:"node: a per-host check limit, e.g. github.com=5000/h (repeat the flag, or a YAML list, for several hosts)"`
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
