@@ -60,7 +60,7 @@ type Config struct {
 	Heartbeat             time.Duration `name:"heartbeat" help:"coordinator: how often nodes send heartbeats (a node is suspect after 3 missed)"`
 	LoadFactor            float64       `name:"load-factor" help:"coordinator: no node holds more than this many times its fair share of repositories"`
 	AssignBatch           int           `name:"assign-batch" help:"coordinator: repositories per assignment message on a node's session"`
-	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms"`
+	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms them or they fail (a failed clone frees its slot; the node retries it on its own backoff)"`
 	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
 	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`

@@ -152,11 +152,15 @@ type keyState struct {
 }
 
 // Per-key flags. A key with a target is either queued (waiting for a slot
-// on the target) or sent (the assign is out, the clone in flight).
+// on the target) or sent (the assign is out, the clone in flight). A sent
+// key whose clone failed is also marked failed: a clone slot is a lease
+// that a failure ends, and the target retries the clone on its own
+// schedule (its backoff), outside the pacing, until it confirms.
 const (
 	flagQueued uint8 = 1 << iota
 	flagSent
 	flagInUrgent // queued and pushed to its target's urgent queue
+	flagFailed   // sent, its clone failed: it holds no slot
 )
 
 // Disk levels of a node.
@@ -673,14 +677,23 @@ func (e *Engine) cancel(i int32) {
 	if t == 0 {
 		return
 	}
+	if e.keys[i].flags&flagSent != 0 && e.isMember(t) {
+		e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i].key})
+	}
+	e.endMove(i)
+}
+
+// endMove frees what key i's move holds on its target (a slot, or a place
+// in its queue) and clears the move.
+func (e *Engine) endMove(i int32) {
+	t, flags := e.keys[i].target, e.keys[i].flags
 	ns := e.node(t)
-	if e.keys[i].flags&flagSent != 0 {
+	switch {
+	case flags&flagFailed != 0:
+	case flags&flagSent != 0:
 		ns.inFlight--
 		e.ready[t] = true
-		if e.isMember(t) {
-			e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i].key})
-		}
-	} else {
+	default:
 		ns.queued--
 	}
 	e.keys[i].target, e.keys[i].flags = 0, 0
@@ -711,34 +724,27 @@ func (e *Engine) Confirm(node uint32, key string) {
 
 func (e *Engine) complete(i int32) {
 	t, old := e.keys[i].target, e.keys[i].owner
-	ns := e.node(t)
-	if e.keys[i].flags&flagSent != 0 {
-		ns.inFlight--
-		e.ready[t] = true
-	} else {
-		ns.queued--
-	}
+	e.endMove(i)
 	e.setOwner(i, t)
-	e.keys[i].target, e.keys[i].flags = 0, 0
-	e.moving--
 	if old != 0 && old != t && e.isMember(old) {
 		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i].key})
 	}
 }
 
-// CloneFailed records that node could not clone key: its slot is freed and
-// the move goes to the back of the node's queue, to be tried again when its
-// turn comes.
+// CloneFailed records that node could not clone key: its slot is freed at
+// once for the next key in its queue, and the move stays with node, which
+// retries the clone on its own schedule (its backoff) outside the pacing
+// until it confirms. So upstreams that fail cannot hold every slot while a
+// healthy repository waits. Repeated failures change nothing more.
 func (e *Engine) CloneFailed(node uint32, key string) {
 	i, ok := e.index.get(e.keys, key)
-	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&flagSent == 0 {
+	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&(flagSent|flagFailed) != flagSent {
 		return
 	}
 	ns := e.node(node)
 	ns.inFlight--
-	ns.queued++
-	e.keys[i].flags = flagQueued
-	e.enqueue(i)
+	e.ready[node] = true
+	e.keys[i].flags |= flagFailed
 }
 
 // Hold reconciles what node holds on disk (the inventory of a node that

@@ -28,15 +28,7 @@ func (e *Engine) Refuse(node uint32, key string) bool {
 		e.overrides[key] = ex
 	}
 	if e.keys[i].target == node {
-		ns := e.node(node)
-		if e.keys[i].flags&flagSent != 0 {
-			ns.inFlight--
-			e.ready[node] = true
-		} else {
-			ns.queued--
-		}
-		e.keys[i].target, e.keys[i].flags = 0, 0
-		e.moving--
+		e.endMove(i)
 	}
 	e.apply(i)
 	return true
