@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
@@ -324,7 +325,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= schedule.GoneAfter {
+		if int(r.notFound) >= schedule.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = stateGone
 		}

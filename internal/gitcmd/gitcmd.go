@@ -147,6 +147,9 @@ const (
 	ClassTLS       Class = "tls"
 	ClassThrottled Class = "throttled"
 	ClassDisk      Class = "disk"
+	// ClassLegal: the upstream answers HTTP 451, unavailable for legal
+	// reasons (a takedown): treated as gone, not as a network error.
+	ClassLegal Class = "legal"
 	// The repository is over an operator's limit (see Limits in package
 	// mirror): not retried until the limit or the upstream changes.
 	ClassTooLarge    Class = "too-large"
@@ -193,6 +196,8 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled
+	case strings.Contains(s, "error: 451") || strings.Contains(s, "unavailable for legal reasons"):
+		return ClassLegal
 	case strings.Contains(s, "repository not found") || strings.Contains(s, "error: 404") ||
 		strings.Contains(s, "does not appear to be a git repository") ||
 		strings.Contains(s, "not found") || strings.Contains(s, "error: 410"):

@@ -192,6 +192,8 @@ func failureClass(err error) schedule.FailureClass {
 	switch gitcmd.ClassOf(err) {
 	case gitcmd.ClassNotFound:
 		return schedule.NotFound
+	case gitcmd.ClassLegal:
+		return schedule.Legal
 	case gitcmd.ClassAuth:
 		return schedule.Auth
 	case gitcmd.ClassTLS:

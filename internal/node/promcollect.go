@@ -135,7 +135,7 @@ var (
 		"Checks finished, background and on demand (with --budget, the rate of those in the background is bounded).", nil, nil)
 	descSchedFailures = prometheus.NewDesc("gitfleet_scheduler_failures_total", "Checks that failed, by the scheduler's class of failure.", []string{"class"}, nil)
 	descSchedBacking  = prometheus.NewDesc("gitfleet_scheduler_hosts_backing_off", "Upstream hosts in backoff now (they throttled or refused).", nil, nil)
-	descSchedGone     = prometheus.NewDesc("gitfleet_scheduler_gone", "Repositories parked after their upstream said \"not found\" again and again.", nil, nil)
+	descSchedGone     = prometheus.NewDesc("gitfleet_scheduler_gone", "Repositories parked after their upstream said \"not found\" again and again, or 451 (unavailable for legal reasons) once.", nil, nil)
 	descBudget        = prometheus.NewDesc("gitfleet_scheduler_budget_checks_per_hour", "The node's --budget of background checks an hour (0: unlimited).", nil, nil)
 	descBudgetShort   = prometheus.NewDesc("gitfleet_scheduler_budget_short",
 		"1 while the budget cannot check every repository within --max-interval.", nil, nil)

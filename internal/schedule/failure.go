@@ -31,10 +31,14 @@ const (
 	// of refs). Checked again only after MaxInterval, or when it is asked
 	// for urgently (a webhook, an on-demand check).
 	OverLimit
+	// Legal: the upstream answers HTTP 451, unavailable for legal reasons.
+	// A takedown does not pass like a network error: the repository is
+	// parked as gone at once and rechecked once a day.
+	Legal
 	numClasses
 )
 
-var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk", "overlimit"}
+var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk", "overlimit", "legal"}
 
 func (c FailureClass) String() string {
 	if c < 0 || c >= numClasses {
@@ -78,6 +82,8 @@ func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duratio
 			return GoneRecheck
 		}
 		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+	case Legal:
+		return GoneRecheck
 	case Auth, TLS:
 		return backoff(fails, longBase, longCap, s.rng)
 	case Disk:

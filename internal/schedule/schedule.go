@@ -150,7 +150,7 @@ type Stats struct {
 	// lane, due or not.
 	Background      int
 	Running         int // checks started and not yet Done
-	Gone            int // repositories parked after repeated NotFound
+	Gone            int // repositories parked after repeated NotFound, or a Legal answer
 	HostsBackingOff int // hosts in backoff now
 	Healthy         bool
 }
@@ -555,6 +555,9 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	case NotFound:
 		r.fails++
 		s.setNotFound(r, r.notFound+1)
+	case Legal:
+		r.fails++
+		s.setNotFound(r, max(r.notFound, GoneAfter)) // gone at once
 	default:
 		r.fails++
 		s.setNotFound(r, 0)
