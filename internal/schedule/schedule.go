@@ -148,11 +148,16 @@ type Stats struct {
 	Urgent   int                  // repositories waiting in the urgent lane
 	// Background is the number of repositories waiting in the background
 	// lane, due or not.
-	Background      int
-	Running         int // checks started and not yet Done
-	Gone            int // repositories parked after repeated NotFound, or a Legal answer
-	HostsBackingOff int // hosts in backoff now
-	Healthy         bool
+	Background int
+	// Overdue is the part of Background past its due time: due, and
+	// waiting for a fetcher, the budget or its host. PastMaxInterval is
+	// the part of Overdue whose last successful check is older than
+	// MaxInterval: the freshness promise is broken for them.
+	Overdue, PastMaxInterval int
+	Running                  int // checks started and not yet Done
+	Gone                     int // repositories parked after repeated NotFound, or a Legal answer
+	HostsBackingOff          int // hosts in backoff now
+	Healthy                  bool
 }
 
 // Scheduler decides which repository a node checks next. It is safe for
@@ -731,8 +736,11 @@ func (s *Scheduler) Stats() Stats {
 		st.Failures[c] = n
 	}
 	for _, h := range s.hostList {
+		h.promote(now) // as Next would: the due ones are ready
 		st.Urgent += h.urgent.len()
 		st.Background += h.waiting.len() + h.ready.len()
+		st.Overdue += h.ready.len()
+		st.PastMaxInterval += h.deadline.countNotAfter(now)
 		if h.backoffUntil.After(now) {
 			st.HostsBackingOff++
 		}

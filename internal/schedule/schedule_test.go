@@ -475,3 +475,33 @@ func TestSameSeedSameSchedule(t *testing.T) {
 		t.Error("two schedulers with the same seed and inputs made different schedules")
 	}
 }
+
+// The overdue backlog is what is due and not started, not the whole
+// queue; the part of it past MaxInterval is counted on its own.
+func TestStatsCountTheOverdueBacklog(t *testing.T) {
+	s, clk := newTest(t, Config{Policy: PolicyFixed, MinInterval: time.Hour, MaxInterval: 2 * time.Hour})
+	for i := range 20 {
+		s.Add(fmt.Sprintf("stale-%d", i), "h", cloned(t0.Add(-3*time.Hour))) // due, past MaxInterval
+		s.Add(fmt.Sprintf("fresh-%d", i), "h", cloned(t0))                   // due within the hour
+	}
+	check := func(what string, background, overdue, past int) {
+		t.Helper()
+		st := s.Stats()
+		if st.Background != background || st.Overdue != overdue || st.PastMaxInterval != past {
+			t.Errorf("%s: background %d, overdue %d, past max interval %d; want %d, %d, %d",
+				what, st.Background, st.Overdue, st.PastMaxInterval, background, overdue, past)
+		}
+	}
+	check("at the start", 40, 20, 20)
+	clk.Advance(time.Hour)
+	check("an hour later", 40, 40, 20)
+	clk.Advance(time.Hour + time.Second)
+	check("past every deadline", 40, 40, 40)
+	key, ok, _ := s.Next()
+	if !ok {
+		t.Fatal("nothing due")
+	}
+	check("one running", 39, 39, 39)
+	s.Done(key, success)
+	check("one checked", 40, 39, 39)
+}
