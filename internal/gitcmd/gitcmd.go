@@ -119,6 +119,9 @@ type Error struct {
 	Stderr   string
 	Class    Class
 	Err      error
+	// RetryAfter is what a throttling upstream's Retry-After asked for
+	// (class throttled only; 0: nothing asked). See RetryAfterOf.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -314,7 +317,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	cmd := exec.CommandContext(ctx, prog, argv...)
 	cmd.Dir = c.Dir
 	egressEnv, endEgress := r.beginEgress(ctx)
-	cmd.Env = append(r.env(&c), egressEnv...)
+	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
+	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)
 	if c.Stdin != nil {
 		// os/exec waits for its stdin copier even after the process died,
 		// and a reader that never returns (a stalled HTTP body) would hang
@@ -343,6 +347,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	runErr := cmd.Run()
 	refused := endEgress()
 	if runErr == nil {
+		endTrace(false)
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -357,6 +362,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if refused != nil {
 		ge.Class, ge.Err = ClassBlocked, refused
 	}
+	ge.RetryAfter = endTrace(ge.Class == ClassThrottled)
 	return ge
 }
 

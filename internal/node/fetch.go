@@ -115,8 +115,13 @@ func (n *Node) check(ctx context.Context, key string) {
 	if err != nil {
 		out.Class = failureClass(err)
 		out.HostThrottled = gitcmd.ClassOf(err) == gitcmd.ClassThrottled
+		out.RetryAfter = gitcmd.RetryAfterOf(err)
 		r.Error, r.ErrorClass = err.Error(), string(gitcmd.ClassOf(err))
-		n.log.Warn("check failed", "key", key, "class", r.ErrorClass, "err", err)
+		attrs := []any{"key", key, "class", r.ErrorClass, "err", err}
+		if out.RetryAfter > 0 {
+			attrs = append(attrs, "retry_after", out.RetryAfter) // the host waits that long, up to 6 h
+		}
+		n.log.Warn("check failed", attrs...)
 		if errors.Is(err, context.DeadlineExceeded) {
 			r.ErrorClass = string(gitcmd.ClassTimeout)
 		}

@@ -61,6 +61,10 @@ const (
 	hostCap       = time.Hour
 )
 
+// MaxRetryAfter bounds how long a throttling host's Retry-After can make
+// it wait: a hostile or broken upstream cannot park a host for days.
+const MaxRetryAfter = 6 * time.Hour
+
 // backoff returns base*2^(n-1), capped, with "equal jitter": a uniform
 // draw from [d/2, d], so that repositories that failed together do not
 // come back together.

@@ -137,6 +137,10 @@ type Outcome struct {
 	// HostThrottled is true when the host answered 429/503 or refused the
 	// connection: the whole host backs off.
 	HostThrottled bool
+	// RetryAfter is what a throttling host asked for (Retry-After): the
+	// host waits at least that long, up to MaxRetryAfter, beyond its own
+	// backoff's cap.
+	RetryAfter time.Duration
 }
 
 // Stats is a snapshot of the scheduler's counters and queues.
@@ -534,6 +538,11 @@ func (s *Scheduler) Done(key string, o Outcome) {
 		h.backoffUntil = now.Add(backoff(h.throttles, hostBase, hostCap, s.rng))
 	case !o.HostThrottled && o.Class == None:
 		h.throttles = 0
+	}
+	if o.HostThrottled && o.RetryAfter > 0 {
+		// The host's own word, also from a check that started before
+		// its backoff: it can lengthen the wait, never shorten it.
+		h.backoffUntil = later(h.backoffUntil, now.Add(min(o.RetryAfter, MaxRetryAfter)))
 	}
 
 	switch o.Class {

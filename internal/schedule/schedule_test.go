@@ -505,3 +505,42 @@ func TestStatsCountTheOverdueBacklog(t *testing.T) {
 	s.Done(key, success)
 	check("one checked", 40, 39, 39)
 }
+
+// A throttling host's Retry-After is honoured beyond the backoff's cap of
+// an hour, up to MaxRetryAfter; it lengthens a backoff, never shortens it.
+func TestRetryAfterIsHonouredUpToItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Duration // the host's wait, at least
+		most       time.Duration
+	}{
+		{"three hours", 3 * time.Hour, 3 * time.Hour, 3 * time.Hour},
+		{"two days, bounded", 48 * time.Hour, MaxRetryAfter, MaxRetryAfter},
+		{"ten seconds, the backoff is longer", 10 * time.Second, hostBase / 2, hostBase},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, clk := newTest(t, Config{Policy: PolicyFixed})
+			s.Add("a", "h", RepoState{})
+			s.Add("b", "h", RepoState{})
+			key, _, _ := s.Next()
+			s.Done(key, Outcome{Class: Transient, HostThrottled: true, RetryAfter: tc.retryAfter})
+			if w := s.hosts["h"].backoffUntil.Sub(clk.Now()); w < tc.want || w > tc.most {
+				t.Errorf("host waits %v, want within [%v, %v]", w, tc.want, tc.most)
+			}
+			other := "b"
+			if key == "b" {
+				other = "a"
+			}
+			clk.Advance(tc.want - time.Second)
+			s.Urgent(other)
+			if k, ok, _ := s.Next(); ok {
+				t.Errorf("%s started %v before the host's wait ended", k, time.Second)
+			}
+			clk.Advance(tc.most - tc.want + time.Second)
+			if k, ok, _ := s.Next(); !ok || k != other {
+				t.Errorf("Next() = %q, %v after the wait; want %s", k, ok, other)
+			}
+		})
+	}
+}
