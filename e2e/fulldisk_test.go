@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,48 @@ func TestFullNodeDiskQuota(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// In `gitfleet up` the full node owns every repository and clones it from
+// its upstream itself: above its disk's high water it clones nothing new,
+// as it pulls nothing new in a fleet. The rest wait for room, shown as
+// "disk full" and not served.
+func TestUpClonesNothingNewAboveTheDiskHighWater(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 6)
+	f.seed(repos, "6 repositories")
+	// A quota of one byte: the first mirror (which tells how big a mirror
+	// is) fits, and then the disk is above its high water.
+	up := start(t, "up", "up", "--data", filepath.Join(t.TempDir(), "up"), "--catalog", f.catalog,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--allow-private-upstreams", "--catalog-interval", "1s", "--max-interval", "2s", "--min-interval", "500ms",
+		"--disk-quota", "1B")
+	eventually(t, 60*time.Second, "one repository served, the rest waiting for disk room", func() error {
+		api, err := apiRepos(f.base)
+		if err != nil {
+			return err
+		}
+		var served []int
+		for _, i := range repos {
+			r, ok := api[f.key(i)]
+			switch {
+			case !ok:
+				return fmt.Errorf("%s not listed", f.key(i))
+			case r.Served:
+				served = append(served, i)
+			case r.Error != "disk full":
+				return fmt.Errorf("%s: neither served nor waiting for disk room: %+v", f.key(i), r)
+			}
+		}
+		if len(served) != 1 {
+			return fmt.Errorf("%d served, want 1", len(served))
+		}
+		return f.servedLikeUpstream(served)
+	})
+	if n := up.count("cloned=true"); n != 1 {
+		t.Errorf("%d clones above the high water: want only the first, which measured a mirror", n-1)
+	}
 }

@@ -24,6 +24,7 @@ const (
 	ErrClassDiskFull    = "disk full"
 	ErrClassOther       = "failed"
 	ErrClassCancelled   = "cancelled"
+	ErrClassLegal       = "unavailable for legal reasons"
 )
 
 // errorClasses maps what an error text says (in lower case) to its class,
@@ -40,6 +41,7 @@ var errorClasses = []struct {
 	{ErrClassBadObjects, []string{"bad objects"}},
 	{ErrClassEmpty, []string{"empty-advertisement", "empty advertisement"}},
 	{ErrClassInvalid, []string{"invalid repository url"}},
+	{ErrClassLegal, []string{": legal:", "error: 451", "unavailable for legal reasons"}},
 	{ErrClassTimeout, []string{": timeout:", "timed out", "timeout", "deadline exceeded", "no result after"}},
 	{ErrClassNotFound, []string{": not-found:", "not found", "does not exist", "not mirrored"}},
 	{ErrClassAuth, []string{": auth:", "authentication", "permission denied", "error: 403"}},

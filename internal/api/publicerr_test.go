@@ -57,6 +57,7 @@ func TestPublicErrorClasses(t *testing.T) {
 		{"blocked destination: 169.254.169.254 is link-local", ErrClassBlocked},
 		{"git fetch https://h/x: auth: fatal: Authentication failed", ErrClassAuth},
 		{"git fetch https://h/x: throttled: HTTP 429", ErrClassThrottled},
+		{"git ls-remote https://h/x: legal: fatal: unable to access 'https://h/x/': The requested URL returned error: 451", ErrClassLegal},
 		{"git fetch: disk: No space left on device at /srv/vol1/gitfleet", ErrClassInternal},
 		{"no result after 30m0s: the node doing the check may have gone; try again", ErrClassTimeout},
 		{"something nobody foresaw at /home/x", ErrClassOther},

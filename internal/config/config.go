@@ -60,14 +60,14 @@ type Config struct {
 	Heartbeat             time.Duration `name:"heartbeat" help:"coordinator: how often nodes send heartbeats (a node is suspect after 3 missed)"`
 	LoadFactor            float64       `name:"load-factor" help:"coordinator: no node holds more than this many times its fair share of repositories"`
 	AssignBatch           int           `name:"assign-batch" help:"coordinator: repositories per assignment message on a node's session"`
-	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms"`
+	MaxClonesInFlight     int           `name:"max-clones-in-flight" help:"coordinator: clones a node is asked to make at once; more follow as it confirms them or they fail (a failed clone frees its slot; the node retries it on its own backoff)"`
 	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
 	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository (if unset and --max-interval is under 4m: a quarter of it)"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
 	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use (on a full node, with the data kept for --retention and the pack cache), e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`
-	FullDiskPolicy        string        `name:"full-disk-policy" help:"full node: what yields above the disk high water: refuse-new (no first pulls of new repositories; updates go on) or refuse-all (no pulls)"`
+	FullDiskPolicy        string        `name:"full-disk-policy" help:"full node: what yields above the disk high water: refuse-new (no first pulls or clones of new repositories; updates go on) or refuse-all (no pulls or fetches)"`
 	HostLimit             List          `name:"host-limit" help:"node: a per-host check limit, e.g. github.com=5000/h (repeat the flag, or a YAML list, for several hosts)"`
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`

@@ -21,6 +21,7 @@ import (
 type coordMetrics struct {
 	decisions   *prometheus.CounterVec // kind
 	refreshes   *prometheus.CounterVec // result
+	refusals    prometheus.Counter
 	storeWrites *prometheus.HistogramVec
 	feedAsks    *prometheus.CounterVec      // host, result
 	feedRepos   *prometheus.CounterVec      // host
@@ -58,6 +59,10 @@ func newCoordMetrics(reg metrics.Registry) *coordMetrics {
 		Name: "gitfleet_forge_feed_failing",
 		Help: "1 while a forge's change feed fails (its last request failed: its repositories are polled only), 0 while it answers.",
 	}, []string{"host"}))
+	m.refusals = metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gitfleet_placement_refusals_total",
+		Help: "Assignments a node refused (its egress policy will not fetch the URL): each is remembered, and not offered to that node again until its next session.",
+	}))
 	reg.MustRegister(&coordCollector{m: m})
 	return m
 }
@@ -89,6 +94,9 @@ func (m *coordMetrics) decided(d placement.Decision) {
 	}
 	m.decisions.WithLabelValues(kind).Inc()
 }
+
+// refusal counts one node's refusal of an assignment.
+func (m *coordMetrics) refusal() { m.refusals.Inc() }
 
 // refreshed counts one catalog refresh.
 func (m *coordMetrics) refreshed(err error) {
@@ -122,6 +130,8 @@ var (
 		"Removals held by purge protection, waiting for an operator's confirmation.", nil, nil)
 	descInFlight = prometheus.NewDesc("gitfleet_placement_clones_in_flight",
 		"Assignments sent to nodes and not confirmed yet (clones under way).", nil, nil)
+	descUnplaceable = prometheus.NewDesc("gitfleet_placement_unplaceable",
+		"Repositories that every placement member refused (their egress policies): nobody mirrors them until a node that takes them is in session.", nil, nil)
 	descNodeDiskUsed = prometheus.NewDesc("gitfleet_coordinator_node_disk_used_bytes",
 		"Disk space each node in session reports its mirrors use.", []string{"node"}, nil)
 	descNodeDiskTotal = prometheus.NewDesc("gitfleet_coordinator_node_disk_total_bytes",
@@ -130,7 +140,7 @@ var (
 
 func (c *coordCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descCoordNodes, descSessions, descPlacing, descCoordRepos, descCoordProblems,
-		descCoordHeld, descInFlight, descNodeDiskUsed, descNodeDiskTotal} {
+		descCoordHeld, descInFlight, descUnplaceable, descNodeDiskUsed, descNodeDiskTotal} {
 		ch <- d
 	}
 }
@@ -188,4 +198,5 @@ func (c *coordCollector) Collect(ch chan<- prometheus.Metric) {
 		inFlight += v
 	}
 	gauge(descInFlight, float64(inFlight))
+	gauge(descUnplaceable, float64(co.engine.UnplaceableCount()))
 }

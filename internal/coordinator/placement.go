@@ -28,6 +28,9 @@ func (c *Coordinator) setMembers() {
 	c.members = members
 	c.engine.SetMembers(members)
 	c.placeDirty = true
+	for _, k := range c.engine.Refused() {
+		c.broadcastState(k) // unplaceable or not, as the members now are
+	}
 }
 
 // decide drains the engine's decisions onto the nodes' sessions. Caller

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
@@ -113,6 +114,7 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 	changes := c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
 		Member: rec.Capacity > 0}, now)
 	c.applyChanges(changes)
+	c.liftRefusals(rec.ID) // before its assignments: it may take them now
 	s.queueWelcome()
 	// The node gets what it owns or is cloning, and a full node the state
 	// of every repository.
@@ -280,6 +282,10 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	if res.GetServed() {
 		return // a full node's pull: nothing to record yet
 	}
+	if !res.GetOk() && res.GetErrorClass() == errorClassRefused {
+		c.refused(id, key, res) // refuse.go
+		return
+	}
 	owner, target := c.owner(key)
 	switch {
 	case id == target && res.GetOk():
@@ -319,7 +325,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= schedule.GoneAfter {
+		if int(r.notFound) >= schedule.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = stateGone
 		}
@@ -542,7 +548,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: r.state.String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
+				State: c.stateOf(k, r), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

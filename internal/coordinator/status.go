@@ -40,7 +40,7 @@ const (
 	StatePending = "pending" // not mirrored yet
 	StateOK      = "ok"
 	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again
+	StateGone    = "gone" // the upstream answered "not found" again and again, or 451 (legal) once
 	// Over an operator's limit (--max-repo-size, --git-memory-limit;
 	// --max-refs): checked again after --max-interval or on demand.
 	StateTooLarge    = "too-large"

@@ -120,6 +120,9 @@ type Error struct {
 	Stderr   string
 	Class    Class
 	Err      error
+	// RetryAfter is what a throttling upstream's Retry-After asked for
+	// (class throttled only; 0: nothing asked). See RetryAfterOf.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -148,6 +151,9 @@ const (
 	ClassTLS       Class = "tls"
 	ClassThrottled Class = "throttled"
 	ClassDisk      Class = "disk"
+	// ClassLegal: the upstream answers HTTP 451, unavailable for legal
+	// reasons (a takedown): treated as gone, not as a network error.
+	ClassLegal Class = "legal"
 	// The repository is over an operator's limit (see Limits in package
 	// mirror): not retried until the limit or the upstream changes.
 	ClassTooLarge    Class = "too-large"
@@ -194,6 +200,8 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled
+	case strings.Contains(s, "error: 451") || strings.Contains(s, "unavailable for legal reasons"):
+		return ClassLegal
 	case strings.Contains(s, "repository not found") || strings.Contains(s, "error: 404") ||
 		strings.Contains(s, "does not appear to be a git repository") ||
 		strings.Contains(s, "not found") || strings.Contains(s, "error: 410"):
@@ -310,7 +318,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	cmd := exec.CommandContext(ctx, prog, argv...)
 	cmd.Dir = c.Dir
 	egressEnv, endEgress := r.beginEgress(ctx)
-	cmd.Env = append(r.env(&c), egressEnv...)
+	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
+	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)
 	if c.Stdin != nil {
 		// os/exec waits for its stdin copier even after the process died,
 		// and a reader that never returns (a stalled HTTP body) would hang
@@ -339,6 +348,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	runErr := cmd.Run()
 	refused := endEgress()
 	if runErr == nil {
+		endTrace(false)
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -353,6 +363,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if refused != nil {
 		ge.Class, ge.Err = ClassBlocked, refused
 	}
+	ge.RetryAfter = endTrace(ge.Class == ClassThrottled)
 	return ge
 }
 

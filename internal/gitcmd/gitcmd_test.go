@@ -84,6 +84,7 @@ func TestClassifyStderr(t *testing.T) {
 		{"fatal: unable to access 'https://h/': SSL certificate problem: unable to get local issuer certificate", ClassTLS},
 		{"fatal: unable to access 'https://h/': Could not resolve host: h", ClassNetwork},
 		{"fatal: unable to access 'https://h/': The requested URL returned error: 429", ClassThrottled},
+		{"fatal: unable to access 'https://h/r/': The requested URL returned error: 451", ClassLegal},
 		{"error: unable to write file: No space left on device", ClassDisk},
 		{"fatal: Out of memory, malloc failed (tried to allocate 41943041 bytes)", ClassTooLarge},
 		{"error: object 0123: hasDotgit: contains '.git'\nfatal: fsck error in packed object\nfatal: index-pack failed", ClassBadObjects},

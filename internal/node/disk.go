@@ -83,3 +83,19 @@ func (n *Node) heldCount() int {
 	defer n.mu.Unlock()
 	return len(n.digests)
 }
+
+// ownedOf returns which of keys this node owns (is assigned).
+func (n *Node) ownedOf(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	own := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := n.owned[k]; ok {
+			own[k] = true
+		}
+	}
+	return own
+}

@@ -71,22 +71,11 @@ func (n *Node) check(ctx context.Context, key string) {
 		n.sched.Done(key, schedule.Outcome{})
 		return
 	}
-	if !n.mirror.Has(key) && n.full == nil {
-		release, ok := n.reserveClone()
-		if !ok {
-			// No room for another mirror: hand it back rather than fill the disk.
-			n.log.Warn("disk full: handing the repository back to the coordinator", "key", key)
-			n.mu.Lock()
-			delete(n.owned, key)
-			n.handBack = append(n.handBack, key)
-			n.mu.Unlock()
-			n.sched.Done(key, schedule.Outcome{})
-			n.sched.Remove(key)
-			n.sendSoon()
-			return
-		}
-		defer release()
+	release, ok := n.admitFetch(key)
+	if !ok {
+		return
 	}
+	defer release()
 	start := n.clk.Now()
 	had, prev := n.mirror.Has(key), n.sched.LastCheck(key)
 	kind := "check"
@@ -126,8 +115,13 @@ func (n *Node) check(ctx context.Context, key string) {
 	if err != nil {
 		out.Class = failureClass(err)
 		out.HostThrottled = gitcmd.ClassOf(err) == gitcmd.ClassThrottled
+		out.RetryAfter = gitcmd.RetryAfterOf(err)
 		r.Error, r.ErrorClass = err.Error(), string(gitcmd.ClassOf(err))
-		n.log.Warn("check failed", "key", key, "class", r.ErrorClass, "err", err)
+		attrs := []any{"key", key, "class", r.ErrorClass, "err", err}
+		if out.RetryAfter > 0 {
+			attrs = append(attrs, "retry_after", out.RetryAfter) // the host waits that long, up to 6 h
+		}
+		n.log.Warn("check failed", attrs...)
 		if errors.Is(err, context.DeadlineExceeded) {
 			r.ErrorClass = string(gitcmd.ClassTimeout)
 		}
@@ -160,10 +154,51 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 }
 
+// admitFetch decides whether a check of key, owned here and due now, may
+// start, by the disk's high water. When it may not, the check ends here
+// and the key leaves the scheduler: a partial node with no room for a new
+// mirror hands it back rather than fill the disk; a full node goes by its
+// full disk policy (fulldisk.go), and the key waits for room. The returned
+// function ends the room's reservation.
+func (n *Node) admitFetch(key string) (func(), bool) {
+	held := n.mirror.Has(key)
+	if n.full != nil {
+		if release, ok := n.full.gate(held); ok {
+			return release, true
+		}
+		n.unschedule(key) // before it waits: room may come at once
+		n.full.waitOwn(key)
+		return nil, false
+	}
+	if held {
+		return func() {}, true
+	}
+	if release, ok := n.reserveClone(); ok {
+		return release, true
+	}
+	n.log.Warn("disk full: handing the repository back to the coordinator", "key", key)
+	n.mu.Lock()
+	delete(n.owned, key)
+	n.handBack = append(n.handBack, key)
+	n.mu.Unlock()
+	n.unschedule(key)
+	n.sendSoon()
+	return nil, false
+}
+
+// unschedule ends the running check of key without an outcome and stops
+// scheduling it.
+func (n *Node) unschedule(key string) {
+	n.sched.Done(key, schedule.Outcome{})
+	n.sched.Remove(key)
+}
+
 func failureClass(err error) schedule.FailureClass {
 	switch gitcmd.ClassOf(err) {
 	case gitcmd.ClassNotFound:
 		return schedule.NotFound
+	case gitcmd.ClassLegal:
+		return schedule.Legal
 	case gitcmd.ClassAuth:
 		return schedule.Auth
 	case gitcmd.ClassTLS:

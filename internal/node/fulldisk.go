@@ -4,15 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The full node's own disk. Above the high water (cfg.DiskHighWater of
 // --disk-quota, or of the file system) it takes no new repositories: a
-// first pull of a repository it does not hold is not started, and the key
-// waits (no retry) until a measure of the disk finds it below the mark
-// again. Updates of the repositories it holds go on with
-// --full-disk-policy refuse-new (the default; the room above the mark is
-// theirs); with refuse-all every pull waits.
+// first pull of a repository it does not hold is not started, nor a first
+// clone from the upstream of one it owns (as a ring member, as in
+// `gitfleet up`), and the key waits (no retry) until a measure of the disk
+// finds it below the mark again. Updates of the repositories it holds go
+// on with --full-disk-policy refuse-new (the default; the room above the
+// mark is theirs); with refuse-all every pull and every own fetch waits.
 
 // Full disk policies (--full-disk-policy).
 const (
@@ -71,27 +74,58 @@ func (f *fullNode) measureDisk() {
 	crossed := f.mark.observe(used, total, f.n.cfg.DiskHighWater, f.n.clk.Now())
 	full := f.mark.full
 	var released []string
-	if crossed && !full {
+	if !full {
+		// Keys wait here only while the mark is up, or for one measure
+		// when an own clone found the room reserved by clones under way.
 		for k := range f.diskWait {
 			released = append(released, k)
-			f.pending[k] = true
-			delete(f.retryAt, k)
 		}
 		clear(f.diskWait)
 	}
 	f.mu.Unlock()
-	if !crossed {
-		return
+	own := f.n.ownedOf(released)
+	f.mu.Lock()
+	for _, k := range released {
+		if !own[k] {
+			f.pending[k] = true
+			delete(f.retryAt, k)
+		}
 	}
-	if full {
+	f.mu.Unlock()
+	for k := range own {
+		f.n.addToSchedule(k, repokey.Host(k)) // its own fetch, out of the scheduler while it waited
+	}
+	switch {
+	case crossed && full:
 		f.n.log.Warn("full node disk above its high water; taking no new repositories", "used_bytes", used,
 			"total_bytes", total, "high_water", f.n.cfg.DiskHighWater, "policy", f.n.cfg.FullDiskPolicy)
-		return
+	case crossed:
+		f.n.log.Info("full node disk below its high water; taking repositories again", "used_bytes", used,
+			"total_bytes", total, "released", len(released))
 	}
-	f.n.log.Info("full node disk below its high water; taking repositories again", "used_bytes", used,
-		"total_bytes", total, "released", len(released))
-	f.reclass(released...)
-	f.kick()
+	if len(released) > 0 {
+		f.reclass(released...)
+		f.kick()
+		f.n.kick()
+	}
+}
+
+// gate decides whether a pull or an own fetch of a repository may start
+// now (held: the node holds a mirror of it), by the mark and the policy;
+// a first one also reserves its room (reserveClone), so that parallel
+// clones cannot all slip under the mark. The returned function ends the
+// reservation.
+func (f *fullNode) gate(held bool) (func(), bool) {
+	f.mu.Lock()
+	full := f.mark.full
+	f.mu.Unlock()
+	if !admitPull(full, held, f.n.cfg.FullDiskPolicy) {
+		return nil, false
+	}
+	if held {
+		return func() {}, true
+	}
+	return f.n.reserveClone()
 }
 
 // admit decides whether the pull of key may start now. A first pull also
@@ -100,16 +134,8 @@ func (f *fullNode) measureDisk() {
 // while the disk is above the mark waits in diskWait, without retry.
 func (f *fullNode) admit(key string) (func(), bool) {
 	_, held := f.n.digest(key)
-	f.mu.Lock()
-	full := f.mark.full
-	f.mu.Unlock()
-	if admitPull(full, held, f.n.cfg.FullDiskPolicy) {
-		if held {
-			return func() {}, true
-		}
-		if done, ok := f.n.reserveClone(); ok {
-			return done, true
-		}
+	if done, ok := f.gate(held); ok {
+		return done, true
 	}
 	f.mu.Lock()
 	delete(f.pulling, key)
@@ -134,19 +160,21 @@ func (f *fullNode) admit(key string) (func(), bool) {
 // does, but answers a refusal with an error instead of queueing the key.
 func (f *fullNode) admitNow(key string) (func(), error) {
 	_, held := f.n.digest(key)
-	f.mu.Lock()
-	full := f.mark.full
-	f.mu.Unlock()
-	if !admitPull(full, held, f.n.cfg.FullDiskPolicy) {
-		return nil, errors.New(fullDiskError)
-	}
-	if held {
-		return func() {}, nil
-	}
-	if done, ok := f.n.reserveClone(); ok {
+	if done, ok := f.gate(held); ok {
 		return done, nil
 	}
 	return nil, errors.New(fullDiskError)
+}
+
+// waitOwn makes key, owned here, whose fetch gate refused, wait for disk
+// room out of the scheduler: a measure of the disk below the mark puts it
+// back (measureDisk).
+func (f *fullNode) waitOwn(key string) {
+	f.mu.Lock()
+	f.diskWait[key] = true
+	f.mu.Unlock()
+	f.n.log.Debug("own fetch waits for disk room", "key", key)
+	f.reclass(key)
 }
 
 // diskWaiting tells whether key waits for disk room.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,5 +141,66 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 				t.Fatal("a repository that waited for room was not queued again")
 			}
 		})
+	}
+}
+
+// A full node that owns a repository (a ring member, as in `gitfleet up`)
+// clones it from its upstream only below the high water: above it, the
+// fetch is not started, the repository waits for room out of the
+// scheduler (no retry), and a measure below the mark schedules it again.
+func TestFullNodeOwnCloneWaitsForDiskRoom(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	nd, err := New(Config{Mode: "full", Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Fetchers: 1,
+		DiskQuota: 1000, AllowPrivate: true}, slog.New(slog.DiscardHandler), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.db.Close() })
+	f := nd.full
+	ballast := filepath.Join(nd.mirror.Root(), "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 900), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.measureDisk()
+	if _, _, full, _ := f.diskFigures(); !full {
+		t.Fatal("900 of 1000 bytes is not above the high water")
+	}
+
+	// Nothing listens on port 1: a clone that started would fail at once
+	// and report it.
+	const key = "127.0.0.1:1/a/own"
+	nd.assign(&fleetv1.Repo{Key: key, Url: "http://" + key + ".git"})
+	due, ok, _ := nd.sched.Next()
+	if !ok || due != key {
+		t.Fatalf("the new repository is not due: %q %v", due, ok)
+	}
+	nd.check(context.Background(), key)
+	nd.mu.Lock()
+	r, reported := nd.results[key]
+	nd.mu.Unlock()
+	if reported {
+		t.Fatalf("a clone was started above the high water: %v", r)
+	}
+	if !f.diskWaiting(key) {
+		t.Error("the repository does not wait for disk room")
+	}
+	if _, _, _, waiting := f.diskFigures(); waiting != 1 {
+		t.Errorf("%d repositories wait for room, want 1", waiting)
+	}
+	clk.Advance(time.Hour)
+	if k, ok, _ := nd.sched.Next(); ok {
+		t.Fatalf("%s was scheduled while the disk is above the high water", k)
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second) // the quota's disk is measured at most every 10 s
+	f.measureDisk()
+	if f.diskWaiting(key) {
+		t.Error("still waiting below the mark")
+	}
+	if due, ok, _ := nd.sched.Next(); !ok || due != key {
+		t.Fatalf("below the mark the repository is not due: %q %v", due, ok)
 	}
 }

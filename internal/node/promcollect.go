@@ -129,13 +129,15 @@ type nodeCollector struct{ n *Node }
 var (
 	descSchedQueue = prometheus.NewDesc("gitfleet_scheduler_queue",
 		"Repositories waiting for a check, by lane (urgent: first clones and on-demand checks; background: due or not).", []string{"lane"}, nil)
+	descSchedOverdue = prometheus.NewDesc("gitfleet_scheduler_overdue",
+		"Background repositories past their due time, waiting for a fetcher, the budget or their host; past_max_interval: those not checked within --max-interval.", []string{"by"}, nil)
 	descSchedRunning = prometheus.NewDesc("gitfleet_scheduler_running", "Checks running now.", nil, nil)
 	descSchedRepos   = prometheus.NewDesc("gitfleet_scheduler_repos", "Repositories this node checks (its own).", nil, nil)
 	descSchedChecks  = prometheus.NewDesc("gitfleet_scheduler_checks_total",
 		"Checks finished, background and on demand (with --budget, the rate of those in the background is bounded).", nil, nil)
 	descSchedFailures = prometheus.NewDesc("gitfleet_scheduler_failures_total", "Checks that failed, by the scheduler's class of failure.", []string{"class"}, nil)
 	descSchedBacking  = prometheus.NewDesc("gitfleet_scheduler_hosts_backing_off", "Upstream hosts in backoff now (they throttled or refused).", nil, nil)
-	descSchedGone     = prometheus.NewDesc("gitfleet_scheduler_gone", "Repositories parked after their upstream said \"not found\" again and again.", nil, nil)
+	descSchedGone     = prometheus.NewDesc("gitfleet_scheduler_gone", "Repositories parked after their upstream said \"not found\" again and again, or 451 (unavailable for legal reasons) once.", nil, nil)
 	descBudget        = prometheus.NewDesc("gitfleet_scheduler_budget_checks_per_hour", "The node's --budget of background checks an hour (0: unlimited).", nil, nil)
 	descBudgetShort   = prometheus.NewDesc("gitfleet_scheduler_budget_short",
 		"1 while the budget cannot check every repository within --max-interval.", nil, nil)
@@ -145,7 +147,7 @@ var (
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSchedQueue, descSchedRunning, descSchedRepos, descSchedChecks, descSchedFailures,
+	for _, d := range []*prometheus.Desc{descSchedQueue, descSchedOverdue, descSchedRunning, descSchedRepos, descSchedChecks, descSchedFailures,
 		descSchedBacking, descSchedGone, descBudget, descBudgetShort, descMaxInterval, descSession, descNodeTunnels} {
 		ch <- d
 	}
@@ -162,6 +164,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descSchedQueue, float64(st.Urgent), "urgent")
 	gauge(descSchedQueue, float64(st.Background), "background")
+	gauge(descSchedOverdue, float64(st.Overdue), "due")
+	gauge(descSchedOverdue, float64(st.PastMaxInterval), "past_max_interval")
 	gauge(descSchedRunning, float64(st.Running))
 	gauge(descSchedRepos, float64(n.sched.Len()))
 	ch <- prometheus.MustNewConstMetric(descSchedChecks, prometheus.CounterValue, float64(st.Checks))

@@ -98,6 +98,16 @@ func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
 	if got, _ := gathered(t, reg, "gitfleet_scheduler_queue", "lane", "urgent"); got != 1 {
 		t.Errorf("urgent lane = %v, want 1", got)
 	}
+	if got, _ := gathered(t, reg, "gitfleet_scheduler_overdue", "by", "due"); got != 0 {
+		t.Errorf("overdue = %v, want 0: the checked repository is not due yet", got)
+	}
+	// Not checked for a month: due, and past --max-interval.
+	n.sched.Add("github.com/a/d", "github.com", schedule.RepoState{Cloned: true, LastCheck: n.clk.Now().Add(-30 * 24 * time.Hour)})
+	for _, by := range []string{"due", "past_max_interval"} {
+		if got, _ := gathered(t, reg, "gitfleet_scheduler_overdue", "by", by); got != 1 {
+			t.Errorf("overdue by %s = %v, want 1", by, got)
+		}
+	}
 	if got, ok := gathered(t, reg, "gitfleet_node_session"); !ok || got != 0 {
 		t.Errorf("session = %v (present %v), want 0: never connected", got, ok)
 	}

@@ -24,13 +24,15 @@ func withTasksOf(r, older *fleetv1.CheckResult) *fleetv1.CheckResult {
 
 // refuseAssignment reports an assigned repository that this node will not
 // fetch (its URL is not allowed here, or does not match its key): the
-// coordinator shows it failing with the reason, instead of the repository
-// going stale in silence.
+// coordinator places it on another node, or shows it unplaceable with the
+// reason, instead of the repository going stale in silence.
 func (n *Node) refuseAssignment(key, url, want string, err error) {
 	if err == nil {
 		err = fmt.Errorf("%w: the URL %q is the repository %q, not %q", repokey.ErrInvalid, url, want, key)
 	}
-	n.log.Error("assignment refused: this node does not accept the repository's URL; reported to the coordinator",
+	// The coordinator remembers a refusal and offers the key elsewhere:
+	// this is said once per key and session, not in a loop.
+	n.log.Warn("assignment refused: this node's policy does not accept the repository's URL; the coordinator places it elsewhere",
 		"key", key, "url", url, "err", err)
 	if repokey.Check(key) != nil {
 		return // not a key the coordinator could record

@@ -132,7 +132,10 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 						case 0:
 							e.Confirm(d.Node, d.Key)
 						case 1:
+							// The node retries on its own and
+							// answers at the end.
 							e.CloneFailed(d.Node, d.Key)
+							unanswered = append(unanswered, d)
 						default:
 							unanswered = append(unanswered, d)
 						}

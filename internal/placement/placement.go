@@ -27,6 +27,14 @@
 // member, and that is remembered as an override until the full node has
 // room again.
 //
+// A node that refuses a key (its egress policy, stricter than the
+// coordinator's, will not fetch the URL: Refuse) is never offered that key
+// again until its policy may have changed (PolicyChanged, on its next
+// session): the key goes to the next member clockwise that has not refused
+// it, or, if every member has, it is unplaceable (Unplaceable) and keeps
+// the owner it had, if any, until a member can take it. Refusals are not in
+// snapshots: a restarted coordinator offers each such key once more.
+//
 // SetMembers recomputes the placement of every key. AddKeys and RemoveKeys
 // cost time in proportion to the keys they change, not to the key set: the
 // load bound could make a key's owner depend on the whole key set, but as
@@ -144,11 +152,15 @@ type keyState struct {
 }
 
 // Per-key flags. A key with a target is either queued (waiting for a slot
-// on the target) or sent (the assign is out, the clone in flight).
+// on the target) or sent (the assign is out, the clone in flight). A sent
+// key whose clone failed is also marked failed: a clone slot is a lease
+// that a failure ends, and the target retries the clone on its own
+// schedule (its backoff), outside the pacing, until it confirms.
 const (
 	flagQueued uint8 = 1 << iota
 	flagSent
 	flagInUrgent // queued and pushed to its target's urgent queue
+	flagFailed   // sent, its clone failed: it holds no slot
 )
 
 // Disk levels of a node.
@@ -187,6 +199,7 @@ type Engine struct {
 	placements int
 
 	overrides map[string][]uint32 // key -> members it must avoid
+	refused   map[string][]uint32 // key -> members that refused it (Refuse)
 	nodes     map[uint32]*nodeState
 	ready     map[uint32]bool // nodes Decisions must look at
 	moving    int             // keys with a target
@@ -234,6 +247,7 @@ func New(cfg Config) *Engine {
 		index:     newKeyIndex(),
 		rank:      map[uint32]int{},
 		overrides: map[string][]uint32{},
+		refused:   map[string][]uint32{},
 		nodes:     map[uint32]*nodeState{},
 		ready:     map[uint32]bool{},
 		owned:     map[uint32]int{},
@@ -340,6 +354,7 @@ func (e *Engine) RemoveKeys(keys ...string) {
 		}
 		e.cancel(i)
 		delete(e.overrides, k)
+		delete(e.refused, k)
 		e.removeAt(i)
 		e.digest -= ring.Hash(k)
 		removed = true
@@ -387,12 +402,14 @@ func (e *Engine) SetMembers(ms []Member) {
 		return
 	}
 	e.setRing(norm)
-	for k, ex := range e.overrides {
-		ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
-		if len(ex) == 0 {
-			delete(e.overrides, k)
-		} else {
-			e.overrides[k] = ex
+	for _, m := range []map[string][]uint32{e.overrides, e.refused} {
+		for k, ex := range m {
+			ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
+			if len(ex) == 0 {
+				delete(m, k)
+			} else {
+				m[k] = ex
+			}
 		}
 	}
 	e.replace()
@@ -544,25 +561,43 @@ func (e *Engine) replaceChanged(from int) {
 
 // want is the desired owner of key i: its bounded-load placement, or, if
 // it must avoid that member, the first member clockwise that it need not
-// avoid. 0 without members.
+// avoid. A member that refused the key is never its desired owner: when
+// every member avoids the key, the first that did not refuse it is, and
+// when every member refused it, nobody is (0, as without members).
 func (e *Engine) want(i int32) uint32 {
 	if e.ring == nil {
 		return 0
 	}
 	p := e.keys[i].place
-	if len(e.overrides) == 0 {
+	if len(e.overrides) == 0 && len(e.refused) == 0 {
 		return p
 	}
-	ex := e.overrides[e.keys[i].key]
-	if !slices.Contains(ex, p) {
+	k := e.keys[i].key
+	ex, no := e.overrides[k], e.refused[k]
+	if !slices.Contains(ex, p) && !slices.Contains(no, p) {
 		return p
 	}
-	for _, id := range e.ring.LookupN(e.keys[i].key, len(ex)+1) {
-		if !slices.Contains(ex, id) {
+	if len(no) == 0 {
+		for _, id := range e.ring.LookupN(k, len(ex)+1) {
+			if !slices.Contains(ex, id) {
+				return id
+			}
+		}
+		return p // it avoids every member: keep the placement
+	}
+	// Among len(ex)+len(no)+1 members one is neither avoided nor refusing,
+	// unless there are fewer members: then they are all here.
+	var fallback uint32
+	for _, id := range e.ring.LookupN(k, len(ex)+len(no)+1) {
+		switch {
+		case slices.Contains(no, id):
+		case !slices.Contains(ex, id):
 			return id
+		case fallback == 0:
+			fallback = id
 		}
 	}
-	return p // it avoids every member: keep the placement
+	return fallback
 }
 
 // live reports whether id is a node that serves what it owns.
@@ -577,6 +612,9 @@ func (e *Engine) full(id uint32) bool {
 func (e *Engine) apply(i int32) {
 	w := e.want(i)
 	if w == 0 {
+		if e.ring != nil {
+			e.cancel(i) // every member refused it: nobody is to clone it
+		}
 		return
 	}
 	o := e.keys[i].owner
@@ -611,7 +649,7 @@ func (e *Engine) avoidFull(i int32) {
 	for {
 		w := e.want(i)
 		ex := e.overrides[k]
-		if w == 0 || !e.full(w) || len(ex)+1 >= len(e.members) {
+		if w == 0 || !e.full(w) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
 			return
 		}
 		e.overrides[k] = append(ex, w)
@@ -639,14 +677,23 @@ func (e *Engine) cancel(i int32) {
 	if t == 0 {
 		return
 	}
+	if e.keys[i].flags&flagSent != 0 && e.isMember(t) {
+		e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i].key})
+	}
+	e.endMove(i)
+}
+
+// endMove frees what key i's move holds on its target (a slot, or a place
+// in its queue) and clears the move.
+func (e *Engine) endMove(i int32) {
+	t, flags := e.keys[i].target, e.keys[i].flags
 	ns := e.node(t)
-	if e.keys[i].flags&flagSent != 0 {
+	switch {
+	case flags&flagFailed != 0:
+	case flags&flagSent != 0:
 		ns.inFlight--
 		e.ready[t] = true
-		if e.isMember(t) {
-			e.emit(Decision{Kind: Drop, Node: t, Key: e.keys[i].key})
-		}
-	} else {
+	default:
 		ns.queued--
 	}
 	e.keys[i].target, e.keys[i].flags = 0, 0
@@ -677,34 +724,27 @@ func (e *Engine) Confirm(node uint32, key string) {
 
 func (e *Engine) complete(i int32) {
 	t, old := e.keys[i].target, e.keys[i].owner
-	ns := e.node(t)
-	if e.keys[i].flags&flagSent != 0 {
-		ns.inFlight--
-		e.ready[t] = true
-	} else {
-		ns.queued--
-	}
+	e.endMove(i)
 	e.setOwner(i, t)
-	e.keys[i].target, e.keys[i].flags = 0, 0
-	e.moving--
 	if old != 0 && old != t && e.isMember(old) {
 		e.emit(Decision{Kind: Drop, Node: old, Key: e.keys[i].key})
 	}
 }
 
-// CloneFailed records that node could not clone key: its slot is freed and
-// the move goes to the back of the node's queue, to be tried again when its
-// turn comes.
+// CloneFailed records that node could not clone key: its slot is freed at
+// once for the next key in its queue, and the move stays with node, which
+// retries the clone on its own schedule (its backoff) outside the pacing
+// until it confirms. So upstreams that fail cannot hold every slot while a
+// healthy repository waits. Repeated failures change nothing more.
 func (e *Engine) CloneFailed(node uint32, key string) {
 	i, ok := e.index.get(e.keys, key)
-	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&flagSent == 0 {
+	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&(flagSent|flagFailed) != flagSent {
 		return
 	}
 	ns := e.node(node)
 	ns.inFlight--
-	ns.queued++
-	e.keys[i].flags = flagQueued
-	e.enqueue(i)
+	e.ready[node] = true
+	e.keys[i].flags |= flagFailed
 }
 
 // Hold reconciles what node holds on disk (the inventory of a node that
@@ -813,7 +853,7 @@ func (e *Engine) HandBack(node uint32, keys ...string) {
 			continue
 		}
 		ex := e.overrides[k]
-		if slices.Contains(ex, node) || len(ex)+1 >= len(e.members) {
+		if slices.Contains(ex, node) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
 			continue // already avoided, or the last member left to it
 		}
 		e.overrides[k] = append(ex, node)

@@ -130,10 +130,18 @@ func TestSameMembersKeysAndOverridesGiveSameOwnersWhateverTheEventOrder(t *testi
 	settle(t, b)
 	b.AddKeys(shuffled[7000:]...)
 	b.HandBack(5, keys[:100]...)
+	var retrying []Decision // failed clones, which their nodes retry on their own
 	for range 100_000 {
 		ds := b.Decisions()
 		if len(ds) == 0 {
-			break
+			if len(retrying) == 0 {
+				break
+			}
+			for _, d := range retrying {
+				b.Confirm(d.Node, d.Key)
+			}
+			retrying = nil
+			continue
 		}
 		rng.Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
 		for _, d := range ds {
@@ -142,6 +150,7 @@ func TestSameMembersKeysAndOverridesGiveSameOwnersWhateverTheEventOrder(t *testi
 			}
 			if rng.IntN(4) == 0 {
 				b.CloneFailed(d.Node, d.Key)
+				retrying = append(retrying, d)
 			} else {
 				b.Confirm(d.Node, d.Key)
 			}
@@ -329,6 +338,7 @@ func TestPacingNeverExceedsMaxInFlightPerNode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	e.SetMembers(equalMembers(span(1, 10)...))
 	outstanding := map[Decision]bool{}
+	retrying := map[Decision]bool{} // failed clones, which their nodes retry on their own
 	perNode := map[uint32]int{}
 	for step := 0; ; step++ {
 		switch step {
@@ -358,16 +368,24 @@ func TestPacingNeverExceedsMaxInFlightPerNode(t *testing.T) {
 				t.Fatalf("step %d: InFlight says node %d has %d, decisions say %d", step, id, n, perNode[id])
 			}
 		}
-		if len(outstanding) == 0 && step > 100 {
+		if len(outstanding) == 0 && len(retrying) == 0 && step > 100 {
 			break
 		}
-		// Nodes answer some of their clones, in any order.
+		// Nodes answer some of their clones, in any order, and some of
+		// their retries succeed.
+		for k := range retrying {
+			if rng.IntN(3) == 0 {
+				e.Confirm(k.Node, k.Key)
+				delete(retrying, k)
+			}
+		}
 		for k := range outstanding {
 			if rng.IntN(3) > 0 {
 				continue
 			}
 			if rng.IntN(5) == 0 {
 				e.CloneFailed(k.Node, k.Key)
+				retrying[k] = true
 			} else {
 				e.Confirm(k.Node, k.Key)
 			}
@@ -380,7 +398,7 @@ func TestPacingNeverExceedsMaxInFlightPerNode(t *testing.T) {
 	}
 }
 
-func TestCloneFailedFreesTheSlotAndKeepsTheMovePending(t *testing.T) {
+func TestCloneFailedFreesTheSlotAndKeepsTheMoveWithItsNode(t *testing.T) {
 	keys := testKeys(500)
 	e := New(Config{VnodesPerWeight: 200, MaxInFlight: 1})
 	e.AddKeys(keys...)
@@ -391,15 +409,61 @@ func TestCloneFailedFreesTheSlotAndKeepsTheMovePending(t *testing.T) {
 	}
 	first := ds[0].Key
 	e.CloneFailed(1, first)
+	e.CloneFailed(1, first) // the node's next retry failed too
 	if _, target, _ := e.Owner(first); target != 1 {
 		t.Errorf("after a failed clone the target is %d, want 1 (still pending)", target)
 	}
 	if n := e.PendingMoves(); n != len(keys) {
 		t.Errorf("%d pending moves, want %d", n, len(keys))
 	}
+	if n := e.InFlight()[1]; n != 0 {
+		t.Errorf("%d clones in flight after the only one failed, want 0", n)
+	}
 	ds = e.Decisions()
 	if len(ds) != 1 || ds[0].Key == first {
-		t.Errorf("after a failure, decisions %v: want the next key, the failed one at the back", ds)
+		t.Fatalf("after a failure, decisions %v: want the next key; the node retries the failed one itself", ds)
+	}
+	// The node's own retry succeeds: the move is done, without a slot.
+	e.Confirm(1, first)
+	if owner, target, _ := e.Owner(first); owner != 1 || target != 0 {
+		t.Errorf("after the retry confirmed: owner %d, target %d", owner, target)
+	}
+	if n := e.InFlight()[1]; n != 1 {
+		t.Errorf("%d clones in flight, want the one sent after the failure", n)
+	}
+}
+
+// Upstreams that are down cannot hold every clone slot: with three slots
+// and ten clones that fail, a repository added later is assigned at once.
+func TestFailingClonesDoNotBlockANewRepository(t *testing.T) {
+	e := New(Config{VnodesPerWeight: 200, MaxInFlight: 3})
+	e.SetMembers(equalMembers(1))
+	var dead []string
+	for i := range 10 {
+		dead = append(dead, fmt.Sprintf("down.example/a/r%d", i))
+	}
+	e.AddKeys(dead...)
+	for range 10 {
+		ds := e.Decisions()
+		if len(ds) == 0 {
+			break
+		}
+		if len(ds) > 3 {
+			t.Fatalf("%d assigns at once, over the 3 slots", len(ds))
+		}
+		for _, d := range ds {
+			e.CloneFailed(d.Node, d.Key)
+		}
+	}
+	e.AddKeys("up.example/a/healthy")
+	ds := e.Decisions()
+	if len(ds) != 1 || ds[0].Key != "up.example/a/healthy" {
+		t.Fatalf("decisions %v: want the healthy repository assigned at once", ds)
+	}
+	for _, k := range dead {
+		if _, target, _ := e.Owner(k); target != 1 {
+			t.Errorf("%s: target %d, want 1 (its node retries it)", k, target)
+		}
 	}
 }
 

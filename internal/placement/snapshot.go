@@ -24,6 +24,8 @@ const (
 const (
 	recordSettled = iota // no move
 	recordQueued
+	// recordSent is also a sent move whose clone failed: restored, it
+	// holds a slot again until its node reports it once more.
 	recordSent
 )
 

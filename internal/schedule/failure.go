@@ -31,10 +31,14 @@ const (
 	// of refs). Checked again only after MaxInterval, or when it is asked
 	// for urgently (a webhook, an on-demand check).
 	OverLimit
+	// Legal: the upstream answers HTTP 451, unavailable for legal reasons.
+	// A takedown does not pass like a network error: the repository is
+	// parked as gone at once and rechecked once a day.
+	Legal
 	numClasses
 )
 
-var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk", "overlimit"}
+var classNames = [numClasses]string{"none", "transient", "notfound", "auth", "tls", "disk", "overlimit", "legal"}
 
 func (c FailureClass) String() string {
 	if c < 0 || c >= numClasses {
@@ -57,6 +61,10 @@ const (
 	hostCap       = time.Hour
 )
 
+// MaxRetryAfter bounds how long a throttling host's Retry-After can make
+// it wait: a hostile or broken upstream cannot park a host for days.
+const MaxRetryAfter = 6 * time.Hour
+
 // backoff returns base*2^(n-1), capped, with "equal jitter": a uniform
 // draw from [d/2, d], so that repositories that failed together do not
 // come back together.
@@ -78,6 +86,8 @@ func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duratio
 			return GoneRecheck
 		}
 		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+	case Legal:
+		return GoneRecheck
 	case Auth, TLS:
 		return backoff(fails, longBase, longCap, s.rng)
 	case Disk:

@@ -187,3 +187,30 @@ func TestFailedCloneIsRetriedInTheBackground(t *testing.T) {
 		t.Errorf("Next() = %q, %v; want the clone retried", got, ok)
 	}
 }
+
+// An upstream that answers 451 (a takedown) is not retried as a network
+// error: the repository is parked as gone at once, rechecked once a day,
+// and back when a check succeeds.
+func TestLegalUnavailabilityParksTheRepositoryAsGoneAtOnce(t *testing.T) {
+	s, _ := newTest(t, Config{})
+	s.Add("a", "h", cloned(t0))
+	startNow(t, s, "a")
+	if wait := failAndWait(t, s, "a", Legal); wait != GoneRecheck {
+		t.Errorf("after a 451 the repository is rechecked in %v, want %v", wait, GoneRecheck)
+	}
+	if n := s.Stats().Gone; n != 1 {
+		t.Errorf("Stats().Gone = %d, want 1", n)
+	}
+	startNow(t, s, "a")
+	if wait := failAndWait(t, s, "a", Legal); wait != GoneRecheck {
+		t.Errorf("a second 451: recheck in %v, want %v", wait, GoneRecheck)
+	}
+	if n := s.Stats().Gone; n != 1 {
+		t.Errorf("Stats().Gone = %d after a second 451, want 1", n)
+	}
+	startNow(t, s, "a")
+	s.Done("a", success)
+	if n := s.Stats().Gone; n != 0 {
+		t.Errorf("Stats().Gone = %d after the repository came back, want 0", n)
+	}
+}

@@ -1,5 +1,7 @@
 package schedule
 
+import "time"
+
 // queueKind says which ordering a repoHeap keeps and which of a repo's two
 // position slots it uses.
 type queueKind uint8
@@ -31,6 +33,24 @@ type repoHeap struct {
 }
 
 func (h *repoHeap) len() int { return len(h.items) }
+
+// countNotAfter counts the repositories of a deadline heap whose deadline
+// is not after t, in time proportional to their number: a subtree whose
+// root is after t holds none.
+func (h *repoHeap) countNotAfter(t time.Time) int {
+	n := 0
+	stack := []int{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i >= len(h.items) || h.items[i].deadline.After(t) {
+			continue
+		}
+		n++
+		stack = append(stack, 2*i+1, 2*i+2)
+	}
+	return n
+}
 
 func (h *repoHeap) top() *repo {
 	if len(h.items) == 0 {

@@ -138,6 +138,10 @@ type Outcome struct {
 	// HostThrottled is true when the host answered 429/503 or refused the
 	// connection: the whole host backs off.
 	HostThrottled bool
+	// RetryAfter is what a throttling host asked for (Retry-After): the
+	// host waits at least that long, up to MaxRetryAfter, beyond its own
+	// backoff's cap.
+	RetryAfter time.Duration
 }
 
 // Stats is a snapshot of the scheduler's counters and queues.
@@ -149,11 +153,16 @@ type Stats struct {
 	Urgent   int                  // repositories waiting in the urgent lane
 	// Background is the number of repositories waiting in the background
 	// lane, due or not.
-	Background      int
-	Running         int // checks started and not yet Done
-	Gone            int // repositories parked after repeated NotFound
-	HostsBackingOff int // hosts in backoff now
-	Healthy         bool
+	Background int
+	// Overdue is the part of Background past its due time: due, and
+	// waiting for a fetcher, the budget or its host. PastMaxInterval is
+	// the part of Overdue whose last successful check is older than
+	// MaxInterval: the freshness promise is broken for them.
+	Overdue, PastMaxInterval int
+	Running                  int // checks started and not yet Done
+	Gone                     int // repositories parked after repeated NotFound, or a Legal answer
+	HostsBackingOff          int // hosts in backoff now
+	Healthy                  bool
 }
 
 // Scheduler decides which repository a node checks next. It is safe for
@@ -559,6 +568,11 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	case !o.HostThrottled && o.Class == None:
 		h.throttles = 0
 	}
+	if o.HostThrottled && o.RetryAfter > 0 {
+		// The host's own word, also from a check that started before
+		// its backoff: it can lengthen the wait, never shorten it.
+		h.backoffUntil = later(h.backoffUntil, now.Add(min(o.RetryAfter, MaxRetryAfter)))
+	}
 
 	switch o.Class {
 	case None:
@@ -584,6 +598,9 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	case NotFound:
 		r.fails++
 		s.setNotFound(r, r.notFound+1)
+	case Legal:
+		r.fails++
+		s.setNotFound(r, max(r.notFound, GoneAfter)) // gone at once
 	default:
 		r.fails++
 		s.setNotFound(r, 0)
@@ -762,8 +779,11 @@ func (s *Scheduler) Stats() Stats {
 		st.Failures[c] = n
 	}
 	for _, h := range s.hostList {
+		h.promote(now) // as Next would: the due ones are ready
 		st.Urgent += h.urgent.len()
 		st.Background += h.waiting.len() + h.ready.len()
+		st.Overdue += h.ready.len()
+		st.PastMaxInterval += h.deadline.countNotAfter(now)
 		if h.backoffUntil.After(now) {
 			st.HostsBackingOff++
 		}

@@ -475,3 +475,72 @@ func TestSameSeedSameSchedule(t *testing.T) {
 		t.Error("two schedulers with the same seed and inputs made different schedules")
 	}
 }
+
+// The overdue backlog is what is due and not started, not the whole
+// queue; the part of it past MaxInterval is counted on its own.
+func TestStatsCountTheOverdueBacklog(t *testing.T) {
+	s, clk := newTest(t, Config{Policy: PolicyFixed, MinInterval: time.Hour, MaxInterval: 2 * time.Hour})
+	for i := range 20 {
+		s.Add(fmt.Sprintf("stale-%d", i), "h", cloned(t0.Add(-3*time.Hour))) // due, past MaxInterval
+		s.Add(fmt.Sprintf("fresh-%d", i), "h", cloned(t0))                   // due within the hour
+	}
+	check := func(what string, background, overdue, past int) {
+		t.Helper()
+		st := s.Stats()
+		if st.Background != background || st.Overdue != overdue || st.PastMaxInterval != past {
+			t.Errorf("%s: background %d, overdue %d, past max interval %d; want %d, %d, %d",
+				what, st.Background, st.Overdue, st.PastMaxInterval, background, overdue, past)
+		}
+	}
+	check("at the start", 40, 20, 20)
+	clk.Advance(time.Hour)
+	check("an hour later", 40, 40, 20)
+	clk.Advance(time.Hour + time.Second)
+	check("past every deadline", 40, 40, 40)
+	key, ok, _ := s.Next()
+	if !ok {
+		t.Fatal("nothing due")
+	}
+	check("one running", 39, 39, 39)
+	s.Done(key, success)
+	check("one checked", 40, 39, 39)
+}
+
+// A throttling host's Retry-After is honoured beyond the backoff's cap of
+// an hour, up to MaxRetryAfter; it lengthens a backoff, never shortens it.
+func TestRetryAfterIsHonouredUpToItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Duration // the host's wait, at least
+		most       time.Duration
+	}{
+		{"three hours", 3 * time.Hour, 3 * time.Hour, 3 * time.Hour},
+		{"two days, bounded", 48 * time.Hour, MaxRetryAfter, MaxRetryAfter},
+		{"ten seconds, the backoff is longer", 10 * time.Second, hostBase / 2, hostBase},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, clk := newTest(t, Config{Policy: PolicyFixed})
+			s.Add("a", "h", RepoState{})
+			s.Add("b", "h", RepoState{})
+			key, _, _ := s.Next()
+			s.Done(key, Outcome{Class: Transient, HostThrottled: true, RetryAfter: tc.retryAfter})
+			if w := s.hosts["h"].backoffUntil.Sub(clk.Now()); w < tc.want || w > tc.most {
+				t.Errorf("host waits %v, want within [%v, %v]", w, tc.want, tc.most)
+			}
+			other := "b"
+			if key == "b" {
+				other = "a"
+			}
+			clk.Advance(tc.want - time.Second)
+			s.Urgent(other)
+			if k, ok, _ := s.Next(); ok {
+				t.Errorf("%s started %v before the host's wait ended", k, time.Second)
+			}
+			clk.Advance(tc.most - tc.want + time.Second)
+			if k, ok, _ := s.Next(); !ok || k != other {
+				t.Errorf("Next() = %q, %v after the wait; want %s", k, ok, other)
+			}
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package coordinator
+
+import (
+	"fmt"
+
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// A node refuses an assignment when its own policy (an egress policy
+// stricter than the coordinator's) will not fetch the repository's URL. The
+// engine remembers the refusal until the node's policy may have changed,
+// which is at its next session (a node's policy is set when it starts): so
+// each refusal is offered, logged and counted once, not in a loop.
+
+// errorClassRefused is the error class of a node's refusal (node/report.go).
+const errorClassRefused = "refused"
+
+// StateUnplaceable is the state of a repository that every placement
+// member refused: nobody mirrors it until a node's policy changes or a
+// node that takes it joins.
+const StateUnplaceable = "unplaceable"
+
+// refused records node id's refusal of key. Caller holds c.mu.
+func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {
+	if !c.engine.Refuse(id, key) {
+		return // told already, or from a node that is not a member
+	}
+	c.cfg.met.refusal() // metrics.go
+	c.placeDirty = true
+	c.decide()
+	if !c.engine.Unplaceable(key) {
+		_, target := c.owner(key)
+		c.log.Info("a node refuses a repository: placed on another node until the refusing node's policy changes",
+			"node", id, "key", key, "to", target, "err", res.GetError())
+		return
+	}
+	c.log.Warn("repository unplaceable: every node refuses it (their egress policies); it waits for a node that takes it",
+		"node", id, "key", key, "err", res.GetError())
+	r := c.statusOf(key)
+	r.setError(fmt.Sprintf("%s: %s", errorClassRefused, res.GetError()), c.errs, key)
+	c.dirty[key] = true
+	c.broadcastState(key)
+}
+
+// liftRefusals forgets node id's refusals as it opens a new session, and
+// places their keys again. Caller holds c.mu.
+func (c *Coordinator) liftRefusals(id uint32) {
+	lifted := c.engine.PolicyChanged(id)
+	if len(lifted) == 0 {
+		return
+	}
+	c.log.Info("a node's new session lifts its refusals: the repositories it refused may be offered to it again",
+		"node", id, "repos", len(lifted))
+	c.placeDirty = true
+	for _, k := range lifted {
+		c.broadcastState(k) // no longer unplaceable, maybe
+	}
+}
+
+// stateOf is the state of key that nodes and the API are told: its
+// status's, or unplaceable when every member refused it. Caller holds c.mu.
+func (c *Coordinator) stateOf(key string, r *repoStatus) string {
+	if c.engine.Unplaceable(key) {
+		return StateUnplaceable
+	}
+	return r.state.String()
+}
