@@ -54,8 +54,14 @@ func (b *backend) coordinator(ctx context.Context) (fleetv1.CoordinatorClient, c
 	return client, ctx, nil
 }
 
+// repo is key's state st as the API shows it: current and
+// staleness_seconds derive from the full node's verified_at, not from the
+// owner's report alone.
 func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Repo {
 	n := b.f.n
+	b.f.mu.Lock()
+	in := b.f.freshInput(key)
+	b.f.mu.Unlock()
 	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: st.GetState(),
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), Digest: st.GetDigest()}
@@ -70,11 +76,21 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	if b.f.diskWaiting(key) {
 		r.LastError = fullDiskError // public class "disk full"
 	}
-	r.Current = r.Served && d != "" && d == st.GetDigest()
-	if st.GetLastCheckMs() > 0 {
-		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()
+	fr := in.freshness(d, r.Served && d != "")
+	r.Current = fr.current()
+	if !fr.verifiedAt.IsZero() {
+		at := fr.verifiedAt.UTC()
+		r.VerifiedAt = &at
+		r.StalenessSeconds = max(now.Sub(at).Seconds(), 0)
 	}
 	return r
+}
+
+// freshInput is what key's freshness depends on; caller holds f.mu.
+func (f *fullNode) freshInput(key string) classInput {
+	in, _ := f.view.classInput(key)
+	in.hinted, in.staleOwner = f.hints.pending(key), f.hints.stale(key)
+	return in
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -176,7 +192,8 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
-			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId())}
+			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId()),
+			StaleReports: b.f.staleReportCount(n.GetId())}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
