@@ -265,7 +265,15 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: d.GetError(), OldRefs: run.oldRefs, NewRefs: run.oldRefs})
 		return
 	}
-	if local, _ := b.f.n.digest(run.key); local != d.GetDigest() {
+	local, _ := b.f.n.digest(run.key)
+	switch {
+	case b.f.claimsUnchanged(run.key, d.GetDigest()):
+		// The owner says "unchanged" after a push heard of: the answer
+		// waits for the full node's own question to the upstream.
+		if err := b.f.checkUpstream(ctx, run.key, "hint"); err != nil {
+			b.f.n.log.Warn("could not check a hinted change against the upstream", "key", run.key, "err", err)
+		}
+	case local != d.GetDigest() && !b.f.knownStale(run.key, d.GetDigest()):
 		if err := b.f.pullNow(ctx, run.key, d.GetDigest()); err != nil {
 			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), OldRefs: run.oldRefs})
 			return

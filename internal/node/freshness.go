@@ -20,6 +20,7 @@ import (
 type hint struct {
 	pushedAt time.Time // the upstream changed no later than this
 	old      string    // the digest served when the hint came: the refs the change replaced
+	behind   string    // a digest of the owner's found behind by an earlier hint (a claim too)
 	owner    uint32    // the owner that should see the change
 	due      time.Time // ask the upstream then, unless settled before (zero: not again)
 	// claimedAt is the check, after pushedAt, at which the owner reported
@@ -85,8 +86,9 @@ func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served 
 		// Hints of one change (a webhook, then the feed) are one: the
 		// earliest push, the digest it replaced, counted at most once.
 		if h.fetched && pushedAt.After(h.pushedAt) && served != h.old {
-			// A new change after the one the full node fetched itself.
-			*h = hint{pushedAt: pushedAt, old: served, owner: owner, due: now.Add(b.wait)}
+			// A new change after the one the full node fetched itself;
+			// the owner's copy found behind then is still a claim.
+			*h = hint{pushedAt: pushedAt, old: served, behind: h.old, owner: owner, due: now.Add(b.wait)}
 			return hintNone
 		}
 		if !h.fetched && h.due.IsZero() {
@@ -114,7 +116,7 @@ func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, diges
 	if owner != h.owner {
 		h.owner, h.claimedAt = owner, time.Time{} // a new owner: its own reports decide
 	}
-	if digest != h.old {
+	if digest != h.old && (h.behind == "" || digest != h.behind) {
 		if h.fetched {
 			delete(b.hints, key) // the owner caught up
 		}
@@ -195,13 +197,25 @@ func (b *hintBook) pending(key string) bool {
 	return h != nil && !h.fetched
 }
 
+// claims tells whether an owner's answer digest for key says that a
+// change heard of, not yet served, is not there: it is the copy served
+// when the hint came, or one found behind before.
+func (b *hintBook) claims(key, digest string) bool {
+	h := b.hints[key]
+	return h != nil && !h.fetched && (digest == h.old || h.behind != "" && digest == h.behind)
+}
+
 // stale is the digest key's owner reports and the full node found behind
 // the upstream ("" if none).
 func (b *hintBook) stale(key string) string {
-	if h := b.hints[key]; h != nil && h.fetched {
+	switch h := b.hints[key]; {
+	case h == nil:
+		return ""
+	case h.fetched:
 		return h.old
+	default:
+		return h.behind
 	}
-	return ""
 }
 
 // due returns the keys whose upstream must be asked at now, drops the
@@ -245,7 +259,9 @@ func (s freshness) current() bool {
 	if !s.served || s.verifiedAt.IsZero() || s.hinted {
 		return false
 	}
-	if s.ownerDigest == s.digest || !s.ownerCheck.After(s.verifiedAt) {
+	// verified_at is kept to the second: an owner's check within that
+	// second is taken as before it (a differing one queues a pull anyway).
+	if s.ownerDigest == s.digest || s.ownerCheck.Before(s.verifiedAt.Add(time.Second)) {
 		return true
 	}
 	return s.staleOwner != "" && s.ownerDigest == s.staleOwner

@@ -108,6 +108,32 @@ func TestAnOwnerSilentPastTheWaitIsCheckedThenCountedAtItsStaleReport(t *testing
 	}
 }
 
+// A second push after the full node fetched the first itself: the owner's
+// copy found behind is still a claim, so its report asks the upstream
+// (equal: settled, nothing counted twice), and its refs are not pulled.
+func TestAPushAfterAFetchedHintKeepsTheOwnersOldCopyAClaim(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newTestBook()
+	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7)
+	clk.Advance(time.Second)
+	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
+	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintCountStale {
+		t.Fatalf("first push: %v", act)
+	}
+	clk.Advance(time.Minute)
+	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Minute), newRefs, 7) // a redelivery, or a new push
+	if !b.pending(hintKey) || b.stale(hintKey) != oldRefs {
+		t.Fatalf("pending %v, stale %q: want pending, the old copy still known stale", b.pending(hintKey), b.stale(hintKey))
+	}
+	clk.Advance(time.Second)
+	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
+		t.Fatalf("the owner's old copy again: %v, want a check", act)
+	}
+	if act, _ := b.checked(hintKey, clk.Now(), false); act != hintNone || len(b.hints) != 0 {
+		t.Fatalf("the upstream is what is served: %v, %d hints; want settled without a count", act, len(b.hints))
+	}
+}
+
 func TestAnOwnerThatBringsTheChangeSettlesTheHint(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	b := newTestBook()
@@ -192,6 +218,7 @@ func TestCurrentIsDerivedFromVerifiedAt(t *testing.T) {
 		{"not served", func(s *freshness) { s.served = false }, false},
 		{"a change heard of, not yet served", func(s *freshness) { s.hinted = true }, false},
 		{"the owner saw other refs after verified_at", func(s *freshness) { s.ownerDigest, s.ownerCheck = oldRefs, t0.Add(time.Minute) }, false},
+		{"the owner saw other refs within verified_at's second", func(s *freshness) { s.ownerDigest, s.ownerCheck = oldRefs, t0.Add(time.Second/2) }, true},
 		{"the owner saw other refs before verified_at", func(s *freshness) { s.ownerDigest = oldRefs }, true},
 		{"the owner's other refs are known stale", func(s *freshness) {
 			s.ownerDigest, s.ownerCheck, s.staleOwner = oldRefs, t0.Add(time.Minute), oldRefs

@@ -60,11 +60,11 @@ type fullNode struct {
 	alerts      *alerting                                                 // alerts.go
 
 	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
-	hints        hintBook          // changes heard of, not yet settled
-	staleReports mismatchLedger    // stale reports, by node
-	checking     map[string]bool   // keys whose upstream is being asked
-	restored     map[string]uint32 // stored verified_at, until the coordinator sends the key
-	claims       []staleClaim      // stale reports for freshLoop to count
+	hints        hintBook                 // changes heard of, not yet settled
+	staleReports mismatchLedger           // stale reports, by node
+	checking     map[string]chan struct{} // keys whose upstream is being asked; closed when done
+	restored     map[string]uint32        // stored verified_at, until the coordinator sends the key
+	claims       []staleClaim             // stale reports for freshLoop to count
 	freshWake    chan struct{}
 	feedCovers   func(host string) bool // hosts a forge feed covers (nil: none): no spot checks there
 }
@@ -72,7 +72,7 @@ type fullNode struct {
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, overLimit: map[string]string{}, signal: make(chan struct{}, 1),
-		counts: newRepoCounters(), hints: newHintBook(n.cfg.HintWait, maxHints), checking: map[string]bool{},
+		counts: newRepoCounters(), hints: newHintBook(n.cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
 		freshWake: make(chan struct{}, 1)}
 	f.view = newViewTable(f.counts.classes.tab) // one slot a repository for both (repotable.go)
 	n.verify.changed = func(key string) { f.reclass(key) }

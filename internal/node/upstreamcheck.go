@@ -166,19 +166,29 @@ type upstreamSeen struct {
 // and, when they are not what the full node serves, fetches from the
 // upstream itself. Then verified_at is the time of the question, and the
 // hint book decides whether the owner reported stale refs.
+// One check of a key runs at a time; a caller that finds one running waits
+// for it (an on-demand task's answer then includes it).
 func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 	f.mu.Lock()
 	st := f.view.get(key)
-	busy := f.checking[key]
-	if st != nil && !busy {
-		f.checking[key] = true
+	running := f.checking[key]
+	if st != nil && running == nil {
+		f.checking[key] = make(chan struct{})
 	}
 	f.mu.Unlock()
-	if st == nil || busy {
+	if running != nil {
+		select {
+		case <-running:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	if st == nil {
 		return nil
 	}
 	defer func() {
 		f.mu.Lock()
+		close(f.checking[key])
 		delete(f.checking, key)
 		f.mu.Unlock()
 	}()
@@ -230,6 +240,23 @@ func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 		f.countStale(ctx, key, owner)
 	}
 	return nil
+}
+
+// claimsUnchanged tells whether digest, an owner's answer for key, claims
+// that a change heard of is not there (hintBook.claims).
+func (f *fullNode) claimsUnchanged(key, digest string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hints.claims(key, digest)
+}
+
+// knownStale tells whether digest is a copy of key's owner that the full
+// node found behind the upstream.
+func (f *fullNode) knownStale(key, digest string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.hints.stale(key)
+	return s != "" && s == digest
 }
 
 // retryHint makes key's hint due again after a failed check.
