@@ -15,7 +15,7 @@ import (
 // fleet: a million of them on a large mirror. A fleetv1.RepoState in a
 // map costs about 530 bytes with its strings (the message, its key, URL,
 // state and digest strings, and an error text that names the repository),
-// the view about 184 with its key and map entry
+// the view about 185 with its key and map entry
 // (TestViewIsAFractionOfTheMessages); a repoView keeps the same facts, and
 // the full node's own verified_at (4 bytes), in 80 bytes:
 //   - the URL only when it is not https://KEY (the usual spelling), apart;
