@@ -86,7 +86,8 @@ func staleReportsOf(t *testing.T, f *fleet, id uint32) uint64 {
 // push makes the full node hold the owner to it: the owner's "unchanged"
 // makes the full node ask the upstream itself, fetch the push from there,
 // and count a stale report against the owner. No spot checks run
-// (--spot-check-per-hour 0): the hint alone finds it.
+// (--spot-check-per-hour 0): the hint alone finds it. Then the same with
+// the operator's fetch?wait=30s instead of a webhook.
 func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -166,13 +167,53 @@ func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 		t.Fatalf("the full node pulled the owner's old copy %d times", c)
 	}
 
+	// The issue's scenario: a push, no webhook, and the operator's
+	// on-demand check, waited for. The owner answers "unchanged"; the
+	// answer is the full node's own, with the push.
+	if n := staleReportsOf(t, f, h.id); n != 1 {
+		t.Fatalf("stale_reports %d before the second push", n)
+	}
+	tip2, err := f.up.Commit(f.name(0), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task struct {
+		State   string            `json:"state"`
+		NewRefs map[string]string `json:"new_refs"`
+	}
+	if code := call(t, "POST", f.base+"/api/v1/repos/"+key+"/fetch?wait=30s", apiToken, nil, &task); code != http.StatusOK {
+		t.Fatalf("fetch?wait=30s: %d", code)
+	}
+	if task.State != "done" || task.NewRefs["refs/heads/main"] != tip2 {
+		t.Fatalf("fetch?wait=30s: %s with main at %s, want done with the push %s", task.State, task.NewRefs["refs/heads/main"], tip2)
+	}
+	if err := publicLikeUpstream(f); err != nil {
+		t.Fatalf("after the on-demand check: %v", err)
+	}
+	if r := repoFreshness(t, f, key); !r.Current || r.VerifiedAt == nil || !r.VerifiedAt.After(*after.VerifiedAt) {
+		t.Fatalf("after the on-demand check: current %v, verified_at %v", r.Current, r.VerifiedAt)
+	}
+	// The operator's check bounds no push (it may have landed after the
+	// owner's check): the owner is counted when, asked again after the
+	// full node found the upstream ahead, it still answers with its old
+	// copy.
+	if code := call(t, "POST", f.base+"/api/v1/repos/"+key+"/fetch?wait=30s", apiToken, nil, &task); code != http.StatusOK || task.State != "done" {
+		t.Fatalf("second fetch?wait=30s: %d, %s", code, task.State)
+	}
+	eventually(t, 30*time.Second, "the second push's stale report counted", func() error {
+		if n := staleReportsOf(t, f, h.id); n != 2 {
+			return fmt.Errorf("stale_reports %d", n)
+		}
+		return nil
+	})
+
 	resp, err := http.Get(f.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := fmt.Sprintf("gitfleet_node_stale_reports_total{node=\"%d\"} 1", h.id); !strings.Contains(string(metrics), want) {
+	if want := fmt.Sprintf("gitfleet_node_stale_reports_total{node=\"%d\"} 2", h.id); !strings.Contains(string(metrics), want) {
 		t.Fatalf("/metrics lacks %q", want)
 	}
 }

@@ -32,6 +32,7 @@ type backend struct {
 type taskRun struct {
 	key     string
 	oldRefs map[string]string
+	asked   time.Time // when the owner was asked (after the hints it answers)
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -165,6 +166,13 @@ func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
 	if refs, err := b.f.n.mirror.Refs(ctx, key); err == nil {
 		run.oldRefs = refs.Refs
 	}
+	// An on-demand check (the operator's, or a webhook's) vouches for
+	// what it answers: an owner that reports the repository unchanged is
+	// checked against the upstream by the full node itself (taskDone).
+	if err := b.f.verifyOnDemand(ctx, key); err != nil {
+		b.f.n.log.Warn("on-demand check: change hint not recorded", "key", key, "err", err)
+	}
+	run.asked = b.f.n.clk.Now()
 	b.mu.Lock()
 	b.tasks[taskID] = run
 	b.mu.Unlock()
@@ -266,14 +274,18 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		return
 	}
 	local, _ := b.f.n.digest(run.key)
-	switch {
-	case b.f.claimsUnchanged(run.key, d.GetDigest()):
+	switch b.f.taskAnswer(run.key, run.asked, d.GetDigest()) {
+	case hintCheckNow:
 		// The owner says "unchanged" after a push heard of: the answer
 		// waits for the full node's own question to the upstream.
 		if err := b.f.checkUpstream(ctx, run.key, "hint"); err != nil {
 			b.f.n.log.Warn("could not check a hinted change against the upstream", "key", run.key, "err", err)
 		}
-	case local != d.GetDigest() && !b.f.knownStale(run.key, d.GetDigest()):
+	case hintCountStale: // its copy was found behind before: nothing to pull
+	default:
+		if local == d.GetDigest() || b.f.knownStale(run.key, d.GetDigest()) {
+			break
+		}
 		if err := b.f.pullNow(ctx, run.key, d.GetDigest()); err != nil {
 			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), OldRefs: run.oldRefs})
 			return

@@ -21,6 +21,7 @@ type hint struct {
 	pushedAt time.Time // the upstream changed no later than this
 	old      string    // the digest served when the hint came: the refs the change replaced
 	behind   string    // a digest of the owner's found behind by an earlier hint (a claim too)
+	ownerWas string    // the owner's last report when the hint came (a claim too: its copy did not move)
 	owner    uint32    // the owner that should see the change
 	due      time.Time // ask the upstream then, unless settled before (zero: not again)
 	// claimedAt is the check, after pushedAt, at which the owner reported
@@ -31,8 +32,18 @@ type hint struct {
 	// owner's claim, until expires.
 	fetched bool
 	counted bool // a stale report was counted for this hint
-	expires time.Time
+	// verifyOnly: an on-demand check's hint, which bounds no push: it
+	// makes the owner's "unchanged" checked, but a claim before the full
+	// node saw the upstream differ is not counted (the push may have come
+	// after the owner's check).
+	verifyOnly bool
+	expires    time.Time
 }
+
+// maxClockSkew is how far ahead of the full node's clock an owner's clock
+// may run: a report of a check stamped within it after a push is not held
+// against the owner (it may have been made before the push).
+const maxClockSkew = time.Minute
 
 // hintAction is what the full node must do after an event of the book.
 type hintAction uint8
@@ -51,6 +62,7 @@ const (
 type hintBook struct {
 	wait  time.Duration // how long an owner has to report the change (--hint-wait)
 	watch time.Duration // how long a fetched hint waits for the owner's claim (0: a day)
+	skew  time.Duration // how far an owner's clock may run ahead (0: maxClockSkew)
 	max   int           // 0: maxHints
 	hints map[string]*hint
 }
@@ -91,6 +103,11 @@ func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served 
 			*h = hint{pushedAt: pushedAt, old: served, behind: h.old, owner: owner, due: now.Add(b.wait)}
 			return hintNone
 		}
+		if h.verifyOnly && !h.fetched {
+			// A push bound after an on-demand check's hint: the push's
+			// time decides from now on.
+			h.verifyOnly, h.pushedAt, h.claimedAt = false, pushedAt, time.Time{}
+		}
 		if !h.fetched && h.due.IsZero() {
 			h.due = now.Add(b.wait)
 		}
@@ -102,12 +119,29 @@ func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served 
 	return hintNone
 }
 
-// reported follows an owner's report of a check of key at checkedAt with
-// digest. An owner that says old after the push is asked about: the
-// upstream is checked at once, or, when the full node already found it
-// ahead, the owner is counted (once a hint). An owner that reports
-// something else saw a change: its pull settles the hint (verified), or
-// the due check does.
+// verifyOnDemand opens a hint for an on-demand check of key at now, when
+// none is open: the owner's answer "unchanged" is then checked against the
+// upstream (claims, checked), without counting a claim made before the
+// full node saw the upstream differ.
+func (b *hintBook) verifyOnDemand(key string, now time.Time, served string, owner uint32) hintAction {
+	if _, ok := b.hints[key]; ok {
+		return hintNone
+	}
+	if !b.add(key, &hint{pushedAt: now, old: served, owner: owner, due: now.Add(b.wait), verifyOnly: true}) {
+		return hintRefusedFull
+	}
+	return hintNone
+}
+
+// reported follows an owner's report of a check of key at checkedAt (the
+// owner's clock) with digest. An owner that says "unchanged" (hint.claim)
+// after the push is asked about: the upstream is checked at once. The claim
+// is held against it only when its check is later than the push by more
+// than the clock skew allowed (an owner's clock may run ahead of the full
+// node's; a task's answer, which is causally after, is taskClaim): then,
+// when the full node already found the upstream ahead, the owner is counted
+// (once a hint). An owner that reports something else saw a change: its
+// pull settles the hint (verified), or the due check does.
 func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, digest string, now time.Time) hintAction {
 	h := b.hints[key]
 	if h == nil || !checkedAt.After(h.pushedAt) {
@@ -116,14 +150,38 @@ func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, diges
 	if owner != h.owner {
 		h.owner, h.claimedAt = owner, time.Time{} // a new owner: its own reports decide
 	}
-	if digest != h.old && (h.behind == "" || digest != h.behind) {
+	if !h.claim(digest) {
 		if h.fetched {
 			delete(b.hints, key) // the owner caught up
 		}
 		return hintNone
 	}
+	if checkedAt.After(h.pushedAt.Add(cmp.Or(b.skew, maxClockSkew))) {
+		return b.claimed(key, h, now)
+	}
+	if h.fetched {
+		return hintNone
+	}
+	h.due = now
+	return hintCheckNow
+}
+
+// taskClaim follows an on-demand check's answer digest for key, from a
+// check asked for at asked: causally after the hint when asked is not
+// before its push, whatever the owner's clock says.
+func (b *hintBook) taskClaim(key string, asked time.Time, digest string, now time.Time) hintAction {
+	h := b.hints[key]
+	if h == nil || asked.Before(h.pushedAt) || !h.claim(digest) {
+		return hintNone
+	}
+	return b.claimed(key, h, now)
+}
+
+// claimed records h's owner claiming "unchanged" at now: counted at once
+// when the full node already found the upstream ahead, else checked now.
+func (b *hintBook) claimed(key string, h *hint, now time.Time) hintAction {
 	if h.claimedAt.IsZero() {
-		h.claimedAt = checkedAt
+		h.claimedAt = now
 	}
 	if h.fetched {
 		if h.counted {
@@ -154,6 +212,12 @@ func (b *hintBook) checked(key string, at time.Time, differed bool) (hintAction,
 		return hintNone, 0
 	}
 	h.fetched, h.due, h.expires = true, time.Time{}, at.Add(cmp.Or(b.watch, 24*time.Hour))
+	if h.verifyOnly {
+		// From now on the upstream is known to differ from old: an owner
+		// that reports old after this check is stale.
+		h.verifyOnly, h.pushedAt, h.claimedAt = false, at, time.Time{}
+		return hintNone, 0
+	}
 	if !h.claimedAt.IsZero() && !h.counted {
 		h.counted = true
 		return hintCountStale, h.owner
@@ -198,11 +262,26 @@ func (b *hintBook) pending(key string) bool {
 }
 
 // claims tells whether an owner's answer digest for key says that a
-// change heard of, not yet served, is not there: it is the copy served
-// when the hint came, or one found behind before.
+// change heard of, not yet served, is not there (hint.claim).
 func (b *hintBook) claims(key, digest string) bool {
 	h := b.hints[key]
-	return h != nil && !h.fetched && (digest == h.old || h.behind != "" && digest == h.behind)
+	return h != nil && !h.fetched && h.claim(digest)
+}
+
+// claim tells whether digest, reported by the owner after the push, says
+// "unchanged": it is the copy served when the hint came, one found behind
+// before, or the owner's own last report then.
+func (h *hint) claim(digest string) bool {
+	return digest == h.old || h.behind != "" && digest == h.behind || h.ownerWas != "" && digest == h.ownerWas
+}
+
+// ownerHad records digest, the owner's last report, on key's open hint
+// (when it has none yet): an owner whose copy does not move claims
+// "unchanged", even when the full node serves another copy.
+func (b *hintBook) ownerHad(key, digest string) {
+	if h := b.hints[key]; h != nil && !h.fetched && h.ownerWas == "" {
+		h.ownerWas = digest
+	}
 }
 
 // stale is the digest key's owner reports and the full node found behind

@@ -32,7 +32,7 @@ func TestAnOwnerClaimingUnchangedAfterAPushIsCheckedAndCountedOnce(t *testing.T)
 	if !b.pending(hintKey) {
 		t.Fatal("a change heard of is pending: the repository cannot be current")
 	}
-	clk.Advance(2 * time.Second)
+	clk.Advance(2 * time.Minute) // more than the owner's clock may be ahead
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
 		t.Fatalf("owner reports the old refs after the push: %v, want a check of the upstream now", act)
 	}
@@ -70,7 +70,7 @@ func TestTwoHintsOfOneChangeCountOnce(t *testing.T) {
 	if len(b.hints) != 1 {
 		t.Fatalf("%d hints, want one", len(b.hints))
 	}
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Minute)
 	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
 	counts := 0
 	for range 3 { // three checks end (a hint's, a spot check's, a retry's)
@@ -115,7 +115,7 @@ func TestAPushAfterAFetchedHintKeepsTheOwnersOldCopyAClaim(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	b := newTestBook()
 	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Minute)
 	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
 	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintCountStale {
 		t.Fatalf("first push: %v", act)
@@ -131,6 +131,85 @@ func TestAPushAfterAFetchedHintKeepsTheOwnersOldCopyAClaim(t *testing.T) {
 	}
 	if act, _ := b.checked(hintKey, clk.Now(), false); act != hintNone || len(b.hints) != 0 {
 		t.Fatalf("the upstream is what is served: %v, %d hints; want settled without a count", act, len(b.hints))
+	}
+}
+
+// An owner whose copy does not move is claiming "unchanged", even when the
+// full node serves another copy (it fetched an earlier push itself).
+func TestAnOwnerRepeatingItsLastReportClaimsUnchanged(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newTestBook()
+	const frozen = "0000000000000000000000000000000f"
+	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), newRefs, 7)
+	b.ownerHad(hintKey, frozen)
+	if !b.claims(hintKey, frozen) || b.claims(hintKey, "00000000000000000000000000000001") {
+		t.Fatal("claims: want the owner's last report only (and the served copy)")
+	}
+	clk.Advance(2 * time.Minute)
+	if act := b.reported(hintKey, 7, clk.Now(), frozen, clk.Now()); act != hintCheckNow {
+		t.Fatalf("the owner's unmoved copy after the push: %v, want a check", act)
+	}
+	if act, owner := b.checked(hintKey, clk.Now(), true); act != hintCountStale || owner != 7 {
+		t.Fatalf("the upstream differs: %v %d", act, owner)
+	}
+}
+
+// An on-demand check bounds no push: the owner's "unchanged" is checked,
+// but counted only when the owner repeats it after the full node found the
+// upstream ahead. A webhook during it bounds the push from then on.
+func TestAnOnDemandCheckVerifiesButCountsOnlyLaterClaims(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newTestBook()
+	b.verifyOnDemand(hintKey, clk.Now(), oldRefs, 7)
+	clk.Advance(time.Second)
+	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
+		t.Fatalf("the owner's answer: %v, want a check", act)
+	}
+	clk.Advance(time.Second)
+	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+		t.Fatalf("the upstream differs: %v; the push may have come after the owner's check", act)
+	}
+	if act := b.reported(hintKey, 7, clk.Now().Add(-time.Millisecond), oldRefs, clk.Now()); act != hintNone {
+		t.Fatalf("a report of a check before the full node's: %v", act)
+	}
+	clk.Advance(2 * time.Minute)
+	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCountStale {
+		t.Fatalf("the old copy after the full node found the upstream ahead: %v, want a stale report", act)
+	}
+
+	b.verifyOnDemand("h/other", clk.Now(), oldRefs, 7)
+	clk.Advance(time.Second)
+	b.hear("h/other", clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7) // the webhook
+	clk.Advance(2 * time.Minute)
+	b.reported("h/other", 7, clk.Now(), oldRefs, clk.Now())
+	if act, _ := b.checked("h/other", clk.Now(), true); act != hintCountStale {
+		t.Fatalf("a claim after a webhook: %v, want a stale report", act)
+	}
+}
+
+// An owner's clock may run ahead: a report stamped within maxClockSkew of
+// the push is checked, not held against the owner. The answer of a check
+// asked for after the push is, whatever its stamp.
+func TestAClaimWithinTheClockSkewIsCheckedButOnlyATasksAnswerCounts(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newTestBook()
+	pushed := clk.Now()
+	b.hear(hintKey, pushed, clk.Now(), pushed.Add(-time.Hour), oldRefs, 7)
+	clk.Advance(10 * time.Second)
+	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
+		t.Fatalf("a claim 10 s after the push: %v, want a check", act)
+	}
+	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+		t.Fatalf("a claim within the skew counted: %v", act)
+	}
+	if act := b.taskClaim(hintKey, pushed.Add(-time.Second), oldRefs, clk.Now()); act != hintNone {
+		t.Fatalf("the answer of a check asked for before the push counted: %v", act)
+	}
+	if act := b.taskClaim(hintKey, pushed, oldRefs, clk.Now()); act != hintCountStale {
+		t.Fatalf("the answer of a check asked for after the push: %v, want a stale report", act)
+	}
+	if act := b.taskClaim(hintKey, pushed, oldRefs, clk.Now()); act != hintNone {
+		t.Fatalf("the same hint counted twice: %v", act)
 	}
 }
 
@@ -267,7 +346,7 @@ func TestAStaleClaimReportedTwiceAtOnceIsCountedOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		claim := &fleetv1.RepoState{Key: hintKey, Url: "https://" + hintKey, Owner: owner, State: "ok", Digest: oldRefs,
-			LastCheckMs: clk.Now().Add(time.Duration(i+1) * time.Minute).UnixMilli()}
+			LastCheckMs: clk.Now().Add(time.Duration(i+2) * time.Minute).UnixMilli()}
 		wg.Go(func() { f.states([]*fleetv1.RepoState{claim}) })
 	}
 	wg.Wait()

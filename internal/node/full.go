@@ -222,7 +222,11 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 				}
 			}
 		}
-		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" && r.GetDigest() != f.hints.stale(key) {
+		// Not pulled: a copy of the owner's found behind the upstream, or
+		// one that claims "unchanged" after a push (the full node asks the
+		// upstream instead).
+		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" && r.GetDigest() != f.hints.stale(key) &&
+			!f.hints.claims(key, r.GetDigest()) {
 			if d, _ := f.n.digest(key); d != r.GetDigest() && !f.diskWait[key] && f.overLimit[key] != r.GetDigest() {
 				f.pending[key] = true
 				delete(f.retryAt, key)

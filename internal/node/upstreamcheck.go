@@ -57,6 +57,22 @@ func (n *Node) SetFeedCovers(covers func(host string) bool) {
 }
 
 func (f *fullNode) changeHint(ctx context.Context, key string, pushedAt time.Time) error {
+	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+		return b.hear(key, pushedAt, now, fromUnixSeconds(v.verifiedAt), served, v.owner)
+	})
+}
+
+// verifyOnDemand makes an on-demand check of key vouch for its answer: an
+// owner that reports it unchanged is checked against the upstream.
+func (f *fullNode) verifyOnDemand(ctx context.Context, key string) error {
+	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+		return b.verifyOnDemand(key, now, served, v.owner)
+	})
+}
+
+// hint records a hint of key with open, given the time, key's view and
+// the digest served, and acts on the answer.
+func (f *fullNode) hint(ctx context.Context, key string, open func(b *hintBook, now time.Time, v repoView, served string) hintAction) error {
 	now := f.n.clk.Now()
 	d, _ := f.n.digest(key)
 	f.mu.Lock()
@@ -65,7 +81,8 @@ func (f *fullNode) changeHint(ctx context.Context, key string, pushedAt time.Tim
 		f.mu.Unlock()
 		return fmt.Errorf("change hint for %s: %w", key, ErrNotMirrored)
 	}
-	act := f.hints.hear(key, pushedAt, now, fromUnixSeconds(v.verifiedAt), d, v.owner)
+	act := open(&f.hints, now, v, d)
+	f.hints.ownerHad(key, v.digestString())
 	f.mu.Unlock()
 	switch act {
 	case hintVerified:
@@ -242,12 +259,20 @@ func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 	return nil
 }
 
-// claimsUnchanged tells whether digest, an owner's answer for key, claims
-// that a change heard of is not there (hintBook.claims).
-func (f *fullNode) claimsUnchanged(key, digest string) bool {
+// taskAnswer weighs an on-demand check's answer digest for key, asked for
+// at asked, against the hints (hintBook.taskClaim): a claim of "unchanged"
+// to check now, or a stale report (queued for freshLoop to count).
+func (f *fullNode) taskAnswer(key string, asked time.Time, digest string) hintAction {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.hints.claims(key, digest)
+	act := f.hints.taskClaim(key, asked, digest, f.n.clk.Now())
+	if act == hintCountStale {
+		f.claims = append(f.claims, staleClaim{key, f.hints.hints[key].owner})
+	}
+	f.mu.Unlock()
+	if act == hintCountStale {
+		f.wakeFresh()
+	}
+	return act
 }
 
 // knownStale tells whether digest is a copy of key's owner that the full
