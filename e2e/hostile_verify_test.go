@@ -50,6 +50,9 @@ type forger struct {
 	opened map[string]bool   // tunnel addresses
 	plain  http.Handler      // its repositories over git's smart HTTP
 	serve  http.Handler      // what its tunnel serves: plain unless set (guarded by mu)
+	// onCheck answers the coordinator's requests for a check (a webhook's,
+	// an API fetch's): nil ignores them (guarded by mu).
+	onCheck func(key, taskID string)
 }
 
 // serveWith makes the node's tunnel serve with hd from now on.
@@ -119,6 +122,13 @@ func startHostile(t *testing.T, f *fleet) *forger {
 			case *fleetv1.CoordinatorMessage_Assign:
 				for _, r := range m.Assign.GetRepos() {
 					h.take(r.GetKey(), r.GetUrl())
+				}
+			case *fleetv1.CoordinatorMessage_CheckNow:
+				h.mu.Lock()
+				check := h.onCheck
+				h.mu.Unlock()
+				if check != nil && !m.CheckNow.GetCancel() {
+					wg.Go(func() { check(m.CheckNow.GetKey(), m.CheckNow.GetTaskId()) })
 				}
 			}
 		}

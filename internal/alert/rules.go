@@ -11,7 +11,8 @@ type Thresholds struct {
 	// are failing.
 	FailingShare float64
 	// StaleShare: alert when more than this share of all repositories
-	// were not checked within their StaleAfter (--max-interval).
+	// were not verified against their upstreams by the full node (their
+	// verified_at) within their StaleAfter (--max-interval).
 	StaleShare float64
 	// DiskHighWater: alert when a node's disk is fuller than this share.
 	DiskHighWater float64
@@ -72,7 +73,7 @@ func Rules(th Thresholds) []Rule {
 			if s.Repos == nil {
 				return nil, false
 			}
-			what := fmt.Sprintf("repositories not checked for over %s (--max-interval)", s.Repos.StaleAfter)
+			what := fmt.Sprintf("repositories not verified against their upstreams for over %s (--max-interval)", s.Repos.StaleAfter)
 			return share(RuleReposStale, what, s.Repos.Stale, s.Repos.Total, th.StaleShare), true
 		}},
 		{Name: RuleDiskHigh, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {

@@ -76,6 +76,13 @@ type Backend interface {
 	RevokeNode(ctx context.Context, id uint32, reason string) error
 }
 
+// ChangeHinter is a Backend that hears of upstream changes: a webhook for
+// a mirrored repository calls ChangeHint with its receipt time, so that
+// the backend can hold its owner to the change (see node.Node.ChangeHint).
+type ChangeHinter interface {
+	ChangeHint(ctx context.Context, key string, pushedAt time.Time) error
+}
+
 // ErrNothingPending: no catalog change is waiting for confirmation.
 var ErrNothingPending = errors.New("no catalog change is waiting for confirmation")
 
@@ -110,13 +117,17 @@ type RepoFilter struct {
 
 // Repo is one repository as the API shows it.
 type Repo struct {
-	Key              string     `json:"key"`
-	UpstreamURL      string     `json:"upstream_url"`
-	CloneURL         string     `json:"clone_url"`
-	Owner            uint32     `json:"owner_node"`
-	State            string     `json:"state"`
-	Served           bool       `json:"served"`
-	Current          bool       `json:"current"`
+	Key         string `json:"key"`
+	UpstreamURL string `json:"upstream_url"`
+	CloneURL    string `json:"clone_url"`
+	Owner       uint32 `json:"owner_node"`
+	State       string `json:"state"`
+	Served      bool   `json:"served"`
+	Current     bool   `json:"current"`
+	// VerifiedAt is when the full node last saw the upstream's refs equal
+	// to what it serves (absent: never). Current and StalenessSeconds
+	// derive from it.
+	VerifiedAt       *time.Time `json:"verified_at,omitempty"`
 	LastCheck        *time.Time `json:"last_check,omitempty"`
 	LastChange       *time.Time `json:"last_change,omitempty"`
 	LastError        string     `json:"last_error,omitempty"`
@@ -177,6 +188,11 @@ type Node struct {
 	// Mismatches counts the pulls in which the node served a tip that the
 	// upstream never had (as seen by the full node that answers).
 	Mismatches uint64 `json:"mismatches"`
+	// StaleReports counts the changes, told of by a webhook or a forge
+	// feed or found by a spot check, after which the node reported the
+	// repository unchanged while the full node found it changed upstream
+	// (as seen by the full node that answers).
+	StaleReports uint64 `json:"stale_reports"`
 }
 
 // Transition is one change of a node's state.

@@ -124,6 +124,13 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		if key, ok := s.knownKey(cands); ok {
+			if hinter, ok := s.b.(ChangeHinter); ok {
+				// Heard before the check is asked for, so that the owner's
+				// answer is weighed against it.
+				if err := hinter.ChangeHint(r.Context(), key, s.clk.Now()); err != nil {
+					s.log.Warn("webhook: change hint not recorded", "host", h.name, "key", key, "err", err)
+				}
+			}
 			t := publicTask(s.requestPaced(key))
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &t})
 			return

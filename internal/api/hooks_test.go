@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -331,4 +332,46 @@ func TestABurstOfPushesBecomesAtMostTwoChecks(t *testing.T) {
 		t.Errorf("second check %s is not the burst's follow-up %v", second.id, ids)
 	}
 	b.noStart(t)
+}
+
+// hintingBackend is a fakeBackend that hears change hints.
+type hintingBackend struct {
+	*fakeBackend
+	mu    sync.Mutex
+	hints map[string]time.Time
+}
+
+func (b *hintingBackend) ChangeHint(_ context.Context, key string, pushedAt time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hints[key] = pushedAt
+	return nil
+}
+
+// A signed push for a mirrored repository is a change hint at its receipt
+// time, heard before the check it asks for; an unsigned one is not.
+func TestAPushWebhookIsAChangeHintAtItsReceiptTime(t *testing.T) {
+	const key = "github.com/codertocat/hello-world"
+	b := &hintingBackend{fakeBackend: newFakeBackend(key), hints: map[string]time.Time{}}
+	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, b.fakeBackend)
+	e.srv.b = b
+	e.clk.Advance(time.Hour)
+	body := readPayload(t, "github/push.json")
+	headers := signed("github", "push", body, e.clk)
+	bad := append([]string{"X-Hub-Signature-256: " + Sign("wrong", body)}, headers[0], headers[2])
+	if r := e.do(t, "POST", "/hooks/github", body, bad...); r.status != http.StatusUnauthorized {
+		t.Fatalf("unsigned: %d", r.status)
+	}
+	if len(b.hints) != 0 {
+		t.Fatalf("an unsigned delivery made a hint: %v", b.hints)
+	}
+	if r := e.do(t, "POST", "/hooks/github", body, headers...); r.status != http.StatusAccepted {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	b.mu.Lock()
+	at, ok := b.hints[key]
+	b.mu.Unlock()
+	if !ok || !at.Equal(e.clk.Now()) {
+		t.Fatalf("hint %v (%v), want one at the receipt time %v", at, ok, e.clk.Now())
+	}
 }

@@ -93,6 +93,9 @@ type Config struct {
 	MaintFullInterval     time.Duration `name:"maintenance-full-interval" help:"node: a mirror written to since its last full repack is repacked in full once this long has passed, which drops the objects no ref reaches (what --prune-after does not already drop)"`
 	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
+	StaleRevoke           int           `name:"stale-revoke" help:"full node: revoke a partial node after this many stale reports: repositories it reported unchanged after a push that the full node then found upstream (0: never)"`
+	SpotCheckPerHour      int           `name:"spot-check-per-hour" help:"full node: repositories checked against their upstreams by the full node itself each hour, the oldest verified_at first, on hosts without a forge feed (0: none)"`
+	HintWait              time.Duration `name:"hint-wait" help:"full node: how long an owner has to bring a change that a webhook or forge feed told of before the full node asks the upstream itself"`
 	LogPerRepo            int           `name:"log-per-repo" help:"node: entries of the fetch log kept per repository (the newest)"`
 	LogMaxAge             time.Duration `name:"log-max-age" help:"node: entries of the fetch log older than this are dropped"`
 	APIToken              string        `name:"api-token" help:"full node: bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
@@ -108,8 +111,8 @@ type Config struct {
 	AlertInterval         time.Duration `name:"alert-interval" help:"full node: how often the alert rules are evaluated"`
 	AlertFor              time.Duration `name:"alert-for" help:"full node: how long failing repositories, stale repositories or a full disk must last before their alert fires"`
 	AlertFailingShare     float64       `name:"alert-failing-share" help:"full node: alert when more than this share of repositories are failing"`
-	AlertStaleShare       float64       `name:"alert-stale-share" help:"full node: alert when more than this share of repositories were not checked within --alert-stale-after"`
-	AlertStaleAfter       time.Duration `name:"alert-stale-after" help:"full node: a repository not checked for this long is stale (0: --max-interval)"`
+	AlertStaleShare       float64       `name:"alert-stale-share" help:"full node: alert when more than this share of repositories were not verified against their upstreams within --alert-stale-after"`
+	AlertStaleAfter       time.Duration `name:"alert-stale-after" help:"full node: a repository whose verified_at is this old is stale (0: --max-interval)"`
 	AlertNoSession        time.Duration `name:"alert-no-session" help:"full node: alert when the full node has had no session with the coordinator, or the coordinators no leader, for this long"`
 	MemoryLimit           string        `name:"memory-limit" help:"soft memory limit of the process, e.g. 256MiB (Go's GOMEMLIMIT; empty: none)"`
 	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
@@ -157,7 +160,10 @@ func Default() Config {
 		MaintFullInterval:    7 * 24 * time.Hour,
 		Retention:            7 * 24 * time.Hour,
 		MismatchRevoke:       3,
+		StaleRevoke:          10,
 		ForgeRequestsPerHour: 4000,
+		SpotCheckPerHour:     60,
+		HintWait:             3 * time.Minute,
 		AlertInterval:        15 * time.Second,
 		AlertFor:             5 * time.Minute,
 		AlertFailingShare:    0.05,

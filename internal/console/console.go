@@ -48,8 +48,9 @@ type Query struct {
 	Search string // a substring of the key (case-insensitive)
 	State  string
 	Owner  uint32
-	// StaleOver keeps the repositories last checked longer ago than this
-	// (or never), the stalest first; Never keeps only those never checked.
+	// StaleOver keeps the repositories verified against their upstreams
+	// (verified_at) longer ago than this (or never), the stalest first;
+	// Never keeps only those never verified.
 	StaleOver time.Duration
 	Never     bool
 	Offset    int
@@ -78,7 +79,7 @@ type Overview struct {
 	Total, Current int
 	ByState        map[string]int
 	// Staleness is the distribution of the time since each repository's
-	// last check, in the order of StaleBuckets, then those never checked.
+	// verified_at, in the order of StaleBuckets, then those never verified.
 	Staleness []int
 	// Errors counts repositories by the public class of their last error.
 	Errors map[string]int

@@ -113,7 +113,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			s.Label = "over " + fmtDuration(StaleBuckets[i-1])
 			s.Href = "/-/repos?stale=" + fmtDuration(StaleBuckets[i-1])
 		default:
-			s.Label, s.Href = "never checked", "/-/repos?stale=never"
+			s.Label, s.Href = "never verified", "/-/repos?stale=never"
 		}
 		st = append(st, s)
 	}

@@ -58,10 +58,10 @@ func repos(ctx context.Context, c *client, out *printer, o options) error {
 		return out.raw(data)
 	}
 	tw := out.table()
-	fmt.Fprintln(tw, "KEY\tSTATE\tOWNER\tSERVED\tLAST CHECK\tSTALENESS\tLAST ERROR")
+	fmt.Fprintln(tw, "KEY\tSTATE\tOWNER\tSERVED\tLAST CHECK\tVERIFIED\tSTALENESS\tLAST ERROR")
 	for _, r := range list.Repos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Owner, served(r), when(r.LastCheck),
-			seconds(r.StalenessSeconds), short(r.LastError, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Owner, served(r), when(r.LastCheck),
+			when(r.VerifiedAt), staleness(r), short(r.LastError, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -90,6 +90,15 @@ func when(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05")
 }
 
+// staleness is the time since the full node verified r against its
+// upstream ("-": never).
+func staleness(r api.Repo) string {
+	if r.VerifiedAt == nil {
+		return "-"
+	}
+	return seconds(r.StalenessSeconds)
+}
+
 func seconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
 }
@@ -114,7 +123,7 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	for _, kv := range [][2]string{
 		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", strconv.FormatUint(uint64(d.Owner), 10)},
 		{"state", d.State}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
-		{"staleness", seconds(d.StalenessSeconds)}, {"last error", d.LastError}, {"digest", d.Digest},
+		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", d.LastError}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {
 			fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
@@ -302,7 +311,7 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 		return out.raw(data)
 	}
 	tw := out.table()
-	fmt.Fprintln(tw, "ID\tNAME\tMODE\tSTATE\tLAST HEARTBEAT\tREPOS\tDISK\tFLAPPING")
+	fmt.Fprintln(tw, "ID\tNAME\tMODE\tSTATE\tLAST HEARTBEAT\tREPOS\tDISK\tFLAPPING\tSTALE REPORTS")
 	for _, n := range list.Nodes {
 		disk := "-"
 		if n.DiskTotal > 0 {
@@ -316,7 +325,8 @@ func nodes(ctx context.Context, c *client, out *printer) error {
 		if n.RevokedReason != "" {
 			state += ": " + short(n.RevokedReason, 40)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Name, n.Mode, state, when(&n.LastHeartbeat), n.Repos, disk, flap)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", n.ID, n.Name, n.Mode, state, when(&n.LastHeartbeat), n.Repos, disk, flap,
+			n.StaleReports)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -129,7 +129,7 @@ func newFixture(t *testing.T) *fixture {
 	b := &backend{repos: map[string]api.RepoDetail{
 		"github.com/a/b": {
 			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: "ok",
-				Served: true, Current: true, LastCheck: &check, StalenessSeconds: 90},
+				Served: true, Current: true, LastCheck: &check, VerifiedAt: &check, StalenessSeconds: 90},
 			Attrs:   map[string]string{"team": "kernel"},
 			Refs:    map[string]string{"refs/heads/main": strings.Repeat("1", 40)},
 			History: []api.HistoryEntry{{At: check, Kind: "check", Changed: true, DurationMs: 120}},
@@ -185,9 +185,9 @@ func (f *fixture) env(tok string) func(string) string {
 func TestReposPrintsATable(t *testing.T) {
 	f := newFixture(t)
 	code, out, errOut := f.run(t, "repos")
-	want := `KEY             STATE    OWNER  SERVED   LAST CHECK           STALENESS  LAST ERROR
-github.com/a/b  ok       2      current  2026-03-01 11:58:30  1m30s      
-gitlab.com/c/d  failing  1      no       -                    0s         upstream: not found
+	want := `KEY             STATE    OWNER  SERVED   LAST CHECK           VERIFIED             STALENESS  LAST ERROR
+github.com/a/b  ok       2      current  2026-03-01 11:58:30  2026-03-01 11:58:30  1m30s      
+gitlab.com/c/d  failing  1      no       -                    -                    -          upstream: not found
 `
 	if code != 0 || out != want {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", code, errOut, out, want)
@@ -233,6 +233,7 @@ owner       2
 state       ok
 served      current
 last check  2026-03-01 11:58:30
+verified    2026-03-01 11:58:30
 staleness   1m30s
 attributes:
   team  kernel
@@ -404,12 +405,13 @@ func TestNodesPrintsATable(t *testing.T) {
 	f := newFixture(t)
 	f.b.nodes = []api.Node{
 		{ID: 1, Name: "full-1", Mode: "full", State: "alive", LastHeartbeat: at, Repos: 10, DiskUsed: 3 << 30, DiskTotal: 100 << 30},
-		{ID: 2, Name: "lab", Mode: "partial", State: "suspect", Flapping: true, History: []api.Transition{{From: "alive", To: "suspect", At: at}}},
+		{ID: 2, Name: "lab", Mode: "partial", State: "suspect", Flapping: true, History: []api.Transition{{From: "alive", To: "suspect", At: at}},
+			StaleReports: 2},
 	}
 	code, out, _ := f.run(t, "nodes")
-	want := `ID  NAME    MODE     STATE    LAST HEARTBEAT       REPOS  DISK                 FLAPPING
-1   full-1  full     alive    2026-03-01 12:00:00  10     3.0 GiB / 100.0 GiB  no
-2   lab     partial  suspect  -                    0      -                    yes (1 changes)
+	want := `ID  NAME    MODE     STATE    LAST HEARTBEAT       REPOS  DISK                 FLAPPING         STALE REPORTS
+1   full-1  full     alive    2026-03-01 12:00:00  10     3.0 GiB / 100.0 GiB  no               0
+2   lab     partial  suspect  -                    0      -                    yes (1 changes)  2
 `
 	if code != 0 || out != want {
 		t.Errorf("exit %d output:\n%s\nwant:\n%s", code, out, want)

@@ -25,8 +25,9 @@ type AlertConfig struct {
 	URLs []string
 	// Interval is how often the rules are evaluated (default 15 s).
 	Interval time.Duration
-	// StaleAfter is the age of a last check that makes a repository stale
-	// (default: MaxInterval).
+	// StaleAfter is the age of a verified_at (when the full node last saw
+	// the upstream's refs equal to what it serves) that makes a repository
+	// stale (default: MaxInterval).
 	StaleAfter time.Duration
 	Thresholds alert.Thresholds
 }

@@ -14,9 +14,9 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// spreadLastChecks gives the view's repositories last checks spread over
-// the two days before the clock's time, one a minute apart in turn, and
-// returns how many are older than a day.
+// spreadLastChecks gives the view's repositories last checks, and
+// verified_at, spread over the two days before the clock's time, one a
+// minute apart in turn, and returns how many are older than a day.
 func spreadLastChecks(tb testing.TB, f *fullNode) int {
 	tb.Helper()
 	now := f.n.clk.Now()
@@ -38,6 +38,10 @@ func spreadLastChecks(tb testing.TB, f *fullNode) int {
 				Digest: st.GetDigest(), LastCheckMs: now.Add(-age).UnixMilli()})
 		}
 		f.states(batch)
+		for _, r := range batch {
+			forceVerified(f, r.GetKey(), r.GetLastCheckMs())
+		}
+		f.reclass(stateKeys(batch)...)
 	}
 	return old
 }

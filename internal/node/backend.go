@@ -32,6 +32,7 @@ type backend struct {
 type taskRun struct {
 	key     string
 	oldRefs map[string]string
+	asked   time.Time // when the owner was asked (after the hints it answers)
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -54,8 +55,14 @@ func (b *backend) coordinator(ctx context.Context) (fleetv1.CoordinatorClient, c
 	return client, ctx, nil
 }
 
+// repo is key's state st as the API shows it: current and
+// staleness_seconds derive from the full node's verified_at, not from the
+// owner's report alone.
 func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Repo {
 	n := b.f.n
+	b.f.mu.Lock()
+	in := b.f.freshInput(key)
+	b.f.mu.Unlock()
 	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: st.GetState(),
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), Digest: st.GetDigest()}
@@ -70,11 +77,21 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	if b.f.diskWaiting(key) {
 		r.LastError = fullDiskError // public class "disk full"
 	}
-	r.Current = r.Served && d != "" && d == st.GetDigest()
-	if st.GetLastCheckMs() > 0 {
-		r.StalenessSeconds = now.Sub(time.UnixMilli(st.GetLastCheckMs())).Seconds()
+	fr := in.freshness(d, r.Served && d != "")
+	r.Current = fr.current()
+	if !fr.verifiedAt.IsZero() {
+		at := fr.verifiedAt.UTC()
+		r.VerifiedAt = &at
+		r.StalenessSeconds = max(now.Sub(at).Seconds(), 0)
 	}
 	return r
+}
+
+// freshInput is what key's freshness depends on; caller holds f.mu.
+func (f *fullNode) freshInput(key string) classInput {
+	in, _ := f.view.classInput(key)
+	in.hinted, in.staleOwner = f.hints.pending(key), f.hints.stale(key)
+	return in
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -155,6 +172,13 @@ func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
 	if refs, err := b.f.n.mirror.Refs(ctx, key); err == nil {
 		run.oldRefs = refs.Refs
 	}
+	// An on-demand check (the operator's, or a webhook's) vouches for
+	// what it answers: an owner that reports the repository unchanged is
+	// checked against the upstream by the full node itself (taskDone).
+	if err := b.f.verifyOnDemand(ctx, key); err != nil {
+		b.f.n.log.Warn("on-demand check: change hint not recorded", "key", key, "err", err)
+	}
+	run.asked = b.f.n.clk.Now()
 	b.mu.Lock()
 	b.tasks[taskID] = run
 	b.mu.Unlock()
@@ -182,7 +206,8 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 		node := api.Node{ID: n.GetId(), Name: n.GetName(), Mode: modeName(n.GetMode()), State: n.GetState(),
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
-			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId())}
+			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId()),
+			StaleReports: b.f.staleReportCount(n.GetId())}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			node.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
@@ -254,7 +279,19 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: d.GetError(), OldRefs: run.oldRefs, NewRefs: run.oldRefs})
 		return
 	}
-	if local, _ := b.f.n.digest(run.key); local != d.GetDigest() {
+	local, _ := b.f.n.digest(run.key)
+	switch b.f.taskAnswer(run.key, run.asked, d.GetDigest()) {
+	case hintCheckNow:
+		// The owner says "unchanged" after a push heard of: the answer
+		// waits for the full node's own question to the upstream.
+		if err := b.f.checkUpstream(ctx, run.key, "hint"); err != nil {
+			b.f.n.log.Warn("could not check a hinted change against the upstream", "key", run.key, "err", err)
+		}
+	case hintCountStale: // its copy was found behind before: nothing to pull
+	default:
+		if local == d.GetDigest() || b.f.knownStale(run.key, d.GetDigest()) {
+			break
+		}
 		if err := b.f.pullNow(ctx, run.key, d.GetDigest()); err != nil {
 			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), OldRefs: run.oldRefs})
 			return

@@ -16,7 +16,7 @@ type classTable struct {
 
 type packedClass struct {
 	owner    uint32
-	checked  int32 // minutes since 1970, or neverChecked
+	verified int32 // minutes since 1970 of verified_at, or neverVerified
 	state    uint8
 	errClass uint8
 	current  bool
@@ -34,7 +34,7 @@ func newClassTable(tab *repoTable) *classTable {
 }
 
 func (t *classTable) unpack(p packedClass) repoClass {
-	return repoClass{state: t.names.name(p.state), owner: p.owner, current: p.current, checked: int64(p.checked),
+	return repoClass{state: t.names.name(p.state), owner: p.owner, current: p.current, verified: int64(p.verified),
 		errClass: t.names.name(p.errClass)}
 }
 
@@ -54,7 +54,7 @@ func (t *classTable) put(key string, cl repoClass) {
 		s.classed = true
 		t.n++
 	}
-	s.class = packedClass{owner: cl.owner, checked: int32(max(min(cl.checked, math.MaxInt32), math.MinInt32)),
+	s.class = packedClass{owner: cl.owner, verified: int32(max(min(cl.verified, math.MaxInt32), math.MinInt32)),
 		state: t.names.id(cl.state), errClass: t.names.id(cl.errClass), current: cl.current}
 }
 

@@ -168,7 +168,7 @@ func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key s
 	before := checkMinute(now.Add(-q.StaleOver).UnixMilli())
 	var minutes []int64
 	for m := range cc.minutes {
-		if m == neverChecked || !q.Never && m < before {
+		if m == neverVerified || !q.Never && m < before {
 			minutes = append(minutes, m)
 		}
 	}

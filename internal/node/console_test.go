@@ -71,12 +71,19 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		}
 		return &fleetv1.RepoState{Key: key(i), Url: "https://" + key(i), State: state, LastCheckMs: lastCheck, LastError: errText, Digest: fmt.Sprintf("d%d", i)}
 	}
-	f.states([]*fleetv1.RepoState{
+	states := func(rs ...*fleetv1.RepoState) { // checked, and verified by the full node, then
+		f.states(rs)
+		for _, r := range rs {
+			forceVerified(f, r.GetKey(), r.GetLastCheckMs())
+		}
+		f.reclass(stateKeys(rs)...)
+	}
+	states(
 		st(5, now-2*time.Hour.Milliseconds(), "git ls-remote: timeout: no answer"),
 		st(6, now-3*time.Hour.Milliseconds(), "git fetch: network: connection refused"),
 		st(7, now-8*24*time.Hour.Milliseconds(), "git fetch: network: could not resolve host"),
 		st(8, 0, ""),
-	})
+	)
 	ov := src.Overview()
 	// under 10m, 10m-1h, 1h-6h, 6h-1d, 1d-7d, over 7d, never
 	if want := []int{96, 0, 2, 0, 0, 1, 1}; !slices.Equal(ov.Staleness, want) {
@@ -98,7 +105,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		t.Errorf("stale, failing, searched: %v", got)
 	}
 	// Checked again: back in the first bucket, its error gone.
-	f.states([]*fleetv1.RepoState{st(5, now, ""), st(7, now, "")})
+	states(st(5, now, ""), st(7, now, ""))
 	f.removed([]string{key(6)})
 	ov = src.Overview()
 	if want := []int{98, 0, 0, 0, 0, 0, 1}; !slices.Equal(ov.Staleness, want) {

@@ -7,27 +7,28 @@ import (
 )
 
 // The console's figures that the counters keep as states change (see
-// counters.go): the repositories by the minute of their last check, with
-// an ordered index of each minute's keys, and by the public class of their
-// last error. The staleness distribution then costs O(minutes with a
-// check), a few thousand over a day, and a listing of the stalest a walk
-// from the oldest minute that stops at its page.
+// counters.go): the repositories by the minute of their verified_at (when
+// the full node last saw the upstream's refs equal to what it serves:
+// freshness.go), with an ordered index of each minute's keys, and by the
+// public class of their last error. The staleness distribution then costs
+// O(minutes with a verification), a few thousand over a day, and a listing
+// of the stalest a walk from the oldest minute that stops at its page.
 
-// neverChecked is the minute of a repository never checked; it sorts
+// neverVerified is the minute of a repository never verified; it sorts
 // before every other.
-const neverChecked = -1
+const neverVerified = -1
 
-// checkMinute is the minute of a last check (in ms since the epoch).
+// checkMinute is the minute of a time in ms since the epoch (0: never).
 func checkMinute(ms int64) int64 {
 	if ms <= 0 {
-		return neverChecked
+		return neverVerified
 	}
 	return ms / int64(time.Minute/time.Millisecond)
 }
 
 // consoleCounts are the console's counters; guarded by fullNode.mu.
 type consoleCounts struct {
-	minutes  map[int64]int          // repositories by minute of last check
+	minutes  map[int64]int          // repositories by minute of verified_at
 	byMinute map[int64]*sortedIndex // their keys
 	errors   map[string]int         // repositories by class of last error
 }
@@ -39,7 +40,7 @@ func newConsoleCounts() *consoleCounts {
 // set follows a change of key's class from old (had: it was listed) to cl
 // (listed: it still is).
 func (c *consoleCounts) set(key string, old repoClass, had bool, cl repoClass, listed bool) {
-	moved := !had || !listed || old.checked != cl.checked
+	moved := !had || !listed || old.verified != cl.verified
 	if had {
 		if old.errClass != "" {
 			if c.errors[old.errClass]--; c.errors[old.errClass] == 0 {
@@ -47,11 +48,11 @@ func (c *consoleCounts) set(key string, old repoClass, had bool, cl repoClass, l
 			}
 		}
 		if moved {
-			if c.minutes[old.checked]--; c.minutes[old.checked] == 0 {
-				delete(c.minutes, old.checked)
-				delete(c.byMinute, old.checked)
+			if c.minutes[old.verified]--; c.minutes[old.verified] == 0 {
+				delete(c.minutes, old.verified)
+				delete(c.byMinute, old.verified)
 			} else {
-				c.byMinute[old.checked].remove(key)
+				c.byMinute[old.verified].remove(key)
 			}
 		}
 	}
@@ -62,15 +63,15 @@ func (c *consoleCounts) set(key string, old repoClass, had bool, cl repoClass, l
 		c.errors[cl.errClass]++
 	}
 	if moved {
-		c.minutes[cl.checked]++
-		x := c.byMinute[cl.checked]
+		c.minutes[cl.verified]++
+		x := c.byMinute[cl.verified]
 		if x == nil {
 			x = &sortedIndex{}
-			c.byMinute[cl.checked] = x
+			c.byMinute[cl.verified] = x
 		}
 		x.add(key)
 		if mergeDue(x) {
-			c.minuteKeys(cl.checked, nil)
+			c.minuteKeys(cl.verified, nil)
 		}
 	}
 }
@@ -84,7 +85,7 @@ func (c *consoleCounts) minuteKeys(m int64, classes *classTable) []string {
 	}
 	return x.ordered(c.minutes[m], func(keys []string) []string {
 		for k, cl := range classes.all() {
-			if cl.checked == m {
+			if cl.verified == m {
 				keys = append(keys, k)
 			}
 		}
@@ -92,13 +93,13 @@ func (c *consoleCounts) minuteKeys(m int64, classes *classTable) []string {
 	})
 }
 
-// staleness is the distribution of the time since the last check at now,
+// staleness is the distribution of the time since verified_at at now,
 // in the buckets of console.StaleBuckets, then the never checked.
 func (c *consoleCounts) staleness(now time.Time) []int {
 	out := make([]int, len(console.StaleBuckets)+2)
 	nowMs := now.UnixMilli()
 	for m, n := range c.minutes {
-		if m == neverChecked {
+		if m == neverVerified {
 			out[len(out)-1] += n
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 )
@@ -26,9 +27,9 @@ type repoClass struct {
 	state   string
 	owner   uint32
 	current bool
-	// For the console (consolecounts.go): the minute of the last check
+	// For the console (consolecounts.go): the minute of verified_at
 	// and the public class of the last error.
-	checked  int64
+	verified int64
 	errClass string
 }
 
@@ -275,11 +276,11 @@ func (f *fullNode) totals() repoTotals {
 }
 
 // classOf is key's class as the API shows the repository (backend.repo):
-// current when served (held, on disk, not broken) with the owner's digest.
-// The disk is looked at only when the rest says current.
+// current as freshness.current says (served, verified, no newer change
+// known). The disk is looked at only when the rest says current.
 func (f *fullNode) classOf(key string, st classInput) repoClass {
 	n := f.n
-	cl := repoClass{state: st.state, owner: st.owner, checked: checkMinute(st.lastCheck),
+	cl := repoClass{state: st.state, owner: st.owner, verified: checkMinute(int64(st.verifiedAt) * 1000),
 		errClass: api.PublicError(st.lastError)}
 	broken := n.verify.brokenState(key)
 	if broken != "" {
@@ -287,16 +288,36 @@ func (f *fullNode) classOf(key string, st classInput) repoClass {
 		return cl
 	}
 	d, held := n.digest(key)
-	cl.current = held && d != "" && d == st.digest && n.mirror.Has(key)
+	fr := st.freshness(d, held && d != "")
+	cl.current = fr.current() && n.mirror.Has(key)
 	return cl
 }
 
 // classInput is what a repository's class depends on in the view, read
-// under f.mu (viewTable.classInput) without building its whole state.
+// under f.mu (viewTable.classInput, with the hints' part from the full
+// node's hintBook) without building its whole state.
 type classInput struct {
 	state, lastError, digest string
 	owner                    uint32
 	lastCheck                int64
+	verifiedAt               uint32 // unix seconds
+	hinted                   bool   // hintBook.pending
+	staleOwner               string // hintBook.stale
+}
+
+// freshness is what current depends on, given the digest the full node
+// serves (served: it holds the repository).
+func (in classInput) freshness(digest string, served bool) freshness {
+	return freshness{served: served, verifiedAt: fromUnixSeconds(in.verifiedAt), digest: digest, ownerDigest: in.digest,
+		ownerCheck: msTime0(in.lastCheck), hinted: in.hinted, staleOwner: in.staleOwner}
+}
+
+// msTime0 is a time in unix ms (0: the zero time).
+func msTime0(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // reclass brings the counters and indexes up to date with keys' inputs.
@@ -311,7 +332,8 @@ func (f *fullNode) reclass(keys ...string) {
 	listed := make([]bool, len(keys))
 	f.mu.Lock()
 	for i, k := range keys {
-		ins[i], listed[i] = f.view.classInput(k)
+		_, listed[i] = f.view.view(k)
+		ins[i] = f.freshInput(k)
 	}
 	f.mu.Unlock()
 	cls := make([]repoClass, len(keys))

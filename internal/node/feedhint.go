@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
-// hintFromFeed is where a forge feed's push time reaches the full node.
-// Until the full node vouches for freshness itself, the owner's check
-// that the coordinator asked for with it is what acts on it.
-func (n *Node) hintFromFeed(_ context.Context, key string, pushedAt time.Time) {
-	n.log.Debug("forge feed: push seen", "key", key, "pushed_at", pushedAt)
+// hintFromFeed is where a forge feed's push time, forwarded by the
+// coordinator, reaches the full node, which then vouches for what it
+// serves (ChangeHint).
+func (n *Node) hintFromFeed(ctx context.Context, key string, pushedAt time.Time) {
+	if err := n.ChangeHint(ctx, key, pushedAt); err != nil && !errors.Is(err, ErrNotMirrored) {
+		n.log.Debug("forge feed: hint not taken", "key", key, "pushed_at", pushedAt, "err", err)
+	}
 }

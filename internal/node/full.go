@@ -56,14 +56,24 @@ type fullNode struct {
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
-	stale       staleCounter                                              // last checks, for alerts (staleness.go)
+	stale       staleCounter                                              // verified_at of every repository, for alerts (staleness.go)
 	alerts      *alerting                                                 // alerts.go
+
+	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
+	hints        hintBook                 // changes heard of, not yet settled
+	staleReports mismatchLedger           // stale reports, by node
+	checking     map[string]chan struct{} // keys whose upstream is being asked; closed when done
+	restored     map[string]uint32        // stored verified_at, until the coordinator sends the key
+	claims       []staleClaim             // stale reports for freshLoop to count
+	freshWake    chan struct{}
+	feedCovers   func(host string) bool // hosts a forge feed covers (nil: none): no spot checks there
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, overLimit: map[string]string{}, signal: make(chan struct{}, 1),
-		counts: newRepoCounters()}
+		counts: newRepoCounters(), hints: newHintBook(n.cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
+		freshWake: make(chan struct{}, 1)}
 	f.view = newViewTable(f.counts.classes.tab) // one slot a repository for both (repotable.go)
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
@@ -157,6 +167,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); f.alertLoop(ctx) }()
 	wg.Add(1)
+	go func() { defer wg.Done(); f.freshLoop(ctx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
@@ -178,31 +190,62 @@ func (f *fullNode) serve(ctx context.Context) error {
 }
 
 // states records repository states from the coordinator and queues pulls
-// where the owner's mirror differs from ours.
+// where the owner's mirror differs from ours. An owner's report weighs on
+// the change hints (freshness.go): one that says "unchanged" after a push
+// makes the full node ask the upstream, or counts against the owner.
 func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)
+	now := f.n.clk.Now()
+	var wake bool
 	f.mu.Lock()
 	keys := make([]string, 0, len(rs))
 	for _, r := range rs {
-		keys = append(keys, r.GetKey())
+		key := r.GetKey()
+		keys = append(keys, key)
 		old, had := f.view.put(r)
 		if !had {
-			f.sorted.add(r.GetKey())
+			f.sorted.add(key)
+			if s, ok := f.restored[key]; ok {
+				f.view.setVerified(key, s)
+				f.stale.move(0, int64(s)*1000)
+				delete(f.restored, key)
+			}
 		}
 		if had && r.GetLastCheckMs() > old.lastCheck && r.GetOwner() != f.n.id {
 			f.n.flog.Append(ownerCheck(r, old.digestString())) // the owner's own check, as the coordinator tells it
+			if r.GetLastError() == "" {
+				switch f.hints.reported(key, r.GetOwner(), time.UnixMilli(r.GetLastCheckMs()), r.GetDigest(), now) {
+				case hintCheckNow:
+					wake = true
+				case hintCountStale: // counted by freshLoop, which can revoke
+					f.claims = append(f.claims, staleClaim{key, r.GetOwner()})
+					wake = true
+				}
+			}
 		}
-		f.stale.move(old.lastCheck, r.GetLastCheckMs())
-		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" {
-			if d, _ := f.n.digest(r.GetKey()); d != r.GetDigest() && !f.diskWait[r.GetKey()] && f.overLimit[r.GetKey()] != r.GetDigest() {
-				f.pending[r.GetKey()] = true
-				delete(f.retryAt, r.GetKey())
+		// Not pulled: a copy of the owner's found behind the upstream, or
+		// one that claims "unchanged" after a push (the full node asks the
+		// upstream instead).
+		if r.GetOwner() != 0 && r.GetOwner() != f.n.id && r.GetDigest() != "" && r.GetDigest() != f.hints.stale(key) &&
+			!f.hints.claims(key, r.GetDigest()) {
+			if d, _ := f.n.digest(key); d != r.GetDigest() && !f.diskWait[key] && f.overLimit[key] != r.GetDigest() {
+				f.pending[key] = true
+				delete(f.retryAt, key)
 			}
 		}
 	}
 	f.mu.Unlock()
 	f.reclass(keys...)
 	f.kick()
+	if wake {
+		f.wakeFresh()
+	}
+}
+
+// staleClaim is an owner's report that the hint book counts as stale.
+type staleClaim struct {
+	key   string
+	owner uint32
 }
 
 // removed stops serving repositories that left the catalog; their data is
@@ -211,9 +254,10 @@ func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
 		if old, ok := f.view.del(k); ok {
-			f.stale.move(old.lastCheck, 0)
+			f.stale.move(int64(old.verifiedAt)*1000, 0)
 			f.sorted.remove(k)
 		}
+		f.hints.forget(k)
 		delete(f.pending, k)
 		delete(f.diskWait, k)
 		delete(f.overLimit, k)
@@ -230,15 +274,22 @@ func (f *fullNode) removed(keys []string) {
 			continue
 		}
 		f.n.forgetDigest(k)
+		if err := f.n.db.Delete(context.Background(), bucketUpstreamVerified, k); err != nil {
+			f.n.log.Warn("delete verified_at", "key", k, "err", err)
+		}
 		f.n.log.Info(msg, "key", k, "retention", f.n.cfg.Retention)
 	}
 }
 
-// ownSynced notes that this node, as the owner, fetched key itself.
-func (f *fullNode) ownSynced(key string) {
+// ownSynced notes that this node, as the owner, fetched key itself from
+// the upstream with a check that started at start: what it serves is the
+// upstream's refs as of then.
+func (f *fullNode) ownSynced(ctx context.Context, key string, start time.Time) {
 	f.mu.Lock()
 	delete(f.pending, key)
+	f.hints.verified(key, start)
 	f.mu.Unlock()
+	f.setVerified(ctx, key, start)
 }
 
 func (f *fullNode) kick() {
@@ -342,7 +393,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	start := f.n.clk.Now()
 	f.n.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
 	had := f.n.mirror.Has(key)
-	res, err := f.pullVerified(ctx, key, st, owner, url)
+	res, seen, err := f.pullVerified(ctx, key, st, owner, url)
 	f.n.met.pulled(kindOf(had, res), f.n.clk.Now().Sub(start), err)
 	e := f.n.workEntry(key, "pull", start, res, err)
 	e.From = owner
@@ -353,6 +404,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	f.served(key, res)
 	digest := res.After.Digest()
 	f.n.setDigest(key, digest)
+	f.afterPull(ctx, key, owner, res, seen)
 	if res.Changed {
 		f.n.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
 	}

@@ -108,6 +108,18 @@ type Config struct {
 	// MismatchRevoke is how many forged tips a partial node may serve
 	// before the full node revokes it (0: never).
 	MismatchRevoke int
+	// StaleRevoke is how many stale reports (a repository reported
+	// unchanged after its upstream changed) a partial node may make
+	// before the full node revokes it (0: never).
+	StaleRevoke int
+	// SpotCheckPerHour is how many repositories a full node checks
+	// against their upstreams itself each hour, the oldest verified_at
+	// first (0: none).
+	SpotCheckPerHour int
+	// HintWait is how long an owner has to show a change that a hint
+	// (webhook, forge feed) told of before the full node asks the
+	// upstream itself (default 3 minutes).
+	HintWait time.Duration
 	// LogPerRepo and LogMaxAge bound the fetch log (package fetchlog).
 	LogPerRepo int
 	LogMaxAge  time.Duration
@@ -208,6 +220,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if cfg.GitTimeout <= 0 {
 		cfg.GitTimeout = 30 * time.Minute
 	}
+	if cfg.HintWait <= 0 {
+		cfg.HintWait = 3 * time.Minute
+	}
 	if cfg.Name == "" {
 		h, _ := os.Hostname()
 		cfg.Name = h
@@ -304,6 +319,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if err := n.loadMeta(ctx); err != nil {
 		return err
+	}
+	if n.full != nil {
+		if err := n.full.loadVerified(ctx); err != nil {
+			return err
+		}
 	}
 	keys, err := n.mirror.Scan()
 	if err != nil {

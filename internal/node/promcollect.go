@@ -199,7 +199,11 @@ var (
 	descRepos        = prometheus.NewDesc("gitfleet_repos", "Repositories the mirror holds, by state.", []string{"state"}, nil)
 	descReposTotal   = prometheus.NewDesc("gitfleet_repos_total", "Repositories the mirror holds.", nil, nil)
 	descReposCurrent = prometheus.NewDesc("gitfleet_repos_current",
-		"Repositories the full node serves exactly as their owner last saw the upstream.", nil, nil)
+		"Repositories the full node serves as it last saw their upstream (verified_at), with no newer change known.", nil, nil)
+	descReposStale = prometheus.NewDesc("gitfleet_repos_stale",
+		"Repositories whose verified_at is older than --alert-stale-after (never verified: not counted).", nil, nil)
+	descStaleReports = prometheus.NewDesc("gitfleet_node_stale_reports_total",
+		"Changes upstream that a node reported unchanged, found by the full node's own check.", []string{"node"}, nil)
 	descTunnels    = prometheus.NewDesc("gitfleet_tunnels", "Partial nodes with a tunnel open to this full node.", nil, nil)
 	descMismatches = prometheus.NewDesc("gitfleet_node_mismatches_total",
 		"Pulls in which a node served a tip that the upstream never had.", []string{"node"}, nil)
@@ -216,7 +220,7 @@ var (
 )
 
 func describeFull(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRepos, descReposTotal, descReposCurrent, descTunnels, descMismatches, descDiskUsed,
+	for _, d := range []*prometheus.Desc{descRepos, descReposTotal, descReposCurrent, descReposStale, descStaleReports, descTunnels, descMismatches, descDiskUsed,
 		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descPullQueue} {
 		ch <- d
 	}
@@ -245,6 +249,12 @@ func (f *fullNode) collect(ch chan<- prometheus.Metric) {
 	f.mu.Lock()
 	for id, v := range f.mismatches.counts {
 		ch <- prometheus.MustNewConstMetric(descMismatches, prometheus.CounterValue, float64(v), strconv.FormatUint(uint64(id), 10))
+	}
+	for id, v := range f.staleReports.counts {
+		ch <- prometheus.MustNewConstMetric(descStaleReports, prometheus.CounterValue, float64(v), strconv.FormatUint(uint64(id), 10))
+	}
+	if f.alerts != nil {
+		gauge(descReposStale, float64(f.stale.count(f.n.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
 	}
 	pending, pulling := len(f.pending), len(f.pulling)
 	f.mu.Unlock()

@@ -15,26 +15,41 @@ import (
 // the upstream does not show, the pull is discarded, the repository is
 // fetched from the upstream itself, and each tip the upstream never had
 // (it is still not in the mirror afterwards) is counted against the owner.
-func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, error) {
+//
+// The upstream is asked for every branch and tag, not only the refs the
+// owner changed (one round trip either way; more bytes for a repository
+// with many refs): the answer is then the whole upstream, which the
+// repository's verified_at needs (afterPull). It is returned as seen.
+func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
-	res, err := f.n.mirror.PullVerified(ctx, key, src, f.upstreamRefs(st))
+	var seen upstreamSeen
+	list := f.upstreamRefs(st)
+	whole := func(ctx context.Context, _ []string) (gitcmd.Refs, error) {
+		at := f.n.clk.Now()
+		refs, err := list(ctx, nil)
+		seen = upstreamSeen{refs: refs, at: at, ok: err == nil}
+		return refs, err
+	}
+	res, err := f.n.mirror.PullVerified(ctx, key, src, whole)
 	if errors.Is(err, mirror.ErrPullTooLarge) {
-		return f.pullTooLarge(ctx, key, st, owner, err) // pullsize.go
+		res, err = f.pullTooLarge(ctx, key, st, owner, err) // pullsize.go
+		return res, upstreamSeen{}, err
 	}
 	var mm *mirror.MismatchError
 	if !errors.As(err, &mm) {
-		return res, err
+		return res, seen, err
 	}
 	before := res.Before.Refs
 	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
 		"key", key, "node", owner, "refs", len(mm.Mismatches))
+	at := f.n.clk.Now()
 	res, err = f.syncUpstream(ctx, key, st)
 	if err != nil {
-		return res, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
+		return res, upstreamSeen{}, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
 	}
 	forged := f.classify(ctx, key, owner, mm.Mismatches, before, f.upstreamHas(key, st))
 	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
-	return res, nil
+	return res, upstreamSeen{refs: res.After, at: at, ok: true}, nil
 }
 
 // upstreamRefs asks key's upstream, then its fallbacks, for refs (all its
@@ -136,26 +151,37 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 	if forged == 0 {
 		return 0
 	}
-	limit := f.n.cfg.MismatchRevoke
+	f.charge(ctx, &f.mismatches, owner, f.n.cfg.MismatchRevoke, func(n uint64, limit int) string {
+		return fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
+	})
+	return forged
+}
+
+// charge counts one fault of owner in ledger (a forged pull, a stale
+// report) and revokes owner when the count reaches limit (0: never),
+// giving reason(count, limit). It returns the count. The count and the
+// decision are made together under f.mu, so that two pulls or checks that
+// end at once count twice only when they are two faults.
+func (f *fullNode) charge(ctx context.Context, ledger *mismatchLedger, owner uint32, limit int, reason func(uint64, int) string) uint64 {
 	if f.revoke == nil {
 		limit = 0 // nothing to revoke with: count only
 	}
 	f.mu.Lock()
-	n, revoke := f.mismatches.add(owner, limit)
+	n, revoke := ledger.add(owner, limit)
 	f.mu.Unlock()
 	if !revoke {
-		return forged
+		return n
 	}
-	reason := fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
-	if err := f.revoke(ctx, owner, reason); err != nil {
+	why := reason(n, limit)
+	if err := f.revoke(ctx, owner, why); err != nil {
 		f.mu.Lock()
-		f.mismatches.revokeFailed(owner) // try again at the next mismatch
+		ledger.revokeFailed(owner) // try again at the next fault
 		f.mu.Unlock()
-		f.n.log.Error("could not revoke a node that served forged tips", "node", owner, "err", err)
-		return forged
+		f.n.log.Error("could not revoke a node", "node", owner, "reason", why, "err", err)
+		return n
 	}
-	f.n.log.Warn("node revoked", "node", owner, "reason", reason)
-	return forged
+	f.n.log.Warn("node revoked", "node", owner, "reason", why)
+	return n
 }
 
 // mismatchCount is how many pulls from node served forged tips.
@@ -165,10 +191,10 @@ func (f *fullNode) mismatchCount(node uint32) uint64 {
 	return f.mismatches.counts[node]
 }
 
-// mismatchLedger counts, per node, the pulls in which it served forged
-// tips, and says when a node reaches the limit of them (once per node,
-// unless the revocation failed). The zero value is ready; it is not safe
-// for concurrent use.
+// mismatchLedger counts, per node, its faults of one kind (the pulls in
+// which it served forged tips, its stale reports), and says when a node
+// reaches the limit of them (once per node, unless the revocation failed).
+// The zero value is ready; it is not safe for concurrent use.
 type mismatchLedger struct {
 	counts  map[uint32]uint64
 	revoked map[uint32]bool

@@ -22,7 +22,7 @@ type repoSlot struct {
 	classed bool
 }
 
-// chunkBits sets the slots of a chunk: 4,096 of 88 bytes.
+// chunkBits sets the slots of a chunk: 4,096 of 96 bytes.
 const chunkBits = 12
 
 func newRepoTable() *repoTable { return &repoTable{index: map[string]int32{}} }

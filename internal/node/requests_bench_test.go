@@ -46,10 +46,34 @@ func benchFullNode(tb testing.TB, n int) *fullNode {
 		rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, Owner: nd.id, State: st, Digest: d, LastCheckMs: 1e12})
 		if len(rs) == batch || i == n-1 {
 			f.states(rs)
+			for _, r := range rs {
+				forceVerified(f, r.GetKey(), 1e12) // as the last check
+			}
+			f.reclass(stateKeys(rs)...)
 			rs = make([]*fleetv1.RepoState, 0, batch)
 		}
 	}
 	return f
+}
+
+// forceVerified sets key's verified_at to ms (unix ms; 0: never), back in
+// time too, as the full node's own setVerified never does, without a
+// reclass and without the store: a test's past.
+func forceVerified(f *fullNode, key string, ms int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, ok := f.view.setVerified(key, unixSeconds(msTime0(ms)))
+	if ok {
+		f.stale.move(int64(old)*1000, int64(unixSeconds(msTime0(ms)))*1000)
+	}
+}
+
+func stateKeys(rs []*fleetv1.RepoState) []string {
+	keys := make([]string, len(rs))
+	for i, r := range rs {
+		keys[i] = r.GetKey()
+	}
+	return keys
 }
 
 // BenchmarkFullNodeRequests times the public requests that used to walk

@@ -15,9 +15,9 @@ import (
 // fleet: a million of them on a large mirror. A fleetv1.RepoState in a
 // map costs about 530 bytes with its strings (the message, its key, URL,
 // state and digest strings, and an error text that names the repository),
-// the view about 176 with its key and map entry
-// (TestViewIsAFractionOfTheMessages); a repoView keeps the same facts in
-// 72 bytes:
+// the view about 185 with its key and map entry
+// (TestViewIsAFractionOfTheMessages); a repoView keeps the same facts, and
+// the full node's own verified_at (4 bytes), in 80 bytes:
 //   - the URL only when it is not https://KEY (the usual spelling), apart;
 //   - the state as an index into a table of the few state names;
 //   - the digest as its 16 bytes (an unusual spelling is kept as text);
@@ -38,6 +38,10 @@ type repoView struct {
 	checks     uint32     // saturating
 	fetches    uint32     // saturating
 	owner      uint32
+	// verifiedAt is when the full node last saw the upstream's refs equal
+	// to what it serves, in unix seconds (0: never): its own, kept across
+	// the coordinator's updates (freshness.go).
+	verifiedAt uint32
 	state      uint8 // numbered by viewTable.states
 	usual      bool  // the URL is "https://" + key
 	hasDigest  bool  // digest holds a digest of 32 hex digits
@@ -122,11 +126,36 @@ func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" {
 		v.extra = &x
 	}
+	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
 	s.view, s.inView = v, true
 	if !had {
 		t.n++
 	}
 	return old, had
+}
+
+// setVerified records key's verified_at (unix seconds) and returns the
+// one it replaces; false when key is not in the view.
+func (t *viewTable) setVerified(key string, at uint32) (uint32, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return 0, false
+	}
+	old := s.view.verifiedAt
+	s.view.verifiedAt = at
+	return old, true
+}
+
+// verifiedTimes yields every key with its verified_at (unix seconds), in
+// no order.
+func (t *viewTable) verifiedTimes() iter.Seq2[string, uint32] {
+	return func(yield func(string, uint32) bool) {
+		for k, s := range t.tab.each() {
+			if s.inView && !yield(k, s.view.verifiedAt) {
+				return
+			}
+		}
+	}
 }
 
 // del removes key, and returns what was there.
@@ -168,7 +197,8 @@ func (t *viewTable) classInput(key string) (classInput, bool) {
 	if !ok {
 		return classInput{}, false
 	}
-	in := classInput{state: t.states.name(v.state), owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString()}
+	in := classInput{state: t.states.name(v.state), owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString(),
+		verifiedAt: v.verifiedAt}
 	if v.errText != "" {
 		in.lastError = intern.Unpack(v.errText, v.upstream(key), key)
 	}

@@ -94,7 +94,7 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	for i := range 10 {
 		key := fmt.Sprintf("h/g/r%d", i)
 		view.put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
-		classes.put(key, repoClass{state: "ok", owner: 2, checked: neverChecked})
+		classes.put(key, repoClass{state: "ok", owner: 2, verified: neverVerified})
 	}
 	if len(tab.index) != 10 || view.len() != 10 || classes.n != 10 {
 		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.len(), classes.n)

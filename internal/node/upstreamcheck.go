@@ -1,0 +1,393 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+)
+
+// The full node's own checks of upstreams (freshness.go holds the
+// decisions): verified_at kept and persisted, change hints heard, and the
+// upstream asked directly when a hint is due or a spot check picks a
+// repository. A direct check lists the upstream's refs (through the
+// egress-checked git runner, as every upstream connection), and when they
+// differ from what the full node serves, fetches from the upstream itself.
+
+// bucketUpstreamVerified keeps each repository's verified_at (unix seconds,
+// decimal) across restarts.
+const bucketUpstreamVerified = "upstream-verified"
+
+// maxHints bounds the change hints the full node keeps open; past it a
+// hint is dropped (logged), and the spot checks remain.
+const maxHints = 100_000
+
+// ErrNotMirrored is ChangeHint's answer for a key the mirror does not hold.
+var ErrNotMirrored = errors.New("repository not mirrored")
+
+// ChangeHint tells the full node that key's upstream changed no later than
+// pushedAt: a webhook's receipt time, or the push time a forge feed reports.
+// A push no later than the repository's verified_at is the feed saying
+// nothing changed since: verified_at advances to now. A later one opens a
+// hint: unless the owner's pull shows the change in time (--hint-wait),
+// or when the owner reports it unchanged after the push, the full node asks
+// the upstream itself, fetches what the owner did not, and counts a stale
+// report against the owner. It returns at once; the work is done by the
+// full node's own loop. On a partial node it is an error.
+func (n *Node) ChangeHint(ctx context.Context, key string, pushedAt time.Time) error {
+	if n.full == nil {
+		return errors.New("change hints are for full nodes")
+	}
+	return n.full.changeHint(ctx, key, pushedAt)
+}
+
+// SetFeedCovers tells the full node which hosts a forge feed covers: their
+// repositories are left out of the spot checks (nil, the default: none).
+// Call it before Run.
+func (n *Node) SetFeedCovers(covers func(host string) bool) {
+	if n.full != nil {
+		n.full.feedCovers = covers
+	}
+}
+
+func (f *fullNode) changeHint(ctx context.Context, key string, pushedAt time.Time) error {
+	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+		return b.hear(key, pushedAt, now, fromUnixSeconds(v.verifiedAt), served, v.owner)
+	})
+}
+
+// verifyOnDemand makes an on-demand check of key vouch for its answer: an
+// owner that reports it unchanged is checked against the upstream.
+func (f *fullNode) verifyOnDemand(ctx context.Context, key string) error {
+	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+		return b.verifyOnDemand(key, now, served, v.owner)
+	})
+}
+
+// hint records a hint of key with open, given the time, key's view and
+// the digest served, and acts on the answer.
+func (f *fullNode) hint(ctx context.Context, key string, open func(b *hintBook, now time.Time, v repoView, served string) hintAction) error {
+	now := f.n.clk.Now()
+	d, _ := f.n.digest(key)
+	f.mu.Lock()
+	v, ok := f.view.view(key)
+	if !ok {
+		f.mu.Unlock()
+		return fmt.Errorf("change hint for %s: %w", key, ErrNotMirrored)
+	}
+	act := open(&f.hints, now, v, d)
+	f.hints.ownerHad(key, v.digestString())
+	f.mu.Unlock()
+	switch act {
+	case hintVerified:
+		f.setVerified(ctx, key, now)
+	case hintRefusedFull:
+		f.n.log.Warn("too many change hints open: this one is dropped (the spot checks remain)", "key", key, "max", maxHints)
+	default:
+		f.reclass(key) // a pending change: not current
+		f.wakeFresh()
+	}
+	return nil
+}
+
+// ChangeHint is the webhook's path into the full node (api.ChangeHinter).
+func (b *backend) ChangeHint(ctx context.Context, key string, pushedAt time.Time) error {
+	return b.f.changeHint(ctx, key, pushedAt)
+}
+
+func (f *fullNode) wakeFresh() {
+	select {
+	case f.freshWake <- struct{}{}:
+	default:
+	}
+}
+
+// setVerified advances key's verified_at to at (never back), for the
+// counters, the stale alert and the store.
+func (f *fullNode) setVerified(ctx context.Context, key string, at time.Time) {
+	s := unixSeconds(at)
+	f.mu.Lock()
+	v, ok := f.view.view(key)
+	if !ok || s <= v.verifiedAt {
+		f.mu.Unlock()
+		return
+	}
+	f.view.setVerified(key, s)
+	f.stale.move(int64(v.verifiedAt)*1000, int64(s)*1000)
+	f.mu.Unlock()
+	f.reclass(key)
+	if err := f.n.db.Put(ctx, bucketUpstreamVerified, key, []byte(strconv.FormatUint(uint64(s), 10))); err != nil {
+		f.n.log.Warn("store verified_at", "key", key, "err", err)
+	}
+}
+
+// loadVerified reads the stored verified_at of every repository; each is
+// given to its repository when the coordinator first sends it (states).
+func (f *fullNode) loadVerified(ctx context.Context) error {
+	restored := map[string]uint32{}
+	err := f.n.db.Scan(ctx, bucketUpstreamVerified, "", func(k string, v []byte) error {
+		if s, err := strconv.ParseUint(string(v), 10, 32); err == nil {
+			restored[k] = uint32(s)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("full node: read verified_at: %w", err)
+	}
+	f.mu.Lock()
+	f.restored = restored
+	f.mu.Unlock()
+	return nil
+}
+
+// afterPull follows a pull of key from owner whose answer the upstream's
+// listing seen (if asked) checked: equal, verified_at is the time of the
+// listing; different, the upstream has moved past what the owner served,
+// which is a hint of a change like a webhook's.
+func (f *fullNode) afterPull(ctx context.Context, key string, owner uint32, res mirror.Result, seen upstreamSeen) {
+	if !seen.ok {
+		return
+	}
+	if maps.Equal(seen.refs.Refs, res.After.Refs) {
+		f.setVerified(ctx, key, seen.at)
+		f.mu.Lock()
+		f.hints.verified(key, seen.at)
+		f.mu.Unlock()
+		f.reclass(key)
+		return
+	}
+	f.n.log.Info("the upstream is ahead of what the owner served: checking it again", "key", key, "node", owner)
+	f.mu.Lock()
+	act := f.hints.hear(key, seen.at, f.n.clk.Now(), time.Time{}, res.After.Digest(), owner)
+	f.mu.Unlock()
+	if act != hintRefusedFull {
+		f.reclass(key)
+		f.wakeFresh()
+	}
+}
+
+// upstreamSeen is the upstream's listing a pull was checked against.
+type upstreamSeen struct {
+	refs gitcmd.Refs
+	at   time.Time // when it was asked for
+	ok   bool
+}
+
+// checkUpstream asks key's upstream for its refs (why: "hint" or "spot")
+// and, when they are not what the full node serves, fetches from the
+// upstream itself. Then verified_at is the time of the question, and the
+// hint book decides whether the owner reported stale refs.
+// One check of a key runs at a time; a caller that finds one running waits
+// for it (an on-demand task's answer then includes it).
+func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
+	f.mu.Lock()
+	st := f.view.get(key)
+	running := f.checking[key]
+	if st != nil && running == nil {
+		f.checking[key] = make(chan struct{})
+	}
+	f.mu.Unlock()
+	if running != nil {
+		select {
+		case <-running:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	if st == nil {
+		return nil
+	}
+	defer func() {
+		f.mu.Lock()
+		close(f.checking[key])
+		delete(f.checking, key)
+		f.mu.Unlock()
+	}()
+	if st.GetOwner() == f.n.id || !f.n.mirror.Has(key) || f.n.verify.brokenState(key) != "" {
+		// Its own checks verify what it owns; a repository not held (or
+		// broken) is served by nothing the upstream could contradict.
+		f.mu.Lock()
+		f.hints.forget(key)
+		f.mu.Unlock()
+		f.reclass(key)
+		return nil
+	}
+	asked := f.n.clk.Now()
+	up, err := f.upstreamRefs(st)(ctx, nil)
+	if err != nil {
+		f.retryHint(key, asked)
+		return fmt.Errorf("full node: ask the upstream of %s: %w", key, err)
+	}
+	local, err := f.n.mirror.Refs(ctx, key)
+	if err != nil {
+		f.retryHint(key, asked)
+		return fmt.Errorf("full node: read the refs of %s: %w", key, err)
+	}
+	differed := !maps.Equal(up.Refs, local.Refs)
+	if differed {
+		old := local.Digest()
+		start := f.n.clk.Now()
+		res, err := f.syncUpstream(ctx, key, st)
+		e := f.n.workEntry(key, "upstream-"+why, start, res, err)
+		f.n.flog.Append(e)
+		if err != nil {
+			f.retryHint(key, asked)
+			return fmt.Errorf("full node: fetch %s from its upstream: %w", key, err)
+		}
+		f.n.setDigest(key, res.After.Digest())
+		f.served(key, res)
+		f.n.log.Warn("the upstream has refs its owner did not bring: fetched from the upstream", "key", key, "node", st.GetOwner(),
+			"check", why, "digest", res.After.Digest())
+		f.mu.Lock()
+		f.hints.ensure(key, asked, old, st.GetOwner())
+		f.mu.Unlock()
+	}
+	f.setVerified(ctx, key, asked)
+	f.mu.Lock()
+	act, owner := f.hints.checked(key, asked, differed)
+	f.mu.Unlock()
+	f.reclass(key)
+	if act == hintCountStale {
+		f.countStale(ctx, key, owner)
+	}
+	return nil
+}
+
+// taskAnswer weighs an on-demand check's answer digest for key, asked for
+// at asked, against the hints (hintBook.taskClaim): a claim of "unchanged"
+// to check now, or a stale report (queued for freshLoop to count).
+func (f *fullNode) taskAnswer(key string, asked time.Time, digest string) hintAction {
+	f.mu.Lock()
+	act := f.hints.taskClaim(key, asked, digest, f.n.clk.Now())
+	if act == hintCountStale {
+		f.claims = append(f.claims, staleClaim{key, f.hints.hints[key].owner})
+	}
+	f.mu.Unlock()
+	if act == hintCountStale {
+		f.wakeFresh()
+	}
+	return act
+}
+
+// knownStale tells whether digest is a copy of key's owner that the full
+// node found behind the upstream.
+func (f *fullNode) knownStale(key, digest string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.hints.stale(key)
+	return s != "" && s == digest
+}
+
+// retryHint makes key's hint due again after a failed check.
+func (f *fullNode) retryHint(key string, at time.Time) {
+	f.mu.Lock()
+	f.hints.retry(key, at.Add(f.hints.wait))
+	f.mu.Unlock()
+}
+
+// countStale counts one stale report against owner (its refs of key were
+// behind the upstream after a change it should have seen), and revokes it
+// at --stale-revoke.
+func (f *fullNode) countStale(ctx context.Context, key string, owner uint32) {
+	n := f.charge(ctx, &f.staleReports, owner, f.n.cfg.StaleRevoke, func(n uint64, limit int) string {
+		return fmt.Sprintf("reported stale refs after %d upstream changes (--stale-revoke %d)", n, limit)
+	})
+	f.n.log.Warn("stale report: the owner reported a repository unchanged after its upstream changed", "key", key, "node", owner,
+		"stale_reports", n)
+}
+
+// staleReportCount is how many stale reports were counted against node.
+func (f *fullNode) staleReportCount(node uint32) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.staleReports.counts[node]
+}
+
+// freshLoop asks upstreams for the hints that are due and, at
+// --spot-check-per-hour, for a sample of the repositories whose verified_at
+// is oldest, one question at a time.
+func (f *fullNode) freshLoop(ctx context.Context) {
+	gap := spotGap(f.n.cfg.SpotCheckPerHour)
+	var nextSpot time.Time
+	if gap > 0 {
+		nextSpot = f.n.clk.Now().Add(gap)
+	}
+	var batch []string
+	var picked uint32 // when batch was chosen (unix seconds)
+	for ctx.Err() == nil {
+		now := f.n.clk.Now()
+		f.mu.Lock()
+		keys, next := f.hints.due(now)
+		claims := f.claims
+		f.claims = nil
+		f.mu.Unlock()
+		for _, c := range claims {
+			f.countStale(ctx, c.key, c.owner)
+		}
+		for _, k := range keys {
+			if err := f.checkUpstream(ctx, k, "hint"); err != nil && ctx.Err() == nil {
+				f.n.log.Warn("could not check a hinted change against the upstream; will retry", "key", k, "err", err)
+			}
+		}
+		if gap > 0 && !now.Before(nextSpot) {
+			if len(batch) == 0 {
+				batch, picked = f.spotBatch(f.n.cfg.SpotCheckPerHour), unixSeconds(now)
+			}
+			for len(batch) > 0 {
+				k := batch[0]
+				batch = batch[1:]
+				if f.verifiedSince(k, picked) {
+					continue // verified since it was picked
+				}
+				if err := f.checkUpstream(ctx, k, "spot"); err != nil && ctx.Err() == nil {
+					f.n.log.Warn("spot check failed", "key", k, "err", err)
+				}
+				break
+			}
+			nextSpot = f.n.clk.Now().Add(gap)
+		}
+		wait := time.Minute
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(f.n.clk.Now()))
+		}
+		if gap > 0 {
+			wait = min(wait, nextSpot.Sub(f.n.clk.Now()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.freshWake:
+		case <-f.n.clk.After(max(wait, 0)):
+		}
+	}
+}
+
+// spotBatch picks the next n repositories to spot-check: owned by another
+// node, on a host no forge feed covers, the oldest verified_at first.
+func (f *fullNode) spotBatch(n int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return oldestVerified(f.view.verifiedTimes(), n, func(key string) bool {
+		v, _ := f.view.view(key)
+		if v.owner == 0 || v.owner == f.n.id {
+			return false
+		}
+		host, _, _ := strings.Cut(key, "/")
+		return f.feedCovers == nil || !f.feedCovers(host)
+	})
+}
+
+// verifiedSince tells whether key's verified_at is after s (unix seconds),
+// or key left the view.
+func (f *fullNode) verifiedSince(key string, s uint32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.view.view(key)
+	return !ok || v.verifiedAt > s
+}
