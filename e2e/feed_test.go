@@ -25,6 +25,17 @@ type githubAPI struct {
 	pushed   map[string]time.Time // "owner/name" -> last push
 	token    string
 	requests atomic.Int64
+	// mode: "" answers; "garbage", "error" and "huge" misbehave; "spent"
+	// answers 403 with the primary limit spent until resetAt.
+	mode      string
+	resetAt   time.Time
+	spentAsks atomic.Int64 // requests made while the limit was spent
+}
+
+func (g *githubAPI) setMode(mode string, resetAt time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mode, g.resetAt = mode, resetAt
 }
 
 var aliasRE = regexp.MustCompile(`(r\d+): repository\(owner: \$(o\d+), name: \$(n\d+)\)`)
@@ -45,6 +56,41 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	mode, resetAt := g.mode, g.resetAt
+	g.mu.Unlock()
+	if mode == "spent" && time.Now().After(resetAt) {
+		mode = ""
+	}
+	switch mode {
+	case "garbage":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data": {"rateLimit": "lots", "r0": [1,2,3]}}`))
+		return
+	case "error":
+		http.Error(w, `{"message":"Server Error"}`, http.StatusBadGateway)
+		return
+	case "huge":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data": {"r0": "`))
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for range 20 { // 20 MiB, over the client's bound
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		return
+	case "spent":
+		g.spentAsks.Add(1)
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", "5000")
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Used", "5000")
+		h.Set("X-RateLimit-Resource", "graphql")
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(resetAt.Unix(), 10))
+		http.Error(w, `{"message":"API rate limit exceeded for user ID 1.","documentation_url":"https://docs.github.com/rest/rate-limit"}`, http.StatusForbidden)
 		return
 	}
 	reset := time.Now().Add(time.Hour).Truncate(time.Second)
@@ -140,5 +186,114 @@ func TestAForgeFeedBringsAPushWithoutAWebhook(t *testing.T) {
 	want := map[string]string{"refs/heads/main": id}
 	if got, _ := lsRemote(f.base + "/" + f.key(1) + ".git"); !maps.Equal(got, want) {
 		t.Fatalf("served %v, want %v", got, want)
+	}
+}
+
+// A feed that answers garbage, errors or an oversized body changes
+// nothing: its host falls back to polling (a push is still served, by the
+// owner's own checks) and the feed is reported failing. A spent rate limit
+// is waited out: no request until its reset, then the feed works again.
+func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 2)
+	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		gh.push(f.name(i), time.Now().Add(-time.Hour))
+	}
+	gh.setMode("garbage", time.Time{})
+	api := httptest.NewServer(gh)
+	t.Cleanup(api.Close)
+	f.writeCatalog(repos, "2 repositories on a forge whose feed misbehaves")
+	host := strings.TrimPrefix(f.up.URL, "http://")
+	up := start(t, "up", "up", "--data", filepath.Join(t.TempDir(), "up"), "--catalog", f.catalog,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--allow-private-upstreams", "--catalog-interval", "1s", "--log-level", "debug",
+		"--max-interval", "4s", "--min-interval", "1s", "--forge-backoff", "300ms",
+		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token)
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+
+	// Garbage here; errors and oversized answers are the forge package's
+	// tests (each costs this test a minute of the client's backoff).
+	for _, mode := range []string{"garbage"} {
+		gh.setMode(mode, time.Time{})
+		before := gh.requests.Load()
+		// Failing, and reported so on /metrics.
+		eventually(t, 90*time.Second, mode+": the feed is reported failing", func() error {
+			fams, err := scrape(f.base + "/metrics")
+			if err != nil {
+				return err
+			}
+			if v, _ := sample(fams, "gitfleet_forge_feed_failing", "host", host); v != 1 || gh.requests.Load() < before+3 {
+				return fmt.Errorf("gitfleet_forge_feed_failing = %v after %d requests", v, gh.requests.Load()-before)
+			}
+			return nil
+		})
+		// Polling still brings a push.
+		id, err := f.up.Commit(f.name(0), "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gh.push(f.name(0), time.Now())
+		eventually(t, 60*time.Second, mode+": a push served by polling", func() error {
+			got, err := lsRemote(f.base + "/" + f.key(0) + ".git")
+			if err != nil {
+				return err
+			}
+			if got["refs/heads/main"] != id {
+				return fmt.Errorf("main at %s, want %s", got["refs/heads/main"], id)
+			}
+			return nil
+		})
+		// Recovers, and is reported working again.
+		gh.setMode("", time.Time{})
+		eventually(t, 120*time.Second, mode+": the feed answers again", func() error {
+			fams, err := scrape(f.base + "/metrics")
+			if err != nil {
+				return err
+			}
+			if v, _ := sample(fams, "gitfleet_forge_feed_failing", "host", host); v != 0 {
+				return fmt.Errorf("gitfleet_forge_feed_failing = %v", v)
+			}
+			return nil
+		})
+	}
+	if n := up.count("forge feed failing"); n != 1 {
+		t.Fatalf("the feed was reported failing %d times, want once", n)
+	}
+
+	// A spent limit: at most the request that met it until the reset,
+	// then the feed works again.
+	reset := time.Now().Add(6 * time.Second).Truncate(time.Second) // GitHub's resets are whole seconds
+	gh.setMode("spent", reset)
+	eventually(t, 30*time.Second, "the limit met", func() error {
+		if gh.spentAsks.Load() == 0 {
+			return fmt.Errorf("no request met the spent limit yet")
+		}
+		return nil
+	})
+	eventually(t, 60*time.Second, "asked again after the reset", func() error {
+		if time.Now().Before(reset) {
+			return fmt.Errorf("before the reset")
+		}
+		fams, err := scrape(f.base + "/metrics")
+		if err != nil {
+			return err
+		}
+		if v, _ := sample(fams, "gitfleet_forge_feed_requests_total", "host", host, "result", "ok"); v == 0 {
+			return fmt.Errorf("no answer yet")
+		}
+		return nil
+	})
+	if n := gh.spentAsks.Load(); n > 1 {
+		t.Fatalf("%d requests while the limit was spent, want the one that met it", n)
+	}
+	if n := up.count("test-token-1"); n != 0 {
+		t.Fatalf("the forge token is in the log %d times", n)
 	}
 }

@@ -43,7 +43,7 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 		}
 		ccfg.Feeds = coordinator.FeedConfig{Forges: forges, RequestsPerHour: cfg.ForgeRequestsPerHour,
 			MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval,
-			Client: forge.Options{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: (&egress.Dialer{Policy: policy}).DialContext}}}}
+			Client: forge.Options{Backoff: cfg.ForgeBackoff, HTTPClient: &http.Client{Transport: &http.Transport{DialContext: (&egress.Dialer{Policy: policy}).DialContext}}}}
 		ccfg.Egress = policy
 		ccfg.Fold = fold
 	}

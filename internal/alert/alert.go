@@ -39,6 +39,9 @@ type Snapshot struct {
 	Mismatches map[uint32]Mismatch
 	// Session is the full node's session to the coordinator.
 	Session Session
+	// FeedsFailing are the forge hosts whose change feed fails, as the
+	// coordinator says.
+	FeedsFailing []string
 }
 
 // Repos are counters the full node keeps as states change.

@@ -233,3 +233,19 @@ func TestANewMismatchFiresAndResolvesAfterAQuietHour(t *testing.T) {
 		t.Fatal(statuses(evs))
 	}
 }
+
+func TestAFailingFeedFiresOneAlertAHostAfterItsHold(t *testing.T) {
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	snap := &Snapshot{Session: Session{Connected: true}, FeedsFailing: []string{"github.com", "gitlab.com"}}
+	if evs := e.Evaluate(snap, t0); len(evs) != 0 {
+		t.Fatalf("fired at once: %v", statuses(evs))
+	}
+	evs := e.Evaluate(snap, t0.Add(5*time.Minute))
+	if got := statuses(evs); len(got) != 2 || got[0] != "firing feed-failing/github.com" && got[1] != "firing feed-failing/github.com" {
+		t.Fatalf("after the hold: %v", got)
+	}
+	snap.FeedsFailing = []string{"gitlab.com"}
+	if got := statuses(e.Evaluate(snap, t0.Add(6*time.Minute))); len(got) != 1 || got[0] != "resolved feed-failing/github.com" {
+		t.Fatalf("github.com answers again: %v", got)
+	}
+}

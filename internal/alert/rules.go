@@ -56,6 +56,7 @@ const (
 	RuleMismatch     = "mismatch"
 	RuleNoSession    = "no-session"
 	RuleNoLeader     = "no-leader"
+	RuleFeedFailing  = "feed-failing"
 )
 
 // Rules returns the rules with the thresholds th.
@@ -90,6 +91,20 @@ func Rules(th Thresholds) []Rule {
 			}
 			return []Alert{{Key: RuleNoSession, Rule: RuleNoSession, Summary: "the full node has no session with the coordinator",
 				Figure: "no session", Threshold: fmt.Sprintf("%s without one", th.NoSession)}}, true
+		}},
+		// A forge's change feed that fails: its host is polled only, and
+		// pushes wait for the checks. One alert a host.
+		{Name: RuleFeedFailing, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if !s.Session.Connected {
+				return nil, false
+			}
+			var out []Alert
+			for _, h := range s.FeedsFailing {
+				out = append(out, Alert{Key: RuleFeedFailing + "/" + h, Rule: RuleFeedFailing,
+					Summary: fmt.Sprintf("the change feed of %s fails: its repositories are polled only", h),
+					Figure:  "failing", Threshold: fmt.Sprintf("%d failed requests in a row", 3)})
+			}
+			return out, true
 		}},
 		{Name: RuleNoLeader, For: th.NoSession, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
 			if s.Session.Connected || !s.Session.NoLeader {

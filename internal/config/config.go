@@ -81,6 +81,7 @@ type Config struct {
 	EgressAllow           List          `name:"egress-allow" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
 	Forge                 List          `name:"forge" help:"coordinator, up: a forge whose change feed tells of pushes, HOST=KIND[,api=URL] with KIND github, gitlab, gitea or gitee (repeatable; github.com, gitlab.com, gitee.com and codeberg.org are configured already; see docs/forges.md)"`
 	ForgeToken            List          `name:"forge-token" help:"coordinator, up: a token of a forge's API, HOST=TOKEN (repeatable, used in turn; also env GITFLEET_FORGE_TOKENS); never sent to nodes, logged or shown"`
+	ForgeBackoff          time.Duration `name:"forge-backoff" help:"coordinator, up: how long a forge's change feed waits after a failed request, doubling with each failure in a row up to 30m"`
 	ForgeRequestsPerHour  float64       `name:"forge-requests-per-hour" help:"coordinator, up: requests a forge's change feed makes an hour, per token"`
 	CaseInsensitiveHost   List          `name:"case-insensitive-host" help:"coordinator, full node, up: a host whose repository paths are case-insensitive, so that keys of its repositories are lower-cased, as github.com's and gitee.com's always are (repeatable; give it to the coordinator and every full node alike)"`
 	EgressSchemes         List          `name:"egress-schemes" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
@@ -162,6 +163,7 @@ func Default() Config {
 		MismatchRevoke:       3,
 		StaleRevoke:          10,
 		ForgeRequestsPerHour: 4000,
+		ForgeBackoff:         10 * time.Second,
 		SpotCheckPerHour:     60,
 		HintWait:             3 * time.Minute,
 		AlertInterval:        15 * time.Second,

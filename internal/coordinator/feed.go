@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,52 @@ type feedHost struct {
 	sent map[string]time.Time // urgent checks asked, for pacing; bounded
 	// failures in a row, for the log and the health metric
 	failures int
+	state    feedState // under the coordinator's mu
+}
+
+// feedState is what the nodes are told of a feed.
+type feedState uint8
+
+const (
+	feedUnknown feedState = iota // not answered yet
+	feedWorking
+	feedFailing
+)
+
+// failingAfter is how many failed requests in a row make a feed failing
+// (a spent rate limit waited out is not a failure).
+const failingAfter = 3
+
+// setFeedState records f's state and tells every node when it changed.
+func (c *Coordinator) setFeedState(f *feedHost, st feedState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.state == st {
+		return
+	}
+	f.state = st
+	if st == feedFailing {
+		c.log.Error("forge feed failing: its repositories are polled only until it answers again", "host", f.host)
+	}
+	for _, s := range c.sessions {
+		s.queueFeedStatus()
+	}
+}
+
+// feedStatus is what nodes are told of the feeds. Caller holds c.mu.
+func (c *Coordinator) feedStatus() *fleetv1.FeedStatus {
+	st := &fleetv1.FeedStatus{}
+	for host, f := range c.feeds {
+		switch f.state {
+		case feedWorking:
+			st.Working = append(st.Working, host)
+		case feedFailing:
+			st.Failing = append(st.Failing, host)
+		}
+	}
+	slices.Sort(st.Working)
+	slices.Sort(st.Failing)
+	return st
 }
 
 // startFeeds makes the feeds of the configured hosts that have a client.
@@ -204,6 +251,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) e
 	ans, err := f.client.PushedAt(ctx, paths)
 	c.cfg.met.feedAsked(f.host, len(keys), err)
 	if err != nil {
+		var we *forge.WaitError
+		if errors.As(err, &we) && we.Limited {
+			c.log.Info("forge feed: rate limit spent; waiting for its reset", "host", f.host, "until", we.Until)
+			return err
+		}
 		f.mu.Lock()
 		f.failures++
 		n := f.failures
@@ -211,8 +263,12 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) e
 		if n == 1 || n%100 == 0 {
 			c.log.Warn("forge feed: request failed; its repositories are polled meanwhile", "host", f.host, "failures_in_a_row", n, "err", err)
 		}
+		if n >= failingAfter {
+			c.setFeedState(f, feedFailing)
+		}
 		return err
 	}
+	c.setFeedState(f, feedWorking)
 	times, refused := forge.PushTimes(c.cfg.Fold, f.host, ans)
 	f.mu.Lock()
 	if f.failures > 0 {

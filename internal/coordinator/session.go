@@ -363,7 +363,9 @@ type session struct {
 	held    []string // inventory waiting for the catalog
 	checks  []*fleetv1.CheckNow
 	hints   []*fleetv1.ChangeHint
-	done    []*fleetv1.TaskDone
+	// feedDirty: the feeds' status is to be sent (feed.go).
+	feedDirty bool
+	done      []*fleetv1.TaskDone
 	// Full nodes: send every node's credential (credsAll), or those of
 	// the nodes in creds.
 	credsAll bool
@@ -387,7 +389,10 @@ func (s *session) kick() {
 }
 
 // queueWelcome queues a Welcome and, to a full node, every credential.
-func (s *session) queueWelcome() { s.welcome = true; s.credsAll = s.full; s.kick() }
+func (s *session) queueWelcome() { s.welcome = true; s.credsAll = s.full; s.feedDirty = true; s.kick() }
+
+// queueFeedStatus makes the next batch carry the feeds' status.
+func (s *session) queueFeedStatus() { s.feedDirty = true; s.kick() }
 
 // assignment is a pending Assign of one key.
 type assignment struct {
@@ -485,6 +490,10 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_CheckNow{CheckNow: ch}})
 	}
 	s.checks = nil
+	if s.feedDirty {
+		s.feedDirty = false
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_FeedStatus{FeedStatus: c.feedStatus()}})
+	}
 	for _, h := range s.hints {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_ChangeHint{ChangeHint: h}})
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	Timeout    time.Duration
 	// MaxPages bounds one listing (Lister.ChangedSince).
 	MaxPages int
+	// Backoff is the first wait after an error, doubling with each error
+	// in a row up to 30 minutes (0: 10 s).
+	Backoff time.Duration
 	// Pace is the least time between two requests to the host (0: the
 	// kind's default, 750 ms for Gitee's and 250 ms for GitLab's and
 	// Gitea's one-request-a-repository lookups, none for GitHub;
@@ -121,6 +124,7 @@ type transport struct {
 	timeout  time.Duration
 	maxPages int
 	pace     time.Duration
+	backoff  time.Duration // the first wait after an error
 	// auth adds the token to a request in the kind's way.
 	auth func(r *http.Request, secret string)
 	sem  chan struct{} // one request at a time to a host
@@ -138,7 +142,10 @@ func newTransport(f Forge, tokens []Token, opt Options) *transport {
 	t := &transport{
 		host: f.Host, clk: opt.Clock, log: opt.Logger, ua: opt.UserAgent,
 		maxBody: opt.MaxBody, timeout: opt.Timeout, maxPages: opt.MaxPages, pace: opt.Pace,
-		sem: make(chan struct{}, 1),
+		backoff: opt.Backoff, sem: make(chan struct{}, 1),
+	}
+	if t.backoff <= 0 {
+		t.backoff = backoffBase
 	}
 	hc := http.Client{}
 	if opt.HTTPClient != nil {
@@ -243,7 +250,7 @@ func (t *transport) failed(err error, now, retryAt time.Time) error {
 	t.fails++
 	d := backoffMax
 	if t.fails < 20 {
-		d = min(backoffBase<<(t.fails-1), backoffMax)
+		d = min(t.backoff<<(t.fails-1), backoffMax)
 	}
 	t.backoffUntil = now.Add(d)
 	if retryAt.After(t.backoffUntil) {

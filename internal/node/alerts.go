@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +164,7 @@ func (f *fullNode) alertSnapshot(ctx context.Context, now time.Time) *alert.Snap
 		s.Repos = &alert.Repos{Total: f.view.len(), Failing: f.counts.byState["failing"],
 			Stale: f.stale.count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
+	s.FeedsFailing = slices.Clone(f.feedsFailing)
 	mismatches := maps.Clone(f.mismatches.counts)
 	ownUsed, ownTotal := f.mark.used, f.mark.total
 	f.mu.Unlock()

@@ -66,7 +66,8 @@ type fullNode struct {
 	restored     map[string]uint32        // stored verified_at, until the coordinator sends the key
 	claims       []staleClaim             // stale reports for freshLoop to count
 	freshWake    chan struct{}
-	feedCovers   func(host string) bool // hosts a forge feed covers (nil: none): no spot checks there
+	feedCovers   map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
+	feedsFailing []string        // hosts whose forge feed fails: an alert; under mu
 }
 
 func newFullNode(n *Node) (*fullNode, error) {

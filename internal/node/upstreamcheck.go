@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,13 +48,18 @@ func (n *Node) ChangeHint(ctx context.Context, key string, pushedAt time.Time) e
 	return n.full.changeHint(ctx, key, pushedAt)
 }
 
-// SetFeedCovers tells the full node which hosts a forge feed covers: their
-// repositories are left out of the spot checks (nil, the default: none).
-// Call it before Run.
-func (n *Node) SetFeedCovers(covers func(host string) bool) {
-	if n.full != nil {
-		n.full.feedCovers = covers
+// setFeeds records the feeds' status the coordinator sent: the hosts whose
+// feed works are left out of the spot checks, and a failing feed is an
+// alert (alerts.go).
+func (f *fullNode) setFeeds(working, failing []string) {
+	covered := make(map[string]bool, len(working))
+	for _, h := range working {
+		covered[h] = true
 	}
+	f.mu.Lock()
+	f.feedCovers = covered
+	f.feedsFailing = slices.Clone(failing)
+	f.mu.Unlock()
 }
 
 func (f *fullNode) changeHint(ctx context.Context, key string, pushedAt time.Time) error {
@@ -379,7 +385,7 @@ func (f *fullNode) spotBatch(n int) []string {
 			return false
 		}
 		host, _, _ := strings.Cut(key, "/")
-		return f.feedCovers == nil || !f.feedCovers(host)
+		return !f.feedCovers[host]
 	})
 }
 

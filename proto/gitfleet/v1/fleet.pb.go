@@ -1807,6 +1807,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_TaskDone
 	//	*CoordinatorMessage_NodeCredentials
 	//	*CoordinatorMessage_ChangeHint
+	//	*CoordinatorMessage_FeedStatus
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1930,6 +1931,15 @@ func (x *CoordinatorMessage) GetChangeHint() *ChangeHint {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetFeedStatus() *FeedStatus {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_FeedStatus); ok {
+			return x.FeedStatus
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -1970,6 +1980,10 @@ type CoordinatorMessage_ChangeHint struct {
 	ChangeHint *ChangeHint `protobuf:"bytes,9,opt,name=change_hint,json=changeHint,proto3,oneof"`
 }
 
+type CoordinatorMessage_FeedStatus struct {
+	FeedStatus *FeedStatus `protobuf:"bytes,10,opt,name=feed_status,json=feedStatus,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -1988,6 +2002,64 @@ func (*CoordinatorMessage_NodeCredentials) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_ChangeHint) isCoordinatorMessage_Msg() {}
 
+func (*CoordinatorMessage_FeedStatus) isCoordinatorMessage_Msg() {}
+
+// FeedStatus tells a node which forge hosts' change feeds work: their
+// repositories' background checks can be rarer, and a full node leaves them
+// out of its spot checks. A failing feed's host is polled only (and a full
+// node raises an alert). Each message replaces the one before.
+type FeedStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Working       []string               `protobuf:"bytes,1,rep,name=working,proto3" json:"working,omitempty"`
+	Failing       []string               `protobuf:"bytes,2,rep,name=failing,proto3" json:"failing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedStatus) Reset() {
+	*x = FeedStatus{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedStatus) ProtoMessage() {}
+
+func (x *FeedStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedStatus.ProtoReflect.Descriptor instead.
+func (*FeedStatus) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FeedStatus) GetWorking() []string {
+	if x != nil {
+		return x.Working
+	}
+	return nil
+}
+
+func (x *FeedStatus) GetFailing() []string {
+	if x != nil {
+		return x.Failing
+	}
+	return nil
+}
+
 // ChangeHint tells a full node that a forge's change feed saw a push to a
 // repository at pushed_at_unix (seconds): the full node then expects the
 // owner's next report to show it, and asks the upstream itself if it does
@@ -2002,7 +2074,7 @@ type ChangeHint struct {
 
 func (x *ChangeHint) Reset() {
 	*x = ChangeHint{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2086,7 @@ func (x *ChangeHint) String() string {
 func (*ChangeHint) ProtoMessage() {}
 
 func (x *ChangeHint) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2099,7 @@ func (x *ChangeHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeHint.ProtoReflect.Descriptor instead.
 func (*ChangeHint) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChangeHint) GetKey() string {
@@ -2061,7 +2133,7 @@ type NodeCredentials struct {
 
 func (x *NodeCredentials) Reset() {
 	*x = NodeCredentials{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2145,7 @@ func (x *NodeCredentials) String() string {
 func (*NodeCredentials) ProtoMessage() {}
 
 func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2158,7 @@ func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredentials.ProtoReflect.Descriptor instead.
 func (*NodeCredentials) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeCredentials) GetNodes() []*NodeCredential {
@@ -2127,7 +2199,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2211,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2224,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeCredential) GetNodeId() uint32 {
@@ -2184,7 +2256,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2268,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2281,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -2266,7 +2338,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2350,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2363,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -2331,7 +2403,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2415,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2428,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Repo) GetKey() string {
@@ -2404,7 +2476,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2488,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2501,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -2449,7 +2521,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2533,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2546,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -2500,7 +2572,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2584,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2597,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -2578,7 +2650,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2662,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2675,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RepoState) GetKey() string {
@@ -2699,7 +2771,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2783,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2796,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -2744,7 +2816,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2828,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2841,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -2913,7 +2985,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"durationMs\x12\x19\n" +
 	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\x93\x04\n" +
+	"\x06served\x18\f \x01(\bR\x06served\"\xcf\x04\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -2925,8 +2997,15 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\ttask_done\x18\a \x01(\v2\x15.gitfleet.v1.TaskDoneH\x00R\btaskDone\x12I\n" +
 	"\x10node_credentials\x18\b \x01(\v2\x1c.gitfleet.v1.NodeCredentialsH\x00R\x0fnodeCredentials\x12:\n" +
 	"\vchange_hint\x18\t \x01(\v2\x17.gitfleet.v1.ChangeHintH\x00R\n" +
-	"changeHintB\x05\n" +
-	"\x03msg\"D\n" +
+	"changeHint\x12:\n" +
+	"\vfeed_status\x18\n" +
+	" \x01(\v2\x17.gitfleet.v1.FeedStatusH\x00R\n" +
+	"feedStatusB\x05\n" +
+	"\x03msg\"@\n" +
+	"\n" +
+	"FeedStatus\x12\x18\n" +
+	"\aworking\x18\x01 \x03(\tR\aworking\x12\x18\n" +
+	"\afailing\x18\x02 \x03(\tR\afailing\"D\n" +
 	"\n" +
 	"ChangeHint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
@@ -3020,7 +3099,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                     // 0: gitfleet.v1.Mode
 	(*RevokeNodeRequest)(nil),     // 1: gitfleet.v1.RevokeNodeRequest
@@ -3050,23 +3129,24 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*Results)(nil),               // 25: gitfleet.v1.Results
 	(*CheckResult)(nil),           // 26: gitfleet.v1.CheckResult
 	(*CoordinatorMessage)(nil),    // 27: gitfleet.v1.CoordinatorMessage
-	(*ChangeHint)(nil),            // 28: gitfleet.v1.ChangeHint
-	(*NodeCredentials)(nil),       // 29: gitfleet.v1.NodeCredentials
-	(*NodeCredential)(nil),        // 30: gitfleet.v1.NodeCredential
-	(*TaskDone)(nil),              // 31: gitfleet.v1.TaskDone
-	(*Welcome)(nil),               // 32: gitfleet.v1.Welcome
-	(*Repo)(nil),                  // 33: gitfleet.v1.Repo
-	(*Assign)(nil),                // 34: gitfleet.v1.Assign
-	(*Drop)(nil),                  // 35: gitfleet.v1.Drop
-	(*CheckNow)(nil),              // 36: gitfleet.v1.CheckNow
-	(*RepoState)(nil),             // 37: gitfleet.v1.RepoState
-	(*RepoStates)(nil),            // 38: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),           // 39: gitfleet.v1.RepoRemoved
-	nil,                           // 40: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                           // 41: gitfleet.v1.RepoState.AttrsEntry
+	(*FeedStatus)(nil),            // 28: gitfleet.v1.FeedStatus
+	(*ChangeHint)(nil),            // 29: gitfleet.v1.ChangeHint
+	(*NodeCredentials)(nil),       // 30: gitfleet.v1.NodeCredentials
+	(*NodeCredential)(nil),        // 31: gitfleet.v1.NodeCredential
+	(*TaskDone)(nil),              // 32: gitfleet.v1.TaskDone
+	(*Welcome)(nil),               // 33: gitfleet.v1.Welcome
+	(*Repo)(nil),                  // 34: gitfleet.v1.Repo
+	(*Assign)(nil),                // 35: gitfleet.v1.Assign
+	(*Drop)(nil),                  // 36: gitfleet.v1.Drop
+	(*CheckNow)(nil),              // 37: gitfleet.v1.CheckNow
+	(*RepoState)(nil),             // 38: gitfleet.v1.RepoState
+	(*RepoStates)(nil),            // 39: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),           // 40: gitfleet.v1.RepoRemoved
+	nil,                           // 41: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                           // 42: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	40, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	41, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -3078,42 +3158,43 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	20, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
 	23, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
 	26, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	32, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	34, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	35, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	36, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	38, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	39, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	31, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	29, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
-	28, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
-	30, // 21: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
-	33, // 22: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	41, // 23: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	37, // 24: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 25: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 26: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 27: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 28: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 29: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 30: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 31: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 32: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 33: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	18, // 34: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 35: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 36: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 37: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 38: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 39: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 40: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 41: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 42: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	33, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	35, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	36, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	37, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	39, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	40, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	32, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	30, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
+	29, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
+	28, // 21: gitfleet.v1.CoordinatorMessage.feed_status:type_name -> gitfleet.v1.FeedStatus
+	31, // 22: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	34, // 23: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	42, // 24: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	38, // 25: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 26: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 27: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 28: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 29: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 30: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 31: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 32: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 33: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 34: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	18, // 35: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 36: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 37: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 38: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 39: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 40: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 41: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 42: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 43: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	35, // [35:44] is the sub-list for method output_type
+	26, // [26:35] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -3138,6 +3219,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*CoordinatorMessage_TaskDone)(nil),
 		(*CoordinatorMessage_NodeCredentials)(nil),
 		(*CoordinatorMessage_ChangeHint)(nil),
+		(*CoordinatorMessage_FeedStatus)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3145,7 +3227,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
