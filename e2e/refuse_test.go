@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,69 @@ func refusalsByKey(log string) map[string]int {
 		out[key]++
 	}
 	return out
+}
+
+// gitfleet up restarted without the --egress-allow that let it mirror the
+// upstreams an operator added through the API: its full node, the only
+// member, refuses each of them once. They show as unplaceable (API,
+// metric), are still served from the copies the node holds, and nothing
+// loops.
+func TestUpRestartedWithAStricterEgressPolicyRefusesEachRepositoryOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 4)
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeCatalog(nil, "no repositories: they come through the API")
+	data, grpc, tunnel := filepath.Join(t.TempDir(), "up"), freeAddr(t), freeAddr(t)
+	args := func(extra ...string) []string {
+		return append([]string{"up", "--data", data, "--catalog", f.catalog, "--http", f.http, "--grpc", grpc,
+			"--tunnel", tunnel, "--join-token", f.token, "--api-token", apiToken, "--catalog-interval", "1s",
+			"--max-interval", "2s", "--min-interval", "500ms"}, extra...)
+	}
+	first := start(t, "up", args("--egress-allow", "127.0.0.1/32")...)
+	eventually(t, 30*time.Second, "the API answers", func() error { _, err := apiRepos(f.base); return err })
+	for _, i := range repos {
+		body := strings.NewReader(fmt.Sprintf(`{"url": %q}`, f.up.RepoURL(f.name(i))))
+		if code := call(t, "POST", f.base+"/api/v1/repos", apiToken, body, nil); code != 201 {
+			t.Fatalf("POST %s: %d, want 201", f.up.RepoURL(f.name(i)), code)
+		}
+	}
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+	first.stop()
+
+	strict := start(t, "up-strict", args()...)
+	eventually(t, 60*time.Second, "every repository unplaceable", func() error {
+		all, err := apiRepos(f.base)
+		if err != nil {
+			return err
+		}
+		for _, i := range repos {
+			if r := all[f.key(i)]; r.State != "unplaceable" {
+				return fmt.Errorf("%s: %+v", f.key(i), r)
+			}
+		}
+		return nil
+	})
+	if err := f.servedLikeUpstream(repos); err != nil {
+		t.Errorf("the copies are no longer served: %v", err)
+	}
+	fams, err := scrape(f.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := sample(fams, "gitfleet_placement_unplaceable"); v != float64(len(repos)) {
+		t.Errorf("gitfleet_placement_unplaceable = %v, want %d", v, len(repos))
+	}
+	refusals := refusalsByKey(readLog(strict))
+	for _, i := range repos {
+		if n := refusals[f.key(i)]; n != 1 {
+			t.Errorf("%s refused %d times, want once", f.key(i), n)
+		}
+	}
 }

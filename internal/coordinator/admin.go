@@ -170,6 +170,10 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 		owner, target := c.owner(req.GetKey())
 		return c.cancelCheck(req, owner, target)
 	}
+	if c.engine.Unplaceable(req.GetKey()) {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"repository %s is unplaceable: every node refuses its URL (their egress policies); it waits for a node that takes it", req.GetKey())
+	}
 	// Asked for while its first clone waits behind the rest of a new
 	// catalog: its assign goes out now, ahead of the check sent below
 	// (which the node keeps until the assign arrives).

@@ -129,7 +129,7 @@ var (
 	descCoordHeld     = prometheus.NewDesc("gitfleet_coordinator_catalog_held",
 		"Removals held by purge protection, waiting for an operator's confirmation.", nil, nil)
 	descInFlight = prometheus.NewDesc("gitfleet_placement_clones_in_flight",
-		"Assignments sent to nodes and not confirmed yet (clones under way).", nil, nil)
+		"Assignments sent to nodes whose clone is under way: neither confirmed nor failed (a failed clone frees its slot; its node retries it on its own).", nil, nil)
 	descUnplaceable = prometheus.NewDesc("gitfleet_placement_unplaceable",
 		"Repositories that every placement member refused (their egress policies): nobody mirrors them until a node that takes them is in session.", nil, nil)
 	descNodeDiskUsed = prometheus.NewDesc("gitfleet_coordinator_node_disk_used_bytes",

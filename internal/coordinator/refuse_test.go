@@ -1,7 +1,11 @@
 package coordinator
 
 import (
+	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -70,6 +74,12 @@ func TestARepositoryEveryMemberRefusesIsUnplaceableAndNotOfferedAgain(t *testing
 	}
 	if e := c.status[key].errorText(key); e == "" {
 		t.Error("the unplaceable repository shows no reason")
+	}
+	c.mu.Unlock()
+	_, err := c.FetchNow(as(full), &fleetv1.FetchNowRequest{Key: key})
+	c.mu.Lock()
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "unplaceable") {
+		t.Errorf("an on-demand check of the unplaceable repository: %v, want FailedPrecondition saying why", err)
 	}
 
 	// The node comes back (maybe with another policy): it is offered the

@@ -1,14 +1,15 @@
 // Package placement owns the assignment of repository keys to nodes: for
 // every key its confirmed owner and, during a make-before-break move, its
 // target (the owner-to-be); the overrides that keep a key off a node that
-// handed it back; and the pacing of clones, at most MaxInFlight per node.
+// handed it back, and the refusals that keep it off a node whose policy
+// refuses it; and the pacing of clones, at most MaxInFlight per node.
 //
 // It is a pure state machine, the functional core of the coordinator's
 // placement: the coordinator feeds it the catalog's keys (AddKeys,
 // RemoveKeys), the placement members that package membership computes
 // (SetMembers), and what nodes report (Confirm, CloneFailed, Hold, SetDisk,
-// HandBack), and drains Decisions (assign, drop) to send on the nodes'
-// sessions. It must not do I/O, start goroutines or read the clock, and it
+// HandBack, Refuse, PolicyChanged), and drains Decisions (assign, drop) to
+// send on the nodes' sessions. It must not do I/O, start goroutines or read the clock, and it
 // does not decide who is a member or how long a node may be away (package
 // membership does).
 //
