@@ -38,11 +38,14 @@ func (s *Scheduler) SetFed(hostName string, fed bool) {
 	}
 	s.pol.hostFed(h)
 	for _, r := range h.members {
+		if r.fails > 0 {
+			continue // its retry delay stands; the policy plans it at its next success
+		}
 		var iv time.Duration
 		if !fed {
 			iv = s.pol.first(r, now) // and the policy plans it again
 		}
-		if r.fails > 0 || r.queue != waitingQueue && r.queue != readyQueue {
+		if r.queue != waitingQueue && r.queue != readyQueue {
 			continue
 		}
 		if fed {
