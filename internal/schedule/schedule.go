@@ -6,13 +6,13 @@
 // and from the push times a forge's feed reports: ObservePush), the node's
 // background budget, per-host rate limits and host backoff, and the urgent
 // lane (webhooks, on-demand fetches, new clones), which goes ahead of the
-// background lane and outside the budget. The repositories of a host whose
-// forge feed works (SetFed) are left to the feed: their background checks
-// are only a safety net every FedMaxInterval, and the policy spends the
-// budget on the others. The background lane is ordered
+// background lane and outside the budget. The background lane is ordered
 // by a policy: adaptive (the default, see adaptive.go), fixed, compass or
 // sourcegraph; failure backoff, lanes, budget, host limits and
-// MaxInterval are the same for all.
+// MaxInterval are the same for all. The repositories of a host whose forge
+// feed works (SetFed, fed.go) are left to the feed: their background
+// checks are only a safety net every FedMaxInterval, and the adaptive
+// policy spends the budget on the others.
 //
 // It is pure logic: it must not run git, touch the disk or the network,
 // start goroutines, or read the wall clock. Time comes only from the
