@@ -24,6 +24,10 @@ import (
 // times the budget, kappa being corrected by feedback so that the checks
 // actually planned, and those waiting for the budget, meet the budget.
 //
+// The repositories of a fed host (SetFed) are left out: their rates are not
+// in the histogram, each is planned one check a FedMaxInterval, and mu is
+// solved for the budget less those checks.
+//
 // Real repositories are not Poisson: they change in the working hours of
 // some time zone. So each repository gets a daily schedule (every n days
 // at one hour, at k hours of each day, or every x) chosen under its model
@@ -56,6 +60,9 @@ type adaptive struct {
 func newAdaptive(s *Scheduler) *adaptive { return &adaptive{s: s, kappa: 1} }
 
 func (p *adaptive) count(r *repo) {
+	if r.host.fed {
+		return
+	}
 	r.est.bin = changerate.Bin(r.est.rate.Rate())
 	p.bins.Add(r.est.bin)
 	p.updates++
@@ -85,7 +92,26 @@ func (p *adaptive) add(r *repo, st RepoState, now time.Time) {
 	p.count(r)
 }
 
+// fedPlan is the checks a second planned for a repository of a fed host.
+func (p *adaptive) fedPlan() float64 { return 1 / p.s.cfg.FedMaxInterval.Seconds() }
+
+func (p *adaptive) hostFed(h *host) {
+	for _, r := range h.members {
+		if h.fed {
+			p.uncount(r)
+			p.setPlan(r, p.fedPlan())
+		} else {
+			p.count(r) // and the scheduler calls first, which plans it
+		}
+	}
+	p.solved = false // the budget left to the others changed
+}
+
 func (p *adaptive) first(r *repo, _ time.Time) time.Duration {
+	if r.host.fed {
+		p.setPlan(r, p.fedPlan())
+		return p.s.cfg.FedMaxInterval
+	}
 	d := p.interval(r.est.rate.Rate())
 	p.setPlan(r, 1/d.Seconds())
 	return d
@@ -100,6 +126,10 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 	// without telling when it happened must not count it again.
 	r.est.observe(now, o.ChangeTimes, o.Changed && !r.told)
 	p.count(r)
+	if r.host.fed {
+		p.setPlan(r, p.fedPlan())
+		return now.Add(p.s.cfg.FedMaxInterval)
+	}
 	due, perDay := p.plan(r, now)
 	p.setPlan(r, perDay/daySeconds)
 	p.replans++
@@ -170,18 +200,22 @@ func (p *adaptive) solve() {
 		p.mu = 0
 		return
 	}
-	budget := c.Budget / 3600
-	if p.replans > 0 && p.planned > 0 {
+	// The safety net of the fed hosts' repositories comes first; the
+	// rest of the budget is the others', and kappa is about theirs.
+	fedRate := float64(p.s.fedLive) / c.FedMaxInterval.Seconds()
+	budget := c.Budget/3600 - fedRate
+	unfed := p.s.live - p.s.fedLive
+	if p.replans > 0 && p.planned > fedRate && budget > 0 && unfed > 0 {
 		var backlog int
 		for _, h := range p.s.hostList {
 			backlog += h.ready.len()
 		}
-		demand := p.planned + float64(backlog)/backlogDrain.Seconds()
+		demand := p.planned - fedRate + float64(backlog)/backlogDrain.Seconds()
 		// A plan is only remade when its repository is checked: correct
 		// by the share of the plans remade since the last correction.
-		gain := kappaGain * min(1, float64(p.replans)/float64(p.s.live))
+		gain := kappaGain * min(1, float64(p.replans)/float64(unfed))
 		p.kappa = min(max(p.kappa*math.Pow(budget/demand, gain), 1.0/8), 8)
 		p.replans = 0
 	}
-	p.mu = p.bins.Price(budget*p.kappa, c.MinInterval.Seconds(), c.MaxInterval.Seconds(), p.mu)
+	p.mu = p.bins.Price(max(budget, 0)*p.kappa, c.MinInterval.Seconds(), c.MaxInterval.Seconds(), p.mu)
 }

@@ -80,3 +80,30 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("after concurrent use: Stats() = %+v, Len() = %d; want at most 4 running and 200 repositories", st, s.Len())
 	}
 }
+
+// BenchmarkSetFed measures a host of 50,000 repositories (of 100,000)
+// becoming fed and then not, with the adaptive policy: the cost is per
+// repository of the host, reported as ns/repo.
+func BenchmarkSetFed(b *testing.B) {
+	const repos, hostRepos = 100_000, 50_000
+	clk := clock.NewFake(t0)
+	s, err := New(Config{Budget: repos / 24.0, MaxInterval: 24 * time.Hour}, clk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range repos {
+		s.Add(fmt.Sprint("r/", i), fmt.Sprint("h", i%2), RepoState{
+			LastCheck:   t0.Add(-time.Duration(i%1440) * time.Minute),
+			ChangeTimes: []time.Time{t0.Add(-time.Duration(i%1000+1) * time.Hour)},
+			Cloned:      true,
+		})
+	}
+	s.Stats() // places the first checks
+	for b.Loop() {
+		s.SetFed("h0", true)
+		clk.Advance(time.Minute)
+		s.SetFed("h0", false)
+		clk.Advance(time.Minute)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N*hostRepos), "ns/repo")
+}

@@ -24,6 +24,10 @@ type policy interface {
 	push(r *repo, at, now time.Time, checked bool)
 	// remove forgets r.
 	remove(r *repo)
+	// hostFed tells the policy that h.fed changed, before the scheduler
+	// reschedules h's repositories (calling first for each when h stops
+	// being fed).
+	hostFed(h *host)
 	// ranks is true when the policy orders due repositories by the
 	// r.rank it sets; otherwise they go by due time.
 	ranks() bool
@@ -54,6 +58,8 @@ func (p fixed) first(*repo, time.Time) time.Duration { return p.interval() }
 func (p fixed) next(_ *repo, now time.Time, _ Outcome) time.Time { return now.Add(p.interval()) }
 
 func (fixed) remove(*repo) {}
+
+func (fixed) hostFed(*host) {}
 
 func (fixed) push(*repo, time.Time, time.Time, bool) {}
 
@@ -94,6 +100,8 @@ func (p sourcegraph) next(r *repo, now time.Time, o Outcome) time.Time {
 
 func (sourcegraph) remove(*repo) {}
 
+func (sourcegraph) hostFed(*host) {}
+
 func (sourcegraph) push(*repo, time.Time, time.Time, bool) {}
 
 func (sourcegraph) ranks() bool { return false }
@@ -129,6 +137,8 @@ func (p compass) next(r *repo, now time.Time, _ Outcome) time.Time {
 }
 
 func (compass) remove(*repo) {}
+
+func (compass) hostFed(*host) {}
 
 func (compass) push(*repo, time.Time, time.Time, bool) {}
 

@@ -9,7 +9,10 @@
 // background lane and outside the budget. The background lane is ordered
 // by a policy: adaptive (the default, see adaptive.go), fixed, compass or
 // sourcegraph; failure backoff, lanes, budget, host limits and
-// MaxInterval are the same for all.
+// MaxInterval are the same for all. The repositories of a host whose forge
+// feed works (SetFed, fed.go) are left to the feed: their background
+// checks are only a safety net every FedMaxInterval, and the adaptive
+// policy spends the budget on the others.
 //
 // It is pure logic: it must not run git, touch the disk or the network,
 // start goroutines, or read the wall clock. Time comes only from the
@@ -58,6 +61,12 @@ type Config struct {
 	// MinInterval is the shortest time between two background checks of
 	// one repository (default 1m).
 	MinInterval time.Duration
+	// FedMaxInterval replaces MaxInterval for the repositories of a host
+	// whose forge feed works (SetFed): the feed asks for their checks, so
+	// a background check comes only this long after the last successful
+	// one (default 7 days, or MaxInterval if longer; not shorter than
+	// MaxInterval).
+	FedMaxInterval time.Duration
 	// HostLimits caps checks an hour per upstream host, urgent or not.
 	HostLimits map[string]float64
 	// Seed seeds the jitter of the backoffs.
@@ -68,6 +77,7 @@ const (
 	defaultConcurrency = 10
 	defaultMaxInterval = 24 * time.Hour
 	defaultMinInterval = time.Minute
+	defaultFedMax      = 7 * 24 * time.Hour
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -99,6 +109,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MinInterval > c.MaxInterval {
 		return c, fmt.Errorf("schedule: min interval %v is longer than max interval %v", c.MinInterval, c.MaxInterval)
+	}
+	if c.FedMaxInterval == 0 {
+		c.FedMaxInterval = max(defaultFedMax, c.MaxInterval)
+	}
+	if c.FedMaxInterval < c.MaxInterval {
+		return c, fmt.Errorf("schedule: fed max interval %v is shorter than max interval %v (0 = default %v)", c.FedMaxInterval, c.MaxInterval, defaultFedMax)
 	}
 	for h, l := range c.HostLimits {
 		if !(l > 0) || math.IsInf(l, 0) {
@@ -157,7 +173,8 @@ type Stats struct {
 	// Overdue is the part of Background past its due time: due, and
 	// waiting for a fetcher, the budget or its host. PastMaxInterval is
 	// the part of Overdue whose last successful check is older than
-	// MaxInterval: the freshness promise is broken for them.
+	// MaxInterval (FedMaxInterval on a fed host): the freshness promise is
+	// broken for them.
 	Overdue, PastMaxInterval int
 	Running                  int // checks started and not yet Done
 	Gone                     int // repositories parked after repeated NotFound, or a Legal answer
@@ -175,6 +192,7 @@ type Scheduler struct {
 	rng      *rand.Rand
 	repos    map[string]*repo // includes removed repos whose check is running
 	live     int              // repositories not removed
+	fedLive  int              // of which on fed hosts
 	hosts    map[string]*host
 	hostList []*host // in order of first use, for deterministic ties
 	budget   *bucket // nil when unlimited
@@ -189,11 +207,12 @@ type Scheduler struct {
 
 // repo is one repository's schedule state.
 type repo struct {
-	key   string
-	host  *host
-	queue queueKind
-	pos   [2]int
-	seq   uint64 // tie-break: order of (re)scheduling
+	key     string
+	host    *host
+	hostIdx int // in host.members
+	queue   queueKind
+	pos     [2]int
+	seq     uint64 // tie-break: order of (re)scheduling
 
 	urgentSeq uint64
 	notBefore time.Time // background: not started before this
@@ -220,6 +239,8 @@ type repo struct {
 // host is one upstream host with its queues, limit and backoff.
 type host struct {
 	name         string
+	fed          bool    // its forge feed works: see SetFed
+	members      []*repo // repositories not removed, in no order
 	limit        *bucket // nil when unlimited
 	backoffUntil time.Time
 	throttles    int // throttled answers in a row
@@ -293,7 +314,7 @@ func (s *Scheduler) Add(key, hostName string, st RepoState) {
 	r := s.repos[key]
 	switch {
 	case r == nil:
-		r = &repo{key: key, pos: [2]int{-1, -1}, est: estimate{bin: -1}}
+		r = &repo{key: key, pos: [2]int{-1, -1}, hostIdx: -1, est: estimate{bin: -1}}
 		s.repos[key] = r
 		s.live++
 	case r.removed:
@@ -302,8 +323,9 @@ func (s *Scheduler) Add(key, hostName string, st RepoState) {
 	default:
 		s.unqueue(r)
 		s.pol.remove(r)
+		s.leave(r)
 	}
-	r.host = s.hostFor(hostName)
+	s.join(r, s.hostFor(hostName))
 	r.lastCheck, r.lastChange, r.cloned = st.LastCheck, st.LastChange, st.Cloned
 	for _, t := range st.ChangeTimes {
 		if t.After(r.lastChange) {
@@ -339,7 +361,11 @@ func (s *Scheduler) placeAdded(now time.Time) {
 			base = now
 		}
 		r.queue = notQueued
-		s.toBackground(r, base.Add(time.Duration(s.spread()*float64(s.pol.first(r, now)))), now)
+		first := s.pol.first(r, now)
+		if r.host.fed {
+			first = s.cfg.FedMaxInterval
+		}
+		s.toBackground(r, base.Add(time.Duration(s.spread()*float64(first))), now)
 	}
 	clear(s.added)
 	s.added = s.added[:0]
@@ -366,6 +392,7 @@ func (s *Scheduler) Remove(key string) {
 	}
 	s.unqueue(r)
 	s.pol.remove(r)
+	s.leave(r)
 	s.setNotFound(r, 0)
 	s.live--
 	if r.running {
@@ -607,6 +634,10 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 
 	due := s.pol.next(r, now, o)
+	if r.host.fed && o.Class == None {
+		// The feed asks for the checks: this one is the safety net.
+		due = now.Add(s.cfg.FedMaxInterval)
+	}
 	if o.Class == None && !r.lastChange.After(r.lastStart) {
 		// The check saw every push told; one told while it ran (after
 		// it started) waits for the next check.
@@ -682,17 +713,34 @@ func (s *Scheduler) toAsked(r *repo) {
 }
 
 // toBackground schedules r's next background check at due, but no later
-// than MaxInterval after its last success (unless it is failing: then its
-// retry delay rules) and no earlier than MinInterval after its last start.
+// than MaxInterval (FedMaxInterval on a fed host) after its last success
+// (unless it is failing: then its retry delay rules) and no earlier than
+// MinInterval after its last start.
 func (s *Scheduler) toBackground(r *repo, due, now time.Time) {
+	s.setDeadline(r, now)
+	if r.fails == 0 && due.After(r.deadline) {
+		due = r.deadline
+	}
+	s.toWaiting(r, due)
+}
+
+// setDeadline sets r's staleness bound: MaxInterval (FedMaxInterval on a
+// fed host) after its last success, or after now if it has none.
+func (s *Scheduler) setDeadline(r *repo, now time.Time) {
 	base := r.lastCheck
 	if base.IsZero() {
 		base = now
 	}
-	r.deadline = base.Add(s.cfg.MaxInterval)
-	if r.fails == 0 && due.After(r.deadline) {
-		due = r.deadline
+	limit := s.cfg.MaxInterval
+	if r.host.fed {
+		limit = s.cfg.FedMaxInterval
 	}
+	r.deadline = base.Add(limit)
+}
+
+// toWaiting puts r in its host's background lane, due at due but no
+// earlier than MinInterval after its last start.
+func (s *Scheduler) toWaiting(r *repo, due time.Time) {
 	if !r.lastStart.IsZero() {
 		due = later(due, r.lastStart.Add(s.cfg.MinInterval))
 	}

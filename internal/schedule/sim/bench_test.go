@@ -121,3 +121,49 @@ func BenchmarkFeedQuality(b *testing.B) {
 	}
 	b.Log(table.String())
 }
+
+// BenchmarkFedHosts replays the synthetic traces of BenchmarkFeedQuality
+// with the feed on github.com alone (70% of the repositories; its budget as
+// there, for all of them), and reports the stale share of the repositories
+// of the other hosts, polled only: without the feed, with it, and with the
+// scheduler told which hosts it covers (adaptive+fed), so that the budget
+// their background checks no longer need goes to the others.
+func BenchmarkFedHosts(b *testing.B) {
+	var table strings.Builder
+	table.WriteString("\n| trace | unfed: adaptive | adaptive+feed | adaptive+fed | fed: adaptive+feed | adaptive+fed |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, ft := range feedTraces(b, 2000, 90) {
+		if ft.name == "github-365d" {
+			continue // one host: nothing to move the budget to
+		}
+		b.Run(ft.name, func(b *testing.B) {
+			requests, batch := feedFor(len(ft.tr.Repos))
+			var res []Result
+			for b.Loop() {
+				var err error
+				res, err = Run(ft.tr, Options{
+					Policies:     []string{"adaptive", "adaptive" + FeedSuffix, "adaptive" + FedSuffix},
+					Budget:       float64(len(ft.tr.Repos)) / 24,
+					Start:        ft.start,
+					FeedRequests: requests,
+					FeedBatch:    batch,
+					FeedHosts:    []string{"github.com"},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			row := "| " + ft.name + " |"
+			for _, r := range res {
+				b.ReportMetric(1-r.UnfedFreshness, "unfed-stale-"+r.Policy)
+				row += fmt.Sprintf(" %.4f |", 1-r.UnfedFreshness)
+			}
+			for _, r := range res[1:] {
+				fed := 1 - (r.Freshness*float64(len(ft.tr.Repos))-r.UnfedFreshness*float64(r.Unfed))/float64(len(ft.tr.Repos)-r.Unfed)
+				b.ReportMetric(fed, "fed-stale-"+r.Policy)
+				row += fmt.Sprintf(" %.4f |", fed)
+			}
+			fmt.Fprintln(&table, row)
+		})
+	}
+	b.Log(table.String())
+}

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-const usage = `Usage: gitfleet sim schedule --trace FILE --budget N [--feed-budget R [--feed-batch B]]
-       [--policy P|all] [--start UNIX] [--end UNIX] [--max-interval D] [--json]
+const usage = `Usage: gitfleet sim schedule --trace FILE --budget N [--feed-budget R [--feed-batch B]
+       [--feed-hosts H,... [--fed-max-interval D]]] [--policy P|all] [--start UNIX] [--end UNIX] [--max-interval D] [--json]
 
 Replays a trace of upstream changes (CSV lines "key,unix_seconds"; a line
 "key," declares a repository that never changes) against the scheduler's
@@ -34,6 +34,13 @@ check budget, as a webhook is. Each policy P then also runs as P+feed, and
 two baselines poll at the feed's rate (R x B checks an hour): feed-optimal
 (the oracle) and feed-uniform (every repository in turn). Checks count the
 urgent ones, shown apart.
+
+--feed-hosts limits the feed to the repositories of those hosts; the others
+are only polled, and their stale share is shown apart ("unfed stale").
+adaptive+fed then runs too: the feed, and the scheduler told which hosts it
+covers, so that their background checks are only a safety net every
+--fed-max-interval (default: the scheduler's, 7 days or --max-interval)
+and the budget goes to the other hosts.
 `
 
 // Main implements `gitfleet sim schedule` (args follow "schedule").
@@ -49,6 +56,8 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	maxInterval := fs.Duration("max-interval", DefaultMaxInterval, "the longest a repository may go unchecked (or unasked by the feed)")
 	feedBudget := fs.Float64("feed-budget", 0, "forge feed requests per hour (0: no feed)")
 	feedBatch := fs.Int("feed-batch", DefaultFeedBatch, "repositories a feed request asks about")
+	feedHosts := fs.String("feed-hosts", "", "hosts the feed covers, comma-separated (default: all)")
+	fedMax := fs.Duration("fed-max-interval", 0, "the longest a repository of a fed host may go without a background check (0: the scheduler's default)")
 	asJSON := fs.Bool("json", false, "one JSON object per line and policy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -75,7 +84,11 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gitfleet sim schedule: %s: %v\n", *tracePath, err)
 		return 1
 	}
-	opts := Options{Budget: *budget, MaxInterval: *maxInterval, FeedRequests: *feedBudget, FeedBatch: *feedBatch}
+	opts := Options{Budget: *budget, MaxInterval: *maxInterval, FeedRequests: *feedBudget, FeedBatch: *feedBatch, FedMaxInterval: *fedMax}
+	if *feedHosts != "" {
+		opts.FeedHosts = strings.Split(*feedHosts, ",")
+	}
+	unfed := len(opts.FeedHosts) > 0
 	if *policy != "all" {
 		opts.Policies = strings.Split(*policy, ",")
 	}
@@ -99,6 +112,9 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			if *feedBudget > 0 {
 				obj["feed_asks"], obj["urgent_checks"] = r.Asks, r.Urgent
 			}
+			if unfed {
+				obj["unfed_repositories"], obj["unfed_stale_share"] = r.Unfed, 1-r.UnfedFreshness
+			}
 			_ = enc.Encode(obj)
 		}
 		return 0
@@ -109,18 +125,27 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if *feedBudget > 0 {
 		fmt.Fprintf(stdout, ", feed %g requests/hour of %d (%.1f repositories/hour)", *feedBudget, *feedBatch, *feedBudget*float64(*feedBatch))
 	}
+	if unfed && len(results) > 0 {
+		fmt.Fprintf(stdout, " on %s; %d repositories on other hosts", *feedHosts, results[0].Unfed)
+	}
 	fmt.Fprint(stdout, "\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\t"
 	if *feedBudget > 0 {
-		fmt.Fprintln(tw, "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\tfeed asks\turgent checks\t")
-	} else {
-		fmt.Fprintln(tw, "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\t")
+		header += "feed asks\turgent checks\t"
 	}
+	if unfed {
+		header += "unfed stale\t"
+	}
+	fmt.Fprintln(tw, header)
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%s\t%d\t%d\t", r.Policy, r.Freshness, 1-r.Freshness,
 			(time.Duration(r.AgeSeconds) * time.Second).Round(time.Second), r.Checks, r.Fetches)
 		if *feedBudget > 0 {
 			fmt.Fprintf(tw, "%d\t%d\t", r.Asks, r.Urgent)
+		}
+		if unfed {
+			fmt.Fprintf(tw, "%.4f\t", 1-r.UnfedFreshness)
 		}
 		fmt.Fprintln(tw)
 	}

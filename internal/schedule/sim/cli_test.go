@@ -80,6 +80,41 @@ func TestCLIWithAFeedPrintsItsPoliciesAndBaselines(t *testing.T) {
 	}
 }
 
+func TestCLIWithFeedHostsShowsTheUnfedRepositoriesApart(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "trace.csv")
+	var b strings.Builder
+	for i := 0; i < 50; i++ {
+		b.WriteString("github.com/a," + itoa(1700000000+i*3600) + "\n")
+		b.WriteString("example.org/b," + itoa(1700000000+i*7200) + "\n")
+	}
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"--trace", p, "--budget", "1", "--feed-budget", "2", "--feed-batch", "1", "--feed-hosts", "github.com",
+		"--fed-max-interval", "336h", "--policy", "adaptive+feed,adaptive+fed", "--json"}
+	if code := Main(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want one per policy: %s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r["unfed_repositories"] != 1.0 || r["unfed_stale_share"] == nil {
+			t.Errorf("want one unfed repository and its stale share: %s", l)
+		}
+	}
+	out.Reset()
+	if code := Main(context.Background(), args[:len(args)-1], &out, &errOut); code != 0 || !strings.Contains(out.String(), "unfed stale") {
+		t.Errorf("exit %d, table without an unfed stale column:\n%s", code, out.String())
+	}
+}
+
 func TestCLIRefusesMissingArguments(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), []string{"--budget", "3"}, &out, &errOut); code != 2 {

@@ -125,3 +125,43 @@ func TestTheFeedsUrgentChecksAreItsNewPushes(t *testing.T) {
 		t.Errorf("freshness %.6f, want %.6f", r.Freshness, want)
 	}
 }
+
+func TestTheBudgetOfFedHostsGoesToTheOthers(t *testing.T) {
+	tr := Generate(KindMixed, 300, 45, 1)
+	requests, batch := feedFor(len(tr.Repos))
+	res, err := Run(tr, Options{
+		Policies:     []string{"adaptive" + FeedSuffix, "adaptive" + FedSuffix},
+		Budget:       float64(len(tr.Repos)) / 24,
+		Start:        epoch.Add(15 * 24 * time.Hour),
+		FeedRequests: requests,
+		FeedBatch:    batch,
+		FeedHosts:    []string{"github.com"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, fed := res[0], res[1]
+	if feed.Unfed != 90 {
+		t.Fatalf("%d repositories off github.com, want 90 (30%%)", feed.Unfed)
+	}
+	fedStale := func(r Result) float64 {
+		n := float64(len(tr.Repos))
+		return 1 - (r.Freshness*n-r.UnfedFreshness*float64(r.Unfed))/(n-float64(r.Unfed))
+	}
+	t.Logf("unfed stale %.4f with the feed, %.4f with the budget moved; fed stale %.4f, %.4f",
+		1-feed.UnfedFreshness, 1-fed.UnfedFreshness, fedStale(feed), fedStale(fed))
+	if 1-fed.UnfedFreshness > 0.75*(1-feed.UnfedFreshness) {
+		t.Errorf("the polled hosts' stale share went from %.4f to %.4f with the fed host's budget, want it cut by a quarter at least",
+			1-feed.UnfedFreshness, 1-fed.UnfedFreshness)
+	}
+	if fedStale(fed) > 1.1*fedStale(feed)+0.002 {
+		t.Errorf("the fed host's stale share went from %.4f to %.4f with its background checks rarer, want about the same (the feed keeps it fresh)",
+			fedStale(feed), fedStale(fed))
+	}
+}
+
+func TestFeedHostsNeedAFeed(t *testing.T) {
+	if _, err := Run(Generate(KindBursty, 10, 5, 1), Options{Budget: 1, FeedHosts: []string{"github.com"}}); err == nil {
+		t.Error("feed hosts accepted without a feed budget")
+	}
+}

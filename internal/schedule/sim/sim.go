@@ -24,6 +24,11 @@ const (
 	// FeedSuffix names a scheduler policy run beside a forge feed, as in
 	// "adaptive+feed".
 	FeedSuffix = "+feed"
+	// FedSuffix names a scheduler policy run beside a forge feed that
+	// also tells the scheduler which hosts the feed covers
+	// (Scheduler.SetFed), as in "adaptive+fed": their background checks
+	// are only a safety net, and the budget goes to the other hosts.
+	FedSuffix = "+fed"
 	// PolicyFeedOptimal is the oracle polling at the feed's rate:
 	// every repository checked periodically at the theory's interval for
 	// its true rate, the feed's budget spread as PolicyOptimal spreads
@@ -68,6 +73,13 @@ type Options struct {
 	// (PolicyFeedOptimal and PolicyFeedUniform).
 	FeedRequests float64
 	FeedBatch    int
+	// FeedHosts are the hosts the feed covers (empty: all). The others'
+	// repositories are only polled; Result.UnfedFreshness is theirs.
+	// With FeedHosts, the default policies include adaptive+fed.
+	FeedHosts []string
+	// FedMaxInterval is the scheduler's FedMaxInterval in P+fed runs
+	// (default: the scheduler's).
+	FedMaxInterval time.Duration
 }
 
 // Result is how one policy did.
@@ -83,6 +95,11 @@ type Result struct {
 	Fetches    int // checks that found a change
 	Asks       int // repositories the feed asked about
 	Urgent     int // checks the feed asked for: pushes newer than the last check
+	// Unfed is the number of repositories on hosts the feed does not
+	// cover (Options.FeedHosts), and UnfedFreshness their mean freshness
+	// (0 if none).
+	Unfed          int
+	UnfedFreshness float64
 }
 
 // allPolicies is every policy Run knows, the oracle last.
@@ -122,13 +139,18 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 	if opts.FeedBatch == 0 {
 		opts.FeedBatch = DefaultFeedBatch
 	}
+	if len(opts.FeedHosts) > 0 && opts.FeedRequests == 0 {
+		return nil, fmt.Errorf("sim: feed hosts %v need a feed budget (--feed-budget)", opts.FeedHosts)
+	}
 	policies := opts.Policies
 	if len(policies) == 0 {
-		policies = defaultPolicies(opts.FeedRequests > 0)
+		policies = defaultPolicies(opts.FeedRequests > 0, len(opts.FeedHosts) > 0)
 	}
 	out := make([]Result, 0, len(policies))
 	for _, p := range policies {
 		base, withFeed := strings.CutSuffix(p, FeedSuffix)
+		base, fed := strings.CutSuffix(base, FedSuffix)
+		withFeed = withFeed || fed
 		if (withFeed || p == PolicyFeedOptimal || p == PolicyFeedUniform) && opts.FeedRequests == 0 {
 			return nil, fmt.Errorf("sim: policy %s needs a feed budget (--feed-budget)", p)
 		}
@@ -142,7 +164,7 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 		case PolicyFeedUniform:
 			res = runUniform(tr, opts, opts.feedPerHour())
 		default:
-			res, err = runScheduler(tr, base, withFeed, opts)
+			res, err = runScheduler(tr, base, withFeed, fed, opts)
 		}
 		if err != nil {
 			return nil, err
@@ -156,7 +178,7 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 // feedPerHour is the repositories the feed asks about an hour.
 func (o Options) feedPerHour() float64 { return o.FeedRequests * float64(o.FeedBatch) }
 
-func defaultPolicies(feed bool) []string {
+func defaultPolicies(feed, feedHosts bool) []string {
 	if !feed {
 		return allPolicies
 	}
@@ -166,12 +188,21 @@ func defaultPolicies(feed bool) []string {
 		if p != PolicyOptimal {
 			ps = append(ps, p+FeedSuffix)
 		}
+		if p == schedule.PolicyAdaptive && feedHosts {
+			ps = append(ps, p+FedSuffix)
+		}
 	}
 	return append(ps, PolicyFeedOptimal, PolicyFeedUniform)
 }
 
+// covers says whether the feed covers host.
+func (o Options) covers(host string) bool {
+	return len(o.FeedHosts) == 0 || slices.Contains(o.FeedHosts, host)
+}
+
 // mirror follows one repository's mirror during a run.
 type mirror struct {
+	unfed   bool        // on a host the feed does not cover
 	changes []time.Time // changes in the measured span
 	pending int         // index of the oldest change not mirrored
 	stale   float64     // seconds not up to date
@@ -184,6 +215,7 @@ func newMirrors(tr *Trace, opts Options) []mirror {
 		lo, _ := slices.BinarySearchFunc(r.Changes, opts.Start, time.Time.Compare)
 		hi, _ := slices.BinarySearchFunc(r.Changes, opts.End, time.Time.Compare)
 		ms[i].changes = r.Changes[lo:hi]
+		ms[i].unfed = !opts.covers(hostOf(r.Key))
 	}
 	return ms
 }
@@ -221,6 +253,13 @@ func result(ms []mirror, opts Options, checks, fetches int) Result {
 		}
 		res.Freshness += 1 - m.stale/span
 		res.AgeSeconds += m.age / span
+		if m.unfed {
+			res.Unfed++
+			res.UnfedFreshness += 1 - m.stale/span
+		}
+	}
+	if res.Unfed > 0 {
+		res.UnfedFreshness /= float64(res.Unfed)
 	}
 	res.Freshness /= float64(len(ms))
 	res.AgeSeconds /= float64(len(ms))
@@ -233,22 +272,25 @@ func hostOf(key string) string {
 }
 
 // runScheduler replays tr against the scheduler with policy, and, with
-// withFeed, a forge feed beside it: every 1/FeedRequests hours the feed
-// planner picks FeedBatch repositories, the forge answers with each one's
+// withFeed, a forge feed beside it, on the hosts of Options.FeedHosts
+// (with fed, the scheduler is told so: SetFed): every 1/FeedRequests
+// hours the feed planner picks FeedBatch of their repositories, the forge
+// answers with each one's
 // latest change at or before the ask (its pushedAt), the scheduler is told
 // each push time, and a push newer than the repository's last check is an
 // urgent check. An urgent check takes the webhook's path (Scheduler.Urgent:
 // ahead of the background lane and outside its budget, at once, as checks
 // take no time here); Result.Urgent counts them.
-func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result, error) {
+func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (Result, error) {
 	clk := clock.NewFake(opts.Start)
 	s, err := schedule.New(schedule.Config{
-		Policy:      policy,
-		Budget:      opts.Budget,
-		Concurrency: opts.Concurrency,
-		MaxInterval: opts.MaxInterval,
-		MinInterval: opts.MinInterval,
-		Seed:        opts.Seed,
+		Policy:         policy,
+		Budget:         opts.Budget,
+		Concurrency:    opts.Concurrency,
+		MaxInterval:    opts.MaxInterval,
+		MinInterval:    opts.MinInterval,
+		FedMaxInterval: opts.FedMaxInterval,
+		Seed:           opts.Seed,
 	}, clk)
 	if err != nil {
 		return Result{}, fmt.Errorf("sim: %w", err)
@@ -269,10 +311,16 @@ func runScheduler(tr *Trace, policy string, withFeed bool, opts Options) (Result
 		if lo > 0 {
 			st.LastChange = r.Changes[lo-1]
 		}
-		s.Add(r.Key, hostOf(r.Key), st)
-		if fp != nil {
-			fp.Add(r.Key, opts.Start, r.Changes[:lo])
+		host := hostOf(r.Key)
+		if fp == nil || !opts.covers(host) {
+			s.Add(r.Key, host, st)
+			continue
 		}
+		if fed {
+			s.SetFed(host, true) // once per host: it returns at once after the first
+		}
+		s.Add(r.Key, host, st)
+		fp.Add(r.Key, opts.Start, r.Changes[:lo])
 	}
 	asks, urgent := 0, 0
 	ask := func(now time.Time) {
