@@ -266,6 +266,12 @@ func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
 	if n := up.count("forge feed failing"); n != 1 {
 		t.Fatalf("the feed was reported failing %d times, want once", n)
 	}
+	// The node was told: rarer checks while the feed worked, polling while
+	// it failed.
+	if up.count("forge feed works: background checks") < 2 || up.count("forge feed stopped") != 1 {
+		t.Fatalf("the node was not told of the feed's state: %d works, %d stopped",
+			up.count("forge feed works: background checks"), up.count("forge feed stopped"))
+	}
 
 	// A spent limit: at most the request that met it until the reset,
 	// then the feed works again.

@@ -64,6 +64,7 @@ type Config struct {
 	MaxPurge              float64       `name:"max-purge" help:"coordinator: largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
 	PurgeWindow           time.Duration `name:"purge-window" help:"coordinator: the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" help:"node: the longest a repository may go unchecked"`
+	FedMaxInterval        time.Duration `name:"fed-max-interval" help:"node: the longest a repository may go unchecked by its node when the coordinator says its host's forge feed works (the feed asks about it at least every --max-interval; 0: the longer of 7 days and --max-interval)"`
 	MinInterval           time.Duration `name:"min-interval" help:"node: the shortest time between two background checks of one repository (if unset and --max-interval is under 4m: a quarter of it)"`
 	Budget                float64       `name:"budget" help:"node: background upstream checks per hour (0: unlimited)"`
 	DiskQuota             string        `name:"disk-quota" help:"node: space the mirrors may use (on a full node, with the data kept for --retention and the pack cache), e.g. 500GiB (default: the whole file system); above 85% the node takes no new repositories"`

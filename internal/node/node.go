@@ -61,8 +61,11 @@ type Config struct {
 	Budget      float64
 	MaxInterval time.Duration
 	MinInterval time.Duration
-	Policy      string
-	HostLimits  map[string]float64 // checks per hour by host
+	// FedMaxInterval is the staleness bound of repositories on hosts whose
+	// forge feed works (0: the scheduler's default, 7 days).
+	FedMaxInterval time.Duration
+	Policy         string
+	HostLimits     map[string]float64 // checks per hour by host
 	// DiskQuota, when set, is the space the node may use for mirrors (its
 	// usage is then the size of <data>/repos); otherwise the file system's.
 	DiskQuota int64
@@ -169,6 +172,7 @@ type Node struct {
 	wakeup      chan struct{}
 	sendNow     chan struct{}
 	digests     map[string]string // key -> digest of the local mirror
+	fedHosts    map[string]bool   // hosts whose forge feed works, as the coordinator says; under mu
 	meta        map[string]*repoMeta
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
@@ -246,7 +250,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
-		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, HostLimits: cfg.HostLimits}, clk)
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits}, clk)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)

@@ -350,9 +350,7 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_ChangeHint:
 		n.changeHint(ctx, m.ChangeHint)
 	case *fleetv1.CoordinatorMessage_FeedStatus:
-		if n.full != nil {
-			n.full.setFeeds(m.FeedStatus.GetWorking(), m.FeedStatus.GetFailing())
-		}
+		n.setFeeds(m.FeedStatus.GetWorking(), m.FeedStatus.GetFailing())
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		if n.full != nil {
 			n.full.states(m.RepoStates.GetRepos())
