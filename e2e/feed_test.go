@@ -206,7 +206,6 @@ func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
 		}
 		gh.push(f.name(i), time.Now().Add(-time.Hour))
 	}
-	gh.setMode("garbage", time.Time{})
 	api := httptest.NewServer(gh)
 	t.Cleanup(api.Close)
 	f.writeCatalog(repos, "2 repositories on a forge whose feed misbehaves")
@@ -217,6 +216,12 @@ func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
 		"--max-interval", "4s", "--min-interval", "1s", "--forge-backoff", "300ms",
 		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token)
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+	eventually(t, 30*time.Second, "the node told the feed works", func() error {
+		if up.count("forge feed works: background checks") == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 
 	// Garbage here; errors and oversized answers are the forge package's
 	// tests (each costs this test a minute of the client's backoff).
