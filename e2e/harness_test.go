@@ -105,6 +105,13 @@ func died() error {
 // printed when the test fails.
 func start(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
+	return startIn(t, "", name, args...)
+}
+
+// startIn is start with dir as gitfleet's working directory ("": the
+// test's).
+func startIn(t testing.TB, dir, name string, args ...string) *proc {
+	t.Helper()
 	sourcesSeen.Do(seeSources)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
@@ -112,6 +119,7 @@ func start(t testing.TB, name string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

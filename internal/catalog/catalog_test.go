@@ -541,6 +541,17 @@ func TestGenerateWritesADeterministicCatalog(t *testing.T) {
 	}
 }
 
+func TestGenerateIntoARelativeDirectory(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	if _, err := Generate(context.Background(), testGit, "cat", 10, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "cat", "lists", "00001.list")); err != nil {
+		t.Errorf("not generated in the relative directory: %v", err)
+	}
+}
+
 func TestLoadOfACatalogWithoutEntries(t *testing.T) {
 	r := newTestRepo(t)
 	c := r.load(r.commit(map[string]string{"README.md": "# our catalog\n"}))

@@ -21,11 +21,17 @@ func Generate(ctx context.Context, git *gitcmd.Runner, dir string, repos, perFil
 	if repos < 1 || perFile < 1 {
 		return "", fmt.Errorf("catalog: generate: want at least one repository and one per file, got %d and %d", repos, perFile)
 	}
+	// git runs in a neutral directory (package gitcmd): give it absolute paths.
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("catalog: generate in %q: %w", dir, err)
+	}
+	dir = absDir
 	gitDir := filepath.Join(dir, ".git")
 	if err := git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--quiet", "--initial-branch=main", "--template="}, Args: []string{dir}}); err != nil {
 		return "", fmt.Errorf("catalog: generate in %s: %w", dir, err)
 	}
-	err := fastImport(ctx, git, gitDir, func(w *bufio.Writer) {
+	err = fastImport(ctx, git, gitDir, func(w *bufio.Writer) {
 		files := (repos + perFile - 1) / perFile
 		var buf []byte
 		for f := range files {

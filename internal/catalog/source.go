@@ -41,12 +41,18 @@ func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// git runs in a neutral directory (package gitcmd): give it absolute paths.
+	absData, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: data directory %q: %w", dataDir, err)
+	}
+	dataDir = absData
 	s := &Source{dir: filepath.Join(dataDir, "catalog.git"), remote: remote, git: git, log: log}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	// init on an existing repository only re-checks it.
-	err := git.Run(context.Background(), gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{s.dir}})
+	err = git.Run(context.Background(), gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{s.dir}})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: create the catalog clone in %s: %w", s.dir, err)
 	}

@@ -68,13 +68,21 @@ func TestOpenSourceRefusesNoRemote(t *testing.T) {
 }
 
 func TestOpenSourceMakesLocalPathsAbsolute(t *testing.T) {
-	t.Chdir(t.TempDir())
+	cwd := t.TempDir()
+	t.Chdir(cwd)
 	s, err := OpenSource("data", "../catalog", testGit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !filepath.IsAbs(s.remote) || filepath.Base(s.remote) != "catalog" {
 		t.Errorf("remote %q", s.remote)
+	}
+	// git runs elsewhere (package gitcmd): the clone is made here, not there.
+	if !filepath.IsAbs(s.Dir()) {
+		t.Errorf("clone directory %q is relative", s.Dir())
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "data", "catalog.git", "HEAD")); err != nil {
+		t.Errorf("clone not made in the relative data directory: %v", err)
 	}
 	for _, u := range []string{"https://example.org/c.git", "git@example.org:c.git"} {
 		if s, err := OpenSource(t.TempDir(), u, testGit, nil); err != nil || s.remote != u {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -294,6 +295,15 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 		return cfg, fs, err
 	}
 	g.flagsGiven(fs)
+	if cfg.Data != "" {
+		// git runs in a neutral directory (package gitcmd), so a relative
+		// data directory would name another place to it than to gitfleet.
+		abs, err := filepath.Abs(cfg.Data)
+		if err != nil {
+			return cfg, fs, fmt.Errorf("config: data: %w", err)
+		}
+		cfg.Data = abs
+	}
 	return cfg, fs, cfg.resolveIntervals(g)
 }
 

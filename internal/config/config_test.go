@@ -73,3 +73,21 @@ func TestListsComeFromRepeatedFlagsOrYAMLLists(t *testing.T) {
 		t.Fatalf("flags should replace the YAML list and add up: %q", cfg.HostLimit)
 	}
 }
+
+func TestTheDataDirectoryIsMadeAbsolute(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	for _, args := range [][]string{nil, {"--data", "./d"}} {
+		cfg, _, err := Load("test", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(cwd, Default().Data)
+		if args != nil {
+			want = filepath.Join(cwd, "d")
+		}
+		if cfg.Data != want {
+			t.Errorf("Load(%q).Data = %q, want %q", args, cfg.Data, want)
+		}
+	}
+}

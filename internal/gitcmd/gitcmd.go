@@ -5,7 +5,11 @@
 // environment is hardened once (no prompts, no credential helpers, no hooks,
 // no system or global configuration, a protocol allow-list, a timeout), and
 // every process is bounded: its own process group, killed with its node,
-// a memory limit where the system has one (proc_*.go). Commands that reach
+// a memory limit where the system has one (proc_*.go). git never looks for
+// a repository where gitfleet happens to run: a command without a Dir runs
+// in "/" with discovery stopped there, repositories are named by absolute
+// --git-dir paths, and a bare repository is used only when named so
+// (safe.bareRepository=explicit). Commands that reach
 // upstreams go through the egress policy (Runner.Egress; a peer's commands
 // are marked with Peer).
 //
@@ -20,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -54,9 +59,11 @@ type Runner struct {
 
 // Cmd describes one git invocation.
 type Cmd struct {
-	// GitDir, when set, is passed as --git-dir.
+	// GitDir, when set, is passed as --git-dir. It must be absolute.
 	GitDir string
-	// Dir is the working directory of the process.
+	// Dir is the working directory of the process. Left empty, git runs in
+	// neutralDir and finds no repository there; set it only where git must
+	// discover a repository from a path (an operator's work tree).
 	Dir string
 	// Name is the subcommand, e.g. "fetch".
 	Name string
@@ -112,6 +119,12 @@ var hardening = []string{
 	"advice.detachedHead=false",
 	"transfer.bundleURI=false", // no bundle URIs an upstream advertises (git 2.41+; ignored before)
 }
+
+// neutralDir is where a command without a Dir runs: not the directory
+// gitfleet was started from, whose .git/config (url.<base>.insteadOf, say)
+// would otherwise apply to every upstream. "/" belongs to root, so git's
+// ownership check refuses a repository there unless root made it.
+const neutralDir = "/"
 
 // Error is a failed git command. Its Class says what kind of failure it was.
 type Error struct {
@@ -250,7 +263,16 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 		}
 		args = append(args, "-c", kv)
 	}
+	if c.GitDir != "" || c.Dir == "" {
+		// Every repository gitfleet works on is named by --git-dir (or, for
+		// init and upload-pack, by an argument): a bare repository that git
+		// would find by itself is never the one meant (git 2.38+).
+		args = append(args, "-c", "safe.bareRepository=explicit")
+	}
 	if c.GitDir != "" {
+		if !filepath.IsAbs(c.GitDir) {
+			return nil, fmt.Errorf("gitcmd: git directory %q of git %s is not an absolute path", c.GitDir, c.Name)
+		}
 		args = append(args, "--git-dir="+c.GitDir)
 	}
 	args = append(args, strings.Fields(c.Name)...)
@@ -298,6 +320,9 @@ func (r *Runner) env(c *Cmd) []string {
 	if tmp := os.Getenv("TMPDIR"); tmp != "" {
 		env = append(env, "TMPDIR="+tmp)
 	}
+	if c.Dir == "" {
+		env = append(env, "GIT_CEILING_DIRECTORIES="+neutralDir)
+	}
 	return append(env, c.Env...)
 }
 
@@ -317,6 +342,9 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	prog, argv := command(c.Name, git, args, r.MemoryLimit)
 	cmd := exec.CommandContext(ctx, prog, argv...)
 	cmd.Dir = c.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = neutralDir
+	}
 	egressEnv, endEgress := r.beginEgress(ctx)
 	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
 	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)

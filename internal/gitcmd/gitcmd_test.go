@@ -118,3 +118,25 @@ func TestParseLsRemoteKeepsBranchesAndTagsOnly(t *testing.T) {
 		t.Fatal("digest ignores a moved branch")
 	}
 }
+
+func TestBareRepositoriesAreUsedOnlyWhenNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cmd  Cmd
+		want bool
+	}{
+		{"fetch into a named mirror", Cmd{GitDir: "/data/repos/a.git", Name: "fetch", Args: []string{"https://h/r"}}, true},
+		{"ls-remote of an upstream", Cmd{Name: "ls-remote", Args: []string{"https://h/r"}}, true},
+		{"upload-pack of a named directory", Cmd{Name: "upload-pack", Args: []string{"/data/repos/a.git"}}, true},
+		{"an operator's repository found from Dir", Cmd{Dir: "/srv/catalog", Name: "rev-parse"}, false},
+	} {
+		args, err := (&Runner{}).argv(&tc.cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(args, " "), "-c safe.bareRepository=explicit")
+		if got != tc.want {
+			t.Errorf("%s: safe.bareRepository=explicit pinned: %v, want %v (%q)", tc.name, got, tc.want, args)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (s *Store) removeStaleLocks(repo string, cutoff time.Time) (removed []strin
 			young++
 			return
 		}
-		if os.Remove(p) == nil {
+		if s.data.Remove(p) == nil {
 			rel, _ := filepath.Rel(repo, p)
 			removed = append(removed, filepath.ToSlash(rel))
 		}

@@ -194,14 +194,14 @@ func readMaintMarker(p string) (last, full time.Time) {
 	return
 }
 
-func writeMaintMarker(dir string, last, full time.Time) error {
+func (s *Store) writeMaintMarker(dir string, last, full time.Time) error {
 	p := filepath.Join(dir, maintMarker)
 	tmp := p + ".tmp"
 	body := fmt.Sprintf("%d %d\n", last.Unix(), full.Unix())
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+	if err := s.data.WriteFile(tmp, []byte(body)); err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	return s.data.Rename(tmp, p)
 }
 
 // MaintenanceReport says what a Maintain run did.
@@ -223,6 +223,9 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return MaintenanceReport{}, err
+	}
 	before, err := probe(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return MaintenanceReport{}, nil
@@ -254,7 +257,7 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 	if rep.Full {
 		lastFull = now
 	}
-	if err := writeMaintMarker(dir, last, lastFull); err != nil {
+	if err := s.writeMaintMarker(dir, last, lastFull); err != nil {
 		return rep, fmt.Errorf("mirror %s: maintenance: record the run: %w", key, err)
 	}
 	rep.Ran = true
@@ -347,7 +350,7 @@ func (s *Store) removeMaintLocks(dir string, cutoff time.Time) []string {
 	for _, rel := range []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock",
 		"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock"} {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && os.Remove(p) == nil {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && s.data.Remove(p) == nil {
 			removed = append(removed, rel)
 		}
 	}

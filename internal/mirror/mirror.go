@@ -17,7 +17,10 @@
 // that suddenly advertises nothing is believed only when it says so twice
 // (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
 // them (geometrically, with bitmaps and a commit graph) and, now and then,
-// repacks them whole without what no ref reaches (maintain.go).
+// repacks them whole without what no ref reaches (maintain.go). Its own
+// file operations on the paths it derives from keys go through an os.Root
+// on the data directory (confine.go), so a symlink planted there cannot
+// make it write outside.
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -43,8 +46,9 @@ import (
 
 // Store is the set of bare mirrors under one data directory.
 type Store struct {
-	root string // <data>/repos
-	tmp  string // <data>/tmp
+	data dataDir // every file operation on a key's path goes through it (confine.go)
+	root string  // <data>/repos
+	tmp  string  // <data>/tmp
 	git  *gitcmd.Runner
 	log  *slog.Logger
 	clk  clock.Clock // the age of lock files and of retired mirrors
@@ -72,7 +76,21 @@ type keyLock struct {
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
 // killed process left in tmp.
 func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
+	// git runs in a neutral directory (package gitcmd): its paths are absolute.
+	absData, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: data directory %q: %w", dataDir, err)
+	}
+	dataDir = absData
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
+	data, err := openDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
+		data:  data,
 		root:  filepath.Join(dataDir, "repos"),
 		tmp:   filepath.Join(dataDir, "tmp"),
 		git:   git,
@@ -84,16 +102,19 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		prunes:     make(map[string]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 	}
-	if err := os.RemoveAll(s.tmp); err != nil {
+	if err := s.data.RemoveAll(s.tmp); err != nil {
+		data.root.Close()
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
 	}
 	for _, d := range []string{s.root, s.tmp} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := s.data.MkdirAll(d); err != nil {
+			data.root.Close()
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
 	}
 	folds, err := FoldsCase(s.tmp)
 	if err != nil {
+		data.root.Close()
 		return nil, fmt.Errorf("mirror: %w", err)
 	}
 	s.foldsCase = folds
@@ -120,6 +141,9 @@ func FoldsCase(dir string) (bool, error) {
 	return err == nil, nil
 }
 
+// Close releases the data directory. The store is not used after it.
+func (s *Store) Close() error { return s.data.root.Close() }
+
 // FoldsCaseOnDisk tells whether the mirrors' file system folds case (see
 // FoldsCase), as probed when the store was opened.
 func (s *Store) FoldsCaseOnDisk() bool { return s.foldsCase }
@@ -139,7 +163,7 @@ func (s *Store) Has(key string) bool {
 	if repokey.Check(key) != nil {
 		return false
 	}
-	fi, err := os.Stat(s.Path(key))
+	fi, err := s.data.Stat(s.Path(key))
 	return err == nil && fi.IsDir()
 }
 
@@ -183,7 +207,9 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if ok, err := s.data.exists(key, dir); err != nil {
+		return Result{}, err
+	} else if !ok {
 		after, err := s.clone(ctx, key, url)
 		if err != nil {
 			return Result{}, err
@@ -255,7 +281,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 			res.After.Head = head
 		case askHead: // asked, and unchanged: not again for a day
 			now := s.now()
-			_ = os.Chtimes(filepath.Join(dir, "HEAD"), now, now)
+			_ = s.data.Chtimes(filepath.Join(dir, "HEAD"), now)
 		}
 	}
 	return res, nil
@@ -305,7 +331,7 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 	if err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
-	defer os.RemoveAll(tmp)
+	defer s.data.RemoveAll(tmp)
 	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
 		return gitcmd.Refs{}, err
 	}
@@ -333,10 +359,10 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 		return gitcmd.Refs{}, err
 	}
 	dst := s.Path(key)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := s.data.Rename(tmp, dst); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
 	}
 	return refs, nil
@@ -360,14 +386,14 @@ func (s *Store) Remove(key string) error {
 	defer unlock()
 	dir := s.Path(key)
 	trash := filepath.Join(s.tmp, "rm-"+randHex())
-	if err := os.Rename(dir, trash); err != nil {
+	if err := s.data.Rename(dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("mirror %s: remove: %w", key, err)
 	}
 	s.pruneEmptyParents(filepath.Dir(dir))
-	if err := os.RemoveAll(trash); err != nil {
+	if err := s.data.RemoveAll(trash); err != nil {
 		return fmt.Errorf("mirror %s: remove: %w", key, err)
 	}
 	return nil
@@ -375,7 +401,7 @@ func (s *Store) Remove(key string) error {
 
 func (s *Store) pruneEmptyParents(dir string) {
 	for dir != s.root && strings.HasPrefix(dir, s.root) {
-		if os.Remove(dir) != nil { // not empty, or gone
+		if s.data.Remove(dir) != nil { // not empty, or gone
 			return
 		}
 		dir = filepath.Dir(dir)
@@ -434,15 +460,15 @@ func (s *Store) Scan() ([]string, error) {
 // at the canonical key wins; the other is left alone and logged.
 func (s *Store) moveToCanonical(old, canon string) bool {
 	from, to := filepath.Join(s.root, filepath.FromSlash(old)+".git"), s.Path(canon)
-	if _, err := os.Stat(to); err == nil {
+	if _, err := s.data.Stat(to); err == nil {
 		s.log.Warn("scan: a mirror under an older spelling of a key that is already held; left alone", "path", from, "key", canon)
 		return false
 	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+	if err := s.data.MkdirAll(filepath.Dir(to)); err != nil {
 		s.log.Warn("scan: could not move a mirror to its canonical key", "path", from, "key", canon, "err", err)
 		return false
 	}
-	if err := os.Rename(from, to); err != nil {
+	if err := s.data.Rename(from, to); err != nil {
 		s.log.Warn("scan: could not move a mirror to its canonical key", "path", from, "key", canon, "err", err)
 		return false
 	}
@@ -454,13 +480,13 @@ func (s *Store) moveToCanonical(old, canon string) bool {
 // cleanLocks removes *.lock files and fetch quarantines in one repository.
 func (s *Store) cleanLocks(repo string) {
 	for _, name := range []string{"HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock", "index.lock"} {
-		if os.Remove(filepath.Join(repo, name)) == nil {
+		if s.data.Remove(filepath.Join(repo, name)) == nil {
 			s.log.Info("removed stale lock", "path", filepath.Join(repo, name))
 		}
 	}
 	_ = filepath.WalkDir(filepath.Join(repo, "refs"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".lock") {
-			if os.Remove(p) == nil {
+			if s.data.Remove(p) == nil {
 				s.log.Info("removed stale lock", "path", p)
 			}
 		}
@@ -469,20 +495,20 @@ func (s *Store) cleanLocks(repo string) {
 	if ents, err := os.ReadDir(filepath.Join(repo, "objects")); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "incoming-") || strings.HasPrefix(e.Name(), "tmp_") {
-				_ = os.RemoveAll(filepath.Join(repo, "objects", e.Name()))
+				_ = s.data.RemoveAll(filepath.Join(repo, "objects", e.Name()))
 			}
 		}
 	}
 	// What a killed maintenance run (maintain.go) leaves.
 	for _, rel := range []string{"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock", maintMarker + ".tmp"} {
-		if os.Remove(filepath.Join(repo, filepath.FromSlash(rel))) == nil {
+		if s.data.Remove(filepath.Join(repo, filepath.FromSlash(rel))) == nil {
 			s.log.Info("removed stale lock", "path", filepath.Join(repo, filepath.FromSlash(rel)))
 		}
 	}
 	if ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack")); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), "tmp_") || strings.HasSuffix(e.Name(), ".lock") {
-				_ = os.Remove(filepath.Join(repo, "objects", "pack", e.Name()))
+				_ = s.data.Remove(filepath.Join(repo, "objects", "pack", e.Name()))
 			}
 		}
 	}

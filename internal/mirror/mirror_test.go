@@ -27,6 +27,7 @@ func setup(t *testing.T) (*gittest.Upstreams, *mirror.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	return up, st
 }
 

@@ -139,7 +139,7 @@ func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, afte
 	}
 	if !sure {
 		if ahead {
-			if err := os.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.data.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				s.log.Warn("could not remove a mark that was not needed (the mirror will be repacked)", "key", key, "err", err)
 				if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
 					s.notePrune(key, at)
@@ -166,7 +166,7 @@ func (s *Store) mark(dir string) (time.Time, error) {
 		return at, nil
 	}
 	now := s.now()
-	if err := os.WriteFile(p, []byte(strconv.FormatInt(now.Unix(), 10)+"\n"), 0o644); err != nil {
+	if err := s.data.WriteFile(p, []byte(strconv.FormatInt(now.Unix(), 10)+"\n")); err != nil {
 		return now, fmt.Errorf("mirror: mark for pruning: %w", err)
 	}
 	return now, nil
@@ -230,8 +230,8 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	defer unlock()
 	dir := s.Path(key)
 	marker := filepath.Join(dir, pruneMarker)
-	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if ok, err := s.data.exists(key, marker); err != nil || !ok {
+		return err
 	}
 	// A .keep would exclude its pack from the repack, with whatever
 	// unreachable object it holds. Under the lock no fetch of ours runs
@@ -262,10 +262,10 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 			return fmt.Errorf("mirror %s: prune: %w", key, err)
 		}
 	}
-	if now := s.now(); writeMaintMarker(dir, now, now) != nil {
+	if now := s.now(); s.writeMaintMarker(dir, now, now) != nil {
 		s.log.Warn("could not record the pruning as a full maintenance run", "key", key)
 	}
-	if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.data.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
 	}
 	return nil
@@ -378,7 +378,7 @@ func (s *Store) settleFailed(ctx context.Context, key, dir string, before gitcmd
 	}
 	now, err := s.git.StoredRefs(context.WithoutCancel(ctx), dir)
 	if err == nil && now.Digest() == before.Digest() {
-		if err := os.Remove(filepath.Join(dir, pruneMarker)); err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err := s.data.Remove(filepath.Join(dir, pruneMarker)); err == nil || errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 	}

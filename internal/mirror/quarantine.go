@@ -48,10 +48,11 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	first := false
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		first = true
+	ok, err := s.data.exists(key, dir)
+	if err != nil {
+		return Result{}, err
 	}
+	first := !ok
 	var before gitcmd.Refs
 	if !first {
 		var err error
@@ -64,7 +65,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(q)
+	defer s.data.RemoveAll(q)
 	if err := s.fetchQuarantine(ctx, key, dir, q, src, first); err != nil { // pullsize.go
 		return res, err
 	}
@@ -89,10 +90,10 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		if err := s.setHead(ctx, q, up.Head); err != nil {
 			return res, err
 		}
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		if err := s.data.MkdirAll(filepath.Dir(dir)); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
-		if err := os.Rename(q, dir); err != nil {
+		if err := s.data.Rename(q, dir); err != nil {
 			return res, fmt.Errorf("mirror %s: move first pull into place: %w", key, err)
 		}
 		res.Cloned = true

@@ -32,24 +32,24 @@ func (s *Store) Retire(key string) error {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return err
 	}
 	dst := s.retiredPath(key)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
-	if err := os.RemoveAll(dst); err != nil {
+	if err := s.data.RemoveAll(dst); err != nil {
 		s.retiredChanged() // part of it may be gone
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
 	s.retiredChanged() // an older copy of key is gone, whatever follows
 	at := strconv.FormatInt(s.now().Unix(), 10)
-	if err := os.WriteFile(filepath.Join(dir, retiredMarker), []byte(at+"\n"), 0o644); err != nil {
+	if err := s.data.WriteFile(filepath.Join(dir, retiredMarker), []byte(at+"\n")); err != nil {
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
-	if err := os.Rename(dir, dst); err != nil {
-		_ = os.Remove(filepath.Join(dir, retiredMarker))
+	if err := s.data.Rename(dir, dst); err != nil {
+		_ = s.data.Remove(filepath.Join(dir, retiredMarker))
 		return fmt.Errorf("mirror %s: retire: %w", key, err)
 	}
 	s.retiredChanged()
@@ -78,20 +78,20 @@ func (s *Store) Unretire(key string) (bool, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	src, dst := s.retiredPath(key), s.Path(key)
-	if _, err := os.Stat(src); err != nil {
-		return false, nil
+	if ok, err := s.data.exists(key, src); err != nil || !ok {
+		return false, err
 	}
-	if _, err := os.Stat(dst); err == nil {
-		return false, nil // a mirror is there already: the retired copy expires
+	if ok, err := s.data.exists(key, dst); err != nil || ok {
+		return false, err // a mirror is there already: the retired copy expires
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
 		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
 	}
-	if err := os.Rename(src, dst); err != nil {
+	if err := s.data.Rename(src, dst); err != nil {
 		return false, fmt.Errorf("mirror %s: restore: %w", key, err)
 	}
 	s.retiredChanged()
-	_ = os.Remove(filepath.Join(dst, retiredMarker))
+	_ = s.data.Remove(filepath.Join(dst, retiredMarker))
 	s.loadMark(key, dst) // a mark it carried out of the tree
 	s.pruneRetiredParents(filepath.Dir(src))
 	return true, nil
@@ -118,20 +118,20 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 		if err != nil || repokey.Check(key) != nil {
 			return fs.SkipDir
 		}
-		b, _ := os.ReadFile(filepath.Join(p, retiredMarker))
+		b, _ := s.data.ReadFile(filepath.Join(p, retiredMarker))
 		sec, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		if perr == nil && time.Unix(sec, 0).After(cutoff) {
 			return fs.SkipDir
 		}
 		unlock := s.Lock(key)
 		trash := filepath.Join(s.tmp, "expired-"+randHex())
-		if os.Rename(p, trash) == nil {
+		if s.data.Rename(p, trash) == nil {
 			s.retiredChanged()
 			expired = append(expired, key)
 			s.pruneRetiredParents(filepath.Dir(p))
 		}
 		unlock()
-		_ = os.RemoveAll(trash)
+		_ = s.data.RemoveAll(trash)
 		return fs.SkipDir
 	})
 	if err != nil {
@@ -143,7 +143,7 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 func (s *Store) pruneRetiredParents(dir string) {
 	base := filepath.Join(filepath.Dir(s.root), "removed")
 	for dir != base && strings.HasPrefix(dir, base) {
-		if os.Remove(dir) != nil {
+		if s.data.Remove(dir) != nil {
 			return
 		}
 		dir = filepath.Dir(dir)

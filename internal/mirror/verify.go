@@ -37,7 +37,7 @@ func (s *Store) Verify(ctx context.Context, key string) error {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := s.data.Stat(dir); err != nil {
 		return fmt.Errorf("mirror %s: verify: %w", key, err)
 	}
 	if bad := scanObjects(dir); bad != "" {
@@ -104,14 +104,14 @@ func (s *Store) Replace(ctx context.Context, key, url string) (gitcmd.Refs, erro
 	defer unlock()
 	dst := s.Path(key)
 	old := filepath.Join(s.tmp, "replaced-"+randHex())
-	if err := os.Rename(dst, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.data.Rename(dst, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move the broken copy aside: %w", key, err)
 	}
 	refs, err := s.clone(ctx, key, url)
 	if err != nil {
-		_ = os.Rename(old, dst)
+		_ = s.data.Rename(old, dst)
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
 	}
-	_ = os.RemoveAll(old)
+	_ = s.data.RemoveAll(old)
 	return refs, nil
 }

@@ -243,6 +243,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	ms.SetPruneAfter(cfg.PruneAfter)
 	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
+		ms.Close()
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Metrics == nil {
@@ -253,6 +254,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits}, clk)
 	if err != nil {
 		db.Close()
+		ms.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)
 	}
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
@@ -264,6 +266,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if cfg.Mode == "full" {
 		if n.full, err = newFullNode(n); err != nil {
 			db.Close()
+			ms.Close()
 			return nil, err
 		}
 	}
@@ -273,6 +276,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	counted.Received = n.met.addFetched("upstream")
 	if n.proxy, err = egress.NewProxy(&counted, log); err != nil {
 		db.Close()
+		ms.Close()
 		return nil, err
 	}
 	git.Egress = n.proxy
@@ -313,6 +317,7 @@ func tunnelProof(secret string, id uint32) string {
 
 // Run runs the node until ctx ends.
 func (n *Node) Run(ctx context.Context) error {
+	defer n.mirror.Close()
 	defer n.db.Close()
 	defer n.proxy.Close()
 	if err := n.loadIdentity(); err != nil {

@@ -1,0 +1,128 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// dataDir does the store's own file operations on the paths it derives
+// from keys (mirrors, the retired area, markers, quarantines moved into
+// place) through an os.Root opened on the data directory. A symlink planted
+// inside the data directory (a key's parent replaced by a link to /etc, say)
+// then makes the operation fail instead of creating, renaming or deleting
+// anything outside it. Paths are given absolute, as the store computes
+// them; one that does not lie under the data directory is refused.
+//
+// git processes are given paths and cannot use the root: the store checks a
+// mirror's path through it (exists) before it hands the path to git.
+type dataDir struct {
+	dir  string // absolute
+	root *os.Root
+}
+
+func openDataDir(dir string) (dataDir, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return dataDir{}, fmt.Errorf("mirror: open the data directory: %w", err)
+	}
+	return dataDir{dir: dir, root: root}, nil
+}
+
+// rel is p relative to the data directory.
+func (d dataDir) rel(p string) (string, error) {
+	r, err := filepath.Rel(d.dir, p)
+	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", &fs.PathError{Op: "resolve", Path: p, Err: errOutsideData}
+	}
+	return r, nil
+}
+
+// errOutsideData: a path given to dataDir is not under the data directory.
+var errOutsideData = errors.New("not under the data directory")
+
+func (d dataDir) MkdirAll(p string) error {
+	r, err := d.rel(p)
+	if err != nil {
+		return err
+	}
+	return d.root.MkdirAll(r, 0o755)
+}
+
+func (d dataDir) Rename(from, to string) error {
+	rf, err := d.rel(from)
+	if err != nil {
+		return err
+	}
+	rt, err := d.rel(to)
+	if err != nil {
+		return err
+	}
+	return d.root.Rename(rf, rt)
+}
+
+func (d dataDir) Remove(p string) error {
+	r, err := d.rel(p)
+	if err != nil {
+		return err
+	}
+	return d.root.Remove(r)
+}
+
+func (d dataDir) RemoveAll(p string) error {
+	r, err := d.rel(p)
+	if err != nil {
+		return err
+	}
+	return d.root.RemoveAll(r)
+}
+
+func (d dataDir) WriteFile(p string, b []byte) error {
+	r, err := d.rel(p)
+	if err != nil {
+		return err
+	}
+	return d.root.WriteFile(r, b, 0o644)
+}
+
+func (d dataDir) ReadFile(p string) ([]byte, error) {
+	r, err := d.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	return d.root.ReadFile(r)
+}
+
+func (d dataDir) Stat(p string) (fs.FileInfo, error) {
+	r, err := d.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	return d.root.Stat(r)
+}
+
+func (d dataDir) Chtimes(p string, t time.Time) error {
+	r, err := d.rel(p)
+	if err != nil {
+		return err
+	}
+	return d.root.Chtimes(r, t, t)
+}
+
+// exists tells whether key's mirror (or retired copy) at p is there. A path
+// that leaves the data directory through a symlink is an error, so that
+// nothing, git included, is run on it.
+func (d dataDir) exists(key, p string) (bool, error) {
+	_, err := d.Stat(p)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("mirror %s: %w", key, err)
+}
