@@ -52,7 +52,10 @@ type feedHost struct {
 	host    string
 	client  forge.Lookup
 	perHour float64 // requests
-	batch   int
+	batch   int     // repositories one PushedAt takes
+	// perRequest is how many repositories one HTTP request answers for:
+	// a batch on GitHub's GraphQL, one on the REST forges.
+	perRequest int
 
 	mu   sync.Mutex
 	plan *feedplan.Planner
@@ -143,13 +146,17 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			perHour = DefaultFeedRequestsPerHour
 		}
 		perHour *= float64(max(len(tokens), 1))
-		plan, err := feedplan.New(feedplan.Options{PerHour: perHour * float64(lk.BatchSize()),
+		perRequest := 1
+		if f.Kind == forge.GitHub {
+			perRequest = lk.BatchSize()
+		}
+		plan, err := feedplan.New(feedplan.Options{PerHour: perHour * float64(perRequest),
 			MaxInterval: maxInterval, MinInterval: cfg.MinInterval})
 		if err != nil {
 			c.log.Error("forge feed off", "host", host, "err", err)
 			continue
 		}
-		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(),
+		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
 			plan: plan, sent: make(map[string]time.Time)})
 	}
 	if len(feeds) == 0 {
@@ -214,7 +221,7 @@ func (c *Coordinator) feedKeysChanged(added, removed []string) {
 }
 
 // runFeed asks f's forge until ctx ends: a batch of the repositories due,
-// one request every hour / perHour, waiting out spent limits and backoffs.
+// at perHour requests an hour, waiting out spent limits and backoffs.
 func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 	every := time.Duration(float64(time.Hour) / f.perHour)
 	for {
@@ -222,11 +229,13 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 		now := c.clk.Now()
 		if ready := f.client.Ready(now); ready.After(now) {
 			wait = ready.Sub(now)
-		} else if err := c.askFeed(ctx, f, now); err != nil {
+		} else if n, err := c.askFeed(ctx, f, now); err != nil {
 			var we *forge.WaitError
 			if errors.As(err, &we) && we.Until.After(now) {
 				wait = max(wait, we.Until.Sub(now))
 			}
+		} else if requests := (n + f.perRequest - 1) / f.perRequest; requests > 1 {
+			wait = time.Duration(requests) * every // the REST forges: a request a repository
 		}
 		select {
 		case <-ctx.Done():
@@ -236,13 +245,14 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 	}
 }
 
-// askFeed asks about one batch and acts on the answer.
-func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) error {
+// askFeed asks about one batch and acts on the answer; it returns how
+// many repositories it asked about.
+func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (int, error) {
 	f.mu.Lock()
 	keys := f.plan.Next(now, f.batch)
 	f.mu.Unlock()
 	if len(keys) == 0 {
-		return nil
+		return 0, nil
 	}
 	paths := make([]string, len(keys))
 	for i, k := range keys {
@@ -254,7 +264,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) e
 		var we *forge.WaitError
 		if errors.As(err, &we) && we.Limited {
 			c.log.Info("forge feed: rate limit spent; waiting for its reset", "host", f.host, "until", we.Until)
-			return err
+			return len(keys), err
 		}
 		f.mu.Lock()
 		f.failures++
@@ -266,7 +276,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) e
 		if n >= failingAfter {
 			c.setFeedState(f, feedFailing)
 		}
-		return err
+		return len(keys), err
 	}
 	c.setFeedState(f, feedWorking)
 	times, refused := forge.PushTimes(c.cfg.Fold, f.host, ans)
@@ -295,7 +305,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) e
 		}
 	}
 	c.cfg.met.feedChanged(f.host, changed)
-	return nil
+	return len(keys), nil
 }
 
 // feedPush acts on one push time: newer than the owner's last check, it is
