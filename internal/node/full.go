@@ -60,13 +60,14 @@ type fullNode struct {
 	alerts      *alerting                                                 // alerts.go
 
 	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
-	hints        hintBook                 // changes heard of, not yet settled
-	staleReports mismatchLedger           // stale reports, by node
-	checking     map[string]chan struct{} // keys whose upstream is being asked; closed when done
-	restored     map[string]uint32        // stored verified_at, until the coordinator sends the key
-	claims       []staleClaim             // stale reports for freshLoop to count
-	freshWake    chan struct{}
-	feedCovers   func(host string) bool // hosts a forge feed covers (nil: none): no spot checks there
+	hints         hintBook                 // changes heard of, not yet settled
+	staleReports  mismatchLedger           // stale reports, by node
+	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
+	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
+	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
+	claims        []staleClaim             // stale reports for freshLoop to count
+	freshWake     chan struct{}
+	feedCovers    func(host string) bool // hosts a forge feed covers (nil: none): no spot checks there
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
@@ -168,6 +169,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); f.freshLoop(ctx) }()
 	wg.Add(1)
+	go func() { defer wg.Done(); f.persistLoop(ctx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
@@ -255,6 +258,9 @@ func (f *fullNode) removed(keys []string) {
 		if old, ok := f.view.del(k); ok {
 			f.stale.move(int64(old.verifiedAt)*1000, 0)
 			f.sorted.remove(k)
+			if old.verifiedAt != 0 {
+				f.markVerified(k, 0)
+			}
 		}
 		f.hints.forget(k)
 		delete(f.pending, k)
@@ -273,9 +279,6 @@ func (f *fullNode) removed(keys []string) {
 			continue
 		}
 		f.n.forgetDigest(k)
-		if err := f.n.db.Delete(context.Background(), bucketUpstreamVerified, k); err != nil {
-			f.n.log.Warn("delete verified_at", "key", k, "err", err)
-		}
 		f.n.log.Info(msg, "key", k, "retention", f.n.cfg.Retention)
 	}
 }

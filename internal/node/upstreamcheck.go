@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/store"
 )
 
 // The full node's own checks of upstreams (freshness.go holds the
@@ -109,8 +110,8 @@ func (f *fullNode) wakeFresh() {
 }
 
 // setVerified advances key's verified_at to at (never back), for the
-// counters, the stale alert and the store.
-func (f *fullNode) setVerified(ctx context.Context, key string, at time.Time) {
+// counters and the stale alert, and marks it for the store (persistVerified).
+func (f *fullNode) setVerified(_ context.Context, key string, at time.Time) {
 	s := unixSeconds(at)
 	f.mu.Lock()
 	v, ok := f.view.view(key)
@@ -120,10 +121,66 @@ func (f *fullNode) setVerified(ctx context.Context, key string, at time.Time) {
 	}
 	f.view.setVerified(key, s)
 	f.stale.move(int64(v.verifiedAt)*1000, int64(s)*1000)
+	f.markVerified(key, s)
 	f.mu.Unlock()
 	f.reclass(key)
-	if err := f.n.db.Put(ctx, bucketUpstreamVerified, key, []byte(strconv.FormatUint(uint64(s), 10))); err != nil {
-		f.n.log.Warn("store verified_at", "key", key, "err", err)
+}
+
+// markVerified notes key's verified_at s (0: the key left) for the next
+// persistVerified. Caller holds f.mu.
+func (f *fullNode) markVerified(key string, s uint32) {
+	if f.verifiedDirty == nil {
+		f.verifiedDirty = map[string]uint32{}
+	}
+	f.verifiedDirty[key] = s
+}
+
+// persistInterval is how often the changed verified_at are written: a
+// crash loses at most that much of them (a verified_at older than it
+// could be, never newer).
+const persistInterval = 30 * time.Second
+
+// persistVerified writes the verified_at changed since the last time, in
+// one transaction (one a verification would be one disk sync each).
+func (f *fullNode) persistVerified(ctx context.Context) {
+	f.mu.Lock()
+	dirty := f.verifiedDirty
+	f.verifiedDirty = nil
+	f.mu.Unlock()
+	if len(dirty) == 0 {
+		return
+	}
+	ops := make([]store.Op, 0, len(dirty))
+	for k, s := range dirty {
+		if s == 0 {
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Delete: true})
+		} else {
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Value: []byte(strconv.FormatUint(uint64(s), 10))})
+		}
+	}
+	if err := f.n.db.Batch(ctx, ops); err != nil {
+		f.n.log.Warn("store verified_at; will retry", "repos", len(ops), "err", err)
+		f.mu.Lock()
+		for k, s := range dirty {
+			if _, newer := f.verifiedDirty[k]; !newer {
+				f.markVerified(k, s)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// persistLoop writes verified_at every persistInterval, and once more at
+// the end.
+func (f *fullNode) persistLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			f.persistVerified(context.Background())
+			return
+		case <-f.n.clk.After(persistInterval):
+			f.persistVerified(ctx)
+		}
 	}
 }
 
