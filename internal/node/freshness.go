@@ -24,8 +24,8 @@ type hint struct {
 	ownerWas string    // the owner's last report when the hint came (a claim too: its copy did not move)
 	owner    uint32    // the owner that should see the change
 	due      time.Time // ask the upstream then, unless settled before (zero: not again)
-	// claimedAt is the check, after pushedAt, at which the owner reported
-	// old (zero: it has not).
+	// claimedAt is when the owner was known to claim "unchanged" after
+	// pushedAt (hint.claim; zero: it was not).
 	claimedAt time.Time
 	// fetched: the full node saw the upstream differ from old at or after
 	// pushedAt and fetched it itself; the hint now only waits for the
@@ -52,17 +52,18 @@ const (
 	hintNone        hintAction = iota
 	hintVerified               // a feed says nothing changed since verified_at: advance it to now
 	hintCheckNow               // ask the upstream now
-	hintCountStale             // count a stale report against the hint's owner (once: the hint is gone)
+	hintCountStale             // count a stale report against the hint's owner (once a hint: it is marked counted)
 	hintRefusedFull            // the book is full: the hint was dropped (the spot checks remain)
 )
 
+// hintWatch is how long a fetched hint waits for the owner's claim.
+const hintWatch = 24 * time.Hour
+
 // hintBook holds the hints not yet settled, by key. It is pure (times
 // are passed in) and guarded by fullNode.mu. The zero value is ready (no
-// wait, maxHints, a day's watch).
+// wait, at most maxHints).
 type hintBook struct {
 	wait  time.Duration // how long an owner has to report the change (--hint-wait)
-	watch time.Duration // how long a fetched hint waits for the owner's claim (0: a day)
-	skew  time.Duration // how far an owner's clock may run ahead (0: maxClockSkew)
 	max   int           // 0: maxHints
 	hints map[string]*hint
 }
@@ -156,7 +157,7 @@ func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, diges
 		}
 		return hintNone
 	}
-	if checkedAt.After(h.pushedAt.Add(cmp.Or(b.skew, maxClockSkew))) {
+	if checkedAt.After(h.pushedAt.Add(maxClockSkew)) {
 		return b.claimed(key, h, now)
 	}
 	if h.fetched {
@@ -211,7 +212,7 @@ func (b *hintBook) checked(key string, at time.Time, differed bool) (hintAction,
 		}
 		return hintNone, 0
 	}
-	h.fetched, h.due, h.expires = true, time.Time{}, at.Add(cmp.Or(b.watch, 24*time.Hour))
+	h.fetched, h.due, h.expires = true, time.Time{}, at.Add(hintWatch)
 	if h.verifyOnly {
 		// From now on the upstream is known to differ from old: an owner
 		// that reports old after this check is stale.

@@ -360,7 +360,7 @@ func TestAStaleClaimReportedTwiceAtOnceIsCountedOnce(t *testing.T) {
 	if pending {
 		t.Fatal("the owner's known-stale refs were queued for a pull")
 	}
-	f.setVerified(t.Context(), hintKey, clk.Now())
+	f.setVerified(hintKey, clk.Now())
 	f.mu.Lock()
 	in := f.freshInput(hintKey)
 	f.mu.Unlock()

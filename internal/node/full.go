@@ -286,12 +286,12 @@ func (f *fullNode) removed(keys []string) {
 // ownSynced notes that this node, as the owner, fetched key itself from
 // the upstream with a check that started at start: what it serves is the
 // upstream's refs as of then.
-func (f *fullNode) ownSynced(ctx context.Context, key string, start time.Time) {
+func (f *fullNode) ownSynced(key string, start time.Time) {
 	f.mu.Lock()
 	delete(f.pending, key)
 	f.hints.verified(key, start)
 	f.mu.Unlock()
-	f.setVerified(ctx, key, start)
+	f.setVerified(key, start)
 }
 
 func (f *fullNode) kick() {
@@ -406,7 +406,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	f.served(key, res)
 	digest := res.After.Digest()
 	f.n.setDigest(key, digest)
-	f.afterPull(ctx, key, owner, res, seen)
+	f.afterPull(key, owner, res, seen)
 	if res.Changed {
 		f.n.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
 	}

@@ -58,7 +58,7 @@ func newUpstreamRig(t *testing.T, cfg Config) *upstreamRig {
 	n.setDigest(key, d)
 	r := &upstreamRig{f: n.full, clk: clk, up: up, key: key, old: d}
 	r.report(d)
-	n.full.setVerified(t.Context(), key, clk.Now())
+	n.full.setVerified(key, clk.Now())
 	return r
 }
 
@@ -174,7 +174,7 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	st := &fleetv1.RepoState{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 2, State: "ok", Digest: oldRefs, LastCheckMs: 1}
 	n := open()
 	n.full.states([]*fleetv1.RepoState{st})
-	n.full.setVerified(t.Context(), st.Key, clk.Now())
+	n.full.setVerified(st.Key, clk.Now())
 	n.full.persistVerified(t.Context()) // as persistLoop does, and at the end
 	n.db.Close()
 	n.proxy.Close()
