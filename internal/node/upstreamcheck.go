@@ -311,7 +311,7 @@ func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 	}
 	f.setVerified(key, asked)
 	f.mu.Lock()
-	act, owner := f.hints.checked(key, asked, differed)
+	act, owner := f.hints.checked(key, asked, differed, up.Digest())
 	f.mu.Unlock()
 	f.reclass(key)
 	if act == hintCountStale {
