@@ -263,10 +263,10 @@ func (b *hintBook) verified(key string, at time.Time) {
 func (b *hintBook) forget(key string) { delete(b.hints, key) }
 
 // pending tells whether key has a change heard of that the full node has
-// not served yet.
+// not served yet (an on-demand check's hint tells of none).
 func (b *hintBook) pending(key string) bool {
 	h := b.hints[key]
-	return h != nil && !h.fetched
+	return h != nil && !h.fetched && !h.verifyOnly
 }
 
 // claims tells whether an owner's answer digest for key says that a

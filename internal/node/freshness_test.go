@@ -161,6 +161,9 @@ func TestAnOnDemandCheckVerifiesButCountsOnlyLaterClaims(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	b := newTestBook()
 	b.verifyOnDemand(hintKey, clk.Now(), oldRefs, 7)
+	if b.pending(hintKey) {
+		t.Fatal("an on-demand check tells of no change: the repository stays current")
+	}
 	clk.Advance(time.Second)
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
 		t.Fatalf("the owner's answer: %v, want a check", act)
