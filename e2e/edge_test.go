@@ -89,6 +89,12 @@ func TestPublicEdgeEndToEnd(t *testing.T) {
 		if listings > 80 {
 			t.Fatalf("30 pushes a second apart made %d ref listings of the upstream, want at most 80 (20 checks)", listings)
 		}
+		// Honest owners racing a stream of pushes are never counted stale.
+		for _, name := range []string{"partial-1", "partial-2"} {
+			if n := nodeCount(t, f, f.nodeID(name), "stale_reports"); n != 0 {
+				t.Errorf("honest node %s: %d stale reports", name, n)
+			}
+		}
 	})
 
 	t.Run("a commit force-pushed away is not served by its id", func(t *testing.T) {

@@ -273,23 +273,24 @@ func refusedThroughout(t *testing.T, f *fleet, n int) {
 }
 
 // mismatchesOf is the count GET /api/v1/nodes shows for node id.
-func mismatchesOf(t *testing.T, f *fleet, id uint32) uint64 {
+func mismatchesOf(t *testing.T, f *fleet, id uint32) uint64 { return nodeCount(t, f, id, "mismatches") }
+
+// nodeCount is the count field of node id in GET /api/v1/nodes.
+func nodeCount(t *testing.T, f *fleet, id uint32, field string) uint64 {
 	t.Helper()
 	var body struct {
-		Nodes []struct {
-			ID         uint32  `json:"id"`
-			Mismatches *uint64 `json:"mismatches"`
-		} `json:"nodes"`
+		Nodes []map[string]any `json:"nodes"`
 	}
 	if code := call(t, "GET", f.base+"/api/v1/nodes", apiToken, nil, &body); code != http.StatusOK {
 		t.Fatalf("GET /api/v1/nodes: %d", code)
 	}
 	for _, n := range body.Nodes {
-		if n.ID == id {
-			if n.Mismatches == nil {
-				t.Fatal("GET /api/v1/nodes has no mismatches field")
+		if n["id"] == float64(id) {
+			v, ok := n[field].(float64)
+			if !ok {
+				t.Fatalf("GET /api/v1/nodes has no %s field", field)
 			}
-			return *n.Mismatches
+			return uint64(v)
 		}
 	}
 	t.Fatalf("node %d not listed", id)

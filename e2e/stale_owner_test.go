@@ -59,26 +59,7 @@ func repoFreshness(t *testing.T, f *fleet, key string) verifiedRepo {
 
 // staleReportsOf is the count GET /api/v1/nodes shows for node id.
 func staleReportsOf(t *testing.T, f *fleet, id uint32) uint64 {
-	t.Helper()
-	var body struct {
-		Nodes []struct {
-			ID           uint32  `json:"id"`
-			StaleReports *uint64 `json:"stale_reports"`
-		} `json:"nodes"`
-	}
-	if code := call(t, "GET", f.base+"/api/v1/nodes", apiToken, nil, &body); code != http.StatusOK {
-		t.Fatalf("GET /api/v1/nodes: %d", code)
-	}
-	for _, n := range body.Nodes {
-		if n.ID == id {
-			if n.StaleReports == nil {
-				t.Fatal("GET /api/v1/nodes has no stale_reports field")
-			}
-			return *n.StaleReports
-		}
-	}
-	t.Fatalf("node %d not listed", id)
-	return 0
+	return nodeCount(t, f, id, "stale_reports")
 }
 
 // TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs: the owner of the one

@@ -37,6 +37,10 @@ type Snapshot struct {
 	// Mismatches are, by node, when that node last served a tip the
 	// upstream never had (see MismatchWatch).
 	Mismatches map[uint32]Mismatch
+	// StaleReports are, by node, when that node was last counted a stale
+	// report: a repository reported unchanged after a push that the full
+	// node then found upstream (counted as Mismatches are).
+	StaleReports map[uint32]Mismatch
 	// Session is the full node's session to the coordinator.
 	Session Session
 	// FeedsFailing are the forge hosts whose change feed fails, as the
@@ -48,7 +52,8 @@ type Snapshot struct {
 type Repos struct {
 	Total   int
 	Failing int
-	// Stale are the repositories not checked within StaleAfter.
+	// Stale are the repositories not verified against their upstreams
+	// (their verified_at) within StaleAfter.
 	Stale      int
 	StaleAfter time.Duration
 }

@@ -249,3 +249,31 @@ func TestAFailingFeedFiresOneAlertAHostAfterItsHold(t *testing.T) {
 		t.Fatalf("github.com answers again: %v", got)
 	}
 }
+
+func TestANewStaleReportFiresForItsNodeAndResolvesAfterAQuietHour(t *testing.T) {
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	var w MismatchWatch
+	now := t0
+	eval := func(counts map[uint32]uint64) []Event {
+		evs := e.Evaluate(&Snapshot{Session: Session{Connected: true}, StaleReports: w.Observe(counts, now)}, now)
+		now = now.Add(15 * time.Minute)
+		return evs
+	}
+	if evs := eval(map[uint32]uint64{7: 0}); len(evs) != 0 {
+		t.Fatal(statuses(evs))
+	}
+	evs := eval(map[uint32]uint64{7: 1})
+	if len(evs) != 1 || evs[0].Key != "stale-report/7" || evs[0].Status != Firing || !strings.Contains(evs[0].Summary, "node 7") {
+		t.Fatal(statuses(evs))
+	}
+	var quiet []Event
+	for range 3 {
+		quiet = append(quiet, eval(map[uint32]uint64{7: 1})...)
+	}
+	if len(quiet) != 0 {
+		t.Fatal(statuses(quiet))
+	}
+	if evs := eval(map[uint32]uint64{7: 1}); len(evs) != 1 || evs[0].Status != Resolved {
+		t.Fatal(statuses(evs))
+	}
+}

@@ -22,7 +22,8 @@ type Thresholds struct {
 	// NoSession is how long the full node may be without a session to the
 	// coordinator, or the coordinators without a leader, before it fires.
 	NoSession time.Duration
-	// MismatchQuiet is how long after a node's last forged tip its alert
+	// MismatchQuiet is how long after a node's last forged tip (or stale
+	// report) its alert
 	// resolves.
 	MismatchQuiet time.Duration
 }
@@ -54,6 +55,7 @@ const (
 	RuleDiskHigh     = "disk-high"
 	RulePurgeHeld    = "purge-held"
 	RuleMismatch     = "mismatch"
+	RuleStaleReport  = "stale-report"
 	RuleNoSession    = "no-session"
 	RuleNoLeader     = "no-leader"
 	RuleFeedFailing  = "feed-failing"
@@ -83,7 +85,12 @@ func Rules(th Thresholds) []Rule {
 		// A held purge waits for a person: say so at once.
 		{Name: RulePurgeHeld, Check: purgeHeld},
 		{Name: RuleMismatch, Check: func(s *Snapshot, now time.Time) ([]Alert, bool) {
-			return mismatch(s, now, th.MismatchQuiet)
+			return perNode(RuleMismatch, s.Mismatches, now, th.MismatchQuiet,
+				"node %d served a tip the upstream never had (a forged or stale pull, refused)", "forged tips"), true
+		}},
+		{Name: RuleStaleReport, Check: func(s *Snapshot, now time.Time) ([]Alert, bool) {
+			return perNode(RuleStaleReport, s.StaleReports, now, th.MismatchQuiet,
+				"node %d reported a repository unchanged after a push the full node then found upstream (fetched from the upstream)", "stale reports"), true
 		}},
 		{Name: RuleNoSession, For: th.NoSession, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
 			if s.Session.Connected || s.Session.NoLeader { // no-leader says more
@@ -184,18 +191,20 @@ func purgeHeld(s *Snapshot, _ time.Time) ([]Alert, bool) {
 		Figure:  fmt.Sprintf("%d of %d repositories to remove", c.HeldRemoved, c.HeldAll), Threshold: "--max-purge within --purge-window"}}, true
 }
 
-func mismatch(s *Snapshot, now time.Time, quiet time.Duration) ([]Alert, bool) {
+// perNode is rule's alerts of a count kept by node (what it counts):
+// one a node with a new one within quiet; summary names the node (%d).
+func perNode(rule string, counts map[uint32]Mismatch, now time.Time, quiet time.Duration, summary, what string) []Alert {
 	var out []Alert
-	for id, m := range s.Mismatches {
+	for id, m := range counts {
 		if m.Last.IsZero() || now.Sub(m.Last) >= quiet {
 			continue
 		}
-		out = append(out, Alert{Key: fmt.Sprintf("%s/%d", RuleMismatch, id), Rule: RuleMismatch,
-			Summary:   fmt.Sprintf("node %d served a tip the upstream never had (a forged or stale pull, refused)", id),
-			Figure:    fmt.Sprintf("%d forged tips in all, the last at %s", m.Total, stamp(m.Last)),
+		out = append(out, Alert{Key: fmt.Sprintf("%s/%d", rule, id), Rule: rule,
+			Summary:   fmt.Sprintf(summary, id),
+			Figure:    fmt.Sprintf("%d %s in all, the last at %s", m.Total, what, stamp(m.Last)),
 			Threshold: fmt.Sprintf("any new one; resolves after %s without one", quiet)})
 	}
-	return out, true
+	return out
 }
 
 // MismatchWatch turns the full node's running counts of forged tips, by

@@ -41,6 +41,7 @@ type alerting struct {
 	eval     *alert.Evaluator
 	notifier *alert.Notifier
 	watch    alert.MismatchWatch
+	stale    alert.MismatchWatch // stale reports, as watch is forged tips
 }
 
 func newAlerting(n *Node) (*alerting, error) {
@@ -127,6 +128,9 @@ func (f *fullNode) restoreAlerts(ctx context.Context) {
 		if _, err := fmt.Sscanf(al.Key, alert.RuleMismatch+"/%d", &id); err == nil && al.Rule == alert.RuleMismatch {
 			a.watch.Seen(id, n.clk.Now())
 		}
+		if _, err := fmt.Sscanf(al.Key, alert.RuleStaleReport+"/%d", &id); err == nil && al.Rule == alert.RuleStaleReport {
+			a.stale.Seen(id, n.clk.Now())
+		}
 	}
 	if len(restored) > 0 {
 		n.log.Info("alerts: firing before the restart, not fired again", "alerts", len(restored))
@@ -166,9 +170,11 @@ func (f *fullNode) alertSnapshot(ctx context.Context, now time.Time) *alert.Snap
 	}
 	s.FeedsFailing = slices.Clone(f.feedsFailing)
 	mismatches := maps.Clone(f.mismatches.counts)
+	staleReports := maps.Clone(f.staleReports.counts)
 	ownUsed, ownTotal := f.mark.used, f.mark.total
 	f.mu.Unlock()
 	s.Mismatches = a.watch.Observe(mismatches, now)
+	s.StaleReports = a.stale.Observe(staleReports, now)
 
 	if !s.Session.Connected {
 		return s

@@ -175,7 +175,7 @@ func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
 	// An on-demand check (the operator's, or a webhook's) vouches for
 	// what it answers: an owner that reports the repository unchanged is
 	// checked against the upstream by the full node itself (taskDone).
-	if err := b.f.verifyOnDemand(ctx, key); err != nil {
+	if err := b.f.verifyOnDemand(key); err != nil {
 		b.f.n.log.Warn("on-demand check: change hint not recorded", "key", key, "err", err)
 	}
 	run.asked = b.f.n.clk.Now()

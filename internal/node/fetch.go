@@ -149,7 +149,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	n.report(r)
 	n.flog.Append(n.workEntry(key, kind, start, res, err))
 	if n.full != nil && err == nil {
-		n.full.ownSynced(ctx, key, start)
+		n.full.ownSynced(key, start)
 		n.full.served(key, res)
 	}
 }

@@ -24,9 +24,14 @@ type hint struct {
 	ownerWas string    // the owner's last report when the hint came (a claim too: its copy did not move)
 	owner    uint32    // the owner that should see the change
 	due      time.Time // ask the upstream then, unless settled before (zero: not again)
-	// claimedAt is the check, after pushedAt, at which the owner reported
-	// old (zero: it has not).
+	// claimedAt is when the owner was known to claim "unchanged" after
+	// pushedAt (hint.claim; zero: it was not), and claimed the digest it
+	// reported then.
 	claimedAt time.Time
+	claimed   string
+	// upstream is the digest of the upstream's refs that the full node
+	// fetched (fetched): an owner that reports it is right, not stale.
+	upstream string
 	// fetched: the full node saw the upstream differ from old at or after
 	// pushedAt and fetched it itself; the hint now only waits for the
 	// owner's claim, until expires.
@@ -52,17 +57,18 @@ const (
 	hintNone        hintAction = iota
 	hintVerified               // a feed says nothing changed since verified_at: advance it to now
 	hintCheckNow               // ask the upstream now
-	hintCountStale             // count a stale report against the hint's owner (once: the hint is gone)
+	hintCountStale             // count a stale report against the hint's owner (once a hint: it is marked counted)
 	hintRefusedFull            // the book is full: the hint was dropped (the spot checks remain)
 )
 
+// hintWatch is how long a fetched hint waits for the owner's claim.
+const hintWatch = 24 * time.Hour
+
 // hintBook holds the hints not yet settled, by key. It is pure (times
 // are passed in) and guarded by fullNode.mu. The zero value is ready (no
-// wait, maxHints, a day's watch).
+// wait, at most maxHints).
 type hintBook struct {
 	wait  time.Duration // how long an owner has to report the change (--hint-wait)
-	watch time.Duration // how long a fetched hint waits for the owner's claim (0: a day)
-	skew  time.Duration // how far an owner's clock may run ahead (0: maxClockSkew)
 	max   int           // 0: maxHints
 	hints map[string]*hint
 }
@@ -156,8 +162,8 @@ func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, diges
 		}
 		return hintNone
 	}
-	if checkedAt.After(h.pushedAt.Add(cmp.Or(b.skew, maxClockSkew))) {
-		return b.claimed(key, h, now)
+	if checkedAt.After(h.pushedAt.Add(maxClockSkew)) {
+		return b.claimed(h, digest, now)
 	}
 	if h.fetched {
 		return hintNone
@@ -174,14 +180,15 @@ func (b *hintBook) taskClaim(key string, asked time.Time, digest string, now tim
 	if h == nil || asked.Before(h.pushedAt) || !h.claim(digest) {
 		return hintNone
 	}
-	return b.claimed(key, h, now)
+	return b.claimed(h, digest, now)
 }
 
-// claimed records h's owner claiming "unchanged" at now: counted at once
-// when the full node already found the upstream ahead, else checked now.
-func (b *hintBook) claimed(key string, h *hint, now time.Time) hintAction {
+// claimed records h's owner claiming "unchanged" (digest) at now: counted
+// at once when the full node already found the upstream ahead of it, else
+// checked now.
+func (b *hintBook) claimed(h *hint, digest string, now time.Time) hintAction {
 	if h.claimedAt.IsZero() {
-		h.claimedAt = now
+		h.claimedAt, h.claimed = now, digest
 	}
 	if h.fetched {
 		if h.counted {
@@ -195,12 +202,13 @@ func (b *hintBook) claimed(key string, h *hint, now time.Time) hintAction {
 }
 
 // checked follows the full node's own check of key's upstream, asked at
-// at: differed when the upstream's refs were not those served (the full
-// node then fetched them, and ensure opened a hint if none was). The owner
-// is counted (once a hint) when it had claimed old after the push;
-// otherwise a differing upstream keeps the hint until the owner's next
-// report, and an equal one settles it.
-func (b *hintBook) checked(key string, at time.Time, differed bool) (hintAction, uint32) {
+// at: differed when the upstream's refs were not those served, and the full
+// node fetched them (ensure opened a hint if none was), upstream their
+// digest. The owner is counted (once a hint) when it had claimed, after the
+// push, a copy other than the upstream's; otherwise a differing upstream
+// keeps the hint until the owner's next report, and an equal one settles
+// it.
+func (b *hintBook) checked(key string, at time.Time, differed bool, upstream string) (hintAction, uint32) {
 	h := b.hints[key]
 	if h == nil {
 		return hintNone, 0
@@ -211,14 +219,14 @@ func (b *hintBook) checked(key string, at time.Time, differed bool) (hintAction,
 		}
 		return hintNone, 0
 	}
-	h.fetched, h.due, h.expires = true, time.Time{}, at.Add(cmp.Or(b.watch, 24*time.Hour))
+	h.fetched, h.due, h.expires, h.upstream = true, time.Time{}, at.Add(hintWatch), upstream
 	if h.verifyOnly {
 		// From now on the upstream is known to differ from old: an owner
 		// that reports old after this check is stale.
 		h.verifyOnly, h.pushedAt, h.claimedAt = false, at, time.Time{}
 		return hintNone, 0
 	}
-	if !h.claimedAt.IsZero() && !h.counted {
+	if !h.claimedAt.IsZero() && !h.counted && h.claimed != upstream {
 		h.counted = true
 		return hintCountStale, h.owner
 	}
@@ -255,10 +263,10 @@ func (b *hintBook) verified(key string, at time.Time) {
 func (b *hintBook) forget(key string) { delete(b.hints, key) }
 
 // pending tells whether key has a change heard of that the full node has
-// not served yet.
+// not served yet (an on-demand check's hint tells of none).
 func (b *hintBook) pending(key string) bool {
 	h := b.hints[key]
-	return h != nil && !h.fetched
+	return h != nil && !h.fetched && !h.verifyOnly
 }
 
 // claims tells whether an owner's answer digest for key says that a
@@ -272,6 +280,9 @@ func (b *hintBook) claims(key, digest string) bool {
 // "unchanged": it is the copy served when the hint came, one found behind
 // before, or the owner's own last report then.
 func (h *hint) claim(digest string) bool {
+	if h.upstream != "" && digest == h.upstream {
+		return false // what the upstream had: the owner caught up, or was ahead of the full node
+	}
 	return digest == h.old || h.behind != "" && digest == h.behind || h.ownerWas != "" && digest == h.ownerWas
 }
 

@@ -42,7 +42,7 @@ func TestAnOwnerClaimingUnchangedAfterAPushIsCheckedAndCountedOnce(t *testing.T)
 		t.Fatal("counted before the upstream was asked")
 	}
 	clk.Advance(time.Second)
-	act, owner := b.checked(hintKey, clk.Now(), true)
+	act, owner := b.checked(hintKey, clk.Now(), true, newRefs)
 	if act != hintCountStale || owner != 7 {
 		t.Fatalf("the upstream differs: %v against node %d, want a stale report against node 7", act, owner)
 	}
@@ -55,7 +55,7 @@ func TestAnOwnerClaimingUnchangedAfterAPushIsCheckedAndCountedOnce(t *testing.T)
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintNone {
 		t.Fatalf("the same owner's next report of the same hint: %v, want nothing (counted once a hint)", act)
 	}
-	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintNone {
 		t.Fatalf("a second differing check of the same hint: %v, want nothing", act)
 	}
 }
@@ -74,7 +74,7 @@ func TestTwoHintsOfOneChangeCountOnce(t *testing.T) {
 	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
 	counts := 0
 	for range 3 { // three checks end (a hint's, a spot check's, a retry's)
-		if act, _ := b.checked(hintKey, clk.Now(), true); act == hintCountStale {
+		if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act == hintCountStale {
 			counts++
 		}
 	}
@@ -99,7 +99,7 @@ func TestAnOwnerSilentPastTheWaitIsCheckedThenCountedAtItsStaleReport(t *testing
 	if keys, _ := b.due(clk.Now()); len(keys) != 0 {
 		t.Fatalf("due twice: %v", keys)
 	}
-	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintNone {
 		t.Fatalf("an owner that said nothing is not counted: %v", act)
 	}
 	clk.Advance(time.Hour)
@@ -117,7 +117,7 @@ func TestAPushAfterAFetchedHintKeepsTheOwnersOldCopyAClaim(t *testing.T) {
 	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7)
 	clk.Advance(2 * time.Minute)
 	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
-	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintCountStale {
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintCountStale {
 		t.Fatalf("first push: %v", act)
 	}
 	clk.Advance(time.Minute)
@@ -129,7 +129,7 @@ func TestAPushAfterAFetchedHintKeepsTheOwnersOldCopyAClaim(t *testing.T) {
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
 		t.Fatalf("the owner's old copy again: %v, want a check", act)
 	}
-	if act, _ := b.checked(hintKey, clk.Now(), false); act != hintNone || len(b.hints) != 0 {
+	if act, _ := b.checked(hintKey, clk.Now(), false, oldRefs); act != hintNone || len(b.hints) != 0 {
 		t.Fatalf("the upstream is what is served: %v, %d hints; want settled without a count", act, len(b.hints))
 	}
 }
@@ -149,7 +149,7 @@ func TestAnOwnerRepeatingItsLastReportClaimsUnchanged(t *testing.T) {
 	if act := b.reported(hintKey, 7, clk.Now(), frozen, clk.Now()); act != hintCheckNow {
 		t.Fatalf("the owner's unmoved copy after the push: %v, want a check", act)
 	}
-	if act, owner := b.checked(hintKey, clk.Now(), true); act != hintCountStale || owner != 7 {
+	if act, owner := b.checked(hintKey, clk.Now(), true, newRefs); act != hintCountStale || owner != 7 {
 		t.Fatalf("the upstream differs: %v %d", act, owner)
 	}
 }
@@ -161,12 +161,15 @@ func TestAnOnDemandCheckVerifiesButCountsOnlyLaterClaims(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	b := newTestBook()
 	b.verifyOnDemand(hintKey, clk.Now(), oldRefs, 7)
+	if b.pending(hintKey) {
+		t.Fatal("an on-demand check tells of no change: the repository stays current")
+	}
 	clk.Advance(time.Second)
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
 		t.Fatalf("the owner's answer: %v, want a check", act)
 	}
 	clk.Advance(time.Second)
-	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintNone {
 		t.Fatalf("the upstream differs: %v; the push may have come after the owner's check", act)
 	}
 	if act := b.reported(hintKey, 7, clk.Now().Add(-time.Millisecond), oldRefs, clk.Now()); act != hintNone {
@@ -182,7 +185,7 @@ func TestAnOnDemandCheckVerifiesButCountsOnlyLaterClaims(t *testing.T) {
 	b.hear("h/other", clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7) // the webhook
 	clk.Advance(2 * time.Minute)
 	b.reported("h/other", 7, clk.Now(), oldRefs, clk.Now())
-	if act, _ := b.checked("h/other", clk.Now(), true); act != hintCountStale {
+	if act, _ := b.checked("h/other", clk.Now(), true, newRefs); act != hintCountStale {
 		t.Fatalf("a claim after a webhook: %v, want a stale report", act)
 	}
 }
@@ -199,7 +202,7 @@ func TestAClaimWithinTheClockSkewIsCheckedButOnlyATasksAnswerCounts(t *testing.T
 	if act := b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now()); act != hintCheckNow {
 		t.Fatalf("a claim 10 s after the push: %v, want a check", act)
 	}
-	if act, _ := b.checked(hintKey, clk.Now(), true); act != hintNone {
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintNone {
 		t.Fatalf("a claim within the skew counted: %v", act)
 	}
 	if act := b.taskClaim(hintKey, pushed.Add(-time.Second), oldRefs, clk.Now()); act != hintNone {
@@ -210,6 +213,27 @@ func TestAClaimWithinTheClockSkewIsCheckedButOnlyATasksAnswerCounts(t *testing.T
 	}
 	if act := b.taskClaim(hintKey, pushed, oldRefs, clk.Now()); act != hintNone {
 		t.Fatalf("the same hint counted twice: %v", act)
+	}
+}
+
+// An owner ahead of the full node (it reported the push before the full
+// node pulled it) that reports the same copy again after a webhook is
+// right: the full node fetches the push itself, and counts nothing.
+func TestAnOwnerAheadOfTheFullNodeIsNotCountedStale(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newTestBook()
+	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7)
+	b.ownerHad(hintKey, newRefs) // its report, not pulled yet
+	clk.Advance(2 * time.Minute)
+	if act := b.reported(hintKey, 7, clk.Now(), newRefs, clk.Now()); act != hintCheckNow {
+		t.Fatalf("the owner's copy again: %v, want a check", act)
+	}
+	if act, _ := b.checked(hintKey, clk.Now(), true, newRefs); act != hintNone {
+		t.Fatalf("the upstream has the owner's copy: %v, want no stale report", act)
+	}
+	clk.Advance(time.Minute)
+	if act := b.reported(hintKey, 7, clk.Now(), newRefs, clk.Now()); act != hintNone || len(b.hints) != 0 {
+		t.Fatalf("the owner's copy, the upstream's, once more: %v, %d hints; want settled", act, len(b.hints))
 	}
 }
 
@@ -235,7 +259,7 @@ func TestAnUpstreamEqualToWhatIsServedSettlesTheHintWithoutACount(t *testing.T) 
 	b.hear(hintKey, clk.Now(), clk.Now(), clk.Now().Add(-time.Hour), oldRefs, 7)
 	clk.Advance(time.Second)
 	b.reported(hintKey, 7, clk.Now(), oldRefs, clk.Now())
-	if act, _ := b.checked(hintKey, clk.Now(), false); act != hintNone {
+	if act, _ := b.checked(hintKey, clk.Now(), false, oldRefs); act != hintNone {
 		t.Fatalf("the owner was right (a push that changed no branch or tag): %v", act)
 	}
 	if len(b.hints) != 0 {
@@ -340,7 +364,7 @@ func TestAStaleClaimReportedTwiceAtOnceIsCountedOnce(t *testing.T) {
 	f.mu.Lock()
 	clear(f.pending)
 	f.hints.ensure(hintKey, clk.Now(), oldRefs, owner)
-	f.hints.checked(hintKey, clk.Now(), true)
+	f.hints.checked(hintKey, clk.Now(), true, newRefs)
 	f.mu.Unlock()
 	// Two stale reports of the owner's (two checks) arrive at once.
 	var wg sync.WaitGroup
@@ -360,7 +384,7 @@ func TestAStaleClaimReportedTwiceAtOnceIsCountedOnce(t *testing.T) {
 	if pending {
 		t.Fatal("the owner's known-stale refs were queued for a pull")
 	}
-	f.setVerified(t.Context(), hintKey, clk.Now())
+	f.setVerified(hintKey, clk.Now())
 	f.mu.Lock()
 	in := f.freshInput(hintKey)
 	f.mu.Unlock()

@@ -60,14 +60,15 @@ type fullNode struct {
 	alerts      *alerting                                                 // alerts.go
 
 	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
-	hints        hintBook                 // changes heard of, not yet settled
-	staleReports mismatchLedger           // stale reports, by node
-	checking     map[string]chan struct{} // keys whose upstream is being asked; closed when done
-	restored     map[string]uint32        // stored verified_at, until the coordinator sends the key
-	claims       []staleClaim             // stale reports for freshLoop to count
-	freshWake    chan struct{}
-	feedCovers   map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
-	feedsFailing []string        // hosts whose forge feed fails: an alert; under mu
+	hints         hintBook                 // changes heard of, not yet settled
+	staleReports  mismatchLedger           // stale reports, by node
+	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
+	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
+	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
+	claims        []staleClaim             // stale reports for freshLoop to count
+	freshWake     chan struct{}
+	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
+	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
 }
 
 func newFullNode(n *Node) (*fullNode, error) {
@@ -170,6 +171,8 @@ func (f *fullNode) serve(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); f.freshLoop(ctx) }()
 	wg.Add(1)
+	go func() { defer wg.Done(); f.persistLoop(ctx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); f.consoleSrc.sampleLoop(ctx) }()
 	var err error
 	select {
@@ -257,6 +260,9 @@ func (f *fullNode) removed(keys []string) {
 		if old, ok := f.view.del(k); ok {
 			f.stale.move(int64(old.verifiedAt)*1000, 0)
 			f.sorted.remove(k)
+			if old.verifiedAt != 0 {
+				f.markVerified(k, 0)
+			}
 		}
 		f.hints.forget(k)
 		delete(f.pending, k)
@@ -275,9 +281,6 @@ func (f *fullNode) removed(keys []string) {
 			continue
 		}
 		f.n.forgetDigest(k)
-		if err := f.n.db.Delete(context.Background(), bucketUpstreamVerified, k); err != nil {
-			f.n.log.Warn("delete verified_at", "key", k, "err", err)
-		}
 		f.n.log.Info(msg, "key", k, "retention", f.n.cfg.Retention)
 	}
 }
@@ -285,12 +288,12 @@ func (f *fullNode) removed(keys []string) {
 // ownSynced notes that this node, as the owner, fetched key itself from
 // the upstream with a check that started at start: what it serves is the
 // upstream's refs as of then.
-func (f *fullNode) ownSynced(ctx context.Context, key string, start time.Time) {
+func (f *fullNode) ownSynced(key string, start time.Time) {
 	f.mu.Lock()
 	delete(f.pending, key)
 	f.hints.verified(key, start)
 	f.mu.Unlock()
-	f.setVerified(ctx, key, start)
+	f.setVerified(key, start)
 }
 
 func (f *fullNode) kick() {
@@ -405,7 +408,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	f.served(key, res)
 	digest := res.After.Digest()
 	f.n.setDigest(key, digest)
-	f.afterPull(ctx, key, owner, res, seen)
+	f.afterPull(key, owner, res, seen)
 	if res.Changed {
 		f.n.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
 	}

@@ -17,9 +17,10 @@ import (
 // (it is still not in the mirror afterwards) is counted against the owner.
 //
 // The upstream is asked for every branch and tag, not only the refs the
-// owner changed (one round trip either way; more bytes for a repository
-// with many refs): the answer is then the whole upstream, which the
-// repository's verified_at needs (afterPull). It is returned as seen.
+// owner changed (one round trip either way, but HEAD is asked beside the
+// listing, and a repository with many refs sends more bytes): the answer
+// is then the whole upstream, which the repository's verified_at needs
+// (afterPull). It is returned as seen.
 func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
 	var seen upstreamSeen

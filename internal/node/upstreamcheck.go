@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/store"
 )
 
 // The full node's own checks of upstreams (freshness.go holds the
@@ -45,7 +47,7 @@ func (n *Node) ChangeHint(ctx context.Context, key string, pushedAt time.Time) e
 	if n.full == nil {
 		return errors.New("change hints are for full nodes")
 	}
-	return n.full.changeHint(ctx, key, pushedAt)
+	return n.full.changeHint(key, pushedAt)
 }
 
 // setFeeds records the feeds' status the coordinator sent: the hosts whose
@@ -62,23 +64,23 @@ func (f *fullNode) setFeeds(working, failing []string) {
 	f.mu.Unlock()
 }
 
-func (f *fullNode) changeHint(ctx context.Context, key string, pushedAt time.Time) error {
-	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+func (f *fullNode) changeHint(key string, pushedAt time.Time) error {
+	return f.hint(key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
 		return b.hear(key, pushedAt, now, fromUnixSeconds(v.verifiedAt), served, v.owner)
 	})
 }
 
 // verifyOnDemand makes an on-demand check of key vouch for its answer: an
 // owner that reports it unchanged is checked against the upstream.
-func (f *fullNode) verifyOnDemand(ctx context.Context, key string) error {
-	return f.hint(ctx, key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
+func (f *fullNode) verifyOnDemand(key string) error {
+	return f.hint(key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
 		return b.verifyOnDemand(key, now, served, v.owner)
 	})
 }
 
 // hint records a hint of key with open, given the time, key's view and
 // the digest served, and acts on the answer.
-func (f *fullNode) hint(ctx context.Context, key string, open func(b *hintBook, now time.Time, v repoView, served string) hintAction) error {
+func (f *fullNode) hint(key string, open func(b *hintBook, now time.Time, v repoView, served string) hintAction) error {
 	now := f.n.clk.Now()
 	d, _ := f.n.digest(key)
 	f.mu.Lock()
@@ -92,7 +94,7 @@ func (f *fullNode) hint(ctx context.Context, key string, open func(b *hintBook, 
 	f.mu.Unlock()
 	switch act {
 	case hintVerified:
-		f.setVerified(ctx, key, now)
+		f.setVerified(key, now)
 	case hintRefusedFull:
 		f.n.log.Warn("too many change hints open: this one is dropped (the spot checks remain)", "key", key, "max", maxHints)
 	default:
@@ -103,8 +105,8 @@ func (f *fullNode) hint(ctx context.Context, key string, open func(b *hintBook, 
 }
 
 // ChangeHint is the webhook's path into the full node (api.ChangeHinter).
-func (b *backend) ChangeHint(ctx context.Context, key string, pushedAt time.Time) error {
-	return b.f.changeHint(ctx, key, pushedAt)
+func (b *backend) ChangeHint(_ context.Context, key string, pushedAt time.Time) error {
+	return b.f.changeHint(key, pushedAt)
 }
 
 func (f *fullNode) wakeFresh() {
@@ -115,8 +117,8 @@ func (f *fullNode) wakeFresh() {
 }
 
 // setVerified advances key's verified_at to at (never back), for the
-// counters, the stale alert and the store.
-func (f *fullNode) setVerified(ctx context.Context, key string, at time.Time) {
+// counters and the stale alert, and marks it for the store (persistVerified).
+func (f *fullNode) setVerified(key string, at time.Time) {
 	s := unixSeconds(at)
 	f.mu.Lock()
 	v, ok := f.view.view(key)
@@ -126,10 +128,66 @@ func (f *fullNode) setVerified(ctx context.Context, key string, at time.Time) {
 	}
 	f.view.setVerified(key, s)
 	f.stale.move(int64(v.verifiedAt)*1000, int64(s)*1000)
+	f.markVerified(key, s)
 	f.mu.Unlock()
 	f.reclass(key)
-	if err := f.n.db.Put(ctx, bucketUpstreamVerified, key, []byte(strconv.FormatUint(uint64(s), 10))); err != nil {
-		f.n.log.Warn("store verified_at", "key", key, "err", err)
+}
+
+// markVerified notes key's verified_at s (0: the key left) for the next
+// persistVerified. Caller holds f.mu.
+func (f *fullNode) markVerified(key string, s uint32) {
+	if f.verifiedDirty == nil {
+		f.verifiedDirty = map[string]uint32{}
+	}
+	f.verifiedDirty[key] = s
+}
+
+// persistInterval is how often the changed verified_at are written: a
+// crash loses at most that much of them (a verified_at older than it
+// could be, never newer).
+const persistInterval = 30 * time.Second
+
+// persistVerified writes the verified_at changed since the last time, in
+// one transaction (one a verification would be one disk sync each).
+func (f *fullNode) persistVerified(ctx context.Context) {
+	f.mu.Lock()
+	dirty := f.verifiedDirty
+	f.verifiedDirty = nil
+	f.mu.Unlock()
+	if len(dirty) == 0 {
+		return
+	}
+	ops := make([]store.Op, 0, len(dirty))
+	for k, s := range dirty {
+		if s == 0 {
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Delete: true})
+		} else {
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Value: []byte(strconv.FormatUint(uint64(s), 10))})
+		}
+	}
+	if err := f.n.db.Batch(ctx, ops); err != nil {
+		f.n.log.Warn("store verified_at; will retry", "repos", len(ops), "err", err)
+		f.mu.Lock()
+		for k, s := range dirty {
+			if _, newer := f.verifiedDirty[k]; !newer {
+				f.markVerified(k, s)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// persistLoop writes verified_at every persistInterval, and once more at
+// the end.
+func (f *fullNode) persistLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			f.persistVerified(context.Background())
+			return
+		case <-f.n.clk.After(persistInterval):
+			f.persistVerified(ctx)
+		}
 	}
 }
 
@@ -156,12 +214,12 @@ func (f *fullNode) loadVerified(ctx context.Context) error {
 // listing seen (if asked) checked: equal, verified_at is the time of the
 // listing; different, the upstream has moved past what the owner served,
 // which is a hint of a change like a webhook's.
-func (f *fullNode) afterPull(ctx context.Context, key string, owner uint32, res mirror.Result, seen upstreamSeen) {
+func (f *fullNode) afterPull(key string, owner uint32, res mirror.Result, seen upstreamSeen) {
 	if !seen.ok {
 		return
 	}
 	if maps.Equal(seen.refs.Refs, res.After.Refs) {
-		f.setVerified(ctx, key, seen.at)
+		f.setVerified(key, seen.at)
 		f.mu.Lock()
 		f.hints.verified(key, seen.at)
 		f.mu.Unlock()
@@ -237,26 +295,29 @@ func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 	}
 	differed := !maps.Equal(up.Refs, local.Refs)
 	if differed {
-		old := local.Digest()
 		start := f.n.clk.Now()
 		res, err := f.syncUpstream(ctx, key, st)
-		e := f.n.workEntry(key, "upstream-"+why, start, res, err)
-		f.n.flog.Append(e)
+		f.n.flog.Append(f.n.workEntry(key, "upstream-"+why, start, res, err))
 		if err != nil {
 			f.retryHint(key, asked)
 			return fmt.Errorf("full node: fetch %s from its upstream: %w", key, err)
 		}
-		f.n.setDigest(key, res.After.Digest())
-		f.served(key, res)
-		f.n.log.Warn("the upstream has refs its owner did not bring: fetched from the upstream", "key", key, "node", st.GetOwner(),
-			"check", why, "digest", res.After.Digest())
-		f.mu.Lock()
-		f.hints.ensure(key, asked, old, st.GetOwner())
-		f.mu.Unlock()
+		// Only a fetch that changed what is served shows the owner
+		// behind: the upstream may have moved back in between.
+		differed = res.Changed
+		if differed {
+			f.n.setDigest(key, res.After.Digest())
+			f.served(key, res)
+			f.n.log.Warn("the upstream has refs its owner did not bring: fetched from the upstream", "key", key, "node", st.GetOwner(),
+				"check", why, "digest", res.After.Digest())
+			f.mu.Lock()
+			f.hints.ensure(key, asked, local.Digest(), st.GetOwner())
+			f.mu.Unlock()
+		}
 	}
-	f.setVerified(ctx, key, asked)
+	f.setVerified(key, asked)
 	f.mu.Lock()
-	act, owner := f.hints.checked(key, asked, differed)
+	act, owner := f.hints.checked(key, asked, differed, up.Digest())
 	f.mu.Unlock()
 	f.reclass(key)
 	if act == hintCountStale {
@@ -315,10 +376,32 @@ func (f *fullNode) staleReportCount(node uint32) uint64 {
 	return f.staleReports.counts[node]
 }
 
+// freshChecks bounds the full node's own checks of upstreams at once: an
+// upstream that answers slowly (up to --git-timeout) holds one, not all.
+const freshChecks = 4
+
 // freshLoop asks upstreams for the hints that are due and, at
 // --spot-check-per-hour, for a sample of the repositories whose verified_at
-// is oldest, one question at a time.
+// is oldest, at most freshChecks at a time; it counts the stale reports
+// that others found. It returns once its checks have ended.
 func (f *fullNode) freshLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, freshChecks)
+	start := func(key, why string) bool {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return false
+		}
+		wg.Go(func() {
+			defer func() { <-slots; f.wakeFresh() }()
+			if err := f.checkUpstream(ctx, key, why); err != nil && ctx.Err() == nil {
+				f.n.log.Warn("could not check a repository against its upstream; will retry", "key", key, "check", why, "err", err)
+			}
+		})
+		return true
+	}
 	gap := spotGap(f.n.cfg.SpotCheckPerHour)
 	var nextSpot time.Time
 	if gap > 0 {
@@ -337,33 +420,31 @@ func (f *fullNode) freshLoop(ctx context.Context) {
 			f.countStale(ctx, c.key, c.owner)
 		}
 		for _, k := range keys {
-			if err := f.checkUpstream(ctx, k, "hint"); err != nil && ctx.Err() == nil {
-				f.n.log.Warn("could not check a hinted change against the upstream; will retry", "key", k, "err", err)
+			if !start(k, "hint") { // every slot taken: due again in a second
+				f.mu.Lock()
+				f.hints.retry(k, now.Add(time.Second))
+				f.mu.Unlock()
+				next = now.Add(time.Second)
 			}
 		}
 		if gap > 0 && !now.Before(nextSpot) {
 			if len(batch) == 0 {
 				batch, picked = f.spotBatch(f.n.cfg.SpotCheckPerHour), unixSeconds(now)
 			}
-			for len(batch) > 0 {
-				k := batch[0]
-				batch = batch[1:]
-				if f.verifiedSince(k, picked) {
-					continue // verified since it was picked
-				}
-				if err := f.checkUpstream(ctx, k, "spot"); err != nil && ctx.Err() == nil {
-					f.n.log.Warn("spot check failed", "key", k, "err", err)
-				}
-				break
+			for len(batch) > 0 && f.verifiedSince(batch[0], picked) {
+				batch = batch[1:] // verified since it was picked
 			}
-			nextSpot = f.n.clk.Now().Add(gap)
+			if len(batch) > 0 && start(batch[0], "spot") {
+				batch = batch[1:]
+			}
+			nextSpot = now.Add(gap)
 		}
 		wait := time.Minute
 		if !next.IsZero() {
-			wait = min(wait, next.Sub(f.n.clk.Now()))
+			wait = min(wait, next.Sub(now))
 		}
 		if gap > 0 {
-			wait = min(wait, nextSpot.Sub(f.n.clk.Now()))
+			wait = min(wait, nextSpot.Sub(now))
 		}
 		select {
 		case <-ctx.Done():

@@ -58,7 +58,7 @@ func newUpstreamRig(t *testing.T, cfg Config) *upstreamRig {
 	n.setDigest(key, d)
 	r := &upstreamRig{f: n.full, clk: clk, up: up, key: key, old: d}
 	r.report(d)
-	n.full.setVerified(t.Context(), key, clk.Now())
+	n.full.setVerified(key, clk.Now())
 	return r
 }
 
@@ -174,7 +174,8 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	st := &fleetv1.RepoState{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 2, State: "ok", Digest: oldRefs, LastCheckMs: 1}
 	n := open()
 	n.full.states([]*fleetv1.RepoState{st})
-	n.full.setVerified(t.Context(), st.Key, clk.Now())
+	n.full.setVerified(st.Key, clk.Now())
+	n.full.persistVerified(t.Context()) // as persistLoop does, and at the end
 	n.db.Close()
 	n.proxy.Close()
 
@@ -193,5 +194,15 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	}
 	if stale != 1 {
 		t.Fatalf("the stale counter after a restart counts %d, want the one repository", stale)
+	}
+	// A repository that leaves the mirror leaves the store too.
+	n.full.removed([]string{st.Key})
+	n.full.persistVerified(t.Context())
+	kept := 0
+	if err := n.db.Scan(t.Context(), bucketUpstreamVerified, "", func(string, []byte) error { kept++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if kept != 0 {
+		t.Fatalf("%d verified_at kept after the removal", kept)
 	}
 }
