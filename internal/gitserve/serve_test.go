@@ -400,3 +400,36 @@ func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
 		t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
 	}
 }
+
+// A client at its cap that sends one more request and trickles its body
+// gets its 429 at once: the answer is not held back until the body ends
+// (the server would otherwise read the rest of it before answering).
+func TestARequestOverThePerClientCapWithATricklingBodyIsAnsweredAtOnce(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) {
+		h.MaxUploadPacks, h.MaxPerClient, h.ReadTimeout = 10, 1, time.Minute
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	slowClient(t, f, stop) // holds the client's one slot while it trickles
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, _ := f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
+		if code == http.StatusTooManyRequests {
+			break // the holder is in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder never took its slot: last answer %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	over := slowClient(t, f, stop) // 100,000 bytes at 20 a second: over an hour
+	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("no answer to a request over the cap while its body trickles: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
