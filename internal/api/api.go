@@ -23,7 +23,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -234,11 +236,15 @@ type Config struct {
 	// CheckSpacing paces webhook-triggered checks of one repository: a
 	// burst of a few, then one per CheckSpacing (0: no pacing).
 	CheckSpacing time.Duration
+	// ReadTimeout bounds the time a client may take to send a request
+	// body, from the end of its headers (0: 10s); over it, 408.
+	ReadTimeout time.Duration
 }
 
 const (
 	defaultMaxAPIBody  = 1 << 20
 	defaultMaxHookBody = 25 << 20
+	defaultReadTimeout = 10 * time.Second
 )
 
 // Server serves /api/v1/ and /hooks/. It is an http.Handler; Close stops
@@ -297,8 +303,22 @@ func (s *Server) background(f func(ctx context.Context)) {
 	}()
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request's body must arrive within
+// the read timeout: the deadline bounds what a handler reads (readBody
+// answers 408 past it) and what the server reads of a body that a refusal
+// left unread before it sends the answer.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		rt := s.cfg.ReadTimeout
+		if rt <= 0 {
+			rt = defaultReadTimeout
+		}
+		// A socket deadline is wall-clock time, whatever clock the logic
+		// runs on.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt))
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() {
 	m := s.mux
@@ -411,19 +431,28 @@ func equalSecret(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-// readBody reads the whole body up to max bytes, answering 413 itself when
-// it is larger.
+// readBody reads the whole body up to max bytes within the read deadline
+// that ServeHTTP set, answering 413, 408 or 400 itself when it fails.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
+		// Do not read the rest of a bad body before answering.
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", max))
-		} else {
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
 			writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		}
 		return nil, false
 	}
+	// Read whole: what the handler does next (a long wait, a stream) is
+	// not bounded by the body's deadline.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, true
 }
 

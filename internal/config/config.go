@@ -37,7 +37,7 @@ type Config struct {
 	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
 	ServeMaxRequest       string        `name:"serve-max-request" help:"full node: largest git fetch request, after decompression (over it: 413)"`
-	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a git fetch request (over it: 408)"`
+	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a request body: a git fetch request, an API call, a webhook delivery (over it: 408)"`
 	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git upload-pack runs at once (over it: a wait in the queue, then 503 with Retry-After; 0: no cap)"`
 	ServeMaxPerRepo       int           `name:"serve-max-per-repo" help:"full node: git upload-pack runs at once for one repository (over it: as --serve-max-upload-packs; 0: no cap)"`
 	ServeQueueWait        time.Duration `name:"serve-queue-wait" help:"full node: longest wait of a git request for a run slot (0: 503 at once)"`
