@@ -5,9 +5,11 @@
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
 // authentication (the bearer token for writes and for error details, which
 // anonymous readers see only as classes; the webhook secrets), the
-// registry of fetch tasks and the pacing of webhook-triggered ones, the
-// memory of webhook deliveries against replays, the event broker and
-// outgoing webhooks.
+// registry of fetch tasks, the pacing of webhook-triggered ones per
+// repository and the rate of urgent checks per upstream host, the memory
+// of webhook deliveries and one-time signatures against replays, the
+// read deadline of request bodies, the event broker and outgoing
+// webhooks.
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Backend the full node provides.
@@ -236,6 +238,11 @@ type Config struct {
 	// CheckSpacing paces webhook-triggered checks of one repository: a
 	// burst of a few, then one per CheckSpacing (0: no pacing).
 	CheckSpacing time.Duration
+	// HostRate bounds the urgent checks of one upstream host, from
+	// webhooks and the API's on-demand fetches together, to HostRate a
+	// minute after a burst of HostBurst (0: no bound); over it, 429 with
+	// Retry-After.
+	HostRate, HostBurst int
 	// ReadTimeout bounds the time a client may take to send a request
 	// body, from the end of its headers (0: 10s); over it, 408.
 	ReadTimeout time.Duration
@@ -261,6 +268,7 @@ type Server struct {
 	// delivered are the webhook deliveries acted on, for replays.
 	delivered *deliveries
 	pacer     *pacer
+	hostRate  *hostRate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -274,7 +282,8 @@ func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
 		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst)}
+		delivered: newDeliveries(clk, deliveryTTL, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst),
+		hostRate: newHostRate(cfg.HostRate, cfg.HostBurst)}
 	s.routes()
 	s.startOutgoing()
 	return s

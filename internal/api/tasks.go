@@ -103,6 +103,19 @@ func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, ni
 // the check until then, or until a request that is not paced (reserve
 // nil, an operator's) joins it.
 func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
+	var admit func(now time.Time) (time.Time, error)
+	if reserve != nil {
+		admit = func(now time.Time) (time.Time, error) { return reserve(now), nil }
+	}
+	tk, isNew, _ := t.request(key, reserve != nil, admit)
+	return tk, isNew
+}
+
+// request is RequestPaced where admit, asked only for a task that would
+// be new, says when its check may start and may refuse it: then no task
+// is made and admit's error is returned. A request that is not paced
+// hurries a queued task that pacing holds back.
+func (t *Tasks) request(key string, paced bool, admit func(now time.Time) (time.Time, error)) (Task, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clk.Now()
@@ -113,13 +126,23 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	for _, tk := range t.active[key] {
 		switch tk.State {
 		case TaskQueued:
-			if reserve == nil && !tk.notBefore.IsZero() {
+			if !paced && !tk.notBefore.IsZero() {
 				tk.notBefore = time.Time{} // an operator's request is not paced
 				close(tk.hurry)
 			}
-			return tk.Task, false
+			return tk.Task, false, nil
 		case TaskRunning:
 			running = tk
+		}
+	}
+	var notBefore time.Time
+	if admit != nil {
+		nb, err := admit(now)
+		if err != nil {
+			return Task{}, false, err
+		}
+		if nb.After(now) {
+			notBefore = nb
 		}
 	}
 	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now,
@@ -127,14 +150,10 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	if running != nil {
 		tk.after = running.ID
 	}
-	if reserve != nil {
-		if nb := reserve(now); nb.After(now) {
-			tk.notBefore = nb
-		}
-	}
+	tk.notBefore = notBefore
 	t.byID[tk.ID] = tk
 	t.active[key] = append(t.active[key], tk)
-	return tk.Task, true
+	return tk.Task, true, nil
 }
 
 // hurried returns a channel that is closed when task id need no longer

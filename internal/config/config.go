@@ -105,6 +105,8 @@ type Config struct {
 	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
 	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
 	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
+	WebhookHostRate       int           `name:"webhook-host-rate" help:"full node: urgent checks a minute of one upstream host, from webhooks and API fetches together, after a burst of --webhook-host-burst (over it: 429 with Retry-After; 0: no bound)"`
+	WebhookHostBurst      int           `name:"webhook-host-burst" help:"full node: urgent checks of one upstream host that may start back to back before --webhook-host-rate spaces them"`
 	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	Alert                 List          `name:"alert" help:"full node: where alerts go (repeatable): a URL of a JSON webhook, Slack, DingTalk or Lark/Feishu bot, or smtp://user:pass@host:port?from=...&to=... (see Alerts)"`
@@ -184,6 +186,8 @@ func Default() Config {
 		ServePackCacheSize:  "1GiB",
 		ServePackCacheTTL:   5 * time.Minute,
 		WebhookCheckSpacing: 5 * time.Second,
+		WebhookHostRate:     600,
+		WebhookHostBurst:    100,
 	}
 }
 
