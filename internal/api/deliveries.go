@@ -94,8 +94,10 @@ func (d *deliveries) check(c claim) verdict {
 	if _, ok := d.seen[c.id]; ok {
 		return replayed
 	}
-	if _, ok := d.seen[c.cred]; ok && c.oneTime {
-		return reused
+	if c.oneTime {
+		if _, ok := d.seen[c.cred]; ok {
+			return reused
+		}
 	}
 	d.add(c.id, now)
 	if c.oneTime {
