@@ -95,26 +95,18 @@ func NewTasks(clk clock.Clock, keep int) *Tasks {
 // there is one (isNew false); otherwise a new queued task (isNew true),
 // which the caller must start, after the task it follows when that one is
 // running.
-func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, nil) }
-
-// RequestPaced is Request for a check that a pacer spaces (a webhook's):
-// a new task asks reserve, given the time, when its check may start. The
-// requests that come meanwhile join that queued task. Server.start holds
-// the check until then, or until a request that is not paced (reserve
-// nil, an operator's) joins it.
-func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
-	var admit func(now time.Time) (time.Time, error)
-	if reserve != nil {
-		admit = func(now time.Time) (time.Time, error) { return reserve(now), nil }
-	}
-	tk, isNew, _ := t.request(key, reserve != nil, admit)
+func (t *Tasks) Request(key string) (Task, bool) {
+	tk, isNew, _ := t.request(key, false, nil)
 	return tk, isNew
 }
 
-// request is RequestPaced where admit, asked only for a task that would
-// be new, says when its check may start and may refuse it: then no task
-// is made and admit's error is returned. A request that is not paced
-// hurries a queued task that pacing holds back.
+// request is Request with a say on new tasks: admit, asked only for a
+// task that would be new, given the time, says when its check may start
+// and may refuse it (then no task is made and admit's error is
+// returned). A paced request (a webhook's) may be held back that way; the
+// requests that come meanwhile join that queued task, and Server.start
+// holds the check until then, or until a request that is not paced (an
+// operator's) joins it.
 func (t *Tasks) request(key string, paced bool, admit func(now time.Time) (time.Time, error)) (Task, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
