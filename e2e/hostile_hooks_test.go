@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
 // deliver posts a webhook to the full node and returns the answer's status
@@ -45,20 +47,7 @@ func trickleTo(t *testing.T, addr, path string, headers ...string) int {
 		strings.Join(append(headers, ""), "\r\n"))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if _, err := conn.Write([]byte(" ")); err != nil {
-					return
-				}
-			}
-		}
-	}()
+	go gittest.TrickleBody(conn, 100*time.Millisecond, stop)
 	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second)) // the fleet's bound is 1 s
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
 // trickle sends a request announcing a body of 100,000 bytes over a real
@@ -24,20 +26,7 @@ func trickle(t *testing.T, e *testEnv, path string, headers ...string) *http.Res
 		strings.Join(append(headers, ""), "\r\n"))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if _, err := conn.Write([]byte(" ")); err != nil {
-					return
-				}
-			}
-		}
-	}()
+	go gittest.TrickleBody(conn, 20*time.Millisecond, stop)
 	// Generous: the server's deadline in these tests is 300 ms.
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

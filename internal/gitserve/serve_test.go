@@ -272,20 +272,7 @@ func slowClient(t *testing.T, f *fixture, stop <-chan struct{}) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	fmt.Fprintf(conn, "POST /example.com/r.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\n"+
 		"Content-Type: application/x-git-upload-pack-request\r\nContent-Length: 100000\r\n\r\n")
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if _, err := conn.Write([]byte("0")); err != nil {
-					return
-				}
-			}
-		}
-	}()
+	go gittest.TrickleBody(conn, 50*time.Millisecond, stop)
 	return conn
 }
 
