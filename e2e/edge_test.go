@@ -34,8 +34,9 @@ func pushHook(t *testing.T, base, url, after, delivery string) int {
 }
 
 // edgeFleet is apiFleet without background checks during a test: only
-// webhooks make the nodes check their upstreams.
-func edgeFleet(t *testing.T, repos []int) *fleet {
+// webhooks make the nodes check their upstreams. full are more flags of
+// the full node.
+func edgeFleet(t *testing.T, repos []int, full ...string) *fleet {
 	t.Helper()
 	f := newFleet(t)
 	for _, i := range repos {
@@ -48,7 +49,7 @@ func edgeFleet(t *testing.T, repos []int) *fleet {
 	f.tunnelAddr = freeAddr(t)
 	quiet := []string{"--min-interval", "30m", "--max-interval", "1h"}
 	f.startNode("full", "full", append([]string{"--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken,
-		"--webhook-secret", webhookSecret}, quiet...)...)
+		"--webhook-secret", webhookSecret}, append(quiet, full...)...)...)
 	f.startNode("partial-1", "partial", quiet...)
 	f.startNode("partial-2", "partial", quiet...)
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })

@@ -185,7 +185,8 @@ func apiConfig(cfg config.Config) api.Config {
 		}
 	}
 	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,
-		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret, CheckSpacing: cfg.WebhookCheckSpacing}
+		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret, CheckSpacing: cfg.WebhookCheckSpacing,
+		HostRate: cfg.WebhookHostRate, HostBurst: cfg.WebhookHostBurst, ReadTimeout: cfg.ServeReadTimeout}
 }
 
 // parseHostLimits reads "host=N/h" settings into checks per hour by host.

@@ -5,9 +5,11 @@
 // /hooks/ (GitHub, GitLab, Gitee). It owns request validation,
 // authentication (the bearer token for writes and for error details, which
 // anonymous readers see only as classes; the webhook secrets), the
-// registry of fetch tasks and the pacing of webhook-triggered ones, the
-// memory of webhook deliveries against replays, the event broker and
-// outgoing webhooks.
+// registry of fetch tasks, the pacing of webhook-triggered ones per
+// repository and the rate of urgent checks per upstream host, the memory
+// of webhook deliveries and one-time signatures against replays, the
+// read deadline of request bodies, the event broker and outgoing
+// webhooks.
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Backend the full node provides.
@@ -23,7 +25,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -234,11 +238,20 @@ type Config struct {
 	// CheckSpacing paces webhook-triggered checks of one repository: a
 	// burst of a few, then one per CheckSpacing (0: no pacing).
 	CheckSpacing time.Duration
+	// HostRate bounds the urgent checks of one upstream host, from
+	// webhooks and the API's on-demand fetches together, to HostRate a
+	// minute after a burst of HostBurst (0: no bound); over it, 429 with
+	// Retry-After.
+	HostRate, HostBurst int
+	// ReadTimeout bounds the time a client may take to send a request
+	// body, from the end of its headers (0: 10s); over it, 408.
+	ReadTimeout time.Duration
 }
 
 const (
 	defaultMaxAPIBody  = 1 << 20
 	defaultMaxHookBody = 25 << 20
+	defaultReadTimeout = 10 * time.Second
 )
 
 // Server serves /api/v1/ and /hooks/. It is an http.Handler; Close stops
@@ -255,6 +268,7 @@ type Server struct {
 	// delivered are the webhook deliveries acted on, for replays.
 	delivered *deliveries
 	pacer     *pacer
+	hostRate  *hostRate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -268,7 +282,8 @@ func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
 		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		delivered: newDeliveries(clk, giteeMaxAge+giteeMaxSkew, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst)}
+		delivered: newDeliveries(clk, deliveryTTL, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst),
+		hostRate: newHostRate(cfg.HostRate, cfg.HostBurst)}
 	s.routes()
 	s.startOutgoing()
 	return s
@@ -297,8 +312,22 @@ func (s *Server) background(f func(ctx context.Context)) {
 	}()
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request's body must arrive within
+// the read timeout: the deadline bounds what a handler reads (readBody
+// answers 408 past it) and what the server reads of a body that a refusal
+// left unread before it sends the answer.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		rt := s.cfg.ReadTimeout
+		if rt <= 0 {
+			rt = defaultReadTimeout
+		}
+		// A socket deadline is wall-clock time, whatever clock the logic
+		// runs on.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt))
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() {
 	m := s.mux
@@ -411,19 +440,28 @@ func equalSecret(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-// readBody reads the whole body up to max bytes, answering 413 itself when
-// it is larger.
+// readBody reads the whole body up to max bytes within the read deadline
+// that ServeHTTP set, answering 413, 408 or 400 itself when it fails.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
+		// Do not read the rest of a bad body before answering.
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", max))
-		} else {
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
 			writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		}
 		return nil, false
 	}
+	// Read whole: what the handler does next (a long wait, a stream) is
+	// not bounded by the body's deadline.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, true
 }
 

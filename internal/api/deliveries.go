@@ -2,7 +2,6 @@ package api
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"sync"
 	"time"
@@ -11,75 +10,151 @@ import (
 	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
+// Deliveries are remembered for deliveryTTL, and at most maxDeliveries at
+// once, the oldest forgotten first. An entry is a 16-byte digest and a
+// time: 24 bytes in the order queue and about as much again in the map,
+// both with room to grow; measured, about 85 bytes an entry, so the full
+// table costs about 45 MB (TestTheDeliveryTableStaysWithinItsMemoryBound
+// holds it under 60 MB). A Gitee delivery takes two entries, one for its
+// body and one for its signature. Filling the table within a day takes
+// over 6 authenticated deliveries a second, on average; beyond that, the
+// window shrinks.
+const (
+	deliveryTTL   = 24 * time.Hour
+	maxDeliveries = 1 << 19
+)
+
+// digest names a delivery or a credential in the table: a fixed size,
+// whatever a sender puts in a header or a body.
+type digest [16]byte
+
+func digestOf(parts ...string) digest {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	var d digest
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// claim is what identifies a webhook delivery: the delivery itself, and
+// the one-time credential it came with, if its kind has one.
+type claim struct {
+	id      digest
+	cred    digest
+	oneTime bool // cred is set: a signature that may be used once
+}
+
+// verdict is what the table says of a delivery.
+type verdict int
+
+const (
+	fresh    verdict = iota // not seen: act on it
+	replayed                // the same delivery again: answer, do not act
+	// reused: its one-time credential came with another delivery before
+	// (a Gitee signature with another body): refuse it.
+	reused
+)
+
 // deliveries remembers the webhook deliveries acted on, so that a replay
 // (the host's own retry, or someone resending a captured delivery) is
-// answered and not acted on again. It is bounded in time (an entry is
-// forgotten after ttl, past the age at which a delivery is refused anyway)
-// and in memory (the oldest entries go first beyond max). It is safe for
+// answered and not acted on again, and the one-time credentials they
+// used. It is bounded in time (an entry is forgotten after ttl) and in
+// memory (the oldest entries go first beyond max). It is safe for
 // concurrent use.
-// maxDeliveries bounds the deliveries remembered (about 80 bytes each).
-const maxDeliveries = 100000
-
 type deliveries struct {
 	clk clock.Clock
 	ttl time.Duration
 	max int
 
 	mu    sync.Mutex
-	seen  map[string]time.Time
-	order []delivery // oldest first
+	seen  map[digest]int64 // when recorded, in Unix nanoseconds
+	order []entry          // oldest first
 }
 
-type delivery struct {
-	id string
-	at time.Time
+type entry struct {
+	d  digest
+	at int64
 }
 
 func newDeliveries(clk clock.Clock, ttl time.Duration, max int) *deliveries {
-	return &deliveries{clk: clk, ttl: ttl, max: max, seen: map[string]time.Time{}}
+	return &deliveries{clk: clk, ttl: ttl, max: max, seen: map[digest]int64{}}
 }
 
-// first records id and tells whether it is new (not seen within ttl).
-func (d *deliveries) first(id string) bool {
-	sum := sha256.Sum256([]byte(id)) // a fixed size, whatever a sender puts in a header
-	id = string(sum[:16])
+// check tells what c is and, when it is fresh, records it.
+func (d *deliveries) check(c claim) verdict {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.clk.Now()
-	for len(d.order) > 0 && now.Sub(d.order[0].at) >= d.ttl {
+	now := d.clk.Now().UnixNano()
+	for len(d.order) > 0 && now-d.order[0].at >= int64(d.ttl) {
 		d.dropOldest()
 	}
-	if _, ok := d.seen[id]; ok {
-		return false
+	if _, ok := d.seen[c.id]; ok {
+		return replayed
 	}
-	d.seen[id] = now
-	d.order = append(d.order, delivery{id, now})
+	if c.oneTime {
+		if _, ok := d.seen[c.cred]; ok {
+			return reused
+		}
+	}
+	d.add(c.id, now)
+	if c.oneTime {
+		d.add(c.cred, now)
+	}
 	for len(d.seen) > d.max {
 		d.dropOldest()
 	}
-	return true
+	return fresh
+}
+
+// forget undoes the record of c, a delivery that was refused after all
+// (over the host's rate), so that the host's retry is acted on.
+func (d *deliveries) forget(c claim) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.seen, c.id)
+	if c.oneTime {
+		delete(d.seen, c.cred)
+	}
+}
+
+func (d *deliveries) add(k digest, now int64) {
+	d.seen[k] = now
+	d.order = append(d.order, entry{k, now})
 }
 
 func (d *deliveries) dropOldest() {
-	if e := d.order[0]; d.seen[e.id].Equal(e.at) {
-		delete(d.seen, e.id)
+	// An entry forgotten, then recorded again, is newer than its place
+	// in the queue.
+	if e := d.order[0]; d.seen[e.d] == e.at {
+		delete(d.seen, e.d)
 	}
+	d.order[0] = entry{}
 	d.order = d.order[1:]
 }
 
-// deliveryID is what identifies one delivery of a kind of forge: the
-// first of its delivery headers present, and for a kind that sends none
-// (Gitee), the timestamp, token and body (a replay repeats them all; two
-// pushes differ in their body). "" when there is nothing to go by.
-func deliveryID(hook *forge.Webhook, r *http.Request, body []byte) string {
+// deliveryClaim is what identifies one delivery of a kind of forge: the
+// first of its delivery headers present, or else its body (a replay
+// repeats it; two pushes differ in their before and after commits); and
+// for a kind whose signature covers a timestamp and not the body (Gitee),
+// the timestamp as a credential that may be used once. The timestamp alone
+// names the credential: a kind has one secret, so a verified delivery's
+// signature follows from its timestamp, whichever form (URL-encoded or
+// not, or the password itself) carried it.
+func deliveryClaim(kind string, hook *forge.Webhook, r *http.Request, body []byte) claim {
+	var c claim
+	c.id = digestOf(kind, "body", string(body))
 	for _, h := range hook.DeliveryHeaders {
 		if v := r.Header.Get(h); v != "" {
-			return v
+			c.id = digestOf(kind, "id", v)
+			break
 		}
 	}
-	if len(hook.DeliveryHeaders) > 0 || hook.TimestampHeader == "" {
-		return ""
+	if hook.TimestampHeader != "" && !hook.SignsBody() {
+		c.cred = digestOf(kind, "credential", r.Header.Get(hook.TimestampHeader))
+		c.oneTime = true
 	}
-	sum := sha256.Sum256([]byte(r.Header.Get(hook.TimestampHeader) + "\n" + r.Header.Get(hook.TokenHeader) + "\n" + string(body)))
-	return hex.EncodeToString(sum[:16])
+	return c
 }

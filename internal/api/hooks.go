@@ -118,25 +118,49 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		// A replay that changes the delivery header is not caught here (a
-		// GitHub signature does not cover it); pacing bounds what it costs.
-		if id := deliveryID(h.hook, r, body); id != "" && !s.delivered.first(h.name+" "+id) {
+		// GitHub signature does not cover it); the pacing of each
+		// repository and the rate of each host bound what it costs.
+		c := deliveryClaim(h.name, h.hook, r, body)
+		switch s.delivered.check(c) {
+		case replayed:
 			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key, Ignored: "this delivery was already acted on"})
+			return
+		case reused:
+			// 409, not 401: the signature is right, but it was spent on
+			// another delivery; 401 would send the operator looking at a
+			// secret that is fine.
+			writeCodedError(w, http.StatusConflict, "signature_reused",
+				h.hook.TimestampHeader+" and its signature came with another delivery before: a signature is used once")
 			return
 		}
 		if key, ok := s.knownKey(cands); ok {
-			if hinter, ok := s.b.(ChangeHinter); ok {
-				// Heard before the check is asked for, so that the owner's
-				// answer is weighed against it.
+			t, err := s.requestPaced(key, func() {
+				hinter, ok := s.b.(ChangeHinter)
+				if !ok {
+					return
+				}
+				// Heard before the check starts, so that the owner's answer
+				// is weighed against it; and only for a check that was let in.
 				if err := hinter.ChangeHint(r.Context(), key, s.clk.Now()); err != nil {
 					s.log.Warn("webhook: change hint not recorded", "host", h.name, "key", key, "err", err)
 				}
+			})
+			if err != nil {
+				s.delivered.forget(c) // the host's retry is acted on
+				writeHostBusy(w, err)
+				return
 			}
-			t := publicTask(s.requestPaced(key))
-			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &t})
+			pt := publicTask(t)
+			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &pt})
 			return
 		}
 		first := cands[0]
 		if s.cfg.AutoAdd && h.hook.AutoAdd {
+			if err := s.admitHost(first.key, s.clk.Now()); err != nil {
+				s.delivered.forget(c)
+				writeHostBusy(w, err)
+				return
+			}
 			s.background(func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +17,20 @@ import (
 
 var hookSecrets = map[string]string{"github": "gh-secret", "gitlab": "gl-secret", "gitee": "ge-secret"}
 
-// signed returns the headers with which host would deliver body.
+// deliveries numbers the deliveries that signed makes.
+var deliveryCount atomic.Int64
+
+// signed returns the headers with which host would deliver body: GitHub
+// and GitLab with a delivery id of their own, as they do, Gitee with none.
 func signed(host, event string, body []byte, clk clock.Clock) []string {
 	secret := hookSecrets[host]
+	id := "delivery-" + strconv.FormatInt(deliveryCount.Add(1), 10)
 	switch host {
 	case "github":
-		return []string{"X-GitHub-Event: " + event, "X-Hub-Signature-256: " + Sign(secret, body), "Content-Type: application/json"}
+		return []string{"X-GitHub-Event: " + event, "X-Hub-Signature-256: " + Sign(secret, body), "Content-Type: application/json",
+			"X-GitHub-Delivery: " + id}
 	case "gitlab":
-		return []string{"X-Gitlab-Event: " + event, "X-Gitlab-Token: " + secret}
+		return []string{"X-Gitlab-Event: " + event, "X-Gitlab-Token: " + secret, "X-Gitlab-Event-UUID: " + id}
 	default:
 		ts := strconv.FormatInt(clk.Now().UnixMilli(), 10)
 		return []string{"X-Gitee-Event: " + event, "X-Gitee-Token: " + GiteeSign(secret, ts), "X-Gitee-Timestamp: " + ts}

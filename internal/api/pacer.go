@@ -17,11 +17,37 @@ const hookBurst = 5
 // one repository costs one check per spacing. It is pure: the caller
 // gives the time. It is safe for concurrent use.
 type pacer struct {
-	spacing time.Duration
-	burst   float64
+	mu sync.Mutex
+	b  buckets
+}
 
-	mu        sync.Mutex
-	buckets   map[string]bucket
+func newPacer(spacing time.Duration, burst int) *pacer {
+	return &pacer{b: newBuckets(spacing, burst)}
+}
+
+// reserve takes a check of key at now and returns the earliest time it
+// may start (now when the bucket has a token).
+func (p *pacer) reserve(key string, now time.Time) time.Time {
+	if p == nil || p.b.every <= 0 {
+		return now
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tokens := p.b.tokens(key, now)
+	p.b.set(key, tokens-1, now) // below zero: a reservation
+	if tokens >= 1 {
+		return now
+	}
+	return now.Add(time.Duration((1 - tokens) * float64(p.b.every)))
+}
+
+// buckets are token buckets by key, each holding up to burst tokens and
+// gaining one every every; a key without a bucket has a full one. The
+// caller guards them.
+type buckets struct {
+	every     time.Duration
+	burst     float64
+	m         map[string]bucket
 	pruneSize int
 }
 
@@ -31,43 +57,29 @@ type bucket struct {
 	at     time.Time
 }
 
-func newPacer(spacing time.Duration, burst int) *pacer {
-	return &pacer{spacing: spacing, burst: float64(burst), buckets: map[string]bucket{}}
+func newBuckets(every time.Duration, burst int) buckets {
+	return buckets{every: every, burst: float64(max(burst, 1)), m: map[string]bucket{}}
 }
 
-// reserve takes a check of key at now and returns the earliest time it
-// may start (now when the bucket has a token).
-func (p *pacer) reserve(key string, now time.Time) time.Time {
-	if p == nil || p.spacing <= 0 {
-		return now
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	tokens := p.tokens(key, now)
-	p.buckets[key] = bucket{tokens: tokens - 1, at: now}
-	if len(p.buckets) > 2*p.pruneSize+1024 {
-		p.prune(now)
-	}
-	if tokens >= 1 {
-		return now
-	}
-	return now.Add(time.Duration((1 - tokens) * float64(p.spacing)))
-}
-
-func (p *pacer) tokens(key string, now time.Time) float64 {
-	b, ok := p.buckets[key]
+func (b *buckets) tokens(key string, now time.Time) float64 {
+	k, ok := b.m[key]
 	if !ok {
-		return p.burst
+		return b.burst
 	}
-	return min(p.burst, b.tokens+float64(now.Sub(b.at))/float64(p.spacing))
+	return min(b.burst, k.tokens+float64(now.Sub(k.at))/float64(b.every))
 }
 
-// prune forgets the full buckets: a missing one is full.
-func (p *pacer) prune(now time.Time) {
-	for k := range p.buckets {
-		if p.tokens(k, now) >= p.burst {
-			delete(p.buckets, k)
+// set records key's tokens at now, and forgets the full buckets when the
+// map has grown well beyond what was kept at the last pruning.
+func (b *buckets) set(key string, tokens float64, now time.Time) {
+	b.m[key] = bucket{tokens: tokens, at: now}
+	if len(b.m) <= 2*b.pruneSize+1024 {
+		return
+	}
+	for k := range b.m {
+		if b.tokens(k, now) >= b.burst {
+			delete(b.m, k)
 		}
 	}
-	p.pruneSize = len(p.buckets)
+	b.pruneSize = len(b.m)
 }

@@ -285,7 +285,11 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
 		return
 	}
-	t := s.request(key)
+	t, err := s.request(key)
+	if err != nil {
+		writeHostBusy(w, err)
+		return
+	}
 	if wait > 0 {
 		t = s.waitTask(r.Context(), t, wait)
 	}
@@ -298,23 +302,68 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 }
 
 // request asks for a check of key, starting one unless it joins a task
-// that has not started yet.
-func (s *Server) request(key string) Task {
-	t, isNew := s.tasks.Request(key)
+// that has not started yet. A new check takes a token of its host's rate
+// (see hostRate); without one, it fails with a *hostBusyError.
+func (s *Server) request(key string) (Task, error) {
+	t, isNew, err := s.tasks.request(key, false, func(now time.Time) (time.Time, error) {
+		return now, s.admitHost(key, now)
+	})
 	if isNew {
 		s.start(t)
 	}
-	return t
+	return t, err
 }
 
 // requestPaced is request for a webhook: checks of one repository are
-// paced (see pacer), the pushes in between folded into one.
-func (s *Server) requestPaced(key string) Task {
-	t, isNew := s.tasks.RequestPaced(key, func(now time.Time) time.Time { return s.pacer.reserve(key, now) })
+// also paced (see pacer), the pushes in between folded into one. heard is
+// called once the request is taken, before any check starts.
+func (s *Server) requestPaced(key string, heard func()) (Task, error) {
+	t, isNew, err := s.tasks.request(key, true, func(now time.Time) (time.Time, error) {
+		if err := s.admitHost(key, now); err != nil {
+			return time.Time{}, err
+		}
+		return s.pacer.reserve(key, now), nil
+	})
+	if err != nil {
+		return t, err
+	}
+	heard()
 	if isNew {
 		s.start(t)
 	}
-	return t
+	return t, nil
+}
+
+// hostBusyError is an urgent check refused because its upstream host has
+// had its share (429 with Retry-After).
+type hostBusyError struct {
+	host string
+	wait time.Duration
+}
+
+func (e *hostBusyError) Error() string {
+	return fmt.Sprintf("too many urgent checks of %s at once: retry in %v (--webhook-host-rate)", e.host, e.wait.Round(time.Second))
+}
+
+// admitHost takes a token of key's host for a new urgent check.
+func (s *Server) admitHost(key string, now time.Time) error {
+	host := hostOf(key)
+	if wait, ok := s.hostRate.take(host, now); !ok {
+		return &hostBusyError{host: host, wait: wait}
+	}
+	return nil
+}
+
+// writeHostBusy answers 429 with the Retry-After of a *hostBusyError.
+func writeHostBusy(w http.ResponseWriter, err error) {
+	var busy *hostBusyError
+	if !errors.As(err, &busy) {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	secs := int64((busy.wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	writeCodedError(w, http.StatusTooManyRequests, "host_rate", err.Error())
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {

@@ -95,14 +95,19 @@ func NewTasks(clk clock.Clock, keep int) *Tasks {
 // there is one (isNew false); otherwise a new queued task (isNew true),
 // which the caller must start, after the task it follows when that one is
 // running.
-func (t *Tasks) Request(key string) (Task, bool) { return t.RequestPaced(key, nil) }
+func (t *Tasks) Request(key string) (Task, bool) {
+	tk, isNew, _ := t.request(key, false, nil)
+	return tk, isNew
+}
 
-// RequestPaced is Request for a check that a pacer spaces (a webhook's):
-// a new task asks reserve, given the time, when its check may start. The
-// requests that come meanwhile join that queued task. Server.start holds
-// the check until then, or until a request that is not paced (reserve
-// nil, an operator's) joins it.
-func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) (Task, bool) {
+// request is Request with a say on new tasks: admit, asked only for a
+// task that would be new, given the time, says when its check may start
+// and may refuse it (then no task is made and admit's error is
+// returned). A paced request (a webhook's) may be held back that way; the
+// requests that come meanwhile join that queued task, and Server.start
+// holds the check until then, or until a request that is not paced (an
+// operator's) joins it.
+func (t *Tasks) request(key string, paced bool, admit func(now time.Time) (time.Time, error)) (Task, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clk.Now()
@@ -113,13 +118,23 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	for _, tk := range t.active[key] {
 		switch tk.State {
 		case TaskQueued:
-			if reserve == nil && !tk.notBefore.IsZero() {
+			if !paced && !tk.notBefore.IsZero() {
 				tk.notBefore = time.Time{} // an operator's request is not paced
 				close(tk.hurry)
 			}
-			return tk.Task, false
+			return tk.Task, false, nil
 		case TaskRunning:
 			running = tk
+		}
+	}
+	var notBefore time.Time
+	if admit != nil {
+		nb, err := admit(now)
+		if err != nil {
+			return Task{}, false, err
+		}
+		if nb.After(now) {
+			notBefore = nb
 		}
 	}
 	tk := &task{Task: Task{ID: newTaskID(), Key: key, State: TaskQueued, Created: now}, since: now,
@@ -127,14 +142,10 @@ func (t *Tasks) RequestPaced(key string, reserve func(now time.Time) time.Time) 
 	if running != nil {
 		tk.after = running.ID
 	}
-	if reserve != nil {
-		if nb := reserve(now); nb.After(now) {
-			tk.notBefore = nb
-		}
-	}
+	tk.notBefore = notBefore
 	t.byID[tk.ID] = tk
 	t.active[key] = append(t.active[key], tk)
-	return tk.Task, true
+	return tk.Task, true, nil
 }
 
 // hurried returns a channel that is closed when task id need no longer

@@ -38,7 +38,7 @@ type Config struct {
 	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
 	ServeMaxRequest       string        `name:"serve-max-request" help:"full node: largest git fetch request, after decompression (over it: 413)"`
-	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a git fetch request (over it: 408)"`
+	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a request body: a git fetch request, an API call, a webhook delivery (over it: 408)"`
 	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git upload-pack runs at once (over it: a wait in the queue, then 503 with Retry-After; 0: no cap)"`
 	ServeMaxPerRepo       int           `name:"serve-max-per-repo" help:"full node: git upload-pack runs at once for one repository (over it: as --serve-max-upload-packs; 0: no cap)"`
 	ServeQueueWait        time.Duration `name:"serve-queue-wait" help:"full node: longest wait of a git request for a run slot (0: 503 at once)"`
@@ -108,6 +108,8 @@ type Config struct {
 	WebhookSecretGitee    string        `name:"webhook-secret-gitee" help:"full node: secret of Gitee webhooks (overrides --webhook-secret)"`
 	WebhookAutoAdd        bool          `name:"webhook-auto-add" help:"full node: a signed GitHub or GitLab push for an unknown repository adds it"`
 	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" help:"full node: after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
+	WebhookHostRate       int           `name:"webhook-host-rate" help:"full node: urgent checks a minute of one upstream host, from webhooks and API fetches together, after a burst of --webhook-host-burst (over it: 429 with Retry-After; 0: no bound)"`
+	WebhookHostBurst      int           `name:"webhook-host-burst" help:"full node: urgent checks of one upstream host that may start back to back before --webhook-host-rate spaces them"`
 	EventsWebhook         List          `name:"events-webhook" help:"full node: a URL that receives every ref update as a POST (repeatable)"`
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	Alert                 List          `name:"alert" help:"full node: where alerts go (repeatable): a URL of a JSON webhook, Slack, DingTalk or Lark/Feishu bot, or smtp://user:pass@host:port?from=...&to=... (see Alerts)"`
@@ -188,6 +190,8 @@ func Default() Config {
 		ServePackCacheSize:  "1GiB",
 		ServePackCacheTTL:   5 * time.Minute,
 		WebhookCheckSpacing: 5 * time.Second,
+		WebhookHostRate:     600,
+		WebhookHostBurst:    100,
 	}
 }
 

@@ -120,6 +120,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	// The body's read time runs from now, through any wait for a slot:
+	// it also bounds what the server reads of a body left unread by a
+	// refusal before it sends the answer.
+	body := h.bodyDeadline(w, r)
 	if ep == "git-receive-pack" || r.URL.Query().Get("service") == "git-receive-pack" {
 		http.Error(w, "this mirror is read-only", http.StatusForbidden)
 		return
@@ -176,20 +180,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.run(r.Context(), w, pw, key, cmd)
 		return
 	}
-	body, status, err := h.readBody(w, r)
+	data, status, err := body.read(w, r)
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	req, err := parseRequest(body, v2)
+	req, err := parseRequest(data, v2)
 	if err != nil {
 		h.refuse(w, r, key, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc"}
-	cmd.Stdin = bytes.NewReader(body)
-	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, body, v2, req, cmd) {
+	cmd.Stdin = bytes.NewReader(data)
+	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, data, v2, req, cmd) {
 		return
 	}
 	if req.Command == "fetch" {
@@ -244,6 +248,9 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (release func(),
 	}
 	release, ok = h.clients.acquire(client)
 	if !ok {
+		// Close rather than read the rest of a body first: a client at its
+		// cap that trickles one more body gets its answer now.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", retryAfter)
 		http.Error(w, "too many git requests from your address at once; retry later", http.StatusTooManyRequests)
 		return nil, false
@@ -257,27 +264,42 @@ func (h *Handler) Stats() QueueStats {
 	return h.slots.stats()
 }
 
-// readBody reads the whole request body, decompressed, within the size and
-// read-time bounds. On failure it returns the status to answer.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
-	max := h.MaxRequest
-	if max <= 0 {
-		max = DefaultMaxRequest
+// requestBody is a request's body under its read deadline.
+type requestBody struct {
+	max      int64
+	rc       *http.ResponseController
+	deadline bool // a read deadline is set on the connection
+}
+
+// bodyDeadline starts the read-time bound of r's body, if it has one.
+func (h *Handler) bodyDeadline(w http.ResponseWriter, r *http.Request) *requestBody {
+	b := &requestBody{max: h.MaxRequest, rc: http.NewResponseController(w)}
+	if b.max <= 0 {
+		b.max = DefaultMaxRequest
 	}
 	rt := h.ReadTimeout
 	if rt <= 0 {
 		rt = DefaultReadTimeout
 	}
-	rc := http.NewResponseController(w)
-	deadline := rc.SetReadDeadline(time.Now().Add(rt)) == nil
-	data, status, err := readBounded(w, r, max)
+	if r.ContentLength != 0 {
+		// A socket deadline is wall-clock time, whatever clock the
+		// Handler's logic runs on.
+		b.deadline = b.rc.SetReadDeadline(time.Now().Add(rt)) == nil
+	}
+	return b
+}
+
+// read reads the whole request body, decompressed, within the size and
+// read-time bounds. On failure it returns the status to answer.
+func (b *requestBody) read(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	data, status, err := readBounded(w, r, b.max)
 	if err != nil {
 		// Do not wait for the rest of a bad body before answering.
 		w.Header().Set("Connection", "close")
 		return nil, status, err
 	}
-	if deadline {
-		_ = rc.SetReadDeadline(time.Time{})
+	if b.deadline {
+		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return data, 0, nil
 }

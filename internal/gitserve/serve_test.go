@@ -272,20 +272,7 @@ func slowClient(t *testing.T, f *fixture, stop <-chan struct{}) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	fmt.Fprintf(conn, "POST /example.com/r.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\n"+
 		"Content-Type: application/x-git-upload-pack-request\r\nContent-Length: 100000\r\n\r\n")
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if _, err := conn.Write([]byte("0")); err != nil {
-					return
-				}
-			}
-		}
-	}()
+	go gittest.TrickleBody(conn, 50*time.Millisecond, stop)
 	return conn
 }
 
@@ -398,5 +385,38 @@ func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
 	}
 	if len(failed) != 1 || gitcmd.ClassOf(failed[0]) != gitcmd.ClassBadObjects {
 		t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
+	}
+}
+
+// A client at its cap that sends one more request and trickles its body
+// gets its 429 at once: the answer is not held back until the body ends
+// (the server would otherwise read the rest of it before answering).
+func TestARequestOverThePerClientCapWithATricklingBodyIsAnsweredAtOnce(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) {
+		h.MaxUploadPacks, h.MaxPerClient, h.ReadTimeout = 10, 1, time.Minute
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	slowClient(t, f, stop) // holds the client's one slot while it trickles
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, _ := f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
+		if code == http.StatusTooManyRequests {
+			break // the holder is in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder never took its slot: last answer %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	over := slowClient(t, f, stop) // 100,000 bytes at 20 a second: over an hour
+	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("no answer to a request over the cap while its body trickles: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

@@ -1,6 +1,8 @@
 // Package gittest makes real upstream repositories and a real git smart-HTTP
-// server on 127.0.0.1 for tests and the demo. It uses the plain git CLI
-// (these are upstreams, not the mirror's own hardened git work).
+// server on 127.0.0.1 for tests and the demo, hostile ones too (slow,
+// endless, huge), and plays a client that trickles its request body. It
+// uses the plain git CLI (these are upstreams, not the mirror's own
+// hardened git work).
 package gittest
 
 import (
