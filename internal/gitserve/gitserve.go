@@ -163,7 +163,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
-		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false"}}
+		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false",
+			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
+			"transfer.advertiseObjectInfo=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	pw := &lazyWriter{w: w}
 	cmd.Stdout = pw
@@ -172,8 +174,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs"}
 		if !v2 {
 			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
+			h.run(r.Context(), w, pw, key, cmd)
+			return
 		}
-		h.run(r.Context(), w, pw, key, cmd)
+		caps := &pktWriter{w: pw, each: servedCapability}
+		cmd.Stdout = caps
+		if h.run(r.Context(), w, pw, key, cmd) == nil {
+			_ = caps.rest()
+		}
 		return
 	}
 	body, status, err := h.readBody(w, r)
@@ -198,7 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.run(r.Context(), w, pw, key, cmd)
+	_ = h.run(r.Context(), w, pw, key, cmd)
 }
 
 func (h *Handler) timeout() time.Duration {
@@ -328,8 +336,8 @@ func (h *Handler) logFailure(ctx context.Context, key string, err error) {
 }
 
 // run runs cmd for one client once it has a run slot, streaming its
-// output to the client.
-func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) {
+// output to the client. A run that failed has had its answer.
+func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) error {
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
@@ -337,10 +345,11 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	}
 	if err == nil {
 		pw.flushPrefix()
-		return
+		return nil
 	}
 	h.runFailed(ctx, key, err)
 	h.failed(ctx, w, pw.started, key, err)
+	return err
 }
 
 // failed answers a client whose run failed: 503 when no slot came, 500

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -398,5 +399,50 @@ func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
 	}
 	if len(failed) != 1 || gitcmd.ClassOf(failed[0]) != gitcmd.ClassBadObjects {
 		t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
+	}
+}
+
+// A client that reads protocol v2's capabilities is not told of commands
+// that would be refused (git 2.39 advertises object-info whatever
+// transfer.advertiseObjectInfo says).
+func TestRefusedV2CommandsAreNotAdvertised(t *testing.T) {
+	f := newFixture(t, nil)
+	req, err := http.NewRequest(http.MethodGet, f.url+"/info/refs?service=git-upload-pack", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Git-Protocol", "version=2")
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	caps := string(b)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(caps, pkt("version 2\n")) || !strings.HasSuffix(caps, "0000") {
+		t.Fatalf("v2 capability advertisement: %d %q", resp.StatusCode, caps)
+	}
+	for _, c := range []string{"ls-refs", "fetch=", "object-format=sha1"} {
+		if !strings.Contains(caps, c) {
+			t.Errorf("advertisement lacks %s: %q", c, caps)
+		}
+	}
+	if strings.Contains(caps, "object-info") || strings.Contains(caps, "bundle-uri") {
+		t.Errorf("advertisement offers a refused command: %q", caps)
+	}
+	// What git itself reads from it.
+	cmd := exec.Command("git", "-c", "protocol.version=2", "ls-remote", f.url)
+	cmd.Env = append(gittest.Env(), "GIT_TRACE_PACKET=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "refs/heads/main") {
+		t.Fatalf("git ls-remote: %v %q %s", err, out, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "git< ls-refs") {
+		t.Fatalf("git ls-remote did not speak protocol v2: %s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "object-info") {
+		t.Errorf("git ls-remote was offered object-info: %s", stderr.String())
 	}
 }
