@@ -89,12 +89,19 @@ type Limits struct {
 	// cap), whether a run serves them or the cache; over it, 429 with
 	// Retry-After at once.
 	MaxPerClient int
+	// IdleTimeout bounds how long an upload-pack serving one client may go
+	// without progress (default 60s, at most Timeout): git's own --timeout,
+	// which git applies to protocol v0 and v1 only, and a deadline on each
+	// write to the client, which stops a v2 run whose client stopped
+	// reading.
+	IdleTimeout time.Duration
 }
 
 // Defaults of the Handler's bounds.
 const (
 	DefaultMaxRequest  = 8 << 20
 	DefaultReadTimeout = 10 * time.Second
+	DefaultIdleTimeout = time.Minute
 )
 
 // retryAfter is the Retry-After, in seconds, of a 429 or 503.
@@ -167,11 +174,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
 			"transfer.advertiseObjectInfo=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	pw := &lazyWriter{w: w}
+	idle := h.idleTimeout()
+	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
+	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
+	defer pw.clearDeadline()
 	cmd.Stdout = pw
 	if ep == "info/refs" {
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs"}
+		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
 		if !v2 {
 			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
 			h.run(r.Context(), w, pw, key, cmd)
@@ -195,7 +205,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-	cmd.Flags = []string{"--stateless-rpc"}
+	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(body)
 	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, body, v2, req, cmd) {
 		return
@@ -214,6 +224,14 @@ func (h *Handler) timeout() time.Duration {
 		return 30 * time.Minute
 	}
 	return h.Timeout
+}
+
+func (h *Handler) idleTimeout() time.Duration {
+	idle := h.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	return min(idle, h.timeout())
 }
 
 // refuse answers a request that failed its checks: the refusal's own 4xx,
@@ -347,7 +365,14 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		pw.flushPrefix()
 		return nil
 	}
-	h.runFailed(ctx, key, err)
+	if pw.err != nil {
+		// The client stopped reading or left: not the repository's failure.
+		if h.Log != nil && ctx.Err() == nil {
+			h.Log.Info("git client stopped reading; its upload-pack was stopped", "key", key, "err", pw.err)
+		}
+	} else {
+		h.runFailed(ctx, key, err)
+	}
 	h.failed(ctx, w, pw.started, key, err)
 	return err
 }
@@ -389,20 +414,38 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 
 // lazyWriter writes its prefix before the first byte of output, so that an
 // upload-pack that fails before writing anything can still answer 500.
+// Each write must be done within idle: a client that stops reading fails
+// the write, and git, whose output then goes nowhere, stops.
 type lazyWriter struct {
 	w       http.ResponseWriter
+	rc      *http.ResponseController
+	idle    time.Duration
 	prefix  []byte
 	started bool
+	err     error // the first failed write to the client
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	_ = l.rc.SetWriteDeadline(time.Now().Add(l.idle))
 	l.flushPrefix()
 	n, err := l.w.Write(p)
-	if f, ok := l.w.(http.Flusher); ok {
-		f.Flush()
+	if err == nil {
+		if ferr := l.rc.Flush(); !errors.Is(ferr, http.ErrNotSupported) {
+			err = ferr
+		}
+	}
+	if err != nil {
+		l.err = err
 	}
 	return n, err
 }
+
+// clearDeadline lifts the write deadline, which would otherwise outlive
+// the request on a connection kept alive for the client's next one.
+func (l *lazyWriter) clearDeadline() { _ = l.rc.SetWriteDeadline(time.Time{}) }
 
 func (l *lazyWriter) flushPrefix() {
 	if l.started {

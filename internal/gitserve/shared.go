@@ -86,6 +86,7 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string, rd *packReader) {
 	defer rd.close()
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve the client's next request
 	started := false
 	for {
 		p, err := rd.next(ctx)
