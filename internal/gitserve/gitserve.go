@@ -66,6 +66,7 @@ type Handler struct {
 	limitOnce sync.Once
 	clients   *clientLimit
 	slots     *runSlots
+	tips      *recentTips // nil when TipGrace is negative
 }
 
 // Limits bound what a client may make the Handler do.
@@ -95,6 +96,10 @@ type Limits struct {
 	// write to the client, which stops a v2 run whose client stopped
 	// reading.
 	IdleTimeout time.Duration
+	// TipGrace is how long a tip that a protocol v2 ref listing advertised
+	// may still be fetched once the refs moved away from it, while its
+	// object is on disk (default 30s; negative: none). See recentTips.
+	TipGrace time.Duration
 }
 
 // Defaults of the Handler's bounds.
@@ -207,16 +212,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(body)
+	if req.Command == "ls-refs" && h.tips != nil {
+		lister := &tipLister{tips: h.tips, key: key}
+		out := &pktWriter{w: pw, each: lister.each}
+		cmd.Stdout = out
+		if h.run(r.Context(), w, pw, key, cmd) == nil {
+			_ = out.rest()
+		}
+		return
+	}
 	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, body, v2, req, cmd) {
 		return
 	}
 	if req.Command == "fetch" {
-		if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+		if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
 			h.refuse(w, r, key, err)
 			return
 		}
 	}
 	_ = h.run(r.Context(), w, pw, key, cmd)
+}
+
+// recent says which wanted objects of a request for key are tips that its
+// ref listing advertised within the grace period: nil (none) for protocol
+// v0 and v1, whose upload-pack refuses an unreachable want itself, as git
+// http-backend does.
+func (h *Handler) recent(key string, v2 bool) func(oid string) bool {
+	if !v2 || h.tips == nil {
+		return nil
+	}
+	return func(oid string) bool { return h.tips.advertised(key, oid) }
 }
 
 func (h *Handler) timeout() time.Duration {
@@ -257,6 +282,12 @@ func (h *Handler) init() {
 		h.clients = &clientLimit{max: h.MaxPerClient}
 		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, maxQueue: h.QueueLength,
 			wait: h.QueueWait, clk: clk}
+		switch {
+		case h.TipGrace == 0:
+			h.tips = newRecentTips(clk, DefaultTipGrace)
+		case h.TipGrace > 0:
+			h.tips = newRecentTips(clk, h.TipGrace)
+		}
 	})
 }
 

@@ -32,7 +32,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 	// of the same refs: the objects can change under the same refs (a
 	// prune drops what the upstream dropped), and a pack kept from before
 	// would serve them again.
-	if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+	if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
 		h.refuse(w, r, key, err)
 		return true
 	}
