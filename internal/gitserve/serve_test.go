@@ -31,8 +31,9 @@ type fixture struct {
 	repo string // the bare repository's directory
 	url  string // its clone URL
 
-	mu    sync.Mutex
-	posts [][]byte // the upload-pack request bodies received, in order
+	mu     sync.Mutex
+	posts  [][]byte          // the upload-pack request bodies received, in order
+	onPost func(body []byte) // when set, sees each recorded body before the Handler
 }
 
 func newFixture(t *testing.T, tune func(h *gitserve.Handler)) *fixture {
@@ -71,7 +72,11 @@ func (f *fixture) record(h http.Handler) http.Handler {
 			}
 			f.mu.Lock()
 			f.posts = append(f.posts, b)
+			onPost := f.onPost
 			f.mu.Unlock()
+			if onPost != nil {
+				onPost(b)
+			}
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		h.ServeHTTP(w, r)

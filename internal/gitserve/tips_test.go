@@ -1,6 +1,7 @@
 package gitserve_test
 
 import (
+	"bytes"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -40,18 +41,13 @@ func cloneRacingAForcePush(t *testing.T, f *fixture) {
 	}
 	// The force-push lands as the clone's fetch arrives, after its listing.
 	var once sync.Once
-	inner := f.srv.Config.Handler
-	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Git-Protocol") == "version=2" {
-			f.mu.Lock()
-			n := len(f.posts)
-			f.mu.Unlock()
-			if n > 0 { // the listing is in: this is the fetch
-				once.Do(func() { rewind(t, f, first) })
-			}
+	f.mu.Lock()
+	f.onPost = func(body []byte) {
+		if bytes.Contains(body, []byte("command=fetch")) { // git writes it without a newline
+			once.Do(func() { rewind(t, f, first) })
 		}
-		inner.ServeHTTP(w, r)
-	})
+	}
+	f.mu.Unlock()
 	dir := filepath.Join(t.TempDir(), "c")
 	if out, err := git(t, "", "-c", "protocol.version=2", "clone", "-q", "--no-checkout", f.url, dir); err != nil {
 		t.Fatalf("clone racing a force-push: %v %s", err, out)
