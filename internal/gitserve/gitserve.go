@@ -1,7 +1,8 @@
 // Package gitserve serves bare repositories read-only over git's smart HTTP
 // protocol (v0 and v2), by running `git upload-pack --stateless-rpc` through
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
-// serves only what its Resolver says exists and what its refs reach, never
+// serves only what its Resolver says exists and what its refs reach (or
+// reached in a listing of the last seconds: see recentTips), never
 // receive-pack, and checks each request whole before git sees it. It caps
 // the upload-packs it runs, in all and per repository, with a queue of
 // bounded wait; with a PackCache, identical fetches share one run, whose
