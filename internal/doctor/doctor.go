@@ -66,10 +66,15 @@ var (
 	fetchStdinVersion   = gitcmd.Version{Major: 2, Minor: 29} // also negative refspecs
 	configCountVersion  = gitcmd.Version{Major: 2, Minor: 31}
 	treeDepthGitVersion = gitcmd.TreeDepthVersion
+	// git 2.52's upload-pack stops keeping every duplicate "have" a client
+	// sends: before it, one request can make it use memory and CPU without
+	// bound (the request's size bound is the only limit).
+	dupHavesVersion = gitcmd.Version{Major: 2, Minor: 52}
 )
 
 // JudgeGit judges the installed git's version: a missing feature gitfleet
-// needs fails; a missing core.maxTreeDepth (a guard, not a need) warns.
+// needs fails; a missing guard (core.maxTreeDepth, the bound on duplicate
+// haves) warns.
 func JudgeGit(v gitcmd.Version) []Result {
 	need := func(name string, min gitcmd.Version) Result {
 		r := Result{Check: "git " + name, Detail: fmt.Sprintf("git %s (needs %d.%d)", v, min.Major, min.Minor)}
@@ -90,7 +95,13 @@ func JudgeGit(v gitcmd.Version) []Result {
 		td.Status = Warn
 		td.Fix = "deep trees are not bounded (--max-tree-depth is ignored); install git 2.43 or later"
 	}
-	return append(out, td)
+	dh := need("duplicate haves", dupHavesVersion)
+	if dh.Status == Fail {
+		dh.Status = Warn
+		dh.Fix = "a fetch request's duplicate haves cost the served upload-pack without bound (only --serve-max-request limits them); " +
+			"install git 2.52 or later (a distribution's backports, or git built from source) on full nodes"
+	}
+	return append(out, td, dh)
 }
 
 // JudgeCase judges the case rules of the data directory's file system: one

@@ -45,11 +45,14 @@ func TestJudgeGitNamesEveryMissingFeature(t *testing.T) {
 		fail []string
 		warn []string
 	}{
-		{gitcmd.Version{Major: 2, Minor: 43}, nil, nil},
-		{gitcmd.Version{Major: 2, Minor: 39, Patch: 5}, nil, []string{"git core.maxTreeDepth"}},
-		{gitcmd.Version{Major: 2, Minor: 30}, []string{"git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth"}},
-		{gitcmd.Version{Major: 2, Minor: 28}, []string{"git fetch --stdin", "git negative refspecs", "git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth"}},
-		{gitcmd.Version{Major: 2, Minor: 17}, []string{"git protocol v2", "git fetch --stdin", "git negative refspecs", "git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth"}},
+		{gitcmd.Version{Major: 2, Minor: 52}, nil, nil},
+		{gitcmd.Version{Major: 3, Minor: 0}, nil, nil},
+		{gitcmd.Version{Major: 2, Minor: 51, Patch: 9}, nil, []string{"git duplicate haves"}},
+		{gitcmd.Version{Major: 2, Minor: 43}, nil, []string{"git duplicate haves"}},
+		{gitcmd.Version{Major: 2, Minor: 39, Patch: 5}, nil, []string{"git core.maxTreeDepth", "git duplicate haves"}},
+		{gitcmd.Version{Major: 2, Minor: 30}, []string{"git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth", "git duplicate haves"}},
+		{gitcmd.Version{Major: 2, Minor: 28}, []string{"git fetch --stdin", "git negative refspecs", "git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth", "git duplicate haves"}},
+		{gitcmd.Version{Major: 2, Minor: 17}, []string{"git protocol v2", "git fetch --stdin", "git negative refspecs", "git GIT_CONFIG_COUNT"}, []string{"git core.maxTreeDepth", "git duplicate haves"}},
 	} {
 		var fail, warn []string
 		for _, r := range JudgeGit(c.v) {
@@ -360,4 +363,19 @@ func TestJudgeCaseWarnsOfAFileSystemThatFoldsCase(t *testing.T) {
 	if r := JudgeCase("/d", false); r.Status != OK {
 		t.Fatalf("sensitive: %+v", r)
 	}
+}
+
+// git before 2.52 keeps every duplicate "have" of a fetch request: the
+// warning says which git to install.
+func TestJudgeGitWarnsOfUnboundedDuplicateHavesBefore252(t *testing.T) {
+	for _, r := range JudgeGit(gitcmd.Version{Major: 2, Minor: 39, Patch: 5}) {
+		if r.Check != "git duplicate haves" {
+			continue
+		}
+		if r.Status != Warn || !strings.Contains(r.Fix, "install git 2.52 or later") || !strings.Contains(r.Detail, "2.39.5") {
+			t.Fatalf("git 2.39.5: %+v; want a warning whose fix says to install git 2.52 or later", r)
+		}
+		return
+	}
+	t.Fatal("git 2.39.5: no duplicate haves check")
 }

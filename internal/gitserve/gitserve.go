@@ -1,7 +1,8 @@
 // Package gitserve serves bare repositories read-only over git's smart HTTP
 // protocol (v0 and v2), by running `git upload-pack --stateless-rpc` through
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
-// serves only what its Resolver says exists and what its refs reach, never
+// serves only what its Resolver says exists and what its refs reach (or
+// reached in a listing of the last seconds: see recentTips), never
 // receive-pack, and checks each request whole before git sees it. It caps
 // the upload-packs it runs, in all and per repository, with a queue of
 // bounded wait; with a PackCache, identical fetches share one run, whose
@@ -66,6 +67,7 @@ type Handler struct {
 	limitOnce sync.Once
 	clients   *clientLimit
 	slots     *runSlots
+	tips      *recentTips // nil when TipGrace is negative
 }
 
 // Limits bound what a client may make the Handler do.
@@ -89,12 +91,23 @@ type Limits struct {
 	// cap), whether a run serves them or the cache; over it, 429 with
 	// Retry-After at once.
 	MaxPerClient int
+	// IdleTimeout bounds how long an upload-pack serving one client may go
+	// without progress (default 60s, at most Timeout): git's own --timeout,
+	// which git applies to protocol v0 and v1 only, and a deadline on each
+	// write to the client, which stops a v2 run whose client stopped
+	// reading.
+	IdleTimeout time.Duration
+	// TipGrace is how long a tip that a protocol v2 ref listing advertised
+	// may still be fetched once the refs moved away from it, while its
+	// object is on disk (default 30s; negative: none). See recentTips.
+	TipGrace time.Duration
 }
 
 // Defaults of the Handler's bounds.
 const (
 	DefaultMaxRequest  = 8 << 20
 	DefaultReadTimeout = 10 * time.Second
+	DefaultIdleTimeout = time.Minute
 )
 
 // retryAfter is the Retry-After, in seconds, of a 429 or 503.
@@ -167,17 +180,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
-		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false"}}
+		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false",
+			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
+			"transfer.advertiseObjectInfo=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	pw := &lazyWriter{w: w}
+	idle := h.idleTimeout()
+	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
+	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
+	defer pw.clearDeadline()
 	cmd.Stdout = pw
 	if ep == "info/refs" {
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs"}
+		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
 		if !v2 {
 			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
+			h.run(r.Context(), w, pw, key, cmd)
+			return
 		}
-		h.run(r.Context(), w, pw, key, cmd)
+		caps := &pktWriter{w: pw, each: servedCapability}
+		cmd.Stdout = caps
+		if h.run(r.Context(), w, pw, key, cmd) == nil {
+			_ = caps.rest()
+		}
 		return
 	}
 	data, status, err := body.read(w, r)
@@ -191,18 +215,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-	cmd.Flags = []string{"--stateless-rpc"}
+	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(data)
+	if req.Command == "ls-refs" && h.tips != nil {
+		lister := &tipLister{tips: h.tips, key: key}
+		out := &pktWriter{w: pw, each: lister.each}
+		cmd.Stdout = out
+		if h.run(r.Context(), w, pw, key, cmd) == nil {
+			_ = out.rest()
+		}
+		return
+	}
 	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, data, v2, req, cmd) {
 		return
 	}
 	if req.Command == "fetch" {
-		if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+		if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
 			h.refuse(w, r, key, err)
 			return
 		}
 	}
-	h.run(r.Context(), w, pw, key, cmd)
+	_ = h.run(r.Context(), w, pw, key, cmd)
+}
+
+// recent says which wanted objects of a request for key are tips that its
+// ref listing advertised within the grace period: nil (none) for protocol
+// v0 and v1, whose upload-pack refuses an unreachable want itself, as git
+// http-backend does.
+func (h *Handler) recent(key string, v2 bool) func(oid string) bool {
+	if !v2 || h.tips == nil {
+		return nil
+	}
+	return func(oid string) bool { return h.tips.advertised(key, oid) }
 }
 
 func (h *Handler) timeout() time.Duration {
@@ -210,6 +254,14 @@ func (h *Handler) timeout() time.Duration {
 		return 30 * time.Minute
 	}
 	return h.Timeout
+}
+
+func (h *Handler) idleTimeout() time.Duration {
+	idle := h.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	return min(idle, h.timeout())
 }
 
 // refuse answers a request that failed its checks: the refusal's own 4xx,
@@ -235,6 +287,12 @@ func (h *Handler) init() {
 		h.clients = &clientLimit{max: h.MaxPerClient}
 		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, maxQueue: h.QueueLength,
 			wait: h.QueueWait, clk: clk}
+		switch {
+		case h.TipGrace == 0:
+			h.tips = newRecentTips(clk, DefaultTipGrace)
+		case h.TipGrace > 0:
+			h.tips = newRecentTips(clk, h.TipGrace)
+		}
 	})
 }
 
@@ -350,8 +408,8 @@ func (h *Handler) logFailure(ctx context.Context, key string, err error) {
 }
 
 // run runs cmd for one client once it has a run slot, streaming its
-// output to the client.
-func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) {
+// output to the client. A run that failed has had its answer.
+func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) error {
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
@@ -359,10 +417,18 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	}
 	if err == nil {
 		pw.flushPrefix()
-		return
+		return nil
 	}
-	h.runFailed(ctx, key, err)
+	if pw.err != nil {
+		// The client stopped reading or left: not the repository's failure.
+		if h.Log != nil && ctx.Err() == nil {
+			h.Log.Info("git client stopped reading; its upload-pack was stopped", "key", key, "err", pw.err)
+		}
+	} else {
+		h.runFailed(ctx, key, err)
+	}
 	h.failed(ctx, w, pw.started, key, err)
+	return err
 }
 
 // failed answers a client whose run failed: 503 when no slot came, 500
@@ -402,20 +468,38 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 
 // lazyWriter writes its prefix before the first byte of output, so that an
 // upload-pack that fails before writing anything can still answer 500.
+// Each write must be done within idle: a client that stops reading fails
+// the write, and git, whose output then goes nowhere, stops.
 type lazyWriter struct {
 	w       http.ResponseWriter
+	rc      *http.ResponseController
+	idle    time.Duration
 	prefix  []byte
 	started bool
+	err     error // the first failed write to the client
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	_ = l.rc.SetWriteDeadline(time.Now().Add(l.idle))
 	l.flushPrefix()
 	n, err := l.w.Write(p)
-	if f, ok := l.w.(http.Flusher); ok {
-		f.Flush()
+	if err == nil {
+		if ferr := l.rc.Flush(); !errors.Is(ferr, http.ErrNotSupported) {
+			err = ferr
+		}
+	}
+	if err != nil {
+		l.err = err
 	}
 	return n, err
 }
+
+// clearDeadline lifts the write deadline, which would otherwise outlive
+// the request on a connection kept alive for the client's next one.
+func (l *lazyWriter) clearDeadline() { _ = l.rc.SetWriteDeadline(time.Time{}) }
 
 func (l *lazyWriter) flushPrefix() {
 	if l.started {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,8 +31,9 @@ type fixture struct {
 	repo string // the bare repository's directory
 	url  string // its clone URL
 
-	mu    sync.Mutex
-	posts [][]byte // the upload-pack request bodies received, in order
+	mu     sync.Mutex
+	posts  [][]byte          // the upload-pack request bodies received, in order
+	onPost func(body []byte) // when set, sees each recorded body before the Handler
 }
 
 func newFixture(t *testing.T, tune func(h *gitserve.Handler)) *fixture {
@@ -69,7 +72,11 @@ func (f *fixture) record(h http.Handler) http.Handler {
 			}
 			f.mu.Lock()
 			f.posts = append(f.posts, b)
+			onPost := f.onPost
 			f.mu.Unlock()
+			if onPost != nil {
+				onPost(b)
+			}
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		h.ServeHTTP(w, r)
@@ -418,5 +425,116 @@ func TestARequestOverThePerClientCapWithATricklingBodyIsAnsweredAtOnce(t *testin
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("got %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// A client that reads protocol v2's capabilities is not told of commands
+// that would be refused (git 2.39 advertises object-info whatever
+// transfer.advertiseObjectInfo says).
+func TestRefusedV2CommandsAreNotAdvertised(t *testing.T) {
+	f := newFixture(t, nil)
+	req, err := http.NewRequest(http.MethodGet, f.url+"/info/refs?service=git-upload-pack", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Git-Protocol", "version=2")
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	caps := string(b)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(caps, pkt("version 2\n")) || !strings.HasSuffix(caps, "0000") {
+		t.Fatalf("v2 capability advertisement: %d %q", resp.StatusCode, caps)
+	}
+	for _, c := range []string{"ls-refs", "fetch=", "object-format=sha1"} {
+		if !strings.Contains(caps, c) {
+			t.Errorf("advertisement lacks %s: %q", c, caps)
+		}
+	}
+	if strings.Contains(caps, "object-info") || strings.Contains(caps, "bundle-uri") {
+		t.Errorf("advertisement offers a refused command: %q", caps)
+	}
+	// What git itself reads from it.
+	cmd := exec.Command("git", "-c", "protocol.version=2", "ls-remote", f.url)
+	cmd.Env = append(gittest.Env(), "GIT_TRACE_PACKET=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "refs/heads/main") {
+		t.Fatalf("git ls-remote: %v %q %s", err, out, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "git< ls-refs") {
+		t.Fatalf("git ls-remote did not speak protocol v2: %s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "object-info") {
+		t.Errorf("git ls-remote was offered object-info: %s", stderr.String())
+	}
+}
+
+// bigBranch commits a file of size random bytes to refs/heads/big of repo
+// and returns the commit: a pack of it fills any socket's buffers.
+func bigBranch(t *testing.T, repo string, size int) string {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	run := func(stdin []byte, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + repo}, args...)...)
+		cmd.Env = gittest.Env()
+		cmd.Stdin = bytes.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := run(data, "hash-object", "-w", "--stdin")
+	tree := run([]byte("100644 blob "+blob+"\tbig.bin\n"), "mktree")
+	commit := run(nil, "commit-tree", "-m", "big", tree)
+	run(nil, "update-ref", "refs/heads/big", commit)
+	return commit
+}
+
+// A client that asks for a pack and stops reading it does not hold an
+// upload-pack for the run's whole timeout: the run stops once a write to
+// it made no progress for IdleTimeout (git's --timeout in v0, the write
+// deadline in v2).
+func TestAStalledClientDoesNotHoldAnUploadPack(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) { h.IdleTimeout = time.Second })
+	big := bigBranch(t, f.repo, 12<<20)
+	for _, tc := range []struct {
+		proto string
+		body  string
+		hdr   string
+	}{
+		{"v2", string(v2Fetch("want "+big, "ofs-delta", "no-progress", "done")), "Git-Protocol: version=2\r\n"},
+		{"v0", pkt("want "+big+" side-band-64k ofs-delta no-progress\n") + "0000" + pkt("done\n"), ""},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.(*net.TCPConn).SetReadBuffer(16 << 10) // a small window: the server's writes block soon
+			fmt.Fprintf(conn, "POST /example.com/r.git/git-upload-pack HTTP/1.1\r\nHost: x\r\n%s"+
+				"Content-Type: application/x-git-upload-pack-request\r\nContent-Length: %d\r\n\r\n%s", tc.hdr, len(tc.body), tc.body)
+			// The answer starts; then the client reads no more.
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("answer: %v %v", resp, err)
+			}
+			if uploadPacks(t, f.repo) == 0 {
+				t.Fatal("no upload-pack runs for the stalled client: nothing to show")
+			}
+			deadline := time.Now().Add(time.Minute) // the run's own timeout is 30 minutes
+			for uploadPacks(t, f.repo) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the upload-pack of a client that stopped reading still runs after a minute")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }

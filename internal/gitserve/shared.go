@@ -32,7 +32,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 	// of the same refs: the objects can change under the same refs (a
 	// prune drops what the upstream dropped), and a pack kept from before
 	// would serve them again.
-	if err := checkWants(r.Context(), h.Git, dir, req.Wants); err != nil {
+	if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
 		h.refuse(w, r, key, err)
 		return true
 	}
@@ -86,6 +86,7 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string, rd *packReader) {
 	defer rd.close()
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve the client's next request
 	started := false
 	for {
 		p, err := rd.next(ctx)

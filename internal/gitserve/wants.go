@@ -20,9 +20,11 @@ const maxWants = 50000
 // otherwise be fetched by its id until it is dropped from disk.
 //
 // Commits and tags must be reachable from a ref (a ref's tip is, at no
-// cost); trees and blobs, which a partial clone asks for by id and whose
-// ids only a reachable commit gives away, are only checked to exist.
-func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string) error {
+// cost), or be a tip that the repository advertised a moment ago (recent,
+// when not nil: see recentTips); trees and blobs, which a partial clone
+// asks for by id and whose ids only a reachable commit gives away, are
+// only checked to exist.
+func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string, recent func(oid string) bool) error {
 	if len(wants) == 0 {
 		return nil
 	}
@@ -41,6 +43,9 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 		oid, typ, _ := strings.Cut(sc.Text(), " ")
 		switch typ {
 		case "commit", "tag":
+			if recent != nil && recent(oid) {
+				continue // on disk, and advertised within the grace
+			}
 			commits.WriteString(oid + "\n")
 		case "tree", "blob":
 		default: // "missing"
