@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
@@ -150,6 +151,10 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	key, _, err := s.normalizeUpstream(r.Context(), req.URL)
 	if err != nil {
+		if egress.IsBlocked(err) {
+			writeCodedError(w, http.StatusForbidden, "blocked_destination", err.Error())
+			return
+		}
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}

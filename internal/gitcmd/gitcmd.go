@@ -215,6 +215,12 @@ func classify(stderr string, err error) Class {
 		return ClassThrottled
 	case strings.Contains(s, "error: 451") || strings.Contains(s, "unavailable for legal reasons"):
 		return ClassLegal
+	case strings.Contains(s, "returned error: 301") || strings.Contains(s, "returned error: 302") ||
+		strings.Contains(s, "returned error: 303") || strings.Contains(s, "returned error: 307") ||
+		strings.Contains(s, "returned error: 308"):
+		// A redirect: gitfleet follows none (http.followRedirects=false),
+		// wherever it leads, as the egress policy refuses it.
+		return ClassBlocked
 	case strings.Contains(s, "repository not found") || strings.Contains(s, "error: 404") ||
 		strings.Contains(s, "does not appear to be a git repository") ||
 		strings.Contains(s, "not found") || strings.Contains(s, "error: 410"):

@@ -85,6 +85,8 @@ func TestClassifyStderr(t *testing.T) {
 		{"fatal: unable to access 'https://h/': Could not resolve host: h", ClassNetwork},
 		{"fatal: unable to access 'https://h/': The requested URL returned error: 429", ClassThrottled},
 		{"fatal: unable to access 'https://h/r/': The requested URL returned error: 451", ClassLegal},
+		{"fatal: unable to access 'http://127.0.0.1:18765/a.git/': The requested URL returned error: 302", ClassBlocked},
+		{"fatal: unable to access 'https://h/r/': The requested URL returned error: 308", ClassBlocked},
 		{"error: unable to write file: No space left on device", ClassDisk},
 		{"fatal: Out of memory, malloc failed (tried to allocate 41943041 bytes)", ClassTooLarge},
 		{"error: object 0123: hasDotgit: contains '.git'\nfatal: fsck error in packed object\nfatal: index-pack failed", ClassBadObjects},
