@@ -58,6 +58,7 @@ type Store struct {
 	retired    retiredSize     // retiredsize.go
 
 	pruneAfter time.Duration        // prune.go
+	tombstone  time.Duration        // tombstone.go
 	prunes     map[string]time.Time // marked keys -> when to prune them
 	pruneWake  chan struct{}
 
@@ -83,6 +84,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		skipLogged: make(map[string]bool),
 		prunes:     make(map[string]time.Time),
 		pruneWake:  make(chan struct{}, 1),
+		tombstone:  DefaultTombstonePeriod,
 	}
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
@@ -172,6 +174,10 @@ type Result struct {
 	Changed bool // the mirror's refs changed
 	Before  gitcmd.Refs
 	After   gitcmd.Refs
+	// Dropped are the refs whose old tips the sync left behind (deleted,
+	// moved tags, force-pushed branches), sorted by ref, so that the
+	// fetch log keeps their old IDs.
+	Dropped []RefChange
 }
 
 // Sync brings key's mirror up to date with url: a clone if there is none,
@@ -198,10 +204,18 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	if err != nil {
 		return Result{Before: before, After: before}, err
 	}
-	if err := s.empty.admit(key, url, before, remote.Refs); err != nil {
+	confirmed, err := s.empty.admit(key, url, before, remote.Refs, s.now())
+	if err != nil {
 		return Result{Before: before, After: before}, fmt.Errorf("mirror %s: %w", key, err)
 	}
 	res := Result{Before: before, After: before}
+	if confirmed {
+		// Every branch and tag goes: not before their tips are kept.
+		if err := s.writeTombstones(ctx, key, dir, before.Refs); err != nil {
+			return res, err
+		}
+		s.log.Warn("the source's empty advertisement is confirmed: every branch and tag of the mirror is deleted", "key", key)
+	}
 	if remote.Digest() != before.Digest() {
 		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
 		// HEAD is asked for only when the refs moved (the listing above
@@ -241,7 +255,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
-		s.markIfDropped(ctx, key, dir, before, after, ahead)
+		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
 		ha := <-headc
 		head, err := ha.head, ha.err
 		if err != nil {

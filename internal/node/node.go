@@ -237,6 +237,10 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	ms.SetLimits(cfg.Limits.mirror())
 	ms.SetPruneAfter(cfg.PruneAfter)
+	// A source's emptiness is believed no sooner than a background check
+	// would come again, and never within the hour (mirror.emptyGuard).
+	ms.SetEmptyConfirmAfter(max(cfg.MinInterval, mirror.DefaultEmptyConfirmAfter))
+	ms.SetTombstonePeriod(cfg.Retention)
 	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
