@@ -67,6 +67,14 @@ func rewrites(dropped []mirror.RefChange) []fetchlog.Rewrite {
 	return out
 }
 
+// refusedEntry is the fetch log's entry of a pull of key from r's owner,
+// started at start on node and refused (pullcheck.go).
+func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetchlog.Entry {
+	msg := r.Error()
+	return fetchlog.Entry{Key: key, At: start, Kind: "pull", Node: node, From: r.owner, Result: fetchlog.ResultFailed,
+		DurationMs: r.at.Sub(start).Milliseconds(), Error: msg, ErrorClass: api.PublicError(msg)}
+}
+
 // ownerCheck is the fetch log's entry of a check that another node (r's
 // owner) made, as the coordinator's new state r of the repository tells
 // it, oldDigest being the digest before.
