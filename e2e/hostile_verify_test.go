@@ -302,6 +302,7 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 	}
 	f, h := hostileFleet(t, false)
 	key := f.key(0)
+	forgedAt := time.Now()
 	forged := h.forge(key, "main")
 	h.report(key, "")
 	refusedThroughout(t, f, 1)
@@ -340,8 +341,12 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 		}
 		refused := false
 		for _, e := range repo.History {
-			if e.Kind != "pull" || e.From != h.id {
-				continue
+			at, err := time.Parse(time.RFC3339Nano, e.At)
+			if err != nil {
+				t.Fatalf("history entry at %q: %v", e.At, err)
+			}
+			if e.Kind != "pull" || e.From != h.id || at.Before(forgedAt) {
+				continue // the honest copy's pull came before
 			}
 			if e.Result == "ok" {
 				t.Fatalf("a pull of the forged tip shows as ok: %+v", e)

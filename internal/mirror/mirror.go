@@ -63,6 +63,9 @@ type Store struct {
 	pruneWake  chan struct{}
 
 	foldsCase bool // the file system treats Master and master as one name
+
+	clean     bool     // opened after a clean stop (cleanstop.go)
+	unchecked []string // written shortly before an unclean stop, found by Scan
 }
 
 type keyLock struct {
@@ -71,7 +74,8 @@ type keyLock struct {
 }
 
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
-// killed process left in tmp.
+// killed process left in tmp, and removes the clean-stop marker, noting
+// whether it was there (cleanstop.go).
 func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
 	s := &Store{
 		root:  filepath.Join(dataDir, "repos"),
@@ -86,13 +90,17 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
 	}
-	if err := os.RemoveAll(s.tmp); err != nil {
+	var err error
+	if err = os.RemoveAll(s.tmp); err != nil {
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
 	}
 	for _, d := range []string{s.root, s.tmp} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
+	}
+	if s.clean, err = openClean(dataDir); err != nil {
+		return nil, err
 	}
 	folds, err := FoldsCase(s.tmp)
 	if err != nil {
@@ -397,12 +405,14 @@ func (s *Store) pruneEmptyParents(dir string) {
 }
 
 // Scan lists the keys of every mirror on disk, removes the lock files a
-// killed git left in them (nothing else runs git on them yet), and hands
-// the mirrors marked for pruning to the pruner (prune.go). A mirror stored
+// killed git left in them (nothing else runs git on them yet), hands
+// the mirrors marked for pruning to the pruner (prune.go) and, after an
+// unclean stop, finds the mirrors written shortly before it (Unchecked). A mirror stored
 // under an older spelling of its key is moved to the canonical one.
 func (s *Store) Scan() ([]string, error) {
 	var keys []string
 	var moves [][2]string // non-canonical key, canonical key
+	written := map[string]time.Time{}
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			s.log.Warn("scan: skip unreadable entry", "path", path, "err", err)
@@ -427,6 +437,9 @@ func (s *Store) Scan() ([]string, error) {
 		s.cleanLocks(path)
 		s.loadMark(key, path)
 		keys = append(keys, key)
+		if !s.clean {
+			written[key] = lastWrite(path)
+		}
 		return fs.SkipDir
 	})
 	if err != nil {
@@ -437,7 +450,18 @@ func (s *Store) Scan() ([]string, error) {
 			s.cleanLocks(s.Path(m[1]))
 			s.loadMark(m[1], s.Path(m[1]))
 			keys = append(keys, m[1])
+			if !s.clean {
+				written[m[1]] = lastWrite(s.Path(m[1]))
+			}
 		}
+	}
+	unchecked := recentlyWritten(written)
+	s.mu.Lock()
+	s.unchecked = unchecked
+	s.mu.Unlock()
+	if len(unchecked) > 0 {
+		s.log.Warn("the last stop was not clean: the mirrors written shortly before it are checked before they are served",
+			"mirrors", len(unchecked), "window", RecentWindow)
 	}
 	return keys, nil
 }
