@@ -14,8 +14,10 @@
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms, and no more
 // than the size limit allows (pullsize.go); and a source
-// that suddenly advertises nothing is believed only when it says so twice
-// (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
+// that suddenly advertises nothing is believed only when it says so again
+// an hour later (emptyguard.go), the old tips then kept, hidden, for a
+// tombstone period (tombstone.go). After an unclean stop it names the
+// mirrors written just before it, to be verified first (cleanstop.go). It keeps mirrors cheap to serve: maintenance repacks
 // them (geometrically, with bitmaps and a commit graph) and, now and then,
 // repacks them whole without what no ref reaches (maintain.go).
 //
