@@ -161,10 +161,11 @@ func TestEgressRefusesInternalDestinations(t *testing.T) {
 	} {
 		var body struct {
 			Error string `json:"error"`
+			Code  string `json:"code"`
 		}
 		code := call(t, "POST", api, apiToken, strings.NewReader(fmt.Sprintf(`{"url": %q}`, u)), &body)
-		if code != 400 || !strings.Contains(body.Error, "blocked destination") {
-			t.Errorf("POST %s: %d %q, want 400 blocked destination", u, code, body.Error)
+		if code != 403 || body.Code != "blocked_destination" || !strings.Contains(body.Error, "blocked destination") {
+			t.Errorf("POST %s: %d %q %q, want 403 blocked_destination", u, code, body.Code, body.Error)
 		}
 	}
 	// A name that the resolver answers with an allowed address works.

@@ -303,6 +303,7 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 	}
 	f, h := hostileFleet(t, false)
 	key := f.key(0)
+	forgedAt := time.Now()
 	forged := h.forge(key, "main")
 	h.report(key, "")
 	refusedThroughout(t, f, 1)
@@ -331,6 +332,33 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 	if f.procs["full"].count("forged tip") == 0 {
 		t.Fatal("the full node did not log the forged tip")
 	}
+	// The public history shows the pull refused, with its class, not ok.
+	eventually(t, 30*time.Second, "the refused pull in the public history", func() error {
+		var repo struct {
+			History []logEntry `json:"history"`
+		}
+		if err := getJSON(f.base+"/api/v1/repos/"+key, &repo); err != nil {
+			return err
+		}
+		refused := false
+		for _, e := range repo.History {
+			at, err := time.Parse(time.RFC3339Nano, e.At)
+			if err != nil {
+				t.Fatalf("history entry at %q: %v", e.At, err)
+			}
+			if e.Kind != "pull" || e.From != h.id || at.Before(forgedAt) {
+				continue // the honest copy's pull came before
+			}
+			if e.Result == "ok" {
+				t.Fatalf("a pull of the forged tip shows as ok: %+v", e)
+			}
+			refused = refused || e.Result == "failed" && e.ErrorClass == "forged refs"
+		}
+		if !refused {
+			return fmt.Errorf("no refused pull from node %d in %+v", h.id, repo.History)
+		}
+		return nil
+	})
 
 	t.Run("the loopback proxy into the tunnels refuses a request without the secret", func(t *testing.T) {
 		log, err := os.ReadFile(f.procs["full"].log)

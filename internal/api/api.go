@@ -34,6 +34,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
@@ -168,6 +169,10 @@ type HistoryEntry struct {
 	RefsChanged int      `json:"refs_changed,omitempty"`
 	Refs        []string `json:"refs,omitempty"`
 	ErrorClass  string   `json:"error_class,omitempty"`
+	// The refs whose old tips the work left behind (deleted, moved tags,
+	// force-pushed), with their old and new IDs.
+	Rewrites        []fetchlog.Rewrite `json:"rewrites,omitempty"`
+	RewritesOmitted int                `json:"rewrites_omitted,omitempty"`
 }
 
 // Node is one member of the fleet.

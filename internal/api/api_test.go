@@ -180,7 +180,15 @@ func TestAddRepoRefusesBadURLsWithAClearMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			body, _ := json.Marshal(addRequest{URL: tt.url})
-			wantError(t, e.do(t, "POST", "/api/v1/repos", body, auth), http.StatusBadRequest, tt.msg)
+			want := http.StatusBadRequest
+			if strings.Contains(tt.msg, "blocked destination") || strings.Contains(tt.msg, "is not enabled") {
+				want = http.StatusForbidden // a refused destination: 403 blocked_destination
+			}
+			r := e.do(t, "POST", "/api/v1/repos", body, auth)
+			wantError(t, r, want, tt.msg)
+			if want == http.StatusForbidden && !strings.Contains(string(r.body), `"code": "blocked_destination"`) {
+				t.Errorf("no code blocked_destination: %s", r.body)
+			}
 		})
 	}
 	if n := len(e.b.addedCalls()); n != 0 {

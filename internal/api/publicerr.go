@@ -25,6 +25,11 @@ const (
 	ErrClassOther       = "failed"
 	ErrClassCancelled   = "cancelled"
 	ErrClassLegal       = "unavailable for legal reasons"
+	// A volunteer's pull refused: it served tips the upstream never had
+	// (counted against it), or refs the upstream does not show (a source
+	// that was behind; not counted).
+	ErrClassForged   = "forged refs"
+	ErrClassMismatch = "refs differ from the upstream"
 )
 
 // errorClasses maps what an error text says (in lower case) to its class,
@@ -35,6 +40,8 @@ var errorClasses = []struct {
 	marks []string
 }{
 	{ErrClassCancelled, []string{cancelledText}},
+	{ErrClassForged, []string{"forged"}},
+	{ErrClassMismatch, []string{"differ from the upstream"}},
 	{ErrClassBlocked, []string{"blocked destination"}},
 	{ErrClassTooManyRefs, []string{"too many refs", "too-many-refs"}},
 	{ErrClassTooLarge, []string{"too large", "too-large", "larger than", "out of memory"}},

@@ -94,7 +94,7 @@ type Config struct {
 	MaintConcurrency      int           `name:"maintenance-concurrency" help:"node: mirrors maintained at once in the background (repacked geometrically with a bitmap, commit graph written), chosen by need after fetches (0: no maintenance)"`
 	MaintDuty             float64       `name:"maintenance-duty" help:"node: the most of the time each maintenance lane may be busy (0.1: at most 10%)"`
 	MaintFullInterval     time.Duration `name:"maintenance-full-interval" help:"node: a mirror written to since its last full repack is repacked in full once this long has passed, which drops the objects no ref reaches (what --prune-after does not already drop)"`
-	Retention             time.Duration `name:"retention" help:"full node: how long a removed repository's data is kept, so that re-adding it needs no clone"`
+	Retention             time.Duration `name:"retention" help:"node: how long a removed repository's data (full node) and the old tips of an emptied upstream are kept, so that re-adding it needs no clone and a deletion can be undone"`
 	MismatchRevoke        int           `name:"mismatch-revoke" help:"full node: revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	StaleRevoke           int           `name:"stale-revoke" help:"full node: revoke a partial node after this many stale reports: repositories it reported unchanged after a push that the full node then found upstream (0: never)"`
 	SpotCheckPerHour      int           `name:"spot-check-per-hour" help:"full node: repositories checked against their upstreams by the full node itself each hour, the oldest verified_at first, on hosts without a forge feed (0: none)"`

@@ -213,7 +213,7 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 		First      int
 		Prev, Next string
 		States     []string
-	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, States: []string{"ok", "failing", "pending", "unplaceable", "corrupt", "repairing"}}
+	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, States: []string{"ok", "failing", "pending", "unplaceable", "corrupt", "repairing", "unchecked"}}
 	if q.Offset > 0 {
 		data.Prev = link(max(q.Offset-q.Limit, 0))
 	}

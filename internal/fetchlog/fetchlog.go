@@ -40,6 +40,19 @@ const (
 // MaxRefNames is how many of the refs an entry changed it names.
 const MaxRefNames = 20
 
+// MaxRewrites is how many of the refs whose old tips an entry left behind
+// it keeps with their IDs; the rest are counted (RewritesOmitted).
+const MaxRewrites = 256
+
+// Rewrite is a ref whose old tip a piece of work left behind: a deleted
+// ref (New is ""), a moved tag or a force-pushed branch. Old is what undoes
+// it by hand (git update-ref Ref Old), while the object is still stored.
+type Rewrite struct {
+	Ref string `json:"ref"`
+	Old string `json:"old"`
+	New string `json:"new,omitempty"`
+}
+
 // Entry is one piece of work on one repository.
 type Entry struct {
 	// ID orders entries (newest first) and is the cursor of a listing
@@ -59,6 +72,11 @@ type Entry struct {
 	Refs        []string `json:"refs,omitempty"`
 	ErrorClass  string   `json:"error_class,omitempty"`
 	Error       string   `json:"error,omitempty"`
+	// Rewrites are the deleted, moved-tag and force-pushed refs with
+	// their old and new IDs, sorted by ref, the first MaxRewrites of them;
+	// RewritesOmitted counts the rest.
+	Rewrites        []Rewrite `json:"rewrites,omitempty"`
+	RewritesOmitted int       `json:"rewrites_omitted,omitempty"`
 }
 
 // DB is the part of the store that the log needs (store.Bolt has it).
@@ -127,12 +145,16 @@ const maxPending = 1024
 const maxKept = 64 * maxPending
 
 // Append adds e to the log (written at the next flush). Its Refs are cut
-// to MaxRefNames; credentials in its error are redacted (a public page
+// to MaxRefNames, its Rewrites to MaxRewrites; credentials in its error are redacted (a public page
 // shows it).
 func (l *Log) Append(e Entry) {
 	e.Error = repokey.Redact(e.Error)
 	if len(e.Refs) > MaxRefNames {
 		e.Refs = e.Refs[:MaxRefNames]
+	}
+	if len(e.Rewrites) > MaxRewrites {
+		e.RewritesOmitted += len(e.Rewrites) - MaxRewrites
+		e.Rewrites = e.Rewrites[:MaxRewrites]
 	}
 	if e.Result == "" {
 		e.Result = ResultOK

@@ -212,3 +212,25 @@ func TestAFailedFlushLosesNothing(t *testing.T) {
 		t.Fatalf("entries at minutes %v, want all four", got)
 	}
 }
+
+func TestRewritesKeepTheirOldAndNewIDsThroughTheStore(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := open(t, filepath.Join(t.TempDir(), "node.db"), Config{}, clk)
+	var rw []Rewrite
+	for i := range MaxRewrites + 3 {
+		rw = append(rw, Rewrite{Ref: fmt.Sprintf("refs/tags/v%03d", i), Old: fmt.Sprintf("%040x", i+1)})
+	}
+	rw[0].New = fmt.Sprintf("%040x", 999) // a force-push: old and new
+	l.Append(Entry{Key: "github.com/a/b", At: t0, Kind: "fetch", Rewrites: rw})
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	es, _ := list(t, l, Query{Key: "github.com/a/b"})
+	if len(es) != 1 {
+		t.Fatalf("%d entries", len(es))
+	}
+	got := es[0]
+	if len(got.Rewrites) != MaxRewrites || got.RewritesOmitted != 3 || got.Rewrites[0] != rw[0] || got.Rewrites[MaxRewrites-1] != rw[MaxRewrites-1] {
+		t.Fatalf("rewrites %d (omitted %d), first %+v; want %d, 3 omitted, first %+v", len(got.Rewrites), got.RewritesOmitted, got.Rewrites[0], MaxRewrites, rw[0])
+	}
+}

@@ -10,6 +10,11 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
+// hiddenRefs is the namespace of a mirror's own refs (the kept tips of
+// deleted refs: mirror.TombstoneRefs), never advertised nor served, nor
+// counted as reaching a wanted commit.
+const hiddenRefs = "refs/gitfleet/"
+
 // maxWants bounds the object ids of one request that are checked (a
 // partial clone's lazy fetch asks for many blobs at once).
 const maxWants = 50000
@@ -58,7 +63,7 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 	// What the wanted commits reach that no ref reaches; nothing when
 	// every one is reachable (a ref's tip stops the walk at once).
 	out, err = git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list",
-		Flags: []string{"--max-count=1", "--not", "--all", "--not", "--stdin"}, Stdin: &commits})
+		Flags: []string{"--max-count=1", "--not", "--exclude=" + hiddenRefs + "*", "--all", "--not", "--stdin"}, Stdin: &commits})
 	if err != nil {
 		return fmt.Errorf("checking that the wanted commits are served: %w", err)
 	}
@@ -77,7 +82,7 @@ func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
 		return refused("not our ref %s", truncate(oid))
 	}
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "for-each-ref",
-		Flags: []string{"--count=1", "--format=%(refname)", "--points-at=" + oid}})
+		Flags: []string{"--count=1", "--format=%(refname)", "--points-at=" + oid}, Args: []string{"refs/heads/", "refs/tags/"}})
 	if err != nil {
 		return fmt.Errorf("looking for the refs of a missing object: %w", err)
 	}

@@ -14,8 +14,10 @@
 // What a volunteer serves enters a mirror only through a verified pull
 // (quarantine.go): only the ref changes its upstream confirms, and no more
 // than the size limit allows (pullsize.go); and a source
-// that suddenly advertises nothing is believed only when it says so twice
-// (emptyguard.go). It keeps mirrors cheap to serve: maintenance repacks
+// that suddenly advertises nothing is believed only when it says so again
+// an hour later (emptyguard.go), the old tips then kept, hidden, for a
+// tombstone period (tombstone.go). After an unclean stop it names the
+// mirrors written just before it, to be verified first (cleanstop.go). It keeps mirrors cheap to serve: maintenance repacks
 // them (geometrically, with bitmaps and a commit graph) and, now and then,
 // repacks them whole without what no ref reaches (maintain.go). Its own
 // file operations on the paths it derives from keys go through an os.Root
@@ -62,10 +64,14 @@ type Store struct {
 	retired    retiredSize     // retiredsize.go
 
 	pruneAfter time.Duration        // prune.go
+	tombstone  time.Duration        // tombstone.go
 	prunes     map[string]time.Time // marked keys -> when to prune them
 	pruneWake  chan struct{}
 
 	foldsCase bool // the file system treats Master and master as one name
+
+	clean     bool     // opened after a clean stop (cleanstop.go)
+	unchecked []string // written shortly before an unclean stop, found by Scan
 }
 
 type keyLock struct {
@@ -74,7 +80,8 @@ type keyLock struct {
 }
 
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
-// killed process left in tmp.
+// killed process left in tmp, and removes the clean-stop marker, noting
+// whether it was there (cleanstop.go).
 func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
 	// git runs in a neutral directory (package gitcmd): its paths are absolute.
 	absData, err := filepath.Abs(dataDir)
@@ -101,8 +108,9 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		skipLogged: make(map[string]bool),
 		prunes:     make(map[string]time.Time),
 		pruneWake:  make(chan struct{}, 1),
+		tombstone:  DefaultTombstonePeriod,
 	}
-	if err := s.data.RemoveAll(s.tmp); err != nil {
+	if err = s.data.RemoveAll(s.tmp); err != nil {
 		data.root.Close()
 		return nil, fmt.Errorf("mirror: clean %s: %w", s.tmp, err)
 	}
@@ -111,6 +119,10 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 			data.root.Close()
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
+	}
+	if s.clean, err = openClean(dataDir); err != nil {
+		data.root.Close()
+		return nil, err
 	}
 	folds, err := FoldsCase(s.tmp)
 	if err != nil {
@@ -196,6 +208,10 @@ type Result struct {
 	Changed bool // the mirror's refs changed
 	Before  gitcmd.Refs
 	After   gitcmd.Refs
+	// Dropped are the refs whose old tips the sync left behind (deleted,
+	// moved tags, force-pushed branches), sorted by ref, so that the
+	// fetch log keeps their old IDs.
+	Dropped []RefChange
 }
 
 // Sync brings key's mirror up to date with url: a clone if there is none,
@@ -224,10 +240,18 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	if err != nil {
 		return Result{Before: before, After: before}, err
 	}
-	if err := s.empty.admit(key, url, before, remote.Refs); err != nil {
+	confirmed, err := s.empty.admit(key, url, before, remote.Refs, s.now())
+	if err != nil {
 		return Result{Before: before, After: before}, fmt.Errorf("mirror %s: %w", key, err)
 	}
 	res := Result{Before: before, After: before}
+	if confirmed {
+		// Every branch and tag goes: not before their tips are kept.
+		if err := s.writeTombstones(ctx, key, dir, before.Refs); err != nil {
+			return res, err
+		}
+		s.log.Warn("the source's empty advertisement is confirmed: every branch and tag of the mirror is deleted", "key", key)
+	}
 	if remote.Digest() != before.Digest() {
 		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
 		// HEAD is asked for only when the refs moved (the listing above
@@ -267,7 +291,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		}
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
-		s.markIfDropped(ctx, key, dir, before, after, ahead)
+		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
 		ha := <-headc
 		head, err := ha.head, ha.err
 		if err != nil {
@@ -409,12 +433,14 @@ func (s *Store) pruneEmptyParents(dir string) {
 }
 
 // Scan lists the keys of every mirror on disk, removes the lock files a
-// killed git left in them (nothing else runs git on them yet), and hands
-// the mirrors marked for pruning to the pruner (prune.go). A mirror stored
+// killed git left in them (nothing else runs git on them yet), hands
+// the mirrors marked for pruning to the pruner (prune.go) and, after an
+// unclean stop, finds the mirrors written shortly before it (Unchecked). A mirror stored
 // under an older spelling of its key is moved to the canonical one.
 func (s *Store) Scan() ([]string, error) {
 	var keys []string
 	var moves [][2]string // non-canonical key, canonical key
+	written := map[string]time.Time{}
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			s.log.Warn("scan: skip unreadable entry", "path", path, "err", err)
@@ -439,6 +465,9 @@ func (s *Store) Scan() ([]string, error) {
 		s.cleanLocks(path)
 		s.loadMark(key, path)
 		keys = append(keys, key)
+		if !s.clean {
+			written[key] = lastWrite(path)
+		}
 		return fs.SkipDir
 	})
 	if err != nil {
@@ -449,7 +478,18 @@ func (s *Store) Scan() ([]string, error) {
 			s.cleanLocks(s.Path(m[1]))
 			s.loadMark(m[1], s.Path(m[1]))
 			keys = append(keys, m[1])
+			if !s.clean {
+				written[m[1]] = lastWrite(s.Path(m[1]))
+			}
 		}
+	}
+	unchecked := recentlyWritten(written)
+	s.mu.Lock()
+	s.unchecked = unchecked
+	s.mu.Unlock()
+	if len(unchecked) > 0 {
+		s.log.Warn("the last stop was not clean: the mirrors written shortly before it are checked before they are served",
+			"mirrors", len(unchecked), "window", RecentWindow)
 	}
 	return keys, nil
 }

@@ -113,15 +113,59 @@ func (s *Store) markAhead(key, dir string, before, next map[string]string) bool 
 
 // markIfDropped marks key's mirror at dir for pruning when the fetch that
 // took its refs from before to after dropped objects from their reach, and
-// otherwise removes the mark that markAhead wrote (ahead). Caller holds
-// key's lock.
-func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs, ahead bool) {
-	sure, moved := pruneCandidates(before.Refs, after.Refs)
-	why := "a ref was deleted or a tag moved"
-	for _, m := range moved {
-		if sure {
-			break
+// otherwise removes the mark that markAhead wrote (ahead). It returns the
+// refs whose old tips were dropped (see dropped). Caller holds key's lock.
+func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs, ahead bool) []RefChange {
+	gone, why := s.dropped(ctx, dir, before, after)
+	if len(gone) == 0 {
+		if ahead {
+			if err := s.data.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.log.Warn("could not remove a mark that was not needed (the mirror will be repacked)", "key", key, "err", err)
+				if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
+					s.notePrune(key, at)
+				}
+			}
 		}
+		return nil
+	}
+	at, err := s.mark(dir)
+	if err != nil {
+		s.log.Error("could not mark a mirror for pruning", "key", key, "err", err)
+		return gone
+	}
+	s.log.Info("mirror marked for pruning: the upstream dropped objects", "key", key, "why", why,
+		"prune_at", pruneDue(at, s.pruneAfter))
+	s.notePrune(key, at)
+	return gone
+}
+
+// dropped lists, sorted by ref, the refs whose old tips the change from
+// before to after leaves behind: deleted refs, moved tags, and branches
+// moved other than by a fast-forward (a force-push). When more than
+// maxAncestryChecks branches moved, or git cannot tell a branch's
+// ancestry, the moved branches count as forced: the list errs on the side
+// of naming an old tip. why says what the first of them was.
+func (s *Store) dropped(ctx context.Context, dir string, before, after gitcmd.Refs) (gone []RefChange, why string) {
+	var moved []RefChange
+	for ref, old := range before.Refs {
+		nw, ok := after.Refs[ref]
+		switch {
+		case !ok:
+			gone = append(gone, RefChange{Ref: ref, Old: old})
+			why = "a ref was deleted or a tag moved"
+		case nw == old:
+		case !strings.HasPrefix(ref, "refs/heads/"):
+			gone = append(gone, RefChange{Ref: ref, Old: old, New: nw})
+			why = "a ref was deleted or a tag moved"
+		default:
+			moved = append(moved, RefChange{Ref: ref, Old: old, New: nw})
+		}
+	}
+	if len(moved) > maxAncestryChecks {
+		gone, why, moved = append(gone, moved...), "too many branches moved to check their ancestry", nil
+	}
+	sort.Slice(moved, func(i, j int) bool { return moved[i].Ref < moved[j].Ref })
+	for _, m := range moved {
 		if after.ParentOf(m.Ref, m.Old) {
 			continue // one commit on top: a fast-forward, no need to ask git
 		}
@@ -131,31 +175,16 @@ func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, afte
 		switch {
 		case err == nil: // a fast-forward
 		case errors.As(err, &ge) && ge.ExitCode == 1:
-			sure, why = true, "a branch was rewritten (not a fast-forward): "+m.Ref
+			gone = append(gone, m)
+			why = "a branch was rewritten (not a fast-forward): " + m.Ref
 		default:
 			// Not commits, or git failed: marking costs one repack.
-			sure, why = true, fmt.Sprintf("the ancestry of %s could not be checked: %v", m.Ref, err)
+			gone = append(gone, m)
+			why = fmt.Sprintf("the ancestry of %s could not be checked: %v", m.Ref, err)
 		}
 	}
-	if !sure {
-		if ahead {
-			if err := s.data.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.log.Warn("could not remove a mark that was not needed (the mirror will be repacked)", "key", key, "err", err)
-				if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
-					s.notePrune(key, at)
-				}
-			}
-		}
-		return
-	}
-	at, err := s.mark(dir)
-	if err != nil {
-		s.log.Error("could not mark a mirror for pruning", "key", key, "err", err)
-		return
-	}
-	s.log.Info("mirror marked for pruning: the upstream dropped objects", "key", key, "why", why,
-		"prune_at", pruneDue(at, s.pruneAfter))
-	s.notePrune(key, at)
+	sort.Slice(gone, func(i, j int) bool { return gone[i].Ref < gone[j].Ref })
+	return gone, why
 }
 
 // mark writes dir's prune marker unless it has one, and returns when the
@@ -188,12 +217,18 @@ func readMarker(p string) (time.Time, bool) {
 
 // notePrune records key's mark for the pruner and wakes it.
 func (s *Store) notePrune(key string, markedAt time.Time) {
+	s.notePruneAt(key, pruneDue(markedAt, s.pruneAfter))
+}
+
+// notePruneAt has the pruner look at key by due (or sooner, when it is due
+// sooner already) and wakes it.
+func (s *Store) notePruneAt(key string, due time.Time) {
 	s.mu.Lock()
 	if s.prunes == nil {
 		s.prunes = map[string]time.Time{}
 	}
-	if _, ok := s.prunes[key]; !ok {
-		s.prunes[key] = pruneDue(markedAt, s.pruneAfter)
+	if t, ok := s.prunes[key]; !ok || due.Before(t) {
+		s.prunes[key] = due
 	}
 	s.mu.Unlock()
 	select {
@@ -202,12 +237,13 @@ func (s *Store) notePrune(key string, markedAt time.Time) {
 	}
 }
 
-// loadMark records the mark of the mirror at dir, if it has one (Scan
-// calls it at start, so that a mark survives a restart).
+// loadMark records the mark and the tombstones of the mirror at dir, if
+// it has them (Scan calls it at start, so that they survive a restart).
 func (s *Store) loadMark(key, dir string) {
 	if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
 		s.notePrune(key, at)
 	}
+	s.loadTombstones(key, dir)
 }
 
 // PrunePending lists the keys of the mirrors marked for pruning.
@@ -223,15 +259,31 @@ func (s *Store) PrunePending() []string {
 }
 
 // Prune repacks key's mirror without the objects no ref reaches, if it is
-// marked, and removes the mark. It holds key's lock, so no fetch of key
-// runs meanwhile. A mirror that is gone is not an error.
+// marked or a tombstone of it expired (tombstone.go), and removes the mark.
+// It holds key's lock, so no fetch of key runs meanwhile. A mirror that is
+// gone is not an error.
 func (s *Store) Prune(ctx context.Context, key string) error {
+	_, err := s.prune(ctx, key)
+	return err
+}
+
+// prune is Prune, which also tells when the mirror's next tombstone
+// expires (zero: none is left).
+func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
+	next, expired, err := s.expireTombstones(ctx, dir)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("mirror %s: prune: %w", key, err)
+	}
 	marker := filepath.Join(dir, pruneMarker)
-	if ok, err := s.data.exists(key, marker); err != nil || !ok {
-		return err
+	ok, err := s.data.exists(key, marker)
+	if err != nil {
+		return next, err
+	}
+	if !ok && !expired {
+		return next, nil
 	}
 	// A .keep would exclude its pack from the repack, with whatever
 	// unreachable object it holds. Under the lock no fetch of ours runs
@@ -243,7 +295,7 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	// deleted with the unreachable objects they held (no -A, -k or
 	// --keep-unreachable, which would keep them); -b: with a bitmap.
 	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "-q"}}); err != nil {
-		return fmt.Errorf("mirror %s: prune: repack: %w", key, err)
+		return next, fmt.Errorf("mirror %s: prune: repack: %w", key, err)
 	}
 	// The loose objects (a fetch of fewer than fetch.unpackLimit objects
 	// may leave them loose) that no ref reaches: the repack packed and
@@ -251,7 +303,7 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	// git prune (a walk of every reachable object) runs only then.
 	if hasLoose(filepath.Join(dir, "objects")) {
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
-			return fmt.Errorf("mirror %s: prune: %w", key, err)
+			return next, fmt.Errorf("mirror %s: prune: %w", key, err)
 		}
 	}
 	// A commit graph (maintain.go) may name the commits just dropped: it is
@@ -259,16 +311,16 @@ func (s *Store) Prune(ctx context.Context, key string) error {
 	// another until its interval has passed again.
 	if sh, err := probe(dir); err == nil && sh.CommitGraph {
 		if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
-			return fmt.Errorf("mirror %s: prune: %w", key, err)
+			return next, fmt.Errorf("mirror %s: prune: %w", key, err)
 		}
 	}
 	if now := s.now(); s.writeMaintMarker(dir, now, now) != nil {
 		s.log.Warn("could not record the pruning as a full maintenance run", "key", key)
 	}
 	if err := s.data.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
+		return next, fmt.Errorf("mirror %s: prune: remove the mark: %w", key, err)
 	}
-	return nil
+	return next, nil
 }
 
 // removeKeeps removes the .keep files of packDir and returns their names.
@@ -334,11 +386,14 @@ func (s *Store) PruneDue(ctx context.Context) int {
 
 func (s *Store) pruneOne(ctx context.Context, key string) {
 	start := time.Now()
-	err := s.Prune(ctx, key)
+	next, err := s.prune(ctx, key)
 	s.mu.Lock()
-	if err != nil {
+	switch {
+	case err != nil:
 		s.prunes[key] = s.now().Add(max(s.pruneAfter, pruneRetry))
-	} else {
+	case !next.IsZero(): // tombstones left: looked at again when the next expires
+		s.prunes[key] = next
+	default:
 		delete(s.prunes, key)
 	}
 	s.mu.Unlock()

@@ -27,6 +27,10 @@ type Source struct {
 	Env []string
 }
 
+// emptyPullSource names verified pulls as the source of an empty
+// advertisement: their refs are the upstream's.
+const emptyPullSource = "verified pull"
+
 // PullVerified brings key's mirror to what src serves, but only as far as
 // the upstream confirms it. The objects are fetched (and checked, with
 // transfer.fsckObjects) into a quarantine repository under <data>/tmp that
@@ -85,6 +89,20 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 	if bad := verify(cs, up.Refs, first, served.Refs); len(bad) > 0 {
 		return res, &MismatchError{Key: key, Mismatches: bad}
 	}
+	next := applied(before, cs, "")
+	if !first {
+		// A source that empties the mirror is believed, verified or not,
+		// only as the upstream's own listing is (emptyguard.go).
+		confirmed, err := s.empty.admit(key, emptyPullSource, before, next, s.now())
+		if err != nil {
+			return res, fmt.Errorf("mirror %s: %w", key, err)
+		}
+		if confirmed {
+			if err := s.writeTombstones(ctx, key, dir, before.Refs); err != nil {
+				return res, err
+			}
+		}
+	}
 	res.Fetched, res.Changed = true, len(cs) > 0
 	if first {
 		if err := s.setHead(ctx, q, up.Head); err != nil {
@@ -101,14 +119,13 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
-		next := applied(before, cs, "")
 		ahead := s.markAhead(key, dir, before.Refs, next.Refs)
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "update-ref", Flags: []string{"--stdin"},
 			Stdin: strings.NewReader(updateRefScript(cs))}); err != nil {
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
 		}
-		s.markIfDropped(ctx, key, dir, before, next, ahead)
+		res.Dropped = s.markIfDropped(ctx, key, dir, before, next, ahead)
 		if up.Head != "" && up.Head != before.Head {
 			if err := s.setHead(ctx, dir, up.Head); err != nil {
 				return res, err

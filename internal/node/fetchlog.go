@@ -49,8 +49,30 @@ func (n *Node) workEntry(key, kind string, start time.Time, res mirror.Result, e
 		}
 		e.Changed = res.Changed
 		e.RefsChanged, e.Refs = refChanges(res.Before, res.After)
+		e.Rewrites = rewrites(res.Dropped)
 	}
 	return e
+}
+
+// rewrites is the fetch log's form of the refs whose old tips a sync
+// left behind.
+func rewrites(dropped []mirror.RefChange) []fetchlog.Rewrite {
+	if len(dropped) == 0 {
+		return nil
+	}
+	out := make([]fetchlog.Rewrite, len(dropped))
+	for i, d := range dropped {
+		out[i] = fetchlog.Rewrite{Ref: d.Ref, Old: d.Old, New: d.New}
+	}
+	return out
+}
+
+// refusedEntry is the fetch log's entry of a pull of key from r's owner,
+// started at start on node and refused (pullcheck.go).
+func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetchlog.Entry {
+	msg := r.Error()
+	return fetchlog.Entry{Key: key, At: start, Kind: "pull", Node: node, From: r.owner, Result: fetchlog.ResultFailed,
+		DurationMs: r.at.Sub(start).Milliseconds(), Error: msg, ErrorClass: api.PublicError(msg)}
 }
 
 // ownerCheck is the fetch log's entry of a check that another node (r's
@@ -90,7 +112,8 @@ func (b *backend) history(key string) []api.HistoryEntry {
 	out := make([]api.HistoryEntry, 0, len(es))
 	for _, e := range es {
 		out = append(out, api.HistoryEntry{At: e.At, Kind: e.Kind, Node: e.Node, Changed: e.Changed, DurationMs: e.DurationMs,
-			Error: e.Error, Result: e.Result, From: e.From, RefsChanged: e.RefsChanged, Refs: e.Refs, ErrorClass: e.ErrorClass})
+			Error: e.Error, Result: e.Result, From: e.From, RefsChanged: e.RefsChanged, Refs: e.Refs, ErrorClass: e.ErrorClass,
+			Rewrites: e.Rewrites, RewritesOmitted: e.RewritesOmitted})
 	}
 	return out
 }

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
 func TestRefChangesCountsEveryChangeAndNamesTheFirstOnes(t *testing.T) {
@@ -23,5 +28,29 @@ func TestRefChangesCountsEveryChangeAndNamesTheFirstOnes(t *testing.T) {
 	n, names = refChanges(gitcmd.Refs{}, many)
 	if n != 30 || len(names) != fetchlog.MaxRefNames || names[0] != "refs/tags/t00" {
 		t.Errorf("a clone of 30 refs: %d changes, names %q", n, names)
+	}
+}
+
+// A force-push upstream: the sync's fetch log entry names the branch with
+// its old and new IDs, so that the rewrite can be undone by hand.
+func TestTheFetchLogNamesTheOldAndNewIDsOfAForcePush(t *testing.T) {
+	f, key, old, up := classifyRigUpstream(t, 0)
+	f.n.clk = clock.NewFake(time.Unix(1_800_000_000, 0))
+	out, err := gittest.Output("", "--git-dir", up.Dir+"/c.git", "commit-tree", "-m", "rewritten", old+"^{tree}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := strings.TrimSpace(out)
+	if err := gittest.Git("", "--git-dir", up.Dir+"/c.git", "update-ref", "refs/heads/main", rewritten); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.n.mirror.Sync(context.Background(), key, up.RepoURL("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.n.workEntry(key, "check", f.n.clk.Now(), res, nil)
+	want := []fetchlog.Rewrite{{Ref: "refs/heads/main", Old: old, New: rewritten}}
+	if !slices.Equal(e.Rewrites, want) || e.Kind != "fetch" {
+		t.Fatalf("entry %+v, want a fetch with rewrites %+v", e, want)
 	}
 }

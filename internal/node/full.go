@@ -55,6 +55,7 @@ type fullNode struct {
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
+	forgeries   forgerySet                                                // the forged tips counted in mismatches (pullcheck.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
 	stale       staleCounter                                              // verified_at of every repository, for alerts (staleness.go)
 	alerts      *alerting                                                 // alerts.go
@@ -397,11 +398,17 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 	start := f.n.clk.Now()
 	f.n.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
 	had := f.n.mirror.Has(key)
-	res, seen, err := f.pullVerified(ctx, key, st, owner, url)
+	res, seen, refused, err := f.pullVerified(ctx, key, st, owner, url)
 	f.n.met.pulled(kindOf(had, res), f.n.clk.Now().Sub(start), err)
-	e := f.n.workEntry(key, "pull", start, res, err)
-	e.From = owner
-	f.n.flog.Append(e)
+	if refused != nil {
+		// The pull is shown refused; what changed came from the upstream.
+		f.n.flog.Append(refusedEntry(key, f.n.id, start, refused))
+		f.n.flog.Append(f.n.workEntry(key, "check", refused.at, res, nil))
+	} else {
+		e := f.n.workEntry(key, "pull", start, res, err)
+		e.From = owner
+		f.n.flog.Append(e)
+	}
 	if err != nil {
 		return err
 	}

@@ -241,6 +241,10 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	ms.SetLimits(cfg.Limits.mirror())
 	ms.SetPruneAfter(cfg.PruneAfter)
+	// A source's emptiness is believed no sooner than a background check
+	// would come again, and never within the hour (mirror.emptyGuard).
+	ms.SetEmptyConfirmAfter(max(cfg.MinInterval, mirror.DefaultEmptyConfirmAfter))
+	ms.SetTombstonePeriod(cfg.Retention)
 	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		ms.Close()
@@ -338,7 +342,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.log.Info("node starting", "mode", n.cfg.Mode, "data", n.cfg.DataDir, "mirrors_on_disk", len(keys))
+	n.log.Info("node starting", "mode", n.cfg.Mode, "data", n.cfg.DataDir, "mirrors_on_disk", len(keys),
+		"clean_start", n.mirror.CleanStart())
+	unchecked := n.holdUnchecked()
 	held := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		held[k] = true
@@ -379,6 +385,9 @@ func (n *Node) Run(ctx context.Context) error {
 	run(n.persistLoop)
 	run(n.flog.Run)
 	run(n.mirror.RunPruner)
+	if len(unchecked) > 0 {
+		run(func(ctx context.Context) { n.checkAfterCrash(ctx, unchecked) })
+	}
 	if n.cfg.VerifyInterval > 0 {
 		run(n.verifyLoop)
 	}
@@ -400,6 +409,10 @@ func (n *Node) Run(ctx context.Context) error {
 	n.stopTunnels()
 	if err := n.flog.Flush(context.Background()); err != nil {
 		n.log.Warn("fetch log: last write failed", "err", err)
+	}
+	// Every loop that writes mirrors has ended (wg.Wait).
+	if err := n.mirror.MarkCleanStop(); err != nil {
+		n.log.Warn("could not record the clean stop: the next start checks the mirrors written last", "err", err)
 	}
 	return runErr
 }

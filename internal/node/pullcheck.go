@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -12,16 +13,19 @@ import (
 
 // pullVerified pulls key from its owner through url, applying only what the
 // upstream confirms (mirror.PullVerified). When the owner served refs that
-// the upstream does not show, the pull is discarded, the repository is
-// fetched from the upstream itself, and each tip the upstream never had
-// (it is still not in the mirror afterwards) is counted against the owner.
+// the upstream does not show, the pull is refused: it is discarded, the
+// repository is fetched from the upstream itself, and each tip the upstream
+// never had (it is still not in the mirror afterwards) is counted against
+// the owner (classify). The refusal is returned beside the fetch's result,
+// so that the fetch log shows the pull as refused, not as the fetch that
+// replaced it.
 //
 // The upstream is asked for every branch and tag, not only the refs the
 // owner changed (one round trip either way, but HEAD is asked beside the
 // listing, and a repository with many refs sends more bytes): the answer
 // is then the whole upstream, which the repository's verified_at needs
 // (afterPull). It is returned as seen.
-func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, error) {
+func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, *pullRefusal, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
 	var seen upstreamSeen
 	list := f.upstreamRefs(st)
@@ -34,11 +38,11 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	res, err := f.n.mirror.PullVerified(ctx, key, src, whole)
 	if errors.Is(err, mirror.ErrPullTooLarge) {
 		res, err = f.pullTooLarge(ctx, key, st, owner, err) // pullsize.go
-		return res, upstreamSeen{}, err
+		return res, upstreamSeen{}, nil, err
 	}
 	var mm *mirror.MismatchError
 	if !errors.As(err, &mm) {
-		return res, seen, err
+		return res, seen, nil, err
 	}
 	before := res.Before.Refs
 	f.n.log.Warn("the owner served refs that the upstream does not show; fetching from the upstream instead",
@@ -46,11 +50,31 @@ func (f *fullNode) pullVerified(ctx context.Context, key string, st *fleetv1.Rep
 	at := f.n.clk.Now()
 	res, err = f.syncUpstream(ctx, key, st)
 	if err != nil {
-		return res, upstreamSeen{}, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
+		return res, upstreamSeen{}, nil, fmt.Errorf("after a mismatch with owner node %d, fetch from the upstream: %w", owner, err)
 	}
 	forged := f.classify(ctx, key, owner, mm.Mismatches, before, f.upstreamHas(key, st))
 	f.n.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
-	return res, upstreamSeen{refs: res.After, at: at, ok: true}, nil
+	return res, upstreamSeen{refs: res.After, at: at, ok: true}, &pullRefusal{owner: owner, mismatch: mm, forged: forged, at: at}, nil
+}
+
+// pullRefusal is a pull from an owner that the upstream did not confirm:
+// nothing of it was applied, and the repository was fetched from the
+// upstream at at instead.
+type pullRefusal struct {
+	owner    uint32
+	mismatch *mirror.MismatchError
+	forged   int // tips the upstream never had (classify)
+	at       time.Time
+}
+
+// Error says why the pull was refused; its words give the public class
+// (api.ErrClassForged, api.ErrClassMismatch).
+func (r *pullRefusal) Error() string {
+	if r.forged > 0 {
+		return fmt.Sprintf("pull refused: node %d served %d forged tips, which the upstream never had (%v); fetched from the upstream instead",
+			r.owner, r.forged, r.mismatch)
+	}
+	return fmt.Sprintf("pull refused: %v; fetched from the upstream instead", r.mismatch)
 }
 
 // upstreamRefs asks key's upstream, then its fallbacks, for refs (all its
@@ -112,27 +136,42 @@ func (f *fullNode) syncUpstream(ctx context.Context, key string, st *fleetv1.Rep
 
 // classify counts a pull against owner when one of the tips it served is
 // not in the mirror even now that the upstream was fetched: a tip the
-// upstream never had. A tip that is there (a race with the upstream, or an
-// owner that was behind) is not held against it. Nor is a tip served for a
-// ref that the upstream moved or deleted since the mirror last held it
-// (before, the mirror's refs before the pull): an honest owner that checked
-// in between holds a commit the upstream then rewrote away, which no fetch
-// of its refs brings back. Nor, last, is a tip that the upstream serves by
-// its ID (upstreamHas, if not nil): a push the upstream took back, which an
-// honest owner fetched in between. It returns the number of forged tips.
+// upstream never had, on a ref the upstream has (a forged tip) or on one it
+// never had (an injected ref). A tip that is there (a race with the
+// upstream, or an owner that was behind) is not held against it. Nor is a
+// tip served for a ref that the upstream moved or deleted since the mirror
+// last held it (before, the mirror's refs before the pull): an honest owner
+// that checked in between holds a commit the upstream then rewrote away,
+// which no fetch of its refs brings back. Nor, last, is a tip that the
+// upstream serves by its ID (upstreamHas, if not nil): a push the upstream
+// took back, or a branch it created and deleted, which an honest owner
+// fetched in between. A ref that neither the upstream nor the mirror has is
+// counted only when the upstream says it lacks the tip (upstreamHas): a
+// short-lived branch looks the same until it is asked.
+//
+// A forgery is counted once per owner, repository and tip: the same forged
+// report pulled twice (at once, or again after a failure) is one fault. It
+// returns the number of forged tips of this pull.
 func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch, before map[string]string,
 	upstreamHas func(context.Context, string) (bool, error)) int {
-	forged := 0
+	var tips []string
 	for _, m := range ms {
-		if m.Tip == "" || m.Upstream == "" || before[m.Ref] != m.Upstream {
+		if m.Tip == "" || before[m.Ref] != m.Upstream {
 			continue
 		}
+		injected := m.Upstream == ""
 		has, err := f.n.mirror.HasObject(ctx, key, m.Tip)
 		if err != nil {
 			f.n.log.Warn("could not look for the owner's tip in the mirror", "key", key, "node", owner, "tip", m.Tip, "err", err)
 			continue
 		}
-		if !has && upstreamHas != nil {
+		if has {
+			continue
+		}
+		if upstreamHas == nil && injected {
+			continue
+		}
+		if upstreamHas != nil {
 			had, err := upstreamHas(ctx, m.Tip)
 			if err != nil {
 				f.n.log.Warn("could not ask the upstream for the owner's tip: not counted", "key", key, "node", owner, "tip", m.Tip, "err", err)
@@ -143,19 +182,68 @@ func (f *fullNode) classify(ctx context.Context, key string, owner uint32, ms []
 				continue
 			}
 		}
-		if !has {
-			forged++
-			f.n.log.Warn("forged tip: the owner served an object that the upstream never had",
-				"key", key, "node", owner, "ref", m.Ref, "tip", m.Tip, "upstream", m.Upstream)
+		what := "forged tip: the owner served an object that the upstream never had"
+		if injected {
+			what = "injected ref: the owner served a ref and an object that the upstream never had"
 		}
+		f.n.log.Warn(what, "key", key, "node", owner, "ref", m.Ref, "tip", m.Tip, "upstream", m.Upstream)
+		tips = append(tips, m.Tip)
 	}
-	if forged == 0 {
+	if len(tips) == 0 {
 		return 0
+	}
+	f.mu.Lock()
+	fresh := f.forgeries.add(owner, key, tips)
+	f.mu.Unlock()
+	if !fresh {
+		f.n.log.Info("forged tips already counted against the node", "key", key, "node", owner, "tips", len(tips))
+		return len(tips)
 	}
 	f.charge(ctx, &f.mismatches, owner, f.n.cfg.MismatchRevoke, func(n uint64, limit int) string {
 		return fmt.Sprintf("served tips that the upstream never had in %d pulls (--mismatch-revoke %d)", n, limit)
 	})
-	return forged
+	return len(tips)
+}
+
+// maxForgeries bounds the forged tips remembered (the oldest are
+// forgotten first): a node that forges past it is revoked long before at
+// any sane --mismatch-revoke.
+const maxForgeries = 4096
+
+// forgerySet remembers the forged tips counted against nodes, so that a
+// forgery is counted once. The zero value is ready; it is not safe for
+// concurrent use.
+type forgerySet struct {
+	seen  map[forgery]bool
+	order []forgery // oldest first
+}
+
+type forgery struct {
+	node     uint32
+	key, tip string
+}
+
+// add records node's forged tips of key and reports whether any of them
+// is new.
+func (s *forgerySet) add(node uint32, key string, tips []string) bool {
+	if s.seen == nil {
+		s.seen = map[forgery]bool{}
+	}
+	fresh := false
+	for _, tip := range tips {
+		g := forgery{node, key, tip}
+		if s.seen[g] {
+			continue
+		}
+		fresh = true
+		s.seen[g] = true
+		s.order = append(s.order, g)
+		if len(s.order) > maxForgeries {
+			delete(s.seen, s.order[0])
+			s.order = s.order[1:]
+		}
+	}
+	return fresh
 }
 
 // charge counts one fault of owner in ledger (a forged pull, a stale

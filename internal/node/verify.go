@@ -21,6 +21,9 @@ import (
 const (
 	stateCorrupt   = "corrupt"
 	stateRepairing = "repairing"
+	// stateUnchecked: written shortly before an unclean stop, and not yet
+	// verified since (checkAfterCrash).
+	stateUnchecked = "unchecked"
 )
 
 const bucketVerified = "verified"
@@ -151,6 +154,54 @@ func (n *Node) verifyLoop(ctx context.Context) {
 		case err == nil:
 			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
 			n.maint.note(key) // so that every mirror is looked at once per interval
+		}
+	}
+}
+
+// holdUnchecked stops serving the mirrors written shortly before an
+// unclean stop until checkAfterCrash has checked them, and returns them.
+func (n *Node) holdUnchecked() []string {
+	keys := n.mirror.Unchecked()
+	for _, k := range keys {
+		n.verify.setBroken(k, stateUnchecked)
+	}
+	return keys
+}
+
+// checkAfterCrash verifies, one at a time, the mirrors written shortly
+// before an unclean stop (mirror.Store.Unchecked), which are not served
+// meanwhile: a whole one is served again, a corrupt one is repaired. One
+// that cannot be verified (git failed) is tried again a minute later.
+func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
+	n.log.Warn("the last stop was not clean: checking the mirrors written shortly before it", "mirrors", len(keys))
+	for len(keys) > 0 {
+		var again []string
+		for _, key := range keys {
+			err := n.mirror.Verify(ctx, key)
+			if ctx.Err() != nil {
+				return
+			}
+			switch {
+			case err == nil:
+				n.verify.setBroken(key, "")
+				n.log.Info("mirror checked after an unclean stop: served", "key", key)
+			case errors.Is(err, mirror.ErrCorrupt):
+				n.repair(ctx, key, err) // served once repaired
+			case !n.mirror.Has(key):
+				n.verify.setBroken(key, "") // removed meanwhile
+			default:
+				n.log.Warn("could not check a mirror after an unclean stop; will retry", "key", key, "err", err)
+				again = append(again, key)
+			}
+		}
+		keys = again
+		if len(keys) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.clk.After(time.Minute):
 		}
 	}
 }

@@ -3,12 +3,17 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -135,18 +140,18 @@ func TestClassifyCountsOnlyTipsTheUpstreamNeverHadAndRevokesAtTheLimit(t *testin
 		return nil
 	}
 	ctx := context.Background()
-	forged := strings.Repeat("ab", 20)
 	// A tip the mirror has (the owner was behind) and a deletion are not forgeries.
 	before := map[string]string{"refs/heads/main": tip}
 	f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: tip, Upstream: tip}, {Ref: "refs/tags/v1"}}, before, nil)
 	if n := f.mismatchCount(7); n != 0 {
 		t.Fatalf("counted %d for an honest mismatch", n)
 	}
-	for range 3 {
+	for i := range 3 {
+		forged := fmt.Sprintf("%040x", i+1)
 		f.classify(ctx, key, 7, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged, Upstream: tip}, {Ref: "refs/heads/dev", Tip: forged}}, before, nil)
 	}
 	if n := f.mismatchCount(7); n != 3 {
-		t.Fatalf("count %d, want one per pull (3)", n)
+		t.Fatalf("count %d, want one per pull of a new forgery (3)", n)
 	}
 	if len(revoked) != 1 || revoked[0] != 7 {
 		t.Fatalf("revoked %v, want node 7 once", revoked)
@@ -166,8 +171,8 @@ func TestClassifyTriesAFailedRevocationAgain(t *testing.T) {
 	f, key, tip := classifyRig(t, 1)
 	calls := 0
 	f.revoke = func(context.Context, uint32, string) error { calls++; return errors.New("coordinator unreachable") }
-	for range 2 {
-		f.classify(context.Background(), key, 4, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ef", 20), Upstream: tip}},
+	for _, forged := range []string{"ef", "fe"} { // two forgeries
+		f.classify(context.Background(), key, 4, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat(forged, 20), Upstream: tip}},
 			map[string]string{"refs/heads/main": tip}, nil)
 	}
 	if calls != 2 {
@@ -211,5 +216,90 @@ func TestClassifyDoesNotCountAPushTheUpstreamTookBack(t *testing.T) {
 	}
 	if n := f.classify(ctx, key, 6, []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20), Upstream: old}}, before, upstreamHas); n != 1 {
 		t.Fatalf("a tip the upstream does not hold counted %d times, want 1", n)
+	}
+}
+
+// The live finding: one forged report, pulled twice at once, counted as
+// two mismatches, so that --mismatch-revoke 3 fired after two forgeries.
+func TestClassifyCountsAForgeryOncePerNodeRepositoryAndTip(t *testing.T) {
+	f, key, tip := classifyRig(t, 3)
+	revoked := 0
+	f.revoke = func(context.Context, uint32, string) error { revoked++; return nil }
+	before := map[string]string{"refs/heads/main": tip}
+	forge := func(forged string) []mirror.Mismatch {
+		return []mirror.Mismatch{{Ref: "refs/heads/main", Tip: forged, Upstream: tip}}
+	}
+	first, second := strings.Repeat("ab", 20), strings.Repeat("cd", 20)
+	var wg sync.WaitGroup
+	for range 2 { // the same report pulled twice at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.classify(context.Background(), key, 9, forge(first), before, nil)
+		}()
+	}
+	wg.Wait()
+	f.classify(context.Background(), key, 9, forge(first), before, nil) // and again after a retry
+	if n := f.mismatchCount(9); n != 1 {
+		t.Fatalf("one forgery counted %d times", n)
+	}
+	f.classify(context.Background(), key, 9, forge(second), before, nil)
+	if n := f.mismatchCount(9); n != 2 || revoked != 0 {
+		t.Fatalf("two forgeries: count %d, revoked %d times at --mismatch-revoke 3", n, revoked)
+	}
+	// Another node serving the same forged tip is its own fault.
+	f.classify(context.Background(), key, 10, forge(first), before, nil)
+	if n := f.mismatchCount(10); n != 1 {
+		t.Fatalf("another node's forgery counted %d times", n)
+	}
+}
+
+// An owner that serves a ref the upstream never had, at a commit the
+// upstream never had, is counted as for a forged tip; a ref the upstream
+// created and deleted meanwhile, at a commit it still holds, is not.
+func TestClassifyCountsInjectedRefsTheUpstreamNeverHad(t *testing.T) {
+	f, key, tip, up := classifyRigUpstream(t, 1)
+	revoked := 0
+	f.revoke = func(context.Context, uint32, string) error { revoked++; return nil }
+	bare := filepath.Join(up.Dir, "c.git")
+	shortLived, err := gittest.Output("", "--git-dir", bare, "commit-tree", "-p", tip, "-m", "short-lived", tip+"^{tree}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortLived = strings.TrimSpace(shortLived)
+	// Asked as plain git serves objects by ID (see TestClassifyDoesNotCountAPushTheUpstreamTookBack).
+	byID, err := mirror.Open(filepath.Dir(f.n.mirror.Root()), &gitcmd.Runner{Protocols: "file"}, f.n.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstreamHas := func(ctx context.Context, oid string) (bool, error) {
+		return byID.UpstreamHas(ctx, key, "file://"+bare, oid)
+	}
+	ctx := context.Background()
+	before := map[string]string{"refs/heads/main": tip}
+	if n := f.classify(ctx, key, 8, []mirror.Mismatch{{Ref: "refs/heads/short-lived", Tip: shortLived}}, before, upstreamHas); n != 0 {
+		t.Fatalf("a branch the upstream had for a while counted %d times", n)
+	}
+	if n := f.classify(ctx, key, 8, []mirror.Mismatch{{Ref: "refs/heads/injected", Tip: strings.Repeat("ef", 20)}}, before, upstreamHas); n != 1 {
+		t.Fatalf("an injected ref counted %d times, want 1", n)
+	}
+	if f.mismatchCount(8) != 1 || revoked != 1 {
+		t.Fatalf("an injected ref: count %d, revoked %d times at --mismatch-revoke 1", f.mismatchCount(8), revoked)
+	}
+}
+
+// A pull refused for a forged tip shows in the history as failed, with its
+// class, not as the fetch from the upstream that replaced it.
+func TestARefusedPullIsLoggedAsFailedWithItsClass(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	mm := &mirror.MismatchError{Key: "h/a", Mismatches: []mirror.Mismatch{{Ref: "refs/heads/main", Tip: strings.Repeat("ab", 20)}}}
+	for _, c := range []struct {
+		forged int
+		class  string
+	}{{1, api.ErrClassForged}, {0, api.ErrClassMismatch}} {
+		e := refusedEntry("h/a", 1, start, &pullRefusal{owner: 4, mismatch: mm, forged: c.forged, at: start.Add(time.Second)})
+		if e.Result != fetchlog.ResultFailed || e.ErrorClass != c.class || e.Kind != "pull" || e.From != 4 || e.DurationMs != 1000 {
+			t.Fatalf("%d forged tips: %+v, want a failed pull from node 4 of class %q", c.forged, e, c.class)
+		}
 	}
 }

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/store"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// crashRig is a node's data directory holding one mirror of a real
+// upstream, reopened as a node's start does.
+type crashRig struct {
+	t         *testing.T
+	data, url string
+	key       string
+}
+
+func newCrashRig(t *testing.T) *crashRig {
+	t.Helper()
+	up, err := gittest.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	if err := up.Create("c", []string{"main"}, []string{"v1"}); err != nil {
+		t.Fatal(err)
+	}
+	r := &crashRig{t: t, data: t.TempDir(), url: up.RepoURL("c")}
+	if r.key, _, err = repokey.Normalize(r.url, repokey.Options{AllowPrivate: true}); err != nil {
+		t.Fatal(err)
+	}
+	n := r.start()
+	if _, err := n.mirror.Sync(context.Background(), r.key, r.url); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start opens the store and a node around it, and holds what it must check.
+func (r *crashRig) start() *Node {
+	r.t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := mirror.Open(r.data, &gitcmd.Runner{}, log)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := st.Scan(); err != nil {
+		r.t.Fatal(err)
+	}
+	db, err := store.OpenBolt(filepath.Join(r.t.TempDir(), "node.db"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { db.Close() })
+	return &Node{log: log, clk: clock.Real{}, mirror: st, db: db, verify: newVerifier(time.Hour),
+		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
+		owned: map[string]*owned{r.key: {url: r.url}}, digests: map[string]string{},
+		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
+		dialer: egressDialer(Config{AllowPrivate: true})}
+}
+
+func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testing.T) {
+	r := newCrashRig(t)
+	n := r.start() // no clean stop before it
+	held := n.holdUnchecked()
+	if !slices.Equal(held, []string{r.key}) || n.verify.brokenState(r.key) != stateUnchecked {
+		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.verify.brokenState(r.key), stateUnchecked)
+	}
+	n.checkAfterCrash(context.Background(), held)
+	if s := n.verify.brokenState(r.key); s != "" {
+		t.Fatalf("a whole mirror is %q after its check, want served", s)
+	}
+}
+
+func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
+	r := newCrashRig(t)
+	n := r.start()
+	// What a lost write leaves: an object file with nothing in it.
+	dir := n.mirror.Path(r.key)
+	empty := filepath.Join(dir, "objects", "ab", "cdef0123456789abcdef0123456789abcdef01")
+	if err := os.MkdirAll(filepath.Dir(empty), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	held := n.holdUnchecked()
+	if n.verify.brokenState(r.key) != stateUnchecked {
+		t.Fatalf("held %v, state %q", held, n.verify.brokenState(r.key))
+	}
+	n.checkAfterCrash(context.Background(), held)
+	if s := n.verify.brokenState(r.key); s != "" {
+		t.Fatalf("state %q after the check, want repaired and served", s)
+	}
+	if _, err := os.Stat(empty); err == nil {
+		t.Fatal("the mirror was served again without its repair")
+	}
+}
+
+func TestAfterACleanStopNothingIsHeld(t *testing.T) {
+	r := newCrashRig(t)
+	n := r.start()
+	if err := n.mirror.MarkCleanStop(); err != nil {
+		t.Fatal(err)
+	}
+	n = r.start()
+	if held := n.holdUnchecked(); len(held) != 0 || n.verify.brokenState(r.key) != "" {
+		t.Fatalf("after a clean stop: held %v, state %q", held, n.verify.brokenState(r.key))
+	}
+}
