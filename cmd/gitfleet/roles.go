@@ -151,7 +151,7 @@ func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
 		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 		MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
+		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait,
 		LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge,
 		API: apiConfig(cfg), Limits: lim, Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),

@@ -73,6 +73,7 @@ type Config struct {
 	HostLimit             List          `name:"host-limit" help:"node: a per-host check limit, e.g. github.com=5000/h (repeat the flag, or a YAML list, for several hosts)"`
 	Policy                string        `name:"policy" help:"node: freshness policy: adaptive, fixed, compass or sourcegraph"`
 	Fetchers              int           `name:"fetchers" help:"node: checks and fetches running at once"`
+	HostConcurrency       int           `name:"host-concurrency" help:"node: checks and fetches running at once against one upstream host (0: no cap but --fetchers)"`
 	GitTimeout            time.Duration `name:"git-timeout" help:"longest a single git process may run"`
 	MaxRepoSize           string        `name:"max-repo-size" help:"node: the most one mirror may hold on disk, e.g. 10GiB (0: no limit); a fetch that would pass it is stopped while the pack streams in"`
 	MaxRefs               int           `name:"max-refs" help:"node: the most branches and tags a repository may have (0: no limit); above it the repository is not fetched"`
@@ -150,6 +151,7 @@ func Default() Config {
 		Policy:            "adaptive",
 		FullDiskPolicy:    "refuse-new",
 		Fetchers:          10,
+		HostConcurrency:   6,
 		GitTimeout:        30 * time.Minute,
 		EgressSchemes:     List{"https", "http"},
 		MaxRepoSize:       "10GiB",

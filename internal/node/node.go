@@ -66,6 +66,9 @@ type Config struct {
 	FedMaxInterval time.Duration
 	Policy         string
 	HostLimits     map[string]float64 // checks per hour by host
+	// HostConcurrency caps the checks running at once against one host
+	// (0: none but Fetchers).
+	HostConcurrency int
 	// DiskQuota, when set, is the space the node may use for mirrors (its
 	// usage is then the size of <data>/repos); otherwise the file system's.
 	DiskQuota int64
@@ -255,7 +258,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
-		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits}, clk)
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits,
+		HostConcurrency: cfg.HostConcurrency}, clk)
 	if err != nil {
 		db.Close()
 		ms.Close()

@@ -1,8 +1,12 @@
 package schedule
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
 )
 
 // A repository over an operator's limit is not retried in a loop: it waits
@@ -74,5 +78,38 @@ func TestRepositoryThatFilledTheDiskBacksOff(t *testing.T) {
 	}
 	if waits[len(waits)-1] <= waits[0] {
 		t.Fatalf("backoff did not grow: %v", waits)
+	}
+}
+
+func TestHostConcurrencyCapsTheChecksOfOneHostAndLeavesOthers(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC))
+	s, err := New(Config{Concurrency: 10, HostConcurrency: 2}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		s.Add(fmt.Sprintf("small.example/r%d", i), "small.example", RepoState{})
+		s.Add(fmt.Sprintf("big.example/r%d", i), "big.example", RepoState{})
+	}
+	running := map[string]int{}
+	var keys []string
+	for {
+		key, ok, _ := s.Next()
+		if !ok {
+			break
+		}
+		keys = append(keys, key)
+		running[strings.Split(key, "/")[0]]++
+	}
+	if running["small.example"] != 2 || running["big.example"] != 2 {
+		t.Fatalf("running %v, want 2 a host", running)
+	}
+	s.Done(keys[0], Outcome{Changed: true})
+	key, ok, _ := s.Next()
+	if !ok || strings.Split(key, "/")[0] != strings.Split(keys[0], "/")[0] {
+		t.Fatalf("after one of %s ended: %q %v, want another of that host", keys[0], key, ok)
+	}
+	if _, err := New(Config{HostConcurrency: -1}, clk); err == nil {
+		t.Fatal("a negative host concurrency was accepted")
 	}
 }

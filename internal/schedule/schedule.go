@@ -69,6 +69,10 @@ type Config struct {
 	FedMaxInterval time.Duration
 	// HostLimits caps checks an hour per upstream host, urgent or not.
 	HostLimits map[string]float64
+	// HostConcurrency caps the checks running at once against one
+	// upstream host, urgent or not (0: no cap beyond Concurrency), so
+	// that a node's fetchers never all hit one small git server.
+	HostConcurrency int
 	// Seed seeds the jitter of the backoffs.
 	Seed uint64
 }
@@ -97,6 +101,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = defaultConcurrency
+	}
+	if c.HostConcurrency < 0 {
+		return c, fmt.Errorf("schedule: host concurrency %d: must be >= 0 (0 = no cap)", c.HostConcurrency)
 	}
 	if c.MaxInterval < 0 || c.MinInterval < 0 {
 		return c, fmt.Errorf("schedule: intervals must be >= 0 (min %v, max %v)", c.MinInterval, c.MaxInterval)
@@ -225,9 +232,10 @@ type repo struct {
 	cloned     bool
 
 	running     bool
-	removed     bool // removed while running: forgotten at Done
-	urgentAgain bool // asked for while running: urgent again at Done
-	told        bool // a push after the last check was told (ObservePush)
+	removed     bool  // removed while running: forgotten at Done
+	runHost     *host // the host whose running checks count this one's, while it runs
+	urgentAgain bool  // asked for while running: urgent again at Done
+	told        bool  // a push after the last check was told (ObservePush)
 
 	fails    int // failures in a row
 	notFound int // NotFound in a row
@@ -244,6 +252,7 @@ type host struct {
 	limit        *bucket // nil when unlimited
 	backoffUntil time.Time
 	throttles    int // throttled answers in a row
+	running      int // checks of its repositories running
 	urgent       repoHeap
 	waiting      repoHeap
 	ready        repoHeap
@@ -471,7 +480,7 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 
 	var pick *repo
 	for _, h := range s.hostList {
-		if h.urgent.len() == 0 {
+		if h.urgent.len() == 0 || s.hostFull(h) {
 			continue
 		}
 		if at := h.openAt(now); at.After(now) {
@@ -498,6 +507,9 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 	bestOverdue := false
 	for _, h := range s.hostList {
 		h.promote(now)
+		if s.hostFull(h) {
+			continue // a check of it ends first: Done, and the node asks again
+		}
 		if h.ready.len() == 0 {
 			if w := h.waiting.top(); w != nil {
 				note(later(w.notBefore, h.openAt(now)))
@@ -558,11 +570,18 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// hostFull tells whether h has HostConcurrency checks running.
+func (s *Scheduler) hostFull(h *host) bool {
+	return s.cfg.HostConcurrency > 0 && h.running >= s.cfg.HostConcurrency
+}
+
 func (s *Scheduler) start(r *repo, now time.Time) {
 	s.unqueue(r)
 	r.running = true
 	r.lastStart = now
 	s.running++
+	r.runHost = r.host
+	r.host.running++
 	if r.host.limit != nil {
 		r.host.limit.take()
 	}
@@ -579,6 +598,8 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 	r.running = false
 	s.running--
+	r.runHost.running--
+	r.runHost = nil
 	s.count(o)
 	if r.removed {
 		delete(s.repos, key)
