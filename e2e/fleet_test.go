@@ -27,6 +27,7 @@ type fleet struct {
 	token      string
 	fullToken  string // the coordinator's and the full node's, never a partial node's
 	dataDirs   map[string]string
+	coordArgs  []string // more flags of the coordinator
 	procs      map[string]*proc
 }
 
@@ -131,6 +132,7 @@ func (f *fleet) startCoordinator() {
 	args := append([]string{"coordinator", "--data", dir, "--catalog", f.catalog, "--grpc", f.grpc,
 		"--grace", "5s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s", "--max-purge", "0.2",
 		"--full-token", f.fullToken}, f.common()...)
+	args = append(args, f.coordArgs...)
 	f.procs["coordinator"] = start(f.t, "coordinator", args...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,62 @@ func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 	resp.Body.Close()
 	if want := fmt.Sprintf("gitfleet_node_stale_reports_total{node=\"%d\"} 2", h.id); !strings.Contains(string(metrics), want) {
 		t.Fatalf("/metrics lacks %q", want)
+	}
+}
+
+// TestAForgeFeedHoldsAFrozenOwnerToAPush: the same frozen owner, with no
+// webhook and no spot checks: a forge's change feed (a GitHub-like GraphQL
+// server) tells the coordinator of the push, which asks the owner for a
+// check and hints the full node; the owner's "unchanged" makes the full
+// node fetch the push from the upstream itself and count a stale report.
+func TestAForgeFeedHoldsAFrozenOwnerToAPush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	f.seed([]int{0}, "one repository on a forge with a change feed")
+	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}
+	gh.push(f.name(0), time.Now().Add(-time.Hour))
+	api := httptest.NewServer(gh)
+	t.Cleanup(api.Close)
+	host := strings.TrimPrefix(f.up.URL, "http://")
+	f.coordArgs = []string{"--forge", host + "=github,api=" + api.URL + "/api", "--forge-token", host + "=" + gh.token}
+	f.startCoordinator()
+	f.tunnelAddr = freeAddr(t)
+	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0",
+		"--spot-check-per-hour", "0", "--hint-wait", "30s")
+	h := startHostile(t, f)
+	eventually(t, 90*time.Second, "the hostile node's honest copy served", func() error { return publicLikeUpstream(f) })
+	key := f.key(0)
+	h.freeze()
+	frozen, err := gittest.RefsOf(h.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tip, err := f.up.Commit(f.name(0), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.push(f.name(0), time.Now())
+	eventually(t, 60*time.Second, "the push served by the full node", func() error { return publicLikeUpstream(f) })
+	if now, err := gittest.RefsOf(h.path(key)); err != nil || !maps.Equal(now, frozen) {
+		t.Fatalf("the frozen node's copy changed (%v): %v", err, now)
+	}
+	got, err := lsRemote(f.base + "/" + key + ".git")
+	if err != nil || got["refs/heads/main"] != tip {
+		t.Fatalf("served main %s (%v), want the push %s", got["refs/heads/main"], err, tip)
+	}
+	eventually(t, 60*time.Second, "the stale report counted against the owner", func() error {
+		if n := staleReportsOf(t, f, h.id); n != 1 {
+			return fmt.Errorf("stale_reports %d", n)
+		}
+		return nil
+	})
+	if r := repoFreshness(t, f, key); !r.Current || r.VerifiedAt == nil {
+		t.Fatalf("after the full node's own fetch: current %v, verified_at %v", r.Current, r.VerifiedAt)
+	}
+	if gh.requests.Load() == 0 || f.procs["coordinator"].count("forge feed: a push newer than the last check") == 0 {
+		t.Fatalf("the push did not come through the feed (%d requests)", gh.requests.Load())
 	}
 }

@@ -355,3 +355,19 @@ func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, e
 	}
 	return out, nil
 }
+
+// FeedPush takes a forge feed's push of key at pushedAt (the coordinator
+// forwards what its feeds see) on the webhook's path: a change hint heard
+// before an urgent check of the owner, paced per repository and bounded
+// per host as webhooks are, so that the owner's answer is weighed against
+// the push.
+func (s *Server) FeedPush(ctx context.Context, key string, pushedAt time.Time) error {
+	_, err := s.requestPaced(key, func() {
+		if hinter, ok := s.b.(ChangeHinter); ok {
+			if err := hinter.ChangeHint(ctx, key, pushedAt); err != nil {
+				s.log.Debug("forge feed: change hint not recorded", "key", key, "err", err)
+			}
+		}
+	})
+	return err
+}

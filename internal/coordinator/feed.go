@@ -60,6 +60,9 @@ type feedHost struct {
 	mu   sync.Mutex
 	plan *feedplan.Planner
 	sent map[string]time.Time // urgent checks asked, for pacing; bounded
+	// deferred are new pushes that pacing held back, for when their
+	// spacing ends.
+	deferred map[string]time.Time
 	// failures in a row, for the log and the health metric
 	failures int
 	state    feedState // under the coordinator's mu
@@ -157,7 +160,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			continue
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
-			plan: plan, sent: make(map[string]time.Time)})
+			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time)})
 	}
 	if len(feeds) == 0 {
 		return nil
@@ -227,6 +230,7 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 	for {
 		wait := every
 		now := c.clk.Now()
+		c.feedDeferred(f, now)
 		if ready := f.client.Ready(now); ready.After(now) {
 			wait = ready.Sub(now)
 		} else if n, err := c.askFeed(ctx, f, now); err != nil {
@@ -285,8 +289,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 		c.log.Info("forge feed: answering again", "host", f.host, "after_failures", f.failures)
 	}
 	f.failures = 0
+	newPush := make(map[string]bool)
 	for _, k := range keys {
-		f.plan.Observe(k, now, times[k]) // zero: no answer, not a change
+		if f.plan.Observe(k, now, times[k]) { // zero: no answer, not a change
+			newPush[k] = true
+		}
 	}
 	f.mu.Unlock()
 	for _, m := range ans.Missing {
@@ -300,7 +307,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	}
 	changed := 0
 	for k, t := range times {
-		if c.feedPush(f, k, t, now) {
+		if c.feedPush(f, k, t, now, newPush[k]) {
 			changed++
 		}
 	}
@@ -308,9 +315,14 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	return len(keys), nil
 }
 
-// feedPush acts on one push time: newer than the owner's last check, it is
-// an urgent check on the owner (paced) and a hint to every full node.
-func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) bool {
+// feedPush acts on one push time. One the owner has not checked since is an
+// urgent check on the owner, with the push time for its scheduler. One the
+// feed had not seen before (newPush), or that the owner has not checked
+// since, goes to every full node, which takes it on the webhook's path: a
+// change hint, and an urgent check of the owner whose answer is held against
+// the push. Not the owner's last check alone decides: that is the owner's own
+// claim, and a frozen owner claims fresh checks. Paced per repository.
+func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, newPush bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.engine.Has(key) {
@@ -319,8 +331,10 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) b
 	st := c.status[key]
 	// Forges give push times in whole seconds: a push in the second of
 	// the last check may be after it.
-	if st != nil && st.lastCheck > 0 && pushed.Add(time.Second).Before(time.UnixMilli(st.lastCheck)) {
-		return false // the owner has checked since
+	// A repository not checked yet has its first clone coming: no more.
+	ownerBehind := st != nil && st.lastCheck > 0 && !pushed.Add(time.Second).Before(time.UnixMilli(st.lastCheck))
+	if !ownerBehind && !newPush {
+		return false // the owner has checked since, and the full nodes were told
 	}
 	spacing := c.cfg.Feeds.Spacing
 	if spacing <= 0 {
@@ -329,9 +343,15 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) b
 	f.mu.Lock()
 	last, asked := f.sent[key]
 	if asked && now.Sub(last) < spacing {
+		// Paced: acted on when the spacing ends (the feed will not
+		// report this push as new again).
+		if t, ok := f.deferred[key]; !ok || pushed.After(t) {
+			f.deferred[key] = pushed
+		}
 		f.mu.Unlock()
 		return false
 	}
+	delete(f.deferred, key)
 	if len(f.sent) > 100_000 {
 		for k, t := range f.sent {
 			if now.Sub(t) >= spacing {
@@ -343,7 +363,7 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) b
 	f.mu.Unlock()
 	owner, target := c.owner(key)
 	for _, id := range []uint32{owner, target} {
-		if s := c.sessions[id]; id != 0 && s != nil {
+		if s := c.sessions[id]; id != 0 && s != nil && ownerBehind {
 			s.queueCheckPushed(key, pushed)
 			break
 		}
@@ -351,8 +371,32 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time) b
 	for _, s := range c.fullSessions() {
 		s.queueHint(&fleetv1.ChangeHint{Key: key, PushedAtUnix: pushed.Unix()})
 	}
-	c.log.Debug("forge feed: a push newer than the last check", "host", f.host, "key", key, "pushed_at", pushed, "owner", owner)
+	c.log.Debug("forge feed: a push newer than the last check", "host", f.host, "key", key, "pushed_at", pushed, "owner", owner,
+		"owner_behind", ownerBehind, "new_push", newPush)
 	return true
+}
+
+// feedDeferred acts on the new pushes that pacing held back, once their
+// spacing has ended.
+func (c *Coordinator) feedDeferred(f *feedHost, now time.Time) {
+	spacing := c.cfg.Feeds.Spacing
+	if spacing <= 0 {
+		spacing = time.Minute
+	}
+	f.mu.Lock()
+	var due map[string]time.Time
+	for k, t := range f.deferred {
+		if now.Sub(f.sent[k]) >= spacing {
+			if due == nil {
+				due = make(map[string]time.Time)
+			}
+			due[k] = t
+		}
+	}
+	f.mu.Unlock()
+	for k, t := range due {
+		c.feedPush(f, k, t, now, true)
+	}
 }
 
 // runFeeds runs every configured feed until ctx ends.

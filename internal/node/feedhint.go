@@ -7,11 +7,16 @@ import (
 )
 
 // hintFromFeed is where a forge feed's push time, forwarded by the
-// coordinator, reaches the full node, which then vouches for what it
-// serves (ChangeHint).
+// coordinator, reaches the full node: on the webhook's path (api's
+// FeedPush), a change hint and an urgent check of the owner whose answer is
+// weighed against it (ChangeHint). A push before verified_at's second only
+// moves verified_at on: nothing changed since.
 func (n *Node) hintFromFeed(ctx context.Context, key string, pushedAt time.Time) {
-	if err := n.ChangeHint(ctx, key, pushedAt); err != nil && !errors.Is(err, ErrNotMirrored) {
-		n.log.Debug("forge feed: hint not taken", "key", key, "pushed_at", pushedAt, "err", err)
+	if n.full == nil || n.full.api == nil {
+		return
+	}
+	if err := n.full.api.FeedPush(ctx, key, pushedAt); err != nil && !errors.Is(err, ErrNotMirrored) {
+		n.log.Debug("forge feed: push not taken", "key", key, "pushed_at", pushedAt, "err", err)
 	}
 }
 

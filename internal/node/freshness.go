@@ -91,11 +91,13 @@ func (b *hintBook) add(key string, h *hint) bool {
 
 // hear records that key's upstream changed no later than pushedAt, heard
 // at now. verifiedAt is key's verified_at, served the digest the full node
-// serves and owner its owner. A push no later than verifiedAt is a feed
+// serves and owner its owner. A push before verifiedAt's second is a feed
 // saying nothing changed since: verified_at can advance to now.
 func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served string, owner uint32) hintAction {
-	if !verifiedAt.IsZero() && !pushedAt.After(verifiedAt) {
-		if h := b.hints[key]; h == nil || !h.pushedAt.After(verifiedAt) {
+	// verified_at is kept to the second, and forges give push times in
+	// whole seconds: a push in verified_at's own second may be after it.
+	if !verifiedAt.IsZero() && pushedAt.Before(verifiedAt) {
+		if h := b.hints[key]; h == nil || h.pushedAt.Before(verifiedAt) {
 			return hintVerified
 		}
 		return hintNone // an older hint is still open: it decides

@@ -211,19 +211,23 @@ func (p *Planner) Next(now time.Time, n int) []string {
 // not answer for it) is not a change. A push already known is not counted
 // again, and one said to be after the ask is taken as at the ask, so that a
 // forge's clock (or a hostile answer) cannot stop the planner from
-// counting the pushes to come. Unknown keys are ignored.
-func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
+// counting the pushes to come. Unknown keys are ignored. It returns
+// whether the answer is a push later than one already known for key: the
+// first answer for a key only teaches its last push.
+func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) (newPush bool) {
 	_, i := p.index.find(key, p.entries)
 	if i < 0 || pushedAt.IsZero() {
-		return
+		return false
 	}
 	if pushedAt.After(askedAt) {
 		pushedAt = askedAt
 	}
 	e := &p.entries[i]
 	was := changerate.Bin(e.est.Rate())
+	known := !e.est.Seen().IsZero()
 	e.est.Decay(askedAt)
-	e.est.Count(askedAt, pushedAt)
+	_, isNew := e.est.Count(askedAt, pushedAt)
+	newPush = known && isNew
 	if b := changerate.Bin(e.est.Rate()); b != was {
 		p.hist.Remove(was)
 		p.hist.Add(b)
@@ -232,6 +236,7 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) {
 	// Replan from the ask with what the answer taught.
 	p.queue.items[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
 	heap.Fix(&p.queue, int(e.pos))
+	return newPush
 }
 
 // Interval returns how often key is asked about at the current price (0
