@@ -163,7 +163,7 @@ func serveLimits(cfg config.Config) (gitserve.Limits, error) {
 	if err != nil {
 		return gitserve.Limits{}, fmt.Errorf("--serve-max-request: %w", err)
 	}
-	return gitserve.Limits{MaxRequest: max, ReadTimeout: cfg.ServeReadTimeout,
+	return gitserve.Limits{MaxRequest: max, ReadTimeout: cfg.ServeReadTimeout, IdleTimeout: cfg.ServeIdleTimeout, TipGrace: cfg.ServeTipGrace,
 		MaxUploadPacks: cfg.ServeMaxUploadPacks, MaxPerRepo: cfg.ServeMaxPerRepo, QueueWait: cfg.ServeQueueWait,
 		QueueLength: cfg.ServeQueueLength, MaxPerClient: cfg.ServeMaxPerClient}, nil
 }

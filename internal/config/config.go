@@ -38,6 +38,8 @@ type Config struct {
 	TunnelAdvertise       string        `name:"tunnel-advertise" help:"full node: tunnel address given to partial nodes (default: the bound --tunnel address)"`
 	PublicURL             string        `name:"public-url" help:"full node: base URL of the mirror shown in clone URLs (default: from the request)"`
 	ServeMaxRequest       string        `name:"serve-max-request" help:"full node: largest git fetch request, after decompression (over it: 413)"`
+	ServeIdleTimeout      time.Duration `name:"serve-idle-timeout" help:"full node: longest time a git upload-pack serving one client may go without progress (a client that stops reading)"`
+	ServeTipGrace         time.Duration `name:"serve-tip-grace" help:"full node: how long a tip a protocol v2 ref listing advertised may still be fetched after a force-push moved the ref away, while its object is on disk (a clone racing the push; negative: none)"`
 	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a request body: a git fetch request, an API call, a webhook delivery (over it: 408)"`
 	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git upload-pack runs at once (over it: a wait in the queue, then 503 with Retry-After; 0: no cap)"`
 	ServeMaxPerRepo       int           `name:"serve-max-per-repo" help:"full node: git upload-pack runs at once for one repository (over it: as --serve-max-upload-packs; 0: no cap)"`
@@ -184,6 +186,8 @@ func Default() Config {
 		// The public edge.
 		ServeMaxRequest:     "8MiB",
 		ServeReadTimeout:    10 * time.Second,
+		ServeIdleTimeout:    time.Minute,
+		ServeTipGrace:       30 * time.Second,
 		ServeMaxUploadPacks: 32,
 		ServeMaxPerRepo:     8,
 		ServeQueueWait:      10 * time.Second,

@@ -33,8 +33,22 @@ func Redact(s string) string {
 			return scheme + "://" + Redacted + "@"
 		})
 	}
-	if strings.ContainsAny(s, "_-") {
+	if mayHoldToken(s) {
 		s = tokenRE.ReplaceAllString(s, Redacted)
 	}
 	return s
+}
+
+// tokenPrefixes are what every token tokenRE matches starts with (or, for
+// GitHub's fine-grained tokens, holds): a cheap test before the regexp.
+var tokenPrefixes = []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "_pat_", "glpat-", "gldt-", "glft-", "glrt-",
+	"glsoat-", "gloas-", "glcbt-", "glimt-", "glptt-", "glagent-", "xox"}
+
+func mayHoldToken(s string) bool {
+	for _, p := range tokenPrefixes {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
 }
