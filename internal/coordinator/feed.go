@@ -23,10 +23,13 @@ import (
 //
 // For each forge host with a client, a feed planner (feedplan) picks the
 // repositories to ask about within the host's request budget, most often
-// those that push most and each at least once a day; a push newer than
-// the owner's last check becomes an urgent check on its owner, carrying
-// the push time for its scheduler, paced per repository as webhooks are,
-// and a hint to every full node, which vouches for what it serves.
+// those that push most and each at least every MaxInterval. A push newer
+// than the owner's last check becomes an urgent check on its owner, with
+// the push time for its scheduler; a push the feed had not seen goes to
+// every full node, which takes it on the webhook's path and holds the owner
+// to it (see feedPush). Both are paced per repository. Every node is told
+// which feeds work (FeedStatus): their hosts' background checks become a
+// safety net, and a full node leaves them out of its spot checks.
 
 // FeedConfig configures the forges' change feeds.
 type FeedConfig struct {
@@ -63,6 +66,8 @@ type feedHost struct {
 	// deferred are new pushes that pacing held back, for when their
 	// spacing ends.
 	deferred map[string]time.Time
+	// renamed are the paths whose rename was logged (once each, bounded)
+	renamed map[string]bool
 	// failures in a row, for the log and the health metric
 	failures int
 	state    feedState // under the coordinator's mu
@@ -76,6 +81,9 @@ const (
 	feedWorking
 	feedFailing
 )
+
+// maxRenamesLogged bounds the renamed paths remembered for logging once.
+const maxRenamesLogged = 10_000
 
 // failingAfter is how many failed requests in a row make a feed failing
 // (a spent rate limit waited out is not a failure).
@@ -160,7 +168,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			continue
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
-			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time)})
+			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time), renamed: make(map[string]bool)})
 	}
 	if len(feeds) == 0 {
 		return nil
@@ -238,6 +246,8 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 			if errors.As(err, &we) && we.Until.After(now) {
 				wait = max(wait, we.Until.Sub(now))
 			}
+		} else if n == 0 {
+			wait = max(every, time.Minute) // no repository on this host (yet)
 		} else if requests := (n + f.perRequest - 1) / f.perRequest; requests > 1 {
 			wait = time.Duration(requests) * every // the REST forges: a request a repository
 		}
@@ -300,7 +310,15 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 		c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); left as it is", "host", f.host, "path", m)
 	}
 	for _, r := range ans.Renamed {
-		c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", r.To)
+		f.mu.Lock()
+		first := !f.renamed[r.From] && len(f.renamed) < maxRenamesLogged
+		if first {
+			f.renamed[r.From] = true
+		}
+		f.mu.Unlock()
+		if first { // once a repository: the feed asks about it again and again
+			c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", r.To)
+		}
 	}
 	if refused > 0 {
 		c.log.Debug("forge feed: paths that are not keys", "host", f.host, "refused", refused)
