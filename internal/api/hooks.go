@@ -181,8 +181,9 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 	}
 }
 
-// knownKey returns the first candidate that is mirrored (keys are
-// case-folded, so a payload's spelling of the path does not matter).
+// knownKey returns the first candidate that is mirrored (on a host that
+// folds case, so does the key: a payload's spelling of the path does not
+// matter there).
 func (s *Server) knownKey(cands []candidate) (string, bool) {
 	for _, c := range cands {
 		if s.b.Known(c.key) {
