@@ -163,19 +163,23 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	repo, err := s.b.AddRepo(r.Context(), req.URL, req.Attrs, false)
+	s.writeAdded(w, r, "add", key, repo, status, err)
+}
+
+// writeAdded answers an addition or an update of key with repo, or with
+// err's status: 400 for an invalid URL, 409 key_collision, else 503.
+func (s *Server) writeAdded(w http.ResponseWriter, r *http.Request, verb, key string, repo Repo, status int, err error) {
 	switch {
 	case errors.Is(err, repokey.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
-		return
 	case errors.Is(err, ErrKeyCollision):
 		writeCodedError(w, http.StatusConflict, "key_collision", err.Error())
-		return
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot add %s now: %v", key, err))
-		return
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot %s %s now: %v", verb, key, err))
+	default:
+		fillCloneURL(&repo, s.cloneBase(r))
+		writeJSON(w, status, repo)
 	}
-	fillCloneURL(&repo, s.cloneBase(r))
-	writeJSON(w, status, repo)
 }
 
 func checkAttrs(w http.ResponseWriter, attrs map[string]string) bool {
@@ -221,19 +225,7 @@ func (s *Server) updateRepo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	repo, err := s.b.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
-	switch {
-	case errors.Is(err, repokey.ErrInvalid):
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	case errors.Is(err, ErrKeyCollision):
-		writeCodedError(w, http.StatusConflict, "key_collision", err.Error())
-		return
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot update %s now: %v", key, err))
-		return
-	}
-	fillCloneURL(&repo, s.cloneBase(r))
-	writeJSON(w, http.StatusOK, repo)
+	s.writeAdded(w, r, "update", key, repo, http.StatusOK, err)
 }
 
 // decodeStrict decodes exactly one JSON value with no unknown fields.
