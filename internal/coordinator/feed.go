@@ -60,6 +60,9 @@ type feedHost struct {
 	// a batch on GitHub's GraphQL, one on the REST forges.
 	perRequest int
 
+	// wake ends the wait of a feed that had no repository, when some come.
+	wake chan struct{}
+
 	mu   sync.Mutex
 	plan *feedplan.Planner
 	sent map[string]time.Time // urgent checks asked, for pacing; bounded
@@ -168,7 +171,8 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			continue
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
-			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time), renamed: make(map[string]bool)})
+			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time), renamed: make(map[string]bool),
+			wake: make(chan struct{}, 1)})
 	}
 	if len(feeds) == 0 {
 		return nil
@@ -205,6 +209,15 @@ func (c *Coordinator) feedAddAll() {
 	})
 	for _, f := range c.feeds {
 		f.mu.Unlock()
+		f.wakeUp()
+	}
+}
+
+// wakeUp ends f's wait, if it waits for repositories to come.
+func (f *feedHost) wakeUp() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -218,8 +231,12 @@ func (c *Coordinator) feedKeysChanged(added, removed []string) {
 	for _, k := range added {
 		if f := c.feeds[repokey.Host(k)]; f != nil {
 			f.mu.Lock()
+			empty := f.plan.Len() == 0
 			f.plan.Add(k, now, nil)
 			f.mu.Unlock()
+			if empty {
+				f.wakeUp()
+			}
 		}
 	}
 	for _, k := range removed {
@@ -255,6 +272,7 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 		case <-ctx.Done():
 			return
 		case <-c.clk.After(wait):
+		case <-f.wake:
 		}
 	}
 }
