@@ -372,10 +372,7 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 	if !ownerBehind && !newPush {
 		return false // the owner has checked since, and the full nodes were told
 	}
-	spacing := c.cfg.Feeds.Spacing
-	if spacing <= 0 {
-		spacing = time.Minute
-	}
+	spacing := c.feedSpacing()
 	f.mu.Lock()
 	last, asked := f.sent[key]
 	if asked && now.Sub(last) < spacing {
@@ -412,13 +409,19 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 	return true
 }
 
+// feedSpacing is the least time between two urgent checks of one
+// repository that the feeds ask for.
+func (c *Coordinator) feedSpacing() time.Duration {
+	if c.cfg.Feeds.Spacing > 0 {
+		return c.cfg.Feeds.Spacing
+	}
+	return time.Minute
+}
+
 // feedDeferred acts on the new pushes that pacing held back, once their
 // spacing has ended.
 func (c *Coordinator) feedDeferred(f *feedHost, now time.Time) {
-	spacing := c.cfg.Feeds.Spacing
-	if spacing <= 0 {
-		spacing = time.Minute
-	}
+	spacing := c.feedSpacing()
 	f.mu.Lock()
 	var due map[string]time.Time
 	for k, t := range f.deferred {
