@@ -448,8 +448,8 @@ func Markdown() string {
 }
 
 // ParseBytes reads a size such as "256MiB", "1GiB", "300MB" or "1048576".
-func ParseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
+func ParseBytes(in string) (int64, error) {
+	s := strings.TrimSpace(in)
 	units := []struct {
 		suffix string
 		mult   int64
@@ -463,7 +463,7 @@ func ParseBytes(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 256MiB)", s)
+		return 0, fmt.Errorf("bad size %q (want a whole number and a unit: B, KB, MB, GB, KiB, MiB or GiB, e.g. 256MiB)", in)
 	}
 	return n * mult, nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,20 @@ func TestTheDataDirectoryIsMadeAbsolute(t *testing.T) {
 		}
 		if cfg.Data != want {
 			t.Errorf("Load(%q).Data = %q, want %q", args, cfg.Data, want)
+		}
+	}
+}
+
+func TestParseBytesNamesTheWholeBadSize(t *testing.T) {
+	for in, want := range map[string]int64{"256MiB": 256 << 20, "1GiB": 1 << 30, "300MB": 300e6, "1048576": 1 << 20, " 5B ": 5} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"5XB", "MiB", "-1GiB", "1.5GiB", "0"} {
+		_, err := ParseBytes(in)
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("ParseBytes(%q): error %v, want one that quotes %q", in, err, in)
 		}
 	}
 }
