@@ -38,7 +38,7 @@ func TestListReposFiltersAndPages(t *testing.T) {
 		{"?limit=2", []string{"gitee.com/d/five", "github.com/a/one"}, 5, 2},
 		{"?limit=2&offset=4", []string{"gitlab.com/c/four"}, 5, 2},
 		{"?offset=10", []string{}, 5, 100},
-		{"?limit=5000", []string{"gitee.com/d/five", "github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four"}, 5, 1000},
+		{"?limit=1000", []string{"gitee.com/d/five", "github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four"}, 5, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestListReposFiltersAndPages(t *testing.T) {
 
 func TestListReposRefusesBadParameters(t *testing.T) {
 	e := reposEnv(t)
-	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc"} {
+	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc", "limit=1001", "limit=100000"} {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, e.do(t, "GET", "/api/v1/repos?"+q, nil), http.StatusBadRequest, strings.Split(q, "=")[0])
 		})

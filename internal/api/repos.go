@@ -53,11 +53,11 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", v, maxLimit))
+		if err != nil || n < 1 || n > maxLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d (page with offset)", v, maxLimit))
 			return
 		}
-		f.Limit = min(n, maxLimit)
+		f.Limit = n
 	}
 	repos, total := s.b.ListRepos(f)
 	if repos == nil {
