@@ -12,6 +12,13 @@
 // URLs, ref, push time). Callers look a kind up and use what its row
 // says; nothing outside the table tests a kind's name.
 //
+// To add a forge: add one row here. TestEveryRowOfTheTableIsComplete
+// checks that it is whole and that the real payloads of its webhooks,
+// when the shared test data has them, parse. One thing the row cannot
+// say: if the forge's public host treats repository paths without regard
+// to case, repokey's foldedByDefault must name it too (repokey sits below
+// this package).
+//
 // It parses the operator's configuration (--forge, --forge-token,
 // GITFLEET_FORGE_TOKENS) and keeps tokens out of logs and error texts.
 //
