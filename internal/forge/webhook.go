@@ -182,7 +182,7 @@ func (w *Webhook) DeliveryID(h http.Header) string {
 // headers h, when the kind's credential covers a timestamp and not the
 // body (Gitee): its timestamp, which a verified delivery's signature
 // follows from (a kind has one secret), whichever form carried it. Such a
-// credential may be used once: another body with it is a replay. ok is
+// credential may be used once: with another body, it is refused. ok is
 // false for kinds whose credential covers the body, or is a plain token.
 func (w *Webhook) OneTimeCredential(h http.Header) (cred string, ok bool) {
 	if w.TimestampHeader == "" || w.SignsBody() {
