@@ -319,7 +319,7 @@ func (h *Handler) init() {
 	})
 }
 
-// admit takes one of the share of the request's client, once its turn
+// admit takes one of the shares of the request's client once its turn
 // comes, and returns the request with its turn in its context. size is
 // the bytes the request holds while it waits. When no turn comes, it
 // answers 429 with Retry-After (or nothing: the client went away).
@@ -334,6 +334,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, size int) (*http
 	if err != nil {
 		var busy *busyError
 		if errors.As(err, &busy) {
+			// A client over its share keeps no idle connection here.
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", retryAfter)
 			http.Error(w, busy.msg, busy.status)
