@@ -43,9 +43,9 @@ type Config struct {
 	ServeReadTimeout      time.Duration `name:"serve-read-timeout" help:"full node: longest time a client may take to send a request body: a git fetch request, an API call, a webhook delivery (over it: 408)"`
 	ServeMaxUploadPacks   int           `name:"serve-max-upload-packs" help:"full node: git upload-pack runs at once (over it: a wait in the queue, then 503 with Retry-After; 0: no cap)"`
 	ServeMaxPerRepo       int           `name:"serve-max-per-repo" help:"full node: git upload-pack runs at once for one repository (over it: as --serve-max-upload-packs; 0: no cap)"`
-	ServeQueueWait        time.Duration `name:"serve-queue-wait" help:"full node: longest wait of a git request for a run slot (0: 503 at once)"`
-	ServeQueueLength      int           `name:"serve-queue-length" help:"full node: git requests that may wait for a run slot (beyond: 503 at once)"`
-	ServeMaxPerClient     int           `name:"serve-max-per-client" help:"full node: git requests served at once to one client address, from a run or the pack cache (over it: 429 with Retry-After; 0: no cap)"`
+	ServeQueueWait        time.Duration `name:"serve-queue-wait" help:"full node: longest wait of a git request, for its turn behind its client's other requests and then for a run slot together (past it: 429, or 503 for a run slot, with Retry-After; 0: no wait)"`
+	ServeQueueLength      int           `name:"serve-queue-length" help:"full node: git requests that may wait their client's turn, and runs that may wait for a slot (beyond: 429 or 503 at once, but a client with fewer waiting takes the place of the newest request of the client with the most)"`
+	ServeMaxPerClient     int           `name:"serve-max-per-client" help:"full node: a client address's share: git requests served to it at once, from a run or the pack cache; more wait their turn, oldest first, for up to --serve-queue-wait (then 429 with Retry-After), their bodies holding at most this many times --serve-max-request (0: no cap)"`
 	ServePackCacheSize    string        `name:"serve-pack-cache-size" help:"full node: disk bound of the pack cache in <data>/tmp/packcache, where identical git fetches share one run and its answer is kept (0: no cache)"`
 	ServePackCacheTTL     time.Duration `name:"serve-pack-cache-ttl" help:"full node: how long the pack cache keeps an answer that no request uses"`
 	TLSCert               string        `name:"tls-cert" help:"coordinator, full node: certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
@@ -190,7 +190,11 @@ func Default() Config {
 		ServeTipGrace:       30 * time.Second,
 		ServeMaxUploadPacks: 32,
 		ServeMaxPerRepo:     8,
-		ServeQueueWait:      10 * time.Second,
+		// The last of 32 clones from one address waits for 28 before it,
+		// served 4 at a time: 28 × 60 MB over a 100 Mbit/s link take over
+		// two minutes. Twice that, and git, which does not
+		// retry, is better told to come back.
+		ServeQueueWait:      5 * time.Minute,
 		ServeQueueLength:    128,
 		ServeMaxPerClient:   4,
 		ServePackCacheSize:  "1GiB",

@@ -7,7 +7,8 @@ import (
 )
 
 // serveCollector exports the full node's public git serving: its
-// upload-pack slots and queue, and its pack cache (read at a scrape).
+// upload-pack slots, its queues (the clients' and the runs'), and its pack
+// cache (read at a scrape).
 type serveCollector struct {
 	git   *gitserve.Handler
 	packs *gitserve.PackCache // nil: no pack cache
@@ -19,7 +20,17 @@ var (
 	descServeWaiting = prometheus.NewDesc("gitfleet_serve_queue",
 		"Upload-pack requests waiting for a slot now.", nil, nil)
 	descServeQueued = prometheus.NewDesc("gitfleet_serve_queued_total",
-		"Upload-pack requests that waited for a slot, by outcome (served, timed-out: answered 503).", []string{"outcome"}, nil)
+		"Upload-pack requests that waited for a slot, by outcome (served; timed-out: answered 503 past the wait; bumped: answered 503, their place given to a client with fewer waiting; left: the client went away).", []string{"outcome"}, nil)
+	descServeRefused = prometheus.NewDesc("gitfleet_serve_queue_refused_total",
+		"Upload-pack requests answered 503 at once: no slot, and the queue full or no wait left.", nil, nil)
+	descClientWaiting = prometheus.NewDesc("gitfleet_serve_client_queue",
+		"Git requests over their client address's share (--serve-max-per-client) waiting their turn now.", nil, nil)
+	descClientQueued = prometheus.NewDesc("gitfleet_serve_client_queued_total",
+		"Git requests that waited their client's turn, by outcome (served; timed-out: answered 429 past the wait; bumped: answered 429, their place given to a client with fewer waiting; left: the client went away).", []string{"outcome"}, nil)
+	descClientRefused = prometheus.NewDesc("gitfleet_serve_client_refused_total",
+		"Git requests over their client's share answered 429 at once: the queue full, or the client's waiting bodies at their bound.", nil, nil)
+	descQueueWait = prometheus.NewDesc("gitfleet_serve_queue_wait_seconds",
+		"How long git requests waited, by queue (client: their client's turn; run: an upload-pack slot).", []string{"queue"}, nil)
 	descPackRequests = prometheus.NewDesc("gitfleet_serve_pack_requests_total",
 		"Pack requests by how they were served: run (a pack-objects of their own), shared (joined an identical run in progress), cached (an identical pack kept on disk).", []string{"how"}, nil)
 	descPackDropped = prometheus.NewDesc("gitfleet_serve_pack_cache_dropped_total",
@@ -29,7 +40,8 @@ var (
 )
 
 func (c serveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descServeRunning, descServeWaiting, descServeQueued, descPackRequests, descPackDropped, descPackBytes} {
+	for _, d := range []*prometheus.Desc{descServeRunning, descServeWaiting, descServeQueued, descServeRefused,
+		descClientWaiting, descClientQueued, descClientRefused, descQueueWait, descPackRequests, descPackDropped, descPackBytes} {
 		ch <- d
 	}
 }
@@ -38,8 +50,14 @@ func (c serveCollector) Collect(ch chan<- prometheus.Metric) {
 	q := c.git.Stats()
 	ch <- prometheus.MustNewConstMetric(descServeRunning, prometheus.GaugeValue, float64(q.Running))
 	ch <- prometheus.MustNewConstMetric(descServeWaiting, prometheus.GaugeValue, float64(q.Waiting))
-	ch <- prometheus.MustNewConstMetric(descServeQueued, prometheus.CounterValue, float64(q.Queued-q.TimedOut), "served")
-	ch <- prometheus.MustNewConstMetric(descServeQueued, prometheus.CounterValue, float64(q.TimedOut), "timed-out")
+	outcomes(ch, descServeQueued, q.QueueCounts)
+	ch <- prometheus.MustNewConstMetric(descServeRefused, prometheus.CounterValue, float64(q.Refused))
+	cq := q.Clients
+	ch <- prometheus.MustNewConstMetric(descClientWaiting, prometheus.GaugeValue, float64(cq.Waiting))
+	outcomes(ch, descClientQueued, cq)
+	ch <- prometheus.MustNewConstMetric(descClientRefused, prometheus.CounterValue, float64(cq.Refused))
+	ch <- waitHistogram(cq.Waits, "client")
+	ch <- waitHistogram(q.Waits, "run")
 	if c.packs == nil {
 		return
 	}
@@ -51,4 +69,20 @@ func (c serveCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPackDropped, prometheus.CounterValue, float64(v), why)
 	}
 	ch <- prometheus.MustNewConstMetric(descPackBytes, prometheus.GaugeValue, float64(s.Bytes))
+}
+
+// outcomes exports how the waits in a queue ended.
+func outcomes(ch chan<- prometheus.Metric, d *prometheus.Desc, q gitserve.QueueCounts) {
+	for outcome, v := range map[string]int64{"served": q.Served, "timed-out": q.TimedOut, "bumped": q.Bumped, "left": q.Left} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), outcome)
+	}
+}
+
+// waitHistogram exports the waits in one queue.
+func waitHistogram(w gitserve.Waits, queue string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(w.Buckets))
+	for i, n := range w.Buckets {
+		buckets[gitserve.WaitBounds[i].Seconds()] = uint64(n)
+	}
+	return prometheus.MustNewConstHistogram(descQueueWait, uint64(w.Count), w.Sum.Seconds(), buckets, queue)
 }
