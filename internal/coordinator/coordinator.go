@@ -31,6 +31,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/ring"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -116,7 +117,7 @@ type Coordinator struct {
 	cat      *catalog.Catalog
 	table    *membership.Table
 	engine   *placement.Engine
-	members  []placement.Member // last given to the engine
+	members  []ring.Member // last given to the engine
 	placing  bool
 	status   map[string]*repoStatus // repositories that have been checked at least once
 	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)

@@ -23,6 +23,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // HistoryLen is how many transitions of each node are kept.
@@ -137,12 +139,6 @@ type Transition struct {
 	From State     `json:"from"`
 	To   State     `json:"to"`
 	At   time.Time `json:"at"`
-}
-
-// Member is a placement member: convert it to a ring member.
-type Member struct {
-	ID     uint32
-	Weight float64
 }
 
 // NodeStatus describes a node for the API.
@@ -393,14 +389,14 @@ func (t *Table) Placing(now time.Time) bool {
 // Members returns the placement members by ID, as of the latest time fed:
 // alive or suspect nodes with Member set and a weight > 0, with the flap
 // penalty applied.
-func (t *Table) Members() []Member {
-	var ms []Member
+func (t *Table) Members() []ring.Member {
+	var ms []ring.Member
 	for id, n := range t.nodes {
 		if w := t.weight(n); w > 0 {
-			ms = append(ms, Member{ID: id, Weight: w})
+			ms = append(ms, ring.Member{ID: id, Weight: w})
 		}
 	}
-	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b ring.Member) int { return cmp.Compare(a.ID, b.ID) })
 	return ms
 }
 
