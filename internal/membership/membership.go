@@ -245,7 +245,8 @@ func (t *Table) Disconnect(id uint32, now time.Time) []Change {
 	return changes
 }
 
-// Forget removes a node from the table whatever its state, freeing its ID.
+// Forget removes a node from the table whatever its state (a revoked node).
+// Whether its ID may be given again is AllocateID's rule, not the table's.
 func (t *Table) Forget(id uint32, now time.Time) []Change {
 	changes := t.tick(now)
 	if n := t.nodes[id]; n != nil {
@@ -447,14 +448,24 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 	return next, found
 }
 
-// AllocateID returns the smallest ID >= 1 that no node in the table has.
-// The ID stays free until a Connect uses it.
-func (t *Table) AllocateID() uint32 {
+// AllocateID returns the ID of a node that registers for the first time:
+// the smallest ID >= 1 that registered does not hold. registered is the
+// caller's record of every node that was given an ID, and it must keep a
+// revoked node's record for good: a revoked ID is never given again, as
+// the node's old credential and the full nodes' list of revoked IDs still
+// name it. The ID of a node that was forgotten without being revoked is
+// free once its record is deleted.
+//
+// The table alone cannot tell: it forgets a revoked node at once (Forget),
+// and it has not seen a node that registered but has not connected yet.
+func AllocateID[V any](registered map[uint32]V) uint32 {
 	id := uint32(1)
-	for t.nodes[id] != nil {
+	for {
+		if _, taken := registered[id]; !taken {
+			return id
+		}
 		id++
 	}
-	return id
 }
 
 const snapshotVersion = 1

@@ -357,24 +357,54 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 }
 
-func TestAllocateIDReusesForgottenIDs(t *testing.T) {
+// The caller keeps a registry of the nodes it gave IDs to, as the
+// coordinator does: a forgotten node's record is deleted unless the node
+// was revoked, and a revoked one is forgotten by the table at once.
+func TestAllocateIDReusesForgottenIDsButNeverARevokedNodesID(t *testing.T) {
 	cfg := quiet()
 	tb := New(cfg, t0)
+	registered := map[uint32]bool{} // ID -> revoked
+	forget := func(changes []Change) []Change {
+		for _, c := range changes {
+			if c.To == Forgotten && !registered[c.ID] {
+				delete(registered, c.ID)
+			}
+		}
+		return changes
+	}
 	for want := uint32(1); want <= 4; want++ {
-		if got := tb.AllocateID(); got != want {
+		if got := AllocateID(registered); got != want {
 			t.Fatalf("AllocateID = %d, want %d", got, want)
 		}
+		registered[want] = false
 		tb.Connect(info(want), t0)
 	}
-	wantChanges(t, "forget", tb.Forget(2, at(time.Second)), Change{2, Alive, Forgotten, at(time.Second)})
-	if got := tb.AllocateID(); got != 2 {
+	wantChanges(t, "forget", forget(tb.Forget(2, at(time.Second))), Change{2, Alive, Forgotten, at(time.Second)})
+	if got := AllocateID(registered); got != 2 {
 		t.Errorf("AllocateID after Forget(2) = %d, want 2", got)
 	}
+	registered[2] = false
 	tb.Connect(info(2), at(2*time.Second))
 	tb.Disconnect(1, at(2*time.Second))
-	tb.Tick(at(2*time.Second + cfg.Grace + cfg.ForgetAfter))
-	if got := tb.AllocateID(); got != 1 {
+	forget(tb.Tick(at(2*time.Second + cfg.Grace + cfg.ForgetAfter)))
+	if got := AllocateID(registered); got != 1 {
 		t.Errorf("AllocateID after node 1 was forgotten = %d, want 1", got)
+	}
+	registered[1] = false
+	tb.Connect(info(1), at(3*time.Second+cfg.Grace+cfg.ForgetAfter))
+
+	// Node 3 is revoked: the table forgets it, its record stays.
+	registered[3] = true
+	wantChanges(t, "revoke", forget(tb.Forget(3, at(4*time.Second+cfg.Grace+cfg.ForgetAfter))),
+		Change{3, Alive, Forgotten, at(4*time.Second + cfg.Grace + cfg.ForgetAfter)})
+	if got := AllocateID(registered); got != 5 {
+		t.Errorf("AllocateID after node 3 was revoked = %d, want 5 (never a revoked node's ID)", got)
+	}
+	// Node 5 registers and has not connected yet: the table does not know
+	// it, and its ID is taken all the same.
+	registered[5] = false
+	if got := AllocateID(registered); got != 6 {
+		t.Errorf("AllocateID with node 5 registered but not connected = %d, want 6", got)
 	}
 }
 
