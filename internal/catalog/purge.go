@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// DefaultMaxPurgeShare is the share of all repositories that one catalog
-// change may remove before it needs an operator's confirmation.
-const DefaultMaxPurgeShare = 0.05
-
 // ErrPurge is wrapped by CheckPurge's error.
 var ErrPurge = errors.New("catalog change held: it would remove too many repositories")
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
@@ -39,8 +40,8 @@ import (
 // Config configures a coordinator.
 type Config struct {
 	DataDir         string
-	Catalog         string // path or URL of the catalog repository
-	CatalogInterval time.Duration
+	Catalog         string        // path or URL of the catalog repository
+	CatalogInterval time.Duration // config.DefaultCatalogInterval when zero
 	// JoinToken admits new partial nodes: one token, or several separated
 	// by commas (an overlap while it is rotated). FullToken admits full
 	// nodes; empty: none.
@@ -68,7 +69,8 @@ type Config struct {
 	MaxClonesInFlight int
 	// MaxPurgeShare is the largest share of all repositories that catalog
 	// changes may remove within PurgeWindow without an operator's
-	// confirmation; removals beyond it are held.
+	// confirmation; removals beyond it are held (config.DefaultMaxPurge
+	// when zero).
 	MaxPurgeShare float64
 	// PurgeWindow is the sliding window over which removals are counted
 	// against MaxPurgeShare (default 24 hours).
@@ -180,7 +182,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
 	}
 	if cfg.CatalogInterval <= 0 {
-		cfg.CatalogInterval = 5 * time.Minute
+		cfg.CatalogInterval = config.DefaultCatalogInterval
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 5 * time.Second
@@ -189,7 +191,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		cfg.BatchSize = 500
 	}
 	if cfg.MaxPurgeShare <= 0 {
-		cfg.MaxPurgeShare = 0.05
+		cfg.MaxPurgeShare = config.DefaultMaxPurge
 	}
 	if cfg.PurgeWindow <= 0 {
 		cfg.PurgeWindow = 24 * time.Hour
