@@ -468,6 +468,14 @@ func AllocateID[V any](registered map[uint32]V) uint32 {
 	}
 }
 
+// DefaultRevokeReason is the reason of a revocation that gives none, as the
+// coordinator records it and the full node's API reports it.
+const DefaultRevokeReason = "revoked by an operator"
+
+// NotInFleet is the error text about a node ID that no registered node
+// has, as the coordinator and the full node's API say it.
+func NotInFleet(id uint32) string { return fmt.Sprintf("node %d is not in the fleet", id) }
+
 const snapshotVersion = 1
 
 type snapshot struct {

@@ -422,7 +422,7 @@ func (s *simulator) apply(ctx context.Context, st step) error {
 	n := s.nodes[id]
 	now := s.clk.Now()
 	if st.verb != verbJoin && st.verb != verbWait && (n == nil || n.left) {
-		return fmt.Errorf("node %d is not in the fleet", id)
+		return errors.New(membership.NotInFleet(id))
 	}
 	switch st.verb {
 	case verbJoin:
