@@ -13,7 +13,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
-	"github.com/gitfleet/gitfleet/internal/schedule"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -315,7 +315,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= schedule.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
+		if int(r.notFound) >= repostate.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = stateGone
 		}
