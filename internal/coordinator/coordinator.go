@@ -259,9 +259,9 @@ func (c *Coordinator) memberConfig() membership.Config {
 // commit last applied.
 func (c *Coordinator) restore(ctx context.Context) error {
 	now := c.clk.Now()
-	snap, ok, err := c.db.Get(ctx, bucketMeta, "membership")
+	snap, ok, err := c.readMeta(ctx, "membership", "the membership of the fleet")
 	if err != nil {
-		return fmt.Errorf("coordinator: restore: %w", err)
+		return err
 	}
 	if ok {
 		c.table, err = membership.Restore(c.memberConfig(), snap, now)
@@ -286,13 +286,23 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
-	held, _, _ := c.db.Get(ctx, bucketMeta, metaHeld)
-	window, _, _ := c.db.Get(ctx, bucketMeta, metaRemoval)
+	held, _, err := c.readMeta(ctx, metaHeld, "the removals that purge protection holds")
+	if err != nil {
+		return err
+	}
+	window, _, err := c.readMeta(ctx, metaRemoval, "the removals that purge protection counted")
+	if err != nil {
+		return err
+	}
 	if err := c.restorePurge(held, window); err != nil {
 		return fmt.Errorf("coordinator: restore purge protection: %w", err)
 	}
+	commit, ok, err := c.readMeta(ctx, "catalog_commit", "the catalog commit last applied")
+	if err != nil {
+		return err
+	}
 	defer c.bulkLoad()()
-	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
+	if ok {
 		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
 		if err != nil {
 			// A coordinator taking over from another one (or whose clone
@@ -311,7 +321,11 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	// with the API's overlay.
 	keys := c.effectiveKeys()
 	pcfg := placement.Config{LoadFactor: c.cfg.LoadFactor, MaxInFlight: c.cfg.MaxClonesInFlight}
-	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
+	snap, ok, err = c.readMeta(ctx, "placement", "the placement of the repositories")
+	if err != nil {
+		return err
+	}
+	if ok {
 		c.engine, err = placement.Restore(pcfg, snap, keys)
 		if err != nil {
 			// Fall back to a warm-up: the nodes' inventories say who holds what.
@@ -343,6 +357,21 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	return nil
 }
 
+// readMeta reads key of the meta bucket, which holds what, for restore. A
+// failed read is an error, never taken for a missing key: a coordinator
+// that started without its held removals or its removal window would apply
+// the removals that purge protection holds, and one without its placement
+// would place every repository afresh. So it does not start, and says so
+// (an elected leader resigns, and a term tries again).
+func (c *Coordinator) readMeta(ctx context.Context, key, what string) ([]byte, bool, error) {
+	v, ok, err := c.db.Get(ctx, bucketMeta, key)
+	if err != nil {
+		c.log.Error("restore: cannot read the stored state; not starting rather than starting without it", "key", key, "what", what, "err", err)
+		return nil, false, fmt.Errorf("coordinator: restore: read %s (%s/%s): %w", what, bucketMeta, key, err)
+	}
+	return v, ok, nil
+}
+
 // bulkLoad calls cfg.BulkLoad, if set, and returns its done function.
 func (c *Coordinator) bulkLoad() (done func()) {
 	if c.cfg.BulkLoad == nil {
@@ -372,7 +401,8 @@ func (c *Coordinator) Close() error {
 }
 
 // Run refreshes the catalog, runs the membership timers and persists state
-// until ctx ends.
+// until ctx ends. It then persists what changed since the last time, and
+// returns that persist's error: the changes that were not stored.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(4)
