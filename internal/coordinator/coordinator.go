@@ -3,9 +3,16 @@
 // which repository, and tells nodes about changes over their gRPC sessions.
 // It never moves repository data.
 //
-// The rules live in pure packages (catalog, membership, ring); this package
-// is the shell around them: sessions, timers, persistence, and its
-// Prometheus figures (metrics.go).
+// Its decisions are taken by pure packages that it feeds with events and
+// whose answers it carries out: membership (which nodes are alive, suspect
+// or gone, and the ID a new node gets), placement (which node holds which
+// repository, over ring's consistent hashing) and feedplan (which
+// repositories the forges' change feeds ask about). Package catalog is not
+// one of them: it runs git to read the catalog repository and diff its
+// commits. This package is the shell around them: sessions, timers,
+// persistence, and its Prometheus figures (metrics.go). Two rules are its
+// own: who may register (admit, credentials.go) and when a catalog
+// change's removals are held (purge protection, purge.go).
 package coordinator
 
 import (

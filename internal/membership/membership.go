@@ -1,11 +1,13 @@
 // Package membership owns the fleet's view of which nodes are alive,
 // suspect or gone, who takes part in placement and with what weight, when
-// placement may start after a cold start, and the compact IDs of nodes.
+// placement may start after a cold start, and which ID a node that
+// registers gets (AllocateID: the smallest free one, never a revoked
+// node's).
 //
 // It is a pure state machine: callers feed it session events and times and
 // get back the state changes they cause. It must not do I/O, start
-// goroutines or read the clock, and it does not place keys (package ring
-// does, from Members).
+// goroutines or read the clock, and it does not place keys (package
+// placement does, over ring, from Members).
 //
 // Every method that takes a time first applies the transitions that time
 // has made due (heartbeat timeouts, grace and forget deadlines), so the

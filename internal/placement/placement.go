@@ -9,9 +9,13 @@
 // RemoveKeys), the placement members that package membership computes
 // (SetMembers), and what nodes report (Confirm, CloneFailed, Hold, SetDisk,
 // HandBack, Refuse, PolicyChanged), and drains Decisions (assign, drop) to
-// send on the nodes' sessions. It must not do I/O, start goroutines or read the clock, and it
-// does not decide who is a member or how long a node may be away (package
-// membership does).
+// send on the nodes' sessions. It does no I/O and does not read the clock,
+// and it does not decide who is a member or how long a node may be away
+// (package membership does). Its one goroutine runs when keys are loaded
+// into an engine that has none (AddKeys, AddKeySeq, Restore): it sums the
+// keys' hashes on another core while the index is built, reads nothing but
+// the keys, and the call waits for it before it returns, so nothing the
+// engine starts outlives a call.
 //
 // The desired owner of a key is a pure function of the members, the key set
 // and the overrides: the bounded-load placement of package ring, then, for a
