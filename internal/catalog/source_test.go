@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/config"
 )
 
 func TestSourceFetchesTheRemoteDefaultBranch(t *testing.T) {
@@ -98,12 +100,12 @@ func TestCheckPurge(t *testing.T) {
 		share          float64
 		held           bool
 	}{
-		{"a small removal passes", 1000, 10, DefaultMaxPurgeShare, false},
-		{"exactly the share passes", 1000, 50, DefaultMaxPurgeShare, false},
-		{"one more is held", 1000, 51, DefaultMaxPurgeShare, true},
-		{"removing everything is held", 1000, 1000, DefaultMaxPurgeShare, true},
+		{"a small removal passes", 1000, 10, config.DefaultMaxPurge, false},
+		{"exactly the share passes", 1000, 50, config.DefaultMaxPurge, false},
+		{"one more is held", 1000, 51, config.DefaultMaxPurge, true},
+		{"removing everything is held", 1000, 1000, config.DefaultMaxPurge, true},
 		{"an operator's confirmation (share 1) releases it", 1000, 1000, 1, false},
-		{"an empty catalog has nothing to protect", 0, 0, DefaultMaxPurgeShare, false},
+		{"an empty catalog has nothing to protect", 0, 0, config.DefaultMaxPurge, false},
 		{"nothing removed passes", 10, 0, 0, false},
 		{"exactly 29% of 100 passes despite float rounding", 100, 29, 0.29, false},
 		{"a share of 0 holds any removal", 10, 1, 0, true},

@@ -126,11 +126,28 @@ type Config struct {
 	LogLevel              string        `name:"log-level" help:"debug, info, warn or error"`
 }
 
+// Defaults that the packages of the roles also apply to a zero value of
+// their own settings, so that a role built without this package (a test,
+// the simulator, the demo) behaves as the binary does. Each is kept here
+// only.
+const (
+	// DefaultCatalogInterval is how often the coordinator fetches the catalog.
+	DefaultCatalogInterval = 5 * time.Minute
+	// DefaultFetchers is how many checks and fetches a node runs at once.
+	DefaultFetchers = 10
+	// DefaultGitTimeout is the longest a single git process may run.
+	DefaultGitTimeout = 30 * time.Minute
+	// DefaultMaxPurge is the largest share of all repositories that catalog
+	// changes may remove within the purge window without an operator's
+	// confirmation.
+	DefaultMaxPurge = 0.05
+)
+
 // Default returns the defaults: a setting left out keeps these.
 func Default() Config {
 	return Config{
 		Data:              "gitfleet-data",
-		CatalogInterval:   5 * time.Minute,
+		CatalogInterval:   DefaultCatalogInterval,
 		HTTP:              "127.0.0.1:8080",
 		GRPC:              "127.0.0.1:7070",
 		Coordinator:       List{"127.0.0.1:7070"},
@@ -143,7 +160,7 @@ func Default() Config {
 		Grace:             10 * time.Minute,
 		Warmup:            10 * time.Minute,
 		Heartbeat:         5 * time.Second,
-		MaxPurge:          0.05,
+		MaxPurge:          DefaultMaxPurge,
 		PurgeWindow:       24 * time.Hour,
 		LoadFactor:        1.25,
 		AssignBatch:       500,
@@ -152,9 +169,9 @@ func Default() Config {
 		MinInterval:       time.Minute,
 		Policy:            "adaptive",
 		FullDiskPolicy:    "refuse-new",
-		Fetchers:          10,
+		Fetchers:          DefaultFetchers,
 		HostConcurrency:   6,
-		GitTimeout:        30 * time.Minute,
+		GitTimeout:        DefaultGitTimeout,
 		EgressSchemes:     List{"https", "http"},
 		MaxRepoSize:       "10GiB",
 		MaxRefs:           50000,

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+
+	"github.com/gitfleet/gitfleet/internal/membership"
 )
 
 // Roles are granted, never claimed: the join token admits new partial
@@ -150,13 +152,13 @@ func (c *Coordinator) RevokeNode(ctx context.Context, req *fleetv1.RevokeNodeReq
 // changes nothing.
 func (c *Coordinator) revoke(ctx context.Context, id uint32, reason string) error {
 	if reason == "" {
-		reason = "revoked by an operator"
+		reason = membership.DefaultRevokeReason
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.nodes[id]
 	if rec == nil {
-		return status.Errorf(codes.NotFound, "node %d is not in the fleet", id)
+		return status.Error(codes.NotFound, membership.NotInFleet(id))
 	}
 	if rec.Revoked {
 		return nil

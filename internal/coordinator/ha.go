@@ -114,7 +114,9 @@ func (f *front) lead(ctx context.Context, cfg Config, log *slog.Logger, term Ter
 	f.mu.Lock()
 	f.c, f.term = c, tctx
 	f.mu.Unlock()
-	_ = c.Run(tctx)
+	if err := c.Run(tctx); err != nil {
+		log.Error("term over: the latest changes were not stored; the next leader resumes without them", "err", err)
+	}
 	f.mu.Lock()
 	f.c, f.term = nil, nil
 	f.mu.Unlock()

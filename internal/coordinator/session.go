@@ -13,7 +13,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
-	"github.com/gitfleet/gitfleet/internal/schedule"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -47,7 +47,8 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	rec := known
 	if rec == nil {
 		secret = newSecret()
-		rec = &nodeRecord{ID: c.allocateID(), SecretHash: fleetv1.SecretHash(secret)}
+		// Revoked nodes keep their records, so their IDs stay taken.
+		rec = &nodeRecord{ID: membership.AllocateID(c.nodes), SecretHash: fleetv1.SecretHash(secret)}
 	}
 	wasFull := rec.full()
 	next := *rec
@@ -70,17 +71,6 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 		}
 	}
 	return &fleetv1.RegisterResponse{NodeId: rec.ID, NodeSecret: secret, HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds()}, nil
-}
-
-// allocateID returns the smallest ID that no registered node has (IDs of
-// forgotten nodes are reused; a revoked node's record, and so its ID,
-// stays). Caller holds c.mu.
-func (c *Coordinator) allocateID() uint32 {
-	for id := uint32(1); ; id++ {
-		if _, taken := c.nodes[id]; !taken {
-			return id
-		}
-	}
 }
 
 // Session is a node's long-lived stream.
@@ -325,7 +315,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= schedule.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
+		if int(r.notFound) >= repostate.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = stateGone
 		}

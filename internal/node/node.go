@@ -25,6 +25,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -216,7 +217,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		return nil, errors.New("node: the coordinator's address is required (--coordinator)")
 	}
 	if cfg.Fetchers <= 0 {
-		cfg.Fetchers = 10
+		cfg.Fetchers = config.DefaultFetchers
 	}
 	if cfg.DiskHighWater <= 0 || cfg.DiskHighWater > 1 {
 		cfg.DiskHighWater = 0.85
@@ -225,7 +226,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		cfg.FullDiskPolicy = FullDiskRefuseNew
 	}
 	if cfg.GitTimeout <= 0 {
-		cfg.GitTimeout = 30 * time.Minute
+		cfg.GitTimeout = config.DefaultGitTimeout
 	}
 	if cfg.HintWait <= 0 {
 		cfg.HintWait = 3 * time.Minute

@@ -9,9 +9,13 @@
 // RemoveKeys), the placement members that package membership computes
 // (SetMembers), and what nodes report (Confirm, CloneFailed, Hold, SetDisk,
 // HandBack, Refuse, PolicyChanged), and drains Decisions (assign, drop) to
-// send on the nodes' sessions. It must not do I/O, start goroutines or read the clock, and it
-// does not decide who is a member or how long a node may be away (package
-// membership does).
+// send on the nodes' sessions. It does no I/O and does not read the clock,
+// and it does not decide who is a member or how long a node may be away
+// (package membership does). Its one goroutine runs when keys are loaded
+// into an engine that has none (AddKeys, AddKeySeq, Restore): it sums the
+// keys' hashes on another core while the index is built, reads nothing but
+// the keys, and the call waits for it before it returns, so nothing the
+// engine starts outlives a call.
 //
 // The desired owner of a key is a pure function of the members, the key set
 // and the overrides: the bounded-load placement of package ring, then, for a
@@ -100,13 +104,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Member is a placement member: a node ID (never 0) and its effective
-// weight (capacity relative to a standard node, flap penalty applied).
-type Member struct {
-	ID     uint32
-	Weight float64
-}
-
 // Kind says what a Decision asks of a node.
 type Kind uint8
 
@@ -182,7 +179,7 @@ type Engine struct {
 	// the sum of the keys' ring.Hash.
 	digest uint64
 
-	members []Member       // by ID, weights > 0
+	members []ring.Member  // by ID, weights > 0
 	rank    map[uint32]int // member ID -> index in members
 	ring    *ring.Ring     // nil until there are members
 
@@ -391,14 +388,14 @@ func (e *Engine) removeAt(i int32) {
 // make-before-break; a key whose owner is not is assigned at once, urgent.
 // An empty member set changes nothing: keys keep their owners until there
 // are members again.
-func (e *Engine) SetMembers(ms []Member) {
-	norm := make([]Member, 0, len(ms))
+func (e *Engine) SetMembers(ms []ring.Member) {
+	norm := make([]ring.Member, 0, len(ms))
 	for _, m := range ms {
 		if m.ID != 0 && m.Weight > 0 {
 			norm = append(norm, m)
 		}
 	}
-	slices.SortFunc(norm, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(norm, func(a, b ring.Member) int { return cmp.Compare(a.ID, b.ID) })
 	if slices.Equal(norm, e.members) {
 		return
 	}
@@ -425,20 +422,18 @@ func (e *Engine) SetMembers(ms []Member) {
 }
 
 // setRing installs members (normalised) and their ring.
-func (e *Engine) setRing(ms []Member) {
+func (e *Engine) setRing(ms []ring.Member) {
 	e.members = ms
 	e.rank = make(map[uint32]int, len(ms))
-	rms := make([]ring.Member, len(ms))
 	for i, m := range ms {
 		e.rank[m.ID] = i
-		rms[i] = ring.Member{ID: m.ID, Weight: m.Weight}
 	}
 	e.ring, e.plain = nil, false
 	e.held, e.share = make([]int, len(ms)), make([]float64, len(ms))
 	if len(ms) == 0 {
 		return
 	}
-	e.ring = ring.New(rms, ring.Options{VnodesPerWeight: e.cfg.VnodesPerWeight, LoadFactor: e.cfg.LoadFactor})
+	e.ring = ring.New(ms, ring.Options{VnodesPerWeight: e.cfg.VnodesPerWeight, LoadFactor: e.cfg.LoadFactor})
 	// The bound of ring.Place, computed the same way (the same float
 	// operations in the same order, so the same result): the load factor
 	// as ring.New takes it, the weights as the ring counts them.

@@ -3,6 +3,8 @@ package schedule
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // FailureClass says why a check failed; each class has its own retry rule.
@@ -49,8 +51,9 @@ func (c FailureClass) String() string {
 
 // Retry rules.
 const (
-	// GoneAfter is how many NotFound in a row park a repository as gone.
-	GoneAfter = 5
+	// GoneAfter is how many NotFound in a row park a repository as gone:
+	// the count the coordinator reports it gone after too.
+	GoneAfter = repostate.GoneAfter
 	// GoneRecheck is how often a gone repository is checked again.
 	GoneRecheck = 24 * time.Hour
 
