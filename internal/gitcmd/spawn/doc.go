@@ -6,14 +6,11 @@
 // dies.
 //
 // The limit is set by the parent while git is stopped by ptrace on its way
-// out of execve (PTRACE_TRACEME, then prlimit and PTRACE_DETACH). Where
-// ptrace is refused (a seccomp profile, a debugger), and for the
-// supervisor, the package starts its own executable again (/proc/self/exe):
-// an init function of this package then does the child's side before
-// anything else of the program runs. Its imports are kept to the standard
-// library and x/sys so that it runs early among a program's init functions:
-// the later it runs, the more of gitfleet starts up for nothing in each
-// child.
+// out of execve (PTRACE_TRACEME, then prlimit and PTRACE_DETACH): that
+// costs next to nothing. The supervisor is this program started again
+// from its own executable (/proc/self/exe), and so is the fallback where
+// ptrace is refused (a seccomp profile, a debugger), which sets the limit
+// on itself and becomes git: package child is that side.
 //
 // It knows nothing of git's commands: gitcmd decides what runs, under what
 // limit, and which commands are supervised. Other systems have none of

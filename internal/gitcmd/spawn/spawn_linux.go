@@ -53,7 +53,7 @@ func startInGroup(cmd *exec.Cmd, limit int64, traced bool) error {
 // sets git's limit with ptrace, else through a child of its own.
 func startSupervisor(cmd *exec.Cmd, limit int64, traced bool) error {
 	mode := child.ModeSupervise
-	if !traced {
+	if limit > 0 && !traced {
 		mode = child.ModeSuperviseReexec
 	}
 	reexec(cmd, "gitfleet-git-supervisor", mode, limit)

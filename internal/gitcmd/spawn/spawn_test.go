@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd/spawn/child"
+	"golang.org/x/sys/unix"
 )
 
 // A way to start git under a limit: each that Start may choose.
@@ -272,6 +274,12 @@ func TestTheChildsSideIsSelectedOnlyByThisProgram(t *testing.T) {
 // of the URL in the variable under a supervisor (traced or not) and waits.
 const helperEnv = "SPAWN_TEST_PLAY_GITFLEET"
 
+// refusedEnv makes this test binary a gitfleet that ptrace is refused to
+// (a seccomp filter, as a container's): it says whether a traced start
+// works, and starts cat /proc/self/limits under limits of 48 MiB, then 40
+// MiB supervised.
+const refusedEnv = "SPAWN_TEST_PTRACE_REFUSED"
+
 func TestMain(m *testing.M) {
 	if v := os.Getenv(helperEnv); v != "" {
 		how, url, _ := strings.Cut(v, " ")
@@ -285,7 +293,72 @@ func TestMain(m *testing.M) {
 		_ = cmd.Wait()
 		os.Exit(0)
 	}
+	if os.Getenv(refusedEnv) != "" {
+		if err := refusePtrace(); err != nil {
+			fmt.Fprintln(os.Stderr, "seccomp:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("a traced start works: %v\n", ptraceWorks())
+		for _, supervise := range []bool{false, true} {
+			limit := int64(48 << 20)
+			if supervise {
+				limit = 40 << 20
+			}
+			cmd := exec.Command("cat", "/proc/self/limits")
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			if err := Start(cmd, limit, supervise); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			if err := cmd.Wait(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
+}
+
+// refusePtrace installs a seccomp filter on every thread of this process,
+// and so on its children, that fails ptrace(2) with EPERM.
+func refusePtrace() error {
+	filter := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // the system call's number
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_PTRACE, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC,
+		uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// Where ptrace is refused, Start finds out and sets the limit through a
+// re-executed child, supervised or not.
+func TestWherePtraceIsRefusedTheLimitIsSetByAReexecutedChild(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), refusedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var limits []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == "data" {
+			limits = append(limits, strings.Join(f, " "))
+		}
+	}
+	want := []string{"Max data size 50331648 50331648 bytes", "Max data size 41943040 41943040 bytes"}
+	if !strings.HasPrefix(string(out), "a traced start works: false\n") || strings.Join(limits, "|") != strings.Join(want, "|") {
+		t.Fatalf("output:\n%s\nwant no traced start, then the limits %q", out, want)
+	}
 }
 
 // A gitfleet killed with SIGKILL takes git's remote helper, waiting on a
