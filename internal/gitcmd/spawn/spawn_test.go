@@ -84,10 +84,6 @@ func run(t *testing.T, start func(*exec.Cmd, int64) error, limit int64, stdin []
 	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
 }
 
-func TestThisMachineTracesOrReexecutes(t *testing.T) {
-	t.Logf("a traced start works here: %v", ptraceWorks())
-}
-
 // Under a 64 KiB limit git never reaches its own code. That is less than
 // git's own data segment (about 250 KiB) and its libraries': the kernel
 // refuses to load it (re-executed: the limit is set before execve), or its
