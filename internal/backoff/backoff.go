@@ -102,9 +102,6 @@ func (b *Backoff) wait(d time.Duration) time.Duration {
 // Reset forgets the failures: the next wait is the base again.
 func (b *Backoff) Reset() { b.failures = 0 }
 
-// Failures is the number of failures in a row counted so far.
-func (b *Backoff) Failures() int { return b.failures }
-
 // Wait waits d on b's clock, or until ctx ends (it returns ctx.Err() then).
 func (b *Backoff) Wait(ctx context.Context, d time.Duration) error {
 	return clock.Sleep(ctx, b.clk, d)
