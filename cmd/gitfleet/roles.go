@@ -247,7 +247,7 @@ func serveCoordinator(ctx context.Context, cfg config.Config, ccfg coordinator.C
 	defer client.Close()
 	log.Info("sharing the fleet through etcd", "etcd", cfg.Etcd.String(), "prefix", cfg.EtcdPrefix, "advertise", advertise)
 	el := elector{Elector: ha.NewElector(client, cfg.EtcdPrefix, cfg.EtcdLease, advertise), compaction: cfg.EtcdCompaction, log: log}
-	return coordinator.ServeElected(ctx, ccfg, log, ln, el)
+	return coordinator.ServeElected(ctx, ccfg, log, clock.Real{}, ln, el)
 }
 
 // advertiseAddr is the address followers give nodes for this coordinator:

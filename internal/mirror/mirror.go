@@ -79,10 +79,24 @@ type keyLock struct {
 	refs int
 }
 
+// Option sets up a Store when it is opened.
+type Option func(*Store)
+
+// WithClock makes clk the time of the store's rules: the age of lock files
+// and of retired mirrors, and when marked mirrors are pruned. The default
+// is the wall clock.
+func WithClock(clk clock.Clock) Option {
+	return func(s *Store) {
+		if clk != nil {
+			s.clk = clk
+		}
+	}
+}
+
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
 // killed process left in tmp, and removes the clean-stop marker, noting
 // whether it was there (cleanstop.go).
-func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
+func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) (*Store, error) {
 	// git runs in a neutral directory (package gitcmd): its paths are absolute.
 	absData, err := filepath.Abs(dataDir)
 	if err != nil {
@@ -109,6 +123,9 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		prunes:     make(map[string]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if err = s.data.RemoveAll(s.tmp); err != nil {
 		data.root.Close()

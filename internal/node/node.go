@@ -239,7 +239,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	git := gitRunner(cfg.GitTimeout, cfg.Limits, log)
-	ms, err := mirror.Open(cfg.DataDir, git, log)
+	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
 	if err != nil {
 		return nil, err
 	}

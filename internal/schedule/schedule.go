@@ -612,7 +612,7 @@ func (s *Scheduler) Done(key string, o Outcome) {
 		// Checks started before the host backed off and answered during
 		// the backoff do not lengthen it.
 		h.throttles++
-		h.backoffUntil = now.Add(backoff(h.throttles, hostBase, hostCap, s.rng))
+		h.backoffUntil = now.Add(jitteredBackoff(h.throttles, hostBase, hostCap, s.rng))
 	case !o.HostThrottled && o.Class == None:
 		h.throttles = 0
 	}
