@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-func TestReadmeTableMatchesTheConfig(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestDocsConfigurationTableMatchesTheConfig(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
-		t.Skip("no README next to the module")
+		t.Skip("no docs/configuration.md next to the module")
 	}
 	if !strings.Contains(string(b), Markdown()) {
-		t.Fatalf("README.md's configuration table is out of date; replace it with the output of `gitfleet help config`:\n%s", Markdown())
+		t.Fatalf("docs/configuration.md's table is out of date; replace it with the output of `gitfleet help config`:\n%s", Markdown())
 	}
 }
 
