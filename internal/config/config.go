@@ -1,6 +1,6 @@
 // Package config is gitfleet's configuration: one struct with defaults that
 // work, loaded from a YAML file (--config) and then from flags, every key
-// being both. The README's configuration table is checked against it by a
+// being both. The table in docs/configuration.md is checked against it by a
 // test, so the two cannot drift apart.
 package config
 
@@ -19,7 +19,7 @@ import (
 )
 
 // Config holds every setting of every role. The `name` tag is both the YAML
-// key and the flag name; `help` is the flag's usage and the README's text.
+// key and the flag name; `help` is the flag's usage and the text of docs/configuration.md.
 type Config struct {
 	Data                  string        `name:"data" help:"data directory (state, mirrors)"`
 	Catalog               string        `name:"catalog" help:"catalog repository: a git URL or a local path (coordinator, up)"`
@@ -222,7 +222,7 @@ func Default() Config {
 	}
 }
 
-// Field describes one setting, for the README and for help.
+// Field describes one setting, for docs/configuration.md and for help.
 type Field struct {
 	Name, Type, Default, Help string
 }
@@ -453,7 +453,7 @@ func (c *Config) register(fs *flag.FlagSet) {
 	}
 }
 
-// Markdown renders the settings as the README's configuration table
+// Markdown renders the settings as the table of docs/configuration.md
 // (`gitfleet help config` prints it).
 func Markdown() string {
 	var b strings.Builder

@@ -3,19 +3,57 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestReadmeTableMatchesTheConfig(t *testing.T) {
+func TestDocsConfigurationTableMatchesTheConfig(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Skip("no docs/configuration.md next to the module")
+	}
+	if !strings.Contains(string(b), Markdown()) {
+		t.Fatalf("docs/configuration.md's table is out of date; replace it with the output of `gitfleet help config`:\n%s", Markdown())
+	}
+}
+
+// The README's "flags you need" are real flags, with the defaults the code
+// gives them.
+func TestTheReadmesFlagsAreFlagsWithTheirDefaults(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Skip("no README next to the module")
 	}
-	if !strings.Contains(string(b), Markdown()) {
-		t.Fatalf("README.md's configuration table is out of date; replace it with the output of `gitfleet help config`:\n%s", Markdown())
+	defaults := map[string]string{}
+	for _, f := range Fields() {
+		defaults[f.Name] = "`" + f.Default + "`"
+		if f.Default == "" {
+			defaults[f.Name] = "(none)"
+		}
+	}
+	_, section, _ := strings.Cut(string(b), "\n## The flags you need\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("^\\| `--([a-z0-9-]+)` \\| ([^|]+) \\|")
+	n := 0
+	for line := range strings.Lines(section) {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n++
+		want, ok := defaults[m[1]]
+		switch {
+		case !ok:
+			t.Errorf("README.md's flags you need name --%s, which is no flag", m[1])
+		case strings.TrimSpace(m[2]) != want:
+			t.Errorf("README.md gives --%s the default %s; the code's is %s", m[1], m[2], want)
+		}
+	}
+	if n < 8 {
+		t.Errorf("README.md's \"The flags you need\" has %d rows of flags: want the 8-10 a first deployment sets", n)
 	}
 }
 
