@@ -164,9 +164,9 @@ func (f *fullNode) alertSnapshot(ctx context.Context, now time.Time) *alert.Snap
 	s.Session.NoLeader = n.leaderless.Load()
 
 	f.mu.Lock()
-	if s.Session.Connected && f.view.len() > 0 {
-		s.Repos = &alert.Repos{Total: f.view.len(), Failing: f.counts.byState["failing"],
-			Stale: f.stale.count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
+	if s.Session.Connected && f.view.Len() > 0 {
+		s.Repos = &alert.Repos{Total: f.view.Len(), Failing: f.counts.InState("failing"),
+			Stale: f.stale.Count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
 	s.FeedsFailing = slices.Clone(f.feedsFailing)
 	mismatches := maps.Clone(f.mismatches.counts)

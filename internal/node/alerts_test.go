@@ -22,8 +22,8 @@ func spreadLastChecks(tb testing.TB, f *fullNode) int {
 	now := f.n.clk.Now()
 	f.mu.Lock()
 	var rs []*fleetv1.RepoState
-	for k := range f.view.keys() {
-		rs = append(rs, f.view.get(k))
+	for k := range f.view.Keys() {
+		rs = append(rs, f.view.Get(k))
 	}
 	f.mu.Unlock()
 	old := 0

@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -89,7 +90,8 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 
 // freshInput is what key's freshness depends on; caller holds f.mu.
 func (f *fullNode) freshInput(key string) classInput {
-	in, _ := f.view.classInput(key)
+	v, _ := f.view.Input(key)
+	in := classInput{Input: v}
 	in.hinted, in.staleOwner = f.hints.pending(key), f.hints.stale(key)
 	return in
 }
@@ -97,18 +99,19 @@ func (f *fullNode) freshInput(key string) classInput {
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.n.clk.Now()
 	b.f.mu.Lock()
-	page, total := b.f.counts.list(b.f.sorted.of(b.f.view), b.f.view, f)
+	page, total := b.f.counts.List(b.f.sorted.Of(b.f.view), b.f.view,
+		repoview.Filter{Prefix: f.Prefix, State: f.State, Owner: f.Owner, Offset: f.Offset, Limit: f.Limit})
 	b.f.mu.Unlock()
 	out := make([]api.Repo, 0, len(page))
 	for _, m := range page {
-		out = append(out, b.repo(m.key, m.st, now))
+		out = append(out, b.repo(m.Key, m.State, now))
 	}
 	return out, total
 }
 
 func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	b.f.mu.Lock()
-	st := b.f.view.get(key)
+	st := b.f.view.Get(key)
 	b.f.mu.Unlock()
 	if st == nil {
 		return api.RepoDetail{}, false
@@ -125,7 +128,7 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 func (b *backend) Known(key string) bool {
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
-	return b.f.view.has(key)
+	return b.f.view.Has(key)
 }
 
 func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (api.Repo, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -39,8 +40,8 @@ func (s *consoleSource) Overview() console.Overview {
 	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Freshness: s.fresh.Samples(),
 		Tunnels: len(f.tunnels.Nodes())}
 	f.mu.Lock()
-	ov.Staleness = f.counts.console.staleness(now)
-	ov.Errors = f.counts.console.errorClasses()
+	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)
+	ov.Errors = f.counts.ErrorClasses()
 	ov.FetchingTotal = len(f.pulling)
 	for k := range f.pulling {
 		ov.Fetching = append(ov.Fetching, k)
@@ -57,7 +58,7 @@ func (s *consoleSource) GetRepo(key string) (console.Detail, bool) {
 		return console.Detail{}, false
 	}
 	s.f.mu.Lock()
-	fallbacks := s.f.view.get(key).GetFallbackUrls()
+	fallbacks := s.f.view.Get(key).GetFallbackUrls()
 	s.f.mu.Unlock()
 	return console.Detail{RepoDetail: d, Fallbacks: fallbacks}, true
 }
@@ -86,16 +87,16 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 		return console.Page{Repos: repos, Total: total, More: q.Offset+len(repos) < total}
 	}
 	needle := strings.ToLower(q.Search)
-	var found []listed
+	var found []repoview.Listed
 	// keep tells whether key matches the filters other than the search
 	// (and the staleness, which the walk by minute already applied);
 	// called with f.mu held.
 	keep := func(key string) *fleetv1.RepoState {
-		cl, ok := f.counts.classes.get(key)
-		if !ok || q.State != "" && cl.state != q.State || q.Owner != 0 && cl.owner != q.Owner {
+		cl, ok := f.counts.Class(key)
+		if !ok || q.State != "" && cl.State != q.State || q.Owner != 0 && cl.Owner != q.Owner {
 			return nil
 		}
-		return f.view.get(key)
+		return f.view.Get(key)
 	}
 	skip := q.Offset
 	// A request of the public cannot make the node look at every key
@@ -115,7 +116,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 			skip--
 			return true
 		}
-		found = append(found, listed{key, st})
+		found = append(found, repoview.Listed{Key: key, State: st})
 		return len(found) <= q.Limit
 	}
 	now := f.n.clk.Now()
@@ -134,7 +135,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 		})
 	} else {
 		f.mu.Lock()
-		keys := f.sorted.of(f.view)
+		keys := f.sorted.Of(f.view)
 		f.mu.Unlock()
 		s.search.each(keys, needle, func(key string) bool {
 			if enough() {
@@ -152,7 +153,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 	page := console.Page{Total: -1, More: len(found) > q.Limit || capped}
 	found = found[:min(len(found), q.Limit)]
 	for _, m := range found {
-		page.Repos = append(page.Repos, f.backend.repo(m.key, m.st, now))
+		page.Repos = append(page.Repos, f.backend.repo(m.Key, m.State, now))
 	}
 	return page
 }
@@ -164,22 +165,7 @@ func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key s
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cc := f.counts.console
-	before := checkMinute(now.Add(-q.StaleOver).UnixMilli())
-	var minutes []int64
-	for m := range cc.minutes {
-		if m == neverVerified || !q.Never && m < before {
-			minutes = append(minutes, m)
-		}
-	}
-	slices.Sort(minutes)
-	for _, m := range minutes {
-		for _, k := range cc.minuteKeys(m, f.counts.classes) {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+	f.counts.Stalest(repoview.VerifiedMinute(now.Add(-q.StaleOver).UnixMilli()), q.Never, yield)
 }
 
 // searchIndex finds the keys that hold a substring without looking at

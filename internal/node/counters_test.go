@@ -18,8 +18,8 @@ import (
 func recount(f *fullNode) (repos []api.Repo, byState map[string]int, current int) {
 	f.mu.Lock()
 	view := map[string]*fleetv1.RepoState{}
-	for k := range f.view.keys() {
-		view[k] = f.view.get(k)
+	for k := range f.view.Keys() {
+		view[k] = f.view.Get(k)
 	}
 	f.mu.Unlock()
 	now := f.n.clk.Now()
@@ -118,14 +118,15 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for s, x := range f.counts.states {
-		if x.rebuilt != 0 {
-			t.Fatalf("the index of state %s lost track of its keys %d times", s, x.rebuilt)
+	rebuiltStates, rebuiltOwners := f.counts.Rebuilt()
+	for s, rebuilt := range rebuiltStates {
+		if rebuilt != 0 {
+			t.Fatalf("the index of state %s lost track of its keys %d times", s, rebuilt)
 		}
 	}
-	for o, x := range f.counts.owners {
-		if x.rebuilt != 0 {
-			t.Fatalf("the index of owner %d lost track of its keys %d times", o, x.rebuilt)
+	for o, rebuilt := range rebuiltOwners {
+		if rebuilt != 0 {
+			t.Fatalf("the index of owner %d lost track of its keys %d times", o, rebuilt)
 		}
 	}
 }

@@ -392,7 +392,7 @@ func TestAStaleClaimReportedTwiceAtOnceIsCountedOnce(t *testing.T) {
 		t.Fatal("serving what the upstream has while the owner reports known-stale refs: not current")
 	}
 	clk.Advance(time.Hour)
-	r := f.backend.repo(hintKey, f.view.get(hintKey), clk.Now())
+	r := f.backend.repo(hintKey, f.view.Get(hintKey), clk.Now())
 	if r.VerifiedAt == nil || r.StalenessSeconds != 3600 {
 		t.Fatalf("verified_at %v, staleness %v s; want set, 3600 s", r.VerifiedAt, r.StalenessSeconds)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -37,11 +38,11 @@ type fullNode struct {
 	packs                     *gitserve.PackCache // nil: no pack cache (packcache.go)
 
 	mu      sync.Mutex
-	view    *viewTable      // every repository's state, as the coordinator sent it (view.go)
-	sorted  sortedIndex     // the keys of view, for the API's listings
-	counts  *repoCounters   // of view, by state and owner (counters.go)
-	classMu sync.Mutex      // serializes reclass
-	pending map[string]bool // keys waiting for a pull
+	view    *repoview.View       // every repository's state, as the coordinator sent it
+	sorted  repoview.SortedIndex // the keys of view, for the API's listings
+	counts  *repoview.Counters   // of view, by state and owner (classes.go)
+	classMu sync.Mutex           // serializes reclass
+	pending map[string]bool      // keys waiting for a pull
 	pulling map[string]bool
 	retryAt map[string]time.Time
 	// pullFails counts the failed pulls of a key in a row (its backoff).
@@ -57,7 +58,7 @@ type fullNode struct {
 	mismatches  mismatchLedger                                            // forged tips served, by node (verify.go)
 	forgeries   forgerySet                                                // the forged tips counted in mismatches (pullcheck.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
-	stale       staleCounter                                              // verified_at of every repository, for alerts (staleness.go)
+	stale       repoview.StaleCounter                                     // verified_at of every repository, for alerts
 	alerts      *alerting                                                 // alerts.go
 
 	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
@@ -75,9 +76,9 @@ type fullNode struct {
 func newFullNode(n *Node) (*fullNode, error) {
 	f := &fullNode{n: n, creds: newTunnelCreds(n.clk), pending: map[string]bool{},
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{}, overLimit: map[string]string{}, signal: make(chan struct{}, 1),
-		counts: newRepoCounters(), hints: newHintBook(n.cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
+		hints: newHintBook(n.cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
 		freshWake: make(chan struct{}, 1)}
-	f.view = newViewTable(f.counts.classes.tab) // one slot a repository for both (repotable.go)
+	f.view, f.counts = repoview.New() // one slot a repository for both
 	n.verify.changed = func(key string) { f.reclass(key) }
 	var err error
 	if f.proxySecret, err = newProxySecret(); err != nil {
@@ -207,17 +208,17 @@ func (f *fullNode) states(rs []*fleetv1.RepoState) {
 	for _, r := range rs {
 		key := r.GetKey()
 		keys = append(keys, key)
-		old, had := f.view.put(r)
+		old, had := f.view.Put(r)
 		if !had {
-			f.sorted.add(key)
+			f.sorted.Add(key)
 			if s, ok := f.restored[key]; ok {
-				f.view.setVerified(key, s)
-				f.stale.move(0, int64(s)*1000)
+				f.view.SetVerified(key, s)
+				f.stale.Move(0, int64(s)*1000)
 				delete(f.restored, key)
 			}
 		}
-		if had && r.GetLastCheckMs() > old.lastCheck && r.GetOwner() != f.n.id {
-			f.n.flog.Append(ownerCheck(r, old.digestString())) // the owner's own check, as the coordinator tells it
+		if had && r.GetLastCheckMs() > old.LastCheck() && r.GetOwner() != f.n.id {
+			f.n.flog.Append(ownerCheck(r, old.Digest())) // the owner's own check, as the coordinator tells it
 			if r.GetLastError() == "" {
 				switch f.hints.reported(key, r.GetOwner(), time.UnixMilli(r.GetLastCheckMs()), r.GetDigest(), now) {
 				case hintCheckNow:
@@ -258,10 +259,10 @@ type staleClaim struct {
 func (f *fullNode) removed(keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
-		if old, ok := f.view.del(k); ok {
-			f.stale.move(int64(old.verifiedAt)*1000, 0)
-			f.sorted.remove(k)
-			if old.verifiedAt != 0 {
+		if old, ok := f.view.Del(k); ok {
+			f.stale.Move(int64(old.VerifiedAt())*1000, 0)
+			f.sorted.Remove(k)
+			if old.VerifiedAt() != 0 {
 				f.markVerified(k, 0)
 			}
 		}
@@ -315,7 +316,7 @@ func (f *fullNode) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
 		}
 		delete(f.pending, k)
 		f.pulling[k] = true
-		return k, f.view.get(k), true
+		return k, f.view.Get(k), true
 	}
 	return "", nil, false
 }
@@ -428,7 +429,7 @@ func (f *fullNode) pull(ctx context.Context, key string, st *fleetv1.RepoState) 
 // pullNow pulls key from its owner at once (an on-demand check's result).
 func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 	f.mu.Lock()
-	st := f.view.get(key)
+	st := f.view.Get(key)
 	f.mu.Unlock()
 	if st == nil {
 		return fmt.Errorf("repository %s is no longer mirrored", key)
@@ -451,7 +452,7 @@ func (f *fullNode) pullNow(ctx context.Context, key, digest string) error {
 // complete mirror is on disk.
 func (f *fullNode) resolve(key string) (string, bool) {
 	f.mu.Lock()
-	listed := f.view.has(key)
+	listed := f.view.Has(key)
 	f.mu.Unlock()
 	if !listed || !f.n.mirror.Has(key) || f.n.verify.brokenState(key) != "" {
 		return "", false

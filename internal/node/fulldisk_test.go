@@ -116,7 +116,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 				t.Errorf("update of a held repository admitted %v", admitted[held])
 			}
 			f.mu.Lock()
-			st := f.view.get(fresh)
+			st := f.view.Get(fresh)
 			f.mu.Unlock()
 			if r := f.backend.repo(fresh, st, clk.Now()); r.Served || r.LastError != fullDiskError {
 				t.Errorf("waiting repository shown as %+v", r)

@@ -254,7 +254,7 @@ func (f *fullNode) collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStaleReports, prometheus.CounterValue, float64(v), strconv.FormatUint(uint64(id), 10))
 	}
 	if f.alerts != nil {
-		gauge(descReposStale, float64(f.stale.count(f.n.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
+		gauge(descReposStale, float64(f.stale.Count(f.n.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
 	}
 	pending, pulling := len(f.pending), len(f.pulling)
 	f.mu.Unlock()

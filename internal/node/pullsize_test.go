@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -21,8 +22,9 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	}
 	n := newTestNode()
 	n.id, n.mirror, n.digests, n.verify = 1, ms, map[string]string{}, newVerifier(time.Hour)
-	f := &fullNode{n: n, view: newViewTable(nil), pending: map[string]bool{}, retryAt: map[string]time.Time{},
-		diskWait: map[string]bool{}, overLimit: map[string]string{}, counts: newRepoCounters(), signal: make(chan struct{}, 1)}
+	view, counts := repoview.New()
+	f := &fullNode{n: n, view: view, pending: map[string]bool{}, retryAt: map[string]time.Time{},
+		diskWait: map[string]bool{}, overLimit: map[string]string{}, counts: counts, signal: make(chan struct{}, 1)}
 	n.full = f
 	const key = "example.com/team/big"
 	pending := func() bool {
@@ -54,7 +56,8 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 // plain failure backs off and is tried again.
 func TestAnOversizedPullIsNotRetriedWhateverTheUpstreamAnswered(t *testing.T) {
 	n := newTestNode()
-	f := &fullNode{n: n, view: newViewTable(nil), pending: map[string]bool{}, retryAt: map[string]time.Time{},
+	view, _ := repoview.New()
+	f := &fullNode{n: n, view: view, pending: map[string]bool{}, retryAt: map[string]time.Time{},
 		pullFails: map[string]int{}, overLimit: map[string]string{}}
 	st := &fleetv1.RepoState{Key: "example.com/team/big", Owner: 2, Digest: "d1"}
 	upstreamDown := errors.New("fetch from the upstream: connection refused")

@@ -62,9 +62,9 @@ func benchFullNode(tb testing.TB, n int) *fullNode {
 func forceVerified(f *fullNode, key string, ms int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old, ok := f.view.setVerified(key, unixSeconds(msTime0(ms)))
+	old, ok := f.view.SetVerified(key, unixSeconds(msTime0(ms)))
 	if ok {
-		f.stale.move(int64(old)*1000, int64(unixSeconds(msTime0(ms)))*1000)
+		f.stale.Move(int64(old)*1000, int64(unixSeconds(msTime0(ms)))*1000)
 	}
 }
 
@@ -124,7 +124,7 @@ func BenchmarkFullNodeRequests(b *testing.B) {
 					flip++
 					k := fmt.Sprintf("host%d.example/group%d/repo%d", j%7, j%100, j)
 					st := "failing"
-					if f.view.get(k).GetState() == "failing" {
+					if f.view.Get(k).GetState() == "failing" {
 						st = "ok"
 					}
 					rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, State: st, Digest: fmt.Sprintf("d%d", j), LastCheckMs: 1e12})

@@ -21,7 +21,7 @@ func (f *fullNode) unretireNew(rs []*fleetv1.RepoState) {
 	var fresh []string
 	f.mu.Lock()
 	for _, r := range rs {
-		if !f.view.has(r.GetKey()) {
+		if !f.view.Has(r.GetKey()) {
 			fresh = append(fresh, r.GetKey())
 		}
 	}
@@ -75,7 +75,7 @@ func (f *fullNode) sweepLoop(ctx context.Context) {
 // the owner's copy differs, pull it as usual.
 func (f *fullNode) repaired(key, digest string) {
 	f.mu.Lock()
-	if st, ok := f.view.view(key); ok && st.owner != 0 && st.owner != f.n.id && st.digestString() != digest {
+	if st, ok := f.view.Entry(key); ok && st.Owner() != 0 && st.Owner() != f.n.id && st.Digest() != digest {
 		f.pending[key] = true
 		delete(f.retryAt, key)
 	}

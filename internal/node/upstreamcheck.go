@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
 
@@ -65,32 +66,32 @@ func (f *fullNode) setFeeds(working, failing []string) {
 }
 
 func (f *fullNode) changeHint(key string, pushedAt time.Time) error {
-	return f.hint(key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
-		return b.hear(key, pushedAt, now, fromUnixSeconds(v.verifiedAt), served, v.owner)
+	return f.hint(key, func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction {
+		return b.hear(key, pushedAt, now, fromUnixSeconds(v.VerifiedAt()), served, v.Owner())
 	})
 }
 
 // verifyOnDemand makes an on-demand check of key vouch for its answer: an
 // owner that reports it unchanged is checked against the upstream.
 func (f *fullNode) verifyOnDemand(key string) error {
-	return f.hint(key, func(b *hintBook, now time.Time, v repoView, served string) hintAction {
-		return b.verifyOnDemand(key, now, served, v.owner)
+	return f.hint(key, func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction {
+		return b.verifyOnDemand(key, now, served, v.Owner())
 	})
 }
 
 // hint records a hint of key with open, given the time, key's view and
 // the digest served, and acts on the answer.
-func (f *fullNode) hint(key string, open func(b *hintBook, now time.Time, v repoView, served string) hintAction) error {
+func (f *fullNode) hint(key string, open func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction) error {
 	now := f.n.clk.Now()
 	d, _ := f.n.digest(key)
 	f.mu.Lock()
-	v, ok := f.view.view(key)
+	v, ok := f.view.Entry(key)
 	if !ok {
 		f.mu.Unlock()
 		return fmt.Errorf("change hint for %s: %w", key, ErrNotMirrored)
 	}
 	act := open(&f.hints, now, v, d)
-	f.hints.ownerHad(key, v.digestString())
+	f.hints.ownerHad(key, v.Digest())
 	f.mu.Unlock()
 	switch act {
 	case hintVerified:
@@ -121,13 +122,13 @@ func (f *fullNode) wakeFresh() {
 func (f *fullNode) setVerified(key string, at time.Time) {
 	s := unixSeconds(at)
 	f.mu.Lock()
-	v, ok := f.view.view(key)
-	if !ok || s <= v.verifiedAt {
+	v, ok := f.view.Entry(key)
+	if !ok || s <= v.VerifiedAt() {
 		f.mu.Unlock()
 		return
 	}
-	f.view.setVerified(key, s)
-	f.stale.move(int64(v.verifiedAt)*1000, int64(s)*1000)
+	f.view.SetVerified(key, s)
+	f.stale.Move(int64(v.VerifiedAt())*1000, int64(s)*1000)
 	f.markVerified(key, s)
 	f.mu.Unlock()
 	f.reclass(key)
@@ -251,7 +252,7 @@ type upstreamSeen struct {
 // for it (an on-demand task's answer then includes it).
 func (f *fullNode) checkUpstream(ctx context.Context, key, why string) error {
 	f.mu.Lock()
-	st := f.view.get(key)
+	st := f.view.Get(key)
 	running := f.checking[key]
 	if st != nil && running == nil {
 		f.checking[key] = make(chan struct{})
@@ -460,9 +461,9 @@ func (f *fullNode) freshLoop(ctx context.Context) {
 func (f *fullNode) spotBatch(n int) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return oldestVerified(f.view.verifiedTimes(), n, func(key string) bool {
-		v, _ := f.view.view(key)
-		if v.owner == 0 || v.owner == f.n.id {
+	return oldestVerified(f.view.VerifiedTimes(), n, func(key string) bool {
+		v, _ := f.view.Entry(key)
+		if v.Owner() == 0 || v.Owner() == f.n.id {
 			return false
 		}
 		host, _, _ := strings.Cut(key, "/")
@@ -475,6 +476,6 @@ func (f *fullNode) spotBatch(n int) []string {
 func (f *fullNode) verifiedSince(key string, s uint32) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.view.view(key)
-	return !ok || v.verifiedAt > s
+	v, ok := f.view.Entry(key)
+	return !ok || v.VerifiedAt() > s
 }

@@ -71,8 +71,8 @@ func (r *upstreamRig) report(digest string) {
 func (r *upstreamRig) verifiedAt() time.Time {
 	r.f.mu.Lock()
 	defer r.f.mu.Unlock()
-	v, _ := r.f.view.view(r.key)
-	return fromUnixSeconds(v.verifiedAt)
+	v, _ := r.f.view.Entry(r.key)
+	return fromUnixSeconds(v.VerifiedAt())
 }
 
 // runFresh runs the full node's freshLoop until the test ends.
@@ -186,10 +186,10 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	}
 	n.full.states([]*fleetv1.RepoState{st})
 	n.full.mu.Lock()
-	v, _ := n.full.view.view(st.Key)
-	stale := n.full.stale.count(clk.Now().Add(time.Minute).UnixMilli())
+	v, _ := n.full.view.Entry(st.Key)
+	stale := n.full.stale.Count(clk.Now().Add(time.Minute).UnixMilli())
 	n.full.mu.Unlock()
-	if got := strconv.FormatUint(uint64(v.verifiedAt), 10); got != strconv.FormatInt(clk.Now().Unix(), 10) {
+	if got := strconv.FormatUint(uint64(v.VerifiedAt()), 10); got != strconv.FormatInt(clk.Now().Unix(), 10) {
 		t.Fatalf("verified_at after a restart: %s, want %d", got, clk.Now().Unix())
 	}
 	if stale != 1 {

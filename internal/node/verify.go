@@ -268,8 +268,8 @@ func (n *Node) upstreamOf(key string) string {
 	if n.full != nil {
 		n.full.mu.Lock()
 		defer n.full.mu.Unlock()
-		if v, ok := n.full.view.view(key); ok {
-			return v.upstream(key)
+		if v, ok := n.full.view.Entry(key); ok {
+			return v.Upstream(key)
 		}
 	}
 	return ""

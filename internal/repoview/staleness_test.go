@@ -1,4 +1,4 @@
-package node
+package repoview
 
 import (
 	"math/rand/v2"
@@ -11,7 +11,7 @@ import (
 func TestStaleCounterMatchesACountOfEveryRepository(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 500
-	var c staleCounter
+	var c StaleCounter
 	last := make([]int64, n) // 0: never checked, or not in the view
 	now := int64(1_700_000_000_000)
 	brute := func(cutoff int64) int {
@@ -33,7 +33,7 @@ func TestStaleCounterMatchesACountOfEveryRepository(t *testing.T) {
 			case 1:
 				next = now // checked just now
 			}
-			c.move(last[i], next)
+			c.Move(last[i], next)
 			last[i] = next
 		}
 		switch {
@@ -45,7 +45,7 @@ func TestStaleCounterMatchesACountOfEveryRepository(t *testing.T) {
 			now += rng.Int64N(60_000)
 		}
 		cutoff := now - 24*3600*1000
-		if got, want := c.count(cutoff), brute(cutoff); got != want {
+		if got, want := c.Count(cutoff), brute(cutoff); got != want {
 			t.Fatalf("step %d: counted %d stale, want %d", step, got, want)
 		}
 	}

@@ -1,4 +1,18 @@
-package node
+// Package repoview is the full node's compact view of every repository
+// of the fleet, as the coordinator sends their states: the view itself
+// (View: a million repositories in about 200 bytes each), the class of
+// each (its state as the API shows it, its owner, whether it is current)
+// with the counters and ordered indexes kept as classes change (Counters),
+// the ordered keys for listings (SortedIndex) and the count of stale
+// repositories for the alerts (StaleCounter).
+//
+// It is pure: no I/O, no goroutines, no clock (times are passed in). It
+// decides nothing: what a class is, and whether a repository is current,
+// the full node says (package fullnode); this package keeps the figures
+// that follow, so that a listing costs a binary search and its page and
+// /metrics O(states), never a walk of the repositories. Its types are not
+// safe for concurrent use: the full node guards them with its lock.
+package repoview
 
 import (
 	"encoding/hex"
@@ -16,7 +30,7 @@ import (
 // map costs about 530 bytes with its strings (the message, its key, URL,
 // state and digest strings, and an error text that names the repository),
 // the view about 185 with its key and map entry
-// (TestViewIsAFractionOfTheMessages); a repoView keeps the same facts, and
+// (TestViewIsAFractionOfTheMessages); an Entry keeps the same facts, and
 // the full node's own verified_at (4 bytes), in 80 bytes:
 //   - the URL only when it is not https://KEY (the usual spelling), apart;
 //   - the state as an index into a table of the few state names;
@@ -27,10 +41,10 @@ import (
 //   - attributes and fallback URLs, which few repositories have, apart.
 //
 // Callers that need the whole state ask for a RepoState, which is built
-// for them (get): a listing builds one per repository of its page.
+// for them (Get): a listing builds one per repository of its page.
 
-// repoView is what the full node keeps of one repository.
-type repoView struct {
+// Entry is what the view keeps of one repository.
+type Entry struct {
 	errText    string     // packed by errs, "" without an error
 	extra      *viewExtra // nil for most repositories
 	lastCheck  int64      // unix ms
@@ -40,9 +54,9 @@ type repoView struct {
 	owner      uint32
 	// verifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves, in unix seconds (0: never): its own, kept across
-	// the coordinator's updates (freshness.go).
+	// the coordinator's updates (SetVerified).
 	verifiedAt uint32
-	state      uint8 // numbered by viewTable.states
+	state      uint8 // numbered by View.states
 	usual      bool  // the URL is "https://" + key
 	hasDigest  bool  // digest holds a digest of 32 hex digits
 	digest     [16]byte
@@ -56,9 +70,8 @@ type viewExtra struct {
 	digest    string // a digest that is not 32 hex digits
 }
 
-// viewTable is the full node's view of the fleet's repositories, guarded
-// by fullNode.mu.
-type viewTable struct {
+// View is the full node's view of the fleet's repositories.
+type View struct {
 	tab    *repoTable // shared with the counters' classTable
 	n      int
 	states nameTable // state names
@@ -69,24 +82,32 @@ type viewTable struct {
 // are kept whole, each with its repository.
 const maxErrTemplates = 1 << 16
 
-// newViewTable returns an empty view kept in tab (nil: a table of its
-// own).
-func newViewTable(tab *repoTable) *viewTable {
+// New returns an empty view and its counters, which keep a repository's
+// entry and its class in one slot.
+func New() (*View, *Counters) {
+	c := NewCounters()
+	return newView(c.classes.tab), c
+}
+
+// newView returns an empty view kept in tab (nil: a table of its own).
+func newView(tab *repoTable) *View {
 	if tab == nil {
 		tab = newRepoTable()
 	}
-	return &viewTable{tab: tab, errs: intern.New(maxErrTemplates)}
+	return &View{tab: tab, errs: intern.New(maxErrTemplates)}
 }
 
-func (t *viewTable) len() int { return t.n }
+// Len is how many repositories the view holds.
+func (t *View) Len() int { return t.n }
 
-func (t *viewTable) has(key string) bool {
+// Has tells whether the view holds key.
+func (t *View) Has(key string) bool {
 	s := t.tab.lookup(key)
 	return s != nil && s.inView
 }
 
-// keys yields every key, in no order.
-func (t *viewTable) keys() iter.Seq[string] {
+// Keys yields every key, in no order.
+func (t *View) Keys() iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for k, s := range t.tab.each() {
 			if s.inView && !yield(k) {
@@ -96,12 +117,13 @@ func (t *viewTable) keys() iter.Seq[string] {
 	}
 }
 
-// put stores r, and returns what was there before.
-func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
+// Put stores r, and returns what was there before. The entry's
+// verified_at is kept: it is the full node's own, not the coordinator's.
+func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	key := r.GetKey()
 	s := t.tab.slot(key)
 	old, had = s.view, s.inView
-	v := repoView{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
+	v := Entry{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
 		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.states.id(r.GetState())}
 	if msg := r.GetLastError(); msg != "" {
 		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
@@ -134,9 +156,9 @@ func (t *viewTable) put(r *fleetv1.RepoState) (old repoView, had bool) {
 	return old, had
 }
 
-// setVerified records key's verified_at (unix seconds) and returns the
+// SetVerified records key's verified_at (unix seconds) and returns the
 // one it replaces; false when key is not in the view.
-func (t *viewTable) setVerified(key string, at uint32) (uint32, bool) {
+func (t *View) SetVerified(key string, at uint32) (uint32, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
 		return 0, false
@@ -146,9 +168,9 @@ func (t *viewTable) setVerified(key string, at uint32) (uint32, bool) {
 	return old, true
 }
 
-// verifiedTimes yields every key with its verified_at (unix seconds), in
+// VerifiedTimes yields every key with its verified_at (unix seconds), in
 // no order.
-func (t *viewTable) verifiedTimes() iter.Seq2[string, uint32] {
+func (t *View) VerifiedTimes() iter.Seq2[string, uint32] {
 	return func(yield func(string, uint32) bool) {
 		for k, s := range t.tab.each() {
 			if s.inView && !yield(k, s.view.verifiedAt) {
@@ -158,56 +180,65 @@ func (t *viewTable) verifiedTimes() iter.Seq2[string, uint32] {
 	}
 }
 
-// del removes key, and returns what was there.
-func (t *viewTable) del(key string) (repoView, bool) {
+// Del removes key, and returns what was there.
+func (t *View) Del(key string) (Entry, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
-		return repoView{}, false
+		return Entry{}, false
 	}
 	v := s.view
-	s.view, s.inView = repoView{}, false
+	s.view, s.inView = Entry{}, false
 	t.n--
 	t.tab.release(key, s)
 	return v, true
 }
 
-// view returns key's compact state.
-func (t *viewTable) view(key string) (repoView, bool) {
+// Entry returns key's compact state.
+func (t *View) Entry(key string) (Entry, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
-		return repoView{}, false
+		return Entry{}, false
 	}
 	return s.view, true
 }
 
-// get returns key's state as the coordinator sent it (a copy of the
+// Get returns key's state as the coordinator sent it (a copy of the
 // caller's own), or nil.
-func (t *viewTable) get(key string) *fleetv1.RepoState {
-	v, ok := t.view(key)
+func (t *View) Get(key string) *fleetv1.RepoState {
+	v, ok := t.Entry(key)
 	if !ok {
 		return nil
 	}
 	return t.state(key, v)
 }
 
-// classInput returns what key's class depends on (counters.go), without
-// the rest of its state.
-func (t *viewTable) classInput(key string) (classInput, bool) {
-	v, ok := t.view(key)
+// Input is what a repository's class depends on in the view: the
+// owner's last report and the full node's verified_at.
+type Input struct {
+	State, LastError, Digest string
+	Owner                    uint32
+	LastCheck                int64  // unix ms
+	VerifiedAt               uint32 // unix seconds
+}
+
+// Input returns what key's class depends on, without building its whole
+// state.
+func (t *View) Input(key string) (Input, bool) {
+	v, ok := t.Entry(key)
 	if !ok {
-		return classInput{}, false
+		return Input{}, false
 	}
-	in := classInput{state: t.states.name(v.state), owner: v.owner, lastCheck: v.lastCheck, digest: v.digestString(),
-		verifiedAt: v.verifiedAt}
+	in := Input{State: t.states.name(v.state), Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
+		VerifiedAt: v.verifiedAt}
 	if v.errText != "" {
-		in.lastError = intern.Unpack(v.errText, v.upstream(key), key)
+		in.LastError = intern.Unpack(v.errText, v.Upstream(key), key)
 	}
 	return in, true
 }
 
 // state builds the RepoState of key from v.
-func (t *viewTable) state(key string, v repoView) *fleetv1.RepoState {
-	r := &fleetv1.RepoState{Key: key, Url: v.upstream(key), Owner: v.owner, Digest: v.digestString(),
+func (t *View) state(key string, v Entry) *fleetv1.RepoState {
+	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
 		State: t.states.name(v.state), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
 		Fetches: uint64(v.fetches)}
 	if v.errText != "" {
@@ -220,7 +251,17 @@ func (t *viewTable) state(key string, v repoView) *fleetv1.RepoState {
 	return r
 }
 
-func (v repoView) upstream(key string) string {
+// Owner is the node that fetches the repository (0: none yet).
+func (v Entry) Owner() uint32 { return v.owner }
+
+// LastCheck is the owner's last check, in unix ms (0: none).
+func (v Entry) LastCheck() int64 { return v.lastCheck }
+
+// VerifiedAt is the full node's verified_at, in unix seconds (0: never).
+func (v Entry) VerifiedAt() uint32 { return v.verifiedAt }
+
+// Upstream is the repository's URL ("" if the coordinator sent none).
+func (v Entry) Upstream(key string) string {
 	switch {
 	case v.usual:
 		return "https://" + key
@@ -230,7 +271,8 @@ func (v repoView) upstream(key string) string {
 	return ""
 }
 
-func (v repoView) digestString() string {
+// Digest is the digest of the owner's mirror, as the owner reported it.
+func (v Entry) Digest() string {
 	switch {
 	case v.hasDigest:
 		return hex.EncodeToString(v.digest[:])

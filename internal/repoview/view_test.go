@@ -1,4 +1,4 @@
-package node
+package repoview
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // Every field of a RepoState comes back from the view as it went in, in
 // its usual and unusual spellings.
 func TestViewKeepsEveryField(t *testing.T) {
-	tab := newViewTable(nil)
+	tab := newView(nil)
 	states := []*fleetv1.RepoState{
 		{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 3, Digest: "0123456789abcdef0123456789abcdef", State: "ok",
 			LastCheckMs: 1e12, LastChangeMs: 9e11, Checks: 7, Fetches: 2},
@@ -23,10 +23,10 @@ func TestViewKeepsEveryField(t *testing.T) {
 		{Key: "github.com/a/e", Url: "https://github.com/a/e", State: "gone", Checks: 1 << 40},
 	}
 	for _, st := range states {
-		tab.put(st)
+		tab.Put(st)
 	}
 	for _, st := range states {
-		got := tab.get(st.GetKey())
+		got := tab.Get(st.GetKey())
 		want := proto.Clone(st).(*fleetv1.RepoState)
 		if want.Checks > 1<<32-1 {
 			want.Checks = 1<<32 - 1 // counters saturate
@@ -35,10 +35,10 @@ func TestViewKeepsEveryField(t *testing.T) {
 			t.Errorf("got  %v\nwant %v", got, want)
 		}
 	}
-	if tab.get("github.com/a/none") != nil || tab.has("github.com/a/none") {
+	if tab.Get("github.com/a/none") != nil || tab.Has("github.com/a/none") {
 		t.Error("an unknown key has a state")
 	}
-	if _, ok := tab.del("github.com/a/b"); !ok || tab.has("github.com/a/b") || tab.len() != 3 {
+	if _, ok := tab.Del("github.com/a/b"); !ok || tab.Has("github.com/a/b") || tab.Len() != 3 {
 		t.Error("del did not remove the key")
 	}
 }
@@ -74,9 +74,9 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 	runtime.KeepAlive(msgs)
 	msgs = nil
 	base = live()
-	tab := newViewTable(nil)
+	tab := newView(nil)
 	for _, st := range states() {
-		tab.put(st)
+		tab.Put(st)
 	}
 	asView := live() - base
 	runtime.KeepAlive(tab)
@@ -90,17 +90,17 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 // when both have let the key go, and a freed slot is reused.
 func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	tab := newRepoTable()
-	view, classes := newViewTable(tab), newClassTable(tab)
+	view, classes := newView(tab), newClassTable(tab)
 	for i := range 10 {
 		key := fmt.Sprintf("h/g/r%d", i)
-		view.put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
-		classes.put(key, repoClass{state: "ok", owner: 2, verified: neverVerified})
+		view.Put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
+		classes.put(key, Class{State: "ok", Owner: 2, Verified: neverVerified})
 	}
-	if len(tab.index) != 10 || view.len() != 10 || classes.n != 10 {
-		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.len(), classes.n)
+	if len(tab.index) != 10 || view.Len() != 10 || classes.n != 10 {
+		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.Len(), classes.n)
 	}
-	view.del("h/g/r3") // the view first, then its reclass
-	if cl, ok := classes.get("h/g/r3"); !ok || cl.state != "ok" {
+	view.Del("h/g/r3") // the view first, then its reclass
+	if cl, ok := classes.get("h/g/r3"); !ok || cl.State != "ok" {
 		t.Fatal("the class went with the view")
 	}
 	classes.del("h/g/r3")
@@ -108,21 +108,21 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 		t.Fatal("a key neither viewed nor classed keeps its slot")
 	}
 	classes.del("h/g/r4") // a class dropped, the view kept
-	if st := view.get("h/g/r4"); st == nil || st.GetOwner() != 2 {
+	if st := view.Get("h/g/r4"); st == nil || st.GetOwner() != 2 {
 		t.Fatal("the view went with the class")
 	}
-	view.put(&fleetv1.RepoState{Key: "h/g/new", State: "pending"})
+	view.Put(&fleetv1.RepoState{Key: "h/g/new", State: "pending"})
 	if len(tab.free) != 0 || len(tab.chunks) != 1 || len(tab.chunks[0]) != 10 {
 		t.Fatal("a new key did not reuse the freed slot")
 	}
-	if st := view.get("h/g/new"); st.GetState() != "pending" || st.GetOwner() != 0 {
+	if st := view.Get("h/g/new"); st.GetState() != "pending" || st.GetOwner() != 0 {
 		t.Fatalf("the reused slot kept what its last key had: %v", st)
 	}
 	if _, ok := classes.get("h/g/new"); ok {
 		t.Fatal("the reused slot kept a class")
 	}
 	var keys []string
-	for k := range view.keys() {
+	for k := range view.Keys() {
 		keys = append(keys, k)
 	}
 	if len(keys) != 10 {

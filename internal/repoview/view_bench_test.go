@@ -1,4 +1,4 @@
-package node
+package repoview
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // beside it): the bytes live on the heap after the view is filled,
 // divided by the repositories.
 //
-//	go test ./internal/node/ -run '^$' -bench '^BenchmarkViewMillion$' -benchtime 1x -benchmem
+//	go test ./internal/repoview/ -run '^$' -bench '^BenchmarkViewMillion$' -benchtime 1x -benchmem
 func BenchmarkViewMillion(b *testing.B) {
 	const n = 1_000_000
 	live := func() uint64 {
@@ -25,12 +25,12 @@ func BenchmarkViewMillion(b *testing.B) {
 	for b.Loop() {
 		base := live()
 		tab := newRepoTable()
-		view, classes := newViewTable(tab), newClassTable(tab)
+		view, classes := newView(tab), newClassTable(tab)
 		for i := range n {
 			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
-			view.put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
+			view.Put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
 				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1})
-			classes.put(key, repoClass{state: "ok", owner: uint32(1 + i%5), current: true})
+			classes.put(key, Class{State: "ok", Owner: uint32(1 + i%5), Current: true})
 		}
 		b.ReportMetric(float64(live()-base)/n, "bytes/repo")
 		runtime.KeepAlive(view)

@@ -1,14 +1,14 @@
-package node
+package repoview
 
-// staleCounter counts the repositories whose last check is older than a
+// StaleCounter counts the repositories whose last check is older than a
 // cutoff, for the stale-repositories alert, without a walk of the
 // repositories: the last checks are counted in buckets of a minute, and the
 // count below the cutoff is kept as repositories change and as the cutoff
 // moves (forward, as time does: O(minutes moved) per evaluation, and O(1)
 // per change of a repository). Repositories never checked are not counted
 // (they are pending). The figure is exact to the minute. The zero value is
-// ready; it is guarded by fullNode.mu.
-type staleCounter struct {
+// ready. (The full node counts its verified_at as the last check.)
+type StaleCounter struct {
 	buckets map[int64]int // repositories by the unix minute of their last check
 	cursor  int64         // the buckets below it are counted in stale
 	stale   int
@@ -24,9 +24,9 @@ func minuteOf(ms int64) int64 {
 	return ms / msPerMinute
 }
 
-// move records that a repository's last check went from oldMs to newMs
+// Move records that a repository's last check went from oldMs to newMs
 // (unix ms; 0: none, as for a repository that came or left).
-func (c *staleCounter) move(oldMs, newMs int64) {
+func (c *StaleCounter) Move(oldMs, newMs int64) {
 	if oldMs == newMs {
 		return
 	}
@@ -51,9 +51,9 @@ func (c *staleCounter) move(oldMs, newMs int64) {
 	}
 }
 
-// count returns how many repositories were last checked before the
+// Count returns how many repositories were last checked before the
 // minute of cutoffMs (unix ms).
-func (c *staleCounter) count(cutoffMs int64) int {
+func (c *StaleCounter) Count(cutoffMs int64) int {
 	target := minuteOf(cutoffMs)
 	if !c.started {
 		c.started, c.cursor, c.stale = true, target, 0

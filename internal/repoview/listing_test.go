@@ -1,4 +1,4 @@
-package node
+package repoview
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,18 +22,18 @@ func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
 }
 
 // tableOf is the full node's table of view.
-func tableOf(view map[string]*fleetv1.RepoState) *viewTable {
-	t := newViewTable(nil)
+func tableOf(view map[string]*fleetv1.RepoState) *View {
+	t := newView(nil)
 	for k, st := range view {
 		r := proto.Clone(st).(*fleetv1.RepoState)
 		r.Key = k
-		t.put(r)
+		t.Put(r)
 	}
 	return t
 }
 
 // naiveList is what a listing means: every key in order, filtered, paged.
-func naiveList(view map[string]*fleetv1.RepoState, f api.RepoFilter) (page []string, total int) {
+func naiveList(view map[string]*fleetv1.RepoState, f Filter) (page []string, total int) {
 	var keys []string
 	for k, st := range view {
 		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == "" || st.GetState() == f.State) {
@@ -53,13 +52,13 @@ func naiveList(view map[string]*fleetv1.RepoState, f api.RepoFilter) (page []str
 func TestListPageAgreesWithSortingEverything(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	view := testView(2000, rng)
-	var x sortedIndex
+	var x SortedIndex
 	for k := range view {
-		x.add(k)
+		x.Add(k)
 	}
 	prefixes := []string{"", "host1.example/", "host2.example/g1", "host0.example/g13/", "nohost/", "host"}
 	for round := range 500 {
-		f := api.RepoFilter{Prefix: prefixes[rng.IntN(len(prefixes))], Offset: rng.IntN(300), Limit: rng.IntN(60)}
+		f := Filter{Prefix: prefixes[rng.IntN(len(prefixes))], Offset: rng.IntN(300), Limit: rng.IntN(60)}
 		if rng.IntN(2) == 0 {
 			f.Owner = uint32(rng.IntN(5))
 		}
@@ -71,14 +70,14 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 			for k := range view {
 				if rng.IntN(100) == 0 {
 					delete(view, k)
-					x.remove(k)
+					x.Remove(k)
 				}
 			}
 			for i := range rng.IntN(30) {
 				k := fmt.Sprintf("host%d.example/g1/new%d-%d", rng.IntN(3), round, i)
 				if _, ok := view[k]; !ok {
 					view[k] = &fleetv1.RepoState{State: "pending", Owner: 1}
-					x.add(k)
+					x.Add(k)
 				}
 			}
 			// A key that comes and goes between two listings.
@@ -87,22 +86,22 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 			for range rng.IntN(4) {
 				if had {
 					delete(view, k)
-					x.remove(k)
+					x.Remove(k)
 				} else {
 					view[k] = &fleetv1.RepoState{State: "ok", Owner: 2}
-					x.add(k)
+					x.Add(k)
 				}
 				had = !had
 			}
 		}
 		tab := tableOf(view)
-		page, total := listPage(x.of(tab), tab, f)
+		page, total := listPage(x.Of(tab), tab, f)
 		want, wantTotal := naiveList(view, f)
 		var got []string
 		for _, p := range page {
-			got = append(got, p.key)
-			if p.st.GetState() != view[p.key].GetState() || p.st.GetOwner() != view[p.key].GetOwner() {
-				t.Fatalf("round %d: %s listed with another state", round, p.key)
+			got = append(got, p.Key)
+			if p.State.GetState() != view[p.Key].GetState() || p.State.GetOwner() != view[p.Key].GetOwner() {
+				t.Fatalf("round %d: %s listed with another state", round, p.Key)
 			}
 		}
 		if total != wantTotal || !slices.Equal(got, want) {
@@ -118,12 +117,12 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 // with no filter and with a state filter, once the keys are sorted.
 func BenchmarkListPage(b *testing.B) {
 	view := tableOf(testView(1_000_000, rand.New(rand.NewPCG(1, 2))))
-	var x sortedIndex
-	x.of(view)
-	for _, f := range []api.RepoFilter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
+	var x SortedIndex
+	x.Of(view)
+	for _, f := range []Filter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
 		b.Run(fmt.Sprintf("offset=%d,prefix=%q,state=%q", f.Offset, f.Prefix, f.State), func(b *testing.B) {
 			for b.Loop() {
-				listPage(x.of(view), view, f)
+				listPage(x.Of(view), view, f)
 			}
 		})
 	}
@@ -131,15 +130,15 @@ func BenchmarkListPage(b *testing.B) {
 		for b.Loop() {
 			for i := range 100 {
 				k := fmt.Sprintf("host1.example/g3/new%d", i)
-				if view.has(k) {
-					view.del(k)
-					x.remove(k)
+				if view.Has(k) {
+					view.Del(k)
+					x.Remove(k)
 				} else {
-					view.put(&fleetv1.RepoState{Key: k})
-					x.add(k)
+					view.Put(&fleetv1.RepoState{Key: k})
+					x.Add(k)
 				}
 			}
-			x.of(view)
+			x.Of(view)
 		}
 	})
 }

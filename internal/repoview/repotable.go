@@ -1,14 +1,14 @@
-package node
+package repoview
 
 import "iter"
 
-// repoTable holds, for every repository the full node knows, its view
+// repoTable holds, for every repository the full node knows, its entry
 // (view.go) and its class (classtable.go) in one slot: one map from key to
 // slot for both, where two maps of a million keys each cost about 80 bytes
 // a key apiece. Slots live in chunks that never move, so a slot's address
 // is stable, and a freed slot is reused. A slot is in use while it holds a
 // view or a class: the counters drop a key's class after the view has
-// dropped the key (reclass runs after the change it follows).
+// dropped the key (the full node reclasses a key after each change).
 type repoTable struct {
 	index  map[string]int32
 	chunks [][]repoSlot
@@ -16,7 +16,7 @@ type repoTable struct {
 }
 
 type repoSlot struct {
-	view    repoView
+	view    Entry
 	class   packedClass
 	inView  bool
 	classed bool

@@ -1,11 +1,10 @@
-package node
+package repoview
 
 import (
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -15,41 +14,50 @@ import (
 // changes, a prefix is a binary search, and only the page's repositories
 // are looked at on disk.
 
-// listed is one repository of a page: its key and its state, a copy built
-// for the page (viewTable.get), and so safe to read without the lock.
-type listed struct {
-	key string
-	st  *fleetv1.RepoState
+// Filter selects the repositories of a listing: by key prefix, state and
+// owner (0: any), then a page from Offset of at most Limit (0: all).
+type Filter struct {
+	Prefix, State string
+	Owner         uint32
+	Offset, Limit int
 }
 
-// sortedIndex keeps the keys of a view in order. Keys added or removed
+// Listed is one repository of a page: its key and its state, a copy built
+// for the page (View.Get), and so safe to read without the lock.
+type Listed struct {
+	Key   string
+	State *fleetv1.RepoState
+}
+
+// SortedIndex keeps the keys of a view in order. Keys added or removed
 // since the last listing are merged in at the next one: a sort of the new
 // keys and one pass over the old, not a sort of a million.
-type sortedIndex struct {
+type SortedIndex struct {
 	keys    []string // in order; never modified: a merge makes a new slice
 	added   []string // keys added since, in no order
 	removed map[string]bool
 	rebuilt int // times a merge disagreed with the view, for tests
 }
 
-// add notes that key joined the view.
-func (x *sortedIndex) add(key string) {
+// Add notes that key joined the view.
+func (x *SortedIndex) Add(key string) {
 	delete(x.removed, key)
 	x.added = append(x.added, key)
 }
 
-// remove notes that key left the view.
-func (x *sortedIndex) remove(key string) {
+// Remove notes that key left the view.
+func (x *SortedIndex) Remove(key string) {
 	if x.removed == nil {
 		x.removed = make(map[string]bool)
 	}
 	x.removed[key] = true
 }
 
-// of returns the keys of view in order.
-func (x *sortedIndex) of(view *viewTable) []string {
-	return x.ordered(view.len(), func(keys []string) []string {
-		for k := range view.keys() {
+// Of returns the keys of view in order. The slice is shared: callers do
+// not change it.
+func (x *SortedIndex) Of(view *View) []string {
+	return x.ordered(view.Len(), func(keys []string) []string {
+		for k := range view.Keys() {
 			keys = append(keys, k)
 		}
 		return keys
@@ -58,7 +66,7 @@ func (x *sortedIndex) of(view *viewTable) []string {
 
 // ordered returns the index's keys in order: want of them, which all
 // appends to a slice when the bookkeeping went wrong.
-func (x *sortedIndex) ordered(want int, all func([]string) []string) []string {
+func (x *SortedIndex) ordered(want int, all func([]string) []string) []string {
 	if len(x.added) == 0 && len(x.removed) == 0 && len(x.keys) == want {
 		return x.keys
 	}
@@ -92,7 +100,7 @@ func (x *sortedIndex) ordered(want int, all func([]string) []string) []string {
 // (every key of view, in order), and how many match in all. Without an
 // owner or state filter it costs a binary search and the page; with one,
 // a walk of the keys under the prefix.
-func listPage(sorted []string, view *viewTable, f api.RepoFilter) (page []listed, total int) {
+func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) {
 	lo, hi := 0, len(sorted)
 	if f.Prefix != "" {
 		lo = sort.SearchStrings(sorted, f.Prefix)
@@ -101,17 +109,17 @@ func listPage(sorted []string, view *viewTable, f api.RepoFilter) (page []listed
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	if f.Owner == 0 && f.State == "" {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
-			page = append(page, listed{sorted[i], view.get(sorted[i])})
+			page = append(page, Listed{sorted[i], view.Get(sorted[i])})
 		}
 		return page, hi - lo
 	}
 	for _, k := range sorted[lo:hi] {
-		v, _ := view.view(k)
+		v, _ := view.Entry(k)
 		if f.Owner != 0 && v.owner != f.Owner || f.State != "" && view.states.name(v.state) != f.State {
 			continue
 		}
 		if total >= f.Offset && in(total) {
-			page = append(page, listed{k, view.state(k, v)})
+			page = append(page, Listed{k, view.state(k, v)})
 		}
 		total++
 	}

@@ -1,4 +1,4 @@
-package node
+package repoview
 
 import (
 	"iter"
@@ -9,7 +9,7 @@ import (
 // in 12 bytes: the state and the error class as indexes into a table of
 // their few names, the minute of the last check in 32 bits.
 type classTable struct {
-	tab   *repoTable // shared with the full node's viewTable
+	tab   *repoTable // shared with the View
 	n     int
 	names nameTable // states and error classes
 }
@@ -33,29 +33,29 @@ func newClassTable(tab *repoTable) *classTable {
 	return t
 }
 
-func (t *classTable) unpack(p packedClass) repoClass {
-	return repoClass{state: t.names.name(p.state), owner: p.owner, current: p.current, verified: int64(p.verified),
-		errClass: t.names.name(p.errClass)}
+func (t *classTable) unpack(p packedClass) Class {
+	return Class{State: t.names.name(p.state), Owner: p.owner, Current: p.current, Verified: int64(p.verified),
+		ErrClass: t.names.name(p.errClass)}
 }
 
 // get returns key's class.
-func (t *classTable) get(key string) (repoClass, bool) {
+func (t *classTable) get(key string) (Class, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.classed {
-		return repoClass{}, false
+		return Class{}, false
 	}
 	return t.unpack(s.class), true
 }
 
 // put records key's class.
-func (t *classTable) put(key string, cl repoClass) {
+func (t *classTable) put(key string, cl Class) {
 	s := t.tab.slot(key)
 	if !s.classed {
 		s.classed = true
 		t.n++
 	}
-	s.class = packedClass{owner: cl.owner, verified: int32(max(min(cl.verified, math.MaxInt32), math.MinInt32)),
-		state: t.names.id(cl.state), errClass: t.names.id(cl.errClass), current: cl.current}
+	s.class = packedClass{owner: cl.Owner, verified: int32(max(min(cl.Verified, math.MaxInt32), math.MinInt32)),
+		state: t.names.id(cl.State), errClass: t.names.id(cl.ErrClass), current: cl.Current}
 }
 
 func (t *classTable) del(key string) {
@@ -69,8 +69,8 @@ func (t *classTable) del(key string) {
 }
 
 // all yields every key and its class, in no order.
-func (t *classTable) all() iter.Seq2[string, repoClass] {
-	return func(yield func(string, repoClass) bool) {
+func (t *classTable) all() iter.Seq2[string, Class] {
+	return func(yield func(string, Class) bool) {
 		for k, s := range t.tab.each() {
 			if s.classed && !yield(k, t.unpack(s.class)) {
 				return
