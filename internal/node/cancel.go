@@ -3,20 +3,11 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
-
-	"github.com/gitfleet/gitfleet/internal/api"
-	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-var _ api.Canceller = (*backend)(nil)
-
-// errCancelled is the cause of a check that the operator cancelled.
-var errCancelled = errors.New("cancelled by the operator")
+// ErrCancelled is the cause of a check that the operator cancelled.
+var ErrCancelled = errors.New("cancelled by the operator")
 
 // runningCheck is a check in progress: the on-demand tasks it answers, and
 // how to stop it.
@@ -26,7 +17,7 @@ type runningCheck struct {
 }
 
 // startCheck records that a check of key answering taskIDs starts, and
-// returns its context (cancelCheck stops it with errCancelled) and the
+// returns its context (cancelCheck stops it with ErrCancelled) and the
 // function that ends the record. Caller holds n.mu.
 func (n *Node) startCheckLocked(ctx context.Context, key string, taskIDs []string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -58,34 +49,11 @@ func (n *Node) cancelCheck(key, taskID string) {
 		}
 	}
 	if rc := n.running[key]; rc != nil && slices.Contains(rc.taskIDs, taskID) {
-		rc.cancel(errCancelled)
+		rc.cancel(ErrCancelled)
 		n.log.Info("on-demand check cancelled: stopping its git processes", "key", key, "task", taskID)
 	}
 }
 
 // cancelled tells whether the check whose context is ctx was cancelled by
 // the operator.
-func cancelled(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errCancelled) }
-
-// CancelFetch stops the on-demand check of key that task taskID asked
-// for: the coordinator passes it to the owner, as it passed the check.
-func (b *backend) CancelFetch(ctx context.Context, key, taskID string) error {
-	b.mu.Lock()
-	run := b.tasks[taskID]
-	delete(b.tasks, taskID)
-	b.mu.Unlock()
-	if run == nil {
-		return nil // never sent to an owner (or over): nothing to stop
-	}
-	client, cctx, err := b.coordinator(ctx)
-	if err == nil {
-		_, err = client.FetchNow(cctx, &fleetv1.FetchNowRequest{Key: key, TaskId: taskID, Cancel: true}, grpc.WaitForReady(false))
-	}
-	if err != nil {
-		b.mu.Lock()
-		b.tasks[taskID] = run // still running: its result is still awaited
-		b.mu.Unlock()
-		return fmt.Errorf("cancel the check of %s: %s", key, status.Convert(err).Message())
-	}
-	return nil
-}
+func cancelled(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrCancelled) }

@@ -32,7 +32,7 @@ func TestCancelDropsAWaitingTaskAndStopsOnlyTheCheckOfItsTask(t *testing.T) {
 		t.Error("a background check was stopped for a task it does not answer")
 	}
 	n.cancelCheck("h/a", "t0")
-	if !cancelled(ctxA) || !errors.Is(context.Cause(ctxA), errCancelled) {
+	if !cancelled(ctxA) || !errors.Is(context.Cause(ctxA), ErrCancelled) {
 		t.Errorf("the check of t0: err %v, cause %v", ctxA.Err(), context.Cause(ctxA))
 	}
 	endA()

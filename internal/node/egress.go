@@ -20,12 +20,12 @@ func egressDialer(cfg Config) *egress.Dialer {
 	return &egress.Dialer{Policy: p, Resolver: cfg.Resolver}
 }
 
-// syncUpstream brings key's mirror up to date from an upstream URL: the
+// SyncUpstream brings key's mirror up to date from an upstream URL: the
 // URL is checked against the egress policy first (the scheme, the port, the
 // host and, for git:// and ssh://, its answers), at every fetch, and git's
 // connections then go through the egress proxy, which checks the address
 // it dials.
-func (n *Node) syncUpstream(ctx context.Context, key, url string) (mirror.Result, error) {
+func (n *Node) SyncUpstream(ctx context.Context, key, url string) (mirror.Result, error) {
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
@@ -34,7 +34,7 @@ func (n *Node) syncUpstream(ctx context.Context, key, url string) (mirror.Result
 
 // replaceUpstream copies key's mirror again from an upstream URL (the
 // repair of a corrupt mirror: mirror.Replace), with the same check of the
-// URL against the egress policy first as syncUpstream.
+// URL against the egress policy first as SyncUpstream.
 func (n *Node) replaceUpstream(ctx context.Context, key, url string) (gitcmd.Refs, error) {
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)

@@ -20,7 +20,7 @@ import (
 	bolt "github.com/gitfleet/gitfleet/internal/store"
 )
 
-// A full node's maintainer, given a mirror that was just cloned, maintains
+// A node's maintainer, given a mirror that was just cloned, maintains
 // it once (a full run: its first), counts the run in /metrics and records
 // it in the fetch log; noted again with nothing new, it is
 // probed and left alone; a key with no mirror is forgotten.
@@ -52,8 +52,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	n := &Node{log: log, clk: clock.Real{}, mirror: store, maint: newMaintainer(1, 1, 7*24*time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log)}
-	n.full = &fullNode{n: n}
-	n.full.backend = newBackend(n.full)
+	n.role = partial{n}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { n.maintainLoop(ctx); close(done) }()

@@ -115,6 +115,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 		owned: map[string]*owned{key: {url: url}}, digests: map[string]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
 		dialer: egressDialer(Config{})} // the default policy: loopback refused
+	n.role = partial{n}
 	cause := fmt.Errorf("mirror %s: %w", key, mirror.ErrCorrupt)
 
 	before := conns.Load()
@@ -122,8 +123,8 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if got := conns.Load() - before; got != 0 {
 		t.Fatalf("the refused repair made %d connections", got)
 	}
-	if s := n.verify.brokenState(key); s != stateCorrupt {
-		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, stateCorrupt)
+	if s := n.verify.brokenState(key); s != StateCorrupt {
+		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, StateCorrupt)
 	}
 	if !strings.Contains(logs.String(), "blocked destination") || !strings.Contains(logs.String(), "class="+string(gitcmd.ClassBlocked)) {
 		t.Fatalf("the refusal is not logged as a blocked destination:\n%s", logs.String())

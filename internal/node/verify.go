@@ -19,11 +19,11 @@ import (
 
 // The states a broken mirror goes through, shown by the API.
 const (
-	stateCorrupt   = "corrupt"
-	stateRepairing = "repairing"
-	// stateUnchecked: written shortly before an unclean stop, and not yet
+	StateCorrupt   = "corrupt"
+	StateRepairing = "repairing"
+	// StateUnchecked: written shortly before an unclean stop, and not yet
 	// verified since (checkAfterCrash).
-	stateUnchecked = "unchecked"
+	StateUnchecked = "unchecked"
 )
 
 const bucketVerified = "verified"
@@ -32,9 +32,9 @@ const bucketVerified = "verified"
 type verifier struct {
 	mu     sync.Mutex
 	plan   *verifyPlan
-	broken map[string]string // key -> stateCorrupt or stateRepairing
-	// changed hears of each change of broken, without mu held (the full
-	// node's counters); set before the node runs.
+	broken map[string]string // key -> StateCorrupt, StateRepairing or StateUnchecked
+	// changed hears of each change of broken, without mu held (the
+	// role's Changed); set before the node runs.
 	changed func(key string)
 	wake    chan struct{}
 }
@@ -163,7 +163,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 func (n *Node) holdUnchecked() []string {
 	keys := n.mirror.Unchecked()
 	for _, k := range keys {
-		n.verify.setBroken(k, stateUnchecked)
+		n.verify.setBroken(k, StateUnchecked)
 	}
 	return keys
 }
@@ -212,7 +212,7 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 // unserved and is tried again by the next verification, a minute later.
 func (n *Node) repair(ctx context.Context, key string, cause error) {
 	v := n.verify
-	v.setBroken(key, stateCorrupt)
+	v.setBroken(key, StateCorrupt)
 	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
 	url := n.upstreamOf(key)
 	if url == "" {
@@ -220,16 +220,16 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 		if err := n.mirror.Remove(key); err != nil {
 			n.log.Error("remove corrupt mirror", "key", key, "err", err)
 		}
-		n.forgetDigest(key)
+		n.ForgetDigest(key)
 		v.setBroken(key, "")
 		return
 	}
-	v.setBroken(key, stateRepairing)
+	v.setBroken(key, StateRepairing)
 	start := n.clk.Now()
 	refs, err := n.replaceUpstream(ctx, key, url)
-	n.flog.Append(n.workEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
+	n.flog.Append(n.WorkEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
-		v.setBroken(key, stateCorrupt)
+		v.setBroken(key, StateCorrupt)
 		v.mu.Lock()
 		v.plan.retry(key, n.clk.Now(), time.Minute)
 		v.mu.Unlock()
@@ -237,17 +237,15 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 		return
 	}
 	digest := refs.Digest()
-	n.setDigest(key, digest)
+	n.SetDigest(key, digest)
 	v.setBroken(key, "")
 	n.log.Info("corrupt mirror repaired from its upstream: served again", "key", key, "digest", digest,
 		"ms", n.clk.Now().Sub(start).Milliseconds())
 	if n.owns(key) {
-		n.report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Cloned: true, Fetched: true,
+		n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Cloned: true, Fetched: true,
 			Changed: true, Digest: digest, DurationMs: n.clk.Now().Sub(start).Milliseconds()})
 	}
-	if n.full != nil {
-		n.full.repaired(key, digest)
-	}
+	n.role.Repaired(key, digest)
 }
 
 // owns tells whether this node fetches key itself.
@@ -265,12 +263,5 @@ func (n *Node) upstreamOf(key string) string {
 	if o != nil {
 		return o.url
 	}
-	if n.full != nil {
-		n.full.mu.Lock()
-		defer n.full.mu.Unlock()
-		if v, ok := n.full.view.Entry(key); ok {
-			return v.Upstream(key)
-		}
-	}
-	return ""
+	return n.role.Upstream(key) // a full node knows every repository's
 }
