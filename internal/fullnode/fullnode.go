@@ -94,12 +94,12 @@ type Node struct {
 	mark      diskMark        // the disk against its high water (fulldisk.go)
 	diskWait  map[string]bool // keys refused for disk, waiting for room
 	// overLimit holds the owner's digest whose pull was over a limit: not
-	// pulled again until the owner reports another (pullsize.go).
+	// pulled again until the owner reports another (overlimit.go).
 	overLimit map[string]string
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
-	mismatches  mismatchLedger                                            // forged tips served, by node (pullcheck.go)
-	forgeries   forgerySet                                                // the forged tips counted in mismatches (pullcheck.go)
+	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
+	forgeries   forgerySet                                                // the forged tips counted in mismatches (pullverify.go)
 	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
 	stale       repoview.StaleCounter                                     // verified_at of every repository, for alerts
 	alerts      *alerting                                                 // alerts.go

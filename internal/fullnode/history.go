@@ -15,7 +15,7 @@ import (
 // work's: node.WorkEntry), and the log as the API reads it.
 
 // refusedEntry is the fetch log's entry of a pull of key from r's owner,
-// started at start on node and refused (pullcheck.go).
+// started at start on node and refused (pullverify.go).
 func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetchlog.Entry {
 	msg := r.Error()
 	return fetchlog.Entry{Key: key, At: start, Kind: "pull", Node: node, From: r.owner, Result: fetchlog.ResultFailed,

@@ -63,7 +63,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		url, fallbacks, taskIDs, seed = o.url, o.fallbacks, o.taskIDs, o.seedURL
 		o.taskIDs, o.seedURL = nil, ""
 	}
-	// cctx ends when the operator cancels the check (cancel.go).
+	// cctx ends when the operator cancels the check (checkcancel.go).
 	cctx, endCheck := n.startCheckLocked(ctx, key, taskIDs)
 	n.mu.Unlock()
 	defer endCheck()

@@ -15,8 +15,8 @@
 //
 // Decisions about time: when each repository is checked is package
 // schedule's (fed the node's budget, limits and results); the background
-// verification's plan (verifyplan.go) and the maintenance plan
-// (maintplan.go) are pure planners in this package, fed the clock's time;
+// verification's plan (integrityplan.go) and the maintenance plan
+// (maintenanceplan.go) are pure planners in this package, fed the clock's time;
 // the coordinator's session backs off by itself (session.go).
 package node
 
@@ -90,7 +90,7 @@ type Config struct {
 	// PruneAfter bounds how long a mirror keeps the objects that a fetch
 	// which deleted or rewrote refs left unreachable (mirror.SetPruneAfter).
 	PruneAfter time.Duration
-	// Maintenance of the mirrors (maintain.go): lanes (0: none), the
+	// Maintenance of the mirrors (maintenance.go): lanes (0: none), the
 	// share of the time each may run, and how often a mirror is
 	// repacked in full (dropping what no ref reaches).
 	MaintenanceConcurrency  int
@@ -165,7 +165,7 @@ type Node struct {
 	cloning     int // clones under way (guarded by diskMu)
 	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
 	metaDirty   map[string]bool
-	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; cancel.go)
+	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; checkcancel.go)
 
 	// What the node keeps beside its mirrors when diskUsed was measured
 	// (guarded by diskMu; diskbeside.go).

@@ -38,7 +38,7 @@ func (f *Node) pullVerified(ctx context.Context, key string, st *fleetv1.RepoSta
 	}
 	res, err := f.mirror.PullVerified(ctx, key, src, whole)
 	if errors.Is(err, mirror.ErrPullTooLarge) {
-		res, err = f.pullTooLarge(ctx, key, st, owner, err) // pullsize.go
+		res, err = f.pullTooLarge(ctx, key, st, owner, err) // overlimit.go
 		return res, upstreamSeen{}, nil, err
 	}
 	var mm *mirror.MismatchError
