@@ -149,7 +149,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
 			Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval,
 			MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout,
-			VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
+			IntegrityInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,

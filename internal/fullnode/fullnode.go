@@ -24,6 +24,11 @@
 // alerts' evaluation (alerts.go, with package alert's rules). The rest of
 // the node's (checks, integrity, maintenance) are package node's and
 // package schedule's.
+//
+// Here to verify is to compare a mirror's refs with its upstream's
+// (verified_at, pullVerified, verifyOnDemand); the integrity scan of the
+// mirrors on disk is the runtime's (package node), and git's fsck of what
+// a fetch brings is package mirror's.
 package fullnode
 
 import (

@@ -66,7 +66,7 @@ func (r *crashRig) start() *Node {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { db.Close() })
-	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, verify: newVerifier(time.Hour),
+	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, integrity: newIntegrityScan(time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
 		owned: map[string]*owned{r.key: {url: r.url}}, digests: map[string]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
@@ -79,11 +79,11 @@ func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testin
 	r := newCrashRig(t)
 	n := r.start() // no clean stop before it
 	held := n.holdUnchecked()
-	if !slices.Equal(held, []string{r.key}) || n.verify.brokenState(r.key) != StateUnchecked {
-		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.verify.brokenState(r.key), StateUnchecked)
+	if !slices.Equal(held, []string{r.key}) || n.integrity.brokenState(r.key) != StateUnchecked {
+		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.integrity.brokenState(r.key), StateUnchecked)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.verify.brokenState(r.key); s != "" {
+	if s := n.integrity.brokenState(r.key); s != "" {
 		t.Fatalf("a whole mirror is %q after its check, want served", s)
 	}
 }
@@ -101,11 +101,11 @@ func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := n.holdUnchecked()
-	if n.verify.brokenState(r.key) != StateUnchecked {
-		t.Fatalf("held %v, state %q", held, n.verify.brokenState(r.key))
+	if n.integrity.brokenState(r.key) != StateUnchecked {
+		t.Fatalf("held %v, state %q", held, n.integrity.brokenState(r.key))
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.verify.brokenState(r.key); s != "" {
+	if s := n.integrity.brokenState(r.key); s != "" {
 		t.Fatalf("state %q after the check, want repaired and served", s)
 	}
 	if _, err := os.Stat(empty); err == nil {
@@ -120,7 +120,7 @@ func TestAfterACleanStopNothingIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = r.start()
-	if held := n.holdUnchecked(); len(held) != 0 || n.verify.brokenState(r.key) != "" {
-		t.Fatalf("after a clean stop: held %v, state %q", held, n.verify.brokenState(r.key))
+	if held := n.holdUnchecked(); len(held) != 0 || n.integrity.brokenState(r.key) != "" {
+		t.Fatalf("after a clean stop: held %v, state %q", held, n.integrity.brokenState(r.key))
 	}
 }

@@ -12,26 +12,32 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// Background verification of the mirrors on disk (every role). A mirror
-// that fails is not served (the full node answers 404 for it, a partial
-// node refuses it to the full nodes' pulls) until it is repaired: copied
-// again from its upstream into tmp and swapped in.
+// The integrity scan of the mirrors on disk (every role): each mirror is
+// read whole in the background (mirror.Store.Verify: its objects present
+// and readable) about once per --verify-interval, and at once when a clone
+// or maintenance failed on its objects, or when it was written shortly
+// before an unclean stop. A mirror that fails is not served (the full node
+// answers 404 for it, a partial node refuses it to the full nodes' pulls)
+// until it is repaired: copied again from its upstream into tmp and
+// swapped in.
 
 // The states a broken mirror goes through, shown by the API.
 const (
 	StateCorrupt   = "corrupt"
 	StateRepairing = "repairing"
 	// StateUnchecked: written shortly before an unclean stop, and not yet
-	// verified since (checkAfterCrash).
+	// checked since (checkAfterCrash).
 	StateUnchecked = "unchecked"
 )
 
-const bucketVerified = "verified"
+// bucketIntegrity keeps when each mirror's integrity was last checked
+// (unix ms, decimal).
+const bucketIntegrity = "verified"
 
-// verifier is a node's verification state.
-type verifier struct {
+// integrityScan is the state of a node's integrity scan.
+type integrityScan struct {
 	mu     sync.Mutex
-	plan   *verifyPlan
+	plan   *integrityPlan
 	broken map[string]string // key -> StateCorrupt, StateRepairing or StateUnchecked
 	// changed hears of each change of broken, without mu held (the
 	// role's Changed); set before the node runs.
@@ -39,18 +45,18 @@ type verifier struct {
 	wake    chan struct{}
 }
 
-func newVerifier(interval time.Duration) *verifier {
-	return &verifier{plan: newVerifyPlan(interval, 0.1), broken: map[string]string{}, wake: make(chan struct{}, 1)}
+func newIntegrityScan(interval time.Duration) *integrityScan {
+	return &integrityScan{plan: newIntegrityPlan(interval, 0.1), broken: map[string]string{}, wake: make(chan struct{}, 1)}
 }
 
 // brokenState is key's state while it is not served ("" when it is whole).
-func (v *verifier) brokenState(key string) string {
+func (v *integrityScan) brokenState(key string) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.broken[key]
 }
 
-func (v *verifier) setBroken(key, state string) {
+func (v *integrityScan) setBroken(key, state string) {
 	v.mu.Lock()
 	if state == "" {
 		delete(v.broken, key)
@@ -63,10 +69,10 @@ func (v *verifier) setBroken(key, state string) {
 	}
 }
 
-// verifySoon asks for a verification of key at once: why (a clone of it
-// from this node, or its maintenance) failed on its objects.
-func (n *Node) verifySoon(key, why string) {
-	v := n.verify
+// checkIntegritySoon asks for a check of key's integrity at once: why (a
+// clone of it from this node, or its maintenance) failed on its objects.
+func (n *Node) checkIntegritySoon(key, why string) {
+	v := n.integrity
 	held := n.mirror.Has(key)
 	v.mu.Lock()
 	if _, known := v.plan.items[key]; !known && held {
@@ -83,8 +89,8 @@ func (n *Node) verifySoon(key, why string) {
 	}
 }
 
-// syncVerifyKeys gives the plan the mirrors the node holds now.
-func (n *Node) syncVerifyKeys(ctx context.Context, stored map[string]time.Time) {
+// syncIntegrityKeys gives the plan the mirrors the node holds now.
+func (n *Node) syncIntegrityKeys(ctx context.Context, stored map[string]time.Time) {
 	n.mu.Lock()
 	held := make(map[string]bool, len(n.digests))
 	for k := range n.digests {
@@ -92,7 +98,7 @@ func (n *Node) syncVerifyKeys(ctx context.Context, stored map[string]time.Time) 
 	}
 	n.mu.Unlock()
 	now := n.clk.Now()
-	v := n.verify
+	v := n.integrity
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for k := range held {
@@ -105,21 +111,22 @@ func (n *Node) syncVerifyKeys(ctx context.Context, stored map[string]time.Time) 
 	}
 }
 
-// verifyLoop verifies mirrors as the plan makes them due, one at a time.
-func (n *Node) verifyLoop(ctx context.Context) {
+// integrityLoop checks the mirrors' integrity as the plan makes them due,
+// one at a time.
+func (n *Node) integrityLoop(ctx context.Context) {
 	stored := map[string]time.Time{}
-	_ = n.db.Scan(ctx, bucketVerified, "", func(k string, v []byte) error {
+	_ = n.db.Scan(ctx, bucketIntegrity, "", func(k string, v []byte) error {
 		if ms, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 			stored[k] = time.UnixMilli(ms)
 		}
 		return nil
 	})
-	n.syncVerifyKeys(ctx, stored)
+	n.syncIntegrityKeys(ctx, stored)
 	refreshed := n.clk.Now()
-	v := n.verify
+	v := n.integrity
 	for ctx.Err() == nil {
-		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.VerifyInterval) {
-			n.syncVerifyKeys(ctx, nil)
+		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.IntegrityInterval) {
+			n.syncIntegrityKeys(ctx, nil)
 			refreshed = n.clk.Now()
 		}
 		v.mu.Lock()
@@ -143,7 +150,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 		v.mu.Lock()
 		v.plan.done(key, end, end.Sub(start))
 		v.mu.Unlock()
-		if err := n.db.Put(ctx, bucketVerified, key, []byte(strconv.FormatInt(end.UnixMilli(), 10))); err != nil {
+		if err := n.db.Put(ctx, bucketIntegrity, key, []byte(strconv.FormatInt(end.UnixMilli(), 10))); err != nil {
 			n.log.Warn("store verification time", "key", key, "err", err)
 		}
 		switch {
@@ -163,12 +170,12 @@ func (n *Node) verifyLoop(ctx context.Context) {
 func (n *Node) holdUnchecked() []string {
 	keys := n.mirror.Unchecked()
 	for _, k := range keys {
-		n.verify.setBroken(k, StateUnchecked)
+		n.integrity.setBroken(k, StateUnchecked)
 	}
 	return keys
 }
 
-// checkAfterCrash verifies, one at a time, the mirrors written shortly
+// checkAfterCrash checks, one at a time, the mirrors written shortly
 // before an unclean stop (mirror.Store.Unchecked), which are not served
 // meanwhile: a whole one is served again, a corrupt one is repaired. One
 // that cannot be verified (git failed) is tried again a minute later.
@@ -183,12 +190,12 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 			}
 			switch {
 			case err == nil:
-				n.verify.setBroken(key, "")
+				n.integrity.setBroken(key, "")
 				n.log.Info("mirror checked after an unclean stop: served", "key", key)
 			case errors.Is(err, mirror.ErrCorrupt):
 				n.repair(ctx, key, err) // served once repaired
 			case !n.mirror.Has(key):
-				n.verify.setBroken(key, "") // removed meanwhile
+				n.integrity.setBroken(key, "") // removed meanwhile
 			default:
 				n.log.Warn("could not check a mirror after an unclean stop; will retry", "key", key, "err", err)
 				again = append(again, key)
@@ -209,9 +216,9 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 // repair stops serving key's broken mirror, copies it again from its
 // upstream (its URL checked against the egress policy first, as at every
 // fetch) and swaps the copy in. A failed repair leaves the mirror
-// unserved and is tried again by the next verification, a minute later.
+// unserved and is tried again by the next integrity check, a minute later.
 func (n *Node) repair(ctx context.Context, key string, cause error) {
-	v := n.verify
+	v := n.integrity
 	v.setBroken(key, StateCorrupt)
 	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
 	url := n.upstreamOf(key)

@@ -6,51 +6,51 @@ import (
 	"time"
 )
 
-// verifyPlan decides which mirror to verify next and when (pure: it is
-// fed the set of mirrors, results and the time, and does no I/O). Each
-// mirror is verified about once per interval, the oldest first, one at a
-// time, spaced evenly over the interval, and never more often than keeps
-// the verifier busy for maxDuty of the time (after a verification that
-// took d, the next starts at least d/maxDuty after it started). A mirror can be
-// asked for at once (a public clone of it failed on its objects), but not
-// more than once per urgentGap.
-type verifyPlan struct {
+// integrityPlan decides which mirror's integrity to check next and when
+// (pure: it is fed the set of mirrors, results and the time, and does no
+// I/O). Each mirror is checked about once per interval, the oldest first,
+// one at a time, spaced evenly over the interval, and never more often
+// than keeps the scan busy for maxDuty of the time (after a check that
+// took d, the next starts at least d/maxDuty after it started). A mirror
+// can be asked for at once (a public clone of it failed on its objects),
+// but not more than once per urgentIntegrityGap.
+type integrityPlan struct {
 	interval time.Duration
 	maxDuty  float64
 
-	items   map[string]*verifyItem
-	queue   verifyHeap
+	items   map[string]*integrityItem
+	queue   integrityHeap
 	adds    int
-	lastEnd time.Time     // when the last verification ended
+	lastEnd time.Time     // when the last check ended
 	lastDur time.Duration // how long it took
 }
 
-type verifyItem struct {
+type integrityItem struct {
 	key    string
 	due    time.Time
-	last   time.Time // last verification (zero: never)
+	last   time.Time // last check (zero: never)
 	urgent bool
 	index  int
 }
 
-const urgentVerifyGap = 10 * time.Minute
+const urgentIntegrityGap = 10 * time.Minute
 
-func newVerifyPlan(interval time.Duration, maxDuty float64) *verifyPlan {
+func newIntegrityPlan(interval time.Duration, maxDuty float64) *integrityPlan {
 	if maxDuty <= 0 || maxDuty > 1 {
 		maxDuty = 0.1
 	}
-	return &verifyPlan{interval: interval, maxDuty: maxDuty, items: map[string]*verifyItem{}}
+	return &integrityPlan{interval: interval, maxDuty: maxDuty, items: map[string]*integrityItem{}}
 }
 
-// add starts verifying key. last is its last verification (zero: unknown):
-// a mirror never verified becomes due at a point spread over the next
-// interval, so that a node that starts with many mirrors does not verify
+// add starts checking key. last is its last check (zero: unknown):
+// a mirror never checked becomes due at a point spread over the next
+// interval, so that a node that starts with many mirrors does not check
 // them all at once.
-func (p *verifyPlan) add(key string, last, now time.Time) {
+func (p *integrityPlan) add(key string, last, now time.Time) {
 	if _, ok := p.items[key]; ok {
 		return
 	}
-	it := &verifyItem{key: key, last: last}
+	it := &integrityItem{key: key, last: last}
 	if last.IsZero() {
 		p.adds++
 		_, frac := math.Modf(float64(p.adds) * 0.6180339887498949)
@@ -62,8 +62,8 @@ func (p *verifyPlan) add(key string, last, now time.Time) {
 	heap.Push(&p.queue, it)
 }
 
-// remove stops verifying key.
-func (p *verifyPlan) remove(key string) {
+// remove stops checking key.
+func (p *integrityPlan) remove(key string) {
 	it, ok := p.items[key]
 	if !ok {
 		return
@@ -72,11 +72,11 @@ func (p *verifyPlan) remove(key string) {
 	delete(p.items, key)
 }
 
-// urgent makes key due at once, unless it was verified within
-// urgentGap. It reports whether it did.
-func (p *verifyPlan) urgent(key string, now time.Time) bool {
+// urgent makes key due at once, unless it was checked within
+// urgentIntegrityGap. It reports whether it did.
+func (p *integrityPlan) urgent(key string, now time.Time) bool {
 	it, ok := p.items[key]
-	if !ok || it.urgent || (!it.last.IsZero() && now.Sub(it.last) < urgentVerifyGap) {
+	if !ok || it.urgent || (!it.last.IsZero() && now.Sub(it.last) < urgentIntegrityGap) {
 		return false
 	}
 	it.urgent, it.due = true, now
@@ -85,16 +85,16 @@ func (p *verifyPlan) urgent(key string, now time.Time) bool {
 }
 
 // retry makes key due again after d (a repair that failed).
-func (p *verifyPlan) retry(key string, now time.Time, d time.Duration) {
+func (p *integrityPlan) retry(key string, now time.Time, d time.Duration) {
 	if it, ok := p.items[key]; ok {
 		it.due = now.Add(d)
 		heap.Fix(&p.queue, it.index)
 	}
 }
 
-// gap is the least time between the start of two verifications: the
+// gap is the least time between the start of two checks: the
 // interval shared by every mirror, or the duty bound.
-func (p *verifyPlan) gap() time.Duration {
+func (p *integrityPlan) gap() time.Duration {
 	g := time.Duration(0)
 	if n := len(p.items); n > 0 {
 		g = p.interval / time.Duration(n)
@@ -102,15 +102,15 @@ func (p *verifyPlan) gap() time.Duration {
 	return max(g, p.dutyGap())
 }
 
-// dutyGap is the least time between the start of the last verification and
-// the next one that keeps the verifier's share of the time under maxDuty.
-func (p *verifyPlan) dutyGap() time.Duration {
+// dutyGap is the least time between the start of the last check and the
+// next one that keeps the scan's share of the time under maxDuty.
+func (p *integrityPlan) dutyGap() time.Duration {
 	return time.Duration(float64(p.lastDur) / p.maxDuty)
 }
 
-// next returns the key to verify now, or how long to wait. An urgent key
+// next returns the key to check now, or how long to wait. An urgent key
 // waits only for the duty bound.
-func (p *verifyPlan) next(now time.Time) (string, bool, time.Duration) {
+func (p *integrityPlan) next(now time.Time) (string, bool, time.Duration) {
 	if len(p.queue) == 0 {
 		return "", false, p.interval
 	}
@@ -130,8 +130,8 @@ func (p *verifyPlan) next(now time.Time) (string, bool, time.Duration) {
 	return it.key, true, 0
 }
 
-// done records a verification of key that ended at now after d.
-func (p *verifyPlan) done(key string, now time.Time, d time.Duration) {
+// done records a check of key that ended at now after d.
+func (p *integrityPlan) done(key string, now time.Time, d time.Duration) {
 	p.lastEnd, p.lastDur = now, d
 	if it, ok := p.items[key]; ok {
 		it.last, it.urgent = now, false
@@ -147,25 +147,25 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-type verifyHeap []*verifyItem
+type integrityHeap []*integrityItem
 
-func (h verifyHeap) Len() int { return len(h) }
-func (h verifyHeap) Less(i, j int) bool {
+func (h integrityHeap) Len() int { return len(h) }
+func (h integrityHeap) Less(i, j int) bool {
 	if h[i].urgent != h[j].urgent {
 		return h[i].urgent
 	}
 	return h[i].due.Before(h[j].due)
 }
-func (h verifyHeap) Swap(i, j int) {
+func (h integrityHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j
 }
-func (h *verifyHeap) Push(x any) {
-	it := x.(*verifyItem)
+func (h *integrityHeap) Push(x any) {
+	it := x.(*integrityItem)
 	it.index = len(*h)
 	*h = append(*h, it)
 }
-func (h *verifyHeap) Pop() any {
+func (h *integrityHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
 	*h = old[:len(old)-1]

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-func TestVerifyPlanSpreadsMirrorsOverTheInterval(t *testing.T) {
+func TestIntegrityPlanSpreadsMirrorsOverTheInterval(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	week := 7 * 24 * time.Hour
-	p := newVerifyPlan(week, 0.1)
+	p := newIntegrityPlan(week, 0.1)
 	for i := range 1000 {
 		p.add(fmt.Sprintf("h/r%d", i), time.Time{}, t0)
 	}
@@ -35,9 +35,9 @@ func TestVerifyPlanSpreadsMirrorsOverTheInterval(t *testing.T) {
 	}
 }
 
-func TestVerifyPlanKeepsToItsShareOfTheTime(t *testing.T) {
+func TestIntegrityPlanKeepsToItsShareOfTheTime(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := newVerifyPlan(time.Hour, 0.1) // far too short for the work: the duty bound wins
+	p := newIntegrityPlan(time.Hour, 0.1) // far too short for the work: the duty bound wins
 	for i := range 100 {
 		p.add(fmt.Sprintf("h/r%d", i), t0.Add(-2*time.Hour), t0)
 	}
@@ -57,9 +57,9 @@ func TestVerifyPlanKeepsToItsShareOfTheTime(t *testing.T) {
 	}
 }
 
-func TestVerifyPlanUrgentGoesFirstButNotTwiceInAGap(t *testing.T) {
+func TestIntegrityPlanUrgentGoesFirstButNotTwiceInAGap(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := newVerifyPlan(24*time.Hour, 0.1)
+	p := newIntegrityPlan(24*time.Hour, 0.1)
 	p.add("h/a", t0.Add(-time.Hour), t0)
 	p.add("h/b", t0.Add(-time.Hour), t0)
 	if _, ok, _ := p.next(t0); ok {
@@ -76,7 +76,7 @@ func TestVerifyPlanUrgentGoesFirstButNotTwiceInAGap(t *testing.T) {
 	if p.urgent("h/b", t0.Add(time.Minute)) {
 		t.Fatal("a mirror verified a minute ago was made urgent again")
 	}
-	if !p.urgent("h/b", t0.Add(urgentVerifyGap+time.Second)) {
+	if !p.urgent("h/b", t0.Add(urgentIntegrityGap+time.Second)) {
 		t.Fatal("urgent refused after the gap")
 	}
 }

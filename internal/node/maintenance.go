@@ -19,12 +19,12 @@ import (
 
 // Background maintenance of the mirrors on disk (every role): the mirrors
 // that were just written to (a fetch, a pull, a repair) or read by the
-// verifier are probed (mirror.Store.Probe: a look at their files), and those
-// in need (many loose objects or packs, no bitmap or commit graph, a full
-// run due) are maintained (mirror.Store.Maintain), the most in need first,
-// by MaintenanceConcurrency lanes, each busy at most MaintenanceDuty of the
-// time. A run holds the mirror's lock, so a fetch of that mirror waits for
-// it; serving goes on beside it.
+// integrity scan are probed (mirror.Store.Probe: a look at their files),
+// and those in need (many loose objects or packs, no bitmap or commit
+// graph, a full run due) are maintained (mirror.Store.Maintain), the most
+// in need first, by MaintenanceConcurrency lanes, each busy at most
+// MaintenanceDuty of the time. A run holds the mirror's lock, so a fetch of
+// that mirror waits for it; serving goes on beside it.
 
 // maintProbeBatch is how many candidates a lane probes before it picks
 // one: a probe is a few directory listings.
@@ -146,7 +146,7 @@ func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
 			n.log.Debug("mirror gone during maintenance", "key", key, "err", err)
 		case gitcmd.ClassOf(err) == gitcmd.ClassBadObjects:
 			n.log.Warn("maintenance of a mirror failed on its objects", "key", key, "full", rep.Full, "err", err)
-			n.verifySoon(key, "maintenance") // verified, and repaired if broken
+			n.checkIntegritySoon(key, "maintenance") // checked, and repaired if broken
 		default:
 			n.log.Warn("maintenance of a mirror failed", "key", key, "full", rep.Full, "err", err)
 		}

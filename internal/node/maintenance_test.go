@@ -104,7 +104,7 @@ gitfleet_maintenance_runs_total{kind="incremental"} 0
 		t.Fatalf("log %+v, want one maintenance entry without error", h)
 	}
 
-	n.maint.note(key) // read whole by a verification: nothing new
+	n.maint.note(key) // read whole by an integrity check: nothing new
 	n.maint.note("127.0.0.1/no/such-mirror")
 	settled("nothing new", 1)
 	if got := n.maint.runs.Load(); got != 1 || n.maint.failures.Load() != 0 {

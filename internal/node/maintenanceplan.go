@@ -10,7 +10,7 @@ import (
 // maintPlan decides which mirror to maintain next (pure: it is fed the
 // mirrors that became candidates, what a probe of each found, and the runs'
 // ends; it does no I/O). A mirror becomes a candidate when something wrote
-// to it (a fetch, a pull, a repair) or a verification read it, never by a
+// to it (a fetch, a pull, a repair) or the integrity scan read it, never by a
 // walk of every mirror. Candidates are probed in the order they came, a few
 // at a time; those that need no run are dropped (the next fetch makes them
 // candidates again), the others wait, the most in need first. A mirror is

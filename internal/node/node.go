@@ -14,10 +14,15 @@
 // other repositories (that is the full node's).
 //
 // Decisions about time: when each repository is checked is package
-// schedule's (fed the node's budget, limits and results); the background
-// verification's plan (integrityplan.go) and the maintenance plan
-// (maintenanceplan.go) are pure planners in this package, fed the clock's time;
-// the coordinator's session backs off by itself (session.go).
+// schedule's (fed the node's budget, limits and results); the integrity
+// scan's plan (integrityplan.go) and the maintenance plan
+// (maintenanceplan.go) are pure planners in this package, fed the clock's
+// time; the coordinator's session backs off by itself (session.go).
+//
+// Three words that sound alike: the integrity scan (integrity.go) reads
+// the mirrors on disk for missing or broken objects; git's fsck checks
+// every object a fetch brings (package mirror); and a full node verifies
+// a mirror's refs against its upstream (verified_at, package fullnode).
 package node
 
 import (
@@ -84,9 +89,9 @@ type Config struct {
 	GitTimeout    time.Duration
 	// Limits bound what an upstream can make the node store or spend.
 	Limits Limits
-	// VerifyInterval is how often each mirror is verified in the
-	// background (0: never).
-	VerifyInterval time.Duration
+	// IntegrityInterval is how often each mirror's integrity is checked in
+	// the background (--verify-interval; 0: never).
+	IntegrityInterval time.Duration
 	// PruneAfter bounds how long a mirror keeps the objects that a fetch
 	// which deleted or rewrote refs left unreachable (mirror.SetPruneAfter).
 	PruneAfter time.Duration
@@ -122,21 +127,21 @@ type Config struct {
 
 // Node is a running node.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	clk    clock.Clock
-	git    *gitcmd.Runner
-	dialer *egress.Dialer // every upstream connection's policy
-	proxy  *egress.Proxy  // git's way to upstreams, through dialer
-	mirror *mirror.Store
-	db     store.Store
-	sched  *schedule.Scheduler
-	role   Role // the partial role, or what a full node adds (role.go)
-	reg    Registration
-	verify *verifier
-	met    *nodeMetrics  // promcollect.go
-	flog   *fetchlog.Log // what this node did, persisted (fetchlog.go)
-	maint  *maintainer
+	cfg       Config
+	log       *slog.Logger
+	clk       clock.Clock
+	git       *gitcmd.Runner
+	dialer    *egress.Dialer // every upstream connection's policy
+	proxy     *egress.Proxy  // git's way to upstreams, through dialer
+	mirror    *mirror.Store
+	db        store.Store
+	sched     *schedule.Scheduler
+	role      Role // the partial role, or what a full node adds (role.go)
+	reg       Registration
+	integrity *integrityScan
+	met       *nodeMetrics  // promcollect.go
+	flog      *fetchlog.Log // what this node did, persisted (fetchlog.go)
+	maint     *maintainer
 
 	runCtx context.Context
 	id     uint32
@@ -239,7 +244,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval),
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
 		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
 		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval)}
 	n.role = partial{n}
@@ -251,7 +256,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		}
 	}
 	n.reg = n.role.Registration()
-	n.verify.changed = n.role.Changed
+	n.integrity.changed = n.role.Changed
 	n.met = newNodeMetrics(n, cfg.Metrics)
 	// git's own connections to upstreams: counted as bytes fetched.
 	counted := *n.dialer
@@ -362,8 +367,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if len(unchecked) > 0 {
 		run(func(ctx context.Context) { n.checkAfterCrash(ctx, unchecked) })
 	}
-	if n.cfg.VerifyInterval > 0 {
-		run(n.verifyLoop)
+	if n.cfg.IntegrityInterval > 0 {
+		run(n.integrityLoop)
 	}
 	for range n.maint.lanes {
 		run(n.maintainLoop)

@@ -81,7 +81,7 @@ func (n *Node) CountServed(to string) func(int) { return n.met.addServed(to) }
 
 // BrokenState is key's state while its mirror is not served
 // (StateCorrupt, StateRepairing, StateUnchecked), "" when it is whole.
-func (n *Node) BrokenState(key string) string { return n.verify.brokenState(key) }
+func (n *Node) BrokenState(key string) string { return n.integrity.brokenState(key) }
 
 // Reschedule puts keys, assigned here, back in the scheduler after they
 // waited out of it (for disk room: the role's AdmitOwn), and wakes the
@@ -98,7 +98,7 @@ func (n *Node) Reschedule(keys ...string) {
 // checked at once.
 func (n *Node) ServeFailed(key string, err error) {
 	if gitcmd.ClassOf(err) == gitcmd.ClassBadObjects {
-		n.verifySoon(key, "a clone")
+		n.checkIntegritySoon(key, "a clone")
 	}
 }
 
@@ -106,7 +106,7 @@ func (n *Node) ServeFailed(key string, err error) {
 // tunnels it opens to them.
 func (n *Node) tunnelHandler() http.Handler {
 	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key string) (string, bool) {
-		if !n.mirror.Has(key) || n.verify.brokenState(key) != "" {
+		if !n.mirror.Has(key) || n.integrity.brokenState(key) != "" {
 			return "", false
 		}
 		return n.mirror.Path(key), true

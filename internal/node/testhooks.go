@@ -34,7 +34,7 @@ func (h TestHooks) InSession() {
 
 // SetBroken sets key's broken state (StateCorrupt, StateRepairing; "":
 // whole), as the integrity scan and a repair do.
-func (h TestHooks) SetBroken(key, state string) { h.n.verify.setBroken(key, state) }
+func (h TestHooks) SetBroken(key, state string) { h.n.integrity.setBroken(key, state) }
 
 // Assign takes r as assigned by the coordinator.
 func (h TestHooks) Assign(r *fleetv1.Repo) { h.n.assign(r) }
