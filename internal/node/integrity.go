@@ -115,12 +115,21 @@ func (n *Node) syncIntegrityKeys(ctx context.Context, stored map[string]time.Tim
 // one at a time.
 func (n *Node) integrityLoop(ctx context.Context) {
 	stored := map[string]time.Time{}
-	_ = n.db.Scan(ctx, bucketIntegrity, "", func(k string, v []byte) error {
+	err := n.db.Scan(ctx, bucketIntegrity, "", func(k string, v []byte) error {
 		if ms, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 			stored[k] = time.UnixMilli(ms)
 		}
 		return nil
 	})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		// Not fatal: a mirror whose last check is not known is planned as
+		// never checked, at a point spread over the interval.
+		n.log.Warn("integrity scan: could not read when the mirrors were last checked; those not read are checked within --verify-interval as if never checked",
+			"bucket", bucketIntegrity, "read", len(stored), "err", err)
+	}
 	n.syncIntegrityKeys(ctx, stored)
 	refreshed := n.clk.Now()
 	v := n.integrity
