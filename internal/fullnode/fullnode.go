@@ -20,10 +20,11 @@
 //
 // Decisions about time made here: the pull backoff (settlePull), the hint
 // book's wait and the spot checks' pace (freshness.go), the full-disk
-// policy's mark (fulldisk.go), the retention's sweep (retain.go) and the
-// alerts' evaluation (alerts.go, with package alert's rules). The rest of
-// the node's (checks, integrity, maintenance) are package node's and
-// package schedule's.
+// policy's mark (fulldisk.go), the retention's sweep (retain.go), the
+// alerts' evaluation (alerts.go, with package alert's rules) and how long
+// the coordinator's answers are reused (fleetcache.go). The runtime's
+// (checks, integrity, maintenance) are package node's and package
+// schedule's.
 //
 // Here to verify is to compare a mirror's refs with its upstream's
 // (verified_at, pullVerified, verifyOnDemand); the integrity scan of the

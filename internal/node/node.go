@@ -9,15 +9,20 @@
 // a Node and adds what it does through a Role, set at construction; a
 // partial node has the partial role (role.go).
 //
-// Every connection of a partial node is outbound: it listens on no port.
-// This package serves no public request and holds no view of the fleet's
-// other repositories (that is the full node's).
+// Every connection of a partial node is outbound: it listens on no public
+// port (its git reaches upstreams through an egress proxy on loopback).
+// This package serves no public request, holds no view of the fleet's
+// other repositories and decides nothing for the fleet: that is the full
+// node's and the coordinator's.
 //
 // Decisions about time: when each repository is checked is package
-// schedule's (fed the node's budget, limits and results); the integrity
-// scan's plan (integrityplan.go) and the maintenance plan
-// (maintenanceplan.go) are pure planners in this package, fed the clock's
-// time; the coordinator's session backs off by itself (session.go).
+// schedule's (fed the node's budget, limits and results). This package
+// has its own: the integrity scan's plan (integrityplan.go) and the
+// maintenance plan with its duty bound (maintenanceplan.go), pure planners
+// fed the clock's time; the coordinator session's backoff (session.go);
+// the disk measured at most every 10 s (disk.go); a failed repair or an
+// unclean stop's check tried again a minute later (integrity.go). The full
+// node's are package fullnode's.
 //
 // Three words that sound alike: the integrity scan (integrity.go) reads
 // the mirrors on disk for missing or broken objects; git's fsck checks

@@ -13,8 +13,10 @@ import (
 // below; a full node (package fullnode) adds the aggregator: it registers
 // as a full node, serves the public, pulls every repository from its
 // owner, and hears through these hooks of what the runtime does. The
-// hooks are called without the node's locks held, and must not block on
-// the network (Start and Serve aside).
+// hooks are called without the node's locks held. Start and Serve aside,
+// they return soon: Handle runs on the session's receiving goroutine, and
+// the role runs what waits on the network in goroutines of its own, which
+// Serve waits for.
 type Role interface {
 	// Registration is what the node tells the coordinator of its role
 	// when it registers. Its addresses are known once Start has run.

@@ -6,12 +6,13 @@
 // the ordered keys for listings (SortedIndex) and the count of stale
 // repositories for the alerts (StaleCounter).
 //
-// It is pure: no I/O, no goroutines, no clock (times are passed in). It
-// decides nothing: what a class is, and whether a repository is current,
-// the full node says (package fullnode); this package keeps the figures
-// that follow, so that a listing costs a binary search and its page and
-// /metrics O(states), never a walk of the repositories. Its types are not
-// safe for concurrent use: the full node guards them with its lock.
+// Only the full node (package fullnode) keeps one. It is pure: no I/O, no
+// goroutines, no clock (times are passed in). It decides nothing: what a
+// class is, and whether a repository is current, the full node says; this
+// package keeps the figures that follow, so that a listing costs a binary
+// search and its page and /metrics O(states), never a walk of the
+// repositories. Its types are not safe for concurrent use: the full node
+// guards them with its lock.
 package repoview
 
 import (
