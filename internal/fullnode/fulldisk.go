@@ -92,7 +92,6 @@ func (f *Node) measureDisk() {
 		}
 	}
 	f.mu.Unlock()
-
 	switch {
 	case crossed && full:
 		f.log.Warn("full node disk above its high water; taking no new repositories", "used_bytes", used,

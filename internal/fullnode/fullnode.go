@@ -61,8 +61,8 @@ import (
 
 // Node is a full node: it knows every repository (from the coordinator),
 // pulls each from its owner through the owner's tunnel when the owner
-// reports a change, and serves the public. It is the node.Role of the
-// runtime it owns (role.go).
+// reports a change, and serves the public. It is the role of the runtime
+// it owns (role.go).
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
@@ -176,7 +176,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	f.consoleSrc = newConsoleSource(f)
 	f.console = console.New(f.consoleSrc, f.log, f.clk)
 	f.registerMetrics(f.cfg.Metrics)
-	return f, nil
+	return role{f}, nil
 }
 
 // Run runs the full node until ctx ends.

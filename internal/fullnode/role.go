@@ -10,14 +10,16 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// The full node as its runtime's role (node.Role): what it adds to the
-// runtime, and what it hears of it.
+// role is the full node as its runtime's role (node.Role): what it adds
+// to the runtime, and what it hears of it. (The hooks are its own type's,
+// so that they are not the full node's exported methods.)
+type role struct{ *Node }
 
-var _ node.Role = (*Node)(nil)
+var _ node.Role = role{}
 
 // Registration registers as a full node, with its tunnel and public URL
 // once Start has opened their listeners.
-func (f *Node) Registration() node.Registration {
+func (f role) Registration() node.Registration {
 	r := node.Registration{Mode: fleetv1.Mode_MODE_FULL, FullToken: f.cfg.FullToken, HoldsAll: true}
 	if f.httpLn != nil {
 		r.TunnelAddr, r.PublicURL = f.tunnelAdvertise(), f.publicURL()
@@ -26,7 +28,7 @@ func (f *Node) Registration() node.Registration {
 }
 
 // Start reads the stored verified_at and opens the listeners.
-func (f *Node) Start(ctx context.Context) error {
+func (f role) Start(ctx context.Context) error {
 	if err := f.loadVerified(ctx); err != nil {
 		return err
 	}
@@ -34,10 +36,10 @@ func (f *Node) Start(ctx context.Context) error {
 }
 
 // Serve serves the public and runs the full node's loops (serve).
-func (f *Node) Serve(ctx context.Context) error { return f.serve(ctx) }
+func (f role) Serve(ctx context.Context) error { return f.serve(ctx) }
 
 // Handle takes the coordinator's messages for the full node.
-func (f *Node) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
+func (f role) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	switch m := msg.Msg.(type) {
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		f.states(m.RepoStates.GetRepos())
@@ -60,12 +62,12 @@ func (f *Node) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 
 // Assigned brings back a removed repository's kept data before a check
 // could clone it anew (retain.go).
-func (f *Node) Assigned(key string) { f.unretire(key) }
+func (f role) Assigned(key string) { f.unretire(key) }
 
 // AdmitOwn lets a check of a repository the full node owns start by its
 // full-disk policy (fulldisk.go); refused, the repository waits for room
 // out of the scheduler.
-func (f *Node) AdmitOwn(key string, held bool) (func(), bool) {
+func (f role) AdmitOwn(key string, held bool) (func(), bool) {
 	if release, ok := f.gate(held); ok {
 		return release, true
 	}
@@ -76,20 +78,20 @@ func (f *Node) AdmitOwn(key string, held bool) (func(), bool) {
 
 // Fetched: what the full node fetched itself, as the owner, is the
 // upstream's refs as of the check's start, and is served.
-func (f *Node) Fetched(key string, start time.Time, res mirror.Result) {
+func (f role) Fetched(key string, start time.Time, res mirror.Result) {
 	f.ownSynced(key, start)
 	f.served(key, res)
 }
 
 // Changed reclasses key (classes.go).
-func (f *Node) Changed(key string) { f.reclass(key) }
+func (f role) Changed(key string) { f.reclass(key) }
 
 // Repaired pulls the owner's copy when it differs from the repaired one
 // (retain.go).
-func (f *Node) Repaired(key, digest string) { f.repaired(key, digest) }
+func (f role) Repaired(key, digest string) { f.repaired(key, digest) }
 
 // Upstream is key's upstream URL as the coordinator sent it.
-func (f *Node) Upstream(key string) string {
+func (f role) Upstream(key string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if v, ok := f.view.Entry(key); ok {
@@ -99,7 +101,7 @@ func (f *Node) Upstream(key string) string {
 }
 
 // DiskBeside is the size of the pack cache's files.
-func (f *Node) DiskBeside() int64 {
+func (f role) DiskBeside() int64 {
 	if f.packs == nil {
 		return 0
 	}

@@ -33,9 +33,9 @@ const bucketUpstreamVerified = "upstream-verified"
 // hint is dropped (logged), and the spot checks remain.
 const maxHints = 100_000
 
-// ErrNotMirrored is a change hint's answer for a key the mirror does not
+// errNotMirrored is a change hint's answer for a key the mirror does not
 // hold.
-var ErrNotMirrored = errors.New("repository not mirrored")
+var errNotMirrored = errors.New("repository not mirrored")
 
 // hintFromFeed is where a forge feed's push time, forwarded by the
 // coordinator, reaches the full node: on the webhook's path (api's
@@ -47,7 +47,7 @@ func (f *Node) hintFromFeed(ctx context.Context, h *fleetv1.ChangeHint) {
 		return
 	}
 	key, pushedAt := h.GetKey(), time.Unix(h.GetPushedAtUnix(), 0)
-	if err := f.api.FeedPush(ctx, key, pushedAt); err != nil && !errors.Is(err, ErrNotMirrored) {
+	if err := f.api.FeedPush(ctx, key, pushedAt); err != nil && !errors.Is(err, errNotMirrored) {
 		f.log.Debug("forge feed: push not taken", "key", key, "pushed_at", pushedAt, "err", err)
 	}
 }
@@ -98,7 +98,7 @@ func (f *Node) hint(key string, open func(b *hintBook, now time.Time, v repoview
 	v, ok := f.view.Entry(key)
 	if !ok {
 		f.mu.Unlock()
-		return fmt.Errorf("change hint for %s: %w", key, ErrNotMirrored)
+		return fmt.Errorf("change hint for %s: %w", key, errNotMirrored)
 	}
 	act := open(&f.hints, now, v, d)
 	f.hints.ownerHad(key, v.Digest())
