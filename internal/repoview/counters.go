@@ -42,9 +42,9 @@ type Counters struct {
 	console *consoleCounts
 }
 
-// NewCounters returns empty counters, with a table of their own (New
-// gives counters that share their table with a View).
-func NewCounters() *Counters {
+// newCounters returns empty counters, with a table of their own (New
+// gives them a View that shares it).
+func newCounters() *Counters {
 	return &Counters{classes: newClassTable(nil), byState: map[string]int{}, byOwner: map[uint32]int{},
 		states: map[string]*SortedIndex{}, owners: map[uint32]*SortedIndex{}, console: newConsoleCounts()}
 }
@@ -255,9 +255,6 @@ func (x *SortedIndex) page(offset, limit int) []string {
 	}
 	return out
 }
-
-// Len is how many repositories have a class.
-func (c *Counters) Len() int { return c.classes.n }
 
 // InState is how many repositories are in state.
 func (c *Counters) InState(state string) int { return c.byState[state] }

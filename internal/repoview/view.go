@@ -86,7 +86,7 @@ const maxErrTemplates = 1 << 16
 // New returns an empty view and its counters, which keep a repository's
 // entry and its class in one slot.
 func New() (*View, *Counters) {
-	c := NewCounters()
+	c := newCounters()
 	return newView(c.classes.tab), c
 }
 
