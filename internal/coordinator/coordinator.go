@@ -17,9 +17,7 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -689,12 +687,6 @@ func (c *Coordinator) confirmPurge(context.Context) (string, error) {
 	c.log.Warn("held removals confirmed by the operator", "commit", commit, "removed", n)
 	c.signalPersist()
 	return fmt.Sprintf("applied the removals held since catalog commit %s: %d repositories removed", commit, n), nil
-}
-
-func newSecret() string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // tunnelAddrs lists where partial nodes open tunnels. Caller holds c.mu.

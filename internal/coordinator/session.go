@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"iter"
@@ -46,7 +47,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	secret := ""
 	rec := known
 	if rec == nil {
-		secret = newSecret()
+		secret = rand.Text() // only its hash is kept; earlier (hex) secrets match as well
 		// Revoked nodes keep their records, so their IDs stay taken.
 		rec = &nodeRecord{ID: membership.AllocateID(c.nodes), SecretHash: fleetv1.SecretHash(secret)}
 	}

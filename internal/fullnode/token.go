@@ -2,7 +2,6 @@ package fullnode
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,11 +26,7 @@ func apiToken(dataDir, configured string, log *slog.Logger) (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read API token: %w", err)
 	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	token := hex.EncodeToString(raw[:])
+	token := rand.Text()
 	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("save API token: %w", err)
 	}

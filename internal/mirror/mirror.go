@@ -30,7 +30,6 @@ package mirror
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -426,7 +425,7 @@ func (s *Store) Remove(key string) error {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	trash := filepath.Join(s.tmp, "rm-"+randHex())
+	trash := filepath.Join(s.tmp, "rm-"+rand.Text())
 	if err := s.data.Rename(dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -569,10 +568,4 @@ func (s *Store) cleanLocks(repo string) {
 			}
 		}
 	}
-}
-
-func randHex() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
