@@ -36,6 +36,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // ErrKeyCollision is returned (wrapped) when a URL's key is already held
@@ -113,7 +114,7 @@ type PendingPurge struct {
 
 // RepoFilter selects repositories. Zero values match everything.
 type RepoFilter struct {
-	State  string
+	State  *repostate.State
 	Prefix string
 	Owner  uint32 // 0: any owner
 	Offset int
@@ -122,13 +123,13 @@ type RepoFilter struct {
 
 // Repo is one repository as the API shows it.
 type Repo struct {
-	Key         string `json:"key"`
-	UpstreamURL string `json:"upstream_url"`
-	CloneURL    string `json:"clone_url"`
-	Owner       uint32 `json:"owner_node"`
-	State       string `json:"state"`
-	Served      bool   `json:"served"`
-	Current     bool   `json:"current"`
+	Key         string          `json:"key"`
+	UpstreamURL string          `json:"upstream_url"`
+	CloneURL    string          `json:"clone_url"`
+	Owner       uint32          `json:"owner_node"`
+	State       repostate.State `json:"state"`
+	Served      bool            `json:"served"`
+	Current     bool            `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.

@@ -5,20 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/egress"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 func reposEnv(t *testing.T) *testEnv {
 	b := newFakeBackend()
 	for i, k := range []string{"github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four", "gitee.com/d/five"} {
-		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []string{"ok", "failing"}[i%3/2]}}
+		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []repostate.State{repostate.OK, repostate.Failing}[i%3/2]}}
 	}
 	return newTestEnv(t, Config{PublicURL: "https://mirror.example/"}, b)
 }
@@ -65,6 +67,66 @@ func TestListReposFiltersAndPages(t *testing.T) {
 	}
 }
 
+// The OpenAPI description lists every repository state, as package
+// repostate has them, for the filter and for the field.
+func TestOpenAPIListsEveryRepositoryState(t *testing.T) {
+	var spec struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &spec); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, s := range repostate.All() {
+		want = append(want, s.String())
+	}
+	var list struct {
+		Parameters []struct {
+			Name   string `json:"name"`
+			Schema struct {
+				Enum []string `json:"enum"`
+			} `json:"schema"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(spec.Paths["/api/v1/repos"]["get"], &list); err != nil {
+		t.Fatal(err)
+	}
+	var filter []string
+	for _, p := range list.Parameters {
+		if p.Name == "state" {
+			filter = p.Schema.Enum
+		}
+	}
+	if !slices.Equal(filter, want) {
+		t.Errorf("?state= lists %v, want %v", filter, want)
+	}
+	if got := spec.Components.Schemas["Repo"].Properties["state"].Enum; !slices.Equal(got, want) {
+		t.Errorf("Repo.state lists %v, want %v", got, want)
+	}
+}
+
+// An unknown ?state= is a mistake to show, not an empty page: the answer
+// lists the states there are, every one of them.
+func TestListReposRefusesAnUnknownStateAndListsTheStates(t *testing.T) {
+	e := reposEnv(t)
+	r := e.do(t, "GET", "/api/v1/repos?state=bogus", nil)
+	for _, s := range repostate.All() {
+		wantError(t, r, http.StatusBadRequest, s.String())
+	}
+	for _, s := range []string{"gone", "too-large", "too-many-refs", "unplaceable"} {
+		if r := e.do(t, "GET", "/api/v1/repos?state="+s, nil); r.status != http.StatusOK {
+			t.Errorf("?state=%s: status %d: %s", s, r.status, r.body)
+		}
+	}
+}
+
 func TestListReposRefusesBadParameters(t *testing.T) {
 	e := reposEnv(t)
 	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc", "limit=1001", "limit=100000"} {
@@ -78,7 +140,7 @@ func TestGetRepoShowsDetail(t *testing.T) {
 	b := newFakeBackend()
 	last := epoch.Add(-time.Hour)
 	b.repos["github.com/a/b"] = RepoDetail{
-		Repo:    Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 3, State: "ok", LastCheck: &last, StalenessSeconds: 3600},
+		Repo:    Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 3, State: repostate.OK, LastCheck: &last, StalenessSeconds: 3600},
 		Attrs:   map[string]string{"team": "kernel"},
 		Refs:    map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
 		History: []HistoryEntry{{At: last, Kind: "check", Changed: true, DurationMs: 120}},

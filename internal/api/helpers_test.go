@@ -19,6 +19,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // fakeBackend is an in-memory Backend that records what the API asks.
@@ -63,7 +64,7 @@ type startCall struct{ key, id string }
 func newFakeBackend(keys ...string) *fakeBackend {
 	b := &fakeBackend{repos: map[string]RepoDetail{}, starts: make(chan startCall, 1000)}
 	for _, k := range keys {
-		b.repos[k] = RepoDetail{Repo: Repo{Key: k, UpstreamURL: "https://" + k + ".git", State: "ok"}}
+		b.repos[k] = RepoDetail{Repo: Repo{Key: k, UpstreamURL: "https://" + k + ".git", State: repostate.OK}}
 	}
 	return b
 }
@@ -73,7 +74,7 @@ func (b *fakeBackend) ListRepos(f RepoFilter) ([]Repo, int) {
 	defer b.mu.Unlock()
 	var match []Repo
 	for _, d := range b.repos {
-		if (f.State == "" || d.State == f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) {
+		if (f.State == nil || d.State == *f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) {
 			match = append(match, d.Repo)
 		}
 	}
@@ -101,7 +102,7 @@ func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]st
 	if err != nil {
 		return Repo{}, err
 	}
-	r := Repo{Key: key, UpstreamURL: url, State: "new"}
+	r := Repo{Key: key, UpstreamURL: url, State: repostate.Pending}
 	b.repos[key] = RepoDetail{Repo: r, Attrs: attrs}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const (
@@ -34,7 +35,15 @@ type listResponse struct {
 
 func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := RepoFilter{State: q.Get("state"), Prefix: q.Get("prefix"), Limit: defaultLimit}
+	f := RepoFilter{Prefix: q.Get("prefix"), Limit: defaultLimit}
+	if v := q.Get("state"); v != "" {
+		st, err := repostate.Parse(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "state: "+err.Error())
+			return
+		}
+		f.State = &st
+	}
 	if v := q.Get("owner"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // Source is what the full node knows, as the console needs it.
@@ -45,8 +46,8 @@ type Source interface {
 // Query selects repositories for a page of /-/repos. Zero values match
 // everything.
 type Query struct {
-	Search string // a substring of the key (case-insensitive)
-	State  string
+	Search string           // a substring of the key (case-insensitive)
+	State  *repostate.State // nil: any
 	Owner  uint32
 	// StaleOver keeps the repositories verified against their upstreams
 	// (verified_at) longer ago than this (or never), the stalest first;
@@ -77,7 +78,7 @@ type Page struct {
 // Overview is what the overview shows at a glance.
 type Overview struct {
 	Total, Current int
-	ByState        map[string]int
+	ByState        map[repostate.State]int
 	// Staleness is the distribution of the time since each repository's
 	// verified_at, in the order of StaleBuckets, then those never verified.
 	Staleness []int

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // hostile is a key and an error text as strangers could make them: markup
@@ -55,7 +57,7 @@ func (s *fakeSource) Nodes(context.Context) ([]api.Node, error) { return s.nodes
 func (s *fakeSource) Catalog(context.Context) (api.CatalogStatus, error) { return s.catalog, nil }
 
 func (s *fakeSource) Overview() Overview {
-	return Overview{Total: 3, Current: 2, ByState: map[string]int{"ok": 2, "failing": 1},
+	return Overview{Total: 3, Current: 2, ByState: map[repostate.State]int{repostate.OK: 2, repostate.Failing: 1},
 		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{api.ErrClassUnreachable: 1},
 		Fetching: []string{hostileKey}, FetchingTotal: 1,
 		Freshness: []Sample{{At: time.Unix(1e9, 0), Current: 1, Total: 3}, {At: time.Unix(1e9+600, 0), Current: 2, Total: 3}}}
@@ -65,8 +67,8 @@ func (s *fakeSource) Tunnels() []uint32 { return []uint32{2} }
 
 func newTestConsole() (*Console, *fakeSource) {
 	src := &fakeSource{
-		repos: []api.Repo{{Key: hostileKey, State: "failing", Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
-			{Key: "github.com/a/b", State: "ok", Owner: 2, Current: true}},
+		repos: []api.Repo{{Key: hostileKey, State: repostate.Failing, Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
+			{Key: "github.com/a/b", State: repostate.OK, Owner: 2, Current: true}},
 		nodes: []api.Node{{ID: 2, Name: `<i>node</i>`, Mode: "partial", State: "alive", Capacity: 1, EffectiveWeight: 1,
 			History: []api.Transition{{From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
 			{ID: 1, Name: "full", Mode: "full", State: "alive"}},
@@ -145,8 +147,8 @@ func TestAssetsAreServedFromTheBinary(t *testing.T) {
 func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	c, src := newTestConsole()
 	_, body := get(t, c, "/-/repos?q=+Project-1+&state=failing&owner=7&stale=7d&offset=50&limit=25")
-	want := Query{Search: "Project-1", State: "failing", Owner: 7, StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
-	if src.last != want {
+	want := Query{Search: "Project-1", State: new(repostate.Failing), Owner: 7, StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
+	if !reflect.DeepEqual(src.last, want) {
 		t.Errorf("query %+v, want %+v", src.last, want)
 	}
 	if !strings.Contains(body, "Matches 51 to 52, and more") {
@@ -160,6 +162,30 @@ func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	get(t, c, "/-/repos?stale=never")
 	if !src.last.Never || src.last.Limit != pageSize {
 		t.Errorf("stale=never: query %+v", src.last)
+	}
+}
+
+// The state filter offers every state there is (package repostate), gone
+// and the limits' included, keeps the one asked for selected, and refuses
+// a name that is none, saying which there are.
+func TestTheStateFilterOffersEveryState(t *testing.T) {
+	c, src := newTestConsole()
+	_, body := get(t, c, "/-/repos?state=too-many-refs")
+	for _, s := range repostate.All() {
+		option := "<option>" + s.String() + "</option>"
+		if s == repostate.TooManyRefs {
+			option = "<option selected>too-many-refs</option>"
+		}
+		if !strings.Contains(body, option) {
+			t.Errorf("the filter lacks %s", option)
+		}
+	}
+	if src.last.State == nil || *src.last.State != repostate.TooManyRefs {
+		t.Errorf("query %+v, want state too-many-refs", src.last)
+	}
+	resp, body := get(t, c, "/-/repos?state=bogus")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "too-large") || !strings.Contains(body, "unplaceable") {
+		t.Errorf("state=bogus: %d\n%s", resp.StatusCode, body)
 	}
 }
 

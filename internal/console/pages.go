@@ -16,6 +16,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/humanize"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // pageNames are the templates of the pages, each a file in assets/ that
@@ -88,6 +89,15 @@ func counts(m map[string]int) []count {
 	return out
 }
 
+// stateCounts are the repositories by state, most first.
+func stateCounts(m map[repostate.State]int) []count {
+	byName := make(map[string]int, len(m))
+	for s, n := range m {
+		byName[s.String()] = n
+	}
+	return counts(byName)
+}
+
 // timeout bounds what a page waits for the coordinator.
 const timeout = 5 * time.Second
 
@@ -128,7 +138,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		NodesError string
 		Held       *api.PendingPurge
 		CatError   string
-	}{Overview: ov, States: counts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Fresh: chart(ov.Freshness, ov.Current, ov.Total)}
+	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Fresh: chart(ov.Freshness, ov.Current, ov.Total)}
 	for _, s := range st {
 		data.MaxStale = max(data.MaxStale, s.N)
 	}
@@ -158,10 +168,18 @@ const (
 
 func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
-	q := Query{Search: strings.TrimSpace(qv.Get("q")), State: qv.Get("state"), Limit: pageSize}
+	q := Query{Search: strings.TrimSpace(qv.Get("q")), Limit: pageSize}
 	if len(q.Search) > 256 {
 		c.badRequest(w, r, "the search is longer than 256 bytes")
 		return
+	}
+	if s := qv.Get("state"); s != "" {
+		st, err := repostate.Parse(s)
+		if err != nil {
+			c.badRequest(w, r, err.Error())
+			return
+		}
+		q.State = &st
 	}
 	if s := qv.Get("owner"); s != "" {
 		id, err := strconv.ParseUint(s, 10, 32)
@@ -212,8 +230,12 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 		Page       Page
 		First      int
 		Prev, Next string
-		States     []string
-	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, States: []string{"ok", "failing", "pending", "unplaceable", "corrupt", "repairing", "unchecked"}}
+		State      string   // the filter's, shadowing Query's
+		States     []string // every state, as the filter offers them
+	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, State: qv.Get("state")}
+	for _, s := range repostate.All() {
+		data.States = append(data.States, s.String())
+	}
 	if q.Offset > 0 {
 		data.Prev = link(max(q.Offset-q.Limit, 0))
 	}

@@ -307,18 +307,18 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if !r.setDigest(res.GetDigest()) {
 			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
 		}
-		r.state, r.lastError, r.failures, r.notFound = stateOK, "", 0, 0
+		r.state, r.lastError, r.failures, r.notFound = repostate.OK, "", 0, 0
 	} else {
 		r.failures = add16(r.failures)
 		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()), c.errs, key)
-		r.state = stateFailing
+		r.state = repostate.Failing
 		r.notFound = add16(r.notFound)
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
 		if int(r.notFound) >= repostate.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
-			r.state = stateGone
+			r.state = repostate.Gone
 		}
 		if st, ok := limitStates[res.GetErrorClass()]; ok {
 			r.state = st
@@ -548,7 +548,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: c.stateOf(k, r), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
+				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -18,56 +19,21 @@ type repoStatus struct {
 	lastError             string
 	checks, fetches       uint32
 	failures, notFound    uint16 // in a row; notFound counts "not found" answers
-	state                 repoState
+	state                 repostate.State
 	hasDigest             bool
 	digest                [16]byte
 }
 
-// repoState is a repository's state; String gives the API's name.
-type repoState uint8
-
-const (
-	statePending repoState = iota
-	stateOK
-	stateFailing
-	stateGone
-	stateTooLarge
-	stateTooManyRefs
-)
-
-// Repository states, as shown by the API.
-const (
-	StatePending = "pending" // not mirrored yet
-	StateOK      = "ok"
-	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again, or 451 (legal) once
-	// Over an operator's limit (--max-repo-size, --git-memory-limit;
-	// --max-refs): checked again after --max-interval or on demand.
-	StateTooLarge    = "too-large"
-	StateTooManyRefs = "too-many-refs"
-)
-
-var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone,
-	stateTooLarge: StateTooLarge, stateTooManyRefs: StateTooManyRefs}
-
 // limitStates are the states of a check that failed on a limit, by the
-// node's error class (gitcmd's class names).
-var limitStates = map[string]repoState{"too-large": stateTooLarge, "too-many-refs": stateTooManyRefs}
+// node's error class.
+var limitStates = map[string]repostate.State{string(gitcmd.ClassTooLarge): repostate.TooLarge,
+	string(gitcmd.ClassTooManyRefs): repostate.TooManyRefs}
 
-func (s repoState) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return StatePending
-}
-
-func parseState(name string) repoState {
-	for s, n := range stateNames {
-		if n == name {
-			return repoState(s)
-		}
-	}
-	return statePending
+// parseState reads a stored state: one this version does not know is
+// pending (its next check says what it is).
+func parseState(name string) repostate.State {
+	s, _ := repostate.Parse(name)
+	return s
 }
 
 // maxErrorLen bounds the error text kept of a failed check: a node's

@@ -165,7 +165,7 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	tw := out.table()
 	for _, kv := range [][2]string{
 		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", ownerOrNone(d.Owner)},
-		{"state", d.State}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
+		{"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
 		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", indented(d.LastError)}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {

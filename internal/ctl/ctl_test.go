@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const token = "ctl-token"
@@ -128,13 +129,13 @@ func newFixture(t *testing.T) *fixture {
 	check := at.Add(-90 * time.Second)
 	b := &backend{repos: map[string]api.RepoDetail{
 		"github.com/a/b": {
-			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: "ok",
+			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: repostate.OK,
 				Served: true, Current: true, LastCheck: &check, VerifiedAt: &check, StalenessSeconds: 90},
 			Attrs:   map[string]string{"team": "kernel"},
 			Refs:    map[string]string{"refs/heads/main": strings.Repeat("1", 40)},
 			History: []api.HistoryEntry{{At: check, Kind: "check", Changed: true, DurationMs: 120}},
 		},
-		"gitlab.com/c/d": {Repo: api.Repo{Key: "gitlab.com/c/d", Owner: 1, State: "failing", LastError: "upstream: not found"}},
+		"gitlab.com/c/d": {Repo: api.Repo{Key: "gitlab.com/c/d", Owner: 1, State: repostate.Failing, LastError: "upstream: not found"}},
 	}}
 	log := slog.New(slog.DiscardHandler)
 	f := &fixture{b: b, tasks: api.NewTasks(clock.Real{}, 100), events: api.NewBroker(0, 0, log), streams: make(chan struct{}, 10)}
@@ -194,13 +195,23 @@ gitlab.com/c/d  failing  1      no       -                    -                 
 	}
 }
 
+// ctl does not keep its own list of states: an unknown one gets the API's
+// answer, which names the states there are, and a failing exit.
+func TestReposWithAnUnknownStateFailsWithTheAPIsError(t *testing.T) {
+	f := newFixture(t)
+	code, out, errOut := f.run(t, "repos", "--state", "bogus")
+	if code == 0 || out != "" || !strings.Contains(errOut, `unknown state "bogus"`) || !strings.Contains(errOut, "too-many-refs") {
+		t.Errorf("exit %d, output %q, stderr %q", code, out, errOut)
+	}
+}
+
 func TestReposPassesFiltersAndSaysWhenThereIsMore(t *testing.T) {
 	f := newFixture(t)
 	code, out, _ := f.run(t, "repos", "--prefix", "git", "--owner", "2", "--state", "ok", "--limit", "1", "--offset", "0")
 	if code != 0 || !strings.HasSuffix(out, "1 to 1 of 2 (--offset and --limit for more)\n") {
 		t.Errorf("exit %d output %q", code, out)
 	}
-	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State != "ok" || got.Limit != 1 {
+	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State == nil || *got.State != repostate.OK || got.Limit != 1 {
 		t.Errorf("filter %+v", got)
 	}
 }

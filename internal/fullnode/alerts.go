@@ -13,6 +13,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/alert"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // The full node evaluates the alert rules (package alert) on a timer,
@@ -165,7 +166,7 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 
 	f.mu.Lock()
 	if s.Session.Connected && f.view.Len() > 0 {
-		s.Repos = &alert.Repos{Total: f.view.Len(), Failing: f.counts.InState("failing"),
+		s.Repos = &alert.Repos{Total: f.view.Len(), Failing: f.counts.InState(repostate.Failing),
 			Stale: f.stale.Count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
 	s.FeedsFailing = slices.Clone(f.feedsFailing)

@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -58,7 +59,8 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	b.f.mu.Lock()
 	in := b.f.freshInput(key)
 	b.f.mu.Unlock()
-	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: st.GetState(),
+	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
+	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), Digest: st.GetDigest()}
 	if f.cfg.PublicURL != "" {
@@ -66,7 +68,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	}
 	d, held := f.n.Digest(key)
 	r.Served = held && f.mirror.Has(key)
-	if broken := f.n.BrokenState(key); broken != "" {
+	if broken, ok := f.n.BrokenState(key); ok {
 		r.State, r.Served = broken, false // not served until repaired
 	}
 	if b.f.diskWaiting(key) {
@@ -143,7 +145,7 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	if resp.GetUrl() != "" {
 		url = resp.GetUrl()
 	}
-	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: "pending"}, nil
+	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
 
 func (b *backend) RemoveRepo(ctx context.Context, key string) error {

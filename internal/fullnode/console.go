@@ -93,7 +93,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 	// called with f.mu held.
 	keep := func(key string) *fleetv1.RepoState {
 		cl, ok := f.counts.Class(key)
-		if !ok || q.State != "" && cl.State != q.State || q.Owner != 0 && cl.Owner != q.Owner {
+		if !ok || q.State != nil && cl.State != *q.State || q.Owner != 0 && cl.Owner != q.Owner {
 			return nil
 		}
 		return f.view.Get(key)

@@ -13,6 +13,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -39,7 +40,7 @@ func TestConsoleSearchFindsSubstringsInOrderAndStopsAtThePage(t *testing.T) {
 		t.Errorf("the last page: %v (more %v), want one key", got, p.More)
 	}
 	// The other filters apply on the way: repo993 is the only failing one.
-	p = src.Repos(console.Query{Search: "repo99", State: "failing", Limit: 5})
+	p = src.Repos(console.Query{Search: "repo99", State: new(repostate.Failing), Limit: 5})
 	if got := keysOf(p); !slices.Equal(got, []string{"host6.example/group93/repo993"}) || p.More {
 		t.Errorf("failing: %v", got)
 	}
@@ -101,7 +102,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	if got := keysOf(src.Repos(console.Query{Never: true, Limit: 10})); !slices.Equal(got, []string{key(8)}) {
 		t.Errorf("never checked: %v", got)
 	}
-	if got := keysOf(src.Repos(console.Query{StaleOver: time.Hour, Search: "REPO6", State: "failing", Limit: 10})); !slices.Equal(got, []string{key(6)}) {
+	if got := keysOf(src.Repos(console.Query{StaleOver: time.Hour, Search: "REPO6", State: new(repostate.Failing), Limit: 10})); !slices.Equal(got, []string{key(6)}) {
 		t.Errorf("stale, failing, searched: %v", got)
 	}
 	// Checked again: back in the first bucket, its error gone.
@@ -179,8 +180,8 @@ func TestAConsolePageThatMatchesNothingStopsEarly(t *testing.T) {
 		t.Fatal("the node's clock is not a fake one")
 	}
 	for _, q := range []console.Query{
-		{StaleOver: time.Nanosecond, State: "no-such-state", Limit: 50},
-		{Search: "repo", State: "no-such-state", Limit: 50},
+		{StaleOver: time.Nanosecond, State: new(repostate.Unplaceable), Limit: 50}, // no repository has it
+		{Search: "repo", State: new(repostate.Unplaceable), Limit: 50},
 	} {
 		p := src.Repos(q)
 		if len(p.Repos) != 0 || !p.More {

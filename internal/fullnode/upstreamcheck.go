@@ -284,7 +284,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		delete(f.checking, key)
 		f.mu.Unlock()
 	}()
-	if st.GetOwner() == f.n.ID() || !f.mirror.Has(key) || f.n.BrokenState(key) != "" {
+	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || !f.mirror.Has(key) {
 		// Its own checks verify what it owns; a repository not held (or
 		// broken) is served by nothing the upstream could contradict.
 		f.mu.Lock()
