@@ -214,13 +214,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		}
 		db = metrics.TimeStore(bolt, cfg.met.storeWrites, "coordinator", "bolt")
 	}
+	// The catalog's remote is the operator's (a path or a URL): reached
+	// directly, not through the egress policy meant for upstreams.
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute})
 	c := &Coordinator{
 		cfg:          cfg,
 		joinTokens:   splitTokens(cfg.JoinToken),
 		log:          log,
 		clk:          clk,
 		db:           db,
-		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
+		git:          git,
 		flush:        make(chan struct{}, 1),
 		status:       make(map[string]*repoStatus),
 		errs:         intern.New(1 << 16),

@@ -220,7 +220,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 	closed := testnet.Addr(t) // handed out, never bound
 
 	t.Run("healthy", func(t *testing.T) {
-		o := Options{Role: Full, Git: &gitcmd.Runner{}, Data: filepath.Join(dir, "data"),
+		o := Options{Role: Full, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(dir, "data"),
 			Coordinators: []string{coord}, TLS: true, TLSCA: cert, TLSCert: cert, TLSKey: key,
 			Server: skewedServer(t, 0), JoinToken: "j", FullToken: "f", Clock: clock.Real{}, Timeout: 20 * time.Second}
 		rs := Run(ctx, o)
@@ -244,7 +244,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 	t.Run("broken", func(t *testing.T) {
 		otherCert, _ := writeCert(t, dir, "other", now.Add(-time.Hour), now.Add(time.Hour))
 		_, otherKey := writeCert(t, dir, "third", now.Add(-time.Hour), now.Add(time.Hour))
-		o := Options{Role: Partial, Git: &gitcmd.Runner{}, Data: filepath.Join(dir, "data"),
+		o := Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(dir, "data"),
 			// A closed port, and a coordinator whose certificate --tls-ca does not sign.
 			Coordinators: []string{closed, coord}, TLSCA: otherCert,
 			TLSCert: otherCert, TLSKey: otherKey, // a key of another certificate
@@ -280,7 +280,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 
 	t.Run("tls or not", func(t *testing.T) {
 		// Plain gRPC to a TLS coordinator fails after the dial; plain to plain answers.
-		rs := Run(ctx, Options{Role: Partial, Git: &gitcmd.Runner{}, Data: dir, Coordinators: []string{coord, plain},
+		rs := Run(ctx, Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: dir, Coordinators: []string{coord, plain},
 			JoinToken: "j", Clock: clock.Real{}, Timeout: 20 * time.Second})
 		var got []Result
 		for _, r := range rs {
@@ -300,7 +300,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Chmod(ro, 0o700) })
-		o := Options{Role: Coordinator, Git: &gitcmd.Runner{}, Data: filepath.Join(ro, "data"),
+		o := Options{Role: Coordinator, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(ro, "data"),
 			Server: "http://" + closed, FullToken: "f", JoinToken: "j", Clock: clock.Real{}, Timeout: 20 * time.Second}
 		rs := Run(ctx, o)
 		if r := statusOf(t, rs, "full node http"); r.Status != Fail {
@@ -344,7 +344,7 @@ func TestExpiringCertificates(t *testing.T) {
 
 func TestRegisteredPartialNodeNeedsNoJoinToken(t *testing.T) {
 	data := t.TempDir()
-	o := Options{Role: Partial, Git: &gitcmd.Runner{}, Data: data, Clock: clock.Real{}}
+	o := Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: data, Clock: clock.Real{}}
 	if r := statusOf(t, Run(context.Background(), o), "token join-token"); r.Status != Fail {
 		t.Fatalf("unregistered: %+v", r)
 	}

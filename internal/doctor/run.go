@@ -60,7 +60,7 @@ func FromConfig(cfg config.Config, role Role, server string) Options {
 		}
 	}
 	o := Options{
-		Role: role, Git: &gitcmd.Runner{Timeout: 30 * time.Second}, Data: cfg.Data,
+		Role: role, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{Timeout: 30 * time.Second}), Data: cfg.Data,
 		TLS: cfg.TLS, TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey,
 		Server: server, JoinToken: cfg.JoinToken, FullToken: cfg.FullToken,
 		Clock: clock.Real{}, Timeout: 5 * time.Second,
@@ -95,7 +95,7 @@ func Run(ctx context.Context, o Options) []Result {
 
 func checkGit(ctx context.Context, git *gitcmd.Runner) []Result {
 	if git == nil {
-		git = &gitcmd.Runner{}
+		git = gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
 	}
 	v, err := git.Version(ctx)
 	if err != nil {

@@ -87,7 +87,7 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h = &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
+		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
 			Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 		srv := httptest.NewServer(h)
 		return srv.URL + "/example.com/history.git", h, srv.Close

@@ -46,7 +46,7 @@ func Start(dir string) (*Upstreams, error) {
 		return nil, err
 	}
 	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, names: map[string]string{}}
-	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
 		// name, whatever its case, as GitHub does.
 		_, name, _ := strings.Cut(key, "/")
@@ -183,7 +183,7 @@ func (u *Upstreams) Refs(name string) (map[string]string, error) {
 
 // RefsOf lists the branches and tags of a repository directory.
 func RefsOf(dir string) (map[string]string, error) {
-	r := &gitcmd.Runner{Protocols: "file"}
+	r := gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
 	refs, err := r.LocalRefs(context.Background(), dir)
 	return refs.Refs, err
 }

@@ -55,7 +55,7 @@ func newCrashRig(t *testing.T) *crashRig {
 func (r *crashRig) start() *Node {
 	r.t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := mirror.Open(r.data, &gitcmd.Runner{}, log)
+	st, err := mirror.Open(r.data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, log)
+	store, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		t.Fatal(err)
 	}

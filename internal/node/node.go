@@ -219,9 +219,23 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	git := gitRunner(cfg.GitTimeout, cfg.Limits, log)
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	met := newNodeMetrics(cfg.Metrics)
+	// git reaches upstreams through the egress proxy only, its connections
+	// counted as bytes fetched.
+	dialer := egressDialer(cfg)
+	counted := *dialer
+	counted.Received = met.addFetched("upstream")
+	proxy, err := egress.NewProxy(&counted, log)
+	if err != nil {
+		return nil, err
+	}
+	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, log)
 	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
 	if err != nil {
+		proxy.Close()
 		return nil, err
 	}
 	ms.SetLimits(cfg.Limits.mirror())
@@ -233,10 +247,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		ms.Close()
+		proxy.Close()
 		return nil, fmt.Errorf("node: %w", err)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewRegistry()
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
@@ -245,9 +257,10 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	if err != nil {
 		db.Close()
 		ms.Close()
+		proxy.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
+	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: dialer, proxy: proxy, met: met, mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
@@ -258,21 +271,13 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		if n.role, err = role(n); err != nil {
 			db.Close()
 			ms.Close()
+			proxy.Close()
 			return nil, err
 		}
 	}
 	n.reg = n.role.Registration()
 	n.integrity.changed = n.role.Changed
-	n.met = newNodeMetrics(n, cfg.Metrics)
-	// git's own connections to upstreams: counted as bytes fetched.
-	counted := *n.dialer
-	counted.Received = n.met.addFetched("upstream")
-	if n.proxy, err = egress.NewProxy(&counted, log); err != nil {
-		db.Close()
-		ms.Close()
-		return nil, err
-	}
-	git.Egress = n.proxy
+	cfg.Metrics.MustRegister(&nodeCollector{n: n}, maintenanceCollector{n.maint})
 	return n, nil
 }
 

@@ -98,7 +98,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	}
 	logs := &syncLog{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, log)
+	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		t.Fatal(err)
 	}

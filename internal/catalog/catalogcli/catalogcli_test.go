@@ -199,7 +199,7 @@ func BenchmarkCheck(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dir, "commit")); err != nil {
 		tmp := dir + ".tmp"
 		_ = os.RemoveAll(tmp)
-		commit, err := catalog.Generate(context.Background(), &gitcmd.Runner{Protocols: "file"}, tmp, n, 1000)
+		commit, err := catalog.Generate(context.Background(), gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), tmp, n, 1000)
 		if err != nil {
 			b.Fatal(err)
 		}

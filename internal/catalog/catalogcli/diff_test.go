@@ -60,7 +60,7 @@ func benchDiffCatalog(b *testing.B, n int) (dir, base, next string) {
 	if err := os.RemoveAll(dir); err != nil {
 		b.Fatal(err)
 	}
-	base, err := catalog.Generate(ctx, &gitcmd.Runner{Protocols: "file"}, dir, n, 1000)
+	base, err := catalog.Generate(ctx, gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), dir, n, 1000)
 	if err != nil {
 		b.Fatal(err)
 	}
