@@ -540,7 +540,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 	b := newFakeBackend()
 	b.pending = &PendingPurge{Commit: "abc", Removed: 40, Total: 100}
-	srv := httptest.NewServer(New(Config{Token: "t"}, b, NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	srv := httptest.NewServer(New(Config{Token: "t"}, b.fleet(), NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
 	defer srv.Close()
 	get := func() CatalogStatus {
 		resp, err := http.Get(srv.URL + "/api/v1/catalog")

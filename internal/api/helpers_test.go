@@ -22,7 +22,8 @@ import (
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
-// fakeBackend is an in-memory Backend that records what the API asks.
+// fakeBackend is an in-memory fleet that records what the API asks: every
+// part of a Fleet but the fetch log and the change hints (fleet).
 type fakeBackend struct {
 	mu       sync.Mutex
 	repos    map[string]RepoDetail
@@ -37,6 +38,9 @@ type fakeBackend struct {
 	onStart func(key, id string)
 	pending *PendingPurge // a held-back catalog change
 }
+
+// fleet is b as every part of a Fleet it can be.
+func (b *fakeBackend) fleet() Fleet { return Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b} }
 
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()
@@ -69,7 +73,7 @@ func newFakeBackend(keys ...string) *fakeBackend {
 	return b
 }
 
-func (b *fakeBackend) ListRepos(f RepoFilter) ([]Repo, int) {
+func (b *fakeBackend) ListRepos(_ context.Context, f RepoFilter) ([]Repo, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var match []Repo
@@ -84,7 +88,7 @@ func (b *fakeBackend) ListRepos(f RepoFilter) ([]Repo, int) {
 	return match[:min(f.Limit, len(match))], total
 }
 
-func (b *fakeBackend) GetRepo(key string) (RepoDetail, bool) {
+func (b *fakeBackend) GetRepo(_ context.Context, key string) (RepoDetail, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -125,6 +129,10 @@ func (b *fakeBackend) StartFetch(_ context.Context, key, id string) error {
 	}
 	return b.startErr
 }
+
+// CancelFetch has nothing to stop: its checks are never run (cancelBackend
+// records cancellations).
+func (b *fakeBackend) CancelFetch(context.Context, string, string) error { return nil }
 
 func (b *fakeBackend) Nodes(context.Context) ([]Node, error) { return b.nodes, b.nodesErr }
 
@@ -202,7 +210,7 @@ func newTestEnv(t *testing.T, cfg Config, b *fakeBackend) *testEnv {
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.tasks = NewTasks(e.clk, 100)
 	e.events = NewBroker(16, 8, log)
-	e.srv = New(cfg, b, e.tasks, e.events, log, e.clk)
+	e.srv = New(cfg, b.fleet(), e.tasks, e.events, log, e.clk)
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(func() {
 		e.srv.Close()

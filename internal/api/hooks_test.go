@@ -380,7 +380,7 @@ func TestAPushWebhookIsAChangeHintAtItsReceiptTime(t *testing.T) {
 	const key = "github.com/codertocat/hello-world"
 	b := &hintingBackend{fakeBackend: newFakeBackend(key), hints: map[string]time.Time{}}
 	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, b.fakeBackend)
-	e.srv.b = b
+	e.srv.fleet.Hints = b
 	e.clk.Advance(time.Hour)
 	body := readPayload(t, "github/push.json")
 	headers := signed("github", "push", body, e.clk)

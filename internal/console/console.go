@@ -30,9 +30,9 @@ import (
 // Source is what the full node knows, as the console needs it.
 type Source interface {
 	// Repos returns one page of the repositories that q selects.
-	Repos(q Query) Page
-	// GetRepo returns one repository in detail.
-	GetRepo(key string) (Detail, bool)
+	Repos(ctx context.Context, q Query) Page
+	// GetRepo returns one repository in detail (its refs read from disk).
+	GetRepo(ctx context.Context, key string) (Detail, bool)
 	// Nodes lists the fleet's nodes.
 	Nodes(ctx context.Context) ([]api.Node, error)
 	// Catalog describes the applied catalog and a held purge.

@@ -34,12 +34,12 @@ type fakeSource struct {
 	last     Query
 }
 
-func (s *fakeSource) Repos(q Query) Page {
+func (s *fakeSource) Repos(_ context.Context, q Query) Page {
 	s.last = q
 	return Page{Repos: s.repos, Total: -1, More: true}
 }
 
-func (s *fakeSource) GetRepo(key string) (Detail, bool) {
+func (s *fakeSource) GetRepo(_ context.Context, key string) (Detail, bool) {
 	for _, r := range s.repos {
 		if r.Key == key {
 			at := time.Unix(1e9, 0).UTC()

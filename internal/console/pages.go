@@ -211,7 +211,7 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 			*p = n
 		}
 	}
-	page := c.src.Repos(q)
+	page := c.src.Repos(r.Context(), q)
 	link := func(offset int) string {
 		v := url.Values{}
 		for _, k := range []string{"q", "state", "owner", "stale", "limit"} {
@@ -247,7 +247,7 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	d, ok := c.src.GetRepo(key)
+	d, ok := c.src.GetRepo(r.Context(), key)
 	if !ok {
 		c.render(w, r, http.StatusNotFound, "notfound", "Not found", fmt.Sprintf("repository %s is not mirrored", key))
 		return

@@ -28,7 +28,7 @@ const token = "ctl-token"
 
 var at = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// backend is a small in-memory api.Backend.
+// backend is a small in-memory fleet for the API (api.Fleet).
 type backend struct {
 	mu      sync.Mutex
 	repos   map[string]api.RepoDetail
@@ -39,7 +39,7 @@ type backend struct {
 	held    *api.PendingPurge
 }
 
-func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
+func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.filter = f
@@ -51,7 +51,7 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	return out[:min(f.Limit, len(out))], len(out)
 }
 
-func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
+func (b *backend) GetRepo(_ context.Context, key string) (api.RepoDetail, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -88,6 +88,9 @@ func (b *backend) StartFetch(_ context.Context, key, id string) error {
 	return nil
 }
 
+// CancelFetch has nothing to stop: its checks are never run.
+func (b *backend) CancelFetch(context.Context, string, string) error { return nil }
+
 func (b *backend) Nodes(context.Context) ([]api.Node, error) { return b.nodes, nil }
 
 func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error {
@@ -111,7 +114,7 @@ func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
 
 func (b *backend) Known(key string) bool {
-	_, ok := b.GetRepo(key)
+	_, ok := b.GetRepo(context.Background(), key)
 	return ok
 }
 
@@ -139,7 +142,7 @@ func newFixture(t *testing.T) *fixture {
 	}}
 	log := slog.New(slog.DiscardHandler)
 	f := &fixture{b: b, tasks: api.NewTasks(clock.Real{}, 100), events: api.NewBroker(0, 0, log), streams: make(chan struct{}, 10)}
-	srv := api.New(api.Config{Token: token, PublicURL: "http://mirror"}, b, f.tasks, f.events, log, clock.Real{})
+	srv := api.New(api.Config{Token: token, PublicURL: "http://mirror"}, api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b}, f.tasks, f.events, log, clock.Real{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/events" {
 			w = &openSignal{ResponseWriter: w, opened: f.streams}

@@ -36,13 +36,23 @@ type taskRun struct {
 	asked   time.Time // when the owner was asked (after the hints it answers)
 }
 
+// The backend is every part of the API's Fleet (fleetOf).
 var (
-	_ api.Backend   = (*backend)(nil)
-	_ api.Canceller = (*backend)(nil)
+	_ api.RepoReader    = (*backend)(nil)
+	_ api.CatalogEditor = (*backend)(nil)
+	_ api.CheckRunner   = (*backend)(nil)
+	_ api.NodeAdmin     = (*backend)(nil)
+	_ api.LogReader     = (*backend)(nil)
+	_ api.ChangeHinter  = (*backend)(nil)
 )
 
 func newBackend(f *Node) *backend {
 	return &backend{f: f, tasks: map[string]*taskRun{}}
+}
+
+// fleet is the backend as the API's Fleet: all of it.
+func (b *backend) fleet() api.Fleet {
+	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b}
 }
 
 // coordinator returns a client of the coordinator and a context that
@@ -92,7 +102,7 @@ func (f *Node) freshInput(key string) classInput {
 	return in
 }
 
-func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
+func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.clk.Now()
 	b.f.mu.Lock()
 	page, total := b.f.counts.List(b.f.sorted.Of(b.f.view), b.f.view,
@@ -105,7 +115,7 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	return out, total
 }
 
-func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
+func (b *backend) GetRepo(ctx context.Context, key string) (api.RepoDetail, bool) {
 	b.f.mu.Lock()
 	st := b.f.view.Get(key)
 	b.f.mu.Unlock()
@@ -114,10 +124,10 @@ func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
 	}
 	d := api.RepoDetail{Repo: b.repo(key, st, b.f.clk.Now()), Attrs: st.GetAttrs(),
 		Checks: st.GetChecks(), Fetches: st.GetFetches()}
-	if refs, err := b.f.mirror.Refs(context.Background(), key); err == nil {
+	if refs, err := b.f.mirror.Refs(ctx, key); err == nil {
 		d.Refs = refs.Refs
 	}
-	d.History = b.history(key)
+	d.History = b.history(ctx, key)
 	return d, true
 }
 

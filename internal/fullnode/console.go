@@ -52,8 +52,8 @@ func (s *consoleSource) Overview() console.Overview {
 	return ov
 }
 
-func (s *consoleSource) GetRepo(key string) (console.Detail, bool) {
-	d, ok := s.f.backend.GetRepo(key)
+func (s *consoleSource) GetRepo(ctx context.Context, key string) (console.Detail, bool) {
+	d, ok := s.f.backend.GetRepo(ctx, key)
 	if !ok {
 		return console.Detail{}, false
 	}
@@ -80,10 +80,10 @@ const maxConsoleExamined = 50000
 // staleness filter walks the keys by minute of last check from the
 // oldest; a search scans the keys (searchIndex); both stop at the page,
 // and check the other filters on the way.
-func (s *consoleSource) Repos(q console.Query) console.Page {
+func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page {
 	f := s.f
 	if q.Search == "" && q.StaleOver == 0 && !q.Never {
-		repos, total := f.backend.ListRepos(api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
+		repos, total := f.backend.ListRepos(ctx, api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
 		return console.Page{Repos: repos, Total: total, More: q.Offset+len(repos) < total}
 	}
 	needle := strings.ToLower(q.Search)

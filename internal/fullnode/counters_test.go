@@ -115,7 +115,7 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 				wantTotal++
 			}
 		}
-		page, total := f.backend.ListRepos(filter)
+		page, total := f.backend.ListRepos(t.Context(), filter)
 		var gotKeys []string
 		for _, r := range page {
 			gotKeys = append(gotKeys, r.Key)

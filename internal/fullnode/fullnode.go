@@ -168,7 +168,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	f.backend = newBackend(f)
 	f.fleet = &fleetCache{f: f}
 	f.revoke = f.backend.RevokeNode // --mismatch-revoke
-	f.api = api.New(cfg, f.backend, f.tasks, f.events, f.log, f.clk)
+	f.api = api.New(cfg, f.backend.fleet(), f.tasks, f.events, f.log, f.clk)
 	if f.alerts, err = newAlerting(f.cfg, n.Dialer(), f.clk, f.log); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,6 @@ func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 // shows (GET /api/v1/repos/{key}).
 const historyLen = 20
 
-var _ api.LogReader = (*backend)(nil)
-
 // FetchLog reads the full node's fetch log.
 func (b *backend) FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.Entry, string, error) {
 	return b.f.flog.List(ctx, q)
@@ -50,8 +48,8 @@ func (b *backend) FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.En
 
 // history is the newest part of key's log, as the repository's detail
 // shows it.
-func (b *backend) history(key string) []api.HistoryEntry {
-	es, _, err := b.f.flog.List(context.Background(), fetchlog.Query{Key: key, Limit: historyLen})
+func (b *backend) history(ctx context.Context, key string) []api.HistoryEntry {
+	es, _, err := b.f.flog.List(ctx, fetchlog.Query{Key: key, Limit: historyLen})
 	if err != nil {
 		b.f.log.Warn("fetch log: read failed", "key", key, "err", err)
 		return nil
