@@ -84,11 +84,13 @@ func (f *Node) alertLoop(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { a.notifier.Run(ctx); close(done) }()
 	defer func() { <-done }()
+	tick := f.clk.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.clk.After(a.cfg.Interval):
+		case <-tick.C():
 		}
 		a.notifier.Notify(f.evaluateAlerts(ctx)...)
 	}

@@ -271,11 +271,13 @@ func (x *searchIndex) build(keys []string) {
 // sampleLoop records the share of repositories current every interval of
 // the freshness ring, until ctx ends.
 func (s *consoleSource) sampleLoop(ctx context.Context) {
+	tick := s.f.clk.NewTicker(s.fresh.Every())
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case at := <-s.f.clk.After(s.fresh.Every()):
+		case at := <-tick.C():
 			t := s.f.totals()
 			s.fresh.Record(at, t.current, t.total)
 		}

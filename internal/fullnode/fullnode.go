@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
@@ -455,7 +456,7 @@ func (f *Node) settlePull(key string, st *fleetv1.RepoState, err error) {
 		// 2 s. A new state from the coordinator tries at once.
 		f.pullFails[key]++
 		f.pending[key] = true
-		f.retryAt[key] = f.clk.Now().Add(node.Backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
+		f.retryAt[key] = f.clk.Now().Add(backoff.Jitter(backoff.Delay(f.pullFails[key], 2*time.Second, 30*time.Second), nil))
 	default:
 		delete(f.pullFails, key)
 		delete(f.retryAt, key)

@@ -191,12 +191,14 @@ func (f *Node) persistVerified(ctx context.Context) {
 // persistLoop writes verified_at every persistInterval, and once more at
 // the end.
 func (f *Node) persistLoop(ctx context.Context) {
+	tick := f.clk.NewTicker(persistInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			f.persistVerified(context.Background())
 			return
-		case <-f.clk.After(persistInterval):
+		case <-tick.C():
 			f.persistVerified(ctx)
 		}
 	}

@@ -19,10 +19,11 @@
 // schedule's (fed the node's budget, limits and results). This package
 // has its own: the integrity scan's plan (integrityplan.go) and the
 // maintenance plan with its duty bound (maintenanceplan.go), pure planners
-// fed the clock's time; the coordinator session's backoff (session.go);
-// the disk measured at most every 10 s (disk.go); a failed repair or an
-// unclean stop's check tried again a minute later (integrity.go). The full
-// node's are package fullnode's.
+// fed the clock's time; the coordinator session's backoff (session.go,
+// package backoff's rule) and its heartbeats; the disk measured at most
+// every 10 s (disk.go); a failed repair or an unclean stop's check tried
+// again a minute later (integrity.go). Every wait is on the clock the node
+// is built with. The full node's are package fullnode's.
 //
 // Three words that sound alike: the integrity scan (integrity.go) reads
 // the mirrors on disk for missing or broken objects; git's fsck checks

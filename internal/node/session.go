@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	"github.com/gitfleet/gitfleet/internal/version"
@@ -26,16 +26,6 @@ var ErrJoinRefused = errors.New("the coordinator refused to admit this node")
 
 type coordSession struct {
 	stream fleetv1.Coordinator_SessionClient
-}
-
-// Backoff returns the wait before attempt n (0-based): exponential from
-// min to max with ±25% jitter.
-func Backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 0; i < n && d < hi; i++ {
-		d *= 2
-	}
-	return time.Duration(float64(min(d, hi)) * (0.75 + rand.Float64()/2))
 }
 
 // coordinatorLoop connects to the coordinator, registers, and keeps a
@@ -69,7 +59,10 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	addrs := n.cfg.Coordinators
 	next, hint := 0, ""
-	attempt, redirects, electing := 0, 0, false
+	redirects, electing := 0, false
+	// Every address tried in vain: wait, from 500 ms to 30 s, jittered so
+	// that a fleet that lost its coordinator does not come back at once.
+	bo := backoff.New(n.clk, 500*time.Millisecond, 30*time.Second).Jittered(nil)
 	for ctx.Err() == nil {
 		addr := addrs[next%len(addrs)]
 		if hint != "" {
@@ -84,7 +77,8 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		n.mu.Unlock()
 		err = n.register(ctx, client)
 		if err == nil {
-			attempt, redirects = 0, 0
+			bo.Reset()
+			redirects = 0
 			err = n.session(ctx, client, addr)
 		}
 		if errors.Is(err, ErrJoinRefused) {
@@ -112,17 +106,15 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		next++
 		wait := 100 * time.Millisecond // the next address, soon
 		if next%len(addrs) == 0 {      // every address tried: back off
-			wait = Backoff(attempt, 500*time.Millisecond, 30*time.Second)
+			wait = bo.Failed()
 			if electing {
 				wait = min(wait, time.Second)
 			}
-			attempt, redirects, electing = attempt+1, 0, false
+			redirects, electing = 0, false
 		}
 		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
+		if bo.Wait(ctx, wait) != nil {
 			return nil
-		case <-time.After(wait):
 		}
 	}
 	return nil
@@ -222,19 +214,19 @@ func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionC
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	hb := time.NewTicker(interval)
+	hb := n.clk.NewTicker(interval)
 	defer hb.Stop()
-	flush := time.NewTicker(200 * time.Millisecond)
+	flush := n.clk.NewTicker(200 * time.Millisecond)
 	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-hb.C:
+		case <-hb.C():
 			if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Heartbeat{Heartbeat: n.heartbeat()}}); err != nil {
 				return err
 			}
-		case <-flush.C:
+		case <-flush.C():
 		case <-n.sendNow:
 		}
 		n.mu.Lock()
@@ -458,7 +450,7 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
 		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.secret, n.id), Logger: n.log, TLS: n.cfg.TLS,
-			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
+			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second, Clock: n.clk}
 		n.tunnelWG.Go(func() { // waited for by Run, after stopTunnels
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
 				n.log.Error("tunnel stopped", "addr", a, "err", err)
