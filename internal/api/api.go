@@ -19,8 +19,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +34,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
@@ -411,7 +410,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	ok := strings.EqualFold(scheme, "Bearer") // schemes are case-insensitive (RFC 9110)
-	if !ok || !equalSecret(strings.TrimSpace(got), s.cfg.Token) {
+	if !ok || !forge.EqualSecret(strings.TrimSpace(got), s.cfg.Token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gitfleet"`)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "this request needs an API token: Authorization: Bearer <token>")
@@ -421,13 +420,6 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
-}
-
-// equalSecret compares two secrets in constant time, whatever their
-// lengths.
-func equalSecret(a, b string) bool {
-	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
 // readBody reads the whole body up to max bytes within the read deadline
