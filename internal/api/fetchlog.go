@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // LogReader reads a fetch log (the full node keeps one): the entries q
@@ -50,7 +51,7 @@ func (s *Server) repoLog(w http.ResponseWriter, r *http.Request, raw string) {
 		return
 	}
 	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	q, ok := logQuery(w, r)

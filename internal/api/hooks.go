@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // hookHost is a kind of forge whose webhooks the full node takes, at
@@ -147,7 +148,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: first.key, Added: true})
 			return
 		}
-		msg := fmt.Sprintf("repository %s is not mirrored", first.key)
+		msg := repostate.NotMirrored(first.key)
 		if s.cfg.AutoAdd {
 			msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
 		}

@@ -168,7 +168,7 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	d, found := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	fillCloneURL(&d.Repo, s.cloneBase(r))
@@ -276,7 +276,7 @@ func (s *Server) updateRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	d, known := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !known || d.UpstreamURL == "" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	repo, err := s.fleet.Catalog.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
@@ -307,7 +307,7 @@ func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
 	err := s.fleet.Catalog.RemoveRepo(r.Context(), key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot remove %s now: %v", key, err))
 	default:
@@ -334,7 +334,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	t, err := s.request(key)

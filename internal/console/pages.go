@@ -249,7 +249,7 @@ func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	d, ok := c.src.GetRepo(r.Context(), key)
 	if !ok {
-		c.render(w, r, http.StatusNotFound, "notfound", "Not found", fmt.Sprintf("repository %s is not mirrored", key))
+		c.render(w, r, http.StatusNotFound, "notfound", "Not found", repostate.NotMirrored(key))
 		return
 	}
 	if d.CloneURL == "" { // no --public-url: as the client reached us

@@ -3,7 +3,8 @@
 // the coordinator, the nodes, the full node's view, the API, ctl, the
 // console and the alerts use), and when "not found" answers make a
 // repository gone, so that a node's scheduler and the coordinator's status
-// reach the same verdict from the same answers of an upstream.
+// reach the same verdict from the same answers of an upstream; and the
+// words for a repository the fleet does not hold (NotMirrored).
 //
 // It holds constants and their names only: no state, no I/O, nothing of
 // gitfleet imported, so that every role, pure cores included, may import
@@ -16,6 +17,11 @@ import (
 	"fmt"
 	"strings"
 )
+
+// NotMirrored is what every role says of a repository key that the fleet
+// does not hold (the API's and the console's 404, the coordinator's
+// NotFound).
+func NotMirrored(key string) string { return "repository " + key + " is not mirrored" }
 
 // GoneAfter is how many "not found" answers in a row from its upstream make
 // a repository gone: its node parks it and checks it again once a day
