@@ -15,6 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/membership"
+	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/ring"
+	"github.com/gitfleet/gitfleet/internal/schedule"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -129,12 +133,21 @@ type Config struct {
 // Defaults that the packages of the roles also apply to a zero value of
 // their own settings, so that a role built without this package (a test,
 // the simulator, the demo) behaves as the binary does. Each is kept here
-// only.
+// only; the defaults of the pure cores (schedule, ring, placement,
+// membership), which may not import this package, are theirs, and this
+// package takes them (Default).
 const (
 	// DefaultCatalogInterval is how often the coordinator fetches the catalog.
 	DefaultCatalogInterval = 5 * time.Minute
+	// DefaultHeartbeat is how often nodes send heartbeats.
+	DefaultHeartbeat = 5 * time.Second
+	// DefaultAssignBatch is the most assignments one message carries.
+	DefaultAssignBatch = 500
+	// DefaultPurgeWindow is the sliding window over which catalog removals
+	// are counted against DefaultMaxPurge.
+	DefaultPurgeWindow = 24 * time.Hour
 	// DefaultFetchers is how many checks and fetches a node runs at once.
-	DefaultFetchers = 10
+	DefaultFetchers = schedule.DefaultConcurrency
 	// DefaultGitTimeout is the longest a single git process may run.
 	DefaultGitTimeout = 30 * time.Minute
 	// DefaultMaxPurge is the largest share of all repositories that catalog
@@ -145,6 +158,7 @@ const (
 
 // Default returns the defaults: a setting left out keeps these.
 func Default() Config {
+	members := membership.DefaultConfig()
 	return Config{
 		Data:              "gitfleet-data",
 		CatalogInterval:   DefaultCatalogInterval,
@@ -157,14 +171,14 @@ func Default() Config {
 		EtcdPrefix:        "/gitfleet",
 		EtcdLease:         10 * time.Second,
 		EtcdCompaction:    5 * time.Minute,
-		Grace:             10 * time.Minute,
-		Warmup:            10 * time.Minute,
-		Heartbeat:         5 * time.Second,
+		Grace:             members.Grace,
+		Warmup:            members.Warmup,
+		Heartbeat:         DefaultHeartbeat,
 		MaxPurge:          DefaultMaxPurge,
-		PurgeWindow:       24 * time.Hour,
-		LoadFactor:        1.25,
-		AssignBatch:       500,
-		MaxClonesInFlight: 50,
+		PurgeWindow:       DefaultPurgeWindow,
+		LoadFactor:        ring.DefaultLoadFactor,
+		AssignBatch:       DefaultAssignBatch,
+		MaxClonesInFlight: placement.DefaultMaxInFlight,
 		MaxInterval:       24 * time.Hour,
 		MinInterval:       time.Minute,
 		Policy:            "adaptive",

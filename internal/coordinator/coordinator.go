@@ -190,16 +190,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		cfg.CatalogInterval = config.DefaultCatalogInterval
 	}
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 5 * time.Second
+		cfg.HeartbeatInterval = config.DefaultHeartbeat
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
+		cfg.BatchSize = config.DefaultAssignBatch
 	}
 	if cfg.MaxPurgeShare <= 0 {
 		cfg.MaxPurgeShare = config.DefaultMaxPurge
 	}
 	if cfg.PurgeWindow <= 0 {
-		cfg.PurgeWindow = 24 * time.Hour
+		cfg.PurgeWindow = config.DefaultPurgeWindow
 	}
 	if cfg.met == nil {
 		cfg.met = newCoordMetrics(cfg.Metrics)

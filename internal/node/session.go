@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	"github.com/gitfleet/gitfleet/internal/version"
@@ -212,7 +213,7 @@ func (n *Node) sendInventory(stream fleetv1.Coordinator_SessionClient) error {
 func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionClient) error {
 	interval := time.Duration(n.heartbeatMs.Load()) * time.Millisecond
 	if interval <= 0 {
-		interval = 5 * time.Second
+		interval = config.DefaultHeartbeat
 	}
 	hb := n.clk.NewTicker(interval)
 	defer hb.Stop()

@@ -77,8 +77,11 @@ type Config struct {
 	Seed uint64
 }
 
+// DefaultConcurrency is how many checks run at once when Config leaves
+// it 0 (config.DefaultFetchers is this).
+const DefaultConcurrency = 10
+
 const (
-	defaultConcurrency = 10
 	defaultMaxInterval = 24 * time.Hour
 	defaultMinInterval = time.Minute
 	defaultFedMax      = 7 * 24 * time.Hour
@@ -97,10 +100,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("schedule: budget %v checks/hour: must be a finite number >= 0 (0 = unlimited)", c.Budget)
 	}
 	if c.Concurrency < 0 {
-		return c, fmt.Errorf("schedule: concurrency %d: must be >= 0 (0 = default %d)", c.Concurrency, defaultConcurrency)
+		return c, fmt.Errorf("schedule: concurrency %d: must be >= 0 (0 = default %d)", c.Concurrency, DefaultConcurrency)
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = defaultConcurrency
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.HostConcurrency < 0 {
 		return c, fmt.Errorf("schedule: host concurrency %d: must be >= 0 (0 = no cap)", c.HostConcurrency)
