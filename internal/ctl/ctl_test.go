@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 const token = "ctl-token"
@@ -602,5 +603,31 @@ func TestFlagsMayFollowTheCommand(t *testing.T) {
 	pos, err := parseInterleaved(fs, []string{"fetch", "a/b", "--wait", "--", "--not-a-flag"})
 	if err != nil || !*wait || strings.Join(pos, " ") != "fetch a/b --not-a-flag" {
 		t.Errorf("positional %q, wait %v, err %v", pos, *wait, err)
+	}
+}
+
+// Commands is the list gitfleet's usage shows: each is in ctl's usage and
+// is run, and ctl's usage has no command that is not in it.
+func TestCommandsListsEveryCommand(t *testing.T) {
+	described := map[string]bool{}
+	_, list, _ := strings.Cut(usage, "commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			described[strings.Fields(line)[0]] = true
+		}
+	}
+	for _, cmd := range Commands() {
+		if !described[cmd] {
+			t.Errorf("%s is not in ctl's usage", cmd)
+		}
+		delete(described, cmd)
+		err := run(context.Background(), []string{"--server", "http://" + testnet.Addr(t), cmd}, io.Discard, io.Discard, func(string) string { return "" })
+		if err == nil || strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("ctl %s: %v", cmd, err)
+		}
+	}
+	for cmd := range described {
+		t.Errorf("ctl's usage describes %s, which Commands does not list", cmd)
 	}
 }
