@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/egress"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 func reposEnv(t *testing.T) *testEnv {
@@ -71,6 +73,43 @@ func TestListReposRefusesBadParameters(t *testing.T) {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, e.do(t, "GET", "/api/v1/repos?"+q, nil), http.StatusBadRequest, strings.Split(q, "=")[0])
 		})
+	}
+}
+
+// An unknown state is 400 with the states there are, not an empty list;
+// each state there is is taken, and the OpenAPI description lists them.
+func TestListReposRefusesAnUnknownStateAndNamesTheStates(t *testing.T) {
+	e := reposEnv(t)
+	r := e.do(t, "GET", "/api/v1/repos?state=bogus", nil)
+	wantError(t, r, http.StatusBadRequest, `state "bogus": want one of `+strings.Join(repostate.Names(), ", "))
+	for _, st := range repostate.Names() {
+		if r := e.do(t, "GET", "/api/v1/repos?state="+st, nil); r.status != http.StatusOK {
+			t.Errorf("state=%s: %d %s", st, r.status, r.body)
+		}
+	}
+	var spec struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	var list struct {
+		Parameters []struct {
+			Name   string
+			Schema struct{ Enum []string }
+		}
+	}
+	if err := json.Unmarshal(openAPI, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(spec.Paths["/api/v1/repos"]["get"], &list); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Parameters, func(p struct {
+		Name   string
+		Schema struct{ Enum []string }
+	}) bool {
+		return p.Name == "state"
+	})
+	if i < 0 || !slices.Equal(list.Parameters[i].Schema.Enum, repostate.Names()) {
+		t.Errorf("the OpenAPI description's states (parameter %d): %+v, want %q", i, list.Parameters, repostate.Names())
 	}
 }
 
@@ -520,3 +559,4 @@ func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 		t.Fatalf("nothing pending: %d", code)
 	}
 }
+

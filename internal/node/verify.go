@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -19,11 +20,11 @@ import (
 
 // The states a broken mirror goes through, shown by the API.
 const (
-	stateCorrupt   = "corrupt"
-	stateRepairing = "repairing"
+	stateCorrupt   = repostate.Corrupt
+	stateRepairing = repostate.Repairing
 	// stateUnchecked: written shortly before an unclean stop, and not yet
 	// verified since (checkAfterCrash).
-	stateUnchecked = "unchecked"
+	stateUnchecked = repostate.Unchecked
 )
 
 const bucketVerified = "verified"
