@@ -560,3 +560,41 @@ func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 	}
 }
 
+// A catalog that cannot be read is shown as an error with its time; its
+// text, which names the operator's catalog, only with the token.
+func TestAnUnreadableCatalogIsAnErrorWithItsTime(t *testing.T) {
+	b := newFakeBackend()
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	b.catalogErr = "catalog: fetch /srv/catalog: git fetch: fatal: '/srv/catalog' does not appear to be a git repository"
+	b.catalogErrAt = &since
+	srv := httptest.NewServer(New(Config{Token: "t"}, b, NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	defer srv.Close()
+	get := func(token string) map[string]any {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/catalog", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d: %v", resp.StatusCode, err)
+		}
+		return st
+	}
+	op := get("t")
+	if op["error"] != b.catalogErr || op["error_at"] != "2026-11-27T10:00:00Z" || op["commit"] != "c0ffee" {
+		t.Errorf("the operator sees %v", op)
+	}
+	anon := get("")
+	if e, _ := anon["error"].(string); e == "" || strings.Contains(e, "/srv/catalog") || anon["error_at"] != "2026-11-27T10:00:00Z" {
+		t.Errorf("an anonymous reader sees %v; want the error's class and its time", anon)
+	}
+	b.catalogErr, b.catalogErrAt = "", nil
+	if st := get(""); st["error"] != nil || st["error_at"] != nil {
+		t.Errorf("a catalog that is read: %v", st)
+	}
+}

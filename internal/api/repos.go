@@ -473,6 +473,10 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
 	}
+	if !s.operator(r) {
+		// The text names the operator's catalog URL or path.
+		st.Error = PublicError(st.Error)
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -117,7 +117,7 @@ type Config struct {
 	EventsWebhookSecret   string        `name:"events-webhook-secret" help:"full node: secret that signs outgoing event POSTs (X-Gitfleet-Signature-256)"`
 	Alert                 List          `name:"alert" help:"full node: where alerts go (repeatable): a URL of a JSON webhook, Slack, DingTalk or Lark/Feishu bot, or smtp://user:pass@host:port?from=...&to=... (see Alerts)"`
 	AlertInterval         time.Duration `name:"alert-interval" help:"full node: how often the alert rules are evaluated"`
-	AlertFor              time.Duration `name:"alert-for" help:"full node: how long failing repositories, stale repositories or a full disk must last before their alert fires"`
+	AlertFor              time.Duration `name:"alert-for" help:"full node: how long failing repositories, stale repositories, a full disk, a failing forge feed or an unreadable catalog must last before their alert fires"`
 	AlertFailingShare     float64       `name:"alert-failing-share" help:"full node: alert when more than this share of repositories are failing"`
 	AlertStaleShare       float64       `name:"alert-stale-share" help:"full node: alert when more than this share of repositories were not verified against their upstreams within --alert-stale-after"`
 	AlertStaleAfter       time.Duration `name:"alert-stale-after" help:"full node: a repository whose verified_at is this old is stale (0: --max-interval)"`

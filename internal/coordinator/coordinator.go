@@ -136,6 +136,11 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+
+	// catalogErr is why the catalog cannot be read, since catalogErrAt
+	// (the first failure in a row); "" once a refresh succeeds.
+	catalogErr   string
+	catalogErrAt time.Time
 }
 
 type nodeRecord struct {
@@ -388,7 +393,11 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			c.cfg.met.refreshed(err)
 		}
 		if err != nil && ctx.Err() == nil {
-			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
+			if commit := c.catalogCommit(); commit != "" {
+				c.log.Error("catalog refresh failed; keeping the last good catalog", "commit", commit, "err", err)
+			} else {
+				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -398,8 +407,37 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 	}
 }
 
-// RefreshCatalog fetches the catalog and applies what changed.
+// catalogCommit is the commit of the catalog applied, "" if none.
+func (c *Coordinator) catalogCommit() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat == nil {
+		return ""
+	}
+	return c.cat.Commit()
+}
+
+// RefreshCatalog fetches the catalog and applies what changed. A failure
+// is the catalog's error (CatalogStatus) until a refresh succeeds.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	err := c.refreshCatalog(ctx)
+	if ctx.Err() != nil {
+		return err // stopped, not a fault of the catalog
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.catalogErr, c.catalogErrAt = "", time.Time{}
+	case c.catalogErr == "":
+		c.catalogErr, c.catalogErrAt = err.Error(), c.clk.Now()
+	default:
+		c.catalogErr = err.Error() // the latest reason, since the first failure
+	}
+	return err
+}
+
+func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	commit, err := c.src.Fetch(ctx)
 	if err != nil {
 		return fmt.Errorf("fetch catalog: %w", err)

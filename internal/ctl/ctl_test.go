@@ -37,6 +37,9 @@ type backend struct {
 	nodes   []api.Node
 	onStart func(key, id string)
 	held    *api.PendingPurge
+	// catalog is the catalog's status but the held change (default: a
+	// commit of 3 repositories).
+	catalog *api.CatalogStatus
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -105,7 +108,12 @@ func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error 
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.CatalogStatus{Commit: "c0ffee", Repos: 3, Pending: b.held}, nil
+	st := api.CatalogStatus{Commit: "c0ffee", Repos: 3}
+	if b.catalog != nil {
+		st = *b.catalog
+	}
+	st.Pending = b.held
+	return st, nil
 }
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
