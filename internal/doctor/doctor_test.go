@@ -345,7 +345,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 				got = append(got, r)
 			}
 		}
-		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "--tls") ||
+		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "the coordinator speaks TLS: add --tls (or --tls-ca FILE)") ||
 			got[1].Status != OK || !strings.Contains(got[1].Detail, "(plain TCP), answers gRPC") {
 			t.Errorf("coordinators: %+v", got)
 		}

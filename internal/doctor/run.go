@@ -248,8 +248,8 @@ func checkCoordinator(ctx context.Context, o Options, addr string) Result {
 	if err := probeGRPC(ctx, addr, creds); err != nil {
 		r.Status, r.Detail = Fail, fmt.Sprintf("%s: %v", addr, err)
 		r.Fix = "check that --coordinator is a gitfleet coordinator's --grpc address"
-		if conf == nil {
-			r.Fix += ", and give --tls if it speaks TLS"
+		if conf == nil && tlsconf.SpeaksTLS(ctx, addr) {
+			r.Fix = "the coordinator speaks TLS: add --tls (or --tls-ca FILE)"
 		}
 		return r
 	}
