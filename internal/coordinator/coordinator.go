@@ -174,14 +174,24 @@ const (
 	bucketRepos = "repos"
 )
 
+// Check tells whether a coordinator can start with cfg, as New would,
+// without opening anything: a process that runs several roles checks each
+// before it starts any.
+func (cfg Config) Check() error {
+	if len(splitTokens(cfg.JoinToken)) == 0 {
+		return errors.New("coordinator: a join token is required (--join-token)")
+	}
+	if cfg.Catalog == "" {
+		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	}
+	return nil
+}
+
 // New opens the coordinator's state in cfg.DataDir. A coordinator with
 // stored state resumes from it; one without waits for nodes (warm-up).
 func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
-	if len(splitTokens(cfg.JoinToken)) == 0 {
-		return nil, errors.New("coordinator: a join token is required (--join-token)")
-	}
-	if cfg.Catalog == "" {
-		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.CatalogInterval <= 0 {
 		cfg.CatalogInterval = 5 * time.Minute

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,6 +102,12 @@ type Config struct {
 	TunnelAddr      string // where partial nodes dial in
 	TunnelAdvertise string // the address given to partial nodes (default TunnelAddr)
 	PublicURL       string
+
+	// HTTPListener and TunnelListener, when set, are HTTPAddr and
+	// TunnelAddr already bound (the node then owns them): a process that
+	// runs several roles binds every port before it starts any.
+	HTTPListener, TunnelListener net.Listener
+
 	// AllowPrivate accepts upstreams on loopback and private networks.
 	AllowPrivate bool
 	// Egress is the operator's egress policy (nil: the default that
