@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/ctl"
+)
+
+func runArgs(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestGitfleetAlonePrintsItsUsageAndExits2(t *testing.T) {
+	code, out, errOut := runArgs()
+	if code != 2 || out != "" || errOut != usage {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+}
+
+// The usage names every ctl command: it takes them from ctl, and this
+// test reads them back.
+func TestTheUsageNamesEveryCtlCommand(t *testing.T) {
+	_, section, _ := strings.Cut(usage, "gitfleet ctl COMMAND")
+	section, _, _ = strings.Cut(section, "gitfleet catalog")
+	named := map[string]bool{}
+	for _, w := range strings.FieldsFunc(section, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		named[w] = true
+	}
+	for _, cmd := range ctl.Commands() {
+		if !named[cmd] {
+			t.Errorf("gitfleet's usage does not name ctl %s:\n%s", cmd, usage)
+		}
+	}
+	for _, line := range strings.Split(usage, "\n") {
+		if len(line) > 80 {
+			t.Errorf("a line of %d columns: %q", len(line), line)
+		}
+	}
+}
+
+// A bad command line is one line on stderr and exit status 2: nothing
+// else, neither the usage nor the error twice.
+func TestABadFlagIsOneLineAndExit2(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--catalg", "x"}, "gitfleet up: unknown flag --catalg (did you mean --catalog? see gitfleet up -h)\n"},
+		{[]string{"up", "--mode", "full"}, "gitfleet up: --mode is a flag of node, not of up (see gitfleet up -h)\n"},
+		{[]string{"demo", "--etcd", "http://e:2379"}, "gitfleet demo: --etcd is a flag of coordinator and up, not of demo (see gitfleet demo -h)\n"},
+		{[]string{"node", "--heartbeat", "1s"}, "gitfleet node: --heartbeat is a flag of coordinator and up, not of node (see gitfleet node -h)\n"},
+		{[]string{"doctor", "up", "--coordinator", "c:7070"}, "gitfleet doctor up: --coordinator is a flag of node, not of doctor up (see gitfleet doctor up -h)\n"},
+		{[]string{"doctor", "partial", "--frob"}, "gitfleet doctor partial: unknown flag --frob (see gitfleet doctor partial -h)\n"},
+	} {
+		code, out, errOut := runArgs(tc.args...)
+		if code != 2 || out != "" || errOut != tc.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2, nothing, %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
+
+// -h shows the command's own flags, grouped, on stdout, and exits 0;
+// `gitfleet help up` says the same.
+func TestACommandsHelpShowsItsOwnFlags(t *testing.T) {
+	for _, tc := range []struct {
+		cmd           string
+		shows, hidden []string
+	}{
+		{"up", []string{"--catalog", "--http", "--join-token", "--etcd"}, []string{"--mode", "--coordinator", "--metrics"}},
+		{"demo", []string{"--http", "--log-level"}, []string{"--mode", "--etcd", "--tls", "--catalog"}},
+		{"coordinator", []string{"--catalog", "--grpc", "--etcd"}, []string{"--mode", "--http", "--tls "}},
+		{"node", []string{"--mode", "--coordinator", "--http", "--tls"}, []string{"--catalog", "--grpc", "--etcd"}},
+	} {
+		code, out, errOut := runArgs(tc.cmd, "-h")
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "Usage: gitfleet "+tc.cmd+" [flags]") || !strings.Contains(out, "Essential flags:") {
+			t.Errorf("%s -h: exit %d, stderr %q, stdout:\n%s", tc.cmd, code, errOut, out)
+		}
+		for _, f := range tc.shows {
+			if !strings.Contains(out, "\n  "+f) {
+				t.Errorf("%s -h does not show %s", tc.cmd, f)
+			}
+		}
+		for _, f := range tc.hidden {
+			if strings.Contains(out, "\n  "+f+"\n") || strings.Contains(out, "\n  "+f+" ") {
+				t.Errorf("%s -h shows %s, which it does not take", tc.cmd, f)
+			}
+		}
+		if code, again, _ := runArgs("help", tc.cmd); code != 0 || again != out {
+			t.Errorf("gitfleet help %s: exit %d, not the same as %s -h", tc.cmd, code, tc.cmd)
+		}
+	}
+	if code, out, _ := runArgs("doctor", "up", "-h"); code != 0 || !strings.Contains(out, "--server URL") || !strings.Contains(out, "--catalog") || strings.Contains(out, "\n  --mode") {
+		t.Errorf("doctor up -h: exit %d:\n%s", code, out)
+	}
+}
