@@ -101,11 +101,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		})
 	case "up":
 		err = withConfig(config.UpCommand, rest, stdout, stderr, func(cfg config.Config, log *slog.Logger) error {
-			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runUp(ctx, cfg, log) })
+			return runUp(ctx, cfg, log)
 		})
 	case "demo":
 		err = withConfig(config.DemoCommand, rest, stdout, stderr, func(cfg config.Config, log *slog.Logger) error {
-			return runDemo(ctx, cfg, log, stdout)
+			return runDemo(ctx, cfg, stdout)
 		})
 	case "ctl":
 		return ctl.Main(ctx, rest, stdout, stderr, os.Getenv)

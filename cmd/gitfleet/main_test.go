@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/ctl"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 func runArgs(args ...string) (code int, stdout, stderr string) {
@@ -95,5 +99,59 @@ func TestACommandsHelpShowsItsOwnFlags(t *testing.T) {
 	}
 	if code, out, _ := runArgs("doctor", "up", "-h"); code != 0 || !strings.Contains(out, "--server URL") || !strings.Contains(out, "--catalog") || strings.Contains(out, "\n  --mode") {
 		t.Errorf("doctor up -h: exit %d:\n%s", code, out)
+	}
+}
+
+// up checks its flags and binds every port before it starts a role: a
+// port in use stops it with nothing started, no token made or printed.
+func TestUpOnABusyPortStartsNothing(t *testing.T) {
+	t.Setenv("GITFLEET_JOIN_TOKEN", "")
+	t.Setenv("GITFLEET_FULL_TOKEN", "")
+	busy, err := net.Listen("tcp", testnet.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, port := range []string{"grpc", "http", "tunnel", "pprof"} {
+		data := filepath.Join(t.TempDir(), "up")
+		addrs := map[string]string{"grpc": testnet.Addr(t), "http": testnet.Addr(t), "tunnel": testnet.Addr(t), "pprof": testnet.Addr(t)}
+		addrs[port] = busy.Addr().String()
+		args := []string{"up", "--data", data, "--catalog", filepath.Join(t.TempDir(), "catalog")}
+		for _, p := range []string{"grpc", "http", "tunnel", "pprof"} {
+			args = append(args, "--"+p, addrs[p])
+		}
+		code, out, errOut := runArgs(args...)
+		want := "gitfleet: listen --" + port + " " + busy.Addr().String() + ": "
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("--%s busy: exit %d, stdout %q, stderr %q; want 1 and one line %q...", port, code, out, errOut, want)
+		}
+		if entries, err := os.ReadDir(data); err == nil {
+			t.Errorf("--%s busy: up made its data directory: %v", port, entries)
+		}
+		for _, p := range []string{"grpc", "http", "tunnel", "pprof"} {
+			if p == port {
+				continue
+			}
+			ln, err := net.Listen("tcp", addrs[p]) // up let go of every port it bound
+			if err != nil {
+				t.Errorf("--%s busy: --%s %s still bound: %v", port, p, addrs[p], err)
+				continue
+			}
+			ln.Close()
+		}
+	}
+}
+
+// A flag whose value is wrong stops up before it binds a port.
+func TestUpWithABadValueStartsNothing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "up")
+	http := testnet.Addr(t)
+	code, out, errOut := runArgs("up", "--data", data, "--catalog", "c", "--http", http, "--grpc", testnet.Addr(t), "--tunnel", testnet.Addr(t),
+		"--disk-quota", "5XB")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "gitfleet: --disk-quota: bad size \"5XB\"") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("up made its data directory")
 	}
 }
