@@ -142,6 +142,19 @@ func TestUpOnABusyPortStartsNothing(t *testing.T) {
 	}
 }
 
+// A setting that is missing or wrong stops up before it binds a port or
+// makes anything.
+func TestUpWithoutACatalogStartsNothing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "up")
+	code, out, errOut := runArgs("up", "--data", data, "--http", testnet.Addr(t), "--grpc", testnet.Addr(t), "--tunnel", testnet.Addr(t))
+	if code != 1 || out != "" || errOut != "gitfleet: up: coordinator: a catalog is required (--catalog PATH_OR_URL)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("up made its data directory")
+	}
+}
+
 // A flag whose value is wrong stops up before it binds a port.
 func TestUpWithABadValueStartsNothing(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "up")

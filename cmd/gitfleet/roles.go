@@ -337,6 +337,13 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if len(cfg.Etcd) == 0 {
 		ncfg.TLS = tlsconf.Pinned(ccfg.TLS)
 	}
+	check := ccfg
+	if check.JoinToken == "" {
+		check.JoinToken = "up's own" // made below, once every port is bound
+	}
+	if err := check.Check(); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
 	ports, err := bindUp(cfg)
 	if err != nil {
 		return err
@@ -347,9 +354,6 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if ccfg.JoinToken, joinMade, err = upJoinToken(cfg.Data); err != nil {
 			return err
 		}
-	}
-	if err := ccfg.Check(); err != nil {
-		return fmt.Errorf("up: %w", err)
 	}
 	ncfg.Mode = "full"
 	ncfg.Coordinators = []string{ports.grpc.Addr().String()}
