@@ -186,7 +186,8 @@ func writeFlag(b *strings.Builder, cmd Command, f Field) {
 	}
 	b.WriteString(head + "\n")
 	help := f.Help
-	if m := modeOnly(f.Roles); cmd.Name == NodeCommand.Name && m != "" {
+	bothModes := cmd.takes([]Role{RolePartial}) && cmd.takes([]Role{RoleFull}) // node, doctor full and partial
+	if m := modeOnly(f.Roles); bothModes && m != "" {
 		help += " [--mode " + m + " only]"
 	}
 	wrap(b, help, "        ")
