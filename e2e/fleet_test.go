@@ -123,8 +123,16 @@ func (f *fleet) key(i int) string {
 	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://"), ".git")
 }
 
+// common are the flags of every coordinator of the fleet.
 func (f *fleet) common() []string {
-	return []string{"--join-token", f.token, "--allow-private-upstreams", "--log-level", "debug", "--heartbeat", "500ms"}
+	return append(f.nodeCommon(), "--heartbeat", "500ms")
+}
+
+// nodeCommon are the flags of every node of the fleet: those of the
+// coordinators that nodes take too (the heartbeat is the coordinator's to
+// set, and a node takes only its own flags).
+func (f *fleet) nodeCommon() []string {
+	return []string{"--join-token", f.token, "--allow-private-upstreams", "--log-level", "debug"}
 }
 
 func (f *fleet) startCoordinator() {
@@ -141,7 +149,7 @@ func (f *fleet) startNode(name, mode string, extra ...string) {
 	args := append([]string{"node", "--mode", mode, "--name", name, "--data", dir, "--coordinator", f.grpc,
 		// Checks every 1-3 s of 30 repositories keep pushes arriving within
 		// seconds without the nodes' own git processes starving the machine.
-		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.common()...)
+		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.nodeCommon()...)
 	if mode == "full" {
 		args = append(args, "--full-token", f.fullToken)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const (
@@ -35,6 +36,10 @@ type listResponse struct {
 func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := RepoFilter{State: q.Get("state"), Prefix: q.Get("prefix"), Limit: defaultLimit}
+	if f.State != "" && !repostate.Valid(f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one of %s", f.State, strings.Join(repostate.Names(), ", ")))
+		return
+	}
 	if v := q.Get("owner"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -467,6 +472,10 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
+	}
+	if !s.operator(r) {
+		// The text names the operator's catalog URL or path.
+		st.Error = PublicError(st.Error)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

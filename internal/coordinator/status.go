@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -35,16 +36,14 @@ const (
 	stateTooManyRefs
 )
 
-// Repository states, as shown by the API.
+// Repository states, as shown by the API (package repostate names them).
 const (
-	StatePending = "pending" // not mirrored yet
-	StateOK      = "ok"
-	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again, or 451 (legal) once
-	// Over an operator's limit (--max-repo-size, --git-memory-limit;
-	// --max-refs): checked again after --max-interval or on demand.
-	StateTooLarge    = "too-large"
-	StateTooManyRefs = "too-many-refs"
+	StatePending     = repostate.Pending
+	StateOK          = repostate.OK
+	StateFailing     = repostate.Failing
+	StateGone        = repostate.Gone
+	StateTooLarge    = repostate.TooLarge
+	StateTooManyRefs = repostate.TooManyRefs
 )
 
 var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone,

@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 const token = "ctl-token"
@@ -36,6 +37,9 @@ type backend struct {
 	nodes   []api.Node
 	onStart func(key, id string)
 	held    *api.PendingPurge
+	// catalog is the catalog's status but the held change (default: a
+	// commit of 3 repositories).
+	catalog *api.CatalogStatus
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -104,7 +108,12 @@ func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error 
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.CatalogStatus{Commit: "c0ffee", Repos: 3, Pending: b.held}, nil
+	st := api.CatalogStatus{Commit: "c0ffee", Repos: 3}
+	if b.catalog != nil {
+		st = *b.catalog
+	}
+	st.Pending = b.held
+	return st, nil
 }
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
@@ -273,6 +282,7 @@ func TestServerRefusalsExitWithTheirMessage(t *testing.T) {
 		{"wrong token", "nope", []string{"rm", "github.com/a/b"}, "wrong API token"},
 		{"bad URL", token, []string{"add", "ftp://github.com/x/y"}, `scheme "ftp" is not allowed`},
 		{"unknown repository", token, []string{"show", "github.com/no/such"}, "repository github.com/no/such is not mirrored (HTTP 404)"},
+		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -602,5 +612,31 @@ func TestFlagsMayFollowTheCommand(t *testing.T) {
 	pos, err := parseInterleaved(fs, []string{"fetch", "a/b", "--wait", "--", "--not-a-flag"})
 	if err != nil || !*wait || strings.Join(pos, " ") != "fetch a/b --not-a-flag" {
 		t.Errorf("positional %q, wait %v, err %v", pos, *wait, err)
+	}
+}
+
+// Commands is the list gitfleet's usage shows: each is in ctl's usage and
+// is run, and ctl's usage has no command that is not in it.
+func TestCommandsListsEveryCommand(t *testing.T) {
+	described := map[string]bool{}
+	_, list, _ := strings.Cut(usage, "commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			described[strings.Fields(line)[0]] = true
+		}
+	}
+	for _, cmd := range Commands() {
+		if !described[cmd] {
+			t.Errorf("%s is not in ctl's usage", cmd)
+		}
+		delete(described, cmd)
+		err := run(context.Background(), []string{"--server", "http://" + testnet.Addr(t), cmd}, io.Discard, io.Discard, func(string) string { return "" })
+		if err == nil || strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("ctl %s: %v", cmd, err)
+		}
+	}
+	for cmd := range described {
+		t.Errorf("ctl's usage describes %s, which Commands does not list", cmd)
 	}
 }

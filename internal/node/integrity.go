@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -23,11 +24,11 @@ import (
 
 // The states a broken mirror goes through, shown by the API.
 const (
-	StateCorrupt   = "corrupt"
-	StateRepairing = "repairing"
+	StateCorrupt   = repostate.Corrupt
+	StateRepairing = repostate.Repairing
 	// StateUnchecked: written shortly before an unclean stop, and not yet
 	// checked since (checkAfterCrash).
-	StateUnchecked = "unchecked"
+	StateUnchecked = repostate.Unchecked
 )
 
 // bucketIntegrity keeps when each mirror's integrity was last checked

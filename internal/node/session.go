@@ -69,6 +69,7 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	addrs := n.cfg.Coordinators
 	next, hint := 0, ""
+	inClear := tlsHint{} // without TLS: whether the coordinators speak it
 	attempt, redirects, electing := 0, 0, false
 	for ctx.Err() == nil {
 		addr := addrs[next%len(addrs)]
@@ -119,6 +120,9 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 			attempt, redirects, electing = attempt+1, 0, false
 		}
 		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
+		if n.cfg.TLS == nil {
+			inClear.observe(ctx, n.log, addr, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
