@@ -95,10 +95,14 @@ func TestUpRestartedWithAStricterEgressPolicyRefusesEachRepositoryOnce(t *testin
 			"--max-interval", "2s", "--min-interval", "500ms"}, extra...)
 	}
 	first := start(t, "up", args("--egress-allow", "127.0.0.1/32")...)
+	// The API answers reads from the full node's own state at once; a
+	// write needs the coordinator, and until the full node's session with
+	// it is up (in `up` too: the two roles talk over gRPC) the answer is
+	// 503 with Retry-After, which a client heeds.
 	eventually(t, 30*time.Second, "the API answers", func() error { _, err := apiRepos(f.base); return err })
 	for _, i := range repos {
-		body := strings.NewReader(fmt.Sprintf(`{"url": %q}`, f.up.RepoURL(f.name(i))))
-		if code := call(t, "POST", f.base+"/api/v1/repos", apiToken, body, nil); code != 201 {
+		body := fmt.Sprintf(`{"url": %q}`, f.up.RepoURL(f.name(i)))
+		if code := callAsAClient(t, "POST", f.base+"/api/v1/repos", apiToken, body, nil); code != 201 {
 			t.Fatalf("POST %s: %d, want 201", f.up.RepoURL(f.name(i)), code)
 		}
 	}
