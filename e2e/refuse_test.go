@@ -17,8 +17,11 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	f := newFleet(t)
-	repos := seq(0, 12)
-	f.seed(repos, "12 repositories")
+	// The three nodes register as 1, 2 and 3 in some order: whichever the
+	// strict node is, it is offered a repository to refuse.
+	members := membersOf(1, 2, 3)
+	repos := f.reposPlacing(12, 1, members)
+	f.seed(repos, fmt.Sprintf("%d repositories", len(repos)))
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr)
@@ -29,6 +32,7 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 
 	eventually(t, 90*time.Second, "every repository served", func() error { return f.servedLikeUpstream(repos) })
 	strict := ownerOfNode(t, f.dataDirs["strict"])
+	placedAsComputed(f, membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial"]), strict), members)
 	eventually(t, 30*time.Second, "no repository owned by the node that refuses them", func() error {
 		all, err := apiRepos(f.base)
 		if err != nil {
