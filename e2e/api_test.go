@@ -62,7 +62,8 @@ func call(t testing.TB, method, url, token string, body io.Reader, out any) int 
 // callAsAClient is call made as the API asks its clients to: an answer
 // 503 says that the full node cannot reach its coordinator now (it is
 // starting, or the coordinator is restarting or electing a leader), and
-// the request is made again after its Retry-After, for up to a minute.
+// the request is made again after its Retry-After (without one, the 503
+// is the answer), for up to a minute.
 // body is the request's body ("": none).
 func callAsAClient(t testing.TB, method, url, token, body string, out any) int {
 	t.Helper()
@@ -79,7 +80,7 @@ func callAsAClient(t testing.TB, method, url, token, body string, out any) int {
 			decode(t, method, url, resp.StatusCode, b, out)
 			return resp.StatusCode
 		}
-		t.Logf("%s %s: 503 %s; again after its Retry-After of %v", method, url, bytes.TrimSpace(b), wait)
+		t.Logf("%s %s: 503 %s; again after its Retry-After of %v", method, url, strings.Join(strings.Fields(string(b)), " "), wait)
 		time.Sleep(wait)
 	}
 }
