@@ -33,7 +33,7 @@ func TestFullDiskHandsRepositoriesBack(t *testing.T) {
 	f.startNode("partial-1", "partial", "--disk-quota", "64B")
 	f.startNode("partial-2", "partial")
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
-	placedAsComputed(f, membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial-1"]),
+	f.placedAsComputed(membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial-1"]),
 		ownerOfNode(t, f.dataDirs["partial-2"])), members)
 
 	// The node may keep the one mirror that told it how big a mirror is,

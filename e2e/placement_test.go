@@ -89,7 +89,7 @@ func (f *fleet) eachPlaced(repos []int, least int, sets [][]ring.Member) bool {
 
 // placedAsComputed fails the test unless members, the membership the
 // nodes registered with, is one of the sets its catalog was computed for.
-func placedAsComputed(f *fleet, members []ring.Member, sets ...[]ring.Member) {
+func (f *fleet) placedAsComputed(members []ring.Member, sets ...[]ring.Member) {
 	f.t.Helper()
 	for _, ms := range sets {
 		if slices.Equal(ms, members) {

@@ -32,7 +32,7 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 
 	eventually(t, 90*time.Second, "every repository served", func() error { return f.servedLikeUpstream(repos) })
 	strict := ownerOfNode(t, f.dataDirs["strict"])
-	placedAsComputed(f, membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial"]), strict), members)
+	f.placedAsComputed(membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial"]), strict), members)
 	eventually(t, 30*time.Second, "no repository owned by the node that refuses them", func() error {
 		all, err := apiRepos(f.base)
 		if err != nil {

@@ -275,7 +275,7 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	// fetches).
 	h := newHostile(t, f.grpc)
 	h.join(f.token)
-	placedAsComputed(f, membersOf(remaining, second, h.ID), sets...)
+	f.placedAsComputed(membersOf(remaining, second, h.ID), sets...)
 	sctx, scancel := context.WithCancel(context.Background())
 	defer scancel()
 	sess, err := h.session(sctx)
