@@ -73,7 +73,7 @@ func (f *fleet) writeCatalog(repos []int, msg string) {
 	// Bad input: a malformed line and a forbidden scheme are skipped with
 	// their file and line; an upstream that does not exist is reported.
 	lists[0].WriteString("this is not a url\nftp://example.org/x.git\n")
-	fmt.Fprintf(&lists[1], "%s\n", f.up.RepoURL("does/not-exist"))
+	fmt.Fprintf(&lists[1], "%s\n", f.up.RepoURL(missingUpstream))
 	for _, i := range repos {
 		url := f.up.RepoURL(f.name(i))
 		switch i % 5 {
@@ -90,6 +90,19 @@ func (f *fleet) writeCatalog(repos []int, msg string) {
 	}
 	f.writeFile("README.md", "# the e2e catalog\n")
 	f.commitCatalog(msg)
+}
+
+// missingUpstream is the name of the upstream that writeCatalog lists and
+// the git server does not have.
+const missingUpstream = "does/not-exist"
+
+// catalogKeys is the keys of the catalog that writeCatalog(repos) lays out.
+func (f *fleet) catalogKeys(repos []int) []string {
+	keys := []string{f.keyOf(missingUpstream)}
+	for _, i := range repos {
+		keys = append(keys, f.key(i))
+	}
+	return keys
 }
 
 // commitCatalog commits the catalog's files as they are, making it a
@@ -119,8 +132,11 @@ func (f *fleet) writeFile(rel, content string) {
 	}
 }
 
-func (f *fleet) key(i int) string {
-	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://"), ".git")
+func (f *fleet) key(i int) string { return f.keyOf(f.name(i)) }
+
+// keyOf is the key of the upstream named name.
+func (f *fleet) keyOf(name string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(name), "http://"), ".git")
 }
 
 // common are the flags of every coordinator of the fleet.
@@ -234,7 +250,7 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 	}
 
 	t.Run("a missing upstream is reported and the rest are not slowed", func(t *testing.T) {
-		missing := strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL("does/not-exist"), "http://"), ".git")
+		missing := f.keyOf(missingUpstream)
 		eventually(t, 30*time.Second, "missing upstream reported", func() error {
 			repos, err := apiRepos(f.base)
 			if err != nil {
