@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -638,5 +640,63 @@ func TestCommandsListsEveryCommand(t *testing.T) {
 	}
 	for cmd := range described {
 		t.Errorf("ctl's usage describes %s, which Commands does not list", cmd)
+	}
+}
+
+// A full node that has just started answers writes 503 with Retry-After
+// until its session with the coordinator is up: ctl waits that out, within
+// a bound, and takes any other answer as final.
+func TestAWriteWaitsOutAServerThatSaysWhenToComeBack(t *testing.T) {
+	f := newFixture(t)
+	target, err := url.Parse(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	for _, tt := range []struct {
+		name       string
+		retryAfter string
+		unready    int // 503s before the server is ready
+		wantCode   int
+		wantPosts  int
+	}{
+		{"ready after two 503s", "1", 2, 0, 3},
+		{"a 503 without Retry-After is final", "", 5, 1, 1},
+		{"a Retry-After past the bound is final", "31", 5, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			posts := 0
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				posts++
+				n := posts
+				mu.Unlock()
+				if n <= tt.unready {
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"error":"the full node is not connected to its coordinator yet"}`)
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer ts.Close()
+			var out, errOut bytes.Buffer
+			env := func(k string) string {
+				return map[string]string{"GITFLEET_SERVER": ts.URL, "GITFLEET_TOKEN": token}[k]
+			}
+			code := Main(context.Background(), []string{"add", "https://github.com/new/repo"}, &out, &errOut, env)
+			mu.Lock()
+			defer mu.Unlock()
+			if code != tt.wantCode || posts != tt.wantPosts {
+				t.Fatalf("exit %d after %d requests, want %d after %d\nstdout %s\nstderr %s", code, posts, tt.wantCode, tt.wantPosts, out.String(), errOut.String())
+			}
+			if tt.wantCode != 0 && !strings.Contains(errOut.String(), "not connected to its coordinator yet (HTTP 503)") {
+				t.Errorf("stderr %q: want the server's message", errOut.String())
+			}
+		})
 	}
 }
