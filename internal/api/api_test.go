@@ -67,11 +67,10 @@ func TestListReposFiltersAndPages(t *testing.T) {
 	}
 }
 
-// The OpenAPI description lists every repository state, as package
-// repostate has them, for the filter and for the field.
-func TestOpenAPIListsEveryRepositoryState(t *testing.T) {
+// The OpenAPI description of a repository lists every state it may be in,
+// as package repostate has them (the filter's list has its own test).
+func TestOpenAPIsRepositoryListsEveryState(t *testing.T) {
 	var spec struct {
-		Paths      map[string]map[string]json.RawMessage `json:"paths"`
 		Components struct {
 			Schemas map[string]struct {
 				Properties map[string]struct {
@@ -83,47 +82,8 @@ func TestOpenAPIListsEveryRepositoryState(t *testing.T) {
 	if err := json.Unmarshal(openAPI, &spec); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, s := range repostate.All() {
-		want = append(want, s.String())
-	}
-	var list struct {
-		Parameters []struct {
-			Name   string `json:"name"`
-			Schema struct {
-				Enum []string `json:"enum"`
-			} `json:"schema"`
-		} `json:"parameters"`
-	}
-	if err := json.Unmarshal(spec.Paths["/api/v1/repos"]["get"], &list); err != nil {
-		t.Fatal(err)
-	}
-	var filter []string
-	for _, p := range list.Parameters {
-		if p.Name == "state" {
-			filter = p.Schema.Enum
-		}
-	}
-	if !slices.Equal(filter, want) {
-		t.Errorf("?state= lists %v, want %v", filter, want)
-	}
-	if got := spec.Components.Schemas["Repo"].Properties["state"].Enum; !slices.Equal(got, want) {
-		t.Errorf("Repo.state lists %v, want %v", got, want)
-	}
-}
-
-// An unknown ?state= is a mistake to show, not an empty page: the answer
-// lists the states there are, every one of them.
-func TestListReposRefusesAnUnknownStateAndListsTheStates(t *testing.T) {
-	e := reposEnv(t)
-	r := e.do(t, "GET", "/api/v1/repos?state=bogus", nil)
-	for _, s := range repostate.All() {
-		wantError(t, r, http.StatusBadRequest, s.String())
-	}
-	for _, s := range []string{"gone", "too-large", "too-many-refs", "unplaceable"} {
-		if r := e.do(t, "GET", "/api/v1/repos?state="+s, nil); r.status != http.StatusOK {
-			t.Errorf("?state=%s: status %d: %s", s, r.status, r.body)
-		}
+	if got := spec.Components.Schemas["Repo"].Properties["state"].Enum; !slices.Equal(got, repostate.Names()) {
+		t.Errorf("Repo.state lists %v, want %v", got, repostate.Names())
 	}
 }
 
@@ -133,6 +93,43 @@ func TestListReposRefusesBadParameters(t *testing.T) {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, e.do(t, "GET", "/api/v1/repos?"+q, nil), http.StatusBadRequest, strings.Split(q, "=")[0])
 		})
+	}
+}
+
+// An unknown state is 400 with the states there are, not an empty list;
+// each state there is is taken, and the OpenAPI description lists them.
+func TestListReposRefusesAnUnknownStateAndNamesTheStates(t *testing.T) {
+	e := reposEnv(t)
+	r := e.do(t, "GET", "/api/v1/repos?state=bogus", nil)
+	wantError(t, r, http.StatusBadRequest, `state "bogus": want one of `+strings.Join(repostate.Names(), ", "))
+	for _, st := range repostate.Names() {
+		if r := e.do(t, "GET", "/api/v1/repos?state="+st, nil); r.status != http.StatusOK {
+			t.Errorf("state=%s: %d %s", st, r.status, r.body)
+		}
+	}
+	var spec struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	var list struct {
+		Parameters []struct {
+			Name   string
+			Schema struct{ Enum []string }
+		}
+	}
+	if err := json.Unmarshal(openAPI, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(spec.Paths["/api/v1/repos"]["get"], &list); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Parameters, func(p struct {
+		Name   string
+		Schema struct{ Enum []string }
+	}) bool {
+		return p.Name == "state"
+	})
+	if i < 0 || !slices.Equal(list.Parameters[i].Schema.Enum, repostate.Names()) {
+		t.Errorf("the OpenAPI description's states (parameter %d): %+v, want %q", i, list.Parameters, repostate.Names())
 	}
 }
 
@@ -580,5 +577,44 @@ func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 	}
 	if code := post("t"); code != http.StatusConflict {
 		t.Fatalf("nothing pending: %d", code)
+	}
+}
+
+// A catalog that cannot be read is shown as an error with its time; its
+// text, which names the operator's catalog, only with the token.
+func TestAnUnreadableCatalogIsAnErrorWithItsTime(t *testing.T) {
+	b := newFakeBackend()
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	b.catalogErr = "catalog: fetch /srv/catalog: git fetch: fatal: '/srv/catalog' does not appear to be a git repository"
+	b.catalogErrAt = &since
+	srv := httptest.NewServer(New(Config{Token: "t"}, b.fleet(), NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	defer srv.Close()
+	get := func(token string) map[string]any {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/catalog", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d: %v", resp.StatusCode, err)
+		}
+		return st
+	}
+	op := get("t")
+	if op["error"] != b.catalogErr || op["error_at"] != "2026-11-27T10:00:00Z" || op["commit"] != "c0ffee" {
+		t.Errorf("the operator sees %v", op)
+	}
+	anon := get("")
+	if e, _ := anon["error"].(string); e == "" || strings.Contains(e, "/srv/catalog") || anon["error_at"] != "2026-11-27T10:00:00Z" {
+		t.Errorf("an anonymous reader sees %v; want the error's class and its time", anon)
+	}
+	b.catalogErr, b.catalogErrAt = "", nil
+	if st := get(""); st["error"] != nil || st["error_at"] != nil {
+		t.Errorf("a catalog that is read: %v", st)
 	}
 }

@@ -37,6 +37,9 @@ type fakeBackend struct {
 	// onStart, when set, runs inside StartFetch (e.g. to report on the task).
 	onStart func(key, id string)
 	pending *PendingPurge // a held-back catalog change
+	// catalogErr is why the catalog cannot be read, since catalogErrAt.
+	catalogErr   string
+	catalogErrAt *time.Time
 }
 
 // fleet is b as every part of a Fleet it can be.
@@ -45,7 +48,7 @@ func (b *fakeBackend) fleet() Fleet { return Fleet{Repos: b, Catalog: b, Checks:
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending}, nil
+	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending, Error: b.catalogErr, ErrorAt: b.catalogErrAt}, nil
 }
 
 func (b *fakeBackend) ConfirmPurge(context.Context) (string, error) {

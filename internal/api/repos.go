@@ -85,7 +85,7 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("state"); v != "" {
 		st, err := repostate.Parse(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "state: "+err.Error())
+			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		f.State = &st
@@ -510,6 +510,10 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
+	}
+	if !s.operator(r) {
+		// The text names the operator's catalog URL or path.
+		st.Error = PublicError(st.Error)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -301,6 +301,9 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 		resp.Problems = uint32(c.problems)
 		resp.ProblemLines = c.problemLines
 	}
+	if c.catalogErr != "" {
+		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
+	}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)
 		resp.PendingKeys = p.keys

@@ -144,6 +144,11 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+
+	// catalogErr is why the catalog cannot be read, since catalogErrAt
+	// (the first failure in a row); "" once a refresh succeeds.
+	catalogErr   string
+	catalogErrAt time.Time
 }
 
 type nodeRecord struct {
@@ -177,14 +182,24 @@ const (
 	bucketRepos = "repos"
 )
 
+// Check tells whether a coordinator can start with cfg, as New would,
+// without opening anything: a process that runs several roles checks each
+// before it starts any.
+func (cfg Config) Check() error {
+	if len(splitTokens(cfg.JoinToken)) == 0 {
+		return errors.New("coordinator: a join token is required (--join-token)")
+	}
+	if cfg.Catalog == "" {
+		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	}
+	return nil
+}
+
 // New opens the coordinator's state in cfg.DataDir. A coordinator with
 // stored state resumes from it; one without waits for nodes (warm-up).
 func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
-	if len(splitTokens(cfg.JoinToken)) == 0 {
-		return nil, errors.New("coordinator: a join token is required (--join-token)")
-	}
-	if cfg.Catalog == "" {
-		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.CatalogInterval <= 0 {
 		cfg.CatalogInterval = config.DefaultCatalogInterval
@@ -214,9 +229,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		}
 		db = metrics.TimeStore(bolt, cfg.met.storeWrites, "coordinator", "bolt")
 	}
-	// The catalog's remote is the operator's (a path or a URL): reached
-	// directly, not through the egress policy meant for upstreams.
-	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute})
+	git := catalog.SourceGit(10 * time.Minute)
 	c := &Coordinator{
 		cfg:          cfg,
 		joinTokens:   splitTokens(cfg.JoinToken),
@@ -429,7 +442,11 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			c.cfg.met.refreshed(err)
 		}
 		if err != nil && ctx.Err() == nil {
-			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
+			if commit := c.catalogCommit(); commit != "" {
+				c.log.Error("catalog refresh failed; keeping the last good catalog", "commit", commit, "err", err)
+			} else {
+				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -439,8 +456,37 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 	}
 }
 
-// RefreshCatalog fetches the catalog and applies what changed.
+// catalogCommit is the commit of the catalog applied, "" if none.
+func (c *Coordinator) catalogCommit() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat == nil {
+		return ""
+	}
+	return c.cat.Commit()
+}
+
+// RefreshCatalog fetches the catalog and applies what changed. A failure
+// is the catalog's error (CatalogStatus) until a refresh succeeds.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	err := c.refreshCatalog(ctx)
+	if ctx.Err() != nil {
+		return err // stopped, not a fault of the catalog
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.catalogErr, c.catalogErrAt = "", time.Time{}
+	case c.catalogErr == "":
+		c.catalogErr, c.catalogErrAt = err.Error(), c.clk.Now()
+	default:
+		c.catalogErr = err.Error() // the latest reason, since the first failure
+	}
+	return err
+}
+
+func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	commit, err := c.src.Fetch(ctx)
 	if err != nil {
 		return fmt.Errorf("fetch catalog: %w", err)

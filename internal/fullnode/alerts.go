@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/alert"
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repostate"
@@ -198,7 +199,10 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 		f.log.Debug("alerts: list the nodes", "err", err)
 	}
 	if cat, err := f.backend.Catalog(ctx); err == nil {
-		s.Catalog = &alert.Catalog{}
+		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error)}
+		if cat.ErrorAt != nil {
+			s.Catalog.ErrorAt = *cat.ErrorAt
+		}
 		if p := cat.Pending; p != nil {
 			s.Catalog.HeldCommit, s.Catalog.HeldRemoved, s.Catalog.HeldAll = p.Commit, p.Removed, p.Total
 		}

@@ -264,7 +264,7 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines()}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorAt: msTime(resp.GetErrorAtMs())}
 	if resp.GetPendingCommit() != "" {
 		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
 			Keys: resp.GetPendingKeys()}

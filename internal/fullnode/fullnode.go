@@ -195,11 +195,16 @@ func (f *Node) listen() (err error) {
 			}
 		}
 	}()
-	if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+	f.httpLn, f.tunnelLn = cfg.HTTPListener, cfg.TunnelListener
+	if f.httpLn == nil {
+		if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+		}
 	}
-	if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
-		return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+	if f.tunnelLn == nil {
+		if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
+			return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+		}
 	}
 	// git reaches owners through this loopback-only reverse proxy.
 	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {

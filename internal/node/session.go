@@ -60,6 +60,7 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	addrs := n.cfg.Coordinators
 	next, hint := 0, ""
+	inClear := tlsHint{} // without TLS: whether the coordinators speak it
 	redirects, electing := 0, false
 	// Every address tried in vain: wait, from 500 ms to 30 s, jittered so
 	// that a fleet that lost its coordinator does not come back at once.
@@ -114,6 +115,9 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 			redirects, electing = 0, false
 		}
 		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
+		if n.cfg.TLS == nil {
+			inClear.observe(ctx, n.log, addr, err)
+		}
 		if bo.Wait(ctx, wait) != nil {
 			return nil
 		}

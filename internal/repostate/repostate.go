@@ -59,8 +59,7 @@ const (
 	Unchecked
 )
 
-// names are the states' names on the wire, in the order the console offers
-// them.
+// names are the states' names on the wire.
 var names = [...]string{
 	Pending:     "pending",
 	OK:          "ok",
@@ -74,13 +73,20 @@ var names = [...]string{
 	Unchecked:   "unchecked",
 }
 
-// All returns every state, in order.
+// All returns every state, in the order people read them (the console's
+// filter, the API's errors and its description).
 func All() []State {
-	all := make([]State, len(names))
-	for i := range all {
-		all[i] = State(i)
+	return []State{OK, Pending, Failing, Gone, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
+}
+
+// Names returns the names of All, in its order.
+func Names() []string {
+	all := All()
+	out := make([]string, len(all))
+	for i, s := range all {
+		out[i] = s.String()
 	}
-	return all
+	return out
 }
 
 // String returns the state's name on the wire. A value out of range (none
@@ -92,15 +98,16 @@ func (s State) String() string {
 	return names[Pending]
 }
 
-// Parse returns the state named name. For any other name its error lists
-// the states there are, for a person who typed it.
+// Parse returns the state named name. For any other name it returns
+// Pending and an error that lists the states there are, for a person who
+// typed it.
 func Parse(name string) (State, error) {
 	for s, n := range names {
 		if n == name {
 			return State(s), nil
 		}
 	}
-	return Pending, fmt.Errorf("unknown state %q: want one of %s", name, strings.Join(names[:], ", "))
+	return Pending, fmt.Errorf("state %q: want one of %s", name, strings.Join(Names(), ", "))
 }
 
 // MarshalText gives the state's name, so that JSON shows it as a string.

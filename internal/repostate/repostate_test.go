@@ -18,8 +18,8 @@ func TestEveryStateHasANameThatParsesBack(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", name, got, err, s)
 		}
 	}
-	if len(seen) != len(names) {
-		t.Errorf("All has %d states, names %d", len(seen), len(names))
+	if len(seen) != len(names) || len(Names()) != len(names) {
+		t.Errorf("All has %d states, Names %d, names %d", len(seen), len(Names()), len(names))
 	}
 }
 

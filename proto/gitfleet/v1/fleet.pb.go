@@ -215,7 +215,13 @@ type CatalogStatusResponse struct {
 	// The keys whose removal is held (the first 1,000).
 	PendingKeys []string `protobuf:"bytes,7,rep,name=pending_keys,json=pendingKeys,proto3" json:"pending_keys,omitempty"`
 	// The entries skipped as bad, "file:line: reason" (the first 100).
-	ProblemLines  []string `protobuf:"bytes,8,rep,name=problem_lines,json=problemLines,proto3" json:"problem_lines,omitempty"`
+	ProblemLines []string `protobuf:"bytes,8,rep,name=problem_lines,json=problemLines,proto3" json:"problem_lines,omitempty"`
+	// Why the catalog cannot be read (its repository missing, out of reach,
+	// not a git repository), while it cannot; empty once it is read. commit
+	// stays the last good one, if any.
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// When the failures to read it began (Unix milliseconds; 0: no error).
+	ErrorAtMs     int64 `protobuf:"varint,10,opt,name=error_at_ms,json=errorAtMs,proto3" json:"error_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +310,20 @@ func (x *CatalogStatusResponse) GetProblemLines() []string {
 		return x.ProblemLines
 	}
 	return nil
+}
+
+func (x *CatalogStatusResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetErrorAtMs() int64 {
+	if x != nil {
+		return x.ErrorAtMs
+	}
+	return 0
 }
 
 // Adds a repository outside the catalog. A URL whose key is already held
@@ -2860,7 +2880,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\x9e\x02\n" +
+	"\x14CatalogStatusRequest\"\xd4\x02\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -2869,7 +2889,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
 	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\x12!\n" +
 	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\x12#\n" +
-	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\"\xb2\x01\n" +
+	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12\x1e\n" +
+	"\verror_at_ms\x18\n" +
+	" \x01(\x03R\terrorAtMs\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
