@@ -1,6 +1,7 @@
 // Package secretfile keeps a secret that a process makes for itself at its
 // first start in a file of its data directory, readable by its user only,
-// so that later starts use the same one (gitfleet up's join token).
+// so that later starts use the same one (gitfleet up's join token, a full
+// node's API token).
 //
 // It holds no secret in memory and logs nothing: callers say where the
 // secret is, never what it is.
