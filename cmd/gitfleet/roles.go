@@ -22,6 +22,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/demo"
+	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
 	"github.com/gitfleet/gitfleet/internal/metrics"
@@ -43,7 +44,7 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 
 // withTLS adds the TLS settings to a coordinator's and a node's
 // configurations (either may be nil).
-func withTLS(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) error {
+func withTLS(cfg config.Config, ccfg *coordinator.Config, ncfg *fullnode.Config) error {
 	server, err := tlsconf.Server(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return err
@@ -115,46 +116,48 @@ func prepareHeapOnce() func(catalogBytes int64) int64 {
 	}
 }
 
-// nodeConfig turns the settings into a node's configuration, parsing the
-// ones that need it.
-func nodeConfig(cfg config.Config, dataDir string) (node.Config, error) {
+// nodeConfig turns the settings into a full node's configuration, parsing
+// the ones that need it; a partial node takes its runtime's part (Config).
+func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 	limits, err := parseHostLimits(cfg.HostLimit)
 	if err != nil {
-		return node.Config{}, err
+		return fullnode.Config{}, err
 	}
 	var quota int64
 	if cfg.DiskQuota != "" {
 		if quota, err = config.ParseBytes(cfg.DiskQuota); err != nil {
-			return node.Config{}, fmt.Errorf("--disk-quota: %w", err)
+			return fullnode.Config{}, fmt.Errorf("--disk-quota: %w", err)
 		}
 	}
-	if err := node.ValidFullDiskPolicy(cfg.FullDiskPolicy); err != nil {
-		return node.Config{}, fmt.Errorf("--full-disk-policy: %w", err)
+	if err := fullnode.ValidFullDiskPolicy(cfg.FullDiskPolicy); err != nil {
+		return fullnode.Config{}, fmt.Errorf("--full-disk-policy: %w", err)
 	}
 	lim, err := nodeLimits(cfg)
 	if err != nil {
-		return node.Config{}, err
+		return fullnode.Config{}, err
 	}
 	serve, err := serveLimits(cfg)
 	if err != nil {
-		return node.Config{}, err
+		return fullnode.Config{}, err
 	}
 	packCache, err := servePackCache(cfg)
 	if err != nil {
-		return node.Config{}, err
+		return fullnode.Config{}, err
 	}
-	return node.Config{
-		Mode: cfg.Mode, DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
-		FullToken: cfg.FullToken,
-		Capacity:  cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval,
-		MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout, HTTPAddr: cfg.HTTP,
-		VerifyInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
-		MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
-		TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
-		AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota, FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
+	return fullnode.Config{
+		Config: node.Config{
+			DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
+			Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval,
+			MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout,
+			IntegrityInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
+			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
+			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
+			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,
+		},
+		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
+		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait,
-		LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge,
-		API: apiConfig(cfg), Limits: lim, Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
+		API: apiConfig(cfg), Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
 	}, nil
 }
 
@@ -281,6 +284,9 @@ func (e elector) Campaign(ctx context.Context) (coordinator.Term, error) {
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if cfg.Mode != "partial" && cfg.Mode != "full" {
+		return fmt.Errorf("node: mode %q: want partial or full", cfg.Mode)
+	}
 	ncfg, err := nodeConfig(cfg, cfg.Data)
 	if err != nil {
 		return err
@@ -288,12 +294,19 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := withTLS(cfg, nil, &ncfg); err != nil {
 		return err
 	}
-	if err := withEgress(cfg, nil, &ncfg); err != nil {
+	if err := withEgress(cfg, nil, &ncfg.Config); err != nil {
 		return err
 	}
 	return withMetrics(ctx, cfg, log, func(ctx context.Context, reg metrics.Registry) error {
 		ncfg.Metrics = reg
-		n, err := node.New(ncfg, log, clock.Real{})
+		if cfg.Mode == "full" {
+			f, err := fullnode.New(ncfg, log, clock.Real{})
+			if err != nil {
+				return err
+			}
+			return f.Run(ctx)
+		}
+		n, err := node.New(ncfg.Config, log, clock.Real{}, nil)
 		if err != nil {
 			return err
 		}
@@ -323,7 +336,7 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := withTLS(cfg, &ccfg, &ncfg); err != nil {
 		return err
 	}
-	if err := withEgress(cfg, &ccfg, &ncfg); err != nil {
+	if err := withEgress(cfg, &ccfg, &ncfg.Config); err != nil {
 		return err
 	}
 	// The full node dials its own coordinator, whose certificate names the
@@ -336,12 +349,11 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
 	}
-	ncfg.Mode = "full"
 	ncfg.Coordinators = []string{ln.Addr().String()}
 	// One registry for both roles, served on the full node's --http.
 	ncfg.Metrics = metrics.NewRegistry()
 	ccfg.Metrics = ncfg.Metrics
-	n, err := node.New(ncfg, log.With("role", "full"), clock.Real{})
+	n, err := fullnode.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {
 		ln.Close()
 		return err

@@ -12,7 +12,7 @@
 // by URL (a JSON webhook, Slack, DingTalk, Lark/Feishu, email over SMTP),
 // every connection through the egress dialer, with bounded retries, never
 // blocking its caller. This package reads no figures itself and does not
-// decide when to evaluate: the full node does both (internal/node).
+// decide when to evaluate: the full node does both (internal/fullnode).
 package alert
 
 import (

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
+	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/redactlog"
@@ -92,22 +93,18 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	ccfg := coordinator.Config{DataDir: filepath.Join(dir, "coordinator"), Catalog: catalogDir, CatalogInterval: 10 * time.Second,
 		JoinToken: token, FullToken: fullToken, Grace: 30 * time.Second, Warmup: 3 * time.Second, WarmupNodes: 3, AllowPrivate: true, HeartbeatInterval: 2 * time.Second}
 	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), grpcLn) }()
-	nodes := []node.Config{
-		{Mode: "full", Name: "full", HTTPAddr: opt.HTTPAddr, TunnelAddr: "127.0.0.1:0", Capacity: 1},
-		{Mode: "partial", Name: "partial-1", Capacity: 1},
-		{Mode: "partial", Name: "partial-2", Capacity: 1},
+	nodeConfig := func(name string) node.Config {
+		return node.Config{Name: name, Capacity: 1, DataDir: filepath.Join(dir, name), Coordinators: []string{grpcLn.Addr().String()},
+			JoinToken: token, AllowPrivate: true, MaxInterval: 20 * time.Second, MinInterval: 5 * time.Second}
 	}
-	for _, nc := range nodes {
-		nc.DataDir = filepath.Join(dir, nc.Name)
-		nc.Coordinators = []string{grpcLn.Addr().String()}
-		nc.JoinToken = token
-		if nc.Mode == "full" {
-			nc.FullToken = fullToken
-		}
-		nc.AllowPrivate = true
-		nc.MaxInterval = 20 * time.Second
-		nc.MinInterval = 5 * time.Second
-		n, err := node.New(nc, log.With("role", nc.Name), clock.Real{})
+	full, err := fullnode.New(fullnode.Config{Config: nodeConfig("full"), FullToken: fullToken, HTTPAddr: opt.HTTPAddr, TunnelAddr: "127.0.0.1:0"},
+		log.With("role", "full"), clock.Real{})
+	if err != nil {
+		return err
+	}
+	go func() { errc <- full.Run(ctx) }()
+	for _, name := range []string{"partial-1", "partial-2"} {
+		n, err := node.New(nodeConfig(name), log.With("role", name), clock.Real{}, nil)
 		if err != nil {
 			return err
 		}
