@@ -26,6 +26,7 @@ const usage = `gitfleet: a mirror of many upstream git repositories, fetched by 
 Usage:
   gitfleet coordinator [flags]       the public, lightweight coordinator
   gitfleet node --mode partial|full  a worker (partial) or the aggregator (full)
+  gitfleet node status [--data DIR]  what a node on this machine holds, moved today, and its standing
   gitfleet up [flags]                coordinator and full node in one process
   gitfleet demo                      a self-contained demonstration (no network needed)
   gitfleet ctl repos|show|add|rm|fetch|nodes|events   the client of a full node's API
@@ -58,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runCoordinator(ctx, cfg, log) })
 		})
 	case "node":
+		if len(rest) > 0 && rest[0] == "status" {
+			return runNodeStatus(ctx, rest[1:], stdout, stderr)
+		}
 		err = withConfig(cmd, rest, stderr, func(cfg config.Config, log *slog.Logger, _ *flag.FlagSet) error {
 			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runNode(ctx, cfg, log) })
 		})
