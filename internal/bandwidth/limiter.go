@@ -4,8 +4,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Limiter is one token bucket of bytes, shared by every connection it
@@ -13,25 +11,34 @@ import (
 // cap: its methods return the connections they are given.
 //
 // Its bucket holds one chunk (a fiftieth of a second of the rate, from 1
-// KiB to 256 KiB) and starts empty, so that over any span the connections
-// move at most the rate times the span plus a chunk; a read is paid for
-// once its bytes are in, a write before its bytes go out, a chunk at a
-// time.
+// KiB to 256 KiB) and starts empty, so that from when a transfer starts
+// the connections move at most the rate times the time passed plus a
+// chunk; a read is paid for once its bytes are in, a write before its
+// bytes go out, a chunk at a time. A connection whose goroutine wakes late
+// (a busy machine wakes it tens of milliseconds late) keeps its place in
+// the schedule, up to maxLate, and catches up: its transfer as a whole
+// keeps to the rate rather than losing the time the machine lost.
 type Limiter struct {
 	rate  Rate
 	chunk int
-	lim   *rate.Limiter
+
+	mu sync.Mutex
+	// next is when the bytes paid for so far may all have passed, at the
+	// rate: a virtual clock of the bucket, which never runs more than a
+	// chunk behind the wall clock, but for a connection woken late.
+	next time.Time
 }
+
+// maxLate is the most of its place in the schedule a connection keeps
+// when it comes back late from a wait.
+const maxLate = 500 * time.Millisecond
 
 // NewLimiter returns a limiter of r bytes per second, or nil for r <= 0.
 func NewLimiter(r Rate) *Limiter {
 	if r <= 0 {
 		return nil
 	}
-	chunk := int(min(max(r/50, 1<<10), 256<<10))
-	l := &Limiter{rate: r, chunk: chunk, lim: rate.NewLimiter(rate.Limit(r), chunk)}
-	l.lim.ReserveN(time.Now(), chunk) // start empty
-	return l
+	return &Limiter{rate: r, chunk: int(min(max(r/50, 1<<10), 256<<10)), next: time.Now()}
 }
 
 // Rate is the limiter's rate (0 for a nil limiter).
@@ -42,19 +49,48 @@ func (l *Limiter) Rate() Rate {
 	return l.rate
 }
 
-// take waits until n bytes (at most a chunk) may pass, or until done is
-// closed.
-func (l *Limiter) take(n int, done <-chan struct{}) {
-	d := l.lim.ReserveN(time.Now(), n).Delay()
-	if d <= 0 {
+// Burst is the most bytes that may pass at once after the connections were
+// idle: the bucket's size (0 for a nil limiter).
+func (l *Limiter) Burst() int {
+	if l == nil {
+		return 0
+	}
+	return l.chunk
+}
+
+// take pays for n bytes (at most a chunk) of a connection and waits until
+// they may pass, or until done is closed. due is when the connection's
+// last bytes were to pass: a connection back from a wait later than that
+// keeps its place.
+func (l *Limiter) take(n int, due *time.Time, done <-chan struct{}) {
+	now := time.Now()
+	l.mu.Lock()
+	from := now
+	if late := now.Sub(*due); late > 0 && late < maxLate {
+		from = *due
+	}
+	l.next = later(l.next, from.Add(-time.Duration(float64(l.chunk)/float64(l.rate)*float64(time.Second))))
+	l.next = l.next.Add(time.Duration(float64(n) / float64(l.rate) * float64(time.Second)))
+	at := l.next
+	*due = at
+	l.mu.Unlock()
+	wait := at.Sub(now)
+	if wait <= 0 {
 		return
 	}
-	t := time.NewTimer(d)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-done:
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // PaceReads returns c with what is read from it paced by l.
@@ -100,6 +136,7 @@ type pacedConn struct {
 	net.Conn
 	l     *Limiter
 	reads bool
+	due   time.Time     // when its last bytes were to pass (under l.mu)
 	done  chan struct{} // closed by Close: a wait for the bucket ends
 	once  sync.Once
 }
@@ -113,7 +150,7 @@ func (c *pacedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.l.take(n, c.done)
+		c.l.take(n, &c.due, c.done)
 	}
 	return n, err
 }
@@ -125,7 +162,7 @@ func (c *pacedConn) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		b := p[:min(len(p), c.l.chunk)]
-		c.l.take(len(b), c.done)
+		c.l.take(len(b), &c.due, c.done)
 		n, err := c.Conn.Write(b)
 		written += n
 		if err != nil {

@@ -49,9 +49,8 @@ func TestLimitPacesWhatUpstreamsSendThroughTheProxy(t *testing.T) {
 		t.Fatalf("read %d bytes of %d: %v", n, size, err)
 	}
 	moved := float64(received.Load())
-	// The bucket holds at most a chunk (a fiftieth of a second) when the
-	// fetch starts.
-	least := time.Duration(moved/rate*float64(time.Second)) - time.Second/50
+	// The bucket holds at most its burst when the fetch starts.
+	least := time.Duration((moved - float64(d.Limit.Burst())) / rate * float64(time.Second))
 	ratio := took.Seconds() / (moved / rate)
 	t.Logf("%.0f bytes from the upstream in %v at 2MiB/s: %.3f of the time the cap implies", moved, took, ratio)
 	if took < least || ratio >= 1.2 {

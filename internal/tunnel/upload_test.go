@@ -36,9 +36,9 @@ func TestAVolunteersCapPacesWhatTheNodeSendsThroughTheTunnel(t *testing.T) {
 	if err != nil || n != size {
 		t.Fatalf("read %d bytes of %d: %v", n, size, err)
 	}
-	// The bucket holds at most a chunk (a fiftieth of a second) when the
-	// pull starts; the headers are sent through it too.
-	least := time.Duration(float64(size)/rate*float64(time.Second)) - time.Second/50
+	// The bucket holds at most its burst when the pull starts; the
+	// headers are sent through it too.
+	least := time.Duration(float64(size-limiter.Burst()) / rate * float64(time.Second))
 	ratio := took.Seconds() / (float64(size) / rate)
 	t.Logf("%d bytes through the tunnel in %v at %s: %.3f of the time the cap implies", n, took, limiter.Rate(), ratio)
 	if took < least || ratio >= 1.2 {
