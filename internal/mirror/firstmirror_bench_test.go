@@ -267,3 +267,61 @@ func startBackend(b *testing.B, root string) (string, func() int64) {
 		return v
 	}
 }
+
+// BenchmarkFirstMirrorBitmap compares the ways to give a fresh clone's one
+// pack a bitmap, by the CPU of git (user and system) on copies of one
+// fresh clone: `git repack -a -d -b` (the pack rewritten, with a bitmap of
+// its own) and the multi-pack index with a bitmap over the pack as it is
+// (`git repack --geometric=2 -d --write-midx --write-bitmap-index`, what
+// freshMaintenance runs), and the commit graph written after either. The
+// repository is the first of GITFLEET_BENCH_UPSTREAMS, or a synthetic one.
+func BenchmarkFirstMirrorBitmap(b *testing.B) {
+	root := b.TempDir()
+	src := filepath.Join(root, "src.git")
+	if env := strings.Fields(os.Getenv(benchUpstreamsEnv)); len(env) > 0 {
+		src = env[0]
+	} else {
+		up := &gittest.Upstreams{Dir: root}
+		synthRepo(b, up, "src", 3000, 2000, 8)
+	}
+	fresh := filepath.Join(root, "fresh.git")
+	if err := gittest.Git("", "clone", "-q", "--mirror", "--no-local", src, fresh); err != nil {
+		b.Fatal(err)
+	}
+	gitCPU := func(args ...string) time.Duration {
+		cmd := exec.Command("git", args...)
+		cmd.Env = gittest.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	ways := []struct {
+		name string
+		args []string
+	}{
+		{"repack-adb", []string{"repack", "-a", "-d", "-b", "-n", "-q", "--threads=1"}},
+		{"midx-bitmap", []string{"repack", "--geometric=2", "-d", "--write-midx", "--write-bitmap-index", "-n", "-q", "--threads=1"}},
+	}
+	cpu := make([]time.Duration, len(ways))
+	var graph time.Duration
+	for i := 0; b.Loop(); i++ {
+		for j := range ways {
+			w := ways[(i+j)%len(ways)] // alternating first
+			dir := filepath.Join(root, "copy.git")
+			if out, err := exec.Command("cp", "-a", fresh, dir).CombinedOutput(); err != nil {
+				b.Fatalf("cp: %v: %s", err, out)
+			}
+			cpu[(i+j)%len(ways)] += gitCPU(append([]string{"--git-dir=" + dir}, w.args...)...)
+			graph += gitCPU("--git-dir="+dir, "commit-graph", "write", "--reachable", "--split=replace", "--no-progress")
+			if err := os.RemoveAll(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for j, w := range ways {
+		b.ReportMetric(float64(cpu[j].Milliseconds())/float64(b.N), w.name+"_cpu_ms")
+	}
+	b.ReportMetric(float64(graph.Milliseconds())/float64(2*b.N), "commit-graph_cpu_ms")
+	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "midx/repack")
+}
