@@ -29,6 +29,8 @@ of nodes.
 Usage:
   gitfleet coordinator [flags]       the public, lightweight coordinator
   gitfleet node --mode partial|full  a worker (partial) or the aggregator (full)
+  gitfleet node status [--data DIR]  what a node here holds, moved today,
+                                     and its standing
   gitfleet up [flags]                coordinator and full node in one process
   gitfleet demo [flags]              a whole fleet on this machine, no network
   gitfleet ctl COMMAND               the client of a full node's API; COMMAND:
@@ -96,6 +98,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runCoordinator(ctx, cfg, log) })
 		})
 	case "node":
+		if len(rest) > 0 && rest[0] == "status" {
+			return runNodeStatus(ctx, rest[1:], stdout, stderr)
+		}
 		err = withConfig(config.NodeCommand, rest, stdout, stderr, func(cfg config.Config, log *slog.Logger) error {
 			return withPprof(ctx, cfg, log, func(ctx context.Context) error { return runNode(ctx, cfg, log) })
 		})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
@@ -25,6 +26,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/prefault"
@@ -137,6 +139,14 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 	if err != nil {
 		return fullnode.Config{}, err
 	}
+	maxBandwidth, err := bandwidth.Parse(cfg.MaxBandwidth)
+	if err != nil {
+		return fullnode.Config{}, fmt.Errorf("--max-bandwidth: %w", err)
+	}
+	activeHours, err := hours.Parse(cfg.ActiveHours, time.Local)
+	if err != nil {
+		return fullnode.Config{}, fmt.Errorf("--active-hours: %w", err)
+	}
 	serve, err := serveLimits(cfg)
 	if err != nil {
 		return fullnode.Config{}, err
@@ -154,6 +164,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,
+			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent, StatusAddr: cfg.StatusAddr,
 		},
 		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,

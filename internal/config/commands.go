@@ -58,6 +58,7 @@ func (c Command) takes(roles []Role) bool {
 // `topic` tag of the settings.
 var topics = []struct{ id, title string }{
 	{"fleet", "Fleet: coordinator, tokens, membership"},
+	{"volunteer", "A volunteer's machine: bandwidth, hours, status"},
 	{"catalog", "Catalog"},
 	{"serve", "Serving git, the API and the console"},
 	{"api", "API and webhooks"},

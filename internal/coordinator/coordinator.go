@@ -149,6 +149,10 @@ type Coordinator struct {
 	// (the first failure in a row); "" once a refresh succeeds.
 	catalogErr   string
 	catalogErrAt time.Time
+	// standing is what each full node counted against each node
+	// (standing.go): node -> full node -> counts; not persisted, as the
+	// full nodes' counts are not.
+	standing map[uint32]map[uint32]counts
 }
 
 type nodeRecord struct {
@@ -159,6 +163,10 @@ type nodeRecord struct {
 	Capacity   float64
 	TunnelAddr string `json:",omitempty"`
 	PublicURL  string `json:",omitempty"`
+	// What the volunteer set: a cap in bytes per second (0: none), and
+	// active hours as the node wrote them ("": always).
+	MaxBandwidth uint64 `json:",omitempty"`
+	ActiveHours  string `json:",omitempty"`
 	// FullGranted: registered as full with the full token. A record
 	// stored before full tokens existed lacks it and proves it again.
 	FullGranted bool `json:",omitempty"`

@@ -27,7 +27,7 @@ func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetc
 // it, oldDigest being the digest before.
 func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
-		Changed: r.GetDigest() != oldDigest}
+		Changed: r.GetDigest() != oldDigest, DurationMs: r.GetLastDurationMs()}
 	if msg := r.GetLastError(); msg != "" {
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
 		if strings.Contains(msg, node.ErrCancelled.Error()) {

@@ -137,6 +137,9 @@ func (n *Node) integrityLoop(ctx context.Context) {
 	refreshed := n.clk.Now()
 	v := n.integrity
 	for ctx.Err() == nil {
+		if !n.waitActive(ctx) { // background work: in the volunteer's hours
+			return
+		}
 		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.IntegrityInterval) {
 			n.syncIntegrityKeys(ctx, nil)
 			refreshed = n.clk.Now()

@@ -104,8 +104,9 @@ func (n *Node) ServeFailed(key string, err error) {
 }
 
 // tunnelHandler serves the node's own mirrors to full nodes through the
-// tunnels it opens to them.
+// tunnels it opens to them (counted as served, and as today's uploads).
 func (n *Node) tunnelHandler() http.Handler {
+	served := n.met.addServed("full-node")
 	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key string) (string, bool) {
 		if !n.mirror.Has(key) {
 			return "", false
@@ -114,5 +115,5 @@ func (n *Node) tunnelHandler() http.Handler {
 			return "", false
 		}
 		return n.mirror.Path(key), true
-	}}, n.met.addServed("full-node"))
+	}}, func(b int) { served(b); n.traffic.add(true, b) })
 }

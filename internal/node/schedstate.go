@@ -107,9 +107,11 @@ func (n *Node) persistLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			n.persistSchedule(context.Background())
+			n.saveTraffic(context.Background())
 			return
 		case <-tick.C():
 			n.persistSchedule(ctx)
+			n.saveTraffic(ctx)
 		}
 	}
 }

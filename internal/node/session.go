@@ -131,9 +131,11 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 	defer cancel()
 	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, FullToken: reg.FullToken, NodeId: n.id,
 		NodeSecret: n.secret, Name: n.cfg.Name, Mode: reg.Mode, Capacity: n.cfg.Capacity,
-		TunnelAddr: reg.TunnelAddr, Version: version.Version, PublicUrl: reg.PublicURL})
+		TunnelAddr: reg.TunnelAddr, Version: version.Version, PublicUrl: reg.PublicURL,
+		MaxBandwidth: uint64(n.cfg.MaxBandwidth), ActiveHours: n.cfg.ActiveHours.String()})
 	if err != nil {
 		if status.Code(err) == codes.PermissionDenied {
+			n.refusedBy(err, status.Convert(err).Message())
 			return fmt.Errorf("%w: %s", ErrJoinRefused, status.Convert(err).Message())
 		}
 		return fmt.Errorf("register: %w", err)
@@ -290,6 +292,7 @@ func (n *Node) heartbeat() *fleetv1.Heartbeat {
 		stats.Healthy = true
 	}
 	hb.Unhealthy = !stats.Healthy
+	hb.Resting = n.resting()
 	return hb
 }
 
@@ -315,6 +318,9 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_Welcome:
 		n.setTunnels(n.runCtx, n.peerTunnels(m.Welcome.GetTunnelAddrs()))
 	case *fleetv1.CoordinatorMessage_Assign:
+		if f := m.Assign.GetFleetRepos(); f > 0 {
+			n.fleetRepos.Store(f)
+		}
 		for _, r := range m.Assign.GetRepos() {
 			n.assign(r)
 		}
@@ -338,6 +344,8 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_FeedStatus:
 		n.setFeeds(m.FeedStatus.GetWorking())
 		n.role.Handle(ctx, msg) // a full node's spot checks and alerts
+	case *fleetv1.CoordinatorMessage_Standing:
+		n.setStanding(m.Standing)
 	default:
 		// The fleet's states and removals, tasks done, node credentials
 		// and change hints: a full node's.
@@ -455,7 +463,7 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
 		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.secret, n.id), Logger: n.log, TLS: n.cfg.TLS,
-			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second, Clock: n.clk}
+			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second, Upload: n.bw, Clock: n.clk}
 		n.tunnelWG.Go(func() { // waited for by Run, after stopTunnels
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
 				n.log.Error("tunnel stopped", "addr", a, "err", err)
