@@ -63,7 +63,7 @@ func TestAVolunteersMachineIsKeptToTheirCapAndHours(t *testing.T) {
 	window := now.Add(2*time.Hour).Format("15:04") + "-" + now.Add(3*time.Hour).Format("15:04")
 	dir := f.dataDir("volunteer")
 	cmd := exec.Command(binary, append([]string{"node", "--mode", "partial", "--name", "volunteer", "--data", dir, "--coordinator", f.grpc,
-		"--max-bandwidth", "2MiB/s", "--active-hours", window}, f.common()...)...)
+		"--max-bandwidth", "2MiB/s", "--active-hours", window}, f.nodeCommon()...)...)
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	volunteer := startCmd(t, "volunteer", cmd)
 
