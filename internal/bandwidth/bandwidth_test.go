@@ -246,36 +246,45 @@ func TestCloseEndsAWaitForTheBucket(t *testing.T) {
 	}
 }
 
-// TestAConnectionBackLateKeepsItsPlace: a reader that stalls for 400 ms
-// halfway (as a busy machine stalls it) catches up: the transfer as a
-// whole keeps to the rate, rather than taking the stall on top.
+// TestAConnectionBackLateKeepsItsPlace: a connection that wakes late
+// halfway (as a busy machine wakes it) catches up, so that the transfer
+// as a whole keeps to the rate rather than taking the stall on top; past
+// maxLate it has lost its place and the stall counts. The schedule is
+// played on the limiter's rule with the times given, so that it holds on
+// any machine.
 func TestAConnectionBackLateKeepsItsPlace(t *testing.T) {
 	const r, size = 1 << 20, 2 << 20
-	l := NewLimiter(r)
-	var sr *stallingReader
-	moved, start, end, err := pipeThrough(size, func(c net.Conn) net.Conn {
-		sr = &stallingReader{Conn: l.PaceReads(c), left: size / 2, stall: 400 * time.Millisecond}
-		return sr
-	}, false)
-	if err != nil || !sr.stalled {
-		t.Fatalf("moved %d, stalled %v: %v", moved, sr.stalled, err)
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		stall    time.Duration
+		keepsPos bool
+	}{
+		{0, true},
+		{400 * time.Millisecond, true},
+		{maxLate - time.Millisecond, true},
+		{maxLate + 200*time.Millisecond, false},
+	} {
+		l := NewLimiter(r)
+		l.next = start
+		chunk := time.Duration(float64(l.Burst()) / r * float64(time.Second))
+		now, due, end := start, start, start
+		stalled, moved := false, 0
+		for ; moved < size; moved += l.Burst() {
+			if moved >= size/2 && !stalled {
+				now, stalled = now.Add(tt.stall), true // the goroutine wakes late once
+			}
+			end = l.reserve(l.Burst(), &due, now)
+			now = later(now, end) // it wakes when its bytes may pass
+		}
+		if !stalled {
+			t.Fatal("the schedule never stalled: the test proves nothing")
+		}
+		took, rateTime := end.Sub(start), l.duration(moved) // about 2 s
+		if tt.keepsPos && (took < rateTime-chunk || took > rateTime) {
+			t.Errorf("stalled %v: the transfer took %v, want the rate's %v (a chunk less at most): the stall was taken on top", tt.stall, took, rateTime)
+		}
+		if !tt.keepsPos && took < rateTime+tt.stall-2*chunk {
+			t.Errorf("stalled %v, past maxLate (%v): the transfer took %v, want at least %v: a connection back that late kept its place", tt.stall, maxLate, took, rateTime+tt.stall-2*chunk)
+		}
 	}
-	checkPace(t, l, moved, end.Sub(start))
-}
-
-// stallingReader sleeps once, when it has read half the bytes.
-type stallingReader struct {
-	net.Conn
-	left    int
-	stall   time.Duration
-	stalled bool
-}
-
-func (s *stallingReader) Read(p []byte) (int, error) {
-	n, err := s.Conn.Read(p)
-	if s.left -= n; s.left <= 0 && !s.stalled {
-		s.stalled = true
-		time.Sleep(s.stall)
-	}
-	return n, err
 }

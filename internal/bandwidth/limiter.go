@@ -59,22 +59,10 @@ func (l *Limiter) Burst() int {
 }
 
 // take pays for n bytes (at most a chunk) of a connection and waits until
-// they may pass, or until done is closed. due is when the connection's
-// last bytes were to pass: a connection back from a wait later than that
-// keeps its place.
+// they may pass, or until done is closed.
 func (l *Limiter) take(n int, due *time.Time, done <-chan struct{}) {
 	now := time.Now()
-	l.mu.Lock()
-	from := now
-	if late := now.Sub(*due); late > 0 && late < maxLate {
-		from = *due
-	}
-	l.next = later(l.next, from.Add(-time.Duration(float64(l.chunk)/float64(l.rate)*float64(time.Second))))
-	l.next = l.next.Add(time.Duration(float64(n) / float64(l.rate) * float64(time.Second)))
-	at := l.next
-	*due = at
-	l.mu.Unlock()
-	wait := at.Sub(now)
+	wait := l.reserve(n, due, now).Sub(now)
 	if wait <= 0 {
 		return
 	}
@@ -84,6 +72,29 @@ func (l *Limiter) take(n int, due *time.Time, done <-chan struct{}) {
 	case <-t.C:
 	case <-done:
 	}
+}
+
+// reserve pays for n bytes of a connection at now and returns when they
+// may pass. due is when the connection's last bytes were to pass: a
+// connection back from a wait later than that, by less than maxLate,
+// keeps its place in the schedule. It is the limiter's whole rule, with
+// the time given, so that tests can play any schedule of wake-ups.
+func (l *Limiter) reserve(n int, due *time.Time, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := now
+	if late := now.Sub(*due); late > 0 && late < maxLate {
+		from = *due
+	}
+	l.next = later(l.next, from.Add(-l.duration(l.chunk)))
+	l.next = l.next.Add(l.duration(n))
+	*due = l.next
+	return l.next
+}
+
+// duration is how long n bytes take at the rate.
+func (l *Limiter) duration(n int) time.Duration {
+	return time.Duration(float64(n) / float64(l.rate) * float64(time.Second))
 }
 
 func later(a, b time.Time) time.Time {
