@@ -23,7 +23,7 @@ import (
 //  1. One ref listing (`git ls-remote --symref`: protocol v2's ls-refs, two
 //     requests) gives the branches and tags, checked as they stream in
 //     (MaxRefs, MaxRefLength, names that no file system or refspec holds:
-//     listParser), and the branch HEAD points to. git 2.39's ls-remote
+//     gitcmd.ListRefsAndHead), and the branch HEAD points to. git 2.39's ls-remote
 //     cannot ask for HEAD beside branches and tags alone, so the upstream
 //     lists every ref to it, as the separate ask for HEAD that it replaces
 //     did.
@@ -49,19 +49,12 @@ import (
 // its HEAD points to, in one listing (see above), and logs the refs it
 // skips once per repository.
 func (s *Store) listFirst(ctx context.Context, key, url string) (gitcmd.Listing, error) {
-	p := &listParser{lim: s.refLimits(), out: gitcmd.Listing{Refs: gitcmd.Refs{Refs: make(map[string]string)}}}
-	err := s.git.Run(ctx, gitcmd.Cmd{Name: "ls-remote", Flags: []string{"--symref"}, Args: []string{url}, Stdout: p})
-	if p.err != nil {
-		return gitcmd.Listing{}, p.err
-	}
+	l, err := s.git.ListRefsAndHead(ctx, url, s.refLimits())
 	if err != nil {
 		return gitcmd.Listing{}, err
 	}
-	if p.flush(); p.err != nil {
-		return gitcmd.Listing{}, p.err
-	}
-	s.logSkipped(key, p.out.Skipped)
-	return p.out, nil
+	s.logSkipped(key, l.Skipped)
+	return l, nil
 }
 
 // fetchListed fetches exactly the objects of refs into the empty repository
@@ -204,151 +197,3 @@ func packedObjects(packDir string) (int64, error) {
 	return n, nil
 }
 
-// listParser reads `git ls-remote --symref` as it is written: HEAD's
-// branch, and the branches and tags, counted against MaxRefs (git is
-// stopped past it, with ClassTooManyRefs) and kept, or skipped when
-// gitcmd.CheckRefName refuses them, when git would not write them as refs
-// (a refspec naming such a ref fails the whole fetch, where a pattern only
-// leaves it out) or, on a file system that folds case, when another kept
-// name differs from them only in case. Other refs are read past. It keeps
-// gitcmd.ListRefs' bounds: a line is at most a pkt-line, the skipped names
-// at most maxSkippedBytes.
-type listParser struct {
-	lim      gitcmd.RefLimits
-	out      gitcmd.Listing
-	count    int
-	skipped  int // bytes of skipped names
-	line     []byte
-	overlong bool            // the current line passed maxLine: dropped
-	folded   map[string]bool // lower-cased names kept, with CaseInsensitiveFS
-	err      error
-}
-
-// The bounds of a listing, as gitcmd.ListRefs has them.
-const (
-	maxLine         = 64 << 10
-	maxSkippedBytes = 4 << 20
-)
-
-func (p *listParser) Write(b []byte) (int, error) {
-	if p.err != nil {
-		return 0, p.err
-	}
-	n := len(b)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		chunk := b
-		if i >= 0 {
-			chunk = b[:i]
-		}
-		if !p.overlong {
-			if len(p.line)+len(chunk) > maxLine {
-				p.overlong, p.line = true, p.line[:0]
-			} else {
-				p.line = append(p.line, chunk...)
-			}
-		}
-		if i < 0 {
-			break
-		}
-		if p.flush(); p.err != nil {
-			return 0, p.err
-		}
-		b = b[i+1:]
-	}
-	return n, nil
-}
-
-// flush parses the line read so far.
-func (p *listParser) flush() {
-	line := string(p.line)
-	overlong := p.overlong
-	p.line, p.overlong = p.line[:0], false
-	if overlong {
-		// Not a ref git could have sent: count it, the fetch would say more.
-		p.add()
-		return
-	}
-	left, name, ok := strings.Cut(line, "\t")
-	if !ok {
-		return
-	}
-	if target, sym := strings.CutPrefix(left, "ref: "); sym {
-		if name == "HEAD" {
-			p.out.Head = target
-		}
-		return
-	}
-	if !gitcmd.IsOID(left) || !mirroredName(name) || strings.HasSuffix(name, "^{}") {
-		return
-	}
-	if !p.add() {
-		return
-	}
-	why := gitcmd.CheckRefName(name, p.lim)
-	if why == "" && !writableRef(name) {
-		why = "not a name git writes as a ref"
-	}
-	if why == "" && p.lim.CaseInsensitiveFS {
-		low := strings.ToLower(name)
-		if p.folded[low] {
-			why = "differs only in case from another ref"
-		} else {
-			if p.folded == nil {
-				p.folded = make(map[string]bool)
-			}
-			p.folded[low] = true
-		}
-	}
-	if why != "" {
-		p.out.Skipped = append(p.out.Skipped, name)
-		p.skipped += len(name)
-		if p.skipped > maxSkippedBytes {
-			p.err = &gitcmd.Error{Args: []string{"ls-remote"}, ExitCode: -1, Class: gitcmd.ClassTooManyRefs,
-				Stderr: fmt.Sprintf("more than %d bytes of ref names that cannot be mirrored", maxSkippedBytes)}
-		}
-		return
-	}
-	p.out.Refs.Refs[name] = left
-}
-
-// add counts one advertised branch or tag; false once over the limit.
-func (p *listParser) add() bool {
-	p.count++
-	if p.lim.MaxRefs > 0 && p.count > p.lim.MaxRefs {
-		p.err = &gitcmd.Error{Args: []string{"ls-remote"}, ExitCode: -1, Class: gitcmd.ClassTooManyRefs,
-			Stderr: fmt.Sprintf("the upstream has more than %d branches and tags (--max-refs)", p.lim.MaxRefs)}
-		return false
-	}
-	return true
-}
-
-func mirroredName(name string) bool {
-	for _, prefix := range gitcmd.MirroredRefs {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// writableRef tells whether git writes name as a ref (git
-// check-ref-format's rules, for a name under refs/).
-func writableRef(name string) bool {
-	if strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") ||
-		strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.Contains(name, "//") ||
-		strings.ContainsAny(name, " ~^:?*[\\") {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < 0x20 || name[i] == 0x7f {
-			return false
-		}
-	}
-	for _, c := range strings.Split(name, "/") {
-		if strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") {
-			return false
-		}
-	}
-	return true
-}

@@ -1,12 +1,10 @@
-package mirror
+package gitcmd
 
 import (
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 const (
@@ -14,19 +12,19 @@ const (
 	oidB = "2222222222222222222222222222222222222222"
 )
 
-// parse feeds out to a listParser in chunks of n bytes, as git's stdout
-// arrives.
-func parse(lim gitcmd.RefLimits, out string, n int) (gitcmd.Listing, error) {
-	p := &listParser{lim: lim, out: gitcmd.Listing{Refs: gitcmd.Refs{Refs: map[string]string{}}}}
+// parse feeds out, the output of `ls-remote --symref` (ListRefsAndHead),
+// to its parser in chunks of n bytes, as git's stdout arrives.
+func parse(lim RefLimits, out string, n int) (Listing, error) {
+	p := &refParser{lim: lim, exact: true, out: Listing{Refs: Refs{Refs: map[string]string{}}}}
 	for len(out) > 0 {
 		c := min(n, len(out))
 		if _, err := p.Write([]byte(out[:c])); err != nil {
-			return gitcmd.Listing{}, err
+			return Listing{}, p.err
 		}
 		out = out[c:]
 	}
 	if p.flush(); p.err != nil {
-		return gitcmd.Listing{}, p.err
+		return Listing{}, p.err
 	}
 	return p.out, nil
 }
@@ -41,10 +39,10 @@ func TestTheFirstListingKeepsBranchesTagsAndHead(t *testing.T) {
 		oidA + "\trefs/tags/v1^{}\n" +
 		oidB + "\trefs/pull/1/head\n" +
 		oidB + "\trefs/changes/01/1/1\n"
-	want := gitcmd.Listing{Refs: gitcmd.Refs{Head: "refs/heads/main", Refs: map[string]string{
+	want := Listing{Refs: Refs{Head: "refs/heads/main", Refs: map[string]string{
 		"refs/heads/main": oidA, "refs/heads/alias": oidA, "refs/tags/v1": oidB}}}
 	for _, n := range []int{1, 7, len(out)} {
-		got, err := parse(gitcmd.RefLimits{MaxRefs: 3}, out, n)
+		got, err := parse(RefLimits{MaxRefs: 3}, out, n)
 		if err != nil {
 			t.Fatalf("chunks of %d: %v", n, err)
 		}
@@ -61,13 +59,13 @@ func TestTheFirstListingStopsPastMaxRefs(t *testing.T) {
 	}
 	// Refs that are not mirrored are not counted.
 	b.WriteString(oidA + "\trefs/pull/1/head\n" + oidA + "\trefs/pull/2/head\n")
-	if _, err := parse(gitcmd.RefLimits{MaxRefs: 5}, b.String(), 3); err != nil {
+	if _, err := parse(RefLimits{MaxRefs: 5}, b.String(), 3); err != nil {
 		t.Fatalf("5 branches under MaxRefs 5: %v", err)
 	}
-	_, err := parse(gitcmd.RefLimits{MaxRefs: 4}, b.String(), 3)
-	var ge *gitcmd.Error
-	if !errors.As(err, &ge) || ge.Class != gitcmd.ClassTooManyRefs {
-		t.Fatalf("5 branches over MaxRefs 4: %v, want %s", err, gitcmd.ClassTooManyRefs)
+	_, err := parse(RefLimits{MaxRefs: 4}, b.String(), 3)
+	var ge *Error
+	if !errors.As(err, &ge) || ge.Class != ClassTooManyRefs {
+		t.Fatalf("5 branches over MaxRefs 4: %v, want %s", err, ClassTooManyRefs)
 	}
 }
 
@@ -91,7 +89,7 @@ func TestTheFirstListingSkipsRefsItCannotMirror(t *testing.T) {
 		b.WriteString(oidB + "\t" + n + "\n")
 	}
 	b.WriteString(oidB + "\t" + "refs/heads/ok/fine-1.2\n")
-	got, err := parse(gitcmd.RefLimits{MaxRefLength: 300, CaseInsensitiveFS: true}, b.String(), 64)
+	got, err := parse(RefLimits{MaxRefLength: 300, CaseInsensitiveFS: true}, b.String(), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +102,7 @@ func TestTheFirstListingSkipsRefsItCannotMirror(t *testing.T) {
 	if len(got.Skipped) != len(skip)-1 {
 		t.Errorf("skipped %q, want %d names", got.Skipped, len(skip)-1)
 	}
-	got, err = parse(gitcmd.RefLimits{MaxRefLength: 30, CaseInsensitiveFS: true}, b.String(), 64)
+	got, err = parse(RefLimits{MaxRefLength: 30, CaseInsensitiveFS: true}, b.String(), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +117,15 @@ func TestTheFirstListingSkipsRefsItCannotMirror(t *testing.T) {
 
 func TestTheFirstListingDropsLinesLongerThanAPktLine(t *testing.T) {
 	out := oidA + "\trefs/heads/" + strings.Repeat("y", maxLine) + "\n" + oidB + "\trefs/heads/main\n"
-	got, err := parse(gitcmd.RefLimits{}, out, 4096)
+	got, err := parse(RefLimits{}, out, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := map[string]string{"refs/heads/main": oidB}; !reflect.DeepEqual(got.Refs.Refs, want) {
 		t.Fatalf("kept %v, want %v", got.Refs.Refs, want)
 	}
-	if _, err := parse(gitcmd.RefLimits{MaxRefs: 1}, out, 4096); gitcmd.ClassOf(err) != gitcmd.ClassTooManyRefs {
-		t.Fatalf("an overlong line is counted as a ref: %v, want %s", err, gitcmd.ClassTooManyRefs)
+	if _, err := parse(RefLimits{MaxRefs: 1}, out, 4096); ClassOf(err) != ClassTooManyRefs {
+		t.Fatalf("an overlong line is counted as a ref: %v, want %s", err, ClassTooManyRefs)
 	}
 }
 
@@ -137,7 +135,7 @@ func TestTheFirstListingRefusesTooManyUnmirrorableNames(t *testing.T) {
 	for i := 0; b.Len() < 2*maxSkippedBytes; i++ {
 		b.WriteString(oidA + "\t" + name + string(rune('a'+i%26)) + "\n")
 	}
-	if _, err := parse(gitcmd.RefLimits{MaxRefLength: 1024}, b.String(), 1<<16); gitcmd.ClassOf(err) != gitcmd.ClassTooManyRefs {
-		t.Fatalf("%d bytes of skipped names: %v, want %s", b.Len(), err, gitcmd.ClassTooManyRefs)
+	if _, err := parse(RefLimits{MaxRefLength: 1024}, b.String(), 1<<16); ClassOf(err) != ClassTooManyRefs {
+		t.Fatalf("%d bytes of skipped names: %v, want %s", b.Len(), err, ClassTooManyRefs)
 	}
 }
