@@ -9,7 +9,6 @@ package secretfile
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,8 +16,8 @@ import (
 	"strings"
 )
 
-// ReadOrCreate returns the secret kept at path, or makes one (24 random
-// bytes, in hex) and keeps it there when the file is missing or empty;
+// ReadOrCreate returns the secret kept at path, or makes one
+// (crypto/rand.Text: 26 characters, 128 random bits) and keeps it there when the file is missing or empty;
 // created tells which.
 func ReadOrCreate(path string) (secret string, created bool, err error) {
 	b, err := os.ReadFile(path)
@@ -30,9 +29,7 @@ func ReadOrCreate(path string) (secret string, created bool, err error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return "", false, fmt.Errorf("read the secret in %s: %w", path, err)
 	}
-	var raw [24]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	secret = hex.EncodeToString(raw[:])
+	secret = rand.Text()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", false, fmt.Errorf("keep a secret in %s: %w", path, err)
 	}
