@@ -59,6 +59,7 @@ type traffic struct {
 
 	mu    sync.Mutex
 	today Traffic
+	until time.Time // when today ends: add, on every read and write, only compares times
 }
 
 // Traffic is the bytes a node moved in a day.
@@ -70,16 +71,24 @@ type Traffic struct {
 
 func newTraffic(clk clock.Clock, loc *time.Location) *traffic { return &traffic{clk: clk, loc: loc} }
 
-// day is the day of t in the node's zone.
-func (t *traffic) day(at time.Time) string { return at.In(t.loc).Format(time.DateOnly) }
+// roll starts the count of the day of now, unless it is the one counted
+// (a count loaded from the store). Under mu.
+func (t *traffic) roll(now time.Time) {
+	at := now.In(t.loc)
+	if day := at.Format(time.DateOnly); t.today.Day != day {
+		t.today = Traffic{Day: day}
+	}
+	y, m, d := at.Date()
+	t.until = time.Date(y, m, d+1, 0, 0, 0, 0, t.loc)
+}
 
 // add counts b bytes, down from an upstream or up to a full node.
 func (t *traffic) add(up bool, b int) {
-	day := t.day(t.clk.Now())
+	now := t.clk.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.today.Day != day {
-		t.today = Traffic{Day: day}
+	if !now.Before(t.until) {
+		t.roll(now)
 	}
 	if up {
 		t.today.Up += uint64(b)
@@ -90,11 +99,11 @@ func (t *traffic) add(up bool, b int) {
 
 // get returns today's count.
 func (t *traffic) get() Traffic {
-	day := t.day(t.clk.Now())
+	now := t.clk.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.today.Day != day {
-		return Traffic{Day: day}
+	if !now.Before(t.until) {
+		t.roll(now)
 	}
 	return t.today
 }
