@@ -28,15 +28,13 @@ const unavailableWait = 30 * time.Second
 type client struct {
 	base, token string
 	http        *http.Client
-	// maxWait is how long a call may wait out 503s in all.
-	maxWait time.Duration
 }
 
 func newClient(server, token string) *client {
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
-	return &client{base: strings.TrimSuffix(server, "/"), token: token, http: &http.Client{}, maxWait: unavailableWait}
+	return &client{base: strings.TrimSuffix(server, "/"), token: token, http: &http.Client{}}
 }
 
 // apiError is an answer other than 2xx.
@@ -51,7 +49,7 @@ func (e *apiError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message
 // answer other than 2xx is an *apiError with the server's message.
 //
 // A 503 with Retry-After (the server is up but not ready: say, a full node
-// that has just started) is waited out and tried again, for up to maxWait
+// that has just started) is waited out and tried again, for up to unavailableWait
 // in all, as a client of an HTTP API should; any other answer is final.
 func (c *client) call(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var payload []byte
@@ -64,7 +62,7 @@ func (c *client) call(ctx context.Context, method, path string, body any) (int, 
 	waited := time.Duration(0)
 	for {
 		status, data, after, err := c.once(ctx, method, path, payload)
-		if status != http.StatusServiceUnavailable || after <= 0 || waited+after > c.maxWait {
+		if status != http.StatusServiceUnavailable || after <= 0 || waited+after > unavailableWait {
 			return status, data, err
 		}
 		t := time.NewTimer(after)
