@@ -196,4 +196,3 @@ func packedObjects(packDir string) (int64, error) {
 	}
 	return n, nil
 }
-
