@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
@@ -61,13 +62,18 @@ type Handler struct {
 	Fold repokey.Folding
 
 	// beforeRun, when set (by tests), is called as a run has its slot,
-	// before git starts.
-	beforeRun func(key string)
+	// before git starts; beforeAnswer likewise for the run of a shared
+	// answer (answers.go).
+	beforeRun    func(key string)
+	beforeAnswer func(key string)
+	// shares counts the git runs that shared answers and checks took.
+	shares struct{ answers, checks atomic.Int64 }
 
 	limitOnce sync.Once
 	clients   *clientLimit
 	slots     *runSlots
 	tips      *recentTips // nil when TipGrace is negative
+	views     *refsViews
 }
 
 // Limits bound what a client may make the Handler do.
@@ -186,22 +192,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	idle := h.idleTimeout()
 	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
-	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
-	defer pw.clearDeadline()
-	cmd.Stdout = pw
+	// What this request shares with the others that find the refs as
+	// they are now.
+	view, err := h.views.get(dir)
+	if err != nil {
+		h.refuse(w, r, key, err)
+		return
+	}
 	if ep == "info/refs" {
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
 		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
-		if !v2 {
-			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
-			h.run(r.Context(), w, pw, key, cmd)
-			return
+		spec := answerSpec{name: "info/refs\x00" + gp, cmd: cmd}
+		if v2 {
+			spec.each = servedCapability
+		} else {
+			spec.prefix = pktLine("# service=git-upload-pack\n") + "0000"
 		}
-		caps := &pktWriter{w: pw, each: servedCapability}
-		cmd.Stdout = caps
-		if h.run(r.Context(), w, pw, key, cmd) == nil {
-			_ = caps.rest()
-		}
+		h.serveAnswer(w, r, key, view, spec)
 		return
 	}
 	data, status, err := body.read(w, r)
@@ -217,24 +224,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(data)
-	if req.Command == "ls-refs" && h.tips != nil {
-		lister := &tipLister{tips: h.tips, key: key}
-		out := &pktWriter{w: pw, each: lister.each}
-		cmd.Stdout = out
-		if h.run(r.Context(), w, pw, key, cmd) == nil {
-			_ = out.rest()
-		}
-		return
-	}
-	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, data, v2, req, cmd) {
-		return
-	}
-	if req.Command == "fetch" {
-		if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
+	if req.Command == "ls-refs" {
+		name, err := packKey(dir, gp, view.state, data, v2)
+		if err != nil {
 			h.refuse(w, r, key, err)
 			return
 		}
+		h.serveAnswer(w, r, key, view, answerSpec{name: name, cmd: cmd, lists: true})
+		return
 	}
+	// Every fetch is checked, even one that joins a run or a kept pack
+	// of the same refs: the objects can change under the same refs (a
+	// prune drops what the upstream dropped), and a pack kept from before
+	// would serve them again.
+	if err := h.wantsServed(r.Context(), view, key, req.Wants, v2); err != nil {
+		h.refuse(w, r, key, err)
+		return
+	}
+	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view.state, v2, cmd) {
+		return
+	}
+	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
+	defer pw.clearDeadline()
+	cmd.Stdout = pw
 	_ = h.run(r.Context(), w, pw, key, cmd)
 }
 
@@ -285,6 +297,7 @@ func (h *Handler) init() {
 			clk = clock.Real{}
 		}
 		h.clients = &clientLimit{max: h.MaxPerClient}
+		h.views = newRefsViews()
 		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, maxQueue: h.QueueLength,
 			wait: h.QueueWait, clk: clk}
 		switch {
@@ -416,7 +429,6 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		err = h.Git.Run(ctx, cmd)
 	}
 	if err == nil {
-		pw.flushPrefix()
 		return nil
 	}
 	if pw.err != nil {
@@ -466,15 +478,14 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 	}
 }
 
-// lazyWriter writes its prefix before the first byte of output, so that an
-// upload-pack that fails before writing anything can still answer 500.
-// Each write must be done within idle: a client that stops reading fails
-// the write, and git, whose output then goes nowhere, stops.
+// lazyWriter notes whether any output went out, so that an upload-pack
+// that fails before writing anything can still answer 500. Each write must
+// be done within idle: a client that stops reading fails the write, and
+// git, whose output then goes nowhere, stops.
 type lazyWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	idle    time.Duration
-	prefix  []byte
 	started bool
 	err     error // the first failed write to the client
 }
@@ -484,7 +495,7 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 		return 0, l.err
 	}
 	_ = l.rc.SetWriteDeadline(time.Now().Add(l.idle))
-	l.flushPrefix()
+	l.started = true
 	n, err := l.w.Write(p)
 	if err == nil {
 		if ferr := l.rc.Flush(); !errors.Is(ferr, http.ErrNotSupported) {
@@ -500,16 +511,6 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 // clearDeadline lifts the write deadline, which would otherwise outlive
 // the request on a connection kept alive for the client's next one.
 func (l *lazyWriter) clearDeadline() { _ = l.rc.SetWriteDeadline(time.Time{}) }
-
-func (l *lazyWriter) flushPrefix() {
-	if l.started {
-		return
-	}
-	l.started = true
-	if len(l.prefix) > 0 {
-		_, _ = l.w.Write(l.prefix)
-	}
-}
 
 func pktLine(s string) string {
 	const hex = "0123456789abcdef"

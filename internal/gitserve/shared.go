@@ -10,31 +10,19 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
-// serveShared serves a fetch through the pack cache: from the live run or
-// the kept output of an identical request, or from a new run that the
-// identical requests after it follow. It returns false when the cache
-// cannot take the request (the refs cannot be read, its directory fails):
-// the caller then serves it alone.
-func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body []byte, v2 bool,
-	req uploadRequest, cmd gitcmd.Cmd) bool {
+// serveShared serves a fetch, whose wants were checked, through the pack
+// cache: from the live run or the kept output of an identical request, or
+// from a new run that the identical requests after it follow. state is the
+// digest of the refs that the request found. It returns false when the
+// cache cannot take the request (its directory fails): the caller then
+// serves it alone.
+func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body, state []byte, v2 bool,
+	cmd gitcmd.Cmd) bool {
 	dir := cmd.Args[0]
-	state, err := refsState(dir)
-	if err != nil {
-		h.logCache(key, err)
-		return false
-	}
 	ck, err := packKey(dir, gitProtocol, state, body, v2)
 	if err != nil {
 		h.logCache(key, err)
 		return false
-	}
-	// Every request is checked, even one that joins a run or a kept pack
-	// of the same refs: the objects can change under the same refs (a
-	// prune drops what the upstream dropped), and a pack kept from before
-	// would serve them again.
-	if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
-		h.refuse(w, r, key, err)
-		return true
 	}
 	rd := h.Cache.join(ck)
 	if rd == nil {
@@ -72,8 +60,8 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 	}
 	keep := false
 	if err == nil {
-		after, serr := refsState(cmd.Args[0])
-		keep = serr == nil && bytes.Equal(after, state)
+		after, serr := readRefs(cmd.Args[0])
+		keep = serr == nil && bytes.Equal(after.digest, state)
 	} else {
 		h.runFailed(ctx, key, err)
 	}
