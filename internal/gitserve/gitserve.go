@@ -459,10 +459,8 @@ func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started boo
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)
 		return
 	}
-	// Part of the answer is out: end the connection without the final
-	// chunk, so that the client sees a broken answer rather than a short
-	// one that looks complete.
-	panic(http.ErrAbortHandler)
+	// Part of the answer is out.
+	breakOff(w)
 }
 
 // runFailed logs a failed run and tells OnFailure, unless it was stopped

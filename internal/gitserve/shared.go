@@ -3,8 +3,13 @@ package gitserve
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -41,7 +46,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 			cancel()
 		}
 	}
-	h.follow(r.Context(), w, key, rd)
+	h.follow(r.Context(), w, r, key, rd)
 	return true
 }
 
@@ -71,10 +76,31 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 // follow streams a run's output to one client, from the first byte, as it
 // comes. A run that fails before any output answers 500 (503 when it got
 // no slot); after, the connection is broken off.
-func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string, rd *packReader) {
+//
+// The answer is framed so that its bytes go from the cache's file to the
+// socket by sendfile (see send): chunked framing would have net/http copy
+// them. An answer that is whole on file within framingWait (a kept one,
+// or a small one) goes with a Content-Length, and the connection stays
+// open for the client's next request; a larger one, still being made, goes
+// as a body that the end of the connection delimits (HTTP/1.1's
+// "Transfer-Encoding: identity"). Its client tells a cut-off answer by
+// git's own framing (the flush that ends a response, the pack's checksum)
+// and by the reset that breaks it off (breakOff).
+func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, r *http.Request, key string, rd *packReader) {
 	defer rd.close()
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve the client's next request
+	size, whole, err := rd.settle(ctx, framingBytes, framingWait)
+	if err != nil {
+		h.failed(ctx, w, false, key, err)
+		return
+	}
+	switch {
+	case whole:
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	case r.ProtoMajor == 1 && r.ProtoMinor >= 1:
+		w.Header().Set("Transfer-Encoding", "identity")
+	}
 	started := false
 	for {
 		p, err := rd.next(ctx)
@@ -86,15 +112,74 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string,
 			return
 		}
 		started = true
-		// A client that stops reading is cut off after writeStall, rather
-		// than hold the run (which, once it spilled, goes at the pace of
-		// its slowest client) and its slot for ever.
-		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
-		if _, err := w.Write(p); err != nil {
+		if err := send(w, rc, p); err != nil {
 			return // the client went away; the others go on
 		}
-		_ = rc.Flush() // a client gone fails the next write
 	}
+}
+
+// An answer whose run ends within framingWait, with fewer than
+// framingBytes, is sent whole with its length (see follow).
+const (
+	framingBytes = 1 << 20
+	framingWait  = time.Second
+)
+
+// send writes one part of an answer. A range of the cache's file goes by
+// io.Copy to the response writer, whose ReadFrom hands an unframed body to
+// the socket's ReadFrom: sendfile on plain TCP (TLS, and chunked framing,
+// copy it). The write deadline moves with progress: a client that takes
+// nothing for writeStall is cut off, rather than hold the run (which, once
+// it spilled, goes at the pace of its slowest client) and its slot for
+// ever.
+func send(w http.ResponseWriter, rc *http.ResponseController, p part) error {
+	if p.f == nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
+		if _, err := w.Write(p.mem); err != nil {
+			return err
+		}
+		_ = rc.Flush() // a client gone fails the next write
+		return nil
+	}
+	if _, err := p.f.Seek(p.off, io.SeekStart); err != nil {
+		return fmt.Errorf("pack cache: %w", err)
+	}
+	for left := p.n; left > 0; {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
+		n, err := io.Copy(w, io.LimitReader(p.f, left))
+		left -= n
+		switch {
+		case err == nil && n == 0:
+			return fmt.Errorf("pack cache: %s ends %d bytes short", p.f.Name(), left)
+		case err != nil && (n == 0 || !errors.Is(err, os.ErrDeadlineExceeded)):
+			return err
+		}
+	}
+	_ = rc.Flush() // what a short part left in net/http's buffer
+	return nil
+}
+
+// breakOff ends a response whose answer failed after part of it went out,
+// so that its client sees a broken answer rather than a short one that
+// looks whole: with a reset of the connection (a body that the
+// connection's end delimits would end well with a close), or, where the
+// connection cannot be taken over, with net/http's abort.
+func breakOff(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	for {
+		inner, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = inner.NetConn()
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // the close resets the connection
+	}
+	_ = conn.Close()
 }
 
 // writeStall is how long a write to a client of a shared run may wait.
