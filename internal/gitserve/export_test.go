@@ -13,3 +13,13 @@ func SetBeforeAnswer(h *Handler, f func(key string)) { h.beforeAnswer = f }
 func SharedRuns(h *Handler) (answers, checks int64) {
 	return h.shares.answers.Load(), h.shares.checks.Load()
 }
+
+// RacyMargin is how old the refs must be for a stat of them to stand for a
+// read.
+const RacyMargin = racyMargin
+
+// RefsReads counts the reads of repositories' refs (the others were stats).
+func RefsReads(h *Handler) int64 {
+	h.init()
+	return h.views.reads.Load()
+}

@@ -23,6 +23,7 @@ import (
 // digest of neither state, which only misses what is shared.
 type refsSnapshot struct {
 	digest []byte
+	stamp  refsStamp
 	loose  []looseRef // in the order read
 	packed []byte     // packed-refs
 	head   []byte
@@ -44,7 +45,7 @@ var snapshotFiles = []string{"HEAD", "packed-refs", "shallow", "config", "reftab
 // meanwhile writes packed-refs before it deletes the loose files, so a ref
 // read here is never older than both.
 func readRefs(dir string) (refsSnapshot, error) {
-	var s refsSnapshot
+	s := refsSnapshot{stamp: newStamp(dir)}
 	h := sha256.New()
 	refs := filepath.Join(dir, "refs")
 	err := filepath.WalkDir(refs, func(path string, d fs.DirEntry, err error) error {
@@ -54,7 +55,13 @@ func readRefs(dir string) (refsSnapshot, error) {
 			}
 			return err
 		}
-		if d.IsDir() || strings.HasSuffix(path, ".lock") {
+		if d.IsDir() {
+			if path != refs { // stamped first
+				s.stamp.add(path) // before its entries are read
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".lock") {
 			return nil
 		}
 		b, err := os.ReadFile(path)
@@ -74,6 +81,7 @@ func readRefs(dir string) (refsSnapshot, error) {
 		return refsSnapshot{}, fmt.Errorf("reading the refs of %s: %w", dir, err)
 	}
 	for _, name := range snapshotFiles {
+		s.stamp.add(filepath.Join(dir, name))
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return refsSnapshot{}, fmt.Errorf("reading the refs of %s: %w", dir, err)
@@ -88,6 +96,7 @@ func readRefs(dir string) (refsSnapshot, error) {
 		}
 	}
 	s.digest = h.Sum(nil)
+	s.stamp.seal()
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // maxViewBytes bounds the memory of the refs views in all (their tips,
@@ -19,6 +20,8 @@ const maxSharedAnswer = 8 << 20
 // last state a request found them in (refsView), within maxViewBytes in
 // all: the least recently used go first. It is safe for concurrent use.
 type refsViews struct {
+	reads atomic.Int64 // reads of a repository's refs (readRefs)
+
 	mu    sync.Mutex
 	byDir map[string]*refsView
 	lru   *list.List // of *refsView, least recently used at the front
@@ -40,6 +43,7 @@ type refsView struct {
 	views *refsViews
 	dir   string
 	state []byte          // the snapshot's digest
+	stamp refsStamp       // of the latest read that found this state; guarded by views.mu
 	tips  map[string]bool // see refsSnapshot.tips
 
 	mu        sync.Mutex
@@ -58,22 +62,36 @@ type sharedAnswer struct {
 	tips []string
 }
 
-// get returns the view of the refs of dir as they are now, and the
-// snapshot's digest.
+// get returns the view of the refs of dir as they are now: the kept one
+// while a stat of the refs finds them as they were read (refsStamp), else
+// one from a read of the refs.
 func (vs *refsViews) get(dir string) (*refsView, error) {
+	vs.mu.Lock()
+	v := vs.byDir[dir]
+	var stamp refsStamp
+	if v != nil {
+		stamp = v.stamp
+	}
+	vs.mu.Unlock()
+	if v != nil && stamp.unchanged() {
+		vs.touch(v)
+		return v, nil
+	}
+	vs.reads.Add(1)
 	snap, err := readRefs(dir)
 	if err != nil {
 		return nil, err
 	}
 	vs.mu.Lock()
 	if v := vs.byDir[dir]; v != nil && bytes.Equal(v.state, snap.digest) {
+		v.stamp = snap.stamp // the refs as they were: a newer stamp, trusted once old enough
 		vs.lru.MoveToBack(v.elem)
 		vs.mu.Unlock()
 		return v, nil
 	}
 	vs.mu.Unlock()
 	tips := snap.tips()
-	v := &refsView{views: vs, dir: dir, state: snap.digest, tips: tips,
+	v = &refsView{views: vs, dir: dir, state: snap.digest, stamp: snap.stamp, tips: tips,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
 		size: int64(len(tips)) * 100}
 	vs.mu.Lock()
@@ -90,6 +108,15 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	vs.bytes += v.size
 	vs.shrink()
 	return v, nil
+}
+
+// touch marks v as just used, if it is still kept.
+func (vs *refsViews) touch(v *refsView) {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	if v.elem != nil {
+		vs.lru.MoveToBack(v.elem)
+	}
 }
 
 // grow charges n more bytes to v, if it is still kept.

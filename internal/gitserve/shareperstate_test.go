@@ -2,10 +2,14 @@ package gitserve_test
 
 import (
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -171,5 +175,58 @@ func TestASharedCheckOrKeptPackDoesNotServeATipThatAPruneDropped(t *testing.T) {
 	}
 	if code, _, resp := f.post(t, body, v2); code != http.StatusForbidden || !strings.Contains(resp, "not our ref") {
 		t.Fatalf("the pruned tip: %d %q, want 403 not our ref", code, resp)
+	}
+}
+
+// newestRefsChange is the time of the latest change of the repository's
+// refs files and directories.
+func newestRefsChange(t *testing.T, repo string) time.Time {
+	var newest time.Time
+	note := func(path string) {
+		if fi, err := os.Lstat(path); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+	}
+	for _, name := range []string{"HEAD", "packed-refs", "shallow", "config"} {
+		note(filepath.Join(repo, name))
+	}
+	err := filepath.WalkDir(filepath.Join(repo, "refs"), func(path string, d fs.DirEntry, err error) error {
+		note(path)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newest
+}
+
+// Once the refs are older than the racy margin, a request stats them
+// rather than read them, and a stat tells a force-push: the request after
+// it reads the new refs, and is served from them.
+func TestAStatOfTheRefsTellsAForcePushOnceItCanBeTrusted(t *testing.T) {
+	f := newFixture(t, func(h *gitserve.Handler) { h.TipGrace = -1 })
+	first := head(t, f)
+	tip, err := f.up.Commit("r", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refs to be older than the racy margin", func() bool {
+		return time.Since(newestRefsChange(t, f.repo)) > gitserve.RacyMargin+time.Second
+	})
+	for range 3 {
+		if code, _, body := f.post(t, lsRefs, v2); code != http.StatusOK || !strings.Contains(body, tip+" refs/heads/main") {
+			t.Fatalf("ls-refs: %d %q, want main at %s", code, body, tip)
+		}
+	}
+	if reads := gitserve.RefsReads(f.h); reads != 1 {
+		t.Fatalf("%d reads of the refs for three listings of refs older than the racy margin, want 1", reads)
+	}
+	rewind(t, f, first)
+	if code, _, body := f.post(t, lsRefs, v2); code != http.StatusOK ||
+		!strings.Contains(body, first+" refs/heads/main") || strings.Contains(body, tip) {
+		t.Fatalf("the listing after a force-push: %d %q, want main at %s and no %s", code, body, first, tip)
+	}
+	if code, _, body := f.post(t, v2Fetch("want "+tip, "done"), v2); code != http.StatusForbidden {
+		t.Fatalf("want of the tip that the force-push took away: %d %q, want 403", code, body)
 	}
 }
