@@ -5,8 +5,11 @@
 // reached in a listing of the last seconds: see recentTips), never
 // receive-pack, and checks each request whole before git sees it. It caps
 // the upload-packs it runs, in all and per repository, with a queue of
-// bounded wait; with a PackCache, identical fetches share one run, whose
-// output it keeps in files for a while.
+// bounded wait. What depends on the refs alone (the refs advertisement,
+// ls-refs listings, whether wanted commits are reachable) is made once per
+// state of the refs and shared (refsView); with a PackCache, identical
+// fetches share one run, whose output it keeps in files for a while and
+// sends from them with sendfile.
 package gitserve
 
 import (
@@ -41,8 +44,10 @@ type Resolver func(key string) (dir string, ok bool)
 // only) and the wanted objects (only what the served refs reach); the
 // body is bounded in size and in read time. Requests in service are capped
 // per client address, upload-pack runs in all and per repository, with a
-// queue of bounded wait. With a Cache, identical fetch requests share one
-// run (see PackCache). Set the fields before the first request.
+// queue of bounded wait. Requests that find the refs in one state share
+// the answers and checks that depend on nothing else (see refsView). With a
+// Cache, identical fetch requests share one run (see PackCache). Set the
+// fields before the first request.
 type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
