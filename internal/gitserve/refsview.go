@@ -12,9 +12,15 @@ import (
 // listings and checks), about what 50 repositories of 20,000 refs take.
 const maxViewBytes = 64 << 20
 
-// maxSharedAnswer is the largest listing kept for later requests; a larger
-// one is still shared by the requests that wait for it.
-const maxSharedAnswer = 8 << 20
+// maxSharedAnswer is the largest listing kept for later requests, and
+// maxAnswersPerView the most kept per state of a repository's refs (clients
+// ask for a few distinct listings; one that asks for many does not push
+// the other repositories' views out); an answer not kept is still shared
+// by the requests that wait for it.
+const (
+	maxSharedAnswer   = 8 << 20
+	maxAnswersPerView = 32
+)
 
 // refsViews keeps, per repository directory, a view of its refs in the
 // last state a request found them in (refsView), within maxViewBytes in
@@ -159,8 +165,8 @@ func (v *refsView) answer(ctx context.Context, key string, make func() (sharedAn
 		return f.wait(ctx)
 	}
 	a, keep, err := make()
-	keep = keep && err == nil && len(a.body) <= maxSharedAnswer
 	v.mu.Lock()
+	keep = keep && err == nil && len(a.body) <= maxSharedAnswer && len(v.answers) <= maxAnswersPerView
 	if !keep {
 		delete(v.answers, key)
 	}
