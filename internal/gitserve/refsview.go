@@ -40,11 +40,12 @@ func newRefsViews() *refsViews {
 
 // refsView is what the requests that find a repository's refs in one state
 // share: the answers that depend on nothing else (the refs advertisement
-// and capabilities, ls-refs listings), the served tips, and which wanted
-// objects the refs are known to reach. An answer or a check is made once,
-// by the first request that needs it, while identical requests wait for it
-// (flight); one that failed is not kept. A request that finds the refs in
-// another state has another view: one state is never served for another.
+// and capabilities, ls-refs listings), the served tips and which of them
+// were found on disk, and which wanted objects the refs are known to
+// reach. An answer or a check is made once, by the first request that
+// needs it, while identical requests wait for it (flight); one that failed
+// is not kept. A request that finds the refs in another state has another
+// view: one state is never served for another.
 type refsView struct {
 	views *refsViews
 	dir   string
@@ -54,7 +55,8 @@ type refsView struct {
 
 	mu        sync.Mutex
 	answers   map[string]*flight[sharedAnswer]
-	missing   *flight[map[string]bool] // the tips whose objects are not on disk
+	present   map[string]bool          // tips whose objects were found on disk
+	looks     map[string]*flight[bool] // looks at tips' objects in flight, by wantsKey
 	checks    map[string]*flight[bool] // wants checks in flight, by wantsKey
 	reachable map[string]bool          // wants keys whose objects the refs reach
 	elem      *list.Element
@@ -99,6 +101,7 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	tips := snap.tips()
 	v = &refsView{views: vs, dir: dir, state: snap.digest, stamp: snap.stamp, tips: tips,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
+		present: map[string]bool{}, looks: map[string]*flight[bool]{},
 		size: int64(len(tips)) * 100}
 	vs.mu.Lock()
 	defer vs.mu.Unlock()

@@ -129,7 +129,7 @@ func TestAWantsCheckOfOneStateOfTheRefsIsNotUsedForAnother(t *testing.T) {
 			t.Fatalf("want of an ancestor of main: %d %q", code, body)
 		}
 	}
-	// One look at the tips' objects, one at the ancestor's reach.
+	// One look at the tip's object, one at the ancestor's reach.
 	if _, checks := gitserve.SharedRuns(f.h); checks != 2 {
 		t.Fatalf("%d git runs checked four wants of one state, want 2", checks)
 	}

@@ -38,11 +38,11 @@ func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, want
 		return refused("more than %d objects wanted in one request", maxWants)
 	}
 	if v.allTips(wants) {
-		missing, err := h.missingTips(ctx, v)
+		present, err := h.tipsPresent(ctx, v, wants)
 		if err != nil {
 			return err
 		}
-		if !anyOf(wants, missing) {
+		if present {
 			return nil
 		}
 		// A tip that is not on disk: the full check tells a damaged
@@ -88,47 +88,50 @@ func (v *refsView) allTips(wants []string) bool {
 	return true
 }
 
-// missingTips returns the tips of v's state whose objects are not on disk
-// (none, but in a damaged mirror), looked at once per state.
-func (h *Handler) missingTips(ctx context.Context, v *refsView) (map[string]bool, error) {
+// tipsPresent says whether the objects of the wanted tips, all tips of
+// v's state, are on disk (they are, but in a damaged mirror). Each tip is
+// looked at once per state, by the first request that wants it.
+func (h *Handler) tipsPresent(ctx context.Context, v *refsView, wants []string) (bool, error) {
 	v.mu.Lock()
-	f := v.missing
-	leader := f == nil
-	if leader {
-		f = &flight[map[string]bool]{done: make(chan struct{})}
-		v.missing = f
+	var unseen []string
+	for _, w := range wants {
+		if !v.present[w] {
+			unseen = append(unseen, w)
+		}
 	}
+	if len(unseen) == 0 {
+		v.mu.Unlock()
+		return true, nil
+	}
+	k := wantsKey(unseen)
+	f, leader := join(v.looks, k)
 	v.mu.Unlock()
 	if !leader {
 		return f.wait(ctx)
 	}
-	tips := make([]string, 0, len(v.tips))
-	for t := range v.tips {
-		tips = append(tips, t)
-	}
-	missing := map[string]bool{}
+	all := true
+	var found []string
 	h.shares.checks.Add(1)
-	err := objectTypes(context.WithoutCancel(ctx), h.Git, v.dir, tips, func(oid, typ string) {
+	err := objectTypes(context.WithoutCancel(ctx), h.Git, v.dir, unseen, func(oid, typ string) {
 		if typ == "missing" {
-			missing[oid] = true
+			all = false
+		} else {
+			found = append(found, oid)
 		}
 	})
-	if err != nil {
-		v.mu.Lock()
-		v.missing = nil // the next request looks again
-		v.mu.Unlock()
-	}
-	f.land(missing, err)
-	return missing, err
-}
-
-func anyOf(oids []string, set map[string]bool) bool {
-	for _, o := range oids {
-		if set[o] {
-			return true
+	v.mu.Lock()
+	delete(v.looks, k)
+	if err == nil {
+		for _, oid := range found {
+			v.present[oid] = true
 		}
 	}
-	return false
+	v.mu.Unlock()
+	if err == nil {
+		v.views.grow(v, int64(len(found))*48)
+	}
+	f.land(all, err)
+	return all, err
 }
 
 // wantsKey names a set of wanted objects, whatever their order.
