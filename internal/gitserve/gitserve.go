@@ -209,7 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
 		spec := answerSpec{name: "info/refs\x00" + gp, cmd: cmd}
 		if v2 {
-			spec.each = servedCapability
+			spec.name, spec.each = capabilities, servedCapability
 		} else {
 			spec.prefix = pktLine("# service=git-upload-pack\n") + "0000"
 		}

@@ -27,6 +27,7 @@ type refsSnapshot struct {
 	loose  []looseRef // in the order read
 	packed []byte     // packed-refs
 	head   []byte
+	config [sha256.Size]byte // the digest of the configuration alone
 }
 
 type looseRef struct {
@@ -93,6 +94,8 @@ func readRefs(dir string) (refsSnapshot, error) {
 			s.head = b
 		case "packed-refs":
 			s.packed = b
+		case "config":
+			s.config = sha256.Sum256(b)
 		}
 	}
 	s.digest = h.Sum(nil)

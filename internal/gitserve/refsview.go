@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"crypto/sha256"
 	"sync"
 	"sync/atomic"
 )
@@ -47,11 +48,12 @@ func newRefsViews() *refsViews {
 // is not kept. A request that finds the refs in another state has another
 // view: one state is never served for another.
 type refsView struct {
-	views *refsViews
-	dir   string
-	state []byte          // the snapshot's digest
-	stamp refsStamp       // of the latest read that found this state; guarded by views.mu
-	tips  map[string]bool // see refsSnapshot.tips
+	views  *refsViews
+	dir    string
+	state  []byte            // the snapshot's digest
+	config [sha256.Size]byte // the configuration's
+	stamp  refsStamp         // of the latest read that found this state; guarded by views.mu
+	tips   map[string]bool   // see refsSnapshot.tips
 
 	mu        sync.Mutex
 	answers   map[string]*flight[sharedAnswer]
@@ -99,7 +101,7 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	}
 	vs.mu.Unlock()
 	tips := snap.tips()
-	v = &refsView{views: vs, dir: dir, state: snap.digest, stamp: snap.stamp, tips: tips,
+	v = &refsView{views: vs, dir: dir, state: snap.digest, config: snap.config, stamp: snap.stamp, tips: tips,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
 		present: map[string]bool{}, looks: map[string]*flight[bool]{},
 		size: int64(len(tips)) * 100}
@@ -110,6 +112,9 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 			vs.lru.MoveToBack(old.elem)
 			return old, nil
 		}
+		if old.config == v.config {
+			v.inherit(old)
+		}
 		vs.drop(old)
 	}
 	vs.byDir[dir] = v
@@ -117,6 +122,22 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	vs.bytes += v.size
 	vs.shrink()
 	return v, nil
+}
+
+// capabilities names the protocol v2 capability advertisement among a
+// view's answers: it depends on the repository's configuration, not on
+// its refs.
+const capabilities = "info/refs\x00version=2"
+
+// inherit takes over old's capability advertisement, made for the same
+// configuration, so that a new state of the refs does not run it again.
+func (v *refsView) inherit(old *refsView) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	if f := old.answers[capabilities]; f != nil && f.landed() {
+		v.answers[capabilities] = f
+		v.size += int64(len(f.val.body))
+	}
 }
 
 // touch marks v as just used, if it is still kept.
@@ -198,6 +219,16 @@ func join[T any](m map[string]*flight[T], key string) (f *flight[T], leader bool
 	f = &flight[T]{done: make(chan struct{})}
 	m[key] = f
 	return f, true
+}
+
+// landed says whether f landed (a kept answer's flight has).
+func (f *flight[T]) landed() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (f *flight[T]) land(val T, err error) {

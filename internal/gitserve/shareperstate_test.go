@@ -46,6 +46,10 @@ func TestListingsAreSharedPerStateOfTheRefsAndAForcePushIsSeenAtOnce(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, caps := f.get(t, "version=2")
+	if !strings.HasPrefix(caps, pkt("version 2\n")) {
+		t.Fatalf("v2 capabilities: %q", caps)
+	}
 	gate := make(chan struct{})
 	gitserve.SetBeforeAnswer(f.h, func(string) { <-gate })
 	var wg sync.WaitGroup
@@ -78,8 +82,8 @@ func TestListingsAreSharedPerStateOfTheRefsAndAForcePushIsSeenAtOnce(t *testing.
 	if !strings.Contains(v0, tip+" refs/heads/main") {
 		t.Fatalf("v0 advertisement: %q, want main at %s", v0, tip)
 	}
-	if answers, _ := gitserve.SharedRuns(f.h); answers != 2 {
-		t.Fatalf("%d upload-pack runs for nine listings and one advertisement of one state, want 2", answers)
+	if answers, _ := gitserve.SharedRuns(f.h); answers != 3 {
+		t.Fatalf("%d upload-pack runs for the capabilities, nine listings and an advertisement of one state, want 3", answers)
 	}
 
 	rewind(t, f, first) // the force-push lands between two requests
@@ -98,8 +102,13 @@ func TestListingsAreSharedPerStateOfTheRefsAndAForcePushIsSeenAtOnce(t *testing.
 	if code, _, body := f.post(t, lsRefs, v2); code != http.StatusOK || body != bodies[0] {
 		t.Fatalf("the listing after the force-push back: %d %q, want %q", code, body, bodies[0])
 	}
-	if _, caps := f.get(t, "version=2"); !strings.HasPrefix(caps, pkt("version 2\n")) {
-		t.Fatalf("v2 capabilities: %q", caps)
+	// The capabilities depend on the configuration, not the refs: they
+	// are not made again for each state.
+	if _, again := f.get(t, "version=2"); again != caps {
+		t.Fatalf("v2 capabilities after the refs moved: %q, want %q", again, caps)
+	}
+	if answers, _ := gitserve.SharedRuns(f.h); answers != 6 {
+		t.Fatalf("%d upload-pack runs, want 6: three listings and an advertisement since, and no capabilities", answers)
 	}
 }
 
