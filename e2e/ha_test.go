@@ -92,7 +92,7 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 		}
 		return nil
 	})
-	// With a 3 s lease: the figure in the README's benchmark table.
+	// With a 3 s lease: the figure in docs/benchmarks.md.
 	t.Logf("failover: the leader killed, every node in session with the new one after %v", time.Since(killed).Round(10*time.Millisecond))
 	if _, err := f.up.Commit(f.name(3), "main"); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build gitfleet:", err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -112,14 +113,22 @@ func start(t testing.TB, name string, args ...string) *proc {
 // test's).
 func startIn(t testing.TB, dir, name string, args ...string) *proc {
 	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	return startCmd(t, name, cmd)
+}
+
+// startCmd is start for a gitfleet process that cmd starts however it
+// must (a shell that execs it, say, for a command line as a user types
+// it): cmd must become that process, so that stopping it stops gitfleet.
+func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	sourcesSeen.Do(seeSources)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -68,11 +68,12 @@ func sample(fams map[string]*dto.MetricFamily, family string, want ...string) (f
 	return sum, found
 }
 
-// readmeFamilies are the families the README's Metrics section lists, and
-// those of them marked as appearing only once what they count happens.
-func readmeFamilies(t *testing.T) (all []string, onEvent map[string]bool) {
+// documentedFamilies are the families the Metrics section of
+// docs/metrics.md lists, and those of them marked as appearing only once
+// what they count happens.
+func documentedFamilies(t *testing.T) (all []string, onEvent map[string]bool) {
 	t.Helper()
-	f, err := os.Open("../README.md")
+	f, err := os.Open("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +95,14 @@ func readmeFamilies(t *testing.T) (all []string, onEvent map[string]bool) {
 		}
 	}
 	if len(all) < 20 {
-		t.Fatalf("the README's Metrics section lists %d families: want each family, one a line", len(all))
+		t.Fatalf("docs/metrics.md's Metrics section lists %d families: want each family, one a line", len(all))
 	}
 	return all, onEvent
 }
 
 // TestMetricsOnEveryRole scrapes a coordinator and a partial node on their
 // --metrics addresses and a full node on its HTTP port, after they cloned
-// and fetched real repositories, and checks every family the README names
+// and fetched real repositories, and checks every family docs/metrics.md names
 // and the values that this fleet must show.
 func TestMetricsOnEveryRole(t *testing.T) {
 	if testing.Short() {
@@ -210,10 +211,10 @@ func TestMetricsOnEveryRole(t *testing.T) {
 		}
 		return nil
 	})
-	families, onEvent := readmeFamilies(t)
+	families, onEvent := documentedFamilies(t)
 	for _, name := range families {
 		if all[name] == nil && !onEvent[name] {
-			t.Errorf("the README lists %s, which no role serves", name)
+			t.Errorf("docs/metrics.md lists %s, which no role serves", name)
 		}
 	}
 }

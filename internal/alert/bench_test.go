@@ -10,7 +10,7 @@ import (
 // snapshot of a fleet of 1,000,000 repositories and 100 nodes (a few gone
 // or full): the figures are counters, so the size of the mirror does not
 // enter. The full node's whole evaluation, its snapshot included, is
-// BenchmarkAlertEvaluate in internal/node.
+// BenchmarkAlertEvaluate in internal/fullnode.
 //
 //	go test ./internal/alert -run '^$' -bench Evaluate
 func BenchmarkEvaluate(b *testing.B) {

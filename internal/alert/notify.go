@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 )
@@ -154,33 +155,26 @@ func (n *Notifier) Run(ctx context.Context) {
 
 // deliver sends e to r, retrying with backoff up to o.Attempts times.
 func (n *Notifier) deliver(ctx context.Context, r *receiver, e Event) {
-	wait := n.o.Backoff
-	for attempt := 1; ; attempt++ {
+	b := backoff.New(n.o.Clock, n.o.Backoff, n.o.MaxBackoff)
+	err := backoff.Retry(ctx, b, n.o.Attempts, func(ctx context.Context) error {
 		err := n.send(ctx, r, e)
-		if err == nil {
-			n.o.Log.Info("alert delivered", "receiver", r.name, "alert", e.Key, "status", e.Status)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
 		if egress.IsBlocked(err) {
-			n.o.Log.Warn("alert: receiver refused by the egress policy, event dropped (allow it with --egress-allow or --egress-ports)",
-				"receiver", r.name, "alert", e.Key, "status", e.Status, "err", err)
-			return
+			return backoff.Permanent(err)
 		}
-		if attempt >= n.o.Attempts {
-			n.o.Log.Warn("alert: delivery failed, giving up", "receiver", r.name, "alert", e.Key, "status", e.Status,
-				"attempts", attempt, "err", err)
-			return
-		}
+		return err
+	}, func(attempt int, wait time.Duration, err error) {
 		n.o.Log.Info("alert: delivery failed, will retry", "receiver", r.name, "alert", e.Key, "attempt", attempt, "in", wait, "err", err)
-		select {
-		case <-n.o.Clock.After(wait):
-		case <-ctx.Done():
-			return
-		}
-		wait = min(2*wait, n.o.MaxBackoff)
+	})
+	switch {
+	case err == nil:
+		n.o.Log.Info("alert delivered", "receiver", r.name, "alert", e.Key, "status", e.Status)
+	case ctx.Err() != nil:
+	case egress.IsBlocked(err):
+		n.o.Log.Warn("alert: receiver refused by the egress policy, event dropped (allow it with --egress-allow or --egress-ports)",
+			"receiver", r.name, "alert", e.Key, "status", e.Status, "err", err)
+	default:
+		n.o.Log.Warn("alert: delivery failed, giving up", "receiver", r.name, "alert", e.Key, "status", e.Status,
+			"attempts", n.o.Attempts, "err", err)
 	}
 }
 

@@ -100,6 +100,13 @@ type CatalogStatus struct {
 
 	// ProblemLines are the first problems, "file:line: reason".
 	ProblemLines []string `json:"problem_lines,omitempty"`
+
+	// Error says why the catalog cannot be read (its repository missing,
+	// out of reach, not a git repository), while it cannot, and ErrorAt
+	// since when; Commit is then the last good one, if any. Anonymous
+	// readers see the error's class only.
+	Error   string     `json:"error,omitempty"`
+	ErrorAt *time.Time `json:"error_at,omitempty"`
 }
 
 // PendingPurge is the removals that purge protection holds until an

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // verify the signature, parse, find the repository, join its queued check.
 func BenchmarkGitHubWebhook(b *testing.B) {
 	body := readPayload(b, "github/push.json")
-	backend := newFakeBackend("github.com/Codertocat/Hello-World")
+	backend := newFakeBackend("github.com/codertocat/hello-world")
 	backend.starts = make(chan startCall, 1) // only the first delivery starts a check
 	clk := clock.NewFake(epoch)
 	srv := New(Config{WebhookSecrets: hookSecrets}, backend, NewTasks(clk, 100), NewBroker(0, 0, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler), clk)
@@ -25,10 +26,13 @@ func BenchmarkGitHubWebhook(b *testing.B) {
 	sig := Sign(hookSecrets["github"], body)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
+		i++
 		req := httptest.NewRequest("POST", "/hooks/github", strings.NewReader(string(body)))
 		req.Header.Set("X-GitHub-Event", "push")
 		req.Header.Set("X-Hub-Signature-256", sig)
+		req.Header.Set("X-GitHub-Delivery", strconv.Itoa(i)) // each a new delivery, not a replay
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, req)
 		if w.Code != http.StatusAccepted {

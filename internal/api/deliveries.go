@@ -136,24 +136,19 @@ func (d *deliveries) dropOldest() {
 }
 
 // deliveryClaim is what identifies one delivery of a kind of forge: the
-// first of its delivery headers present, or else its body (a replay
-// repeats it; two pushes differ in their before and after commits); and
-// for a kind whose signature covers a timestamp and not the body (Gitee),
-// the timestamp as a credential that may be used once. The timestamp alone
-// names the credential: a kind has one secret, so a verified delivery's
-// signature follows from its timestamp, whichever form (URL-encoded or
-// not, or the password itself) carried it.
+// identity it carries (hook.DeliveryID), or else its body (a replay
+// repeats it; two pushes differ in their before and after commits); and,
+// for a kind whose credential covers a timestamp and not the body (Gitee),
+// that credential, which may be used once (hook.OneTimeCredential).
 func deliveryClaim(kind string, hook *forge.Webhook, r *http.Request, body []byte) claim {
 	var c claim
-	c.id = digestOf(kind, "body", string(body))
-	for _, h := range hook.DeliveryHeaders {
-		if v := r.Header.Get(h); v != "" {
-			c.id = digestOf(kind, "id", v)
-			break
-		}
+	if id := hook.DeliveryID(r.Header); id != "" {
+		c.id = digestOf(kind, "id", id)
+	} else {
+		c.id = digestOf(kind, "body", string(body))
 	}
-	if hook.TimestampHeader != "" && !hook.SignsBody() {
-		c.cred = digestOf(kind, "credential", r.Header.Get(hook.TimestampHeader))
+	if cred, ok := hook.OneTimeCredential(r.Header); ok {
+		c.cred = digestOf(kind, "credential", cred)
 		c.oneTime = true
 	}
 	return c

@@ -35,12 +35,15 @@ type fakeBackend struct {
 	// onStart, when set, runs inside StartFetch (e.g. to report on the task).
 	onStart func(key, id string)
 	pending *PendingPurge // a held-back catalog change
+	// catalogErr is why the catalog cannot be read, since catalogErrAt.
+	catalogErr   string
+	catalogErrAt *time.Time
 }
 
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending}, nil
+	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending, Error: b.catalogErr, ErrorAt: b.catalogErrAt}, nil
 }
 
 func (b *fakeBackend) ConfirmPurge(context.Context) (string, error) {
@@ -164,13 +167,15 @@ func (b *fakeBackend) nextStart(t *testing.T) startCall {
 	}
 }
 
-// noStart checks that StartFetch is not called (within a short while).
+// noStart checks that StartFetch is not called: once the server's
+// goroutines are all parked (settle), none is about to call it.
 func (b *fakeBackend) noStart(t *testing.T) {
 	t.Helper()
+	settle(t)
 	select {
 	case c := <-b.starts:
 		t.Fatalf("unexpected StartFetch(%s, %s)", c.key, c.id)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
@@ -196,7 +201,7 @@ func newTestEnv(t *testing.T, cfg Config, b *fakeBackend) *testEnv {
 		cfg.Token = testToken
 	}
 	e := &testEnv{b: b, clk: clock.NewFake(epoch), logs: &syncBuffer{}}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), e.logs), nil))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.tasks = NewTasks(e.clk, 100)
 	e.events = NewBroker(16, 8, log)
 	e.srv = New(cfg, b, e.tasks, e.events, log, e.clk)

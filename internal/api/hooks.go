@@ -2,42 +2,20 @@ package api
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
-// Gitee's signed timestamps are accepted this far in the past and future.
-const (
-	giteeMaxAge  = time.Hour
-	giteeMaxSkew = 5 * time.Minute
-)
-
-// hookHost is a kind of forge whose webhooks the full node takes: what
-// its deliveries look like comes from forge's table, how to check their
-// credential from verifiers.
+// hookHost is a kind of forge whose webhooks the full node takes, at
+// /hooks/<name>: what its deliveries look like, and how they are checked,
+// identified and read, is its row of forge's table.
 type hookHost struct {
-	name   string // the kind, and the path under /hooks/
-	hook   *forge.Webhook
-	verify func(s *Server, r *http.Request, secret string, body []byte) error
-}
-
-// verifiers check a delivery's credential, by the table's scheme.
-var verifiers = map[forge.Auth]func(*Server, *http.Request, string, []byte) error{
-	forge.AuthHMACBody:   verifyGitHub,
-	forge.AuthPlainToken: verifyGitLab,
-	forge.AuthGiteeToken: verifyGitee,
+	name string // the kind
+	hook *forge.Webhook
 }
 
 // hosts are the kinds of forge that have a webhook, in the table's order.
@@ -45,7 +23,7 @@ var hosts = func() []hookHost {
 	var out []hookHost
 	for _, k := range forge.Kinds() {
 		if w := forge.WebhookOf(k); w != nil {
-			out = append(out, hookHost{name: string(k), hook: w, verify: verifiers[w.Auth]})
+			out = append(out, hookHost{name: string(k), hook: w})
 		}
 	}
 	return out
@@ -76,7 +54,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		if !h.hook.SignsBody() {
-			if err := h.verify(s, r, secret, nil); err != nil {
+			if err := h.hook.Verify(r.Header, secret, nil, s.clk.Now()); err != nil {
 				writeError(w, http.StatusUnauthorized, err.Error())
 				return
 			}
@@ -86,7 +64,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		if h.hook.SignsBody() {
-			if err := h.verify(s, r, secret, body); err != nil {
+			if err := h.hook.Verify(r.Header, secret, body, s.clk.Now()); err != nil {
 				writeError(w, http.StatusUnauthorized, err.Error())
 				return
 			}
@@ -103,16 +81,12 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, hookResponse{Ignored: fmt.Sprintf("event %q does not change refs", event)})
 			return
 		}
-		payload, err := formPayload(r, body)
+		p, err := h.hook.Parse(r.Header.Get("Content-Type"), body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		cands, err := payloadRepos(h.name, payload, s.keyOptions())
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
+		cands := candidates(p.Repos, s.keyOptions())
 		if len(cands) == 0 {
 			writeError(w, http.StatusBadRequest, "no usable repository URL in the payload")
 			return
@@ -150,6 +124,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 				writeHostBusy(w, err)
 				return
 			}
+			s.log.Debug("webhook: check requested", "host", h.name, "key", key, "ref", p.Ref, "pushed_at", p.PushedAt, "task", t.ID)
 			pt := publicTask(t)
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &pt})
 			return
@@ -193,168 +168,24 @@ func (s *Server) knownKey(cands []candidate) (string, bool) {
 	return "", false
 }
 
-// formPayload returns the JSON of a delivery: the body itself, or its
-// "payload" field when GitHub sends it form-encoded.
-func formPayload(r *http.Request, body []byte) ([]byte, error) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "application/x-www-form-urlencoded" {
-		return body, nil
-	}
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, fmt.Errorf("malformed form-encoded payload: %w", err)
-	}
-	return []byte(form.Get("payload")), nil
-}
-
-func verifyGitHub(_ *Server, r *http.Request, secret string, body []byte) error {
-	sig := r.Header.Get("X-Hub-Signature-256")
-	if sig == "" {
-		return errors.New("missing X-Hub-Signature-256: set the webhook's secret on GitHub")
-	}
-	if !hmac.Equal([]byte(sig), []byte(Sign(secret, body))) {
-		return errors.New("bad X-Hub-Signature-256: the webhook's secret differs from ours")
-	}
-	return nil
-}
-
-func verifyGitLab(_ *Server, r *http.Request, secret string, _ []byte) error {
-	tok := r.Header.Get("X-Gitlab-Token")
-	if tok == "" {
-		return errors.New("missing X-Gitlab-Token: set the webhook's secret token on GitLab")
-	}
-	if !equalSecret(tok, secret) {
-		return errors.New("wrong X-Gitlab-Token")
-	}
-	return nil
-}
-
-// verifyGitee accepts X-Gitee-Token as the plain secret (password mode)
-// or as base64(HMAC-SHA256(secret, timestamp+"\n"+secret)), URL-encoded or
-// not (signing mode), with a recent X-Gitee-Timestamp in milliseconds in
-// either mode.
-func verifyGitee(s *Server, r *http.Request, secret string, _ []byte) error {
-	tok := r.Header.Get("X-Gitee-Token")
-	if tok == "" {
-		return errors.New("missing X-Gitee-Token: set the webhook's password or signing key on Gitee")
-	}
-	// The timestamp is required in both modes, so that a captured
-	// delivery cannot be replayed after giteeMaxAge even with a password.
-	ts := r.Header.Get("X-Gitee-Timestamp")
-	if ts == "" {
-		return errors.New("missing X-Gitee-Timestamp")
-	}
-	ms, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad X-Gitee-Timestamp %q: want milliseconds since 1970", ts)
-	}
-	switch age := s.clk.Now().Sub(time.UnixMilli(ms)); {
-	case age > giteeMaxAge:
-		return fmt.Errorf("X-Gitee-Timestamp is %v old (at most %v): a replayed delivery?", age.Round(time.Second), giteeMaxAge)
-	case age < -giteeMaxSkew:
-		return fmt.Errorf("X-Gitee-Timestamp is %v in the future (at most %v)", (-age).Round(time.Second), giteeMaxSkew)
-	}
-	if equalSecret(tok, secret) {
-		return nil
-	}
-	want := GiteeSign(secret, ts)
-	if equalSecret(tok, want) {
-		return nil
-	}
-	if dec, err := url.QueryUnescape(tok); err == nil && equalSecret(dec, want) {
-		return nil
-	}
-	return errors.New("wrong X-Gitee-Token signature")
-}
-
-// GiteeSign is Gitee's signature of a delivery sent at timestamp (ms).
-func GiteeSign(secret, timestamp string) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(timestamp + "\n" + secret))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
 // candidate is one repository a payload may name.
 type candidate struct{ key, url string }
 
-// text is a JSON string field that tolerates other types (as empty), so
-// that a field we do not need cannot make a delivery fail.
-type text string
-
-func (t *text) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*t = text(s)
-	}
-	return nil
-}
-
-// payloadRepo has the URL fields of a payload's "repository" or
-// "project" object that hosts fill with the repository's own URLs.
-type payloadRepo struct {
-	CloneURL   text `json:"clone_url"`
-	GitHTTPURL text `json:"git_http_url"`
-	HTTPURL    text `json:"http_url"`
-	HTMLURL    text `json:"html_url"`
-	WebURL     text `json:"web_url"`
-	SSHURL     text `json:"ssh_url"`
-	GitSSHURL  text `json:"git_ssh_url"`
-	GitURL     text `json:"git_url"`
-	URL        text `json:"url"`
-	// Homepage is the project's page on GitLab, but a free-form website
-	// on GitHub and Gitee: only GitLab's is used.
-	Homepage text `json:"homepage"`
-}
-
-// urls lists the fields in order of preference: fetchable HTTPS forms
-// first (an auto-added repository uses the first), "url" last (on GitHub
-// it is sometimes the API URL).
-func (p *payloadRepo) urls(hook *forge.Webhook) []text {
-	if p == nil {
-		return nil
-	}
-	u := []text{p.CloneURL, p.GitHTTPURL, p.HTTPURL, p.HTMLURL, p.WebURL, p.SSHURL, p.GitSSHURL, p.GitURL}
-	if hook.HomepageNamesRepo {
-		u = append(u, p.Homepage)
-	}
-	return append(u, p.URL)
-}
-
-type payload struct {
-	Repository *payloadRepo `json:"repository"`
-	Project    *payloadRepo `json:"project"`
-}
-
-// payloadRepos returns the repositories a delivery names, most preferred
-// first, each once. Every form of the repository's URL (clone, web, SSH)
-// gives the same key; URLs that do not validate are skipped.
-func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, error) {
-	var p payload
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("malformed JSON payload: %w", err)
-	}
-	hook := forge.WebhookOf(forge.Kind(host))
-	if hook == nil {
-		return nil, fmt.Errorf("no webhooks from %q", host)
-	}
-	urls := p.Repository.urls(hook)
-	if hook.ProjectNamesRepo {
-		urls = append(p.Project.urls(hook), urls...)
-	}
+// candidates returns the repositories that a payload's URLs name, in
+// their order, each once: every form of a repository's URL (clone, web,
+// SSH) gives the same key. URLs that do not validate are skipped.
+func candidates(urls []string, opt repokey.Options) []candidate {
 	var out []candidate
 	seen := map[string]bool{}
 	for _, u := range urls {
-		if u == "" {
-			continue
-		}
-		key, fetchURL, err := repokey.Normalize(string(u), opt)
+		key, fetchURL, err := repokey.Normalize(u, opt)
 		if err != nil || seen[key] {
 			continue
 		}
 		seen[key] = true
 		out = append(out, candidate{key: key, url: fetchURL})
 	}
-	return out, nil
+	return out
 }
 
 // FeedPush takes a forge feed's push of key at pushedAt (the coordinator

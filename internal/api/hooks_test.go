@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,10 +13,28 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 var hookSecrets = map[string]string{"github": "gh-secret", "gitlab": "gl-secret", "gitee": "ge-secret"}
+
+// GiteeSign is Gitee's signature of a delivery sent at timestamp (ms).
+func GiteeSign(secret, timestamp string) string { return forge.GiteeSign(secret, timestamp) }
+
+// payloadRepos is what a delivery of host with a JSON body names, as the
+// handler reads it: its row's Parse, then the candidates of its URLs.
+func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, error) {
+	hook := forge.WebhookOf(forge.Kind(host))
+	if hook == nil {
+		return nil, fmt.Errorf("no webhooks from %q", host)
+	}
+	p, err := hook.Parse("application/json", body)
+	if err != nil {
+		return nil, err
+	}
+	return candidates(p.Repos, opt), nil
+}
 
 // deliveries numbers the deliveries that signed makes.
 var deliveryCount atomic.Int64

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/gitfleet/gitfleet/internal/membership"
 )
 
 // ErrRefused is returned (wrapped) by a backend that will not do what was
@@ -46,12 +48,12 @@ func (s *Server) revokeNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Reason == "" {
-		req.Reason = "revoked by an operator"
+		req.Reason = membership.DefaultRevokeReason
 	}
 	err = s.b.RevokeNode(r.Context(), uint32(id), req.Reason)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("node %d is not in the fleet", id))
+		writeError(w, http.StatusNotFound, membership.NotInFleet(uint32(id)))
 		return
 	case errors.Is(err, ErrRefused):
 		writeError(w, http.StatusConflict, err.Error())

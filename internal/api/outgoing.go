@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
@@ -100,28 +101,24 @@ func (s *Server) deliver(ctx context.Context, client *http.Client, url string, b
 		s.log.Error("outgoing webhook: encoding events", "err", err)
 		return
 	}
-	wait := hookBackoff
-	for attempt := 1; ; attempt++ {
+	err = backoff.Retry(ctx, backoff.New(s.clk, hookBackoff, hookMaxBackoff), hookAttempts, func(ctx context.Context) error {
 		err := s.post(ctx, client, url, body)
-		if err == nil {
-			return
-		}
 		if egress.IsBlocked(err) {
-			s.log.Warn("outgoing webhook: destination refused, events dropped", "url", url, "events", len(batch), "err", err)
-			return
+			return backoff.Permanent(err)
 		}
-		if attempt == hookAttempts {
-			s.log.Warn("outgoing webhook: giving up, events dropped", "url", url, "attempts", attempt,
-				"events", len(batch), "first_event", batch[0].ID, "err", err)
-			return
-		}
+		return err
+	}, func(attempt int, wait time.Duration, err error) {
 		s.log.Info("outgoing webhook: will retry", "url", url, "attempt", attempt, "in", wait, "err", err)
-		select {
-		case <-s.clk.After(wait):
-		case <-ctx.Done():
-			return
-		}
-		wait = min(2*wait, hookMaxBackoff)
+	})
+	switch {
+	case err == nil:
+		s.log.Debug("outgoing webhook: delivered", "url", url, "events", len(batch))
+	case ctx.Err() != nil:
+	case egress.IsBlocked(err):
+		s.log.Warn("outgoing webhook: destination refused, events dropped", "url", url, "events", len(batch), "err", err)
+	default:
+		s.log.Warn("outgoing webhook: giving up, events dropped", "url", url, "attempts", hookAttempts,
+			"events", len(batch), "first_event", batch[0].ID, "err", err)
 	}
 }
 

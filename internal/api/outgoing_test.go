@@ -58,7 +58,8 @@ func TestOutgoingWebhookRetriesWithBackoffUntilDelivered(t *testing.T) {
 	e, recv := newHookEnv(t, 2, "out-secret")
 	e.events.Publish(refEvent("github.com/a/b", "refs/heads/main"), refEvent("github.com/a/b", "refs/tags/v1"))
 	eventually(t, e.clk, 100*time.Millisecond, func() bool { return recv.attempts() >= 3 })
-	eventually(t, e.clk, time.Minute, func() bool { return true }) // a while longer: no fourth attempt
+	// Delivered, the batch is not sent again: no fourth attempt.
+	eventually(t, e.clk, time.Minute, func() bool { return strings.Contains(e.logs.String(), "outgoing webhook: delivered") })
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	if len(recv.times) != 3 {

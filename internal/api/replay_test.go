@@ -99,7 +99,7 @@ func TestThirtyPushesASecondApartAreCoalesced(t *testing.T) {
 		if i == 0 {
 			b.nextStart(t) // an isolated push is checked at once
 		}
-		time.Sleep(2 * time.Millisecond) // let a due check start on time
+		settle(t) // let a due check start on time
 		e.clk.Advance(time.Second)
 	}
 	eventually(t, e.clk, time.Second, func() bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const (
@@ -35,6 +36,10 @@ type listResponse struct {
 func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := RepoFilter{State: q.Get("state"), Prefix: q.Get("prefix"), Limit: defaultLimit}
+	if f.State != "" && !repostate.Valid(f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one of %s", f.State, strings.Join(repostate.Names(), ", ")))
+		return
+	}
 	if v := q.Get("owner"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -53,11 +58,11 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", v, maxLimit))
+		if err != nil || n < 1 || n > maxLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d (page with offset)", v, maxLimit))
 			return
 		}
-		f.Limit = min(n, maxLimit)
+		f.Limit = n
 	}
 	repos, total := s.b.ListRepos(f)
 	if repos == nil {
@@ -467,6 +472,10 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
+	}
+	if !s.operator(r) {
+		// The text names the operator's catalog URL or path.
+		st.Error = PublicError(st.Error)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

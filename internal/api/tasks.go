@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
 )
 
 // TaskState is the state of an on-demand check.
@@ -25,9 +26,9 @@ const (
 )
 
 // TaskTimeout is how long a task may stay queued or running without news
-// before it fails (its owner may have gone). It matches the default limit
-// on a single git process.
-const TaskTimeout = 30 * time.Minute
+// before it fails (its owner may have gone). It is the default limit on a
+// single git process.
+const TaskTimeout = config.DefaultGitTimeout
 
 // Task is an on-demand check of one repository.
 type Task struct {

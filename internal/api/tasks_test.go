@@ -134,10 +134,11 @@ func TestWaitReturnsWhenTheTaskEnds(t *testing.T) {
 		done <- got
 	}()
 	ts.Running(task.ID)
+	settle(t) // Wait waits for the task, or has returned
 	select {
 	case got := <-done:
 		t.Fatalf("Wait returned before the end: %+v", got)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	ts.Finish(task.ID, TaskResult{})
 	if got := <-done; got.State != TaskDone {

@@ -6,12 +6,16 @@
 // and line, and turns the change between two commits into an entry-level
 // Delta that costs O(changed files), not O(catalog), from a catalog in
 // memory (Update) or from the two commits alone (Diff). It also keeps the
-// coordinator's clone of the catalog repository (Source) and checks a
-// Delta against mass deletions (CheckPurge).
+// coordinator's clone of the catalog repository (Source), checks a Delta
+// against mass deletions (CheckPurge) and names what that holds back
+// (HeldSummary).
 //
-// It must not decide anything about placement, nodes or fetching, and it
-// must not keep state beyond immutable Catalog values: the coordinator
-// decides when a new Catalog is applied.
+// It runs git, through package gitcmd, to read and fetch catalogs and to
+// write synthetic ones (Generate, for benchmarks). Its state is the coordinator's clone on disk, which Source fetches one at a
+// time, and Catalog values, which are immutable; it keeps nothing else. It
+// must not decide anything about placement, nodes or fetching: the
+// coordinator decides when a new Catalog is applied, and whether a
+// change's removals are held.
 package catalog
 
 import (

@@ -15,7 +15,7 @@ import (
 // sampleSeeds adds the real catalog files of the shared samples (when
 // present) to a fuzz corpus, a few per folder.
 func sampleSeeds(f *testing.F, add func(b []byte)) {
-	const sample = "/work/shared/data/catalog-sample"
+	const sample = "../../../shared/data/catalog-sample" // ../shared beside the checkout
 	n := 0
 	_ = filepath.WalkDir(sample, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || n > 40 {

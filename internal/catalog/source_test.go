@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/config"
 )
 
 func TestSourceFetchesTheRemoteDefaultBranch(t *testing.T) {
@@ -98,12 +101,12 @@ func TestCheckPurge(t *testing.T) {
 		share          float64
 		held           bool
 	}{
-		{"a small removal passes", 1000, 10, DefaultMaxPurgeShare, false},
-		{"exactly the share passes", 1000, 50, DefaultMaxPurgeShare, false},
-		{"one more is held", 1000, 51, DefaultMaxPurgeShare, true},
-		{"removing everything is held", 1000, 1000, DefaultMaxPurgeShare, true},
+		{"a small removal passes", 1000, 10, config.DefaultMaxPurge, false},
+		{"exactly the share passes", 1000, 50, config.DefaultMaxPurge, false},
+		{"one more is held", 1000, 51, config.DefaultMaxPurge, true},
+		{"removing everything is held", 1000, 1000, config.DefaultMaxPurge, true},
 		{"an operator's confirmation (share 1) releases it", 1000, 1000, 1, false},
-		{"an empty catalog has nothing to protect", 0, 0, DefaultMaxPurgeShare, false},
+		{"an empty catalog has nothing to protect", 0, 0, config.DefaultMaxPurge, false},
 		{"nothing removed passes", 10, 0, 0, false},
 		{"exactly 29% of 100 passes despite float rounding", 100, 29, 0.29, false},
 		{"a share of 0 holds any removal", 10, 1, 0, true},
@@ -115,5 +118,25 @@ func TestCheckPurge(t *testing.T) {
 				t.Errorf("CheckPurge(%d, %d, %v) = %v, held %v want %v", tt.total, tt.removed, tt.share, err, held, tt.held)
 			}
 		})
+	}
+}
+
+// CheckSource reads a catalog repository as the first fetch would, and
+// says why one cannot be read.
+func TestCheckSourceSaysWhyACatalogCannotBeRead(t *testing.T) {
+	ctx := context.Background()
+	up := newTestRepo(t)
+	if _, err := CheckSource(ctx, testGit, up.dir); err == nil || !strings.Contains(err.Error(), "has no HEAD") {
+		t.Errorf("a repository without a commit: err = %v, want it to say it has no HEAD", err)
+	}
+	first := up.commit(map[string]string{"a.list": "https://github.com/a/1\n"})
+	if got, err := CheckSource(ctx, testGit, up.dir); err != nil || got != first {
+		t.Errorf("a catalog: CheckSource = %s, %v; want %s", got, err, first)
+	}
+	notRepo := t.TempDir()
+	for _, bad := range []string{filepath.Join(t.TempDir(), "no-such-catalog"), notRepo} {
+		if _, err := CheckSource(ctx, testGit, bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: err = %v, want one that names it", bad, err)
+		}
 	}
 }

@@ -255,3 +255,26 @@ func TestFreshnessKeepsOneSampleAnIntervalInARing(t *testing.T) {
 		t.Errorf("chart %+v", c)
 	}
 }
+
+// Every page says, above its title, that the catalog cannot be read: its
+// error's class and since when, not its text (the operator's catalog URL).
+func TestEveryPageShowsABannerWhileTheCatalogCannotBeRead(t *testing.T) {
+	c, src := newTestConsole()
+	pages := []string{"/", "/-/repos", "/-/repos/github.com/a/b", "/-/nodes", "/-/tasks", "/-/catalog", "/-/no-such-page"}
+	for _, path := range pages {
+		if _, body := get(t, c, path); strings.Contains(body, `id="catalog-error"`) {
+			t.Errorf("GET %s: a banner while the catalog is read:\n%s", path, body)
+		}
+	}
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	src.catalog = api.CatalogStatus{Error: "catalog: fetch https://user:pw@git.example.org/catalog.git: unable to access", ErrorAt: &since}
+	for _, path := range pages {
+		_, body := get(t, c, path)
+		if !strings.Contains(body, `<p class="warn" id="catalog-error" role="alert">The catalog cannot be read (upstream unreachable) since 2026-11-27 10:00 UTC: no repository is mirrored until it can be.`) {
+			t.Errorf("GET %s: no banner, or not the one expected:\n%s", path, body)
+		}
+		if strings.Contains(body, "git.example.org") || strings.Contains(body, "pw@") {
+			t.Errorf("GET %s: the banner shows the error's text:\n%s", path, body)
+		}
+	}
+}

@@ -43,12 +43,14 @@ func parsePages() map[string]*template.Template {
 }
 
 // view is what the layout gets: the page's title, its section for the
-// navigation, and the page's own data.
+// navigation, the page's own data, and a banner every page shows (a
+// catalog that cannot be read; "" for none).
 type view struct {
-	Title string
-	Nav   string
-	Now   time.Time
-	Data  any
+	Title  string
+	Nav    string
+	Now    time.Time
+	Data   any
+	Banner string
 }
 
 // render executes a page into a buffer first, so that a template error
@@ -56,7 +58,8 @@ type view struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var buf bytes.Buffer
 	nav, _, _ := strings.Cut(name, "/")
-	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data}); err != nil {
+	v := view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data, Banner: c.banner(r.Context())}
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		c.log.Error("console: render", "page", name, "path", r.URL.Path, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return
@@ -65,6 +68,29 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes()) // the client has gone if this fails
+}
+
+// banner is what every page says of a catalog that cannot be read, ""
+// when it can (or the coordinator does not answer: the pages that need it
+// say so). Reads are public: the error's class only, the text is the
+// operator's (ctl catalog, the API with the token).
+func (c *Console) banner(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cat, err := c.src.Catalog(ctx)
+	if err != nil || cat.Error == "" {
+		return ""
+	}
+	msg := "The catalog cannot be read (" + api.PublicError(cat.Error) + ")"
+	if cat.ErrorAt != nil {
+		msg += " since " + cat.ErrorAt.UTC().Format("2006-01-02 15:04 MST")
+	}
+	if cat.Commit == "" {
+		msg += ": no repository is mirrored until it can be."
+	} else {
+		msg += ": the last good commit " + cat.Commit[:min(len(cat.Commit), 12)] + " stays applied."
+	}
+	return msg + " gitfleet ctl catalog, with the API token, says why."
 }
 
 // badRequest answers a page that says what was wrong with the request.

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -234,7 +234,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	counts := c.engine.Load()
 	resp := &fleetv1.ListNodesResponse{}
 	if p := c.pendingPurge(); p != nil {
-		resp.PendingPurge = api.HeldSummary(p.removed, p.total, p.commit, p.keys) + "; confirm it to apply"
+		resp.PendingPurge = catalog.HeldSummary(p.removed, p.total, p.commit, p.keys) + "; confirm it to apply"
 	}
 	for _, st := range c.table.Nodes() {
 		rec := c.nodes[st.ID]
@@ -299,6 +299,9 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)
 		resp.ProblemLines = c.problemLines
+	}
+	if c.catalogErr != "" {
+		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
 	}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)

@@ -3,9 +3,16 @@
 // which repository, and tells nodes about changes over their gRPC sessions.
 // It never moves repository data.
 //
-// The rules live in pure packages (catalog, membership, ring); this package
-// is the shell around them: sessions, timers, persistence, and its
-// Prometheus figures (metrics.go).
+// Its decisions are taken by pure packages that it feeds with events and
+// whose answers it carries out: membership (which nodes are alive, suspect
+// or gone, and the ID a new node gets), placement (which node holds which
+// repository, over ring's consistent hashing) and feedplan (which
+// repositories the forges' change feeds ask about). Package catalog is not
+// one of them: it runs git to read the catalog repository and diff its
+// commits. This package is the shell around them: sessions, timers,
+// persistence, and its Prometheus figures (metrics.go). Two rules are its
+// own: who may register (admit, credentials.go) and when a catalog
+// change's removals are held (purge protection, purge.go).
 package coordinator
 
 import (
@@ -24,6 +31,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
@@ -31,6 +39,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/ring"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -38,8 +47,8 @@ import (
 // Config configures a coordinator.
 type Config struct {
 	DataDir         string
-	Catalog         string // path or URL of the catalog repository
-	CatalogInterval time.Duration
+	Catalog         string        // path or URL of the catalog repository
+	CatalogInterval time.Duration // config.DefaultCatalogInterval when zero
 	// JoinToken admits new partial nodes: one token, or several separated
 	// by commas (an overlap while it is rotated). FullToken admits full
 	// nodes; empty: none.
@@ -67,7 +76,8 @@ type Config struct {
 	MaxClonesInFlight int
 	// MaxPurgeShare is the largest share of all repositories that catalog
 	// changes may remove within PurgeWindow without an operator's
-	// confirmation; removals beyond it are held.
+	// confirmation; removals beyond it are held (config.DefaultMaxPurge
+	// when zero).
 	MaxPurgeShare float64
 	// PurgeWindow is the sliding window over which removals are counted
 	// against MaxPurgeShare (default 24 hours).
@@ -116,7 +126,7 @@ type Coordinator struct {
 	cat      *catalog.Catalog
 	table    *membership.Table
 	engine   *placement.Engine
-	members  []placement.Member // last given to the engine
+	members  []ring.Member // last given to the engine
 	placing  bool
 	status   map[string]*repoStatus // repositories that have been checked at least once
 	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
@@ -136,6 +146,15 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+
+	// catalogErr is why the catalog cannot be read, since catalogErrAt
+	// (the first failure in a row); "" once a refresh succeeds.
+	catalogErr   string
+	catalogErrAt time.Time
+	// standing is what each full node counted against each node
+	// (standing.go): node -> full node -> counts; not persisted, as the
+	// full nodes' counts are not.
+	standing map[uint32]map[uint32]counts
 }
 
 type nodeRecord struct {
@@ -146,6 +165,10 @@ type nodeRecord struct {
 	Capacity   float64
 	TunnelAddr string `json:",omitempty"`
 	PublicURL  string `json:",omitempty"`
+	// What the volunteer set: a cap in bytes per second (0: none), and
+	// active hours as the node wrote them ("": always).
+	MaxBandwidth uint64 `json:",omitempty"`
+	ActiveHours  string `json:",omitempty"`
 	// FullGranted: registered as full with the full token. A record
 	// stored before full tokens existed lacks it and proves it again.
 	FullGranted bool `json:",omitempty"`
@@ -169,17 +192,27 @@ const (
 	bucketRepos = "repos"
 )
 
+// Check tells whether a coordinator can start with cfg, as New would,
+// without opening anything: a process that runs several roles checks each
+// before it starts any.
+func (cfg Config) Check() error {
+	if len(splitTokens(cfg.JoinToken)) == 0 {
+		return errors.New("coordinator: a join token is required (--join-token)")
+	}
+	if cfg.Catalog == "" {
+		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	}
+	return nil
+}
+
 // New opens the coordinator's state in cfg.DataDir. A coordinator with
 // stored state resumes from it; one without waits for nodes (warm-up).
 func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
-	if len(splitTokens(cfg.JoinToken)) == 0 {
-		return nil, errors.New("coordinator: a join token is required (--join-token)")
-	}
-	if cfg.Catalog == "" {
-		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.CatalogInterval <= 0 {
-		cfg.CatalogInterval = 5 * time.Minute
+		cfg.CatalogInterval = config.DefaultCatalogInterval
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 5 * time.Second
@@ -188,7 +221,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		cfg.BatchSize = 500
 	}
 	if cfg.MaxPurgeShare <= 0 {
-		cfg.MaxPurgeShare = 0.05
+		cfg.MaxPurgeShare = config.DefaultMaxPurge
 	}
 	if cfg.PurgeWindow <= 0 {
 		cfg.PurgeWindow = 24 * time.Hour
@@ -256,9 +289,9 @@ func (c *Coordinator) memberConfig() membership.Config {
 // commit last applied.
 func (c *Coordinator) restore(ctx context.Context) error {
 	now := c.clk.Now()
-	snap, ok, err := c.db.Get(ctx, bucketMeta, "membership")
+	snap, ok, err := c.readMeta(ctx, "membership", "the membership of the fleet")
 	if err != nil {
-		return fmt.Errorf("coordinator: restore: %w", err)
+		return err
 	}
 	if ok {
 		c.table, err = membership.Restore(c.memberConfig(), snap, now)
@@ -283,13 +316,23 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err := c.loadOverlay(ctx); err != nil {
 		return fmt.Errorf("coordinator: restore overlay: %w", err)
 	}
-	held, _, _ := c.db.Get(ctx, bucketMeta, metaHeld)
-	window, _, _ := c.db.Get(ctx, bucketMeta, metaRemoval)
+	held, _, err := c.readMeta(ctx, metaHeld, "the removals that purge protection holds")
+	if err != nil {
+		return err
+	}
+	window, _, err := c.readMeta(ctx, metaRemoval, "the removals that purge protection counted")
+	if err != nil {
+		return err
+	}
 	if err := c.restorePurge(held, window); err != nil {
 		return fmt.Errorf("coordinator: restore purge protection: %w", err)
 	}
+	commit, ok, err := c.readMeta(ctx, "catalog_commit", "the catalog commit last applied")
+	if err != nil {
+		return err
+	}
 	defer c.bulkLoad()()
-	if commit, ok, _ := c.db.Get(ctx, bucketMeta, "catalog_commit"); ok {
+	if ok {
 		cat, err := catalog.Load(ctx, c.git, c.src.Dir(), string(commit), c.catalogOptions())
 		if err != nil {
 			// A coordinator taking over from another one (or whose clone
@@ -308,7 +351,11 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	// with the API's overlay.
 	keys := c.effectiveKeys()
 	pcfg := placement.Config{LoadFactor: c.cfg.LoadFactor, MaxInFlight: c.cfg.MaxClonesInFlight}
-	if snap, ok, _ := c.db.Get(ctx, bucketMeta, "placement"); ok {
+	snap, ok, err = c.readMeta(ctx, "placement", "the placement of the repositories")
+	if err != nil {
+		return err
+	}
+	if ok {
 		c.engine, err = placement.Restore(pcfg, snap, keys)
 		if err != nil {
 			// Fall back to a warm-up: the nodes' inventories say who holds what.
@@ -340,6 +387,21 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	return nil
 }
 
+// readMeta reads key of the meta bucket, which holds what, for restore. A
+// failed read is an error, never taken for a missing key: a coordinator
+// that started without its held removals or its removal window would apply
+// the removals that purge protection holds, and one without its placement
+// would place every repository afresh. So it does not start, and says so
+// (an elected leader resigns, and a term tries again).
+func (c *Coordinator) readMeta(ctx context.Context, key, what string) ([]byte, bool, error) {
+	v, ok, err := c.db.Get(ctx, bucketMeta, key)
+	if err != nil {
+		c.log.Error("restore: cannot read the stored state; not starting rather than starting without it", "key", key, "what", what, "err", err)
+		return nil, false, fmt.Errorf("coordinator: restore: read %s (%s/%s): %w", what, bucketMeta, key, err)
+	}
+	return v, ok, nil
+}
+
 // bulkLoad calls cfg.BulkLoad, if set, and returns its done function.
 func (c *Coordinator) bulkLoad() (done func()) {
 	if c.cfg.BulkLoad == nil {
@@ -369,7 +431,8 @@ func (c *Coordinator) Close() error {
 }
 
 // Run refreshes the catalog, runs the membership timers and persists state
-// until ctx ends.
+// until ctx ends. It then persists what changed since the last time, and
+// returns that persist's error: the changes that were not stored.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -388,7 +451,11 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			c.cfg.met.refreshed(err)
 		}
 		if err != nil && ctx.Err() == nil {
-			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
+			if commit := c.catalogCommit(); commit != "" {
+				c.log.Error("catalog refresh failed; keeping the last good catalog", "commit", commit, "err", err)
+			} else {
+				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -398,8 +465,37 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 	}
 }
 
-// RefreshCatalog fetches the catalog and applies what changed.
+// catalogCommit is the commit of the catalog applied, "" if none.
+func (c *Coordinator) catalogCommit() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat == nil {
+		return ""
+	}
+	return c.cat.Commit()
+}
+
+// RefreshCatalog fetches the catalog and applies what changed. A failure
+// is the catalog's error (CatalogStatus) until a refresh succeeds.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	err := c.refreshCatalog(ctx)
+	if ctx.Err() != nil {
+		return err // stopped, not a fault of the catalog
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.catalogErr, c.catalogErrAt = "", time.Time{}
+	case c.catalogErr == "":
+		c.catalogErr, c.catalogErrAt = err.Error(), c.clk.Now()
+	default:
+		c.catalogErr = err.Error() // the latest reason, since the first failure
+	}
+	return err
+}
+
+func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	commit, err := c.src.Fetch(ctx)
 	if err != nil {
 		return fmt.Errorf("fetch catalog: %w", err)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+
+	"github.com/gitfleet/gitfleet/internal/membership"
 )
 
 // Roles are granted, never claimed: the join token admits new partial
@@ -55,9 +57,7 @@ func (n *nodeRecord) full() bool {
 }
 
 // revokedError is what a revoked node is told.
-func revokedError(rec *nodeRecord) error {
-	return status.Errorf(codes.PermissionDenied, "node %d was revoked: %s", rec.ID, rec.RevokedReason)
-}
+func revokedError(rec *nodeRecord) error { return fleetv1.RevokedError(rec.ID, rec.RevokedReason) }
 
 // admit decides whether a registration is admitted. known is the record
 // that the request's ID and secret prove (nil: a new node, or a wrong
@@ -150,13 +150,13 @@ func (c *Coordinator) RevokeNode(ctx context.Context, req *fleetv1.RevokeNodeReq
 // changes nothing.
 func (c *Coordinator) revoke(ctx context.Context, id uint32, reason string) error {
 	if reason == "" {
-		reason = "revoked by an operator"
+		reason = membership.DefaultRevokeReason
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.nodes[id]
 	if rec == nil {
-		return status.Errorf(codes.NotFound, "node %d is not in the fleet", id)
+		return status.Error(codes.NotFound, membership.NotInFleet(id))
 	}
 	if rec.Revoked {
 		return nil
@@ -200,7 +200,7 @@ func (c *Coordinator) revokedNodes() []*fleetv1.NodeInfo {
 // (nil: it did not). Caller holds c.mu.
 func (s *session) endError() error {
 	if s.revoked != "" {
-		return status.Errorf(codes.PermissionDenied, "node %d was revoked: %s", s.id, s.revoked)
+		return fleetv1.RevokedError(s.id, s.revoked)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -37,38 +38,35 @@ type Term interface {
 // runs the coordinator on the shared store while it leads, and answers
 // every call with the leader's address while another one does. A lost
 // leadership stops the coordinator (its nodes' sessions end, and they go
-// to the new leader); the process then campaigns again. It returns when
-// ctx ends, resigning if it leads.
-func ServeElected(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener, el Elector) error {
+// to the new leader); the process then campaigns again, after a backoff on
+// clk if the election failed. It returns when ctx ends, resigning if it
+// leads.
+func ServeElected(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock, ln net.Listener, el Elector) error {
 	cfg.met = newCoordMetrics(cfg.Metrics) // once: every term reports through it
 	f := &front{el: el}
 	srv := newServer(cfg)
 	fleetv1.RegisterCoordinatorServer(srv, f)
 	log.Info("coordinator listening as a candidate leader", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for attempt := 0; ctx.Err() == nil; {
+	wg.Go(func() {
+		retry := backoff.New(clk, time.Second, 30*time.Second)
+		for ctx.Err() == nil {
 			term, err := el.Campaign(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				wait := min(time.Second<<min(attempt, 5), 30*time.Second)
-				attempt++
+				wait := retry.Failed()
 				log.Warn("leader election failed; retrying", "err", err, "retry_in", wait)
-				select {
-				case <-ctx.Done():
+				if retry.Wait(ctx, wait) != nil {
 					return
-				case <-time.After(wait):
 				}
 				continue
 			}
-			attempt = 0
-			f.lead(ctx, cfg, log, term)
+			retry.Reset()
+			f.lead(ctx, cfg, log, clk, term)
 		}
-	}()
+	})
 	err := serveUntil(ctx, srv, ln)
 	wg.Wait()
 	return err
@@ -87,17 +85,19 @@ type front struct {
 }
 
 // lead runs the coordinator for one term.
-func (f *front) lead(ctx context.Context, cfg Config, log *slog.Logger, term Term) {
+func (f *front) lead(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock, term Term) {
 	tctx, cancel := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	defer watch.Wait()
 	defer cancel()
-	go func() {
+	watch.Go(func() {
 		select {
 		case <-term.Done():
 			log.Error("leadership lost (etcd lease expired); stopping the coordinator")
 			cancel()
 		case <-tctx.Done():
 		}
-	}()
+	})
 	defer func() {
 		if err := term.Resign(context.Background()); err != nil && ctx.Err() == nil {
 			log.Warn("resigning the leadership", "err", err)
@@ -105,7 +105,7 @@ func (f *front) lead(ctx context.Context, cfg Config, log *slog.Logger, term Ter
 	}()
 	cfg.Store = term.Store()
 	log.Info("elected leader: resuming the fleet from the shared state")
-	c, err := New(tctx, cfg, log, clock.Real{})
+	c, err := New(tctx, cfg, log, clk)
 	if err != nil {
 		log.Error("elected, but the coordinator cannot start; resigning", "err", err)
 		return
@@ -114,7 +114,9 @@ func (f *front) lead(ctx context.Context, cfg Config, log *slog.Logger, term Ter
 	f.mu.Lock()
 	f.c, f.term = c, tctx
 	f.mu.Unlock()
-	_ = c.Run(tctx)
+	if err := c.Run(tctx); err != nil {
+		log.Error("term over: the latest changes were not stored; the next leader resumes without them", "err", err)
+	}
 	f.mu.Lock()
 	f.c, f.term = nil, nil
 	f.mu.Unlock()

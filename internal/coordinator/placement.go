@@ -17,11 +17,7 @@ func (c *Coordinator) setMembers() {
 	if !c.placing {
 		return
 	}
-	ms := c.table.Members()
-	members := make([]placement.Member, 0, len(ms))
-	for _, m := range ms {
-		members = append(members, placement.Member{ID: m.ID, Weight: m.Weight})
-	}
+	members := c.table.Members()
 	if slices.Equal(members, c.members) {
 		return // SetMembers recomputes every key: only when they change
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -18,7 +19,7 @@ const errorClassRefused = "refused"
 // StateUnplaceable is the state of a repository that every placement
 // member refused: nobody mirrors it until a node's policy changes or a
 // node that takes it joins.
-const StateUnplaceable = "unplaceable"
+const StateUnplaceable = repostate.Unplaceable
 
 // refused records node id's refusal of key. Caller holds c.mu.
 func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {

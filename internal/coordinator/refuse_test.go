@@ -17,6 +17,7 @@ func connect(c *Coordinator, resp *fleetv1.RegisterResponse) *session {
 	rec := c.nodes[resp.GetNodeId()]
 	s := newSession(c, rec, func() {})
 	c.sessions[rec.ID] = s
+	c.engine.SetBandwidth(rec.ID, rec.MaxBandwidth)
 	c.applyChanges(c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
 		Member: rec.Capacity > 0}, c.clk.Now()))
 	c.liftRefusals(rec.ID)

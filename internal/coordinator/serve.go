@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -16,7 +17,9 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// Serve runs a coordinator with its gRPC service on ln until ctx ends.
+// Serve runs a coordinator with its gRPC service on ln until ctx ends or
+// the service fails. Its error includes that of the last persist, when
+// the state could not be stored on the way out.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) error {
 	cfg.met = newCoordMetrics(cfg.Metrics)
 	c, err := New(ctx, cfg, log, clock.Real{})
@@ -26,12 +29,19 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) e
 	defer c.Close()
 	srv := newServer(cfg)
 	fleetv1.RegisterCoordinatorServer(srv, c)
+	ctx, stop := context.WithCancel(ctx) // a failed service stops Run too
+	defer stop()
 	var wg sync.WaitGroup
+	var runErr error
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	go func() { defer wg.Done(); runErr = c.Run(ctx) }()
 	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
 	err = serveUntil(ctx, srv, ln)
+	stop()
 	wg.Wait()
+	if runErr != nil {
+		err = errors.Join(err, fmt.Errorf("coordinator: stopping: %w", runErr))
+	}
 	return err
 }
 

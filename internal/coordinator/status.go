@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -17,7 +18,8 @@ type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
 	lastError             string
 	checks, fetches       uint32
-	failures, notFound    uint16 // in a row; notFound counts "not found" answers
+	failures, notFound    uint16   // in a row; notFound counts "not found" answers
+	lastDuration          packedMs // how long the last check took
 	state                 repoState
 	hasDigest             bool
 	digest                [16]byte
@@ -35,16 +37,14 @@ const (
 	stateTooManyRefs
 )
 
-// Repository states, as shown by the API.
+// Repository states, as shown by the API (package repostate names them).
 const (
-	StatePending = "pending" // not mirrored yet
-	StateOK      = "ok"
-	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again, or 451 (legal) once
-	// Over an operator's limit (--max-repo-size, --git-memory-limit;
-	// --max-refs): checked again after --max-interval or on demand.
-	StateTooLarge    = "too-large"
-	StateTooManyRefs = "too-many-refs"
+	StatePending     = repostate.Pending
+	StateOK          = repostate.OK
+	StateFailing     = repostate.Failing
+	StateGone        = repostate.Gone
+	StateTooLarge    = repostate.TooLarge
+	StateTooManyRefs = repostate.TooManyRefs
 )
 
 var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone,
@@ -116,6 +116,29 @@ func (s *repoStatus) setError(e string, errs *intern.Templates, key string) {
 // errorText is the error setError recorded for key.
 func (s *repoStatus) errorText(key string) string { return intern.Unpack(s.lastError, key) }
 
+// packedMs is a duration in 16 bits, to keep a status small: milliseconds
+// up to 32.767 s, whole seconds above (the top bit set), up to 9 hours.
+type packedMs uint16
+
+const packedSeconds = 1 << 15
+
+func packMs(ms int64) packedMs {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms < packedSeconds:
+		return packedMs(ms)
+	}
+	return packedMs(packedSeconds | min((ms+500)/1000, packedSeconds-1))
+}
+
+func (p packedMs) ms() int64 {
+	if p&packedSeconds == 0 {
+		return int64(p)
+	}
+	return int64(p&^packedSeconds) * 1000
+}
+
 // add16 and add32 count up to the type's largest value and stay there.
 func add16(n uint16) uint16 { return n + min(1, ^n) }
 func add32(n uint32) uint32 { return n + min(1, ^n) }
@@ -131,12 +154,13 @@ type statusRecord struct {
 	NotFound   int    `json:",omitempty"` // "not found" answers in a row
 	Checks     uint64 `json:",omitempty"`
 	Fetches    uint64 `json:",omitempty"`
+	DurationMs int64  `json:",omitempty"` // of the last check
 }
 
 func (s *repoStatus) record(key string) statusRecord {
 	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
 		LastError: s.errorText(key), Failures: int(s.failures), NotFound: int(s.notFound),
-		Checks: uint64(s.checks), Fetches: uint64(s.fetches)}
+		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms()}
 }
 
 // status turns a stored record back into a repoStatus; a field out of range
@@ -145,7 +169,7 @@ func (s *repoStatus) record(key string) statusRecord {
 func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
 	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint16(min(max(r.NotFound, 0), 1<<16-1)),
-		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1))}
+		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs)}
 	s.setDigest(r.Digest)
 	if r.LastError != "" {
 		s.setError(r.LastError, errs, key)

@@ -48,7 +48,7 @@ func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
 func TestStatusRecordRoundTrip(t *testing.T) {
 	digest := gitcmd.Refs{Refs: map[string]string{"refs/tags/v1": strings.Repeat("b", 40)}}.Digest()
 	in := repoStatus{lastCheck: 1_700_000_000_000, lastChange: 1_600_000_000_000, lastError: "timeout: upstream slow",
-		checks: 12, fetches: 3, failures: 2, notFound: 1, state: stateGone}
+		checks: 12, fetches: 3, failures: 2, notFound: 1, state: stateGone, lastDuration: packMs(4321)}
 	in.setDigest(digest)
 	b, err := json.Marshal(in.record("h/a/b"))
 	if err != nil {

@@ -60,8 +60,8 @@ func repos(ctx context.Context, c *client, out *printer, o options) error {
 	tw := out.table()
 	fmt.Fprintln(tw, "KEY\tSTATE\tOWNER\tSERVED\tLAST CHECK\tVERIFIED\tSTALENESS\tLAST ERROR")
 	for _, r := range list.Repos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Owner, served(r), when(r.LastCheck),
-			when(r.VerifiedAt), staleness(r), short(r.LastError, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, r.State, owner(r.Owner), served(r), when(r.LastCheck),
+			when(r.VerifiedAt), staleness(r), short(firstLine(r.LastError), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -70,6 +70,49 @@ func repos(ctx context.Context, c *client, out *printer, o options) error {
 		_, err = fmt.Fprintf(out.w, "%d to %d of %d (--offset and --limit for more)\n", list.Offset+1, list.Offset+len(list.Repos), list.Total)
 	}
 	return err
+}
+
+// owner is a node ID, or "-" for a repository that no node holds yet.
+func owner(id uint32) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
+// firstLine is the first non-empty line of a (git) error, which may run
+// over several lines.
+func firstLine(s string) string {
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// indented writes the lines of a multi-line value under its first, so
+// that a long git error does not break the table.
+func indented(s string) string {
+	var b strings.Builder
+	for l := range strings.Lines(strings.TrimSpace(s)) {
+		if l = strings.TrimRight(l, " \t\r\n"); strings.TrimSpace(l) == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\t")
+		}
+		b.WriteString(strings.TrimSpace(l))
+	}
+	return b.String()
+}
+
+// ownerOrNone is ctl show's owner: as the console says it.
+func ownerOrNone(id uint32) string {
+	if id == 0 {
+		return "none yet"
+	}
+	return owner(id)
 }
 
 func served(r api.Repo) string {
@@ -121,9 +164,9 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	}
 	tw := out.table()
 	for _, kv := range [][2]string{
-		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", strconv.FormatUint(uint64(d.Owner), 10)},
+		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", ownerOrNone(d.Owner)},
 		{"state", d.State}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
-		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", d.LastError}, {"digest", d.Digest},
+		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", indented(d.LastError)}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {
 			fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
@@ -156,10 +199,20 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 			if h.RefsChanged > 0 {
 				what += fmt.Sprintf(" (%d refs)", h.RefsChanged)
 			}
-			if h.Error != "" {
-				what += ": " + h.Error
+			// The error's class, then its first line: the whole text is
+			// the last error's, above, or the log's (ctl log).
+			switch first := firstLine(h.Error); {
+			case h.ErrorClass != "" && first != "" && !strings.Contains(strings.ToLower(first), strings.ToLower(h.ErrorClass)):
+				what += ": " + h.ErrorClass + ": " + first
+			case first != "":
+				what += ": " + first
+			case h.ErrorClass != "":
+				what += ": " + h.ErrorClass
 			}
-			fmt.Fprintf(tw, "  %s\t%s (%dms)\n", h.At.UTC().Format("2006-01-02 15:04:05"), what, h.DurationMs)
+			if h.DurationMs > 0 {
+				what += fmt.Sprintf(" (%dms)", h.DurationMs)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", h.At.UTC().Format("2006-01-02 15:04:05"), what)
 		}
 	}
 	return tw.Flush()
@@ -445,12 +498,37 @@ func catalogStatus(ctx context.Context, c *client, out *printer) error {
 	if err != nil {
 		return err
 	}
+	unreadable := errCatalogUnreadable(st)
 	if out.json {
-		return out.raw(data)
+		if err := out.raw(data); err != nil {
+			return err
+		}
+		return unreadable
 	}
-	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", st.Commit, st.Repos, st.Problems)
+	commit := st.Commit
+	if commit == "" {
+		commit = "none yet"
+	}
+	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", commit, st.Repos, st.Problems)
 	printHeld(out, st.Pending)
-	return nil
+	return unreadable
+}
+
+// errCatalogUnreadable is the error of a catalog that cannot be read (ctl
+// catalog then exits non-zero), nil for one that can.
+func errCatalogUnreadable(st api.CatalogStatus) error {
+	if st.Error == "" {
+		return nil
+	}
+	since := ""
+	if st.ErrorAt != nil {
+		since = " since " + st.ErrorAt.UTC().Format(time.RFC3339)
+	}
+	keeps := "no repositories until it can"
+	if st.Commit != "" {
+		keeps = "the last good commit stays applied"
+	}
+	return fmt.Errorf("the catalog cannot be read%s (%s): %s", since, keeps, st.Error)
 }
 
 // printHeld names a held catalog change (nothing when p is nil): the count

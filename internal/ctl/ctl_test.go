@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +23,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 const token = "ctl-token"
@@ -36,6 +39,9 @@ type backend struct {
 	nodes   []api.Node
 	onStart func(key, id string)
 	held    *api.PendingPurge
+	// catalog is the catalog's status but the held change (default: a
+	// commit of 3 repositories).
+	catalog *api.CatalogStatus
 }
 
 func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
@@ -104,7 +110,12 @@ func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error 
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.CatalogStatus{Commit: "c0ffee", Repos: 3, Pending: b.held}, nil
+	st := api.CatalogStatus{Commit: "c0ffee", Repos: 3}
+	if b.catalog != nil {
+		st = *b.catalog
+	}
+	st.Pending = b.held
+	return st, nil
 }
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
@@ -273,6 +284,7 @@ func TestServerRefusalsExitWithTheirMessage(t *testing.T) {
 		{"wrong token", "nope", []string{"rm", "github.com/a/b"}, "wrong API token"},
 		{"bad URL", token, []string{"add", "ftp://github.com/x/y"}, `scheme "ftp" is not allowed`},
 		{"unknown repository", token, []string{"show", "github.com/no/such"}, "repository github.com/no/such is not mirrored (HTTP 404)"},
+		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -602,5 +614,89 @@ func TestFlagsMayFollowTheCommand(t *testing.T) {
 	pos, err := parseInterleaved(fs, []string{"fetch", "a/b", "--wait", "--", "--not-a-flag"})
 	if err != nil || !*wait || strings.Join(pos, " ") != "fetch a/b --not-a-flag" {
 		t.Errorf("positional %q, wait %v, err %v", pos, *wait, err)
+	}
+}
+
+// Commands is the list gitfleet's usage shows: each is in ctl's usage and
+// is run, and ctl's usage has no command that is not in it.
+func TestCommandsListsEveryCommand(t *testing.T) {
+	described := map[string]bool{}
+	_, list, _ := strings.Cut(usage, "commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			described[strings.Fields(line)[0]] = true
+		}
+	}
+	for _, cmd := range Commands() {
+		if !described[cmd] {
+			t.Errorf("%s is not in ctl's usage", cmd)
+		}
+		delete(described, cmd)
+		err := run(context.Background(), []string{"--server", "http://" + testnet.Addr(t), cmd}, io.Discard, io.Discard, func(string) string { return "" })
+		if err == nil || strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("ctl %s: %v", cmd, err)
+		}
+	}
+	for cmd := range described {
+		t.Errorf("ctl's usage describes %s, which Commands does not list", cmd)
+	}
+}
+
+// A full node that has just started answers writes 503 with Retry-After
+// until its session with the coordinator is up: ctl waits that out, within
+// a bound, and takes any other answer as final.
+func TestAWriteWaitsOutAServerThatSaysWhenToComeBack(t *testing.T) {
+	f := newFixture(t)
+	target, err := url.Parse(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	for _, tt := range []struct {
+		name       string
+		retryAfter string
+		unready    int // 503s before the server is ready
+		wantCode   int
+		wantPosts  int
+	}{
+		{"ready after two 503s", "1", 2, 0, 3},
+		{"a 503 without Retry-After is final", "", 5, 1, 1},
+		{"a Retry-After past the bound is final", "31", 5, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			posts := 0
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				posts++
+				n := posts
+				mu.Unlock()
+				if n <= tt.unready {
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"error":"the full node is not connected to its coordinator yet"}`)
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer ts.Close()
+			var out, errOut bytes.Buffer
+			env := func(k string) string {
+				return map[string]string{"GITFLEET_SERVER": ts.URL, "GITFLEET_TOKEN": token}[k]
+			}
+			code := Main(context.Background(), []string{"add", "https://github.com/new/repo"}, &out, &errOut, env)
+			mu.Lock()
+			defer mu.Unlock()
+			if code != tt.wantCode || posts != tt.wantPosts {
+				t.Fatalf("exit %d after %d requests, want %d after %d\nstdout %s\nstderr %s", code, posts, tt.wantCode, tt.wantPosts, out.String(), errOut.String())
+			}
+			if tt.wantCode != 0 && !strings.Contains(errOut.String(), "not connected to its coordinator yet (HTTP 503)") {
+				t.Errorf("stderr %q: want the server's message", errOut.String())
+			}
+		})
 	}
 }

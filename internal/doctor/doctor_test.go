@@ -24,6 +24,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/testnet"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
@@ -126,6 +127,62 @@ func TestJudgeTokensByRole(t *testing.T) {
 	}
 	if rs := JudgeTokens(Coordinator, "j", "", false); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("coordinator without full token: %+v", rs)
+	}
+	// up makes both tokens itself, unless it shares a fleet through etcd.
+	if rs := JudgeUpTokens("", "", false); count(rs, Fail)+count(rs, Warn) != 0 || len(rs) != 2 {
+		t.Errorf("up without tokens: %+v", rs)
+	}
+	if rs := JudgeUpTokens("", "", true); count(rs, Fail) != 2 {
+		t.Errorf("up with --etcd without tokens: %+v", rs)
+	}
+	if rs := JudgeUpTokens("j", "f", true); count(rs, Fail)+count(rs, Warn) != 0 {
+		t.Errorf("up with --etcd and both tokens: %+v", rs)
+	}
+}
+
+// doctor up and doctor coordinator read the catalog as its first fetch
+// would, and say why one cannot be read.
+func TestTheCatalogIsCheckedForTheCoordinatorAndUp(t *testing.T) {
+	ctx := context.Background()
+	catalog := filepath.Join(t.TempDir(), "catalog")
+	if err := gittest.Git("", "init", "-q", "-b", "main", catalog); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(catalog, "a.list"), []byte("https://example.org/a/b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "catalog"}} {
+		if err := gittest.Git(catalog, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "no-catalog")
+	for _, tc := range []struct {
+		role    Role
+		catalog string
+		want    Status
+	}{
+		{Up, catalog, OK}, {Coordinator, catalog, OK},
+		{Up, missing, Fail}, {Coordinator, missing, Fail}, {Up, "", Fail},
+		{Up, t.TempDir(), Fail}, // a directory that is not a repository
+	} {
+		rs := Run(ctx, Options{Role: tc.role, Git: &gitcmd.Runner{}, Data: t.TempDir(), Catalog: tc.catalog, Timeout: 5 * time.Second})
+		r := statusOf(t, rs, "catalog")
+		if r.Status != tc.want || tc.catalog != "" && !strings.Contains(r.Detail, tc.catalog) {
+			t.Errorf("%s --catalog %q: %v %s", tc.role, tc.catalog, r.Status, r.Detail)
+		}
+		for _, c := range []string{"token join-token", "token full-token"} {
+			if r := statusOf(t, rs, c); tc.role == Up && r.Status != OK {
+				t.Errorf("up: %s %v %s: up makes it itself", c, r.Status, r.Detail)
+			}
+		}
+	}
+	for _, role := range []Role{Partial, Full} {
+		for _, r := range Run(ctx, Options{Role: role, Git: &gitcmd.Runner{}, Data: t.TempDir(), Catalog: missing, Timeout: 5 * time.Second}) {
+			if r.Check == "catalog" {
+				t.Errorf("%s: the catalog is checked: %+v", role, r)
+			}
+		}
 	}
 }
 
@@ -288,7 +345,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 				got = append(got, r)
 			}
 		}
-		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "--tls") ||
+		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "the coordinator speaks TLS: add --tls (or --tls-ca FILE)") ||
 			got[1].Status != OK || !strings.Contains(got[1].Detail, "(plain TCP), answers gRPC") {
 			t.Errorf("coordinators: %+v", got)
 		}

@@ -2,20 +2,36 @@
 // GitLab, Gitea/Forgejo, Gitee) and asks their APIs when repositories were
 // last pushed.
 //
-// It owns the one table of forge kinds: for each, the well-known hosts and
-// their API bases, what a webhook of that kind looks like, and the
-// constructor of its feed client. It parses the operator's configuration
-// (--forge, --forge-token, GITFLEET_FORGE_TOKENS) and keeps tokens out of
-// logs and error texts.
+// It owns the one table of forge kinds (kinds, below): for each, the
+// well-known hosts and their API bases, the API base of a self-hosted
+// one, the constructor of its feed client, its pace and whether it needs
+// a token, and its webhooks (Webhook): how a delivery is recognised
+// (event header and events), authenticated (Auth: HMAC of the body, a
+// plain token, or Gitee's signed timestamp), identified for replay
+// protection (DeliveryID, OneTimeCredential) and read (Parse: repository
+// URLs, ref, push time). Callers look a kind up and use what its row
+// says; nothing outside the table tests a kind's name.
+//
+// To add a forge: add one row here. TestEveryRowOfTheTableIsComplete
+// checks that it is whole and that the real payloads of its webhooks,
+// when the shared test data has them, parse. One thing the row cannot
+// say: if the forge's public host treats repository paths without regard
+// to case, repokey's foldedByDefault must name it too (repokey sits below
+// this package).
+//
+// It parses the operator's configuration (--forge, --forge-token,
+// GITFLEET_FORGE_TOKENS) and keeps tokens out of logs and error texts.
 //
 // A client asks one forge host, within its rate limits: it remembers when
 // each token may be used again and how long to back off after errors, and
 // says so through Ready and WaitError instead of sleeping. A forge's answer
 // is untrusted input: bounded in size, decoded strictly, and only reported
 // (Answer): a repository missing from an answer is not a change, and a
-// renamed or deleted one is reported, never acted on. Deciding what to
-// check, and when to ask, is the caller's job; this package does no
-// scheduling and keeps no state beyond its clients' limits.
+// renamed or deleted one is reported, never acted on. A webhook's payload
+// is untrusted too: Parse only reads it, the caller validates what it
+// names. Deciding what to check, and when to ask, is the caller's job;
+// this package does no scheduling and keeps no state beyond its clients'
+// limits.
 package forge
 
 import (
@@ -38,75 +54,22 @@ const (
 	Gitee  Kind = "gitee"  // Gitee v5 REST
 )
 
-// Auth is how a webhook delivery of a kind proves it comes from the forge.
-type Auth int
-
-// The webhook authentication schemes.
-const (
-	// AuthHMACBody: X-Hub-Signature-256 is "sha256=" and the hex
-	// HMAC-SHA256 of the raw body under the secret.
-	AuthHMACBody Auth = iota + 1
-	// AuthPlainToken: a header holds the secret itself.
-	AuthPlainToken
-	// AuthGiteeToken: X-Gitee-Token is the secret, or a signature of
-	// X-Gitee-Timestamp under it; neither covers the body.
-	AuthGiteeToken
-)
-
-// Webhook is what differs between the kinds' webhook deliveries.
-type Webhook struct {
-	// EventHeader names the event of a delivery.
-	EventHeader string
-	// RefEvents are the events that mean "refs changed".
-	RefEvents []string
-	// PingEvent is the event a forge sends to test a hook ("" if none).
-	PingEvent string
-	// TokenHeader carries the secret or signature; TimestampHeader, if
-	// any, the time of the delivery that a signature covers.
-	TokenHeader     string
-	TimestampHeader string
-	Auth            Auth
-	// AutoAdd: a delivery is trustworthy enough to add its repository
-	// (Gitee's signature covers a timestamp, not the body: no).
-	AutoAdd bool
-	// DeliveryHeaders identify a delivery, the first present wins; none
-	// means the delivery is identified by its content (timestamp, token
-	// and body).
-	DeliveryHeaders []string
-	// ProjectNamesRepo: a payload's "project" object names the repository
-	// (on GitHub it is something else); HomepageNamesRepo: so does its
-	// "homepage" (on GitHub and Gitee it is a free-form website).
-	ProjectNamesRepo  bool
-	HomepageNamesRepo bool
-}
-
-// SignsBody says whether the credential covers the body, and so is
-// checked after reading it.
-func (w *Webhook) SignsBody() bool { return w.Auth == AuthHMACBody }
-
-// IsRefEvent says whether event means "refs changed".
-func (w *Webhook) IsRefEvent(event string) bool {
-	for _, e := range w.RefEvents {
-		if e == event {
-			return true
-		}
-	}
-	return false
-}
-
 // kindInfo is one row of the table of kinds.
 type kindInfo struct {
 	kind Kind
 	// wellKnown maps the kind's public hosts to their API bases; they are
 	// configured by default.
 	wellKnown map[string]string
-	// selfHosted is the API base of another host of this kind ("" when
+	// selfHosted is the API base of another host of this kind (nil when
 	// the kind is not self-hosted: the operator must give api=).
 	selfHosted func(host string) string
 	// webhook is nil when the full node does not take this kind's hooks.
 	webhook *Webhook
 	// newClient makes the feed client of a forge of this kind.
 	newClient func(f Forge, t *transport) Client
+	// needsToken, when set, is why New refuses a forge of this kind
+	// without a token, and tokenHint which token will do.
+	needsToken, tokenHint string
 	// pace is the default least time between two requests.
 	pace time.Duration
 	// lag: the kind's time may be this much older than the last push.
@@ -123,17 +86,21 @@ var kinds = []kindInfo{
 		wellKnown:  map[string]string{"github.com": "https://api.github.com"},
 		selfHosted: func(host string) string { return "https://" + host + "/api" },
 		webhook: &Webhook{
+			Name: "GitHub", SecretName: "secret",
 			EventHeader: "X-GitHub-Event", RefEvents: []string{"push", "create", "delete"}, PingEvent: "ping",
 			TokenHeader: "X-Hub-Signature-256", Auth: AuthHMACBody, AutoAdd: true,
 			DeliveryHeaders: []string{"X-GitHub-Delivery"},
 		},
-		newClient: newGitHub,
+		newClient:  newGitHub,
+		needsToken: "GitHub's GraphQL API needs a token",
+		tokenHint:  "a fine-grained token with no permissions will do",
 	},
 	{
 		kind:       GitLab,
 		wellKnown:  map[string]string{"gitlab.com": "https://gitlab.com/api/v4"},
 		selfHosted: func(host string) string { return "https://" + host + "/api/v4" },
 		webhook: &Webhook{
+			Name: "GitLab", SecretName: "secret token",
 			EventHeader: "X-Gitlab-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
 			TokenHeader: "X-Gitlab-Token", Auth: AuthPlainToken, AutoAdd: true,
 			// A retry repeats Idempotency-Key; older GitLab sends only the UUID.
@@ -157,6 +124,7 @@ var kinds = []kindInfo{
 		kind:      Gitee,
 		wellKnown: map[string]string{"gitee.com": "https://gitee.com/api/v5"},
 		webhook: &Webhook{
+			Name: "Gitee", SecretName: "password or signing key",
 			EventHeader: "X-Gitee-Event", RefEvents: []string{"Push Hook", "Tag Push Hook"},
 			TokenHeader: "X-Gitee-Token", TimestampHeader: "X-Gitee-Timestamp", Auth: AuthGiteeToken,
 			ProjectNamesRepo: true,
@@ -290,8 +258,8 @@ func New(f Forge, tokens []Token, opt Options) (Client, error) {
 	if f.API == nil {
 		return nil, fmt.Errorf("forge %s: no API base", f.Host)
 	}
-	if f.Kind == GitHub && len(tokens) == 0 {
-		return nil, fmt.Errorf("forge %s: GitHub's GraphQL API needs a token: give --forge-token %s=TOKEN (a fine-grained token with no permissions will do)", f.Host, f.Host)
+	if ki.needsToken != "" && len(tokens) == 0 {
+		return nil, fmt.Errorf("forge %s: %s: give --forge-token %s=TOKEN (%s)", f.Host, ki.needsToken, f.Host, ki.tokenHint)
 	}
 	return ki.newClient(f, newTransport(f, tokens, opt)), nil
 }

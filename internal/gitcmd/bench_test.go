@@ -7,8 +7,9 @@ import (
 )
 
 // BenchmarkRunMemoryLimit is the cost of --git-memory-limit on the
-// cheapest git process (git version): with the limit, git starts from a
-// small sh that sets it. Both alternate in one run.
+// cheapest git process (git version): with the limit, git is held by
+// ptrace at its start while the limit is set (see package spawn, whose
+// BenchmarkStart compares the ways). Both alternate in one run.
 func BenchmarkRunMemoryLimit(b *testing.B) {
 	ctx := context.Background()
 	plain, limited := &Runner{}, &Runner{MemoryLimit: 2 << 30}

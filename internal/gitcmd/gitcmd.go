@@ -345,8 +345,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if git == "" {
 		git = "git"
 	}
-	prog, argv := command(c.Name, git, args, r.MemoryLimit)
-	cmd := exec.CommandContext(ctx, prog, argv...)
+	cmd := exec.CommandContext(ctx, git, args...)
 	cmd.Dir = c.Dir
 	if cmd.Dir == "" {
 		cmd.Dir = neutralDir
@@ -373,13 +372,15 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	cmd.Stdout = c.Stdout
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
-	// git starts helpers (remote-https, index-pack): kill the whole group.
-	// sysProcAttr also ties the child's life to this process where the
-	// kernel can (Pdeathsig on Linux).
-	cmd.SysProcAttr = sysProcAttr(c.Name)
+	// git starts helpers (remote-https, index-pack): start puts git in a
+	// group of its own, to kill it whole. It also ties the child's life to
+	// this process where the kernel can (Pdeathsig on Linux).
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	runErr := start(cmd, c.Name, r.MemoryLimit)
+	if runErr == nil {
+		runErr = cmd.Wait()
+	}
 	refused := endEgress()
 	if runErr == nil {
 		endTrace(false)

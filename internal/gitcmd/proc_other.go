@@ -2,18 +2,17 @@
 
 package gitcmd
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// command runs git directly: without Pdeathsig there is nothing for a
-// supervisor to hear.
-func command(_, git string, args []string, _ int64) (string, []string) {
-	return git, args
-}
-
-// sysProcAttr puts git in its own process group, so that a timeout kills
-// its helpers too. Only Linux can also tie the child's life to its parent.
-func sysProcAttr(string) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// start starts git in its own process group, so that a timeout kills its
+// helpers too. Only Linux can also tie the child's life to its parent
+// (without that, a supervisor would hear nothing) and bound its memory.
+func start(cmd *exec.Cmd, _ string, _ int64) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd.Start()
 }
 
 // MemoryLimitSupported reports whether a git process's memory can be

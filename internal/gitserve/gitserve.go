@@ -3,13 +3,14 @@
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
 // serves only what its Resolver says exists and what its refs reach (or
 // reached in a listing of the last seconds: see recentTips), never
-// receive-pack, and checks each request whole before git sees it. It caps
-// the upload-packs it runs, in all and per repository, with a queue of
-// bounded wait. What depends on the refs alone (the refs advertisement,
-// ls-refs listings, whether wanted commits are reachable) is made once per
-// state of the refs and shared (refsView); with a PackCache, identical
-// fetches share one run, whose output it keeps in files for a while and
-// sends from them with sendfile.
+// receive-pack, and checks each request whole before git sees it. It
+// serves each client address a share of requests at once, and caps the
+// upload-packs it runs, in all and per repository; a request over either
+// waits its turn in a fair queue, for a bounded time. What depends on the
+// refs alone (the refs advertisement, ls-refs listings, whether wanted
+// commits are reachable) is made once per state of the refs and shared
+// (refsView); with a PackCache, identical fetches share one run, whose
+// output it keeps in files for a while and sends from them with sendfile.
 package gitserve
 
 import (
@@ -42,12 +43,14 @@ type Resolver func(key string) (dir string, ok bool)
 // read whole and checked before any upload-pack starts: the Git-Protocol
 // header, the command (ls-refs and fetch only), the filter (cheap ones
 // only) and the wanted objects (only what the served refs reach); the
-// body is bounded in size and in read time. Requests in service are capped
-// per client address, upload-pack runs in all and per repository, with a
-// queue of bounded wait. Requests that find the refs in one state share
-// the answers and checks that depend on nothing else (see refsView). With a
-// Cache, identical fetch requests share one run (see PackCache). Set the
-// fields before the first request.
+// body is bounded in size and in read time. Then the request waits its
+// turn, if it must: behind its client's other requests (each client
+// address has a share of requests in service), then for an upload-pack
+// slot (runs are capped in all and per repository), in fair queues that
+// take clients in turn, for a bounded wait (see turn). Requests that find
+// the refs in one state share the answers and checks that depend on
+// nothing else (see refsView). With a Cache, identical fetch requests
+// share one run (see PackCache). Set the fields before the first request.
 type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
@@ -75,7 +78,8 @@ type Handler struct {
 	shares struct{ answers, checks atomic.Int64 }
 
 	limitOnce sync.Once
-	clients   *clientLimit
+	clk       clock.Clock
+	clients   *clientShares
 	slots     *runSlots
 	tips      *recentTips // nil when TipGrace is negative
 	views     *refsViews
@@ -90,17 +94,23 @@ type Limits struct {
 	// client that trickles its body gets 408 and never holds a git process.
 	ReadTimeout time.Duration
 	// MaxUploadPacks caps upload-pack runs in flight (0: no cap); over it,
-	// a run waits in the queue, then 503 with Retry-After.
+	// a run waits in the run queue, then 503 with Retry-After.
 	MaxUploadPacks int
 	// MaxPerRepo caps them per repository (0: no cap), with the same queue.
 	MaxPerRepo int
-	// QueueWait bounds a run's wait for a slot (0: no wait, 503 at once);
-	// QueueLength bounds the runs waiting (beyond it, 503 at once).
-	QueueWait   time.Duration
+	// QueueWait bounds a request's wait, in its client's line and in the
+	// run queue together (0: no wait, 429 or 503 at once).
+	QueueWait time.Duration
+	// QueueLength bounds the requests waiting in each queue (beyond it, 429
+	// or 503 at once; when a queue is full, the client with the most
+	// requests in it gives up its newest to a client with fewer).
 	QueueLength int
-	// MaxPerClient caps the requests in service per client address (0: no
-	// cap), whether a run serves them or the cache; over it, 429 with
-	// Retry-After at once.
+	// MaxPerClient is the share of a client address: the requests it has
+	// in service at once, whether a run serves them or the cache (0: no
+	// cap). Over it, a request waits its turn in the client's line (its
+	// oldest first); past QueueWait it gets 429 with Retry-After. The
+	// bodies of a client's waiting requests hold at most MaxPerClient
+	// times MaxRequest bytes (beyond, 429 at once).
 	MaxPerClient int
 	// IdleTimeout bounds how long an upload-pack serving one client may go
 	// without progress (default 60s, at most Timeout): git's own --timeout,
@@ -121,7 +131,8 @@ const (
 	DefaultIdleTimeout = time.Minute
 )
 
-// retryAfter is the Retry-After, in seconds, of a 429 or 503.
+// retryAfter is the Retry-After, in seconds, of a 429 or 503: a request
+// that asks again joins the end of the queue it left.
 const retryAfter = "2"
 
 // Match splits a request path into the repository key and the git endpoint
@@ -144,9 +155,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	// The body's read time runs from now, through any wait for a slot:
-	// it also bounds what the server reads of a body left unread by a
-	// refusal before it sends the answer.
+	// The body's read time runs from now: it also bounds what the server
+	// reads of a body left unread by a refusal before it sends the answer.
+	// A request waits its turn only once its body is read: a client that
+	// goes away while it waits is seen at once (the server then reads the
+	// connection, and ends the request's context), and a trickling body
+	// holds no share of its client.
 	body := h.bodyDeadline(w, r)
 	if ep == "git-receive-pack" || r.URL.Query().Get("service") == "git-receive-pack" {
 		http.Error(w, "this mirror is read-only", http.StatusForbidden)
@@ -185,11 +199,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "repository not found", http.StatusNotFound)
 		return
 	}
-	release, ok := h.admit(w, r)
-	if !ok {
-		return
-	}
-	defer release()
 	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
 		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false", "uploadpack.hideRefs=" + hiddenRefs,
 			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
@@ -197,14 +206,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	idle := h.idleTimeout()
 	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
-	// What this request shares with the others that find the refs as
-	// they are now.
-	view, err := h.views.get(dir)
-	if err != nil {
-		h.refuse(w, r, key, err)
-		return
-	}
 	if ep == "info/refs" {
+		r, release, ok := h.admit(w, r, 0)
+		if !ok {
+			return
+		}
+		defer release()
+		view, ok := h.view(w, r, key, dir)
+		if !ok {
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
 		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
 		spec := answerSpec{name: "info/refs\x00" + gp, cmd: cmd}
@@ -224,6 +235,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := parseRequest(data, v2)
 	if err != nil {
 		h.refuse(w, r, key, err)
+		return
+	}
+	r, release, ok := h.admit(w, r, len(data))
+	if !ok {
+		return
+	}
+	defer release()
+	view, ok := h.view(w, r, key, dir)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
@@ -253,6 +273,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer pw.clearDeadline()
 	cmd.Stdout = pw
 	_ = h.run(r.Context(), w, pw, key, cmd)
+}
+
+// view returns what a request shares with the others that find the refs
+// of dir as they are now (read once its turn came), or answers 500 when
+// they cannot be read.
+func (h *Handler) view(w http.ResponseWriter, r *http.Request, key, dir string) (*refsView, bool) {
+	v, err := h.views.get(dir)
+	if err != nil {
+		h.refuse(w, r, key, err)
+		return nil, false
+	}
+	return v, true
 }
 
 // recent says which wanted objects of a request for key are tips that its
@@ -301,10 +333,12 @@ func (h *Handler) init() {
 		if clk == nil {
 			clk = clock.Real{}
 		}
-		h.clients = &clientLimit{max: h.MaxPerClient}
+		h.clk = clk
+		h.clients = &clientShares{share: h.MaxPerClient, waitQueue: waitQueue{clk: clk,
+			q: fairQueue{maxLen: h.QueueLength, maxBytes: int64(h.MaxPerClient) * h.maxRequest()}}}
+		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, wait: h.QueueWait,
+			waitQueue: waitQueue{clk: clk, q: fairQueue{maxLen: h.QueueLength}}}
 		h.views = newRefsViews()
-		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, maxQueue: h.QueueLength,
-			wait: h.QueueWait, clk: clk}
 		switch {
 		case h.TipGrace == 0:
 			h.tips = newRecentTips(clk, DefaultTipGrace)
@@ -314,30 +348,44 @@ func (h *Handler) init() {
 	})
 }
 
-// admit takes a slot of the request's client, or answers 429 when it has
-// too many requests in service.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+// admit takes one of the shares of the request's client once its turn
+// comes, and returns the request with its turn in its context. size is
+// the bytes the request holds while it waits. When no turn comes, it
+// answers 429 with Retry-After (or nothing: the client went away).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, size int) (*http.Request, func(), bool) {
 	h.init()
 	client, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		client = r.RemoteAddr
 	}
-	release, ok = h.clients.acquire(client)
-	if !ok {
-		// Close rather than read the rest of a body first: a client at its
-		// cap that trickles one more body gets its answer now.
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", retryAfter)
-		http.Error(w, "too many git requests from your address at once; retry later", http.StatusTooManyRequests)
-		return nil, false
+	t := turn{client: client, until: h.clk.Now().Add(h.QueueWait)}
+	release, err := h.clients.acquire(r.Context(), client, int64(size), t.until)
+	if err != nil {
+		var busy *busyError
+		if errors.As(err, &busy) {
+			// A client over its share keeps no idle connection here.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", retryAfter)
+			http.Error(w, busy.msg, busy.status)
+		}
+		return nil, nil, false
 	}
-	return release, true
+	return r.WithContext(withTurn(r.Context(), t)), release, true
 }
 
-// Stats returns the counters of the run queue.
+// Stats returns the counters of the queues.
 func (h *Handler) Stats() QueueStats {
 	h.init()
-	return h.slots.stats()
+	s := h.slots.stats()
+	s.Clients = h.clients.snapshot()
+	return s
+}
+
+func (h *Handler) maxRequest() int64 {
+	if h.MaxRequest <= 0 {
+		return DefaultMaxRequest
+	}
+	return h.MaxRequest
 }
 
 // requestBody is a request's body under its read deadline.
@@ -349,10 +397,7 @@ type requestBody struct {
 
 // bodyDeadline starts the read-time bound of r's body, if it has one.
 func (h *Handler) bodyDeadline(w http.ResponseWriter, r *http.Request) *requestBody {
-	b := &requestBody{max: h.MaxRequest, rc: http.NewResponseController(w)}
-	if b.max <= 0 {
-		b.max = DefaultMaxRequest
-	}
+	b := &requestBody{max: h.maxRequest(), rc: http.NewResponseController(w)}
 	rt := h.ReadTimeout
 	if rt <= 0 {
 		rt = DefaultReadTimeout
@@ -454,7 +499,7 @@ func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started boo
 	var busy *busyError
 	if errors.As(err, &busy) {
 		w.Header().Set("Retry-After", retryAfter)
-		http.Error(w, busy.msg, http.StatusServiceUnavailable)
+		http.Error(w, busy.msg, busy.status)
 		return
 	}
 	if ctx.Err() != nil {

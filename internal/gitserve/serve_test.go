@@ -332,40 +332,6 @@ func TestSlowClientsHoldNoUploadPackAndGet408(t *testing.T) {
 	}
 }
 
-// The per-client cap counts requests in service from the moment their
-// body is read, so a client trickling its bodies holds its own slots (the
-// cap on runs, with its queue, is TestRunsQueueForABoundedWaitThen503).
-func TestPerClientCapAnswers429(t *testing.T) {
-	f := newFixture(t, func(h *gitserve.Handler) {
-		h.MaxUploadPacks, h.MaxPerClient, h.ReadTimeout = 10, 1, time.Minute
-	})
-	stop := make(chan struct{})
-	holder := slowClient(t, f, stop) // holds the one slot while it trickles
-	var code int
-	var hdr http.Header
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) { // until the holder's request is in
-		code, hdr, _ = f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
-		if code != http.StatusOK {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
-		t.Fatalf("got %d (Retry-After %q), want 429 with Retry-After", code, hdr.Get("Retry-After"))
-	}
-	close(stop)
-	holder.Close()
-	deadline = time.Now().Add(time.Minute)
-	for code != http.StatusOK && time.Now().Before(deadline) { // the slot comes back
-		time.Sleep(20 * time.Millisecond)
-		code, _, _ = f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
-	}
-	if code != http.StatusOK {
-		t.Fatalf("after the holder left: got %d, want 200", code)
-	}
-}
-
 // A damaged mirror is a failure the node must hear of (to verify and
 // repair it), not a client's want to refuse.
 func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
@@ -395,36 +361,50 @@ func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
 	}
 }
 
-// A client at its cap that sends one more request and trickles its body
-// gets its 429 at once: the answer is not held back until the body ends
-// (the server would otherwise read the rest of it before answering).
-func TestARequestOverThePerClientCapWithATricklingBodyIsAnsweredAtOnce(t *testing.T) {
+// A request waits its turn only once its body is read, so a client that
+// trickles a body holds none of its share: its other requests are served
+// at once meanwhile (none waits), and the trickler gets 408 at its read
+// deadline (the per-client share and its queue are
+// TestARequestOverItsClientsShareWaitsItsTurnThenIsServed and the tests
+// beside it).
+func TestATricklingBodyHoldsNoShareOfItsClient(t *testing.T) {
 	f := newFixture(t, func(h *gitserve.Handler) {
-		h.MaxUploadPacks, h.MaxPerClient, h.ReadTimeout = 10, 1, time.Minute
+		h.MaxUploadPacks, h.MaxPerClient, h.QueueWait, h.ReadTimeout = 10, 1, time.Minute, 2*time.Second
 	})
 	stop := make(chan struct{})
 	defer close(stop)
-	slowClient(t, f, stop) // holds the client's one slot while it trickles
-	deadline := time.Now().Add(30 * time.Second)
+	trickler := slowClient(t, f, stop)
+	end := make(chan int, 1)
+	go func() {
+		_ = trickler.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		resp, err := http.ReadResponse(bufio.NewReader(trickler), nil)
+		if err != nil {
+			end <- 0
+			return
+		}
+		resp.Body.Close()
+		end <- resp.StatusCode
+	}()
+	served := 0
 	for {
-		code, _, _ := f.post(t, v2Fetch("want "+head(t, f), "done"), v2)
-		if code == http.StatusTooManyRequests {
-			break // the holder is in
+		select {
+		case code := <-end:
+			if code != http.StatusRequestTimeout {
+				t.Fatalf("the trickling request: got %d, want 408", code)
+			}
+			if served == 0 {
+				t.Fatal("no request was made while the body trickled: nothing shown")
+			}
+			if c := f.h.Stats().Clients; c.Queued != 0 || c.Refused != 0 {
+				t.Fatalf("clients' queue: %+v: a request waited behind the trickling body", c)
+			}
+			return
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder never took its slot: last answer %d", code)
+		if code, _, body := f.post(t, v2Fetch("want "+head(t, f), "done"), v2); code != http.StatusOK {
+			t.Fatalf("a fetch of the trickler's address while it trickles: %d %q, want 200", code, body)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	over := slowClient(t, f, stop) // 100,000 bytes at 20 a second: over an hour
-	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatalf("no answer to a request over the cap while its body trickles: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("got %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		served++
 	}
 }
 

@@ -1,11 +1,13 @@
 // Package membership owns the fleet's view of which nodes are alive,
 // suspect or gone, who takes part in placement and with what weight, when
-// placement may start after a cold start, and the compact IDs of nodes.
+// placement may start after a cold start, and which ID a node that
+// registers gets (AllocateID: the smallest free one, never a revoked
+// node's).
 //
 // It is a pure state machine: callers feed it session events and times and
 // get back the state changes they cause. It must not do I/O, start
-// goroutines or read the clock, and it does not place keys (package ring
-// does, from Members).
+// goroutines or read the clock, and it does not place keys (package
+// placement does, over ring, from Members).
 //
 // Every method that takes a time first applies the transitions that time
 // has made due (heartbeat timeouts, grace and forget deadlines), so the
@@ -23,6 +25,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // HistoryLen is how many transitions of each node are kept.
@@ -139,12 +143,6 @@ type Transition struct {
 	At   time.Time `json:"at"`
 }
 
-// Member is a placement member: convert it to a ring member.
-type Member struct {
-	ID     uint32
-	Weight float64
-}
-
 // NodeStatus describes a node for the API.
 type NodeStatus struct {
 	NodeInfo
@@ -249,7 +247,8 @@ func (t *Table) Disconnect(id uint32, now time.Time) []Change {
 	return changes
 }
 
-// Forget removes a node from the table whatever its state, freeing its ID.
+// Forget removes a node from the table whatever its state (a revoked node).
+// Whether its ID may be given again is AllocateID's rule, not the table's.
 func (t *Table) Forget(id uint32, now time.Time) []Change {
 	changes := t.tick(now)
 	if n := t.nodes[id]; n != nil {
@@ -393,14 +392,14 @@ func (t *Table) Placing(now time.Time) bool {
 // Members returns the placement members by ID, as of the latest time fed:
 // alive or suspect nodes with Member set and a weight > 0, with the flap
 // penalty applied.
-func (t *Table) Members() []Member {
-	var ms []Member
+func (t *Table) Members() []ring.Member {
+	var ms []ring.Member
 	for id, n := range t.nodes {
 		if w := t.weight(n); w > 0 {
-			ms = append(ms, Member{ID: id, Weight: w})
+			ms = append(ms, ring.Member{ID: id, Weight: w})
 		}
 	}
-	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b ring.Member) int { return cmp.Compare(a.ID, b.ID) })
 	return ms
 }
 
@@ -451,15 +450,33 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 	return next, found
 }
 
-// AllocateID returns the smallest ID >= 1 that no node in the table has.
-// The ID stays free until a Connect uses it.
-func (t *Table) AllocateID() uint32 {
+// AllocateID returns the ID of a node that registers for the first time:
+// the smallest ID >= 1 that registered does not hold. registered is the
+// caller's record of every node that was given an ID, and it must keep a
+// revoked node's record for good: a revoked ID is never given again, as
+// the node's old credential and the full nodes' list of revoked IDs still
+// name it. The ID of a node that was forgotten without being revoked is
+// free once its record is deleted.
+//
+// The table alone cannot tell: it forgets a revoked node at once (Forget),
+// and it has not seen a node that registered but has not connected yet.
+func AllocateID[V any](registered map[uint32]V) uint32 {
 	id := uint32(1)
-	for t.nodes[id] != nil {
+	for {
+		if _, taken := registered[id]; !taken {
+			return id
+		}
 		id++
 	}
-	return id
 }
+
+// DefaultRevokeReason is the reason of a revocation that gives none, as the
+// coordinator records it and the full node's API reports it.
+const DefaultRevokeReason = "revoked by an operator"
+
+// NotInFleet is the error text about a node ID that no registered node
+// has, as the coordinator and the full node's API say it.
+func NotInFleet(id uint32) string { return fmt.Sprintf("node %d is not in the fleet", id) }
 
 const snapshotVersion = 1
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -42,7 +44,7 @@ func wantChanges(t *testing.T, what string, got []Change, want ...Change) {
 	}
 }
 
-func wantMembers(t *testing.T, what string, tb *Table, want ...Member) {
+func wantMembers(t *testing.T, what string, tb *Table, want ...ring.Member) {
 	t.Helper()
 	if got := tb.Members(); !slices.Equal(got, want) {
 		t.Errorf("%s: members %v, want %v", what, got, want)
@@ -64,14 +66,14 @@ func TestFirstConnectJoinsAlive(t *testing.T) {
 	tb := New(DefaultConfig(), t0)
 	wantChanges(t, "connect", tb.Connect(info(1), at(time.Second)), Change{1, Unknown, Alive, at(time.Second)})
 	wantChanges(t, "connect again", tb.Connect(info(1), at(2*time.Second)))
-	wantMembers(t, "after join", tb, Member{1, 1})
+	wantMembers(t, "after join", tb, ring.Member{ID: 1, Weight: 1})
 }
 
 func TestDisconnectMakesNodeSuspectAtOnce(t *testing.T) {
 	tb := started(DefaultConfig(), 1)
 	wantChanges(t, "disconnect", tb.Disconnect(1, at(3*time.Second)), Change{1, Alive, Suspect, at(3 * time.Second)})
 	wantChanges(t, "second disconnect", tb.Disconnect(1, at(4*time.Second)))
-	wantMembers(t, "a suspect node keeps its place", tb, Member{1, 1})
+	wantMembers(t, "a suspect node keeps its place", tb, ring.Member{ID: 1, Weight: 1})
 }
 
 func TestHeartbeatTimeoutMakesNodeSuspect(t *testing.T) {
@@ -127,9 +129,9 @@ func TestReturnWithinGraceKeepsMembership(t *testing.T) {
 	tb := started(quiet(), 1, 2)
 	tb.Disconnect(1, at(time.Minute))
 	wantChanges(t, "tick within grace", tb.Tick(at(10*time.Minute)))
-	wantMembers(t, "while suspect", tb, Member{1, 1}, Member{2, 1})
+	wantMembers(t, "while suspect", tb, ring.Member{ID: 1, Weight: 1}, ring.Member{ID: 2, Weight: 1})
 	wantChanges(t, "reconnect", tb.Connect(info(1), at(10*time.Minute+59*time.Second)), Change{1, Suspect, Alive, at(10*time.Minute + 59*time.Second)})
-	wantMembers(t, "after return", tb, Member{1, 1}, Member{2, 1})
+	wantMembers(t, "after return", tb, ring.Member{ID: 1, Weight: 1}, ring.Member{ID: 2, Weight: 1})
 	wantChanges(t, "tick after the old grace", tb.Tick(at(11*time.Minute+time.Second)))
 }
 
@@ -179,7 +181,7 @@ func TestGoneNodeReturnsAlive(t *testing.T) {
 	tb.Tick(at(time.Hour))
 	wantMembers(t, "gone", tb)
 	wantChanges(t, "return", tb.Connect(info(1), at(2*time.Hour)), Change{1, Gone, Alive, at(2 * time.Hour)})
-	wantMembers(t, "returned", tb, Member{1, 1})
+	wantMembers(t, "returned", tb, ring.Member{ID: 1, Weight: 1})
 }
 
 func TestLateTickReportsEachTransitionOnceInTimeOrder(t *testing.T) {
@@ -212,9 +214,9 @@ func TestFlappingNodeIsWeightedDownUntilStableForAWindow(t *testing.T) {
 	for _, d := range []time.Duration{0, 10 * time.Minute, 20 * time.Minute} {
 		bounce(d)
 	}
-	wantMembers(t, "after three downs", tb, Member{1, 4})
+	wantMembers(t, "after three downs", tb, ring.Member{ID: 1, Weight: 4})
 	bounce(50 * time.Minute) // the fourth down within an hour
-	wantMembers(t, "after four downs", tb, Member{1, 2})
+	wantMembers(t, "after four downs", tb, ring.Member{ID: 1, Weight: 2})
 	if s := status(t, tb, 1); !s.Flapping || s.EffectiveWeight != 2 || s.EffectiveGrace != 30*time.Minute {
 		t.Errorf("status %+v, want flapping with weight 2 and grace 30m", s)
 	}
@@ -223,14 +225,14 @@ func TestFlappingNodeIsWeightedDownUntilStableForAWindow(t *testing.T) {
 		t.Errorf("NextDeadline %v %v, want no later than the end of the penalty at %v", next, ok, at(160*time.Minute))
 	}
 	tb.Tick(at(160*time.Minute - time.Nanosecond))
-	wantMembers(t, "less than a window after the last down", tb, Member{1, 2})
+	wantMembers(t, "less than a window after the last down", tb, ring.Member{ID: 1, Weight: 2})
 	tb.Tick(at(160 * time.Minute))
-	wantMembers(t, "a stable window after the last down", tb, Member{1, 4})
+	wantMembers(t, "a stable window after the last down", tb, ring.Member{ID: 1, Weight: 4})
 	if s := status(t, tb, 1); s.Flapping || s.EffectiveGrace != 10*time.Minute {
 		t.Errorf("status %+v, want not flapping with grace 10m", s)
 	}
 	bounce(161 * time.Minute)
-	wantMembers(t, "one down after recovery", tb, Member{1, 4})
+	wantMembers(t, "one down after recovery", tb, ring.Member{ID: 1, Weight: 4})
 }
 
 func TestFlapHistoryIsBounded(t *testing.T) {
@@ -355,24 +357,54 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 }
 
-func TestAllocateIDReusesForgottenIDs(t *testing.T) {
+// The caller keeps a registry of the nodes it gave IDs to, as the
+// coordinator does: a forgotten node's record is deleted unless the node
+// was revoked, and a revoked one is forgotten by the table at once.
+func TestAllocateIDReusesForgottenIDsButNeverARevokedNodesID(t *testing.T) {
 	cfg := quiet()
 	tb := New(cfg, t0)
+	registered := map[uint32]bool{} // ID -> revoked
+	forget := func(changes []Change) []Change {
+		for _, c := range changes {
+			if c.To == Forgotten && !registered[c.ID] {
+				delete(registered, c.ID)
+			}
+		}
+		return changes
+	}
 	for want := uint32(1); want <= 4; want++ {
-		if got := tb.AllocateID(); got != want {
+		if got := AllocateID(registered); got != want {
 			t.Fatalf("AllocateID = %d, want %d", got, want)
 		}
+		registered[want] = false
 		tb.Connect(info(want), t0)
 	}
-	wantChanges(t, "forget", tb.Forget(2, at(time.Second)), Change{2, Alive, Forgotten, at(time.Second)})
-	if got := tb.AllocateID(); got != 2 {
+	wantChanges(t, "forget", forget(tb.Forget(2, at(time.Second))), Change{2, Alive, Forgotten, at(time.Second)})
+	if got := AllocateID(registered); got != 2 {
 		t.Errorf("AllocateID after Forget(2) = %d, want 2", got)
 	}
+	registered[2] = false
 	tb.Connect(info(2), at(2*time.Second))
 	tb.Disconnect(1, at(2*time.Second))
-	tb.Tick(at(2*time.Second + cfg.Grace + cfg.ForgetAfter))
-	if got := tb.AllocateID(); got != 1 {
+	forget(tb.Tick(at(2*time.Second + cfg.Grace + cfg.ForgetAfter)))
+	if got := AllocateID(registered); got != 1 {
 		t.Errorf("AllocateID after node 1 was forgotten = %d, want 1", got)
+	}
+	registered[1] = false
+	tb.Connect(info(1), at(3*time.Second+cfg.Grace+cfg.ForgetAfter))
+
+	// Node 3 is revoked: the table forgets it, its record stays.
+	registered[3] = true
+	wantChanges(t, "revoke", forget(tb.Forget(3, at(4*time.Second+cfg.Grace+cfg.ForgetAfter))),
+		Change{3, Alive, Forgotten, at(4*time.Second + cfg.Grace + cfg.ForgetAfter)})
+	if got := AllocateID(registered); got != 5 {
+		t.Errorf("AllocateID after node 3 was revoked = %d, want 5 (never a revoked node's ID)", got)
+	}
+	// Node 5 registers and has not connected yet: the table does not know
+	// it, and its ID is taken all the same.
+	registered[5] = false
+	if got := AllocateID(registered); got != 6 {
+		t.Errorf("AllocateID with node 5 registered but not connected = %d, want 6", got)
 	}
 }
 

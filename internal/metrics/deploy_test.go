@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
+	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/node"
 )
@@ -82,8 +83,14 @@ func everyFamily(t *testing.T) map[string]bool {
 		reg := &spy{Registry: metrics.NewRegistry()}
 		// Not run: its families are registered by New. (Its store stays
 		// open until the test process ends.)
-		if _, err := node.New(node.Config{Mode: mode, Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Metrics: reg},
-			log, clock.NewFake(time.Unix(1.7e9, 0))); err != nil {
+		ncfg := node.Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Metrics: reg}
+		var err error
+		if mode == "full" {
+			_, err = fullnode.New(fullnode.Config{Config: ncfg}, log, clock.NewFake(time.Unix(1.7e9, 0)))
+		} else {
+			_, err = node.New(ncfg, log, clock.NewFake(time.Unix(1.7e9, 0)), nil)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		for f := range reg.families(t) {

@@ -193,9 +193,8 @@ func TestVerifyFindsAnEmptiedLooseObject(t *testing.T) {
 }
 
 func TestFetchRemovesAStaleRefLockAndRetriesOnce(t *testing.T) {
-	up, st := setup(t)
 	clk := clock.NewFake(time.Now())
-	st.SetClock(clk)
+	up, st := setup(t, mirror.WithClock(clk))
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -240,9 +239,8 @@ func TestFetchRemovesAStaleRefLockAndRetriesOnce(t *testing.T) {
 }
 
 func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
-	up, st := setup(t)
 	clk := clock.NewFake(time.Now())
-	st.SetClock(clk)
+	up, st := setup(t, mirror.WithClock(clk))
 	for _, name := range []string{"a", "b"} {
 		if err := up.Create(name, []string{"main"}, nil); err != nil {
 			t.Fatal(err)

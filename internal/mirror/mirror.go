@@ -1,6 +1,8 @@
 // Package mirror keeps the bare mirrors of a node on disk, one directory per
 // repository key under <data>/repos/<key>.git. It owns their life cycle:
-// a clone is made in <data>/tmp and renamed into place only when complete,
+// a clone is made in <data>/tmp, with one ref listing and one fetch of
+// what it listed, its bitmap written at once, and renamed into place only
+// when complete (firstmirror.go),
 // fetches update refs atomically and check every object received (fsck),
 // git work on one repository is serialised, removal is a rename out of the
 // tree followed by deletion (or a move to <data>/removed, to be undone),
@@ -79,10 +81,24 @@ type keyLock struct {
 	refs int
 }
 
+// Option sets up a Store when it is opened.
+type Option func(*Store)
+
+// WithClock makes clk the time of the store's rules: the age of lock files
+// and of retired mirrors, and when marked mirrors are pruned. The default
+// is the wall clock.
+func WithClock(clk clock.Clock) Option {
+	return func(s *Store) {
+		if clk != nil {
+			s.clk = clk
+		}
+	}
+}
+
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
 // killed process left in tmp, and removes the clean-stop marker, noting
 // whether it was there (cleanstop.go).
-func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) {
+func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) (*Store, error) {
 	// git runs in a neutral directory (package gitcmd): its paths are absolute.
 	absData, err := filepath.Abs(dataDir)
 	if err != nil {
@@ -109,6 +125,9 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger) (*Store, error) 
 		prunes:     make(map[string]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if err = s.data.RemoveAll(s.tmp); err != nil {
 		data.root.Close()
@@ -347,49 +366,6 @@ func (s *Store) setHead(ctx context.Context, dir, head string) error {
 		return nil
 	}
 	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "symbolic-ref", Args: []string{"HEAD", head}})
-}
-
-// clone fetches url into a fresh repository in tmp and renames it into place.
-func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error) {
-	tmp, err := os.MkdirTemp(s.tmp, "clone-")
-	if err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
-	}
-	defer s.data.RemoveAll(tmp)
-	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
-		return gitcmd.Refs{}, err
-	}
-	remote, err := s.listRefs(ctx, key, url)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	if len(remote.Refs.Refs) > 0 {
-		if err := s.fetch(ctx, tmp, url, remote.Skipped, ""); err != nil {
-			return gitcmd.Refs{}, err
-		}
-		if err := s.checkCloneSize(tmp, url); err != nil {
-			return gitcmd.Refs{}, err
-		}
-	}
-	head, err := s.git.RemoteHead(ctx, url)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	if err := s.setHead(ctx, tmp, head); err != nil {
-		return gitcmd.Refs{}, err
-	}
-	refs, err := s.git.LocalRefs(ctx, tmp)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	dst := s.Path(key)
-	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
-	}
-	if err := s.data.Rename(tmp, dst); err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
-	}
-	return refs, nil
 }
 
 // Refs reads the refs of key's mirror.

@@ -16,14 +16,14 @@ import (
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
-func setup(t *testing.T) (*gittest.Upstreams, *mirror.Store) {
+func setup(t *testing.T, opts ...mirror.Option) (*gittest.Upstreams, *mirror.Store) {
 	t.Helper()
 	up, err := gittest.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(up.Close)
-	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,11 +49,10 @@ func newPruneRig(t *testing.T, branches []string, after time.Duration, lim mirro
 // open opens the store on the rig's data directory, as a node's start.
 func (r *pruneRig) open(after time.Duration, lim mirror.Limits) {
 	r.t.Helper()
-	st, err := mirror.Open(r.data, &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := mirror.Open(r.data, &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), mirror.WithClock(r.clk))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	st.SetClock(r.clk)
 	st.SetPruneAfter(after)
 	st.SetLimits(lim)
 	if _, err := st.Scan(); err != nil {

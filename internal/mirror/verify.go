@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
@@ -17,10 +16,6 @@ import (
 // ErrCorrupt marks a mirror that failed verification: objects are missing
 // or unreadable, so a clone from it would fail or be incomplete.
 var ErrCorrupt = errors.New("mirror is corrupt")
-
-// SetClock replaces the wall clock used for the age of lock files and of
-// retired mirrors.
-func (s *Store) SetClock(clk clock.Clock) { s.clk = clk }
 
 // Verify checks that key's mirror is whole: every loose object file is
 // non-empty, every pack has its index, and every object reachable from the

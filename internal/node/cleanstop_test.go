@@ -24,6 +24,7 @@ import (
 // upstream, reopened as a node's start does.
 type crashRig struct {
 	t         *testing.T
+	up        *gittest.Upstreams
 	data, url string
 	key       string
 }
@@ -38,7 +39,7 @@ func newCrashRig(t *testing.T) *crashRig {
 	if err := up.Create("c", []string{"main"}, []string{"v1"}); err != nil {
 		t.Fatal(err)
 	}
-	r := &crashRig{t: t, data: t.TempDir(), url: up.RepoURL("c")}
+	r := &crashRig{t: t, up: up, data: t.TempDir(), url: up.RepoURL("c")}
 	if r.key, _, err = repokey.Normalize(r.url, repokey.Options{AllowPrivate: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,22 +66,24 @@ func (r *crashRig) start() *Node {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { db.Close() })
-	return &Node{log: log, clk: clock.Real{}, mirror: st, db: db, verify: newVerifier(time.Hour),
+	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, integrity: newIntegrityScan(time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
 		owned: map[string]*owned{r.key: {url: r.url}}, digests: map[string]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
 		dialer: egressDialer(Config{AllowPrivate: true})}
+	n.role = partial{n}
+	return n
 }
 
 func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testing.T) {
 	r := newCrashRig(t)
 	n := r.start() // no clean stop before it
 	held := n.holdUnchecked()
-	if !slices.Equal(held, []string{r.key}) || n.verify.brokenState(r.key) != stateUnchecked {
-		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.verify.brokenState(r.key), stateUnchecked)
+	if !slices.Equal(held, []string{r.key}) || n.integrity.brokenState(r.key) != StateUnchecked {
+		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.integrity.brokenState(r.key), StateUnchecked)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.verify.brokenState(r.key); s != "" {
+	if s := n.integrity.brokenState(r.key); s != "" {
 		t.Fatalf("a whole mirror is %q after its check, want served", s)
 	}
 }
@@ -98,11 +101,11 @@ func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := n.holdUnchecked()
-	if n.verify.brokenState(r.key) != stateUnchecked {
-		t.Fatalf("held %v, state %q", held, n.verify.brokenState(r.key))
+	if n.integrity.brokenState(r.key) != StateUnchecked {
+		t.Fatalf("held %v, state %q", held, n.integrity.brokenState(r.key))
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.verify.brokenState(r.key); s != "" {
+	if s := n.integrity.brokenState(r.key); s != "" {
 		t.Fatalf("state %q after the check, want repaired and served", s)
 	}
 	if _, err := os.Stat(empty); err == nil {
@@ -117,7 +120,7 @@ func TestAfterACleanStopNothingIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = r.start()
-	if held := n.holdUnchecked(); len(held) != 0 || n.verify.brokenState(r.key) != "" {
-		t.Fatalf("after a clean stop: held %v, state %q", held, n.verify.brokenState(r.key))
+	if held := n.holdUnchecked(); len(held) != 0 || n.integrity.brokenState(r.key) != "" {
+		t.Fatalf("after a clean stop: held %v, state %q", held, n.integrity.brokenState(r.key))
 	}
 }

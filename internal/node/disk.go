@@ -7,11 +7,11 @@ import (
 	"github.com/gitfleet/gitfleet/internal/mirror"
 )
 
-// disk returns the space the node uses and may use for mirrors: with a
+// Disk returns the space the node uses and may use for mirrors: with a
 // quota, the size of <data>/repos and of what it keeps beside
 // (diskbeside.go), measured at most every 10 s, against the quota;
 // otherwise the file system's usage.
-func (n *Node) disk() (used, total uint64) {
+func (n *Node) Disk() (used, total uint64) {
 	n.diskMu.Lock()
 	defer n.diskMu.Unlock()
 	return n.diskLocked()
@@ -41,12 +41,12 @@ func (n *Node) diskLocked() (used, total uint64) {
 	return (st.Blocks - st.Bavail) * uint64(st.Bsize), st.Blocks * uint64(st.Bsize)
 }
 
-// reserveClone decides whether the node has room for one more mirror and,
+// ReserveClone decides whether the node has room for one more mirror and,
 // if so, counts the clone as under way until the returned function is
 // called. With a quota, the clones under way are counted at the average
 // size of the mirrors held (and while no size is known yet, one clone at a
 // time), so that parallel clones cannot all slip under the mark at once.
-func (n *Node) reserveClone() (func(), bool) {
+func (n *Node) ReserveClone() (func(), bool) {
 	// Measured and reserved under one lock: a measure taken before another
 	// clone ended, and the count of mirrors read after, would let a clone
 	// slip under the mark.
@@ -84,8 +84,8 @@ func (n *Node) heldCount() int {
 	return len(n.digests)
 }
 
-// ownedOf returns which of keys this node owns (is assigned).
-func (n *Node) ownedOf(keys []string) map[string]bool {
+// OwnedOf returns which of keys this node owns (is assigned).
+func (n *Node) OwnedOf(keys []string) map[string]bool {
 	if len(keys) == 0 {
 		return nil
 	}

@@ -24,14 +24,14 @@ func TestAClonedMirrorCountsAtOnceAgainstTheQuota(t *testing.T) {
 	n.mirror, n.digests = ms, map[string]string{}
 	n.cfg.DiskQuota, n.cfg.DiskHighWater = 64, 0.85
 
-	release, ok := n.reserveClone()
+	release, ok := n.ReserveClone()
 	if !ok {
 		t.Fatal("the first clone of an empty node was refused")
 	}
-	if _, ok := n.reserveClone(); ok {
+	if _, ok := n.ReserveClone(); ok {
 		t.Fatal("a second clone was let in before the first told how big a mirror is")
 	}
-	n.disk() // a heartbeat measures the disk while the clone is under way: nothing held
+	n.Disk() // a heartbeat measures the disk while the clone is under way: nothing held
 	// The clone ends: its mirror is in place and known, then the
 	// reservation is released.
 	if err := os.MkdirAll(filepath.Join(ms.Root(), "h", "a.git"), 0o755); err != nil {
@@ -41,13 +41,13 @@ func TestAClonedMirrorCountsAtOnceAgainstTheQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
-	n.digests["h/a"] = "d1" // what setDigest does, without the store
+	n.digests["h/a"] = "d1" // what SetDigest does, without the store
 	n.mu.Unlock()
-	if _, ok := n.reserveClone(); ok {
+	if _, ok := n.ReserveClone(); ok {
 		t.Fatal("a clone was let in over the quota while the first one's reservation was still held")
 	}
 	release()
-	if _, ok := n.reserveClone(); ok {
+	if _, ok := n.ReserveClone(); ok {
 		t.Fatal("a clone was let in over the quota")
 	}
 }

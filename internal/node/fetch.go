@@ -15,7 +15,7 @@ import (
 
 // repoState tells the scheduler what the node knows of key's mirror.
 func (n *Node) repoState(key string) schedule.RepoState {
-	d, ok := n.digest(key)
+	d, ok := n.Digest(key)
 	return schedule.RepoState{Cloned: ok && d != "" && n.mirror.Has(key)}
 }
 
@@ -63,7 +63,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		url, fallbacks, taskIDs, seed = o.url, o.fallbacks, o.taskIDs, o.seedURL
 		o.taskIDs, o.seedURL = nil, ""
 	}
-	// cctx ends when the operator cancels the check (cancel.go).
+	// cctx ends when the operator cancels the check (checkcancel.go).
 	cctx, endCheck := n.startCheckLocked(ctx, key, taskIDs)
 	n.mu.Unlock()
 	defer endCheck()
@@ -71,7 +71,9 @@ func (n *Node) check(ctx context.Context, key string) {
 		n.sched.Done(key, schedule.Outcome{})
 		return
 	}
-	release, ok := n.admitFetch(key)
+	// By the disk's high water: refused, the check ends here and the key
+	// leaves the scheduler (handed back, or waiting for room).
+	release, ok := n.role.AdmitOwn(key, n.mirror.Has(key))
 	if !ok {
 		return
 	}
@@ -94,21 +96,21 @@ func (n *Node) check(ctx context.Context, key string) {
 			n.log.Info("cloned from the full node", "key", key)
 		}
 	}
-	res, err := n.syncUpstream(cctx, key, url)
+	res, err := n.SyncUpstream(cctx, key, url)
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
 	tried := url
-	for i := 0; err != nil && cctx.Err() == nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !overLimit(err); i++ {
+	for i := 0; err != nil && cctx.Err() == nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !OverLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		tried = fallbacks[i]
-		res, err = n.syncUpstream(cctx, key, tried)
+		res, err = n.SyncUpstream(cctx, key, tried)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the check did not happen
 	}
 	if err != nil && cancelled(cctx) {
-		err = fmt.Errorf("%w after %v; the mirror is as it was", errCancelled, n.clk.Now().Sub(start).Round(time.Millisecond))
+		err = fmt.Errorf("%w after %v; the mirror is as it was", ErrCancelled, n.clk.Now().Sub(start).Round(time.Millisecond))
 	}
 	out := schedule.Outcome{Changed: res.Changed, Fetched: res.Fetched}
 	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), DurationMs: n.clk.Now().Sub(start).Milliseconds(), TaskIds: taskIDs}
@@ -128,67 +130,34 @@ func (n *Node) check(ctx context.Context, key string) {
 		if errors.Is(err, mirror.ErrEmptyAdvertisement) {
 			r.ErrorClass = "empty-advertisement"
 		}
-		if errors.Is(err, errCancelled) {
+		if errors.Is(err, ErrCancelled) {
 			r.ErrorClass = "cancelled"
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
 		out.ChangeTimes = n.changeTimes(key, res)
 		if res.Changed || res.Cloned {
-			n.setDigest(key, r.Digest)
+			n.SetDigest(key, r.Digest)
 			n.log.Info("mirror updated", "key", key, "cloned", res.Cloned, "digest", r.Digest)
-		} else if d, _ := n.digest(key); d != r.Digest {
-			n.setDigest(key, r.Digest)
+		} else if d, _ := n.Digest(key); d != r.Digest {
+			n.SetDigest(key, r.Digest)
 		}
 	}
-	n.met.checked(n.cfg.Mode, kindOf(had, res), tried, r.ErrorClass, n.clk.Now().Sub(start), err) // promcollect.go
+	n.met.checked(roleName(n.reg.Mode), KindOf(had, res), tried, r.ErrorClass, n.clk.Now().Sub(start), err) // promcollect.go
 	if err == nil {
 		n.met.rechecked(prev, start)
 	}
 	n.sched.Done(key, out)
-	n.report(r)
-	n.flog.Append(n.workEntry(key, kind, start, res, err))
-	if n.full != nil && err == nil {
-		n.full.ownSynced(key, start)
-		n.full.served(key, res)
+	n.Report(r)
+	n.flog.Append(n.WorkEntry(key, kind, start, res, err))
+	if err == nil {
+		n.role.Fetched(key, start, res)
 	}
 }
 
-// admitFetch decides whether a check of key, owned here and due now, may
-// start, by the disk's high water. When it may not, the check ends here
-// and the key leaves the scheduler: a partial node with no room for a new
-// mirror hands it back rather than fill the disk; a full node goes by its
-// full disk policy (fulldisk.go), and the key waits for room. The returned
-// function ends the room's reservation.
-func (n *Node) admitFetch(key string) (func(), bool) {
-	held := n.mirror.Has(key)
-	if n.full != nil {
-		if release, ok := n.full.gate(held); ok {
-			return release, true
-		}
-		n.unschedule(key) // before it waits: room may come at once
-		n.full.waitOwn(key)
-		return nil, false
-	}
-	if held {
-		return func() {}, true
-	}
-	if release, ok := n.reserveClone(); ok {
-		return release, true
-	}
-	n.log.Warn("disk full: handing the repository back to the coordinator", "key", key)
-	n.mu.Lock()
-	delete(n.owned, key)
-	n.handBack = append(n.handBack, key)
-	n.mu.Unlock()
-	n.unschedule(key)
-	n.sendSoon()
-	return nil, false
-}
-
-// unschedule ends the running check of key without an outcome and stops
-// scheduling it.
-func (n *Node) unschedule(key string) {
+// Unschedule ends the running check of key without an outcome and stops
+// scheduling it (a check its role refused: AdmitOwn).
+func (n *Node) Unschedule(key string) {
 	n.sched.Done(key, schedule.Outcome{})
 	n.sched.Remove(key)
 }

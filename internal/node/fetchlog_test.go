@@ -34,8 +34,14 @@ func TestRefChangesCountsEveryChangeAndNamesTheFirstOnes(t *testing.T) {
 // A force-push upstream: the sync's fetch log entry names the branch with
 // its old and new IDs, so that the rewrite can be undone by hand.
 func TestTheFetchLogNamesTheOldAndNewIDsOfAForcePush(t *testing.T) {
-	f, key, old, up := classifyRigUpstream(t, 0)
-	f.n.clk = clock.NewFake(time.Unix(1_800_000_000, 0))
+	r := newCrashRig(t) // a mirror of a real upstream
+	n, key, up := r.start(), r.key, r.up
+	n.clk = clock.NewFake(time.Unix(1_800_000_000, 0))
+	refs, err := up.Refs("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := refs["refs/heads/main"]
 	out, err := gittest.Output("", "--git-dir", up.Dir+"/c.git", "commit-tree", "-m", "rewritten", old+"^{tree}")
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +50,11 @@ func TestTheFetchLogNamesTheOldAndNewIDsOfAForcePush(t *testing.T) {
 	if err := gittest.Git("", "--git-dir", up.Dir+"/c.git", "update-ref", "refs/heads/main", rewritten); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.n.mirror.Sync(context.Background(), key, up.RepoURL("c"))
+	res, err := n.mirror.Sync(context.Background(), key, up.RepoURL("c"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := f.n.workEntry(key, "check", f.n.clk.Now(), res, nil)
+	e := n.WorkEntry(key, "check", n.clk.Now(), res, nil)
 	want := []fetchlog.Rewrite{{Ref: "refs/heads/main", Old: old, New: rewritten}}
 	if !slices.Equal(e.Rewrites, want) || e.Kind != "fetch" {
 		t.Fatalf("entry %+v, want a fetch with rewrites %+v", e, want)

@@ -52,10 +52,10 @@ func (l Limits) mirror() mirror.Limits {
 	return mirror.Limits{MaxRepoSize: l.MaxRepoSize, MaxRefs: l.MaxRefs, MaxRefLength: l.MaxRefLength}
 }
 
-// overLimit reports whether err says the repository is over a limit: no
+// OverLimit reports whether err says the repository is over a limit: no
 // fallback URL is tried (it is the same repository), and it is checked
 // again only after a long wait.
-func overLimit(err error) bool {
+func OverLimit(err error) bool {
 	c := gitcmd.ClassOf(err)
 	return c == gitcmd.ClassTooLarge || c == gitcmd.ClassTooManyRefs
 }

@@ -1,13 +1,38 @@
-// Package node runs a gitfleet node: a partial node (a worker that mirrors
-// the repositories the coordinator gives it, decides when to re-check each,
-// and lets full nodes pull its mirrors through a tunnel it opens itself) or
-// a full node (the aggregator that holds every repository, pulls them from
-// their owners, and serves git, the JSON API and the operator's console to
-// the public). Every node keeps a fetch log of its own work (package
-// fetchlog).
+// Package node is the runtime that every gitfleet node runs, and all that
+// a partial node (a volunteer's machine) runs: the session with the
+// coordinator (registration, heartbeats, assignments, results), the checks
+// and fetches of the repositories assigned to it, the scheduler's state
+// kept across restarts, the disk and its high water, the fetch log of its
+// own work (package fetchlog), the background integrity scan of its
+// mirrors and their repair, their maintenance, and the tunnels through
+// which full nodes pull its mirrors. The full node (package fullnode) owns
+// a Node and adds what it does through a Role, set at construction; a
+// partial node has the partial role (role.go).
 //
-// Every connection of a partial node is outbound. Decisions about time live
-// in package schedule; this package does the I/O around them.
+// Every connection of a partial node is outbound: it listens on no public
+// port (its git reaches upstreams through an egress proxy on loopback, and
+// its volunteer reads its status on loopback: status.go). What the
+// volunteer says of the machine (volunteer.go) bounds it: a cap on its
+// bandwidth, which its downloads and uploads share, and active hours,
+// outside which it does no background work.
+// This package serves no public request, holds no view of the fleet's
+// other repositories and decides nothing for the fleet: that is the full
+// node's and the coordinator's.
+//
+// Decisions about time: when each repository is checked is package
+// schedule's (fed the node's budget, limits and results). This package
+// has its own: the integrity scan's plan (integrityplan.go) and the
+// maintenance plan with its duty bound (maintenanceplan.go), pure planners
+// fed the clock's time; the volunteer's active hours, which the scheduler,
+// the maintenance lanes and the integrity scan wait for (package hours); the coordinator session's backoff (session.go);
+// the disk measured at most every 10 s (disk.go); a failed repair or an
+// unclean stop's check tried again a minute later (integrity.go). The full
+// node's are package fullnode's.
+//
+// Three words that sound alike: the integrity scan (integrity.go) reads
+// the mirrors on disk for missing or broken objects; git's fsck checks
+// every object a fetch brings (package mirror); and a full node verifies
+// a mirror's refs against its upstream (verified_at, package fullnode).
 package node
 
 import (
@@ -17,18 +42,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
-	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -37,9 +64,9 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// Config configures a node.
+// Config configures the runtime of a node (a full node's own settings are
+// fullnode.Config's).
 type Config struct {
-	Mode    string // "partial" or "full"
 	DataDir string
 	Name    string
 	// Coordinators are the host:port addresses of the coordinator's gRPC:
@@ -47,12 +74,9 @@ type Config struct {
 	// finds the leader among them).
 	Coordinators []string
 	JoinToken    string
-	// FullToken admits a full node (the coordinator's --full-token).
-	FullToken string
 	// TLS, when set, is how the node dials the coordinator and full nodes'
-	// tunnels; nil: plain TCP. TunnelTLS, when set, is the configuration
-	// of a full node's tunnel listener.
-	TLS, TunnelTLS *tls.Config
+	// tunnels; nil: plain TCP.
+	TLS *tls.Config
 	// Capacity is the placement weight (1 = a standard node; 0 = hold no
 	// repositories of its own, only for full nodes).
 	Capacity float64
@@ -73,34 +97,29 @@ type Config struct {
 	// usage is then the size of <data>/repos); otherwise the file system's.
 	DiskQuota int64
 	// DiskHighWater is the share of the disk above which the node takes no
-	// new clones and hands them back (default 0.85).
+	// new clones (a partial node hands them back; a full node goes by its
+	// full disk policy) (default 0.85).
 	DiskHighWater float64
-	// FullDiskPolicy is what yields on a full node above its high water:
-	// FullDiskRefuseNew (default) or FullDiskRefuseAll (fulldisk.go).
-	FullDiskPolicy string
-	GitTimeout     time.Duration
+	GitTimeout    time.Duration
 	// Limits bound what an upstream can make the node store or spend.
 	Limits Limits
-	// VerifyInterval is how often each mirror is verified in the
-	// background (0: never).
-	VerifyInterval time.Duration
+	// IntegrityInterval is how often each mirror's integrity is checked in
+	// the background (--verify-interval; 0: never).
+	IntegrityInterval time.Duration
 	// PruneAfter bounds how long a mirror keeps the objects that a fetch
 	// which deleted or rewrote refs left unreachable (mirror.SetPruneAfter).
 	PruneAfter time.Duration
-	// Maintenance of the mirrors (maintain.go): lanes (0: none), the
+	// Maintenance of the mirrors (maintenance.go): lanes (0: none), the
 	// share of the time each may run, and how often a mirror is
 	// repacked in full (dropping what no ref reaches).
 	MaintenanceConcurrency  int
 	MaintenanceDuty         float64
 	MaintenanceFullInterval time.Duration
-	// Retention is how long a full node keeps a removed repository's data
-	// for a re-addition to bring back without a clone.
+	// Retention is how long the old tips of the refs that an emptied
+	// upstream deleted are kept (hidden), and how long a full node keeps a
+	// removed repository's data for a re-addition to bring back without a
+	// clone.
 	Retention time.Duration
-	// Full nodes.
-	HTTPAddr        string // public git + API
-	TunnelAddr      string // where partial nodes dial in
-	TunnelAdvertise string // the address given to partial nodes (default TunnelAddr)
-	PublicURL       string
 	// AllowPrivate accepts upstreams on loopback and private networks.
 	AllowPrivate bool
 	// Egress is the operator's egress policy (nil: the default that
@@ -109,57 +128,52 @@ type Config struct {
 	Egress   *egress.Policy
 	Resolver egress.Resolver
 	// Fold says which hosts' paths are case-insensitive in keys (the
-	// public edge's and the webhooks' keys).
+	// assignments' keys, and a full node's public edge's and webhooks').
 	Fold repokey.Folding
-	// MismatchRevoke is how many forged tips a partial node may serve
-	// before the full node revokes it (0: never).
-	MismatchRevoke int
-	// StaleRevoke is how many stale reports (a repository reported
-	// unchanged after its upstream changed) a partial node may make
-	// before the full node revokes it (0: never).
-	StaleRevoke int
-	// SpotCheckPerHour is how many repositories a full node checks
-	// against their upstreams itself each hour, the oldest verified_at
-	// first (0: none).
-	SpotCheckPerHour int
-	// HintWait is how long an owner has to show a change that a hint
-	// (webhook, forge feed) told of before the full node asks the
-	// upstream itself (default 3 minutes).
-	HintWait time.Duration
 	// LogPerRepo and LogMaxAge bound the fetch log (package fetchlog).
 	LogPerRepo int
 	LogMaxAge  time.Duration
-	// API configures the full node's public API (token, webhook secrets,
-	// outgoing hooks).
-	API api.Config
-	// Serve bounds the full node's public git serving.
-	Serve gitserve.Limits
 	// Metrics is the process's registry, which the node registers its
 	// families on (nil: a registry of its own). A full node serves it at
 	// /metrics.
 	Metrics metrics.Registry
-	// Alerts configures the full node's alerts (alerts.go).
-	Alerts AlertConfig
-	// ServeCache bounds its pack cache (MaxBytes 0: none).
-	ServeCache gitserve.CacheConfig
+	// MaxBandwidth is the volunteer's cap on the bytes the node moves a
+	// second: its downloads from upstreams and its uploads to full nodes
+	// share it (0: none; package bandwidth). git's connections over git://
+	// and ssh:// do not go through the egress proxy, and are not paced.
+	MaxBandwidth bandwidth.Rate
+	// ActiveHours are the volunteer's (nil: always; package hours):
+	// outside them the node starts no background check, maintenance or
+	// integrity scan, and the coordinator gives it no clones while another
+	// node can take them. Urgent checks (first clones, checks asked for)
+	// still run, unless DeclineUrgent.
+	ActiveHours   *hours.Window
+	DeclineUrgent bool
+	// StatusAddr is the loopback address of the node's status (gitfleet
+	// node status; "": a free port of 127.0.0.1), written to
+	// <data>/status.addr while the node runs.
+	StatusAddr string
 }
 
 // Node is a running node.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	clk    clock.Clock
-	git    *gitcmd.Runner
-	dialer *egress.Dialer // every upstream connection's policy
-	proxy  *egress.Proxy  // git's way to upstreams, through dialer
-	mirror *mirror.Store
-	db     store.Store
-	sched  *schedule.Scheduler
-	full   *fullNode // nil on partial nodes
-	verify *verifier
-	met    *nodeMetrics  // promcollect.go
-	flog   *fetchlog.Log // what this node did, persisted (fetchlog.go)
-	maint  *maintainer
+	cfg       Config
+	log       *slog.Logger
+	clk       clock.Clock
+	git       *gitcmd.Runner
+	dialer    *egress.Dialer // every upstream connection's policy
+	proxy     *egress.Proxy  // git's way to upstreams, through dialer
+	mirror    *mirror.Store
+	db        store.Store
+	sched     *schedule.Scheduler
+	role      Role // the partial role, or what a full node adds (role.go)
+	reg       Registration
+	integrity *integrityScan
+	met       *nodeMetrics  // promcollect.go
+	flog      *fetchlog.Log // what this node did, persisted (fetchlog.go)
+	maint     *maintainer
+	bw        *bandwidth.Limiter // the volunteer's cap (nil: none), on upstreams' reads and tunnels' writes
+	traffic   *traffic           // the bytes moved today (volunteer.go)
 
 	runCtx context.Context
 	id     uint32
@@ -172,6 +186,7 @@ type Node struct {
 	results     map[string]*fleetv1.CheckResult
 	sess        *coordSession // current session (nil when disconnected)
 	tunnels     map[string]context.CancelFunc
+	tunnelWG    sync.WaitGroup // the tunnels' goroutines, waited for by Run
 	wakeup      chan struct{}
 	sendNow     chan struct{}
 	digests     map[string]string // key -> digest of the local mirror
@@ -179,7 +194,7 @@ type Node struct {
 	meta        map[string]*repoMeta
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
-	leaderless  atomic.Bool  // a coordinator said it knows no leader (alerts.go)
+	leaderless  atomic.Bool  // a coordinator said it knows no leader (Session)
 	handBack    []string     // keys to hand back on the session
 	diskMu      sync.Mutex
 	diskAt      time.Time // when diskUsed was measured
@@ -187,11 +202,17 @@ type Node struct {
 	cloning     int // clones under way (guarded by diskMu)
 	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
 	metaDirty   map[string]bool
-	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; cancel.go)
+	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; checkcancel.go)
 
 	// What the node keeps beside its mirrors when diskUsed was measured
 	// (guarded by diskMu; diskbeside.go).
 	diskBesides uint64
+
+	// What the coordinator told of the node (volunteer.go): the fleet's
+	// size with the last Assign, and what the fleet holds against the
+	// node (guarded by mu).
+	fleetRepos atomic.Uint32
+	standing   Standing
 }
 
 type owned struct {
@@ -207,38 +228,37 @@ type identity struct {
 	Secret string `json:"secret"`
 }
 
-// New prepares a node's data directory.
-func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
-	if cfg.Mode != "partial" && cfg.Mode != "full" {
-		return nil, fmt.Errorf("node: mode %q: want partial or full", cfg.Mode)
-	}
+// New prepares a node's data directory. role makes the role of the node
+// once the runtime is built (nil: a partial node); it is called once,
+// before New returns.
+func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, error)) (*Node, error) {
 	if len(cfg.Coordinators) == 0 {
 		return nil, errors.New("node: the coordinator's address is required (--coordinator)")
 	}
 	if cfg.Fetchers <= 0 {
-		cfg.Fetchers = 10
+		cfg.Fetchers = config.DefaultFetchers
 	}
 	if cfg.DiskHighWater <= 0 || cfg.DiskHighWater > 1 {
 		cfg.DiskHighWater = 0.85
 	}
-	if cfg.FullDiskPolicy == "" {
-		cfg.FullDiskPolicy = FullDiskRefuseNew
-	}
 	if cfg.GitTimeout <= 0 {
-		cfg.GitTimeout = 30 * time.Minute
-	}
-	if cfg.HintWait <= 0 {
-		cfg.HintWait = 3 * time.Minute
+		cfg.GitTimeout = config.DefaultGitTimeout
 	}
 	if cfg.Name == "" {
 		h, _ := os.Hostname()
 		cfg.Name = h
 	}
+	if cfg.StatusAddr == "" {
+		cfg.StatusAddr = "127.0.0.1:0"
+	}
+	if err := checkLoopback(cfg.StatusAddr); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	git := gitRunner(cfg.GitTimeout, cfg.Limits, log)
-	ms, err := mirror.Open(cfg.DataDir, git, log)
+	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +279,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
 		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits,
-		HostConcurrency: cfg.HostConcurrency}, clk)
+		HostConcurrency: cfg.HostConcurrency, Hours: cfg.ActiveHours, DeclineUrgent: cfg.DeclineUrgent}, clk)
 	if err != nil {
 		db.Close()
 		ms.Close()
@@ -268,20 +288,28 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, verify: newVerifier(cfg.VerifyInterval),
+		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
 		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
-		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval)}
-	if cfg.Mode == "full" {
-		if n.full, err = newFullNode(n); err != nil {
+		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval),
+		bw:    bandwidth.NewLimiter(cfg.MaxBandwidth)}
+	n.traffic = newTraffic(clk, n.zone())
+	n.role = partial{n}
+	if role != nil {
+		if n.role, err = role(n); err != nil {
 			db.Close()
 			ms.Close()
 			return nil, err
 		}
 	}
+	n.reg = n.role.Registration()
+	n.integrity.changed = n.role.Changed
 	n.met = newNodeMetrics(n, cfg.Metrics)
-	// git's own connections to upstreams: counted as bytes fetched.
+	// git's own connections to upstreams: counted as bytes fetched, and
+	// today's, and paced by the volunteer's cap.
 	counted := *n.dialer
-	counted.Received = n.met.addFetched("upstream")
+	fetched := n.met.addFetched("upstream")
+	counted.Received = func(b int) { fetched(b); n.traffic.add(false, b) }
+	counted.Limit = n.bw
 	if n.proxy, err = egress.NewProxy(&counted, log); err != nil {
 		db.Close()
 		ms.Close()
@@ -331,23 +359,28 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.loadIdentity(); err != nil {
 		return err
 	}
+	if err := n.traffic.load(ctx, n.db); err != nil {
+		n.log.Warn("today's traffic could not be read; it is counted from now", "err", err)
+	}
+
 	if err := n.loadDigests(ctx); err != nil {
 		return err
 	}
 	if err := n.loadMeta(ctx); err != nil {
 		return err
 	}
-	if n.full != nil {
-		if err := n.full.loadVerified(ctx); err != nil {
-			return err
-		}
-	}
 	keys, err := n.mirror.Scan()
 	if err != nil {
 		return err
 	}
-	n.log.Info("node starting", "mode", n.cfg.Mode, "data", n.cfg.DataDir, "mirrors_on_disk", len(keys),
+	n.log.Info("node starting", "mode", roleName(n.reg.Mode), "data", n.cfg.DataDir, "mirrors_on_disk", len(keys),
 		"clean_start", n.mirror.CleanStart())
+	// The role's own state and listeners: a port that is taken fails the
+	// start at once.
+	if err := n.role.Start(ctx); err != nil {
+		return err
+	}
+	n.reg = n.role.Registration() // its addresses are known now
 	unchecked := n.holdUnchecked()
 	held := make(map[string]bool, len(keys))
 	for _, k := range keys {
@@ -366,6 +399,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 
+	statusLn, err := net.Listen("tcp", n.cfg.StatusAddr)
+	if err != nil {
+		return fmt.Errorf("node: status: listen on %s: %w", n.cfg.StatusAddr, err)
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	n.runCtx = ctx
@@ -375,16 +413,12 @@ func (n *Node) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	errc := make(chan error, 2)
-	if n.full != nil {
-		if err := n.full.listen(); err != nil {
-			return err
+	run(func(ctx context.Context) {
+		if err := n.role.Serve(ctx); err != nil {
+			errc <- err
 		}
-		run(func(ctx context.Context) {
-			if err := n.full.serve(ctx); err != nil {
-				errc <- err
-			}
-		})
-	}
+	})
+	run(func(ctx context.Context) { n.serveStatus(ctx, statusLn) })
 	run(n.fetchLoop)
 	run(n.persistLoop)
 	run(n.flog.Run)
@@ -392,8 +426,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if len(unchecked) > 0 {
 		run(func(ctx context.Context) { n.checkAfterCrash(ctx, unchecked) })
 	}
-	if n.cfg.VerifyInterval > 0 {
-		run(n.verifyLoop)
+	if n.cfg.IntegrityInterval > 0 {
+		run(n.integrityLoop)
 	}
 	for range n.maint.lanes {
 		run(n.maintainLoop)
@@ -409,11 +443,13 @@ func (n *Node) Run(ctx context.Context) error {
 	case runErr = <-errc:
 	}
 	cancel()
-	wg.Wait()
+	wg.Wait() // the loops, the session and the role's work: nothing uses the store after
 	n.stopTunnels()
+	n.tunnelWG.Wait()
 	if err := n.flog.Flush(context.Background()); err != nil {
 		n.log.Warn("fetch log: last write failed", "err", err)
 	}
+	n.writeLastStatus()
 	// Every loop that writes mirrors has ended (wg.Wait).
 	if err := n.mirror.MarkCleanStop(); err != nil {
 		n.log.Warn("could not record the clean stop: the next start checks the mirrors written last", "err", err)
@@ -430,32 +466,33 @@ func (n *Node) loadDigests(ctx context.Context) error {
 	})
 }
 
-func (n *Node) setDigest(key, digest string) {
+// SetDigest records the digest of the refs of key's mirror, which the
+// node holds (a check, a pull, a repair wrote it).
+func (n *Node) SetDigest(key, digest string) {
 	n.mu.Lock()
 	n.digests[key] = digest
 	n.mu.Unlock()
 	n.maint.note(key) // written to: a candidate for maintenance
-	if n.full != nil {
-		n.full.reclass(key) // counters.go
-	}
+	n.role.Changed(key)
 	if err := n.db.Put(context.Background(), bucketDigests, key, []byte(digest)); err != nil {
 		n.log.Warn("store digest", "key", key, "err", err)
 	}
 }
 
-func (n *Node) forgetDigest(key string) {
+// ForgetDigest records that the node no longer holds key's mirror.
+func (n *Node) ForgetDigest(key string) {
 	n.mu.Lock()
 	delete(n.digests, key)
 	n.mu.Unlock()
-	if n.full != nil {
-		n.full.reclass(key) // counters.go
-	}
+	n.role.Changed(key)
 	if err := n.db.Delete(context.Background(), bucketDigests, key); err != nil {
 		n.log.Warn("delete digest", "key", key, "err", err)
 	}
 }
 
-func (n *Node) digest(key string) (string, bool) {
+// Digest returns the digest of key's mirror ("" while unknown), and
+// whether the node holds one.
+func (n *Node) Digest(key string) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	d, ok := n.digests[key]

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,10 +10,10 @@ import (
 )
 
 // A node's Prometheus figures. Counters and histograms are updated where
-// things happen (a check, a pull, a byte served); the gauges are read at a
-// scrape from what the node keeps anyway (the scheduler's queues, the full
-// node's counters of repositories by state, counters.go), so a scrape costs
-// O(states + hosts + nodes), never O(repositories).
+// things happen (a check, a byte served); the gauges are read at a scrape
+// from what the node keeps anyway (the scheduler's queues), so a scrape
+// costs O(hosts), never O(repositories). A full node registers its own
+// families beside these (package fullnode).
 
 // maxHostLabels bounds the hosts named in gitfleet_upstream_errors_total;
 // the rest are "other".
@@ -24,7 +22,6 @@ const maxHostLabels = 50
 // nodeMetrics are the families a node updates as it works.
 type nodeMetrics struct {
 	checks         *prometheus.HistogramVec // role, kind, result
-	pulls          *prometheus.HistogramVec // kind, result
 	intervals      prometheus.Histogram
 	upstreamErrors *prometheus.CounterVec // class, host
 	hosts          *metrics.Hosts
@@ -57,20 +54,13 @@ func newNodeMetrics(n *Node, reg metrics.Registry) *nodeMetrics {
 		Name: "gitfleet_served_bytes_total",
 		Help: "Bytes of git answers served: to the public (to=public, full node), to full nodes through tunnels (to=full-node, partial node).",
 	}, []string{"to"}))
-	if n.cfg.Mode == "full" {
-		m.pulls = metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gitfleet_pull_duration_seconds",
-			Help:    "Pulls of repositories from their owners through their tunnels, by kind (fetch, clone) and result (ok, failed).",
-			Buckets: metrics.DurationBuckets(),
-		}, []string{"kind", "result"}))
-	}
 	reg.MustRegister(&nodeCollector{n: n}, maintenanceCollector{n.maint})
 	return m
 }
 
-// kindOf names what a check or a pull did: a clone (no mirror before it),
+// KindOf names what a check or a pull did: a clone (no mirror before it),
 // a fetch (objects came), or a check (the refs were compared, nothing more).
-func kindOf(hadMirror bool, res mirror.Result) string {
+func KindOf(hadMirror bool, res mirror.Result) string {
 	switch {
 	case !hadMirror || res.Cloned:
 		return "clone"
@@ -80,7 +70,8 @@ func kindOf(hadMirror bool, res mirror.Result) string {
 	return "check"
 }
 
-func resultOf(err error) string {
+// ResultOf names the result of a check or a pull in the metrics.
+func ResultOf(err error) string {
 	if err != nil {
 		return "failed"
 	}
@@ -90,16 +81,9 @@ func resultOf(err error) string {
 // checked records one check of an upstream: its duration, and its error
 // by class and host.
 func (m *nodeMetrics) checked(role, kind, url, class string, took time.Duration, err error) {
-	m.checks.WithLabelValues(role, kind, resultOf(err)).Observe(took.Seconds())
+	m.checks.WithLabelValues(role, kind, ResultOf(err)).Observe(took.Seconds())
 	if err != nil {
 		m.upstreamErrors.WithLabelValues(class, m.hosts.Label(url)).Inc()
-	}
-}
-
-// pulled records one pull from an owner.
-func (m *nodeMetrics) pulled(kind string, took time.Duration, err error) {
-	if m.pulls != nil {
-		m.pulls.WithLabelValues(kind, resultOf(err)).Observe(took.Seconds())
 	}
 }
 
@@ -122,8 +106,7 @@ func (m *nodeMetrics) addServed(to string) func(int) {
 }
 
 // nodeCollector reads a node's gauges at a scrape: the scheduler's queues
-// and counters (one Stats call, O(hosts)), its session and tunnels, and on
-// a full node the families of fullCollector.
+// and counters (one Stats call, O(hosts)), its session and tunnels.
 type nodeCollector struct{ n *Node }
 
 var (
@@ -150,9 +133,6 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSchedQueue, descSchedOverdue, descSchedRunning, descSchedRepos, descSchedChecks, descSchedFailures,
 		descSchedBacking, descSchedGone, descBudget, descBudgetShort, descMaxInterval, descSession, descNodeTunnels} {
 		ch <- d
-	}
-	if c.n.full != nil {
-		describeFull(ch)
 	}
 }
 
@@ -182,104 +162,12 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	n.mu.Unlock()
 	gauge(descSession, boolValue(session))
 	gauge(descNodeTunnels, float64(tunnels))
-	if n.full != nil {
-		n.full.collect(ch)
-	}
 }
 
+// boolValue is a gauge's value of b.
 func boolValue(b bool) float64 {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// The full node's families, as its hand-written /metrics had them.
-var (
-	descRepos        = prometheus.NewDesc("gitfleet_repos", "Repositories the mirror holds, by state.", []string{"state"}, nil)
-	descReposTotal   = prometheus.NewDesc("gitfleet_repos_total", "Repositories the mirror holds.", nil, nil)
-	descReposCurrent = prometheus.NewDesc("gitfleet_repos_current",
-		"Repositories the full node serves as it last saw their upstream (verified_at), with no newer change known.", nil, nil)
-	descReposStale = prometheus.NewDesc("gitfleet_repos_stale",
-		"Repositories whose verified_at is older than --alert-stale-after (never verified: not counted).", nil, nil)
-	descStaleReports = prometheus.NewDesc("gitfleet_node_stale_reports_total",
-		"Changes upstream that a node reported unchanged, found by the full node's own check.", []string{"node"}, nil)
-	descTunnels    = prometheus.NewDesc("gitfleet_tunnels", "Partial nodes with a tunnel open to this full node.", nil, nil)
-	descMismatches = prometheus.NewDesc("gitfleet_node_mismatches_total",
-		"Pulls in which a node served a tip that the upstream never had.", []string{"node"}, nil)
-	descDiskUsed  = prometheus.NewDesc("gitfleet_full_disk_used_bytes", "Space the full node's mirrors use, with the data it keeps for --retention and its pack cache (of --disk-quota, or of the file system).", nil, nil)
-	descDiskTotal = prometheus.NewDesc("gitfleet_full_disk_total_bytes", "The full node's --disk-quota, or its file system's size.", nil, nil)
-	descDiskFull  = prometheus.NewDesc("gitfleet_full_disk_full", "1 while the full node's disk is above its high water.", nil, nil)
-	descDiskWait  = prometheus.NewDesc("gitfleet_full_disk_waiting", "Repositories the full node does not hold and waits for disk room to pull.", nil, nil)
-	descNodes     = prometheus.NewDesc("gitfleet_nodes", "Nodes of the fleet, by state (as the coordinator lists them).", []string{"state"}, nil)
-	descPurge     = prometheus.NewDesc("gitfleet_catalog_purge_pending",
-		"1 while removals held by purge protection (too many within the purge window) wait for confirmation.", nil, nil)
-	descProblems     = prometheus.NewDesc("gitfleet_catalog_problems", "Catalog entries skipped as bad.", nil, nil)
-	descCatalogRepos = prometheus.NewDesc("gitfleet_catalog_repos", "Repositories in the applied catalog, with those added through the API.", nil, nil)
-	descPullQueue    = prometheus.NewDesc("gitfleet_pull_queue", "Repositories waiting for a pull from their owner (pending), and being pulled (running).", []string{"state"}, nil)
-)
-
-func describeFull(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRepos, descReposTotal, descReposCurrent, descReposStale, descStaleReports, descTunnels, descMismatches, descDiskUsed,
-		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descPullQueue} {
-		ch <- d
-	}
-}
-
-// coordinatorWait bounds a scrape's questions to the coordinator (the
-// fleet's nodes and catalog): without an answer, those families are left out.
-const coordinatorWait = 2 * time.Second
-
-// collect reads the full node's families: its counters (O(states)), its
-// tunnels, forged tips by node, disk, pull queue, and the coordinator's
-// view of nodes and catalog.
-func (f *fullNode) collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	t := f.totals()
-	for st, v := range t.byState {
-		gauge(descRepos, float64(v), st)
-	}
-	gauge(descReposTotal, float64(t.total))
-	gauge(descReposCurrent, float64(t.current))
-	if f.tunnels != nil {
-		gauge(descTunnels, float64(len(f.tunnels.Nodes())))
-	}
-	f.mu.Lock()
-	for id, v := range f.mismatches.counts {
-		ch <- prometheus.MustNewConstMetric(descMismatches, prometheus.CounterValue, float64(v), strconv.FormatUint(uint64(id), 10))
-	}
-	for id, v := range f.staleReports.counts {
-		ch <- prometheus.MustNewConstMetric(descStaleReports, prometheus.CounterValue, float64(v), strconv.FormatUint(uint64(id), 10))
-	}
-	if f.alerts != nil {
-		gauge(descReposStale, float64(f.stale.count(f.n.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
-	}
-	pending, pulling := len(f.pending), len(f.pulling)
-	f.mu.Unlock()
-	gauge(descPullQueue, float64(pending), "pending")
-	gauge(descPullQueue, float64(pulling), "running")
-	used, total, full, waiting := f.diskFigures()
-	gauge(descDiskUsed, float64(used))
-	gauge(descDiskTotal, float64(total))
-	gauge(descDiskFull, boolValue(full))
-	gauge(descDiskWait, float64(waiting))
-
-	ctx, cancel := context.WithTimeout(context.Background(), coordinatorWait)
-	defer cancel()
-	if nodes, err := f.fleet.Nodes(ctx); err == nil {
-		byState := map[string]int{}
-		for _, nd := range nodes {
-			byState[nd.State]++
-		}
-		for st, v := range byState {
-			gauge(descNodes, float64(v), st)
-		}
-	}
-	if cat, err := f.fleet.Catalog(ctx); err == nil {
-		gauge(descPurge, boolValue(cat.Pending != nil))
-		gauge(descProblems, float64(cat.Problems))
-		gauge(descCatalogRepos, float64(cat.Repos))
-	}
 }

@@ -2,12 +2,13 @@ package node
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/schedule"
-	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // gathered is the value of family's sample whose labels include want (a
@@ -46,49 +47,13 @@ func gathered(t *testing.T, reg metrics.Registry, family string, want ...string)
 	return 0, false
 }
 
-func TestFullNodeMetricsFollowTheCountersKeptAsStatesChange(t *testing.T) {
-	f := benchFullNode(t, 1000) // a tenth failing, a tenth pending, the rest ok; none on disk
-	reg := f.n.cfg.Metrics
-	for _, c := range []struct {
-		family string
-		labels []string
-		want   float64
-	}{
-		{"gitfleet_repos", []string{"state", "ok"}, 800},
-		{"gitfleet_repos", []string{"state", "failing"}, 100},
-		{"gitfleet_repos", []string{"state", "pending"}, 100},
-		{"gitfleet_repos_total", nil, 1000},
-		{"gitfleet_repos_current", nil, 0}, // no mirror on disk
-		{"gitfleet_tunnels", nil, 0},
-		{"gitfleet_full_disk_full", nil, 0},
-		{"gitfleet_pull_queue", []string{"state", "pending"}, 0},
-	} {
-		if got, ok := gathered(t, reg, c.family, c.labels...); !ok || got != c.want {
-			t.Errorf("%s%v = %v (present %v), want %v", c.family, c.labels, got, ok, c.want)
-		}
-	}
-
-	// A failing repository comes back: the counters follow.
-	f.states([]*fleetv1.RepoState{{Key: "host3.example/group3/repo3", State: "ok", Owner: f.n.id, Digest: "d3", LastCheckMs: 1e12 + 60e3}})
-	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "failing"); got != 99 {
-		t.Errorf("after a failing repository came back: failing = %v, want 99", got)
-	}
-	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "ok"); got != 801 {
-		t.Errorf("after a failing repository came back: ok = %v, want 801", got)
-	}
-
-	f.mu.Lock()
-	f.mismatches.add(7, 0)
-	f.mismatches.add(7, 0)
-	f.mu.Unlock()
-	if got, _ := gathered(t, reg, "gitfleet_node_mismatches_total", "node", "7"); got != 2 {
-		t.Errorf("forged tips of node 7 = %v, want 2", got)
-	}
-}
-
 func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
-	f := benchFullNode(t, 0)
-	n := f.n
+	n, err := New(Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Fetchers: 1},
+		slog.New(slog.DiscardHandler), clock.NewFake(time.Unix(1e9, 0)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.TestHooks().Close)
 	reg := n.cfg.Metrics
 	n.sched.Add("github.com/a/b", "github.com", schedule.RepoState{}) // not cloned: the urgent lane
 	n.sched.Add("github.com/a/c", "github.com", schedule.RepoState{Cloned: true, LastCheck: n.clk.Now()})

@@ -110,11 +110,12 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, verify: newVerifier(time.Hour),
+	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, integrity: newIntegrityScan(time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
 		owned: map[string]*owned{key: {url: url}}, digests: map[string]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
 		dialer: egressDialer(Config{})} // the default policy: loopback refused
+	n.role = partial{n}
 	cause := fmt.Errorf("mirror %s: %w", key, mirror.ErrCorrupt)
 
 	before := conns.Load()
@@ -122,8 +123,8 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if got := conns.Load() - before; got != 0 {
 		t.Fatalf("the refused repair made %d connections", got)
 	}
-	if s := n.verify.brokenState(key); s != stateCorrupt {
-		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, stateCorrupt)
+	if s := n.integrity.brokenState(key); s != StateCorrupt {
+		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, StateCorrupt)
 	}
 	if !strings.Contains(logs.String(), "blocked destination") || !strings.Contains(logs.String(), "class="+string(gitcmd.ClassBlocked)) {
 		t.Fatalf("the refusal is not logged as a blocked destination:\n%s", logs.String())
@@ -137,7 +138,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if conns.Load() == before {
 		t.Fatal("the allowed repair made no connection")
 	}
-	if s := n.verify.brokenState(key); s != "" {
+	if s := n.integrity.brokenState(key); s != "" {
 		t.Fatalf("after the allowed repair the mirror is %q:\n%s", s, logs.String())
 	}
 }

@@ -37,6 +37,6 @@ func (n *Node) refuseAssignment(key, url, want string, err error) {
 	if repokey.Check(key) != nil {
 		return // not a key the coordinator could record
 	}
-	n.report(&fleetv1.CheckResult{Key: key, CheckedAtMs: n.clk.Now().UnixMilli(),
+	n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: n.clk.Now().UnixMilli(),
 		Error: "refused by node: " + err.Error(), ErrorClass: "refused"})
 }

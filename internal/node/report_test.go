@@ -16,8 +16,10 @@ import (
 )
 
 func newTestNode() *Node {
-	return &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil)), clk: clock.NewFake(time.Unix(1e9, 0)),
+	n := &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil)), clk: clock.NewFake(time.Unix(1e9, 0)),
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1)}
+	n.role = partial{n}
+	return n
 }
 
 // Bug seen: an on-demand task stayed running after its check had
@@ -26,8 +28,8 @@ func newTestNode() *Node {
 // the first one with the task's ID.
 func TestANewerResultKeepsTheTasksOfTheOneItReplaces(t *testing.T) {
 	n := newTestNode()
-	n.report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d1", TaskIds: []string{"task-1"}})
-	n.report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d2"})
+	n.Report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d1", TaskIds: []string{"task-1"}})
+	n.Report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d2"})
 	got := n.results["h/a"]
 	if got.GetDigest() != "d2" {
 		t.Fatalf("digest = %s, want the newer d2", got.GetDigest())
@@ -35,7 +37,7 @@ func TestANewerResultKeepsTheTasksOfTheOneItReplaces(t *testing.T) {
 	if !reflect.DeepEqual(got.GetTaskIds(), []string{"task-1"}) {
 		t.Fatalf("tasks = %v, want [task-1]: the first check's task would never finish", got.GetTaskIds())
 	}
-	n.report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d3", TaskIds: []string{"task-2", "task-1"}})
+	n.Report(&fleetv1.CheckResult{Key: "h/a", Ok: true, Digest: "d3", TaskIds: []string{"task-2", "task-1"}})
 	if got := n.results["h/a"].GetTaskIds(); !reflect.DeepEqual(got, []string{"task-1", "task-2"}) {
 		t.Fatalf("tasks = %v, want each once", got)
 	}

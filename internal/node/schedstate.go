@@ -105,9 +105,11 @@ func (n *Node) persistLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			n.persistSchedule(context.Background())
+			n.saveTraffic(context.Background())
 			return
 		case <-n.clk.After(30 * time.Second):
 			n.persistSchedule(ctx)
+			n.saveTraffic(ctx)
 		}
 	}
 }

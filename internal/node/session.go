@@ -28,9 +28,9 @@ type coordSession struct {
 	stream fleetv1.Coordinator_SessionClient
 }
 
-// backoff returns the wait before attempt n (0-based): exponential from
+// Backoff returns the wait before attempt n (0-based): exponential from
 // min to max with ±25% jitter.
-func backoff(n int, lo, hi time.Duration) time.Duration {
+func Backoff(n int, lo, hi time.Duration) time.Duration {
 	d := lo
 	for i := 0; i < n && d < hi; i++ {
 		d *= 2
@@ -69,6 +69,7 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	addrs := n.cfg.Coordinators
 	next, hint := 0, ""
+	inClear := tlsHint{} // without TLS: whether the coordinators speak it
 	attempt, redirects, electing := 0, 0, false
 	for ctx.Err() == nil {
 		addr := addrs[next%len(addrs)]
@@ -112,13 +113,16 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		next++
 		wait := 100 * time.Millisecond // the next address, soon
 		if next%len(addrs) == 0 {      // every address tried: back off
-			wait = backoff(attempt, 500*time.Millisecond, 30*time.Second)
+			wait = Backoff(attempt, 500*time.Millisecond, 30*time.Second)
 			if electing {
 				wait = min(wait, time.Second)
 			}
 			attempt, redirects, electing = attempt+1, 0, false
 		}
 		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
+		if n.cfg.TLS == nil {
+			inClear.observe(ctx, n.log, addr, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -129,23 +133,16 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 }
 
 func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) error {
-	mode := fleetv1.Mode_MODE_PARTIAL
-	tunnelAddr := ""
-	if n.full != nil {
-		mode = fleetv1.Mode_MODE_FULL
-		tunnelAddr = n.full.tunnelAdvertise()
-	}
-	publicURL := ""
-	if n.full != nil {
-		publicURL = n.full.publicURL()
-	}
+	reg := n.reg
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, FullToken: n.cfg.FullToken, NodeId: n.id,
-		NodeSecret: n.secret, Name: n.cfg.Name, Mode: mode, Capacity: n.cfg.Capacity,
-		TunnelAddr: tunnelAddr, Version: version.Version, PublicUrl: publicURL})
+	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, FullToken: reg.FullToken, NodeId: n.id,
+		NodeSecret: n.secret, Name: n.cfg.Name, Mode: reg.Mode, Capacity: n.cfg.Capacity,
+		TunnelAddr: reg.TunnelAddr, Version: version.Version, PublicUrl: reg.PublicURL,
+		MaxBandwidth: uint64(n.cfg.MaxBandwidth), ActiveHours: n.cfg.ActiveHours.String()})
 	if err != nil {
 		if status.Code(err) == codes.PermissionDenied {
+			n.refusedBy(err, status.Convert(err).Message())
 			return fmt.Errorf("%w: %s", ErrJoinRefused, status.Convert(err).Message())
 		}
 		return fmt.Errorf("register: %w", err)
@@ -289,7 +286,7 @@ func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionC
 
 func (n *Node) heartbeat() *fleetv1.Heartbeat {
 	hb := &fleetv1.Heartbeat{}
-	hb.DiskUsedBytes, hb.DiskTotalBytes = n.disk()
+	hb.DiskUsedBytes, hb.DiskTotalBytes = n.Disk()
 	n.mu.Lock()
 	hb.Repos = uint32(len(n.owned))
 	n.mu.Unlock()
@@ -302,11 +299,12 @@ func (n *Node) heartbeat() *fleetv1.Heartbeat {
 		stats.Healthy = true
 	}
 	hb.Unhealthy = !stats.Healthy
+	hb.Resting = n.resting()
 	return hb
 }
 
-// report queues a result for the coordinator (the newest per key wins).
-func (n *Node) report(r *fleetv1.CheckResult) {
+// Report queues a result for the coordinator (the newest per key wins).
+func (n *Node) Report(r *fleetv1.CheckResult) {
 	n.mu.Lock()
 	n.results[r.Key] = withTasksOf(r, n.results[r.Key])
 	n.mu.Unlock()
@@ -327,6 +325,9 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_Welcome:
 		n.setTunnels(n.runCtx, n.peerTunnels(m.Welcome.GetTunnelAddrs()))
 	case *fleetv1.CoordinatorMessage_Assign:
+		if f := m.Assign.GetFleetRepos(); f > 0 {
+			n.fleetRepos.Store(f)
+		}
 		for _, r := range m.Assign.GetRepos() {
 			n.assign(r)
 		}
@@ -347,26 +348,15 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 			}
 			n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
 		}
-	case *fleetv1.CoordinatorMessage_ChangeHint:
-		n.changeHint(ctx, m.ChangeHint)
 	case *fleetv1.CoordinatorMessage_FeedStatus:
-		n.setFeeds(m.FeedStatus.GetWorking(), m.FeedStatus.GetFailing())
-	case *fleetv1.CoordinatorMessage_RepoStates:
-		if n.full != nil {
-			n.full.states(m.RepoStates.GetRepos())
-		}
-	case *fleetv1.CoordinatorMessage_TaskDone:
-		if n.full != nil {
-			go n.full.backend.taskDone(ctx, m.TaskDone)
-		}
-	case *fleetv1.CoordinatorMessage_RepoRemoved:
-		if n.full != nil {
-			n.full.removed(m.RepoRemoved.GetKeys())
-		}
-	case *fleetv1.CoordinatorMessage_NodeCredentials:
-		if n.full != nil {
-			n.full.nodeCredentials(m.NodeCredentials)
-		}
+		n.setFeeds(m.FeedStatus.GetWorking())
+		n.role.Handle(ctx, msg) // a full node's spot checks and alerts
+	case *fleetv1.CoordinatorMessage_Standing:
+		n.setStanding(m.Standing)
+	default:
+		// The fleet's states and removals, tasks done, node credentials
+		// and change hints: a full node's.
+		n.role.Handle(ctx, msg)
 	}
 }
 
@@ -379,9 +369,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		n.refuseAssignment(key, r.GetUrl(), want, err)
 		return
 	}
-	if n.full != nil {
-		n.full.unretire(key) // before a check could clone it anew
-	}
+	n.role.Assigned(key) // before a check could clone it anew
 	n.mu.Lock()
 	o, known := n.owned[key]
 	if !known {
@@ -389,7 +377,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		n.owned[key] = o
 	}
 	o.url, o.fallbacks = r.GetUrl(), r.GetFallbackUrls()
-	if r.GetSeedUrl() != "" && n.full == nil {
+	if r.GetSeedUrl() != "" && !n.reg.HoldsAll {
 		o.seedURL = r.GetSeedUrl()
 	}
 	asked := n.takeEarly(key, o)
@@ -421,7 +409,8 @@ func (n *Node) checkBudget() {
 	}
 }
 
-// drop stops fetching key and, on a partial node, deletes its mirror.
+// drop stops fetching key and, unless the node holds every repository (a
+// full node serves them all), deletes its mirror.
 func (n *Node) drop(key string) {
 	n.mu.Lock()
 	_, known := n.owned[key]
@@ -434,14 +423,14 @@ func (n *Node) drop(key string) {
 	n.mu.Lock()
 	n.metaDirty[key] = true // forgotten at the next save unless still held
 	n.mu.Unlock()
-	if n.full != nil {
+	if n.reg.HoldsAll {
 		return // the full node keeps its copy: it serves every repository
 	}
 	if err := n.mirror.Remove(key); err != nil {
 		n.log.Error("drop mirror", "key", key, "err", err)
 		return
 	}
-	n.forgetDigest(key)
+	n.ForgetDigest(key)
 	n.log.Info("dropped", "key", key)
 }
 
@@ -460,15 +449,6 @@ func (n *Node) checkNow(key, taskID string) {
 		n.sched.Urgent(key)
 		n.kick()
 	}
-}
-
-// changeHint hands a forge feed's push time to the full node, which
-// vouches for what it serves (a partial node has no use for it).
-func (n *Node) changeHint(ctx context.Context, h *fleetv1.ChangeHint) {
-	if n.full == nil || h.GetPushedAtUnix() <= 0 {
-		return
-	}
-	n.hintFromFeed(ctx, h.GetKey(), time.Unix(h.GetPushedAtUnix(), 0))
 }
 
 func (n *Node) kick() {
@@ -490,12 +470,12 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
 		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.secret, n.id), Logger: n.log, TLS: n.cfg.TLS,
-			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
-		go func() {
+			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second, Upload: n.bw}
+		n.tunnelWG.Go(func() { // waited for by Run, after stopTunnels
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
 				n.log.Error("tunnel stopped", "addr", a, "err", err)
 			}
-		}()
+		})
 		n.log.Info("opening tunnel to full node", "addr", a)
 	}
 	for a, cancel := range n.tunnels {
@@ -511,10 +491,10 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 // above 0) is an owner like any other, so the other full nodes pull them
 // through a tunnel it opens to each of them.
 func (n *Node) peerTunnels(addrs []string) []string {
-	if n.full == nil {
+	own := n.reg.TunnelAddr
+	if own == "" {
 		return addrs
 	}
-	own := n.full.tunnelAdvertise()
 	out := make([]string, 0, len(addrs))
 	for _, a := range addrs {
 		if a != own {

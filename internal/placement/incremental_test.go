@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // checkPlacement fails unless every key's placement is what placing every
@@ -73,7 +75,7 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 			cfg.MaxInFlight = 20
 			e := New(cfg)
 			present := map[string]bool{}
-			var members []Member
+			var members []ring.Member
 			pick := func(n int) []string {
 				ks := make([]string, n)
 				for i := range ks {
@@ -114,7 +116,7 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 					members = members[:0]
 					for id := range uint32(tt.members) {
 						if rng.IntN(4) != 0 {
-							members = append(members, Member{ID: id + 1, Weight: []float64{0.5, 1, 1, 2}[rng.IntN(4)]})
+							members = append(members, ring.Member{ID: id + 1, Weight: []float64{0.5, 1, 1, 2}[rng.IntN(4)]})
 						}
 					}
 					e.SetMembers(members)

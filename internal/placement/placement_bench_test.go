@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 const benchKeys = 1_000_000
@@ -77,7 +79,7 @@ func BenchmarkLoadKeys(b *testing.B) {
 }
 
 // settled returns an engine whose keys are all on their desired owners.
-func settled(b *testing.B, keys []string, ms []Member) *Engine {
+func settled(b *testing.B, keys []string, ms []ring.Member) *Engine {
 	e := New(Config{})
 	e.AddKeys(keys...)
 	e.SetMembers(ms)
@@ -96,9 +98,9 @@ func BenchmarkChurn(b *testing.B) {
 	before := desired(e)
 	for _, tt := range []struct {
 		name  string
-		after []Member
+		after []ring.Member
 	}{
-		{"join", append(slices.Clone(hundred), Member{ID: 101, Weight: 1})},
+		{"join", append(slices.Clone(hundred), ring.Member{ID: 101, Weight: 1})},
 		{"leave", hundred[1:]},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
@@ -153,13 +155,13 @@ func BenchmarkAddKeys100(b *testing.B) {
 // 1, 2, 4 and 8 mixed over 100 members, both at 1,000,000 keys.
 func BenchmarkBalance(b *testing.B) {
 	keys := testKeys(benchKeys)
-	var mixed []Member
+	var mixed []ring.Member
 	for i := range 100 {
-		mixed = append(mixed, Member{ID: uint32(i + 1), Weight: float64(int(1) << (i % 4))})
+		mixed = append(mixed, ring.Member{ID: uint32(i + 1), Weight: float64(int(1) << (i % 4))})
 	}
 	for _, tt := range []struct {
 		name string
-		ms   []Member
+		ms   []ring.Member
 	}{
 		{"equal", equalMembers(span(1, 100)...)},
 		{"mixed", mixed},

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 func testKeys(n int) []string {
@@ -17,10 +19,10 @@ func testKeys(n int) []string {
 	return keys
 }
 
-func equalMembers(ids ...uint32) []Member {
-	ms := make([]Member, len(ids))
+func equalMembers(ids ...uint32) []ring.Member {
+	ms := make([]ring.Member, len(ids))
 	for i, id := range ids {
-		ms[i] = Member{ID: id, Weight: 1}
+		ms[i] = ring.Member{ID: id, Weight: 1}
 	}
 	return ms
 }
@@ -176,12 +178,12 @@ func TestJoinAndLeaveMoveAboutTheMinimum(t *testing.T) {
 	base := equalMembers(span(1, 20)...)
 	tests := []struct {
 		name  string
-		after []Member
+		after []ring.Member
 	}{
-		{"a member joins", append(slices.Clone(base), Member{ID: 21, Weight: 1})},
-		{"a heavy member joins", append(slices.Clone(base), Member{ID: 21, Weight: 4})},
+		{"a member joins", append(slices.Clone(base), ring.Member{ID: 21, Weight: 1})},
+		{"a heavy member joins", append(slices.Clone(base), ring.Member{ID: 21, Weight: 4})},
 		{"a member leaves", base[1:]},
-		{"a member's weight halves", append([]Member{{ID: 1, Weight: 0.5}}, base[1:]...)},
+		{"a member's weight halves", append([]ring.Member{{ID: 1, Weight: 0.5}}, base[1:]...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,11 +224,11 @@ func TestLoadOfEqualMembersStaysNearTheMean(t *testing.T) {
 
 func TestMixedCapacitiesGetTheirShare(t *testing.T) {
 	keys := testKeys(200_000)
-	var ms []Member
+	var ms []ring.Member
 	total := 0.0
 	for i := range 40 {
 		w := []float64{0.5, 1, 2, 4}[i%4]
-		ms = append(ms, Member{ID: uint32(i + 1), Weight: w})
+		ms = append(ms, ring.Member{ID: uint32(i + 1), Weight: w})
 		total += w
 	}
 	e := New(Config{})
@@ -500,7 +502,7 @@ func TestRestartFromSnapshotMovesNothing(t *testing.T) {
 	e.HandBack(3, keys[:50]...)
 	settle(t, e)
 	// A move under way: part of it sent, part still queued.
-	e.SetMembers(append(slices.Clone(ms), Member{ID: 11, Weight: 1}))
+	e.SetMembers(append(slices.Clone(ms), ring.Member{ID: 11, Weight: 1}))
 	sent := e.Decisions()
 
 	snap := e.Snapshot()
@@ -508,7 +510,7 @@ func TestRestartFromSnapshotMovesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.SetMembers(append(slices.Clone(ms), Member{ID: 11, Weight: 1}))
+	r.SetMembers(append(slices.Clone(ms), ring.Member{ID: 11, Weight: 1}))
 	for _, k := range keys {
 		o1, t1, _ := e.Owner(k)
 		o2, t2, _ := r.Owner(k)
@@ -545,7 +547,7 @@ func TestRestartFromSnapshotMovesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2.SetMembers(append(slices.Clone(ms), Member{ID: 11, Weight: 1}))
+	r2.SetMembers(append(slices.Clone(ms), ring.Member{ID: 11, Weight: 1}))
 	if ds := r2.Decisions(); len(ds) != 0 {
 		t.Errorf("restart of a settled fleet: %d decisions, want none", len(ds))
 	}

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // playRound answers every assign of ds: node refuser refuses what it is
@@ -159,7 +161,7 @@ func TestAKeyEveryMemberRefusesIsUnplaceableUntilAPolicyChanges(t *testing.T) {
 		t.Errorf("owner %d, target %d, %d moves pending: want none", owner, target, e.PendingMoves())
 	}
 	// Members change: still nobody to take it.
-	e.SetMembers([]Member{{ID: 1, Weight: 2}, {ID: 2, Weight: 1}})
+	e.SetMembers([]ring.Member{{ID: 1, Weight: 2}, {ID: 2, Weight: 1}})
 	if ds := e.Decisions(); len(ds) != 0 || !e.Unplaceable("example.org/a/b") {
 		t.Fatalf("after a weight change: decisions %v, unplaceable %v", ds, e.Unplaceable("example.org/a/b"))
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // snapshotMagic starts a snapshot; its last byte is the format version.
@@ -148,9 +150,9 @@ func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
 		return nil, fmt.Errorf("placement: the snapshot was taken with another key set (%d keys, given %d distinct)", n, len(e.keys))
 	}
 
-	ms := make([]Member, r.count())
+	ms := make([]ring.Member, r.count())
 	for j := range ms {
-		ms[j] = Member{ID: r.id(), Weight: math.Float64frombits(binary.LittleEndian.Uint64(r.bytes(8)))}
+		ms[j] = ring.Member{ID: r.id(), Weight: math.Float64frombits(binary.LittleEndian.Uint64(r.bytes(8)))}
 		if r.err == nil && !(ms[j].Weight > 0 && ms[j].Weight <= math.MaxFloat64) {
 			return nil, fmt.Errorf("placement: snapshot member %d has weight %g", ms[j].ID, ms[j].Weight)
 		}

@@ -34,8 +34,12 @@ const (
 	MaxWeight = 100
 )
 
-// Member is a participant of the ring.
+// Member is a participant of the ring: a node and its placement weight.
+// It is the one member type of the fleet: package membership computes the
+// members (its flap penalty applied to the weight), and package placement
+// keeps its keys on them.
 type Member struct {
+	// ID is the node's ID; placement ignores a member with ID 0.
 	ID uint32
 	// Weight is the member's capacity relative to a standard node (1.0).
 	// Members whose weight is not a number > 0 hold nothing; weights above

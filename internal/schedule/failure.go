@@ -3,6 +3,9 @@ package schedule
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // FailureClass says why a check failed; each class has its own retry rule.
@@ -49,8 +52,9 @@ func (c FailureClass) String() string {
 
 // Retry rules.
 const (
-	// GoneAfter is how many NotFound in a row park a repository as gone.
-	GoneAfter = 5
+	// GoneAfter is how many NotFound in a row park a repository as gone:
+	// the count the coordinator reports it gone after too.
+	GoneAfter = repostate.GoneAfter
 	// GoneRecheck is how often a gone repository is checked again.
 	GoneRecheck = 24 * time.Hour
 
@@ -65,16 +69,12 @@ const (
 // it wait: a hostile or broken upstream cannot park a host for days.
 const MaxRetryAfter = 6 * time.Hour
 
-// backoff returns base*2^(n-1), capped, with "equal jitter": a uniform
-// draw from [d/2, d], so that repositories that failed together do not
-// come back together.
-func backoff(n int, base, limit time.Duration, rng *rand.Rand) time.Duration {
-	d := base
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + time.Duration(rng.Int64N(int64(d/2)+1))
+// jitteredBackoff returns base*2^(n-1), capped, with "equal jitter": a
+// uniform draw from [d/2, d], so that repositories that failed together
+// do not come back together. It is package backoff's rule, drawn from the
+// scheduler's seeded source.
+func jitteredBackoff(n int, base, limit time.Duration, rng *rand.Rand) time.Duration {
+	return backoff.Jitter(backoff.Delay(n, base, limit), rng)
 }
 
 // retryDelay is how long a repository waits after its fails-th failure in
@@ -85,16 +85,16 @@ func (s *Scheduler) retryDelay(c FailureClass, fails, notFound int) time.Duratio
 		if notFound >= GoneAfter {
 			return GoneRecheck
 		}
-		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+		return jitteredBackoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
 	case Legal:
 		return GoneRecheck
 	case Auth, TLS:
-		return backoff(fails, longBase, longCap, s.rng)
+		return jitteredBackoff(fails, longBase, longCap, s.rng)
 	case Disk:
-		return backoff(fails, longBase, s.cfg.MaxInterval, s.rng)
+		return jitteredBackoff(fails, longBase, s.cfg.MaxInterval, s.rng)
 	case OverLimit:
 		return s.cfg.MaxInterval
 	default:
-		return backoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
+		return jitteredBackoff(fails, transientBase, s.cfg.MaxInterval, s.rng)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/hashicorp/yamux"
 )
@@ -35,6 +37,10 @@ type ClientConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Clock times the backoff; nil means the wall clock.
 	Clock clock.Clock
+	// Upload, when set, paces what this end sends through the tunnel (a
+	// volunteer's cap on the node's bandwidth, which its downloads
+	// share): the streams' writes wait for it before yamux takes them.
+	Upload *bandwidth.Limiter
 }
 
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
@@ -62,15 +68,17 @@ func (c ClientConfig) withDefaults() (ClientConfig, error) {
 
 // Serve keeps a tunnel to the full node at cfg.Addr and serves h on every
 // stream that the full node opens through it. It redials after any failure
-// or disconnect, with backoff, until ctx is done, and then returns
-// ctx.Err(). It returns early only for an unusable cfg.
+// or disconnect, with backoff on cfg.Clock, until ctx is done, and then
+// returns ctx.Err(), once every call of h has returned. It returns early
+// only for an unusable cfg.
 func Serve(ctx context.Context, cfg ClientConfig, h http.Handler) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID, "addr", cfg.Addr)
-	failures := 0
+	// Jittered, so that nodes cut off together do not redial together.
+	redial := backoff.New(cfg.Clock, cfg.MinBackoff, cfg.MaxBackoff).Jittered(nil)
 	for {
 		var wait time.Duration
 		sess, err := connect(ctx, cfg, log)
@@ -78,7 +86,7 @@ func Serve(ctx context.Context, cfg ClientConfig, h http.Handler) error {
 		case err == nil:
 			log.Info("tunnel up")
 			start := cfg.Clock.Now()
-			err = serveSession(ctx, sess, h, log)
+			err = serveSession(ctx, sess, h, cfg.Upload, log)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -86,40 +94,24 @@ func Serve(ctx context.Context, cfg ClientConfig, h http.Handler) error {
 			// nodes configured with the same ID, replacing each other,
 			// slow down instead of flapping at MinBackoff.
 			if cfg.Clock.Now().Sub(start) >= cfg.MaxBackoff {
-				failures = 0
+				redial.Reset()
 			}
 			log.Warn("tunnel down", "err", err)
-			wait = backoff(cfg.MinBackoff, cfg.MaxBackoff, failures, rand.Float64())
+			wait = redial.Failed()
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, errRefused):
 			log.Error("full node refused the tunnel; check this node's ID and token", "err", err)
-			wait = backoff(cfg.MaxBackoff, cfg.MaxBackoff, 0, rand.Float64())
+			wait = redial.Longest()
 		default:
 			log.Warn("tunnel connect failed", "err", err)
-			wait = backoff(cfg.MinBackoff, cfg.MaxBackoff, failures, rand.Float64())
+			wait = redial.Failed()
 		}
-		failures++
 		log.Debug("tunnel redial scheduled", "wait", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-cfg.Clock.After(wait):
+		if err := redial.Wait(ctx, wait); err != nil {
+			return err
 		}
 	}
-}
-
-// backoff is the wait before a redial after failures consecutive failures:
-// minWait doubled per failure, capped at maxWait, then scaled into
-// [d/2, d] by jitter in [0, 1) so that nodes cut off together do not
-// redial together.
-func backoff(minWait, maxWait time.Duration, failures int, jitter float64) time.Duration {
-	d := minWait
-	for i := 0; i < failures && d < maxWait; i++ {
-		d *= 2
-	}
-	d = min(d, maxWait)
-	return d/2 + time.Duration(jitter*float64(d/2))
 }
 
 // connect dials the full node, authenticates, and starts the yamux
@@ -156,7 +148,7 @@ func clientHandshake(ctx context.Context, conn net.Conn, nodeID uint32, proof st
 		}
 	}
 	// Cancellation unblocks the reads and writes below by closing.
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	stop := closeWhenDone(ctx, conn)
 	if _, err := io.WriteString(conn, formatHello(nodeID, proof)); err != nil {
 		stop()
 		return fmt.Errorf("write hello: %w", err)
@@ -178,13 +170,34 @@ func clientHandshake(ctx context.Context, conn net.Conn, nodeID uint32, proof st
 }
 
 // serveSession serves h on the streams of sess until the session ends or
-// ctx is done, and returns why the session ended.
-func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, log *slog.Logger) error {
+// ctx is done, and returns why the session ended, once every stream's
+// goroutine and handler has returned: a handler never outlives Serve. What
+// the streams send is paced by upload (nil: not paced).
+func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, upload *bandwidth.Limiter, log *slog.Logger) error {
+	var streams sync.WaitGroup
+	defer streams.Wait()
 	defer sess.Close()
-	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
-	defer stop()
+	defer closeWhenDone(ctx, sess)()
 	srv := &http.Server{
-		Handler: h,
+		// A handler is counted while its stream is, so that Add never
+		// races with Wait; a hijacked stream leaves the count, its
+		// handler does not.
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			streams.Add(1)
+			defer streams.Done()
+			h.ServeHTTP(w, r)
+		}),
+		// http.Server.Close does not wait for the goroutines it started:
+		// count them from StateNew (set before Serve can return) to the
+		// end of their connection.
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				streams.Add(1)
+			case http.StateHijacked, http.StateClosed:
+				streams.Done()
+			}
+		},
 		// The full node is authenticated but a slow one must not hold
 		// streams open forever.
 		ReadHeaderTimeout: 30 * time.Second,
@@ -193,7 +206,7 @@ func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, log 
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	defer srv.Close()
-	return srv.Serve(sessionListener{sess})
+	return srv.Serve(upload.PaceAccepted(sessionListener{sess}))
 }
 
 // sessionListener hides the type of yamux's accept errors from

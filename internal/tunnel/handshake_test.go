@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestParseHello(t *testing.T) {
@@ -110,28 +109,5 @@ func TestReplyCarriesTheServersMessage(t *testing.T) {
 	long := formatErr(errors.New(strings.Repeat("x", 10*maxMessageLen)))
 	if len(long) > maxLineLen {
 		t.Fatalf("ERR line of %d bytes exceeds the %d-byte line limit", len(long), maxLineLen)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	const minWait, maxWait = time.Second, time.Minute
-	tests := []struct {
-		name     string
-		failures int
-		jitter   float64
-		want     time.Duration
-	}{
-		{name: "first retry without jitter waits half the minimum", failures: 0, jitter: 0, want: 500 * time.Millisecond},
-		{name: "first retry with jitter waits between half and all the minimum", failures: 0, jitter: 0.5, want: 750 * time.Millisecond},
-		{name: "each failure doubles the wait", failures: 3, jitter: 0.5, want: 6 * time.Second},
-		{name: "wait is capped at the maximum", failures: 10, jitter: 0.5, want: 45 * time.Second},
-		{name: "huge failure count does not overflow", failures: 1 << 30, jitter: 0, want: 30 * time.Second},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := backoff(minWait, maxWait, tt.failures, tt.jitter); got != tt.want {
-				t.Fatalf("backoff(%d failures, jitter %v) = %v, want %v", tt.failures, tt.jitter, got, tt.want)
-			}
-		})
 	}
 }

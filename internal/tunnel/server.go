@@ -64,7 +64,7 @@ type Server struct {
 	proxy     http.Handler
 
 	mu       sync.Mutex
-	sessions map[uint32]*yamux.Session
+	sessions map[uint32]*session
 	// Disconnect counts in epoch and notes in cutAt when it cut each
 	// node, so that a handshake that was under way then does not bring
 	// the node back.
@@ -82,7 +82,7 @@ func NewServer(auth func(nodeID uint32, proof string) error, logger *slog.Logger
 		auth:     auth,
 		logger:   logger,
 		tlsConf:  tlsConf,
-		sessions: make(map[uint32]*yamux.Session),
+		sessions: make(map[uint32]*session),
 	}
 	s.transport = &http.Transport{
 		DialContext: s.dialHost,
@@ -102,17 +102,47 @@ func NewServer(auth func(nodeID uint32, proof string) error, logger *slog.Logger
 	return s
 }
 
+// closeWhenDone closes c when ctx is done, until the returned stop is
+// called. stop waits for a close under way, so that no goroutine outlives
+// the caller, and reports whether it came first (c was not closed).
+func closeWhenDone(ctx context.Context, c io.Closer) (stop func() bool) {
+	closed := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		_ = c.Close()
+	})
+	return func() bool {
+		if stopAfter() {
+			return true
+		}
+		<-closed
+		return false
+	}
+}
+
+// session is a node's yamux session and the goroutines of DialNode that
+// open streams on it. They are counted (under Server.mu) only while the
+// session is in Server.sessions, so that its handle can wait for them
+// once it has taken the session out.
+type session struct {
+	*yamux.Session
+	opening sync.WaitGroup
+}
+
 // Serve accepts tunnels on ln until ctx is done, then closes ln and every
 // session it accepted and returns ctx.Err(). It also returns, likewise, if
-// ln fails. A node that connects again replaces its older session.
+// ln fails. A node that connects again replaces its older session. Serve
+// returns once every goroutine it started, and every goroutine of DialNode
+// on its sessions, has ended.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Pooled streams of sessions that are gone are of no use.
+	defer s.transport.CloseIdleConnections()
 	// Leaving Serve for any reason ends the connections it accepted.
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
+	defer closeWhenDone(ctx, ln)()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -130,8 +160,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // the session ends.
 func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	// Closing the connection also ends the yamux session on top of it.
-	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	defer stop()
+	defer closeWhenDone(ctx, raw)()
 	log := s.logger.With("remote", raw.RemoteAddr().String())
 	conn := raw
 	if s.tlsConf != nil {
@@ -147,12 +176,13 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 	log = log.With("node", nodeID)
-	sess, err := yamux.Client(conn, yamuxConfig(log))
+	ys, err := yamux.Client(conn, yamuxConfig(log))
 	if err != nil {
 		log.Error("start yamux session", "err", err)
 		_ = conn.Close()
 		return
 	}
+	sess := &session{Session: ys}
 	s.mu.Lock()
 	if s.cutAt[nodeID] > began {
 		s.mu.Unlock()
@@ -176,6 +206,9 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		delete(s.sessions, nodeID)
 	}
 	s.mu.Unlock()
+	// Out of the map (here, or by Disconnect or a newer session): no
+	// DialNode counts itself in any more.
+	sess.opening.Wait()
 	log.Info("tunnel down")
 }
 
@@ -209,7 +242,7 @@ func (s *Server) handshake(conn net.Conn) (uint32, error) {
 	return nodeID, nil
 }
 
-func (s *Server) session(nodeID uint32) *yamux.Session {
+func (s *Server) session(nodeID uint32) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessions[nodeID]
@@ -236,7 +269,12 @@ func (s *Server) DialNode(ctx context.Context, nodeID uint32) (net.Conn, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sess := s.session(nodeID)
+	s.mu.Lock()
+	sess := s.sessions[nodeID]
+	if sess != nil {
+		sess.opening.Add(1)
+	}
+	s.mu.Unlock()
 	if sess == nil {
 		return nil, fmt.Errorf("tunnel: dial node %d: %w", nodeID, ErrNotConnected)
 	}
@@ -245,11 +283,19 @@ func (s *Server) DialNode(ctx context.Context, nodeID uint32) (net.Conn, error) 
 		err  error
 	}
 	// Open blocks only when the node is not acknowledging streams; do not
-	// let that outlive ctx.
-	ch := make(chan opened, 1)
+	// let that outlive ctx. The stream of a caller that has gone is
+	// closed here.
+	ch := make(chan opened)
 	go func() {
+		defer sess.opening.Done()
 		c, err := sess.Open()
-		ch <- opened{c, err}
+		select {
+		case ch <- opened{c, err}:
+		case <-ctx.Done():
+			if c != nil {
+				_ = c.Close()
+			}
+		}
 	}()
 	select {
 	case o := <-ch:
@@ -258,11 +304,6 @@ func (s *Server) DialNode(ctx context.Context, nodeID uint32) (net.Conn, error) 
 		}
 		return o.conn, nil
 	case <-ctx.Done():
-		go func() {
-			if o := <-ch; o.conn != nil {
-				_ = o.conn.Close()
-			}
-		}()
 		return nil, fmt.Errorf("tunnel: open stream to node %d: %w", nodeID, ctx.Err())
 	}
 }

@@ -8,6 +8,7 @@
 package catalogcli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,9 +16,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/config"
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
@@ -31,8 +36,11 @@ const (
 
 const usage = `usage:
   gitfleet catalog check PATH [REV] [--json] [--allow-private-upstreams] [--case-insensitive-host H]
+                        [--egress-schemes https,http]
       every problem of the catalog at REV (default HEAD) with file:line, and a
-      summary; exits 1 when there are errors
+      summary; exits 1 when there are errors. An upstream whose scheme the
+      fleet's --egress-schemes refuses (default https,http) is an error: the
+      fleet would never fetch it
   gitfleet catalog diff PATH OLD NEW [--json] [--full] [--allow-private-upstreams] [--case-insensitive-host H]
       the keys added, removed and changed between two commits, reading only
       the files that differ; --full reads both catalogs whole, to also see
@@ -147,6 +155,7 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	private := fs.Bool("allow-private-upstreams", false, "accept upstreams on private and loopback addresses")
 	var folded stringList
 	fs.Var(&folded, "case-insensitive-host", "a host whose repository paths are case-insensitive (repeatable; github.com and gitee.com always are)")
+	schemes := fs.String("egress-schemes", strings.Join(config.Default().EgressSchemes, ","), "the URL schemes the fleet may fetch (its --egress-schemes)")
 	pos, err := parseArgs(fs, args, 1, 2)
 	if err != nil {
 		return 0, err
@@ -163,11 +172,18 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	if err != nil {
 		return 0, fmt.Errorf("--case-insensitive-host: %w", err)
 	}
+	policy, err := egress.New(egress.Config{Schemes: strings.Split(*schemes, ",")})
+	if err != nil {
+		return 0, usageError{fmt.Errorf("--egress-schemes: %w", err)}
+	}
 	c, err := catalog.Load(ctx, git, dir, rev, catalog.Options{AllowPrivate: *private, Fold: fold})
 	if err != nil {
 		return 0, err
 	}
-	r := checkReport{Commit: c.Commit(), Entries: c.Len(), Problems: c.Problems()}
+	r := checkReport{Commit: c.Commit(), Entries: c.Len(), Problems: append(c.Problems(), refusedSchemes(c, policy)...)}
+	slices.SortStableFunc(r.Problems, func(a, b catalog.Problem) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
 	for _, p := range r.Problems {
 		if p.Severity == catalog.SeverityError {
 			r.Errors++
@@ -191,6 +207,26 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	fmt.Fprintf(stdout, "%s at %.12s: %s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
 		plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
 	return code, nil
+}
+
+// refusedSchemes are the problems of the entries whose upstreams the
+// fleet's egress policy refuses by scheme: the catalog accepts git:// and
+// ssh:// URLs, but a fleet fetches them only when its operator allows them.
+func refusedSchemes(c *catalog.Catalog, policy *egress.Policy) []catalog.Problem {
+	allowed := strings.Split(policy.Schemes(), ":")
+	var out []catalog.Problem
+	c.Range(func(e catalog.Entry) bool {
+		for _, u := range append([]string{e.URL}, e.Fallbacks...) {
+			scheme, _, ok := strings.Cut(u, "://")
+			if ok && !slices.Contains(allowed, scheme) {
+				out = append(out, catalog.Problem{File: e.File, Line: e.Line, Key: e.Key, Severity: catalog.SeverityError,
+					Reason: fmt.Sprintf("%s: scheme %q is refused by the fleet's egress policy (--egress-schemes %s): it would never be fetched",
+						repokey.Redact(u), scheme, strings.Join(allowed, ","))})
+			}
+		}
+		return true
+	})
+	return out
 }
 
 func plural(n int, one, many string) string {
@@ -276,8 +312,19 @@ func gen(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Write
 	if err != nil {
 		return 0, err
 	}
-	commit, err := catalog.Generate(ctx, git, pos[0], *repos, *perFile)
+	dir := pos[0]
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return 0, fmt.Errorf("%s already holds a git repository: give a new directory", dir)
+	}
+	_, statErr := os.Stat(dir)
+	commit, err := catalog.Generate(ctx, git, dir, *repos, *perFile)
 	if err != nil {
+		// Leave nothing half-made behind: what gen created goes.
+		if errors.Is(statErr, os.ErrNotExist) {
+			os.RemoveAll(dir)
+		} else {
+			os.RemoveAll(filepath.Join(dir, ".git"))
+		}
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "%s: %d entries in %d files at %s\n", pos[0], *repos, (*repos+*perFile-1) / *perFile, commit)

@@ -190,25 +190,14 @@ func TestUsageMistakes(t *testing.T) {
 }
 
 // BenchmarkCheck runs `gitfleet catalog check` on a generated catalog of
-// 1,000,000 entries in 1,000 files (kept under os.TempDir() between runs).
+// 1,000,000 entries in 1,000 files (generated under b.TempDir).
 //
 //	go test -run='^$' -bench=Check -benchtime=3x ./internal/catalog/catalogcli/
 func BenchmarkCheck(b *testing.B) {
 	const n = 1_000_000
-	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("%d-%d", n, 1000))
-	if _, err := os.Stat(filepath.Join(dir, "commit")); err != nil {
-		tmp := dir + ".tmp"
-		_ = os.RemoveAll(tmp)
-		commit, err := catalog.Generate(context.Background(), &gitcmd.Runner{Protocols: "file"}, tmp, n, 1000)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(tmp, "commit"), []byte(commit), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			b.Fatal(err)
-		}
+	dir := filepath.Join(b.TempDir(), "catalog")
+	if _, err := catalog.Generate(context.Background(), &gitcmd.Runner{Protocols: "file"}, dir, n, 1000); err != nil {
+		b.Fatal(err)
 	}
 	for b.Loop() {
 		if code := Main(context.Background(), []string{"check", dir}, io.Discard, io.Discard); code != 0 {
@@ -217,4 +206,42 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/check")
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+func TestCheckRefusesSchemesTheFleetsEgressRefuses(t *testing.T) {
+	dir, _ := repo(t, map[string]string{"a.list": "https://example.com/ok\ngit://example.com/plain\nssh://git@example.com/keyed\n"})
+	code, out, _ := run("check", dir)
+	if code != exitProblems {
+		t.Fatalf("check of git:// and ssh:// with the default egress: exit %d, want %d\n%s", code, exitProblems, out)
+	}
+	for _, want := range []string{`a.list:2: error: git://example.com/plain: scheme "git" is refused`, `a.list:3: error: ssh://git@example.com/keyed: scheme "ssh" is refused`, "2 errors"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ := run("check", "--egress-schemes", "https,git,ssh", dir); code != exitOK {
+		t.Errorf("check with --egress-schemes https,git,ssh: exit %d, want 0\n%s", code, out)
+	}
+	if code, _, errOut := run("check", "--egress-schemes", "ftp", dir); code != exitUsage || !strings.Contains(errOut, "--egress-schemes") {
+		t.Errorf("check with --egress-schemes ftp: exit %d, want %d and the flag named\n%s", code, exitUsage, errOut)
+	}
+}
+
+func TestGenRefusesARepositoryAndTakesARelativeDirectory(t *testing.T) {
+	dir, _ := repo(t, map[string]string{"a.list": "https://example.com/ok\n"})
+	if code, _, errOut := run("gen", "--repos", "3", dir); code != exitUsage || !strings.Contains(errOut, "already holds a git repository") {
+		t.Fatalf("gen into a repository: exit %d, want %d and a clear error\n%s", code, exitUsage, errOut)
+	}
+	if code, _, _ := run("check", dir); code != exitOK {
+		t.Fatalf("the existing catalog was harmed by a refused gen: check exits %d", code)
+	}
+	// git runs in a neutral directory: a relative DIR is the caller's.
+	parent := t.TempDir()
+	t.Chdir(parent)
+	if code, out, _ := run("gen", "--repos", "3", "rel"); code != exitOK || !strings.Contains(out, "rel: 3 entries") {
+		t.Fatalf("gen into a relative directory: exit %d\n%s", code, out)
+	}
+	if code, out, _ := run("check", "rel"); code != exitOK || !strings.Contains(out, "3 entries") {
+		t.Fatalf("check of the generated relative directory: exit %d\n%s", code, out)
+	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 const usage = `usage: gitfleet sim placement [--keys K] [--nodes N] [--scenario FILE] [--json]
@@ -264,7 +265,7 @@ type simulator struct {
 	eng     *placement.Engine
 	keys    []string
 	rng     *rand.Rand
-	members []placement.Member // as last given to the engine
+	members []ring.Member // as last given to the engine
 	nodes   map[uint32]*node
 	jobs    jobs
 	seq     uint64
@@ -408,10 +409,7 @@ func (s *simulator) inFlight() int {
 
 // sync gives the engine the members of the table, if they changed.
 func (s *simulator) sync() {
-	var ms []placement.Member
-	for _, m := range s.table.Members() {
-		ms = append(ms, placement.Member{ID: m.ID, Weight: m.Weight})
-	}
+	ms := s.table.Members()
 	if !slices.Equal(ms, s.members) {
 		s.members = ms
 		s.eng.SetMembers(ms)
@@ -424,7 +422,7 @@ func (s *simulator) apply(ctx context.Context, st step) error {
 	n := s.nodes[id]
 	now := s.clk.Now()
 	if st.verb != verbJoin && st.verb != verbWait && (n == nil || n.left) {
-		return fmt.Errorf("node %d is not in the fleet", id)
+		return errors.New(membership.NotInFleet(id))
 	}
 	switch st.verb {
 	case verbJoin:

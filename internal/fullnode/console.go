@@ -1,0 +1,283 @@
+package fullnode
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/repoview"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// consoleSource is what the full node tells its console (package
+// console): listings that cost a page, figures from the counters.
+type consoleSource struct {
+	f      *Node
+	fresh  *console.Freshness
+	search searchIndex
+}
+
+var _ console.Source = (*consoleSource)(nil)
+
+func newConsoleSource(f *Node) *consoleSource {
+	return &consoleSource{f: f, fresh: console.NewFreshness(console.FreshnessEvery, console.FreshnessSamples)}
+}
+
+// maxFetchingShown bounds the repositories the overview names as being
+// pulled.
+const maxFetchingShown = 20
+
+func (s *consoleSource) Overview() console.Overview {
+	f := s.f
+	t := f.totals()
+	now := f.clk.Now()
+	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Freshness: s.fresh.Samples(),
+		Tunnels: len(f.tunnels.Nodes())}
+	f.mu.Lock()
+	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)
+	ov.Errors = f.counts.ErrorClasses()
+	ov.FetchingTotal = len(f.pulling)
+	for k := range f.pulling {
+		ov.Fetching = append(ov.Fetching, k)
+	}
+	f.mu.Unlock()
+	slices.Sort(ov.Fetching)
+	ov.Fetching = ov.Fetching[:min(len(ov.Fetching), maxFetchingShown)]
+	return ov
+}
+
+func (s *consoleSource) GetRepo(key string) (console.Detail, bool) {
+	d, ok := s.f.backend.GetRepo(key)
+	if !ok {
+		return console.Detail{}, false
+	}
+	s.f.mu.Lock()
+	fallbacks := s.f.view.Get(key).GetFallbackUrls()
+	s.f.mu.Unlock()
+	return console.Detail{RepoDetail: d, Fallbacks: fallbacks}, true
+}
+
+func (s *consoleSource) Nodes(ctx context.Context) ([]api.Node, error) { return s.f.fleet.Nodes(ctx) }
+
+func (s *consoleSource) Catalog(ctx context.Context) (api.CatalogStatus, error) {
+	return s.f.fleet.Catalog(ctx)
+}
+
+func (s *consoleSource) Tunnels() []uint32 { return s.f.tunnels.Nodes() }
+
+// maxConsoleExamined bounds the keys one search or staleness page looks
+// at after the index (50 ms of work or so at the worst).
+const maxConsoleExamined = 50000
+
+// Repos answers a page of /-/repos. Without a search or a staleness
+// filter it is the API's listing (an index, the page, a total). A
+// staleness filter walks the keys by minute of last check from the
+// oldest; a search scans the keys (searchIndex); both stop at the page,
+// and check the other filters on the way.
+func (s *consoleSource) Repos(q console.Query) console.Page {
+	f := s.f
+	if q.Search == "" && q.StaleOver == 0 && !q.Never {
+		repos, total := f.backend.ListRepos(api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
+		return console.Page{Repos: repos, Total: total, More: q.Offset+len(repos) < total}
+	}
+	needle := strings.ToLower(q.Search)
+	var found []repoview.Listed
+	// keep tells whether key matches the filters other than the search
+	// (and the staleness, which the walk by minute already applied);
+	// called with f.mu held.
+	keep := func(key string) *fleetv1.RepoState {
+		cl, ok := f.counts.Class(key)
+		if !ok || q.State != "" && cl.State != q.State || q.Owner != 0 && cl.Owner != q.Owner {
+			return nil
+		}
+		return f.view.Get(key)
+	}
+	skip := q.Offset
+	// A request of the public cannot make the node look at every key
+	// (with f.mu held, for a staleness filter): past maxConsoleExamined
+	// candidates it stops, and the page says there may be more.
+	examined, capped := 0, false
+	enough := func() bool {
+		examined++
+		if examined > maxConsoleExamined {
+			capped = true
+			return true
+		}
+		return false
+	}
+	take := func(key string, st *fleetv1.RepoState) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		found = append(found, repoview.Listed{Key: key, State: st})
+		return len(found) <= q.Limit
+	}
+	now := f.clk.Now()
+	if q.StaleOver > 0 || q.Never {
+		s.stalest(now, q, func(key string) bool {
+			if enough() {
+				return false
+			}
+			if needle != "" && !strings.Contains(strings.ToLower(key), needle) {
+				return true
+			}
+			if st := keep(key); st != nil {
+				return take(key, st)
+			}
+			return true
+		})
+	} else {
+		f.mu.Lock()
+		keys := f.sorted.Of(f.view)
+		f.mu.Unlock()
+		s.search.each(keys, needle, func(key string) bool {
+			if enough() {
+				return false
+			}
+			f.mu.Lock()
+			st := keep(key)
+			f.mu.Unlock()
+			if st == nil {
+				return true
+			}
+			return take(key, st)
+		})
+	}
+	page := console.Page{Total: -1, More: len(found) > q.Limit || capped}
+	found = found[:min(len(found), q.Limit)]
+	for _, m := range found {
+		page.Repos = append(page.Repos, f.backend.repo(m.Key, m.State, now))
+	}
+	return page
+}
+
+// stalest calls yield with f.mu held for the keys last checked longer
+// than q.StaleOver before now (the never checked first, then from the
+// oldest minute; only those with q.Never), until it returns false.
+func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key string) bool) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.Stalest(repoview.VerifiedMinute(now.Add(-q.StaleOver).UnixMilli()), q.Never, yield)
+}
+
+// searchIndex finds the keys that hold a substring without looking at
+// each: a scan of one mask a key (the runs of two and of three bytes it
+// holds, hashed to 256 bits) keeps the keys that hold every run of the
+// substring, and only those are searched. The keys are kept in lower case
+// in one block of bytes, separated by newlines; a substring of one byte is
+// one bytes.Index over the block. The index is rebuilt when the key set
+// changed (a merge of the sorted index gives a new slice): O(keys) after a
+// catalog change, not each request.
+type searchIndex struct {
+	mu     sync.Mutex
+	keys   []string  // the sorted keys it was built from
+	blob   []byte    // "\n" + key0 + "\n" + key1 + "\n" ...
+	starts []uint32  // where each key starts in blob, and the end
+	masks  []runMask // each key's runs
+}
+
+// runMask is a set of runs of two and three bytes, hashed to 256 bits.
+type runMask [4]uint64
+
+// maskOf is the mask of the runs of s.
+func maskOf(s []byte) (m runMask) {
+	set := func(run uint32) {
+		bit := run * 0x9E3779B1 >> 24 // 0..255
+		m[bit>>6] |= 1 << (bit & 63)
+	}
+	for i := 0; i+1 < len(s); i++ {
+		set(uint32(s[i])<<8 | uint32(s[i+1]))
+		if i+2 < len(s) {
+			set(1<<24 | uint32(s[i])<<16 | uint32(s[i+1])<<8 | uint32(s[i+2]))
+		}
+	}
+	return m
+}
+
+// holds tells whether m has every run of q.
+func (m *runMask) holds(q *runMask) bool {
+	return m[0]&q[0] == q[0] && m[1]&q[1] == q[1] && m[2]&q[2] == q[2] && m[3]&q[3] == q[3]
+}
+
+// each calls yield for the keys that contain needle (in lower case), in
+// order, until it returns false.
+func (x *searchIndex) each(keys []string, needle string, yield func(key string) bool) {
+	x.mu.Lock()
+	if len(keys) != len(x.keys) || len(keys) > 0 && &keys[0] != &x.keys[0] {
+		x.build(keys)
+	}
+	blob, starts, masks, keys := x.blob, x.starts, x.masks, x.keys
+	x.mu.Unlock()
+	if needle == "" || strings.Contains(needle, "\n") {
+		return
+	}
+	n := []byte(needle)
+	if len(n) == 1 {
+		for pos := 0; pos < len(blob); {
+			i := bytes.IndexByte(blob[pos:], n[0])
+			if i < 0 {
+				return
+			}
+			// The key that holds the match: the last that starts at or before it.
+			k := sort.Search(len(keys), func(j int) bool { return int(starts[j]) > pos+i }) - 1
+			if !yield(keys[k]) {
+				return
+			}
+			pos = int(starts[k+1])
+		}
+		return
+	}
+	q := maskOf(n)
+	for k := range masks {
+		if masks[k].holds(&q) && bytes.Contains(blob[starts[k]:starts[k+1]], n) && !yield(keys[k]) {
+			return
+		}
+	}
+}
+
+func (x *searchIndex) build(keys []string) {
+	size := 1
+	for _, k := range keys {
+		size += len(k) + 1
+	}
+	blob := make([]byte, 0, size)
+	starts := make([]uint32, len(keys)+1)
+	masks := make([]runMask, len(keys))
+	blob = append(blob, '\n')
+	for i, k := range keys {
+		starts[i] = uint32(len(blob))
+		for j := 0; j < len(k); j++ {
+			c := k[j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			blob = append(blob, c)
+		}
+		masks[i] = maskOf(blob[starts[i]:])
+		blob = append(blob, '\n')
+	}
+	starts[len(keys)] = uint32(len(blob))
+	x.keys, x.blob, x.starts, x.masks = keys, blob, starts, masks
+}
+
+// sampleLoop records the share of repositories current every interval of
+// the freshness ring, until ctx ends.
+func (s *consoleSource) sampleLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case at := <-s.f.clk.After(s.fresh.Every()):
+			t := s.f.totals()
+			s.fresh.Record(at, t.current, t.total)
+		}
+	}
+}

@@ -1,0 +1,537 @@
+// Package fullnode is the full node: the aggregator that holds every
+// repository of the fleet and serves the public. It owns a node.Node (the
+// runtime every node runs: session, checks, disk, fetch log, integrity,
+// maintenance) and adds, through the node's Role hooks, what only a full
+// node does: the view of every repository as the coordinator sends its
+// state (package repoview), the pulls from each repository's owner through
+// the owner's tunnel, checked against the upstream (forged tips counted,
+// owners revoked), the full node's own word on freshness (verified_at,
+// change hints, spot checks), the tunnels' credentials, the pack cache,
+// the retention of removed repositories, the full-disk policy, the alerts,
+// the console's figures, and the public HTTP: git, the JSON API, webhooks,
+// the console, /metrics and /healthz.
+//
+// Only an operator runs it (`gitfleet node --mode full`, `gitfleet up`);
+// nothing here runs on a volunteer's machine. It must not fetch from an
+// upstream what another node owns, except to check that owner (a pull the
+// upstream does not confirm, a hint the owner does not answer, a spot
+// check); the repositories it owns itself its runtime fetches. It never
+// publishes a ref that the upstream does not have.
+//
+// Decisions about time made here: the pull backoff (settlePull), the hint
+// book's wait and the spot checks' pace (freshness.go), the full-disk
+// policy's mark (fulldisk.go), the retention's sweep (retain.go), the
+// alerts' evaluation (alerts.go, with package alert's rules) and how long
+// the coordinator's answers are reused (fleetcache.go). The runtime's
+// (checks, integrity, maintenance) are package node's and package
+// schedule's.
+//
+// Here to verify is to compare a mirror's refs with its upstream's
+// (verified_at, pullVerified, verifyOnDemand); the integrity scan of the
+// mirrors on disk is the runtime's (package node), and git's fsck of what
+// a fetch brings is package mirror's.
+package fullnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repoview"
+	"github.com/gitfleet/gitfleet/internal/store"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// Node is a full node: it knows every repository (from the coordinator),
+// pulls each from its owner through the owner's tunnel when the owner
+// reports a change, and serves the public. It is the role of the runtime
+// it owns (role.go).
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	clk    clock.Clock
+	n      *node.Node    // the runtime
+	mirror *mirror.Store // the runtime's parts, kept at hand
+	db     store.Store
+	flog   *fetchlog.Log
+	fleet  *fleetCache // the coordinator's answers for public reads (fleetcache.go)
+
+	httpLn, tunnelLn, proxyLn net.Listener
+	tunnels                   *tunnel.Server
+	api                       *api.Server
+	tasks                     *api.Tasks
+	events                    *api.Broker
+	backend                   *backend
+	creds                     *tunnelCreds
+	console                   http.Handler             // the operator's console (http.go)
+	consoleSrc                *consoleSource           // what it shows (console.go)
+	packs                     *gitserve.PackCache      // nil: no pack cache (packcache.go)
+	pulls                     *prometheus.HistogramVec // kind, result (promcollect.go)
+	work                      work                     // goroutines the session's messages start
+
+	mu      sync.Mutex
+	view    *repoview.View       // every repository's state, as the coordinator sent it
+	sorted  repoview.SortedIndex // the keys of view, for the API's listings
+	counts  *repoview.Counters   // of view, by state and owner (classes.go)
+	classMu sync.Mutex           // serializes reclass
+	pending map[string]bool      // keys waiting for a pull
+	pulling map[string]bool
+	retryAt map[string]time.Time
+	// pullFails counts the failed pulls of a key in a row (its backoff).
+	pullFails map[string]int
+	signal    chan struct{}
+	mark      diskMark        // the disk against its high water (fulldisk.go)
+	diskWait  map[string]bool // keys refused for disk, waiting for room
+	// overLimit holds the owner's digest whose pull was over a limit: not
+	// pulled again until the owner reports another (overlimit.go).
+	overLimit map[string]string
+
+	proxySecret string                                                    // required by proxyLn (proxyauth.go)
+	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
+	forgeries   forgerySet                                                // the forged tips counted in mismatches (pullverify.go)
+	revoke      func(ctx context.Context, id uint32, reason string) error // nil: count only
+	stale       repoview.StaleCounter                                     // verified_at of every repository, for alerts
+	alerts      *alerting                                                 // alerts.go
+
+	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
+	hints         hintBook                 // changes heard of, not yet settled
+	staleReports  mismatchLedger           // stale reports, by node
+	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
+	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
+	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
+	claims        []staleClaim             // stale reports for freshLoop to count
+	freshWake     chan struct{}
+	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
+	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
+}
+
+// New prepares a full node and its runtime in cfg.DataDir.
+func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
+	if cfg.FullDiskPolicy == "" {
+		cfg.FullDiskPolicy = FullDiskRefuseNew
+	}
+	if cfg.HintWait <= 0 {
+		cfg.HintWait = 3 * time.Minute
+	}
+	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), pending: map[string]bool{},
+		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{},
+		overLimit: map[string]string{}, signal: make(chan struct{}, 1),
+		hints: newHintBook(cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
+		freshWake: make(chan struct{}, 1)}
+	f.view, f.counts = repoview.New() // one slot a repository for both
+	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// attach builds the full node around its runtime n, as node.New asks.
+func (f *Node) attach(n *node.Node) (node.Role, error) {
+	f.n = n
+	f.cfg.Config = n.Config() // with the runtime's defaults
+	f.mirror, f.db, f.flog = n.Mirror(), n.Store(), n.FetchLog()
+	var err error
+	if f.proxySecret, err = newProxySecret(); err != nil {
+		return nil, err
+	}
+	if f.packs, err = openPackCache(f.cfg, f.clk); err != nil {
+		return nil, err
+	}
+	token, err := apiToken(f.cfg.DataDir, f.cfg.API.Token, f.log)
+	if err != nil {
+		return nil, err
+	}
+	cfg := f.cfg.API
+	cfg.Token = token
+	cfg.PublicURL = f.cfg.PublicURL
+	cfg.AllowPrivate = f.cfg.AllowPrivate
+	cfg.Fold = f.cfg.Fold
+	cfg.Egress = n.Dialer()
+	f.tasks = api.NewTasks(f.clk, 10000)
+	f.events = api.NewBroker(0, 0, f.log)
+	f.backend = newBackend(f)
+	f.fleet = &fleetCache{f: f}
+	f.revoke = f.backend.RevokeNode // --mismatch-revoke
+	f.api = api.New(cfg, f.backend, f.tasks, f.events, f.log, f.clk)
+	if f.alerts, err = newAlerting(f.cfg, n.Dialer(), f.clk, f.log); err != nil {
+		return nil, err
+	}
+	f.consoleSrc = newConsoleSource(f)
+	f.console = console.New(f.consoleSrc, f.log, f.clk)
+	f.registerMetrics(f.cfg.Metrics)
+	return role{f}, nil
+}
+
+// Run runs the full node until ctx ends.
+func (f *Node) Run(ctx context.Context) error { return f.n.Run(ctx) }
+
+// listen opens the public HTTP, tunnel and local proxy listeners, so that
+// a port that is taken fails the start at once.
+func (f *Node) listen() (err error) {
+	cfg := f.cfg
+	defer func() {
+		if err != nil { // what was opened before the one that failed
+			for _, ln := range []net.Listener{f.httpLn, f.tunnelLn} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
+		}
+	}()
+	f.httpLn, f.tunnelLn = cfg.HTTPListener, cfg.TunnelListener
+	if f.httpLn == nil {
+		if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	if f.tunnelLn == nil {
+		if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
+			return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+		}
+	}
+	// git reaches owners through this loopback-only reverse proxy.
+	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return fmt.Errorf("full node: listen on loopback: %w", err)
+	}
+	f.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
+		"proxy", f.proxyLn.Addr().String())
+	f.tunnels = tunnel.NewServer(f.creds.authenticate, f.log, cfg.TunnelTLS)
+	return nil
+}
+
+// publicURL is where this full node serves git to others.
+func (f *Node) publicURL() string {
+	if u := f.cfg.PublicURL; u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
+	return "http://" + f.httpLn.Addr().String()
+}
+
+// tunnelAdvertise is the tunnel address given to partial nodes.
+func (f *Node) tunnelAdvertise() string {
+	if a := f.cfg.TunnelAdvertise; a != "" {
+		return a
+	}
+	return f.tunnelLn.Addr().String()
+}
+
+// serve serves the public, the proxy into the tunnels and the tunnels, and
+// runs the full node's loops, until ctx ends or a server fails. It returns
+// once every goroutine it started, and every one the session's messages
+// started (work), has ended.
+func (f *Node) serve(ctx context.Context) error {
+	outer := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	servers := []*http.Server{
+		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: metrics.CountBytes(requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), f.n.CountFetched("owner")),
+			ReadHeaderTimeout: 10 * time.Second},
+	}
+	errc := make(chan error, 3)
+	var listening sync.WaitGroup
+	listening.Go(func() { errc <- servers[0].Serve(f.httpLn) })
+	listening.Go(func() { errc <- servers[1].Serve(f.proxyLn) })
+	listening.Go(func() { errc <- f.tunnels.Serve(ctx, f.tunnelLn) })
+	var wg sync.WaitGroup
+	for range f.cfg.Fetchers {
+		wg.Go(func() { f.pullLoop(ctx) })
+	}
+	if f.cfg.Retention > 0 {
+		wg.Go(func() { f.sweepLoop(ctx) })
+	}
+	wg.Go(func() { f.alertLoop(ctx) })
+	wg.Go(func() { f.freshLoop(ctx) })
+	wg.Go(func() { f.persistLoop(ctx) })
+	wg.Go(func() { f.consoleSrc.sampleLoop(ctx) })
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()      // a server that failed stops the loops too
+	f.api.Close() // ends event streams, so that Shutdown does not wait for them
+	for _, s := range servers {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.Shutdown(sctx)
+		cancel()
+	}
+	f.tunnelLn.Close()
+	listening.Wait()
+	wg.Wait()
+	f.work.stop() // the tasks' pulls: before the runtime closes its store
+	if errors.Is(err, http.ErrServerClosed) || outer.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// states records repository states from the coordinator and queues pulls
+// where the owner's mirror differs from ours. An owner's report weighs on
+// the change hints (freshness.go): one that says "unchanged" after a push
+// makes the full node ask the upstream, or counts against the owner.
+func (f *Node) states(rs []*fleetv1.RepoState) {
+	f.unretireNew(rs)
+	now, self := f.clk.Now(), f.n.ID()
+	var wake bool
+	f.mu.Lock()
+	keys := make([]string, 0, len(rs))
+	for _, r := range rs {
+		key := r.GetKey()
+		keys = append(keys, key)
+		old, had := f.view.Put(r)
+		if !had {
+			f.sorted.Add(key)
+			if s, ok := f.restored[key]; ok {
+				f.view.SetVerified(key, s)
+				f.stale.Move(0, int64(s)*1000)
+				delete(f.restored, key)
+			}
+		}
+		if had && r.GetLastCheckMs() > old.LastCheck() && r.GetOwner() != self {
+			f.flog.Append(ownerCheck(r, old.Digest())) // the owner's own check, as the coordinator tells it
+			if r.GetLastError() == "" {
+				switch f.hints.reported(key, r.GetOwner(), time.UnixMilli(r.GetLastCheckMs()), r.GetDigest(), now) {
+				case hintCheckNow:
+					wake = true
+				case hintCountStale: // counted by freshLoop, which can revoke
+					f.claims = append(f.claims, staleClaim{key, r.GetOwner()})
+					wake = true
+				}
+			}
+		}
+		// Not pulled: a copy of the owner's found behind the upstream, or
+		// one that claims "unchanged" after a push (the full node asks the
+		// upstream instead).
+		if r.GetOwner() != 0 && r.GetOwner() != self && r.GetDigest() != "" && r.GetDigest() != f.hints.stale(key) &&
+			!f.hints.claims(key, r.GetDigest()) {
+			if d, _ := f.n.Digest(key); d != r.GetDigest() && !f.diskWait[key] && f.overLimit[key] != r.GetDigest() {
+				f.pending[key] = true
+				delete(f.retryAt, key)
+			}
+		}
+	}
+	f.mu.Unlock()
+	f.reclass(keys...)
+	f.kick()
+	if wake {
+		f.wakeFresh()
+	}
+}
+
+// staleClaim is an owner's report that the hint book counts as stale.
+type staleClaim struct {
+	key   string
+	owner uint32
+}
+
+// removed stops serving repositories that left the catalog; their data is
+// kept for cfg.Retention (see retain.go).
+func (f *Node) removed(keys []string) {
+	for _, k := range keys {
+		f.mu.Lock()
+		if old, ok := f.view.Del(k); ok {
+			f.stale.Move(int64(old.VerifiedAt())*1000, 0)
+			f.sorted.Remove(k)
+			if old.VerifiedAt() != 0 {
+				f.markVerified(k, 0)
+			}
+		}
+		f.hints.forget(k)
+		delete(f.pending, k)
+		delete(f.diskWait, k)
+		delete(f.overLimit, k)
+		delete(f.pullFails, k)
+		delete(f.retryAt, k)
+		f.mu.Unlock()
+		f.reclass(k)
+		remove, msg := f.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
+		if f.cfg.Retention <= 0 {
+			remove, msg = f.mirror.Remove, "repository removed from the mirror"
+		}
+		if err := remove(k); err != nil {
+			f.log.Error("remove repository", "key", k, "err", err)
+			continue
+		}
+		f.n.ForgetDigest(k)
+		f.log.Info(msg, "key", k, "retention", f.cfg.Retention)
+	}
+}
+
+// ownSynced notes that this node, as the owner, fetched key itself from
+// the upstream with a check that started at start: what it serves is the
+// upstream's refs as of then.
+func (f *Node) ownSynced(key string, start time.Time) {
+	f.mu.Lock()
+	delete(f.pending, key)
+	f.hints.verified(key, start)
+	f.mu.Unlock()
+	f.setVerified(key, start)
+}
+
+func (f *Node) kick() {
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+// nextPull picks a pending key that is not being pulled and not waiting
+// for a retry.
+func (f *Node) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.pending {
+		if f.pulling[k] || now.Before(f.retryAt[k]) {
+			continue
+		}
+		delete(f.pending, k)
+		f.pulling[k] = true
+		return k, f.view.Get(k), true
+	}
+	return "", nil, false
+}
+
+func (f *Node) pullLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		f.measureDisk()
+		key, st, ok := f.nextPull(f.clk.Now())
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.signal:
+			case <-f.clk.After(time.Second):
+			}
+			continue
+		}
+		done, ok := f.admit(key)
+		if !ok {
+			continue
+		}
+		err := f.pull(ctx, key, st)
+		done()
+		f.mu.Lock()
+		delete(f.pulling, key)
+		if ctx.Err() == nil {
+			f.settlePull(key, st, err)
+		}
+		f.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			f.log.Warn("pull from owner failed; will retry", "key", key, "err", err)
+		}
+		f.kick()
+	}
+}
+
+// settlePull records the end of a pull of key (state st) that ended with
+// err. Caller holds f.mu.
+func (f *Node) settlePull(key string, st *fleetv1.RepoState, err error) {
+	// The owner served more than a limit allows (pullTooLarge noted its
+	// digest), whatever the upstream fetch after it gave.
+	tooBig := st.GetDigest() != "" && f.overLimit[key] == st.GetDigest()
+	switch {
+	case err != nil && (node.OverLimit(err) || tooBig):
+		// Over --max-repo-size or --max-refs: tried again when the
+		// owner reports another digest (or on demand), never on a
+		// timer: each try could move as much as the limit.
+		delete(f.pullFails, key)
+		delete(f.retryAt, key)
+		f.overLimit[key] = st.GetDigest()
+	case err != nil:
+		// From 2 s, doubling to 30 s: a pull whose upstream check
+		// keeps failing must not ask the owner and the upstream every
+		// 2 s. A new state from the coordinator tries at once.
+		f.pullFails[key]++
+		f.pending[key] = true
+		f.retryAt[key] = f.clk.Now().Add(node.Backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
+	default:
+		delete(f.pullFails, key)
+		delete(f.retryAt, key)
+		if !tooBig { // fetched from the upstream instead: the owner's digest stays refused
+			delete(f.overLimit, key)
+		}
+	}
+}
+
+// pull fetches key's new objects from its owner through the owner's tunnel.
+func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) error {
+	if st == nil {
+		return nil // removed meanwhile
+	}
+	owner := st.GetOwner()
+	if owner == f.n.ID() {
+		return nil
+	}
+	if !f.tunnels.Connected(owner) {
+		return fmt.Errorf("owner node %d has no tunnel open", owner)
+	}
+	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
+	start := f.clk.Now()
+	f.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
+	had := f.mirror.Has(key)
+	res, seen, refused, err := f.pullVerified(ctx, key, st, owner, url)
+	f.pulled(node.KindOf(had, res), f.clk.Now().Sub(start), err)
+	if refused != nil {
+		// The pull is shown refused; what changed came from the upstream.
+		f.flog.Append(refusedEntry(key, f.n.ID(), start, refused))
+		f.flog.Append(f.n.WorkEntry(key, "check", refused.at, res, nil))
+	} else {
+		e := f.n.WorkEntry(key, "pull", start, res, err)
+		e.From = owner
+		f.flog.Append(e)
+	}
+	if err != nil {
+		return err
+	}
+	f.served(key, res)
+	digest := res.After.Digest()
+	f.n.SetDigest(key, digest)
+	f.afterPull(key, owner, res, seen)
+	if res.Changed {
+		f.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
+	}
+	f.n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
+		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
+		DurationMs: f.clk.Now().Sub(start).Milliseconds()})
+	return nil
+}
+
+// pullNow pulls key from its owner at once (an on-demand check's result).
+func (f *Node) pullNow(ctx context.Context, key, digest string) error {
+	f.mu.Lock()
+	st := f.view.Get(key)
+	f.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("repository %s is no longer mirrored", key)
+	}
+	if st.GetOwner() == f.n.ID() {
+		return nil // fetched by this node itself
+	}
+	if digest == "" {
+		return nil // an empty mirror is not pulled, as in states
+	}
+	done, err := f.admitNow(key) // the disk's high water (fulldisk.go)
+	if err != nil {
+		return fmt.Errorf("repository %s: %w", key, err)
+	}
+	defer done()
+	return f.pull(ctx, key, st)
+}

@@ -1,0 +1,68 @@
+package fullnode
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/metrics"
+)
+
+// The public HTTP of the full node: git at /<host>/<path>.git, the JSON
+// API under /api/, webhooks under /hooks/, the console at / and under /-/,
+// /metrics and /healthz.
+
+// resolve serves a repository only when the catalog lists it and a
+// complete mirror is on disk.
+func (f *Node) resolve(key string) (string, bool) {
+	f.mu.Lock()
+	listed := f.view.Has(key)
+	f.mu.Unlock()
+	if !listed || !f.mirror.Has(key) || f.n.BrokenState(key) != "" {
+		return "", false
+	}
+	return f.mirror.Path(key), true
+}
+
+func (f *Node) publicHandler() http.Handler {
+	gs := &gitserve.Handler{Git: f.n.Git(), Resolve: f.resolve, Log: f.log, Limits: f.cfg.Serve, Fold: f.cfg.Fold,
+		OnFailure: f.n.ServeFailed, Cache: f.packs, Clock: f.clk}
+	// Its slots and its pack cache on /metrics (servecollect.go); a
+	// handler made again (benchmarks) keeps the first one's figures.
+	_ = f.cfg.Metrics.Register(serveCollector{gs, f.packs})
+	git := metrics.CountBytes(gs, f.n.CountServed("public"))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", metrics.Handler(f.cfg.Metrics, f.log))
+	mux.Handle("/api/", f.api)
+	mux.Handle("/hooks/", f.api)
+	overview := f.mountConsole(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := gitserve.Match(r.URL.Path); ok {
+			git.ServeHTTP(w, r)
+			return
+		}
+		if overview(w, r) {
+			return
+		}
+		http.NotFound(w, r)
+	})
+	return gitserve.RefuseEncodedSeparators(mux)
+}
+
+// mountConsole serves the operator's console (package console, fed by
+// console.go): the overview at / and its pages under /-/, which no
+// repository key can start with.
+func (f *Node) mountConsole(mux *http.ServeMux) func(w http.ResponseWriter, r *http.Request) bool {
+	mux.Handle("/-/", f.console)
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/" {
+			return false
+		}
+		f.console.ServeHTTP(w, r)
+		return true
+	}
+}

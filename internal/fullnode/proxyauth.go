@@ -1,0 +1,43 @@
+package fullnode
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+)
+
+// proxySecretHeader carries the full node's per-process secret on every
+// request to its loopback proxy into the tunnels, so that other users of
+// the machine cannot reach partial nodes through it.
+const proxySecretHeader = "X-Gitfleet-Proxy-Secret"
+
+func newProxySecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("full node: proxy secret: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// requireProxySecret answers 403 to a request without the secret, and
+// strips the header from the others before they go on to a partial node.
+func requireProxySecret(secret string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get(proxySecretHeader)
+		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(secret)) != 1 {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		r.Header.Del(proxySecretHeader)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// proxyEnv gives git the proxy's secret through its environment (never
+// its command line, which other users of the machine can read).
+func (f *Node) proxyEnv() []string {
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
+		"GIT_CONFIG_VALUE_0=" + proxySecretHeader + ": " + f.proxySecret}
+}

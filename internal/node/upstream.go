@@ -1,0 +1,43 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+)
+
+// egressDialer is the dialer of every connection the node makes to an
+// upstream: git's, through the node's egress proxy, and the full node's
+// outgoing webhooks.
+func egressDialer(cfg Config) *egress.Dialer {
+	p := cfg.Egress
+	if p == nil {
+		p = egress.Default(cfg.AllowPrivate)
+	}
+	return &egress.Dialer{Policy: p, Resolver: cfg.Resolver}
+}
+
+// SyncUpstream brings key's mirror up to date from an upstream URL: the
+// URL is checked against the egress policy first (the scheme, the port, the
+// host and, for git:// and ssh://, its answers), at every fetch, and git's
+// connections then go through the egress proxy, which checks the address
+// it dials.
+func (n *Node) SyncUpstream(ctx context.Context, key, url string) (mirror.Result, error) {
+	if err := n.dialer.CheckURL(ctx, url); err != nil {
+		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
+	}
+	return n.mirror.Sync(ctx, key, url)
+}
+
+// replaceUpstream copies key's mirror again from an upstream URL (the
+// repair of a corrupt mirror: mirror.Replace), with the same check of the
+// URL against the egress policy first as SyncUpstream.
+func (n *Node) replaceUpstream(ctx context.Context, key, url string) (gitcmd.Refs, error) {
+	if err := n.dialer.CheckURL(ctx, url); err != nil {
+		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
+	}
+	return n.mirror.Replace(ctx, key, url)
+}

@@ -1,0 +1,80 @@
+package repoview
+
+import (
+	"iter"
+	"math"
+)
+
+// classTable holds the class of every repository of the view (counters.go)
+// in 12 bytes: the state and the error class as indexes into a table of
+// their few names, the minute of the last check in 32 bits.
+type classTable struct {
+	tab   *repoTable // shared with the View
+	n     int
+	names nameTable // states and error classes
+}
+
+type packedClass struct {
+	owner    uint32
+	verified int32 // minutes since 1970 of verified_at, or neverVerified
+	state    uint8
+	errClass uint8
+	current  bool
+}
+
+// newClassTable returns an empty table kept in tab (nil: a table of its
+// own).
+func newClassTable(tab *repoTable) *classTable {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	t := &classTable{tab: tab}
+	t.names.id("") // 0: no error class
+	return t
+}
+
+func (t *classTable) unpack(p packedClass) Class {
+	return Class{State: t.names.name(p.state), Owner: p.owner, Current: p.current, Verified: int64(p.verified),
+		ErrClass: t.names.name(p.errClass)}
+}
+
+// get returns key's class.
+func (t *classTable) get(key string) (Class, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
+		return Class{}, false
+	}
+	return t.unpack(s.class), true
+}
+
+// put records key's class.
+func (t *classTable) put(key string, cl Class) {
+	s := t.tab.slot(key)
+	if !s.classed {
+		s.classed = true
+		t.n++
+	}
+	s.class = packedClass{owner: cl.Owner, verified: int32(max(min(cl.Verified, math.MaxInt32), math.MinInt32)),
+		state: t.names.id(cl.State), errClass: t.names.id(cl.ErrClass), current: cl.Current}
+}
+
+func (t *classTable) del(key string) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.classed {
+		return
+	}
+	s.class, s.classed = packedClass{}, false
+	t.n--
+	t.tab.release(key, s)
+}
+
+// all yields every key and its class, in no order.
+func (t *classTable) all() iter.Seq2[string, Class] {
+	return func(yield func(string, Class) bool) {
+		for k, s := range t.tab.each() {
+			if s.classed && !yield(k, t.unpack(s.class)) {
+				return
+			}
+		}
+	}
+}

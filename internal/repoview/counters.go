@@ -1,0 +1,287 @@
+package repoview
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The full node keeps what /metrics reports of its repositories (how many
+// in each state, how many current) and an ordered index of the keys in
+// each state and of each owner as the states change, so that /metrics
+// costs O(states) and a filtered listing a binary search and its page,
+// not a walk of a million repositories.
+//
+// A repository's class is what those depend on: its state as the API shows
+// it (the owner's, or the mirror's corrupt/repairing while it is broken),
+// its owner, and whether it is current. The full node decides the class
+// (fullnode's classOf) after every change of an input, and hands it to
+// Set.
+
+// Class is what the counters and indexes know of one repository.
+type Class struct {
+	State   string
+	Owner   uint32
+	Current bool
+	// For the console (consolecounts.go): the minute of verified_at
+	// (VerifiedMinute) and the public class of the last error.
+	Verified int64
+	ErrClass string
+}
+
+// Counters are the counters and per-state and per-owner indexes of a
+// view's classes.
+type Counters struct {
+	classes *classTable
+	byState map[string]int
+	byOwner map[uint32]int
+	current int
+	states  map[string]*SortedIndex
+	owners  map[uint32]*SortedIndex
+	console *consoleCounts
+}
+
+// newCounters returns empty counters, with a table of their own (New
+// gives them a View that shares it).
+func newCounters() *Counters {
+	return &Counters{classes: newClassTable(nil), byState: map[string]int{}, byOwner: map[uint32]int{},
+		states: map[string]*SortedIndex{}, owners: map[uint32]*SortedIndex{}, console: newConsoleCounts()}
+}
+
+// maxPending bounds the keys an index holds unmerged: an index nobody
+// lists is merged once it has as many added keys as merged ones (and
+// maxPending), so that keys that flip between states do not pile up and
+// a merge costs O(1) a change, amortized.
+const maxPending = 4096
+
+func mergeDue(x *SortedIndex) bool { return len(x.added) > max(maxPending, len(x.keys)) }
+
+// Set records key's class, or that it left the view (listed false).
+func (c *Counters) Set(key string, cl Class, listed bool) {
+	old, had := c.classes.get(key)
+	if had && listed && old == cl {
+		return
+	}
+	c.console.set(key, old, had, cl, listed)
+	if had {
+		c.byState[old.State]--
+		if c.byState[old.State] == 0 {
+			delete(c.byState, old.State)
+		}
+		c.byOwner[old.Owner]--
+		if c.byOwner[old.Owner] == 0 {
+			delete(c.byOwner, old.Owner)
+		}
+		if old.Current {
+			c.current--
+		}
+		if !listed || old.State != cl.State {
+			c.states[old.State].Remove(key)
+		}
+		if !listed || old.Owner != cl.Owner {
+			c.owners[old.Owner].Remove(key)
+		}
+	}
+	if !listed {
+		c.classes.del(key)
+		return
+	}
+	c.classes.put(key, cl)
+	c.byState[cl.State]++
+	c.byOwner[cl.Owner]++
+	if cl.Current {
+		c.current++
+	}
+	if !had || old.State != cl.State {
+		x := c.states[cl.State]
+		if x == nil {
+			x = &SortedIndex{}
+			c.states[cl.State] = x
+		}
+		x.Add(key)
+		if mergeDue(x) {
+			c.stateKeys(cl.State)
+		}
+	}
+	if !had || old.Owner != cl.Owner {
+		x := c.owners[cl.Owner]
+		if x == nil {
+			x = &SortedIndex{}
+			c.owners[cl.Owner] = x
+		}
+		x.Add(key)
+		if mergeDue(x) {
+			c.ownerKeys(cl.Owner)
+		}
+	}
+}
+
+// stateKeys returns the keys in state, in order.
+func (c *Counters) stateKeys(state string) []string {
+	x := c.states[state]
+	if x == nil {
+		return nil
+	}
+	return x.ordered(c.byState[state], func(keys []string) []string {
+		for k, cl := range c.classes.all() {
+			if cl.State == state {
+				keys = append(keys, k)
+			}
+		}
+		return keys
+	})
+}
+
+// ownerKeys returns the keys of owner, in order.
+func (c *Counters) ownerKeys(owner uint32) []string {
+	x := c.owners[owner]
+	if x == nil {
+		return nil
+	}
+	return x.ordered(c.byOwner[owner], func(keys []string) []string {
+		for k, cl := range c.classes.all() {
+			if cl.Owner == owner {
+				keys = append(keys, k)
+			}
+		}
+		return keys
+	})
+}
+
+// List returns one page of a listing and how many match in all, from all
+// (every key of view, in order: SortedIndex.Of). A state or an owner filter reads that
+// state's or owner's index: its page (up to maxWalkOffset) without merging
+// what changed, the total from the counters; with a prefix or a far
+// offset, the merged index, a binary search and the page. Both filters at
+// once walk the smaller of the two indexes (under the prefix).
+func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
+	if f.State == "" && f.Owner == 0 {
+		return listPage(all, view, f)
+	}
+	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == "" || f.Owner == 0) {
+		// The page, without merging the few keys changed since the last listing.
+		x, total := c.states[f.State], c.byState[f.State]
+		if f.State == "" {
+			x, total = c.owners[f.Owner], c.byOwner[f.Owner]
+		}
+		if x == nil {
+			return nil, total
+		}
+		if len(x.added) <= maxWalkAdded {
+			var page []Listed
+			for _, k := range x.page(f.Offset, f.Limit) {
+				page = append(page, Listed{k, view.Get(k)})
+			}
+			return page, total
+		}
+	}
+	var keys []string
+	keep := func(string) bool { return true }
+	switch {
+	case f.Owner == 0:
+		keys = c.stateKeys(f.State)
+	case f.State == "":
+		keys = c.ownerKeys(f.Owner)
+	case c.byState[f.State] <= c.byOwner[f.Owner]:
+		keys = c.stateKeys(f.State)
+		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.Owner == f.Owner }
+	default:
+		keys = c.ownerKeys(f.Owner)
+		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.State == f.State }
+	}
+	lo, hi := 0, len(keys)
+	if f.Prefix != "" {
+		lo = sort.SearchStrings(keys, f.Prefix)
+		hi = lo + sort.Search(len(keys)-lo, func(i int) bool { return !strings.HasPrefix(keys[lo+i], f.Prefix) })
+	}
+	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
+	var page []Listed
+	if f.State == "" || f.Owner == 0 {
+		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
+			page = append(page, Listed{keys[i], view.Get(keys[i])})
+		}
+		return page, hi - lo
+	}
+	total := 0
+	for _, k := range keys[lo:hi] {
+		if !keep(k) {
+			continue
+		}
+		if total >= f.Offset && in(total) {
+			page = append(page, Listed{k, view.Get(k)})
+		}
+		total++
+	}
+	return page, total
+}
+
+// maxWalkOffset is the largest offset a listing reaches by walking an index
+// that has unmerged keys; past it, the index is merged first.
+const maxWalkOffset = 1000
+
+// maxWalkAdded is the most keys added since the last merge that a listing
+// sorts and walks; with more, the index is merged first.
+const maxWalkAdded = 1024
+
+// page returns the index's keys in order from offset, at most limit of them
+// (limit <= 0: all), without a merge: a walk of the merged keys and of the
+// added ones, sorted, that skips the removed ones. O(offset + limit) and a
+// sort of the keys added since the last merge.
+func (x *SortedIndex) page(offset, limit int) []string {
+	slices.Sort(x.added)
+	var out []string
+	i, j, n, last := 0, 0, 0, ""
+	for limit <= 0 || len(out) < limit {
+		var k string
+		switch {
+		case i < len(x.keys) && (j == len(x.added) || x.keys[i] <= x.added[j]):
+			k = x.keys[i]
+			i++
+		case j < len(x.added):
+			k = x.added[j]
+			j++
+		default:
+			return out
+		}
+		if n > 0 && k == last || x.removed[k] {
+			continue // a key added again, or removed
+		}
+		last = k
+		if n >= offset {
+			out = append(out, k)
+		}
+		n++
+	}
+	return out
+}
+
+// InState is how many repositories are in state.
+func (c *Counters) InState(state string) int { return c.byState[state] }
+
+// ByState returns a copy of the counts by state: O(states).
+func (c *Counters) ByState() map[string]int { return maps.Clone(c.byState) }
+
+// Current is how many repositories are current.
+func (c *Counters) Current() int { return c.current }
+
+// Class returns key's class.
+func (c *Counters) Class(key string) (Class, bool) { return c.classes.get(key) }
+
+// Rebuilt returns the indexes by state and by owner that lost track of
+// their keys and were rebuilt from the classes, with how many times: none,
+// unless the bookkeeping went wrong.
+func (c *Counters) Rebuilt() (states map[string]int, owners map[uint32]int) {
+	states, owners = map[string]int{}, map[uint32]int{}
+	for s, x := range c.states {
+		if x.rebuilt != 0 {
+			states[s] = x.rebuilt
+		}
+	}
+	for o, x := range c.owners {
+		if x.rebuilt != 0 {
+			owners[o] = x.rebuilt
+		}
+	}
+	return states, owners
+}

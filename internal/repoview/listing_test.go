@@ -1,0 +1,144 @@
+package repoview
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
+	view := make(map[string]*fleetv1.RepoState, n)
+	states := []string{"ok", "pending", "failing"}
+	for i := range n {
+		k := fmt.Sprintf("host%d.example/g%d/r%d", rng.IntN(3), rng.IntN(20), i)
+		view[k] = &fleetv1.RepoState{Key: k, Owner: uint32(1 + rng.IntN(4)), State: states[rng.IntN(len(states))]}
+	}
+	return view
+}
+
+// tableOf is the full node's table of view.
+func tableOf(view map[string]*fleetv1.RepoState) *View {
+	t := newView(nil)
+	for k, st := range view {
+		r := proto.Clone(st).(*fleetv1.RepoState)
+		r.Key = k
+		t.Put(r)
+	}
+	return t
+}
+
+// naiveList is what a listing means: every key in order, filtered, paged.
+func naiveList(view map[string]*fleetv1.RepoState, f Filter) (page []string, total int) {
+	var keys []string
+	for k, st := range view {
+		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == "" || st.GetState() == f.State) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i >= f.Offset && (f.Limit <= 0 || len(page) < f.Limit) {
+			page = append(page, k)
+		}
+	}
+	return page, len(keys)
+}
+
+func TestListPageAgreesWithSortingEverything(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	view := testView(2000, rng)
+	var x SortedIndex
+	for k := range view {
+		x.Add(k)
+	}
+	prefixes := []string{"", "host1.example/", "host2.example/g1", "host0.example/g13/", "nohost/", "host"}
+	for round := range 500 {
+		f := Filter{Prefix: prefixes[rng.IntN(len(prefixes))], Offset: rng.IntN(300), Limit: rng.IntN(60)}
+		if rng.IntN(2) == 0 {
+			f.Owner = uint32(rng.IntN(5))
+		}
+		if rng.IntN(2) == 0 {
+			f.State = []string{"ok", "pending", "failing", "gone"}[rng.IntN(4)]
+		}
+		// The key set changes now and then, as catalog changes do.
+		if round%10 == 9 {
+			for k := range view {
+				if rng.IntN(100) == 0 {
+					delete(view, k)
+					x.Remove(k)
+				}
+			}
+			for i := range rng.IntN(30) {
+				k := fmt.Sprintf("host%d.example/g1/new%d-%d", rng.IntN(3), round, i)
+				if _, ok := view[k]; !ok {
+					view[k] = &fleetv1.RepoState{State: "pending", Owner: 1}
+					x.Add(k)
+				}
+			}
+			// A key that comes and goes between two listings.
+			k := fmt.Sprintf("host0.example/flicker%d", rng.IntN(3))
+			_, had := view[k]
+			for range rng.IntN(4) {
+				if had {
+					delete(view, k)
+					x.Remove(k)
+				} else {
+					view[k] = &fleetv1.RepoState{State: "ok", Owner: 2}
+					x.Add(k)
+				}
+				had = !had
+			}
+		}
+		tab := tableOf(view)
+		page, total := listPage(x.Of(tab), tab, f)
+		want, wantTotal := naiveList(view, f)
+		var got []string
+		for _, p := range page {
+			got = append(got, p.Key)
+			if p.State.GetState() != view[p.Key].GetState() || p.State.GetOwner() != view[p.Key].GetOwner() {
+				t.Fatalf("round %d: %s listed with another state", round, p.Key)
+			}
+		}
+		if total != wantTotal || !slices.Equal(got, want) {
+			t.Fatalf("round %d, filter %+v: got %d of %d %v, want %d of %d %v", round, f, len(got), total, got, len(want), wantTotal, want)
+		}
+	}
+	if x.rebuilt != 0 {
+		t.Fatalf("the index lost track of the key set %d times", x.rebuilt)
+	}
+}
+
+// BenchmarkListPage lists the first page of 50 of 1,000,000 repositories,
+// with no filter and with a state filter, once the keys are sorted.
+func BenchmarkListPage(b *testing.B) {
+	view := tableOf(testView(1_000_000, rand.New(rand.NewPCG(1, 2))))
+	var x SortedIndex
+	x.Of(view)
+	for _, f := range []Filter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
+		b.Run(fmt.Sprintf("offset=%d,prefix=%q,state=%q", f.Offset, f.Prefix, f.State), func(b *testing.B) {
+			for b.Loop() {
+				listPage(x.Of(view), view, f)
+			}
+		})
+	}
+	b.Run("merge-100-new-keys-into-1M", func(b *testing.B) {
+		for b.Loop() {
+			for i := range 100 {
+				k := fmt.Sprintf("host1.example/g3/new%d", i)
+				if view.Has(k) {
+					view.Del(k)
+					x.Remove(k)
+				} else {
+					view.Put(&fleetv1.RepoState{Key: k})
+					x.Add(k)
+				}
+			}
+			x.Of(view)
+		}
+	})
+}

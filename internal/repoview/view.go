@@ -1,0 +1,286 @@
+// Package repoview is the full node's compact view of every repository
+// of the fleet, as the coordinator sends their states: the view itself
+// (View: a million repositories in about 200 bytes each), the class of
+// each (its state as the API shows it, its owner, whether it is current)
+// with the counters and ordered indexes kept as classes change (Counters),
+// the ordered keys for listings (SortedIndex) and the count of stale
+// repositories for the alerts (StaleCounter).
+//
+// Only the full node (package fullnode) keeps one. It is pure: no I/O, no
+// goroutines, no clock (times are passed in). It decides nothing: what a
+// class is, and whether a repository is current, the full node says; this
+// package keeps the figures that follow, so that a listing costs a binary
+// search and its page and /metrics O(states), never a walk of the
+// repositories. Its types are not safe for concurrent use: the full node
+// guards them with its lock.
+package repoview
+
+import (
+	"encoding/hex"
+	"iter"
+	"maps"
+	"math"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/intern"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// A full node keeps the coordinator's state of every repository of the
+// fleet: a million of them on a large mirror. A fleetv1.RepoState in a
+// map costs about 530 bytes with its strings (the message, its key, URL,
+// state and digest strings, and an error text that names the repository),
+// the view about 185 with its key and map entry
+// (TestViewIsAFractionOfTheMessages); an Entry keeps the same facts, and
+// the full node's own verified_at (4 bytes), in 80 bytes:
+//   - the URL only when it is not https://KEY (the usual spelling), apart;
+//   - the state as an index into a table of the few state names;
+//   - the digest as its 16 bytes (an unusual spelling is kept as text);
+//   - the error text as one shared copy of its template, the repository's
+//     URL and key replaced by markers (package intern), since most errors
+//     of a fleet differ only by the repository they name;
+//   - attributes and fallback URLs, which few repositories have, apart.
+//
+// Callers that need the whole state ask for a RepoState, which is built
+// for them (Get): a listing builds one per repository of its page.
+
+// Entry is what the view keeps of one repository.
+type Entry struct {
+	errText    string     // packed by errs, "" without an error
+	extra      *viewExtra // nil for most repositories
+	lastCheck  int64      // unix ms
+	lastChange int64      // unix ms
+	checks     uint32     // saturating
+	fetches    uint32     // saturating
+	owner      uint32
+	// verifiedAt is when the full node last saw the upstream's refs equal
+	// to what it serves, in unix seconds (0: never): its own, kept across
+	// the coordinator's updates (SetVerified).
+	verifiedAt uint32
+	state      uint8 // numbered by View.states
+	usual      bool  // the URL is "https://" + key
+	hasDigest  bool  // digest holds a digest of 32 hex digits
+	digest     [16]byte
+}
+
+// viewExtra holds what few repositories have.
+type viewExtra struct {
+	url       string // when the URL is not "https://" + key
+	attrs     map[string]string
+	fallbacks []string
+	digest    string // a digest that is not 32 hex digits
+}
+
+// View is the full node's view of the fleet's repositories.
+type View struct {
+	tab    *repoTable // shared with the counters' classTable
+	n      int
+	states nameTable // state names
+	errs   *intern.Templates
+}
+
+// maxErrTemplates bounds the error templates a view shares; texts past it
+// are kept whole, each with its repository.
+const maxErrTemplates = 1 << 16
+
+// New returns an empty view and its counters, which keep a repository's
+// entry and its class in one slot.
+func New() (*View, *Counters) {
+	c := newCounters()
+	return newView(c.classes.tab), c
+}
+
+// newView returns an empty view kept in tab (nil: a table of its own).
+func newView(tab *repoTable) *View {
+	if tab == nil {
+		tab = newRepoTable()
+	}
+	return &View{tab: tab, errs: intern.New(maxErrTemplates)}
+}
+
+// Len is how many repositories the view holds.
+func (t *View) Len() int { return t.n }
+
+// Has tells whether the view holds key.
+func (t *View) Has(key string) bool {
+	s := t.tab.lookup(key)
+	return s != nil && s.inView
+}
+
+// Keys yields every key, in no order.
+func (t *View) Keys() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k, s := range t.tab.each() {
+			if s.inView && !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Put stores r, and returns what was there before. The entry's
+// verified_at is kept: it is the full node's own, not the coordinator's.
+func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
+	key := r.GetKey()
+	s := t.tab.slot(key)
+	old, had = s.view, s.inView
+	v := Entry{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
+		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.states.id(r.GetState())}
+	if msg := r.GetLastError(); msg != "" {
+		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
+	}
+	var x viewExtra
+	if u := r.GetUrl(); u == "https://"+key {
+		v.usual = true
+	} else {
+		x.url = u
+	}
+	if d := r.GetDigest(); d != "" {
+		if v.digest, v.hasDigest = gitcmd.ParseDigest(d); !v.hasDigest {
+			x.digest = d
+		}
+	}
+	if len(r.GetAttrs()) > 0 {
+		x.attrs = maps.Clone(r.GetAttrs())
+	}
+	if len(r.GetFallbackUrls()) > 0 {
+		x.fallbacks = append([]string(nil), r.GetFallbackUrls()...)
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" {
+		v.extra = &x
+	}
+	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
+	s.view, s.inView = v, true
+	if !had {
+		t.n++
+	}
+	return old, had
+}
+
+// SetVerified records key's verified_at (unix seconds) and returns the
+// one it replaces; false when key is not in the view.
+func (t *View) SetVerified(key string, at uint32) (uint32, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return 0, false
+	}
+	old := s.view.verifiedAt
+	s.view.verifiedAt = at
+	return old, true
+}
+
+// VerifiedTimes yields every key with its verified_at (unix seconds), in
+// no order.
+func (t *View) VerifiedTimes() iter.Seq2[string, uint32] {
+	return func(yield func(string, uint32) bool) {
+		for k, s := range t.tab.each() {
+			if s.inView && !yield(k, s.view.verifiedAt) {
+				return
+			}
+		}
+	}
+}
+
+// Del removes key, and returns what was there.
+func (t *View) Del(key string) (Entry, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return Entry{}, false
+	}
+	v := s.view
+	s.view, s.inView = Entry{}, false
+	t.n--
+	t.tab.release(key, s)
+	return v, true
+}
+
+// Entry returns key's compact state.
+func (t *View) Entry(key string) (Entry, bool) {
+	s := t.tab.lookup(key)
+	if s == nil || !s.inView {
+		return Entry{}, false
+	}
+	return s.view, true
+}
+
+// Get returns key's state as the coordinator sent it (a copy of the
+// caller's own), or nil.
+func (t *View) Get(key string) *fleetv1.RepoState {
+	v, ok := t.Entry(key)
+	if !ok {
+		return nil
+	}
+	return t.state(key, v)
+}
+
+// Input is what a repository's class depends on in the view: the
+// owner's last report and the full node's verified_at.
+type Input struct {
+	State, LastError, Digest string
+	Owner                    uint32
+	LastCheck                int64  // unix ms
+	VerifiedAt               uint32 // unix seconds
+}
+
+// Input returns what key's class depends on, without building its whole
+// state.
+func (t *View) Input(key string) (Input, bool) {
+	v, ok := t.Entry(key)
+	if !ok {
+		return Input{}, false
+	}
+	in := Input{State: t.states.name(v.state), Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
+		VerifiedAt: v.verifiedAt}
+	if v.errText != "" {
+		in.LastError = intern.Unpack(v.errText, v.Upstream(key), key)
+	}
+	return in, true
+}
+
+// state builds the RepoState of key from v.
+func (t *View) state(key string, v Entry) *fleetv1.RepoState {
+	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
+		State: t.states.name(v.state), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
+		Fetches: uint64(v.fetches)}
+	if v.errText != "" {
+		r.LastError = intern.Unpack(v.errText, r.Url, key)
+	}
+	if v.extra != nil {
+		r.Attrs = maps.Clone(v.extra.attrs)
+		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
+	}
+	return r
+}
+
+// Owner is the node that fetches the repository (0: none yet).
+func (v Entry) Owner() uint32 { return v.owner }
+
+// LastCheck is the owner's last check, in unix ms (0: none).
+func (v Entry) LastCheck() int64 { return v.lastCheck }
+
+// VerifiedAt is the full node's verified_at, in unix seconds (0: never).
+func (v Entry) VerifiedAt() uint32 { return v.verifiedAt }
+
+// Upstream is the repository's URL ("" if the coordinator sent none).
+func (v Entry) Upstream(key string) string {
+	switch {
+	case v.usual:
+		return "https://" + key
+	case v.extra != nil:
+		return v.extra.url
+	}
+	return ""
+}
+
+// Digest is the digest of the owner's mirror, as the owner reported it.
+func (v Entry) Digest() string {
+	switch {
+	case v.hasDigest:
+		return hex.EncodeToString(v.digest[:])
+	case v.extra != nil:
+		return v.extra.digest
+	}
+	return ""
+}
+
+func sat32(n uint64) uint32 { return uint32(min(n, math.MaxUint32)) }

@@ -1,0 +1,131 @@
+package repoview
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Every field of a RepoState comes back from the view as it went in, in
+// its usual and unusual spellings.
+func TestViewKeepsEveryField(t *testing.T) {
+	tab := newView(nil)
+	states := []*fleetv1.RepoState{
+		{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 3, Digest: "0123456789abcdef0123456789abcdef", State: "ok",
+			LastCheckMs: 1e12, LastChangeMs: 9e11, Checks: 7, Fetches: 2},
+		{Key: "github.com/a/c", Url: "http://GitHub.com/a/c.git", State: "failing", Digest: "d42",
+			LastError: "git ls-remote http://GitHub.com/a/c.git: fatal: repository 'http://GitHub.com/a/c.git/' not found (github.com/a/c)",
+			Attrs:     map[string]string{"team": "x"}, FallbackUrls: []string{"https://mirror/a/c"}},
+		{Key: "github.com/a/d", State: "pending", Digest: "0123456789ABCDEF0123456789ABCDEF"}, // no URL; upper-case hex
+		{Key: "github.com/a/e", Url: "https://github.com/a/e", State: "gone", Checks: 1 << 40},
+	}
+	for _, st := range states {
+		tab.Put(st)
+	}
+	for _, st := range states {
+		got := tab.Get(st.GetKey())
+		want := proto.Clone(st).(*fleetv1.RepoState)
+		if want.Checks > 1<<32-1 {
+			want.Checks = 1<<32 - 1 // counters saturate
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("got  %v\nwant %v", got, want)
+		}
+	}
+	if tab.Get("github.com/a/none") != nil || tab.Has("github.com/a/none") {
+		t.Error("an unknown key has a state")
+	}
+	if _, ok := tab.Del("github.com/a/b"); !ok || tab.Has("github.com/a/b") || tab.Len() != 3 {
+		t.Error("del did not remove the key")
+	}
+}
+
+// The view keeps a fleet in a fraction of the memory of the RepoStates it
+// was sent: the figure is the live heap after a collection, which does
+// not depend on the machine's speed.
+func TestViewIsAFractionOfTheMessages(t *testing.T) {
+	const n = 50_000
+	states := func() []*fleetv1.RepoState {
+		out := make([]*fleetv1.RepoState, n)
+		for i := range out {
+			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
+			url := "https://" + key
+			out[i] = &fleetv1.RepoState{Key: key, Url: url, Owner: uint32(1 + i%5), State: []string{"ok", "failing", "pending"}[i%3],
+				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1,
+				LastError: "git ls-remote " + url + ": network: fatal: unable to access '" + url + "/': CONNECT tunnel failed, response 502"}
+		}
+		return out
+	}
+	live := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	base := live()
+	msgs := map[string]*fleetv1.RepoState{}
+	for _, st := range states() {
+		msgs[st.GetKey()] = proto.Clone(st).(*fleetv1.RepoState)
+	}
+	asMessages := live() - base
+	runtime.KeepAlive(msgs)
+	msgs = nil
+	base = live()
+	tab := newView(nil)
+	for _, st := range states() {
+		tab.Put(st)
+	}
+	asView := live() - base
+	runtime.KeepAlive(tab)
+	t.Logf("%d repositories: %d bytes each as messages, %d in the view", n, asMessages/n, asView/n)
+	if asView*2 > asMessages {
+		t.Fatalf("the view takes %d bytes a repository, the messages %d: want at most half", asView/n, asMessages/n)
+	}
+}
+
+// The view and the classes share one slot a key: a slot is freed only
+// when both have let the key go, and a freed slot is reused.
+func TestViewAndClassesShareASlotAKey(t *testing.T) {
+	tab := newRepoTable()
+	view, classes := newView(tab), newClassTable(tab)
+	for i := range 10 {
+		key := fmt.Sprintf("h/g/r%d", i)
+		view.Put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
+		classes.put(key, Class{State: "ok", Owner: 2, Verified: neverVerified})
+	}
+	if len(tab.index) != 10 || view.Len() != 10 || classes.n != 10 {
+		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.Len(), classes.n)
+	}
+	view.Del("h/g/r3") // the view first, then its reclass
+	if cl, ok := classes.get("h/g/r3"); !ok || cl.State != "ok" {
+		t.Fatal("the class went with the view")
+	}
+	classes.del("h/g/r3")
+	if tab.lookup("h/g/r3") != nil || len(tab.free) != 1 {
+		t.Fatal("a key neither viewed nor classed keeps its slot")
+	}
+	classes.del("h/g/r4") // a class dropped, the view kept
+	if st := view.Get("h/g/r4"); st == nil || st.GetOwner() != 2 {
+		t.Fatal("the view went with the class")
+	}
+	view.Put(&fleetv1.RepoState{Key: "h/g/new", State: "pending"})
+	if len(tab.free) != 0 || len(tab.chunks) != 1 || len(tab.chunks[0]) != 10 {
+		t.Fatal("a new key did not reuse the freed slot")
+	}
+	if st := view.Get("h/g/new"); st.GetState() != "pending" || st.GetOwner() != 0 {
+		t.Fatalf("the reused slot kept what its last key had: %v", st)
+	}
+	if _, ok := classes.get("h/g/new"); ok {
+		t.Fatal("the reused slot kept a class")
+	}
+	var keys []string
+	for k := range view.Keys() {
+		keys = append(keys, k)
+	}
+	if len(keys) != 10 {
+		t.Fatalf("the view yields %d keys, want 10", len(keys))
+	}
+}
