@@ -113,7 +113,11 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		started = true
 		if err := send(w, rc, p); err != nil {
-			return // the client went away; the others go on
+			if errors.Is(err, errCacheFile) {
+				h.logCache(key, err)
+				breakOff(w)
+			}
+			return // else the client went away; the others go on
 		}
 	}
 }
@@ -142,7 +146,7 @@ func send(w http.ResponseWriter, rc *http.ResponseController, p part) error {
 		return nil
 	}
 	if _, err := p.f.Seek(p.off, io.SeekStart); err != nil {
-		return fmt.Errorf("pack cache: %w", err)
+		return fmt.Errorf("%w: %w", errCacheFile, err)
 	}
 	for left := p.n; left > 0; {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
@@ -150,7 +154,7 @@ func send(w http.ResponseWriter, rc *http.ResponseController, p part) error {
 		left -= n
 		switch {
 		case err == nil && n == 0:
-			return fmt.Errorf("pack cache: %s ends %d bytes short", p.f.Name(), left)
+			return fmt.Errorf("%w: %s ends %d bytes short", errCacheFile, p.f.Name(), left)
 		case err != nil && (n == 0 || !errors.Is(err, os.ErrDeadlineExceeded)):
 			return err
 		}
@@ -158,6 +162,10 @@ func send(w http.ResponseWriter, rc *http.ResponseController, p part) error {
 	_ = rc.Flush() // what a short part left in net/http's buffer
 	return nil
 }
+
+// errCacheFile is a failure of the cache's file while it is sent, not of
+// the client.
+var errCacheFile = errors.New("pack cache: the answer's file failed")
 
 // breakOff ends a response whose answer failed after part of it went out,
 // so that its client sees a broken answer rather than a short one that
