@@ -79,6 +79,13 @@ func newFloorBench(b *testing.B, dir string) *floorBench {
 	} else if fi, err := os.Stat(filepath.Join(dir, "objects")); err != nil || !fi.IsDir() {
 		b.Fatalf("%s=%s: not a bare repository", benchRepoEnv, dir)
 	}
+	return &floorBench{dir: dir, backendURL: httpBackend(b, dir)}
+}
+
+// httpBackend serves the bare repository dir with git http-backend, through
+// net/http/cgi as a plain server runs it (with uploadpack.allowFilter, as
+// the Handler has it), until the benchmark ends, and returns its URL.
+func httpBackend(b *testing.B, dir string) string {
 	execPath, err := gittest.Output("", "--exec-path")
 	if err != nil {
 		b.Fatal(err)
@@ -88,7 +95,7 @@ func newFloorBench(b *testing.B, dir string) *floorBench {
 			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=uploadpack.allowFilter", "GIT_CONFIG_VALUE_0=true"},
 		InheritEnv: []string{"PATH", "HOME"}})
 	b.Cleanup(backend.Close)
-	return &floorBench{dir: dir, backendURL: backend.URL + "/" + filepath.Base(dir)}
+	return backend.URL + "/" + filepath.Base(dir)
 }
 
 // gitfleet serves the repository from a new Handler with an empty cache.
