@@ -44,9 +44,10 @@ const benchRepoEnv = "GITFLEET_BENCH_REPO"
 //
 // Each round of gitfleet starts from a new Handler and an empty cache: one
 // request pays for every listing and check it needs. It runs on a
-// synthetic history (200 files, 1,000 commits, packed with a bitmap) and on
-// the repository that GITFLEET_BENCH_REPO names, if any. Run it with
-// -benchtime 2x (both orders).
+// synthetic history (200 files, 1,000 commits, packed with deltas and a
+// bitmap, as a mirror's maintenance leaves it) and on the repository that
+// GITFLEET_BENCH_REPO names, if any. Run it with -benchtime 2x or more
+// (both orders).
 func BenchmarkServeFloor(b *testing.B) {
 	repos := []struct{ name, dir string }{{"synthetic", ""}}
 	if dir := os.Getenv(benchRepoEnv); dir != "" {
@@ -73,7 +74,7 @@ type floorBench struct {
 func newFloorBench(b *testing.B, dir string) *floorBench {
 	if dir == "" {
 		dir = synthHistory(b, 200, 1000)
-		if err := gittest.Git(dir, "repack", "-a", "-d", "-b", "-q"); err != nil {
+		if err := gittest.Git(dir, "repack", "-a", "-d", "-f", "-b", "-q"); err != nil {
 			b.Fatal(err)
 		}
 	} else if fi, err := os.Stat(filepath.Join(dir, "objects")); err != nil || !fi.IsDir() {
