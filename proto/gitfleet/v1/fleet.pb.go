@@ -1725,7 +1725,14 @@ type CheckResult struct {
 	// On-demand checks (FetchNow) this check answers.
 	TaskIds []string `protobuf:"bytes,11,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
 	// Full nodes: this result reports a pull from the owner (the copy the public is served).
-	Served        bool `protobuf:"varint,12,opt,name=served,proto3" json:"served,omitempty"`
+	Served bool `protobuf:"varint,12,opt,name=served,proto3" json:"served,omitempty"`
+	// The root commits of the mirror's history (parentless commits reachable
+	// from its refs), at most 16, smallest first, when roots_known. Sent after
+	// a clone or a pull, and whenever they change. The coordinator forms fork
+	// networks from the roots full nodes report (served); a partial node's
+	// are not trusted.
+	Roots         []string `protobuf:"bytes,13,rep,name=roots,proto3" json:"roots,omitempty"`
+	RootsKnown    bool     `protobuf:"varint,14,opt,name=roots_known,json=rootsKnown,proto3" json:"roots_known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1840,6 +1847,20 @@ func (x *CheckResult) GetTaskIds() []string {
 func (x *CheckResult) GetServed() bool {
 	if x != nil {
 		return x.Served
+	}
+	return false
+}
+
+func (x *CheckResult) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+func (x *CheckResult) GetRootsKnown() bool {
+	if x != nil {
+		return x.RootsKnown
 	}
 	return false
 }
@@ -2462,7 +2483,12 @@ type Repo struct {
 	Urgent bool `protobuf:"varint,4,opt,name=urgent,proto3" json:"urgent,omitempty"`
 	// A copy to clone from before fetching the rest from the upstream (the
 	// full node's, for a repository that moved): it spares the upstream.
-	SeedUrl       string `protobuf:"bytes,5,opt,name=seed_url,json=seedUrl,proto3" json:"seed_url,omitempty"`
+	SeedUrl string `protobuf:"bytes,5,opt,name=seed_url,json=seedUrl,proto3" json:"seed_url,omitempty"`
+	// The object pool the node keeps this repository's shared history in:
+	// the repository's fork network, or a part of it when the network is
+	// split over several nodes. Empty: a standalone mirror. Any string; a
+	// node names the pool's directory from it safely.
+	Network       string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2528,6 +2554,13 @@ func (x *Repo) GetUrgent() bool {
 func (x *Repo) GetSeedUrl() string {
 	if x != nil {
 		return x.SeedUrl
+	}
+	return ""
+}
+
+func (x *Repo) GetNetwork() string {
+	if x != nil {
+		return x.Network
 	}
 	return ""
 }
@@ -2723,8 +2756,15 @@ type RepoState struct {
 	// How long the owner's last check took (last_check_ms), in ms: exact up
 	// to 32.767 s, in whole seconds beyond, up to 9 hours.
 	LastDurationMs int64 `protobuf:"varint,13,opt,name=last_duration_ms,json=lastDurationMs,proto3" json:"last_duration_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The fork network the repository belongs to (declared in the catalog by
+	// the attribute network, or detected from shared root commits); empty for
+	// a standalone mirror. Full nodes keep one object pool per network.
+	Network string `protobuf:"bytes,14,opt,name=network,proto3" json:"network,omitempty"`
+	// How many nodes the network is split over (0 or 1: one owner holds it
+	// whole).
+	NetworkParts  uint32 `protobuf:"varint,15,opt,name=network_parts,json=networkParts,proto3" json:"network_parts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepoState) Reset() {
@@ -2844,6 +2884,20 @@ func (x *RepoState) GetFetches() uint64 {
 func (x *RepoState) GetLastDurationMs() int64 {
 	if x != nil {
 		return x.LastDurationMs
+	}
+	return 0
+}
+
+func (x *RepoState) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *RepoState) GetNetworkParts() uint32 {
+	if x != nil {
+		return x.NetworkParts
 	}
 	return 0
 }
@@ -3213,7 +3267,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xf9\x02\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3229,7 +3283,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"durationMs\x12\x19\n" +
 	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\x84\x05\n" +
+	"\x06served\x18\f \x01(\bR\x06served\x12\x14\n" +
+	"\x05roots\x18\r \x03(\tR\x05roots\x12\x1f\n" +
+	"\vroots_known\x18\x0e \x01(\bR\n" +
+	"rootsKnown\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3274,13 +3331,14 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x82\x01\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x9c\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
 	"\rfallback_urls\x18\x03 \x03(\tR\ffallbackUrls\x12\x16\n" +
 	"\x06urgent\x18\x04 \x01(\bR\x06urgent\x12\x19\n" +
-	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\"R\n" +
+	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\x12\x18\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\"R\n" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\x12\x1f\n" +
 	"\vfleet_repos\x18\x02 \x01(\rR\n" +
@@ -3291,7 +3349,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xd0\x03\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\x8f\x04\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3307,7 +3365,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x03(\tR\ffallbackUrls\x12\x16\n" +
 	"\x06checks\x18\v \x01(\x04R\x06checks\x12\x18\n" +
 	"\afetches\x18\f \x01(\x04R\afetches\x12(\n" +
-	"\x10last_duration_ms\x18\r \x01(\x03R\x0elastDurationMs\x1a8\n" +
+	"\x10last_duration_ms\x18\r \x01(\x03R\x0elastDurationMs\x12\x18\n" +
+	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
+	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
