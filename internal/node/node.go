@@ -51,6 +51,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/atomicfile"
 	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
@@ -344,12 +345,10 @@ func (n *Node) loadIdentity() error {
 
 func (n *Node) saveIdentity() error {
 	b, _ := json.Marshal(identity{NodeID: n.id, Secret: n.secret})
-	p := filepath.Join(n.cfg.DataDir, "node.json")
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, "node.json"), b, 0o600); err != nil {
 		return fmt.Errorf("node: save identity: %w", err)
 	}
-	return os.Rename(tmp, p)
+	return nil
 }
 
 // tunnelProof proves to a full node that the tunnel comes from this node:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/atomicfile"
 	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/humanize"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -106,7 +107,7 @@ const (
 // the last status to <data>/status.json. ln is the listener, open already.
 func (n *Node) serveStatus(ctx context.Context, ln net.Listener) {
 	addrFile := filepath.Join(n.cfg.DataDir, statusAddrFile)
-	if err := writeFileAtomic(addrFile, []byte(ln.Addr().String()+"\n")); err != nil {
+	if err := atomicfile.Write(addrFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
 		n.log.Warn("status: could not write its address; gitfleet node status will not find the running node", "file", addrFile, "err", err)
 	}
 	mux := http.NewServeMux()
@@ -138,7 +139,7 @@ func (n *Node) writeLastStatus() {
 	st := n.Status()
 	st.Running, st.Session = false, false
 	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := writeFileAtomic(filepath.Join(n.cfg.DataDir, statusFile), append(b, '\n')); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, statusFile), append(b, '\n'), 0o644); err != nil {
 		n.log.Warn("status: could not write the last status", "err", err)
 	}
 }
@@ -149,14 +150,6 @@ func hostOf(addr string) string {
 		return addr
 	}
 	return h
-}
-
-func writeFileAtomic(p string, b []byte) error {
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
 }
 
 // ReadStatus reads the status of the node whose data directory is dataDir:

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/atomicfile"
 )
 
 // ReadOrCreate returns the secret kept at path, or makes one
@@ -33,13 +35,9 @@ func ReadOrCreate(path string) (secret string, created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", false, fmt.Errorf("keep a secret in %s: %w", path, err)
 	}
-	// Written aside and renamed: a crash leaves no half-written secret.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
-		return "", false, fmt.Errorf("keep a secret in %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", false, fmt.Errorf("keep a secret in %s: %w", path, err)
+	// A crash leaves the old file or the new one, never a half-written secret.
+	if err := atomicfile.Write(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("keep a secret: %w", err)
 	}
 	return secret, true, nil
 }
