@@ -20,7 +20,7 @@ func leads(p *proc) int { return p.count("elected leader") }
 // logSays waits until p's log holds s.
 func logSays(t *testing.T, p *proc, s string) {
 	t.Helper()
-	eventually(t, 20*time.Second, p.name+" says "+s, func() error {
+	eventually(t, 60*time.Second, p.name+" says "+s, func() error {
 		if p.count(s) == 0 {
 			return errors.New("not yet")
 		}
