@@ -371,7 +371,7 @@ func (n *Networks) walk(key string, seen map[string]bool) component {
 // name chooses the name of component c, whose keys had the networks old:
 // the declared name most of its keys declare; else, for a component of
 // more than one key, the name most of its keys had that no larger
-// component took; else a new one from its smallest root not in use. A
+// component took; else a new one from its smallest shared root not in use. A
 // lone key that declares nothing is standalone (""). Ties go to the
 // smaller name.
 func (n *Networks) name(c component, old map[string]string) string {
@@ -395,9 +395,13 @@ func (n *Networks) name(c component, old map[string]string) string {
 	if len(votes) > 0 {
 		return best(votes)
 	}
-	for _, r := range c.roots {
-		if name := detectedPrefix + r; !strings.HasPrefix(r, declPrefix) && n.members[name] == nil {
-			return name
+	// A new network is named after its smallest root that two of its
+	// members share (one that any member has, if none is shared).
+	for _, shared := range []int{2, 1} {
+		for _, r := range c.roots {
+			if name := detectedPrefix + r; !strings.HasPrefix(r, declPrefix) && len(n.keys[r]) >= shared && n.members[name] == nil {
+				return name
+			}
 		}
 	}
 	// Every root names another network (they were split off this one

@@ -318,3 +318,63 @@ func TestRestartWithNetworksMovesNothing(t *testing.T) {
 		}
 	}
 }
+
+// benchNetworks puts about share of keys into networks of 2 to 200
+// members, sizes spread evenly.
+func benchNetworks(keys []string, share float64) map[string]string {
+	var sizes []int
+	for total, i := 0, 0; total < int(share*float64(len(keys))); i++ {
+		s := 2 + i*37%199
+		sizes = append(sizes, s)
+		total += s
+	}
+	return testNetworks(keys, sizes...)
+}
+
+// BenchmarkNetworks1M places 1,000,000 keys, 10% of them in networks of 2
+// to 200 members, over 100 equal members from scratch (place), and on the
+// settled engine adds 100 keys to networks and removes them again, with
+// the decisions they lead to (change), as BenchmarkAddKeys100 does for
+// standalone keys.
+func BenchmarkNetworks1M(b *testing.B) {
+	keys := testKeys(benchKeys + 100)
+	nets := benchNetworks(keys[:benchKeys], 0.10)
+	ms := equalMembers(span(1, 100)...)
+	b.Run("place", func(b *testing.B) {
+		for b.Loop() {
+			e := New(Config{})
+			e.SetNetworks(nets)
+			e.AddKeys(keys[:benchKeys]...)
+			e.SetMembers(ms)
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/place")
+	})
+	b.Run("change", func(b *testing.B) {
+		e := New(Config{})
+		e.SetNetworks(nets)
+		added := keys[benchKeys:]
+		join := map[string]string{}
+		for i, k := range added {
+			join[k] = nets[keys[i*997]] // spread over the networks
+			if join[k] == "" {
+				join[k] = "net1"
+			}
+		}
+		e.SetNetworks(join)
+		e.AddKeys(keys[:benchKeys]...)
+		e.SetMembers(ms)
+		settle(b, e)
+		before := e.placements
+		for b.Loop() {
+			e.AddKeys(added...)
+			if count(e.Decisions(), Assign) < len(added) {
+				b.Fatal("adding keys: fewer assigns than keys")
+			}
+			e.RemoveKeys(added...)
+			e.Decisions()
+		}
+		changes := float64(2 * b.N)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/changes, "ns/change")
+		b.ReportMetric(float64(e.placements-before)/changes, "placed_all/change")
+	})
+}
