@@ -50,10 +50,10 @@ import (
 
 const (
 	poolsDir      = "pools"
-	networkFile   = "gitfleet-network"     // in a member and in a pool: the network's name
-	membersDir    = "gitfleet-members"     // in a pool: one file a member, named by its id, holding its key
-	poolDropFile  = "gitfleet-drop-due"    // in a pool: a member left; dropPool is owed
-	poolIslandRef = "refs/virtual/"        // the members' refs in a pool
+	networkFile   = "gitfleet-network"  // in a member and in a pool: the network's name
+	membersDir    = "gitfleet-members"  // in a pool: one file a member, named by its id, holding its key
+	poolDropFile  = "gitfleet-drop-due" // in a pool: a member left; dropPool is owed
+	poolIslandRef = "refs/virtual/"     // the members' refs in a pool
 	islandRegex   = "refs/virtual/([0-9a-f]+)/"
 )
 
