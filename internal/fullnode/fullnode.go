@@ -501,6 +501,14 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if err != nil {
 		return err
 	}
+	if nw := st.GetNetwork(); nw != "" || f.mirror.Network(key) != "" {
+		// Into its network's pool (made standalone when it left one): what
+		// the pull brought is shared, so the network's other members never
+		// pull it again.
+		if err := f.mirror.Share(ctx, key, nw); err != nil {
+			f.log.Warn("could not share a pulled mirror's objects with its network's pool", "key", key, "network", nw, "err", err)
+		}
+	}
 	f.served(key, res)
 	digest := res.After.Digest()
 	f.n.SetDigest(key, digest)
@@ -508,9 +516,17 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if res.Changed {
 		f.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
 	}
-	f.n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
+	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
-		DurationMs: f.clk.Now().Sub(start).Milliseconds()})
+		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
+	// The roots the coordinator tells networks by: a full node's, on its
+	// served result, are the ones it trusts.
+	if roots, err := f.mirror.Roots(ctx, key, res); err == nil {
+		r.Roots, r.RootsKnown = roots, true
+	} else {
+		f.log.Warn("could not count the mirror's root commits", "key", key, "err", err)
+	}
+	f.n.Report(r)
 	return nil
 }
 

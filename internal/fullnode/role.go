@@ -90,6 +90,17 @@ func (f role) Changed(key string) { f.reclass(key) }
 // (retain.go).
 func (f role) Repaired(key, digest string) { f.repaired(key, digest) }
 
+// Network is key's fork network as the coordinator states it
+// (RepoState.network): the full node keeps one object pool per network.
+func (f role) Network(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.view.Entry(key); ok {
+		return v.Network()
+	}
+	return ""
+}
+
 // Upstream is key's upstream URL as the coordinator sent it.
 func (f role) Upstream(key string) string {
 	f.mu.Lock()

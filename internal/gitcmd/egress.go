@@ -69,3 +69,9 @@ func (r *Runner) beginEgress(ctx context.Context) ([]string, func() error) {
 	}
 	return r.route.egress.Begin()
 }
+
+// Local is r with its options (git, timeout, memory limit) routed
+// LocalOnly: for git work between repositories of one data directory (a
+// fork network's pool fetching its members' refs, package mirror), which
+// an upstream's route would refuse as the file protocol.
+func (r *Runner) Local() *Runner { return &Runner{route: LocalOnly(), opt: r.opt} }

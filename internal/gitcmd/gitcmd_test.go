@@ -59,6 +59,25 @@ func TestLocalPathsAreNotFetchedUnlessAllowed(t *testing.T) {
 	}
 }
 
+func TestLocalKeepsTheOptionsAndReachesOnlyThisMachine(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "r.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", repo).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	up := New(Direct(), Options{Timeout: 7 * time.Second})
+	local := up.Local()
+	if local.Timeout() != 7*time.Second {
+		t.Fatalf("Local's timeout = %v, want the runner's 7s", local.Timeout())
+	}
+	if _, err := local.LsRemote(context.Background(), repo); err != nil {
+		t.Fatalf("a local path through Local: %v", err)
+	}
+	if _, err := local.LsRemote(context.Background(), "https://127.0.0.1:1/r"); err == nil {
+		t.Fatal("Local reached an https URL")
+	}
+}
+
 func TestTimeoutKillsGitAndIsClassified(t *testing.T) {
 	// upload-pack waits for a request on stdin that never comes.
 	dir := t.TempDir()

@@ -160,6 +160,22 @@ func (u *Upstreams) Create(name string, branches, tags []string) error {
 	return Git(wt, "checkout", "-q", branches[0])
 }
 
+// Fork makes name a copy of base's bare repository (its branches and
+// tags), as a forge's fork is, with a work tree for Commit.
+func (u *Upstreams) Fork(base, name string) error {
+	u.mu.Lock()
+	u.names[strings.ToLower(name)] = name
+	u.mu.Unlock()
+	bare := filepath.Join(u.Dir, name+".git")
+	if err := os.MkdirAll(filepath.Dir(bare), 0o755); err != nil {
+		return err
+	}
+	if err := Git("", "clone", "-q", "--bare", "--no-local", filepath.Join(u.Dir, base+".git"), bare); err != nil {
+		return err
+	}
+	return Git("", "clone", "-q", bare, filepath.Join(u.work, name))
+}
+
 // Commit adds a commit to branch of name and pushes it; it returns the new
 // commit ID.
 func (u *Upstreams) Commit(name, branch string) (string, error) {

@@ -83,8 +83,12 @@ func (s *Store) fetchListed(ctx context.Context, dir, url string, refs map[strin
 	return s.runFetch(ctx, c, dir, url, "")
 }
 
-// clone fetches url into a fresh repository in tmp and renames it into place.
-func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error) {
+// clone fetches url into a fresh repository in tmp and renames it into
+// place. A member of network (not "") is linked to its pool before the
+// fetch, so that only what the pool lacks is downloaded (the pool's tips
+// are haves, and a listed object the pool has is not asked for), and its
+// refs are fetched into the pool once it is in place (pool.go).
+func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Refs, error) {
 	tmp, err := os.MkdirTemp(s.tmp, "clone-")
 	if err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
@@ -92,6 +96,21 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 	defer s.data.RemoveAll(tmp)
 	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
 		return gitcmd.Refs{}, err
+	}
+	pool := ""
+	if network != "" {
+		unlockPool := s.Lock(poolLockKey(network))
+		pool, err = s.ensurePool(ctx, network)
+		unlockPool()
+		if err != nil {
+			return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
+		}
+		if err := s.link(tmp, pool); err != nil {
+			return gitcmd.Refs{}, fmt.Errorf("mirror %s: link to the pool: %w", key, err)
+		}
+		if err := s.data.WriteFile(filepath.Join(tmp, networkFile), []byte(network+"\n")); err != nil {
+			return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
+		}
 	}
 	remote, err := s.listFirst(ctx, key, url)
 	if err != nil {
@@ -111,7 +130,7 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 	if err := s.setHead(ctx, tmp, remote.Refs.Head); err != nil {
 		return gitcmd.Refs{}, err
 	}
-	if len(remote.Refs.Refs) > 0 {
+	if len(remote.Refs.Refs) > 0 && pool == "" {
 		if err := s.freshMaintenance(ctx, tmp); err != nil {
 			if ctx.Err() != nil {
 				return gitcmd.Refs{}, err
@@ -130,6 +149,13 @@ func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error)
 	}
 	if err := s.data.Rename(tmp, dst); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
+	}
+	if pool != "" {
+		// The clone is whole without this (its objects are its own or the
+		// pool's): a failure leaves the pool to catch up at the next fetch.
+		if err := s.share(ctx, key, dst, network); err != nil {
+			s.log.Warn("could not add a new member's objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
+		}
 	}
 	return refs, nil
 }

@@ -171,6 +171,9 @@ func probe(dir string) (Shape, error) {
 		}
 	}
 	sh.LastRun, sh.LastFull = readMaintMarker(filepath.Join(dir, maintMarker))
+	if linked(dir) {
+		sh.Bitmap = true // a pool's member is served with its pool's bitmap
+	}
 	return sh, nil
 }
 
@@ -220,6 +223,18 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 	if err := repokey.Check(key); err != nil {
 		return MaintenanceReport{}, err
 	}
+	rep, err := s.maintainKey(ctx, key, fullInterval)
+	if network := s.Network(key); err == nil && network != "" {
+		// The pool, after its member: what the member's fetches shared
+		// with it is repacked with the rest (under the pool's lock alone).
+		if err := s.MaintainPool(ctx, network); err != nil {
+			return rep, fmt.Errorf("mirror %s: maintenance of its pool: %w", key, err)
+		}
+	}
+	return rep, err
+}
+
+func (s *Store) maintainKey(ctx context.Context, key string, fullInterval time.Duration) (MaintenanceReport, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
@@ -277,6 +292,7 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 	run := func(name string, flags ...string) error {
 		return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: name, Flags: flags})
 	}
+	member := linked(dir)
 	// Loose refs into packed-refs: one file to read instead of one a ref.
 	// Under the lock, no fetch of ours is moving a ref meanwhile. A
 	// packed-refs.lock held by another process (the lock keeps out
@@ -307,7 +323,11 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 		// its old name, as a fresh clone's is, would otherwise keep the old
 		// index and its bitmap beside a new bitmap of its own); -n: no info/
 		// files for dumb HTTP.
-		if err := run("repack", "-a", "-d", "-b", "--write-midx", "-n", "-q", maintThreads); err != nil {
+		flags := []string{"-a", "-d", "-b", "--write-midx", "-n", "-q", maintThreads}
+		if member {
+			flags = memberRepackFlags("-a")
+		}
+		if err := run("repack", flags...); err != nil {
 			return true, fmt.Errorf("repack: %w", err)
 		}
 		if hasLoose(filepath.Join(dir, "objects")) {
@@ -324,10 +344,23 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 	// size of all smaller ones together, so a run rewrites the small packs
 	// and loose objects, not the large pack of the clone. Objects nothing
 	// reaches stay in their packs until the next full run.
-	if err := run("repack", "--geometric=2", "-d", "--write-midx", "--write-bitmap-index", "-n", "-q", maintThreads); err != nil {
+	flags := []string{"--geometric=2", "-d", "--write-midx", "--write-bitmap-index", "-n", "-q", maintThreads}
+	if member {
+		flags = memberRepackFlags("--geometric=2")
+	}
+	if err := run("repack", flags...); err != nil {
 		return false, fmt.Errorf("repack: %w", err)
 	}
 	return false, writeCommitGraph(ctx, s.git, dir, false)
+}
+
+// memberRepackFlags are the flags of a repack of a pool's member (pool.go),
+// whole (-a) or geometric: -l, so that nothing the pool holds is copied
+// back, and no bitmap nor multi-pack index, which must cover every object
+// the refs reach (git 2.39's multi-pack index dies on a repository with an
+// alternate): a member's clone uses its pool's bitmap.
+func memberRepackFlags(mode string) []string {
+	return []string{mode, "-d", "-l", "-n", "-q", maintThreads}
 }
 
 // writeCommitGraph writes the commit graph of what the refs reach: split

@@ -71,6 +71,8 @@ type Store struct {
 
 	foldsCase bool // the file system treats Master and master as one name
 
+	suspects map[string]bool // members of a pool made anew (pool.go)
+
 	clean     bool     // opened after a clean stop (cleanstop.go)
 	unchecked []string // written shortly before an unclean stop, found by Scan
 }
@@ -235,8 +237,22 @@ type Result struct {
 // Sync brings key's mirror up to date with url: a clone if there is none,
 // otherwise a cheap ref listing and a fetch only when the refs differ.
 func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
+	return s.SyncIn(ctx, key, url, "")
+}
+
+// SyncIn is Sync for a member of network's object pool ("": a standalone
+// mirror; see pool.go): a mirror of another network (or none) changes
+// pools first (JoinNetwork), a clone starts from the pool, and what a
+// fetch brought is shared with the pool at once, so that the next member
+// to fetch it has it.
+func (s *Store) SyncIn(ctx context.Context, key, url, network string) (Result, error) {
 	if err := repokey.Check(key); err != nil {
 		return Result{}, err
+	}
+	if s.Has(key) && s.Network(key) != network {
+		if err := s.JoinNetwork(ctx, key, network); err != nil {
+			return Result{}, err
+		}
 	}
 	unlock := s.Lock(key)
 	defer unlock()
@@ -244,7 +260,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 	if ok, err := s.data.exists(key, dir); err != nil {
 		return Result{}, err
 	} else if !ok {
-		after, err := s.clone(ctx, key, url)
+		after, err := s.clone(ctx, key, url, network)
 		if err != nil {
 			return Result{}, err
 		}
@@ -310,6 +326,11 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
 		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
+		if res.Changed && network != "" {
+			if err := s.share(ctx, key, dir, network); err != nil {
+				s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
+			}
+		}
 		ha := <-headc
 		head, err := ha.head, ha.err
 		if err != nil {
@@ -377,25 +398,44 @@ func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
 
 // Remove deletes key's mirror: it is first renamed out of repos/, so that
 // it is never seen half-deleted.
+// A member of a pool leaves it (its refs are deleted from the pool, which
+// is then repacked without what no other member reaches: pool.go).
 func (s *Store) Remove(key string) error {
 	if err := repokey.Check(key); err != nil {
 		return err
 	}
+	network, err := s.remove(key)
+	if err != nil || network == "" {
+		return err
+	}
+	return s.dropPool(context.Background(), network)
+}
+
+func (s *Store) remove(key string) (string, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
+	network := s.networkOf(dir)
 	trash := filepath.Join(s.tmp, "rm-"+rand.Text())
 	if err := s.data.Rename(dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("mirror %s: remove: %w", key, err)
+		return "", fmt.Errorf("mirror %s: remove: %w", key, err)
 	}
 	s.pruneEmptyParents(filepath.Dir(dir))
-	if err := s.data.RemoveAll(trash); err != nil {
-		return fmt.Errorf("mirror %s: remove: %w", key, err)
+	if network != "" {
+		unlockPool := s.Lock(poolLockKey(network))
+		err := s.forget(context.Background(), network, key)
+		unlockPool()
+		if err != nil {
+			return "", fmt.Errorf("mirror %s: remove: %w", key, err)
+		}
 	}
-	return nil
+	if err := s.data.RemoveAll(trash); err != nil {
+		return network, fmt.Errorf("mirror %s: remove: %w", key, err)
+	}
+	return network, nil
 }
 
 func (s *Store) pruneEmptyParents(dir string) {

@@ -296,7 +296,14 @@ func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
 	// --keep-unreachable, which would keep them); -b --write-midx: with a
 	// bitmap, in a multi-pack index written anew, as maintenance writes
 	// them (maintain.go).
-	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "--write-midx", "-q"}}); err != nil {
+	// A pool's member drops only what it holds itself (-l): the pool keeps
+	// what other members reach, and no member serves what its own refs do
+	// not reach.
+	flags := []string{"-a", "-d", "-b", "--write-midx", "-q"}
+	if linked(dir) {
+		flags = memberRepackFlags("-a")
+	}
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: flags}); err != nil {
 		return next, fmt.Errorf("mirror %s: prune: repack: %w", key, err)
 	}
 	// The loose objects (a fetch of fewer than fetch.unpackLimit objects

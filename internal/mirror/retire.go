@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -25,10 +26,17 @@ func (s *Store) retiredPath(key string) string {
 }
 
 // Retire moves key's mirror out of the served tree into the removed area
-// (replacing an older retired copy). A missing mirror is not an error.
+// (replacing an older retired copy). A missing mirror is not an error. A
+// pool's member leaves its pool first (LeaveNetwork): the retired copy is
+// whole on its own, and the other members keep theirs.
 func (s *Store) Retire(key string) error {
 	if err := repokey.Check(key); err != nil {
 		return err
+	}
+	if s.Network(key) != "" {
+		if err := s.LeaveNetwork(context.Background(), key); err != nil {
+			return fmt.Errorf("mirror %s: retire: %w", key, err)
+		}
 	}
 	unlock := s.Lock(key)
 	defer unlock()

@@ -32,12 +32,18 @@ func (s *Store) Verify(ctx context.Context, key string) error {
 	}
 	unlock := s.Lock(key)
 	defer unlock()
-	dir := s.Path(key)
+	return s.verifyDir(ctx, "mirror "+key, s.Path(key))
+}
+
+// verifyDir is Verify of the repository at dir (a mirror or a pool), named
+// what in errors. A member's walk goes through its pool's objects, so a
+// broken pool fails its members too.
+func (s *Store) verifyDir(ctx context.Context, what, dir string) error {
 	if _, err := s.data.Stat(dir); err != nil {
-		return fmt.Errorf("mirror %s: verify: %w", key, err)
+		return fmt.Errorf("%s: verify: %w", what, err)
 	}
 	if bad := scanObjects(dir); bad != "" {
-		return fmt.Errorf("mirror %s: %w: %s", key, ErrCorrupt, bad)
+		return fmt.Errorf("%s: %w: %s", what, ErrCorrupt, bad)
 	}
 	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list", Flags: []string{"--objects", "--all", "--quiet"}})
 	if err == nil || ctx.Err() != nil {
@@ -45,9 +51,9 @@ func (s *Store) Verify(ctx context.Context, key string) error {
 	}
 	var ge *gitcmd.Error
 	if errors.As(err, &ge) && ge.ExitCode > 0 {
-		return fmt.Errorf("mirror %s: %w: %w", key, ErrCorrupt, err)
+		return fmt.Errorf("%s: %w: %w", what, ErrCorrupt, err)
 	}
-	return fmt.Errorf("mirror %s: verify: %w", key, err)
+	return fmt.Errorf("%s: verify: %w", what, err)
 }
 
 // scanObjects looks at the object files of a repository without reading
@@ -99,11 +105,17 @@ func (s *Store) Replace(ctx context.Context, key, url string) (gitcmd.Refs, erro
 	unlock := s.Lock(key)
 	defer unlock()
 	dst := s.Path(key)
+	network := s.networkOf(dst)
+	if network != "" {
+		if err := s.repairPool(ctx, network); err != nil {
+			return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
+		}
+	}
 	old := filepath.Join(s.tmp, "replaced-"+rand.Text())
 	if err := s.data.Rename(dst, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move the broken copy aside: %w", key, err)
 	}
-	refs, err := s.clone(ctx, key, url)
+	refs, err := s.clone(ctx, key, url, network)
 	if err != nil {
 		_ = s.data.Rename(old, dst)
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)

@@ -89,7 +89,9 @@ func (n *Node) check(ctx context.Context, key string) {
 		// A repository that moved here: clone the full node's copy, then
 		// ask the upstream only for what is newer. The full node's URL
 		// comes from the coordinator: it goes through the egress policy too.
-		if _, err := n.mirror.Sync(cctx, key, seed); err != nil {
+		// A member of a network clones into its pool: what the pool already
+		// holds (a network's earlier members) is not sent again.
+		if _, err := n.mirror.SyncIn(cctx, key, seed, n.networkOf(key)); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
@@ -135,6 +137,13 @@ func (n *Node) check(ctx context.Context, key string) {
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
+		// The root commits, from which the coordinator tells networks: a
+		// recount only after a clone or a ref that went back (mirror.Roots).
+		if roots, rerr := n.mirror.Roots(cctx, key, res); rerr == nil {
+			r.Roots, r.RootsKnown = roots, true
+		} else {
+			n.log.Warn("could not count the mirror's root commits", "key", key, "err", rerr)
+		}
 		out.ChangeTimes = n.changeTimes(key, res)
 		if res.Changed || res.Cloned {
 			n.SetDigest(key, r.Digest)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -268,6 +269,14 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 			Changed: true, Digest: digest, DurationMs: n.clk.Now().Sub(start).Milliseconds()})
 	}
 	n.role.Repaired(key, digest)
+	// A broken pool was made anew for this repair: its other members miss
+	// what it held. Each is unserved and repaired from its own upstream,
+	// with what the pool holds again as haves (mirror.Suspects).
+	for _, other := range n.mirror.Suspects() {
+		if other != key && ctx.Err() == nil {
+			n.repair(ctx, other, fmt.Errorf("mirror %s: its network's object pool was broken and made anew: %w", other, mirror.ErrCorrupt))
+		}
+	}
 }
 
 // owns tells whether this node fetches key itself.

@@ -223,6 +223,7 @@ type owned struct {
 	fallbacks []string
 	taskIDs   []string // on-demand checks waiting for the next check
 	seedURL   string   // a full node's copy to clone from first
+	network   string   // the object pool it shares history in (Repo.network; "" standalone)
 }
 
 // identity is what a node keeps of its registration.

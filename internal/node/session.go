@@ -369,7 +369,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		o = &owned{}
 		n.owned[key] = o
 	}
-	o.url, o.fallbacks = r.GetUrl(), r.GetFallbackUrls()
+	o.url, o.fallbacks, o.network = r.GetUrl(), r.GetFallbackUrls(), r.GetNetwork()
 	if r.GetSeedUrl() != "" && !n.reg.HoldsAll {
 		o.seedURL = r.GetSeedUrl()
 	}

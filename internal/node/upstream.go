@@ -29,7 +29,24 @@ func (n *Node) SyncUpstream(ctx context.Context, key, url string) (mirror.Result
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
-	return n.mirror.Sync(ctx, key, url)
+	return n.mirror.SyncIn(ctx, key, url, n.networkOf(key))
+}
+
+// networkOf is the object pool key's mirror shares history in: the
+// network the coordinator assigned it with (Repo.network), or, for a
+// repository this node does not own, the one its role knows (a full
+// node's RepoState.network); "" for a standalone mirror.
+func (n *Node) networkOf(key string) string {
+	n.mu.Lock()
+	o := n.owned[key]
+	n.mu.Unlock()
+	if o != nil {
+		return o.network
+	}
+	if nr, ok := n.role.(interface{ Network(key string) string }); ok {
+		return nr.Network(key)
+	}
+	return ""
 }
 
 // replaceUpstream copies key's mirror again from an upstream URL (the

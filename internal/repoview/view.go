@@ -70,6 +70,7 @@ type viewExtra struct {
 	attrs     map[string]string
 	fallbacks []string
 	digest    string // a digest that is not 32 hex digits
+	network   string // the fork network (RepoState.network), for the full node's object pools
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -146,7 +147,8 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	if len(r.GetFallbackUrls()) > 0 {
 		x.fallbacks = append([]string(nil), r.GetFallbackUrls()...)
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" {
+	x.network = r.GetNetwork()
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
@@ -249,6 +251,7 @@ func (t *View) state(key string, v Entry) *fleetv1.RepoState {
 	if v.extra != nil {
 		r.Attrs = maps.Clone(v.extra.attrs)
 		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
+		r.Network = v.extra.network
 	}
 	return r
 }
@@ -276,6 +279,14 @@ func (v Entry) Upstream(key string) string {
 		return "https://" + key
 	case v.extra != nil:
 		return v.extra.url
+	}
+	return ""
+}
+
+// Network is the repository's fork network ("" for none).
+func (v Entry) Network() string {
+	if v.extra != nil {
+		return v.extra.network
 	}
 	return ""
 }

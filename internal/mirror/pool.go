@@ -1,0 +1,547 @@
+package mirror
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
+
+// Fork networks (issue #24): the mirrors of one network share one object
+// pool, a bare repository under <data>/pools, named from the network by a
+// strict sanitisation and a hash (poolDirName: never a path from the
+// name, which comes from the coordinator's catalog).
+//
+//   - A member borrows the pool's objects through objects/info/alternates
+//     and keeps its own refs; what it fetches lands in it first.
+//   - The pool fetches each member's refs into refs/virtual/<id>/ (id: a
+//     hash of the member's key) after the member's clone and after every
+//     fetch that moved them, so it holds every object a member reaches; the
+//     member then repacks with -l (local), dropping what the pool holds.
+//   - The pool is repacked with delta islands (one island a member, so a
+//     clone of one member carries none of another's deltas), a bitmap and a
+//     commit graph, which members' clones use (git reads the bitmaps and
+//     commit graphs of alternates). extensions.preciousObjects guards it
+//     against any git that would prune it; gitfleet's own repack lifts it
+//     for its run only, under the pool's lock.
+//   - The pool is never served: it is outside repos/, and its refs are
+//     nobody's. A member serves what its own refs reach (gitserve's wants
+//     check walks the member's refs alone).
+//   - A member leaves (LeaveNetwork, Remove, Retire) by repacking without
+//     -l, taking every object its refs reach from the pool, before its
+//     alternates link is cut; its virtual refs go afterwards, and the pool
+//     is repacked dropping what no member reaches (dropPool) only with every
+//     member's lock held and every member's refs fetched anew: a member's
+//     fetch that found an unreachable object in the pool (git takes any
+//     object it has as had) and pointed a ref at it is then either finished
+//     and counted, or waits.
+//
+// Lock order: a member's lock before its pool's; members in key order.
+
+const (
+	poolsDir      = "pools"
+	networkFile   = "gitfleet-network"  // in a member and in a pool: the network's name
+	membersDir    = "gitfleet-members"  // in a pool: one file a member, named by its id, holding its key
+	poolDropFile  = "gitfleet-drop-due" // in a pool: a member left; dropPool is owed
+	poolIslandRef = "refs/virtual/"     // the members' refs in a pool
+	islandRegex   = "refs/virtual/([0-9a-f]+)/"
+)
+
+// poolDirName names the pool of network on disk: at most 40 characters of
+// [a-z0-9_-] from the name (for people reading the directory) and 16 hex
+// digits of its SHA-256 (for uniqueness).
+func poolDirName(network string) string {
+	sum := sha256.Sum256([]byte(network))
+	var b strings.Builder
+	for _, r := range strings.ToLower(network) {
+		if b.Len() >= 40 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "-" + hex.EncodeToString(sum[:8]) + ".git"
+}
+
+// memberID names key in a pool's refs: hex, as the island regex wants.
+func memberID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:10])
+}
+
+// PoolPath is the directory of network's pool.
+func (s *Store) PoolPath(network string) string {
+	return filepath.Join(filepath.Dir(s.root), poolsDir, poolDirName(network))
+}
+
+func poolLockKey(network string) string { return "\x00pool\x00" + network }
+
+// Network is the network key's mirror belongs to ("" for a standalone
+// mirror or none).
+func (s *Store) Network(key string) string {
+	if repokey.Check(key) != nil {
+		return ""
+	}
+	return s.networkOf(s.Path(key))
+}
+
+func (s *Store) networkOf(dir string) string {
+	b, err := s.data.ReadFile(filepath.Join(dir, networkFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// ensurePool makes network's pool if there is none, under the pool's lock
+// (held by the caller), and returns its directory.
+func (s *Store) ensurePool(ctx context.Context, network string) (string, error) {
+	dir := s.PoolPath(network)
+	if fi, err := s.data.Stat(dir); err == nil && fi.IsDir() {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(s.tmp, "pool-")
+	if err != nil {
+		return "", fmt.Errorf("pool %q: %w", network, err)
+	}
+	defer s.data.RemoveAll(tmp)
+	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
+		return "", fmt.Errorf("pool %q: init: %w", network, err)
+	}
+	for _, kv := range [][2]string{
+		{"core.repositoryFormatVersion", "1"},
+		{"extensions.preciousObjects", "true"},
+		{"repack.useDeltaIslands", "true"},
+		{"pack.island", islandRegex},
+		{"gc.auto", "0"},
+	} {
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: tmp, Name: "config", Args: kv[:]}); err != nil {
+			return "", fmt.Errorf("pool %q: config %s: %w", network, kv[0], err)
+		}
+	}
+	if err := s.data.WriteFile(filepath.Join(tmp, networkFile), []byte(network+"\n")); err != nil {
+		return "", fmt.Errorf("pool %q: %w", network, err)
+	}
+	if err := s.data.MkdirAll(filepath.Join(tmp, membersDir)); err != nil {
+		return "", fmt.Errorf("pool %q: %w", network, err)
+	}
+	if err := s.data.MkdirAll(filepath.Dir(dir)); err != nil {
+		return "", fmt.Errorf("pool %q: %w", network, err)
+	}
+	if err := s.data.Rename(tmp, dir); err != nil {
+		return "", fmt.Errorf("pool %q: move into place: %w", network, err)
+	}
+	s.log.Info("object pool made", "network", network, "dir", filepath.Base(dir))
+	return dir, nil
+}
+
+// link points the repository at dir to pool's objects.
+func (s *Store) link(dir, pool string) error {
+	info := filepath.Join(dir, "objects", "info")
+	if err := s.data.MkdirAll(info); err != nil {
+		return err
+	}
+	return s.data.WriteFile(filepath.Join(info, "alternates"), []byte(filepath.Join(pool, "objects")+"\n"))
+}
+
+// linked tells whether the repository at dir borrows from a pool.
+func linked(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "objects", "info", "alternates"))
+	return err == nil
+}
+
+// absorb fetches the refs of the member at dir into pool's
+// refs/virtual/<id>/ (the objects the pool lacks come with them) and
+// records the member. The caller holds the member's and the pool's locks.
+func (s *Store) absorb(ctx context.Context, pool, key, dir string) error {
+	id := memberID(key)
+	c := gitcmd.Cmd{GitDir: pool, Name: "fetch",
+		// Each fetch one pack (no loose objects to sweep); no fsck: the
+		// member's objects were checked when they came in.
+		Config: []string{"fetch.unpackLimit=1"},
+		Flags:  []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc", "--prune"},
+		Args:   []string{dir, "+refs/*:" + poolIslandRef + id + "/*"}}
+	if err := s.git.Local().Run(ctx, c); err != nil {
+		return fmt.Errorf("pool %s: fetch the refs of %s: %w", filepath.Base(pool), key, err)
+	}
+	return s.data.WriteFile(filepath.Join(pool, membersDir, id), []byte(key+"\n"))
+}
+
+// dedup drops from the member at dir the objects its pool holds.
+func (s *Store) dedup(ctx context.Context, dir string) error {
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack",
+		Flags: []string{"-a", "-d", "-l", "-n", "-q", maintThreads}}); err != nil {
+		return fmt.Errorf("repack against the pool: %w", err)
+	}
+	return nil
+}
+
+// JoinNetwork makes key's mirror a member of network: its refs are fetched
+// into the pool (made if needed), it is linked to the pool, and what the
+// pool holds is dropped from it. A member of another network leaves it
+// first; network "" makes it standalone (LeaveNetwork). A mirror that is
+// not there is not an error: its clone joins (SyncIn).
+func (s *Store) JoinNetwork(ctx context.Context, key, network string) error {
+	if err := repokey.Check(key); err != nil {
+		return err
+	}
+	if cur := s.Network(key); cur == network {
+		return nil
+	} else if cur != "" {
+		if err := s.LeaveNetwork(ctx, key); err != nil {
+			return err
+		}
+	}
+	if network == "" {
+		return nil
+	}
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return err
+	}
+	unlockPool := s.Lock(poolLockKey(network))
+	defer unlockPool()
+	pool, err := s.ensurePool(ctx, network)
+	if err != nil {
+		return err
+	}
+	if err := s.absorb(ctx, pool, key, dir); err != nil {
+		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
+	}
+	if err := s.link(dir, pool); err != nil {
+		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
+	}
+	if err := s.data.WriteFile(filepath.Join(dir, networkFile), []byte(network+"\n")); err != nil {
+		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
+	}
+	// The old multi-pack index and bitmap describe packs that dedup
+	// rewrites; a member has neither (it uses the pool's).
+	s.dropMidx(dir)
+	if err := s.dedup(ctx, dir); err != nil {
+		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
+	}
+	s.log.Info("mirror joined its network's pool", "key", key, "network", network)
+	return nil
+}
+
+// dropMidx removes a multi-pack index and its bitmap (a standalone
+// mirror's maintenance writes them; git 2.39 cannot write one over packs
+// whose objects lie partly in an alternate).
+func (s *Store) dropMidx(dir string) {
+	pack := filepath.Join(dir, "objects", "pack")
+	ents, _ := os.ReadDir(pack)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "multi-pack-index") {
+			_ = s.data.Remove(filepath.Join(pack, e.Name()))
+		}
+	}
+}
+
+// LeaveNetwork makes key's mirror standalone: it repacks taking every
+// object its refs reach from the pool, its link is cut, its refs leave the
+// pool, and the pool is repacked without what no member reaches any more
+// (dropPool). The other members are untouched.
+func (s *Store) LeaveNetwork(ctx context.Context, key string) error {
+	if err := repokey.Check(key); err != nil {
+		return err
+	}
+	network, err := s.leave(ctx, key)
+	if err != nil || network == "" {
+		return err
+	}
+	return s.dropPool(ctx, network)
+}
+
+// leave is LeaveNetwork up to the pool's repack, whose network it returns
+// ("" when the mirror was no member).
+func (s *Store) leave(ctx context.Context, key string) (string, error) {
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	network := s.networkOf(dir)
+	if network == "" {
+		return "", nil
+	}
+	unlockPool := s.Lock(poolLockKey(network))
+	defer unlockPool()
+	if linked(dir) {
+		// Without -l: the objects the refs reach in the pool are copied in.
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack",
+			Flags: []string{"-a", "-d", "-n", "-q", maintThreads}}); err != nil {
+			return "", fmt.Errorf("mirror %s: leave network %q: repack with the pool's objects: %w", key, network, err)
+		}
+		if err := s.data.Remove(filepath.Join(dir, "objects", "info", "alternates")); err != nil {
+			return "", fmt.Errorf("mirror %s: leave network %q: %w", key, network, err)
+		}
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list", Flags: []string{"--objects", "--all", "--quiet"}}); err != nil {
+			// Put the link back: the mirror stays whole as a member.
+			_ = s.link(dir, s.PoolPath(network))
+			return "", fmt.Errorf("mirror %s: leave network %q: %w: not whole without the pool: %w", key, network, ErrCorrupt, err)
+		}
+	}
+	if err := s.data.Remove(filepath.Join(dir, networkFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("mirror %s: leave network %q: %w", key, network, err)
+	}
+	if err := s.forget(ctx, network, key); err != nil {
+		return "", err
+	}
+	// Standalone again: a full maintenance run gives it its bitmap.
+	if _, err := s.maintain(ctx, dir, true); err != nil {
+		s.log.Warn("maintenance of a mirror that left its network failed; the next run makes its bitmap", "key", key, "err", err)
+	}
+	s.log.Info("mirror left its network's pool", "key", key, "network", network)
+	return network, nil
+}
+
+// forget deletes key's refs from network's pool and marks the pool for a
+// repack that drops what no member reaches. The caller holds the pool's
+// lock.
+func (s *Store) forget(ctx context.Context, network, key string) error {
+	pool := s.PoolPath(network)
+	if _, err := s.data.Stat(pool); err != nil {
+		return nil
+	}
+	id := memberID(key)
+	out, err := s.git.Output(ctx, gitcmd.Cmd{GitDir: pool, Name: "for-each-ref",
+		Flags: []string{"--format=%(refname)"}, Args: []string{poolIslandRef + id + "/"}})
+	if err != nil {
+		return fmt.Errorf("pool %q: list the refs of %s: %w", network, key, err)
+	}
+	var del strings.Builder
+	for _, ref := range strings.Fields(string(out)) {
+		del.WriteString("delete " + ref + "\n")
+	}
+	if del.Len() > 0 {
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: pool, Name: "update-ref", Flags: []string{"--stdin"},
+			Stdin: strings.NewReader(del.String())}); err != nil {
+			return fmt.Errorf("pool %q: delete the refs of %s: %w", network, key, err)
+		}
+	}
+	if err := s.data.Remove(filepath.Join(pool, membersDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pool %q: %w", network, err)
+	}
+	return s.data.WriteFile(filepath.Join(pool, poolDropFile), []byte(key+"\n"))
+}
+
+// poolMembers lists the keys of network's members, sorted.
+func (s *Store) poolMembers(network string) []string {
+	dir := filepath.Join(s.PoolPath(network), membersDir)
+	ents, _ := os.ReadDir(dir)
+	var keys []string
+	for _, e := range ents {
+		b, err := s.data.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if key := strings.TrimSpace(string(b)); repokey.Check(key) == nil && memberID(key) == e.Name() {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// dropPool repacks network's pool dropping what no member reaches, when a
+// member left since the last one; a pool with no members left is deleted.
+// Every member's lock is held throughout and every member's refs are
+// fetched anew first (see the comment at the top of this file).
+func (s *Store) dropPool(ctx context.Context, network string) error {
+	pool := s.PoolPath(network)
+	if _, err := s.data.Stat(filepath.Join(pool, poolDropFile)); err != nil {
+		return nil
+	}
+	members := s.poolMembers(network)
+	for _, m := range members {
+		defer s.Lock(m)()
+	}
+	defer s.Lock(poolLockKey(network))()
+	members = s.poolMembers(network) // as they are now, under the locks
+	if len(members) == 0 {
+		trash := filepath.Join(s.tmp, "rm-"+rand.Text())
+		if err := s.data.Rename(pool, trash); err != nil {
+			return fmt.Errorf("pool %q: remove: %w", network, err)
+		}
+		s.log.Info("object pool removed: no member left", "network", network)
+		return s.data.RemoveAll(trash)
+	}
+	for _, m := range members {
+		dir := s.Path(m)
+		if s.networkOf(dir) != network {
+			continue
+		}
+		if err := s.absorb(ctx, pool, m, dir); err != nil {
+			return err
+		}
+	}
+	if err := s.repackPool(ctx, pool, true); err != nil {
+		return fmt.Errorf("pool %q: %w", network, err)
+	}
+	return s.data.Remove(filepath.Join(pool, poolDropFile))
+}
+
+// repackPool repacks the pool at dir whole, with delta islands, a bitmap
+// and a commit graph; with drop, what no member's refs reach is dropped,
+// otherwise it is kept (-k). The caller holds the pool's lock (and, to
+// drop, every member's).
+func (s *Store) repackPool(ctx context.Context, dir string, drop bool) (err error) {
+	setPrecious := func(v string) error {
+		return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "config", Args: []string{"extensions.preciousObjects", v}})
+	}
+	if err := setPrecious("false"); err != nil {
+		return fmt.Errorf("lift preciousObjects: %w", err)
+	}
+	defer func() {
+		if perr := setPrecious("true"); perr != nil && err == nil {
+			err = fmt.Errorf("restore preciousObjects: %w", perr)
+		}
+	}()
+	removeKeeps(filepath.Join(dir, "objects", "pack"))
+	flags := []string{"-a", "-d", "-b", "-i", "-n", "-q", maintThreads}
+	if !drop {
+		flags = append(flags, "--keep-unreachable")
+	}
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: flags}); err != nil {
+		return fmt.Errorf("repack: %w", err)
+	}
+	if drop && hasLoose(filepath.Join(dir, "objects")) {
+		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+	}
+	return writeCommitGraph(ctx, s.git, dir, true)
+}
+
+// MaintainPool repacks network's pool when fetches added packs to it since
+// its last repack (or drops what no member reaches, when a member left).
+func (s *Store) MaintainPool(ctx context.Context, network string) error {
+	if err := s.dropPool(ctx, network); err != nil {
+		return err
+	}
+	defer s.Lock(poolLockKey(network))()
+	dir := s.PoolPath(network)
+	sh, err := probe(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if sh.Packs <= 1 && sh.Loose == 0 && sh.Bitmap {
+		return nil
+	}
+	if err := s.repackPool(ctx, dir, false); err != nil {
+		return fmt.Errorf("pool %q: %w", network, err)
+	}
+	return nil
+}
+
+// VerifyPool checks network's pool as Verify checks a mirror.
+func (s *Store) VerifyPool(ctx context.Context, network string) error {
+	defer s.Lock(poolLockKey(network))()
+	return s.verifyDir(ctx, "pool "+network, s.PoolPath(network))
+}
+
+// share fetches the member at dir's refs into its pool and drops from it
+// what the pool then holds. The caller holds the member's lock.
+func (s *Store) share(ctx context.Context, key, dir, network string) error {
+	defer s.Lock(poolLockKey(network))()
+	pool := s.PoolPath(network)
+	if err := s.absorb(ctx, pool, key, dir); err != nil {
+		return err
+	}
+	return s.dedup(ctx, dir)
+}
+
+// repairPool checks network's pool and, when it is broken, puts a new,
+// empty one in its place: the member being repaired is then cloned into
+// it from its upstream, and every other member, which now misses what the
+// broken pool held, is named by Suspects, to be verified (and repaired)
+// before it is served again.
+func (s *Store) repairPool(ctx context.Context, network string) error {
+	defer s.Lock(poolLockKey(network))()
+	pool := s.PoolPath(network)
+	if _, err := s.data.Stat(pool); err != nil {
+		return nil
+	}
+	err := s.verifyDir(ctx, "pool "+network, pool)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	members := s.poolMembers(network)
+	trash := filepath.Join(s.tmp, "rm-"+rand.Text())
+	if err := s.data.Rename(pool, trash); err != nil {
+		return fmt.Errorf("pool %q: move the broken pool aside: %w", network, err)
+	}
+	s.mu.Lock()
+	if s.suspects == nil {
+		s.suspects = map[string]bool{}
+	}
+	for _, m := range members {
+		s.suspects[m] = true
+	}
+	s.mu.Unlock()
+	s.log.Warn("object pool is corrupt: made anew; its members are verified before they are served", "network", network,
+		"members", len(members), "err", err)
+	_ = s.data.RemoveAll(trash)
+	_, err = s.ensurePool(ctx, network)
+	return err
+}
+
+// Suspects returns, and forgets, the mirrors whose pool was found broken
+// and made anew (repairPool): they miss objects until they are repaired,
+// and must be verified before they are served again.
+func (s *Store) Suspects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.suspects))
+	for k := range s.suspects {
+		keys = append(keys, k)
+	}
+	s.suspects = nil
+	slices.Sort(keys)
+	return keys
+}
+
+// Share puts key's mirror in network's pool ("" : out of any) and shares
+// what it holds that the pool lacks: JoinNetwork for a mirror not yet a
+// member of network, otherwise its refs fetched into the pool and what the
+// pool holds dropped from it (after a pull that did not go through SyncIn).
+func (s *Store) Share(ctx context.Context, key, network string) error {
+	if err := repokey.Check(key); err != nil {
+		return err
+	}
+	if s.Network(key) != network {
+		return s.JoinNetwork(ctx, key, network)
+	}
+	if network == "" {
+		return nil
+	}
+	defer s.Lock(key)()
+	dir := s.Path(key)
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return err
+	}
+	if err := s.share(ctx, key, dir, network); err != nil {
+		return fmt.Errorf("mirror %s: share with network %q: %w", key, network, err)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package mirror_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+)
+
+// countingProxy forwards to target and counts the bytes of its answers:
+// what the mirrors downloaded from their upstreams.
+func countingProxy(b *testing.B, target string) (*httptest.Server, *atomic.Int64) {
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Body = countingBody{r.Body, &n}
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	return srv, &n
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	k, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(k))
+	return k, err
+}
+
+// ownCommit adds to the fork at bare a commit on main with a 32 KiB file
+// of random bytes (incompressible: its own objects' size is known).
+func ownCommit(b *testing.B, bare string, i int) {
+	body := make([]byte, 32<<10)
+	rand.Read(body)
+	var s strings.Builder
+	fmt.Fprintf(&s, "commit refs/heads/main\ncommitter A U Thor <a@example.org> %d +0000\ndata 4\nown\nfrom refs/heads/main^0\n", 1800000000+i)
+	fmt.Fprintf(&s, "M 100644 inline own-%d.bin\ndata %d\n%s\n", i, len(body), body)
+	cmd := exec.Command("git", "--git-dir="+bare, "fast-import", "--quiet")
+	cmd.Env = gittest.Env()
+	cmd.Stdin = strings.NewReader(s.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("fast-import: %v: %s", err, out)
+	}
+}
+
+// serveCPU is the CPU (user and system) of the pack a full clone of the
+// repository at dir asks for, as upload-pack makes it.
+func serveCPU(b *testing.B, dir string) time.Duration {
+	cmd := exec.Command("git", "--git-dir="+dir, "pack-objects", "--revs", "--all", "--stdout", "--delta-base-offset", "--use-bitmap-index", "-q")
+	cmd.Env = gittest.Env()
+	cmd.Stdout = io.Discard
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// BenchmarkNetwork mirrors N forks of one repository (a synthetic one of
+// about 6 MiB packed: 600 commits over 3,000 files), each with 32 KiB of its
+// own, as one network and reports:
+//   - disk/ideal: the data directory (mirrors and pool) over one standalone
+//     mirror of the base plus the forks' own objects (goal <= 1.2);
+//   - fetched/ideal: bytes downloaded from the upstreams over the base's
+//     clone plus the forks' own objects (goal <= 1.2);
+//   - cpu-member/standalone: the CPU of the pack of a full clone of one
+//     member over one of a standalone mirror of the same fork (goal <= 1.2);
+//   - convert-s: seconds to make N standalone mirrors of the forks one
+//     network (JoinNetwork each).
+func BenchmarkNetwork(b *testing.B) {
+	for _, n := range []int{2, 20, 200} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				benchNetwork(b, n)
+			}
+		})
+	}
+}
+
+func benchNetwork(b *testing.B, n int) {
+	up, err := gittest.Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer up.Close()
+	synthRepo(b, up, "base", 600, 3000, 40)
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "base.git"), "repack", "-adq"); err != nil {
+		b.Fatal(err)
+	}
+	var forks []string
+	for i := range n {
+		name := fmt.Sprintf("fork%03d", i)
+		bare := filepath.Join(up.Dir, name+".git")
+		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", filepath.Join(up.Dir, "base.git"), bare); err != nil {
+			b.Fatal(err)
+		}
+		ownCommit(b, bare, i)
+		forks = append(forks, name)
+	}
+	proxy, fetched := countingProxy(b, up.URL)
+	defer proxy.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() *mirror.Store {
+		st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		return st
+	}
+	ctx := context.Background()
+	urlOf := func(name string) string { return proxy.URL + "/" + name + ".git" }
+
+	// The ideal: one standalone mirror of the base, plus what each fork
+	// adds to it (measured on a standalone mirror of one fork).
+	ref := open()
+	if _, err := ref.Sync(ctx, keyOf(b, urlOf("base")), urlOf("base")); err != nil {
+		b.Fatal(err)
+	}
+	baseBytes := fetched.Load()
+	baseDisk := treeSize(b, ref.Path(keyOf(b, urlOf("base"))))
+	fetched.Store(0)
+	solo := keyOf(b, urlOf(forks[0]))
+	if _, err := ref.Sync(ctx, solo, urlOf(forks[0])); err != nil {
+		b.Fatal(err)
+	}
+	forkDisk := treeSize(b, ref.Path(solo))
+	ownDisk := max(forkDisk-baseDisk, 0)
+	ownBytes := max(fetched.Load()-baseBytes, 0)
+
+	st := open()
+	fetched.Store(0)
+	for _, f := range forks {
+		if _, err := st.SyncIn(ctx, keyOf(b, urlOf(f)), urlOf(f), "base"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := st.Maintain(ctx, keyOf(b, urlOf(forks[0])), time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	disk := treeSize(b, filepath.Dir(st.Root()))
+	b.ReportMetric(float64(disk)/float64(baseDisk+int64(n)*ownDisk), "disk/ideal")
+	b.ReportMetric(float64(fetched.Load())/float64(baseBytes+int64(n)*ownBytes), "fetched/ideal")
+	b.ReportMetric(float64(disk)/float64(1<<20), "disk-MiB")
+
+	var member, standalone time.Duration
+	for range 5 {
+		member += serveCPU(b, st.Path(keyOf(b, urlOf(forks[0]))))
+		standalone += serveCPU(b, ref.Path(solo))
+	}
+	b.ReportMetric(float64(member)/float64(standalone), "cpu-member/standalone")
+
+	conv := open()
+	for _, f := range forks {
+		if _, err := conv.Sync(ctx, keyOf(b, urlOf(f)), urlOf(f)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, f := range forks {
+		if err := conv.JoinNetwork(ctx, keyOf(b, urlOf(f)), "base"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := conv.MaintainPool(ctx, "base"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "convert-s")
+}
+
+func treeSize(b *testing.B, dir string) int64 {
+	n, err := mirror.TreeSize(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
