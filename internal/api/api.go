@@ -100,6 +100,14 @@ type CatalogStatus struct {
 
 	// ProblemLines are the first problems, "file:line: reason".
 	ProblemLines []string `json:"problem_lines,omitempty"`
+
+	// URL is where the catalog is fetched from (credentials redacted);
+	// LastFetch when it was last fetched and LastError that fetch's
+	// error (an anonymous reader sees its class); NextFetch the next one.
+	URL       string    `json:"url,omitempty"`
+	LastFetch time.Time `json:"last_fetch,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+	NextFetch time.Time `json:"next_fetch,omitzero"`
 }
 
 // PendingPurge is the removals that purge protection holds until an

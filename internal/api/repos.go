@@ -468,6 +468,9 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
 	}
+	if !s.operator(r) {
+		st.LastError = PublicError(st.LastError)
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

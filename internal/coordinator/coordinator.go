@@ -146,6 +146,10 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+	// The catalog's last fetch, its error ("": none) and the next one
+	// planned, for CatalogStatus.
+	catFetchAt, catNextAt time.Time
+	catFetchErr           string
 }
 
 type nodeRecord struct {
@@ -430,6 +434,9 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
 		}
+		c.mu.Lock()
+		c.catNextAt = c.clk.Now().Add(c.cfg.CatalogInterval)
+		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -440,6 +447,20 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 
 // RefreshCatalog fetches the catalog and applies what changed.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	at := c.clk.Now()
+	err := c.refreshCatalog(ctx)
+	if ctx.Err() == nil {
+		c.mu.Lock()
+		c.catFetchAt, c.catFetchErr = at, ""
+		if err != nil {
+			c.catFetchErr = repokey.Redact(err.Error())
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	commit, err := c.src.Fetch(ctx)
 	if err != nil {
 		return fmt.Errorf("fetch catalog: %w", err)

@@ -252,7 +252,13 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines()}
+		ProblemLines: resp.GetProblemLines(), URL: resp.GetUrl(), LastError: resp.GetLastError()}
+	if t := msTime(resp.GetLastFetchMs()); t != nil {
+		st.LastFetch = *t
+	}
+	if t := msTime(resp.GetNextFetchMs()); t != nil {
+		st.NextFetch = *t
+	}
 	if resp.GetPendingCommit() != "" {
 		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
 			Keys: resp.GetPendingKeys()}
