@@ -101,12 +101,18 @@ type CatalogStatus struct {
 	// ProblemLines are the first problems, "file:line: reason".
 	ProblemLines []string `json:"problem_lines,omitempty"`
 
+	// Error says why the catalog cannot be read (its repository missing,
+	// out of reach, not a git repository), while it cannot, and ErrorAt
+	// since when; Commit is then the last good one, if any. Anonymous
+	// readers see the error's class only.
+	Error   string     `json:"error,omitempty"`
+	ErrorAt *time.Time `json:"error_at,omitempty"`
+
 	// URL is where the catalog is fetched from (credentials redacted);
-	// LastFetch when it was last fetched and LastError that fetch's
-	// error (an anonymous reader sees its class); NextFetch the next one.
+	// LastFetch when it was last fetched, successfully or not; NextFetch
+	// the next fetch planned.
 	URL       string    `json:"url,omitempty"`
 	LastFetch time.Time `json:"last_fetch,omitzero"`
-	LastError string    `json:"last_error,omitempty"`
 	NextFetch time.Time `json:"next_fetch,omitzero"`
 }
 

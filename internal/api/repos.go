@@ -469,7 +469,8 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.operator(r) {
-		st.LastError = PublicError(st.LastError)
+		// The text names the operator's catalog URL or path.
+		st.Error = PublicError(st.Error)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

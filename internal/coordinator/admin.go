@@ -295,7 +295,10 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len()), Url: repokey.Redact(c.cfg.Catalog),
-		LastFetchMs: unixMs(c.catFetchAt), LastError: c.catFetchErr, NextFetchMs: unixMs(c.catNextAt)}
+		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt)}
+	if c.catalogErr != "" {
+		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
+	}
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)

@@ -146,10 +146,12 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
-	// The catalog's last fetch, its error ("": none) and the next one
-	// planned, for CatalogStatus.
-	catFetchAt, catNextAt time.Time
-	catFetchErr           string
+	// catalogErr is why the catalog cannot be read, since catalogErrAt
+	// (the first failure in a row); "" once a refresh succeeds.
+	catalogErr   string
+	catalogErrAt time.Time
+	// The catalog's last fetch and the next one planned (CatalogStatus).
+	catalogFetchAt, catalogNextAt time.Time
 }
 
 type nodeRecord struct {
@@ -435,7 +437,7 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
 		}
 		c.mu.Lock()
-		c.catNextAt = c.clk.Now().Add(c.cfg.CatalogInterval)
+		c.catalogNextAt = c.clk.Now().Add(c.cfg.CatalogInterval)
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -445,17 +447,24 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 	}
 }
 
-// RefreshCatalog fetches the catalog and applies what changed.
+// RefreshCatalog fetches the catalog and applies what changed. A failure
+// is the catalog's error (CatalogStatus) until a refresh succeeds.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	at := c.clk.Now()
 	err := c.refreshCatalog(ctx)
-	if ctx.Err() == nil {
-		c.mu.Lock()
-		c.catFetchAt, c.catFetchErr = at, ""
-		if err != nil {
-			c.catFetchErr = repokey.Redact(err.Error())
-		}
-		c.mu.Unlock()
+	if ctx.Err() != nil {
+		return err // stopped, not a fault of the catalog
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.catalogFetchAt = at
+	switch {
+	case err == nil:
+		c.catalogErr, c.catalogErrAt = "", time.Time{}
+	case c.catalogErr == "":
+		c.catalogErr, c.catalogErrAt = repokey.Redact(err.Error()), at
+	default:
+		c.catalogErr = repokey.Redact(err.Error()) // the latest reason, since the first failure
 	}
 	return err
 }

@@ -252,7 +252,7 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines(), URL: resp.GetUrl(), LastError: resp.GetLastError()}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
 	if t := msTime(resp.GetLastFetchMs()); t != nil {
 		st.LastFetch = *t
 	}

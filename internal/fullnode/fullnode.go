@@ -54,6 +54,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/repoview"
+	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/store"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -120,6 +121,11 @@ type Node struct {
 	freshWake     chan struct{}
 	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
 	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
+
+	// The figures over time that the console draws (trends.go).
+	series         *series.Series
+	seriesMu       sync.Mutex      // serializes storeSeries
+	seriesUnstored []series.Stored // buckets a failed write left, under seriesMu
 }
 
 // New prepares a full node and its runtime in cfg.DataDir.
@@ -134,7 +140,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{},
 		overLimit: map[string]string{}, signal: make(chan struct{}, 1),
 		hints: newHintBook(cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
-		freshWake: make(chan struct{}, 1)}
+		freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -255,7 +261,7 @@ func (f *Node) serve(ctx context.Context) error {
 	wg.Go(func() { f.alertLoop(ctx) })
 	wg.Go(func() { f.freshLoop(ctx) })
 	wg.Go(func() { f.persistLoop(ctx) })
-	wg.Go(func() { f.consoleSrc.sampleLoop(ctx) })
+	wg.Go(func() { f.seriesLoop(ctx) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -286,13 +292,16 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)
 	now, self := f.clk.Now(), f.n.ID()
 	var wake bool
+	var seen series.Counts // the checks the states tell of, for the console's series
 	f.mu.Lock()
 	keys := make([]string, 0, len(rs))
 	for _, r := range rs {
 		key := r.GetKey()
 		keys = append(keys, key)
 		old, had := f.view.Put(r)
-		if !had {
+		if had {
+			seen.Add(stateCounts(old, r))
+		} else {
 			f.sorted.Add(key)
 			if s, ok := f.restored[key]; ok {
 				f.view.SetVerified(key, s)
@@ -324,6 +333,9 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 		}
 	}
 	f.mu.Unlock()
+	if seen != (series.Counts{}) {
+		f.series.Count(now, seen)
+	}
 	f.reclass(keys...)
 	f.kick()
 	if wake {

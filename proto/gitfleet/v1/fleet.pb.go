@@ -216,13 +216,18 @@ type CatalogStatusResponse struct {
 	PendingKeys []string `protobuf:"bytes,7,rep,name=pending_keys,json=pendingKeys,proto3" json:"pending_keys,omitempty"`
 	// The entries skipped as bad, "file:line: reason" (the first 100).
 	ProblemLines []string `protobuf:"bytes,8,rep,name=problem_lines,json=problemLines,proto3" json:"problem_lines,omitempty"`
+	// Why the catalog cannot be read (its repository missing, out of reach,
+	// not a git repository), while it cannot; empty once it is read. commit
+	// stays the last good one, if any.
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// When the failures to read it began (Unix milliseconds; 0: no error).
+	ErrorAtMs int64 `protobuf:"varint,10,opt,name=error_at_ms,json=errorAtMs,proto3" json:"error_at_ms,omitempty"`
 	// Where the catalog is fetched from, credentials redacted.
-	Url string `protobuf:"bytes,9,opt,name=url,proto3" json:"url,omitempty"`
-	// The last fetch of the catalog (0: none yet since the coordinator
-	// started) and its error ("": it succeeded); the next one planned.
-	LastFetchMs   int64  `protobuf:"varint,10,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
-	LastError     string `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	NextFetchMs   int64  `protobuf:"varint,12,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
+	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	// The last fetch of the catalog, successful or not (Unix milliseconds;
+	// 0: none since the coordinator started), and the next one planned.
+	LastFetchMs   int64 `protobuf:"varint,12,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
+	NextFetchMs   int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,6 +318,20 @@ func (x *CatalogStatusResponse) GetProblemLines() []string {
 	return nil
 }
 
+func (x *CatalogStatusResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetErrorAtMs() int64 {
+	if x != nil {
+		return x.ErrorAtMs
+	}
+	return 0
+}
+
 func (x *CatalogStatusResponse) GetUrl() string {
 	if x != nil {
 		return x.Url
@@ -325,13 +344,6 @@ func (x *CatalogStatusResponse) GetLastFetchMs() int64 {
 		return x.LastFetchMs
 	}
 	return 0
-}
-
-func (x *CatalogStatusResponse) GetLastError() string {
-	if x != nil {
-		return x.LastError
-	}
-	return ""
 }
 
 func (x *CatalogStatusResponse) GetNextFetchMs() int64 {
@@ -2895,7 +2907,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\x97\x03\n" +
+	"\x14CatalogStatusRequest\"\xae\x03\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -2904,13 +2916,13 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0fpending_removed\x18\x05 \x01(\rR\x0ependingRemoved\x12#\n" +
 	"\rpending_total\x18\x06 \x01(\rR\fpendingTotal\x12!\n" +
 	"\fpending_keys\x18\a \x03(\tR\vpendingKeys\x12#\n" +
-	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\x12\x10\n" +
-	"\x03url\x18\t \x01(\tR\x03url\x12\"\n" +
-	"\rlast_fetch_ms\x18\n" +
-	" \x01(\x03R\vlastFetchMs\x12\x1d\n" +
-	"\n" +
-	"last_error\x18\v \x01(\tR\tlastError\x12\"\n" +
-	"\rnext_fetch_ms\x18\f \x01(\x03R\vnextFetchMs\"\xb2\x01\n" +
+	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12\x1e\n" +
+	"\verror_at_ms\x18\n" +
+	" \x01(\x03R\terrorAtMs\x12\x10\n" +
+	"\x03url\x18\v \x01(\tR\x03url\x12\"\n" +
+	"\rlast_fetch_ms\x18\f \x01(\x03R\vlastFetchMs\x12\"\n" +
+	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
