@@ -79,9 +79,9 @@ type Entry struct {
 	RefsChanged int      `json:"refs_changed,omitempty"`
 	Refs        []string `json:"refs,omitempty"`
 	// Moves are the refs of Refs with their old and new IDs.
-	Moves []Move `json:"moves,omitempty"`
-	ErrorClass  string   `json:"error_class,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	Moves      []Move `json:"moves,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// Rewrites are the deleted, moved-tag and force-pushed refs with
 	// their old and new IDs, sorted by ref, the first MaxRewrites of them;
 	// RewritesOmitted counts the rest.
