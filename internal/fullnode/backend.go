@@ -104,19 +104,27 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 }
 
 func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
+	d, _, ok := b.detail(context.Background(), key)
+	return d, ok
+}
+
+// detail is key's detail, and the refs of the full node's copy (with
+// their tips' dates) that it shows, read with one git for-each-ref.
+func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcmd.Refs, bool) {
 	b.f.mu.Lock()
 	st := b.f.view.Get(key)
 	b.f.mu.Unlock()
 	if st == nil {
-		return api.RepoDetail{}, false
+		return api.RepoDetail{}, gitcmd.Refs{}, false
 	}
 	d := api.RepoDetail{Repo: b.repo(key, st, b.f.clk.Now()), Attrs: st.GetAttrs(),
 		Checks: st.GetChecks(), Fetches: st.GetFetches()}
-	if refs, err := b.f.mirror.Refs(context.Background(), key); err == nil {
+	refs, err := b.f.mirror.Refs(ctx, key)
+	if err == nil {
 		d.Refs = refs.Refs
 	}
 	d.History = b.history(key)
-	return d, true
+	return d, refs, true
 }
 
 func (b *backend) Known(key string) bool {

@@ -1,0 +1,216 @@
+package console
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/humanize"
+	"github.com/gitfleet/gitfleet/internal/series"
+)
+
+// The overview's charts: the figures of the full node's series (package
+// series) over a day or a week, drawn on the server as SVG paths, no
+// script needed.
+
+// A chart's size in its SVG's units; the page scales it to its box.
+const (
+	chartWidth  = 288
+	chartHeight = 48
+)
+
+// dayPoints is how many points a day's chart draws: one for 5 minutes of
+// the series' minutes (a week's has one an hour).
+const dayPoints = 288
+
+// chart is one figure over a range.
+type chart struct {
+	ID, Title string
+	W, H      int
+	// Path draws the figure: an area from the bottom for what is
+	// counted, a line for what is sampled; Line tells which.
+	Path string
+	Line bool
+	// Top is the figure at the chart's top; Summary says the figure over
+	// the range (a total, or the last sample).
+	Top, Summary string
+}
+
+// trends is what the overview draws over its range.
+type trends struct {
+	Range, Label    string // "day", "last day"
+	Other, OtherURL string // the other range's label and page
+	From, To        time.Time
+	Point           string // what one point of a chart covers
+	Fresh           chart
+	FreshNow        string // the share current now
+	FreshLowest     string // the lowest share over the range ("": none known)
+	Charts          []chart
+}
+
+// ranges are the overview's ranges, by their name in ?range=.
+var ranges = map[string]series.Range{"day": series.Day, "week": series.Week}
+
+// trendsOf draws the overview's charts from the buckets of r (oldest
+// first, up to now) and the share current now.
+func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trends {
+	t := trends{Range: "day", Label: "last day", Other: "last week", OtherURL: "/?range=week", Point: "5 minutes"}
+	n := dayPoints
+	if r == series.Week {
+		t = trends{Range: "week", Label: "last week", Other: "last day", OtherURL: "/", Point: "an hour"}
+		n = len(buckets)
+	}
+	pts := points(buckets, n)
+	if len(pts) > 0 {
+		t.From, t.To = pts[0].Start, pts[len(pts)-1].Start.Add(r.Step()*time.Duration(len(buckets)/len(pts)))
+	}
+
+	share := make([]float64, len(pts))
+	lowest := math.Inf(1)
+	for i, p := range pts {
+		share[i] = math.NaN()
+		if i == len(pts)-1 && total > 0 { // the last point is now
+			p.Current, p.Total, p.Sampled = uint64(current), uint64(total), true
+		}
+		if p.Sampled && p.Total > 0 {
+			share[i] = float64(p.Current) / float64(p.Total)
+			lowest = min(lowest, share[i])
+		}
+	}
+	t.FreshNow = percent(current, total)
+	if !math.IsInf(lowest, 1) {
+		t.FreshLowest = strconv.FormatFloat(100*lowest, 'f', 1, 64) + "%"
+	}
+	t.Fresh = chart{ID: "fresh-chart", Title: "share of repositories current", W: chartWidth, H: 60, Line: true, Top: "100%",
+		Path: linePath(share, 1, chartWidth, 60), Summary: t.FreshNow + " now"}
+
+	figure := func(get func(series.Bucket) uint64) []float64 {
+		v := make([]float64, len(pts))
+		for i, p := range pts {
+			v[i] = float64(get(p))
+		}
+		return v
+	}
+	counted := func(id, title, one, many string, get func(series.Bucket) uint64) chart {
+		v := figure(get)
+		var sum float64
+		for _, x := range v {
+			sum += x
+		}
+		top := maxOf(v)
+		return chart{ID: id, Title: title, W: chartWidth, H: chartHeight, Path: areaPath(v, top, chartWidth, chartHeight),
+			Top: humanize.Count(uint64(top)), Summary: humanize.Plural(uint64(sum), one, many)}
+	}
+	checks := counted("trend-checks", "checks of upstreams", "check", "checks", func(b series.Bucket) uint64 { return b.Checks })
+	fetches := counted("trend-fetches", "fetches that found a change", "fetch", "fetches", func(b series.Bucket) uint64 { return b.Fetches })
+	failures := counted("trend-failures", "checks that failed", "failure", "failures", func(b series.Bucket) uint64 { return b.Failures })
+	served := counted("trend-served", "git served to the public", "byte", "bytes", func(b series.Bucket) uint64 { return b.ServedBytes })
+	v := figure(func(b series.Bucket) uint64 { return b.ServedBytes })
+	served.Top, served.Summary = humanize.Bytes(uint64(maxOf(v))), humanize.Bytes(uint64(sumOf(v)))
+
+	disk := figure(func(b series.Bucket) uint64 { return b.DiskUsed })
+	lastDisk := -1.0
+	for i, p := range pts {
+		if !p.Sampled {
+			disk[i] = math.NaN()
+			continue
+		}
+		lastDisk = disk[i]
+	}
+	diskTop := maxOf(disk)
+	du := chart{ID: "trend-disk", Title: "disk used", W: chartWidth, H: chartHeight, Line: true, Top: humanize.Bytes(uint64(diskTop)),
+		Path: linePath(disk, diskTop, chartWidth, chartHeight), Summary: "not sampled yet"}
+	if lastDisk >= 0 {
+		du.Summary = humanize.Bytes(uint64(lastDisk)) + " at the last sample"
+	}
+	t.Charts = []chart{checks, fetches, failures, served, du}
+	return t
+}
+
+// points reduces buckets to n points (fewer when there are fewer
+// buckets): what is counted is summed, and the last sample kept.
+func points(buckets []series.Bucket, n int) []series.Bucket {
+	if n <= 0 || len(buckets) <= n {
+		return append([]series.Bucket(nil), buckets...)
+	}
+	per := (len(buckets) + n - 1) / n
+	out := make([]series.Bucket, 0, n)
+	for i := 0; i < len(buckets); i += per {
+		p := series.Bucket{Start: buckets[i].Start}
+		for _, b := range buckets[i:min(i+per, len(buckets))] {
+			p.Counts.Add(b.Counts)
+			if b.Sampled {
+				p.Gauges, p.Sampled = b.Gauges, true
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// maxOf is the largest of v that is a number (0 for none).
+func maxOf(v []float64) float64 {
+	top := 0.0
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			top = max(top, x)
+		}
+	}
+	return top
+}
+
+func sumOf(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+// areaPath draws v (one step a value, the width shared out) as an area
+// from the bottom of a w by h box, top at the box's top ("": nothing to
+// draw).
+func areaPath(v []float64, top float64, w, h int) string {
+	if len(v) == 0 || top <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("M0 " + strconv.Itoa(h))
+	for i, x := range v {
+		b.WriteString("V" + coord(float64(h)-x/top*float64(h)))
+		b.WriteString("H" + coord(float64(i+1)*float64(w)/float64(len(v))))
+	}
+	b.WriteString("V" + strconv.Itoa(h) + "Z")
+	return b.String()
+}
+
+// linePath draws v as steps, one a value, with a gap where v is NaN ("":
+// nothing to draw).
+func linePath(v []float64, top float64, w, h int) string {
+	if top <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	drawing := false
+	for i, x := range v {
+		if math.IsNaN(x) {
+			drawing = false
+			continue
+		}
+		y := coord(float64(h) - min(x/top, 1)*float64(h))
+		if drawing {
+			b.WriteString("V" + y)
+		} else {
+			b.WriteString("M" + coord(float64(i)*float64(w)/float64(len(v))) + " " + y)
+			drawing = true
+		}
+		b.WriteString("H" + coord(float64(i+1)*float64(w)/float64(len(v))))
+	}
+	return b.String()
+}
+
+// coord writes a coordinate to a tenth of a unit.
+func coord(x float64) string {
+	return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64)
+}
