@@ -402,7 +402,7 @@ func TestTheRepositoryPageShowsItsHistoryInPages(t *testing.T) {
 		`<time datetime="2001-09-09T01:16:40Z">2001-09-09T01:16:40Z</time>`, // verified_at and the last attempt
 		"behind by at most <b id=\"staleness-value\">30m</b>",
 		`<td id="last-success"><time datetime="2001-09-09T00:46:40Z">`,
-		"2001-09-08T01:46:40Z",                     // the ref's tip's date
+		"2001-09-08T01:46:40Z",                              // the ref's tip's date
 		"<code>1111111111</code> → <code>2222222222</code>", // what a pull moved
 		"5.0 MiB",
 		"on node 2's schedule",
