@@ -32,6 +32,9 @@ type chart struct {
 	// counted, a line for what is sampled; Line tells which.
 	Path string
 	Line bool
+	// Dot marks a line's last point, which a step alone hardly shows after
+	// a start.
+	Dot string
 	// Top is the figure at the chart's top; Summary says the figure over
 	// the range (a total, or the last sample).
 	Top, Summary string
@@ -83,7 +86,7 @@ func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trend
 		t.FreshLowest = strconv.FormatFloat(100*lowest, 'f', 1, 64) + "%"
 	}
 	t.Fresh = chart{ID: "fresh-chart", Title: "share of repositories current", W: chartWidth, H: 60, Line: true, Top: "100%",
-		Path: linePath(share, 1, chartWidth, 60), Summary: t.FreshNow + " now"}
+		Path: linePath(share, 1, chartWidth, 60), Dot: lastDot(share, 1, chartWidth, 60), Summary: t.FreshNow + " now"}
 
 	figure := func(get func(series.Bucket) uint64) []float64 {
 		v := make([]float64, len(pts))
@@ -120,7 +123,7 @@ func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trend
 	}
 	diskTop := maxOf(disk)
 	du := chart{ID: "trend-disk", Title: "disk used", W: chartWidth, H: chartHeight, Line: true, Top: humanize.Bytes(uint64(diskTop)),
-		Path: linePath(disk, diskTop, chartWidth, chartHeight), Summary: "not sampled yet"}
+		Path: linePath(disk, diskTop, chartWidth, chartHeight), Dot: lastDot(disk, diskTop, chartWidth, chartHeight), Summary: "not sampled yet"}
 	if lastDisk >= 0 {
 		du.Summary = humanize.Bytes(uint64(lastDisk)) + " at the last sample"
 	}
@@ -208,6 +211,18 @@ func linePath(v []float64, top float64, w, h int) string {
 		b.WriteString("H" + coord(float64(i+1)*float64(w)/float64(len(v))))
 	}
 	return b.String()
+}
+
+// lastDot marks the last point of v that is a number, at the end of its
+// step, as a line of no length that a round cap draws as a dot ("": none).
+func lastDot(v []float64, top float64, w, h int) string {
+	for i := len(v) - 1; i >= 0 && top > 0; i-- {
+		if !math.IsNaN(v[i]) {
+			x := float64(i+1)*float64(w)/float64(len(v)) - 0.5
+			return "M" + coord(x) + " " + coord(float64(h)-min(v[i]/top, 1)*float64(h)) + "h0"
+		}
+	}
+	return ""
 }
 
 // coord writes a coordinate to a tenth of a unit.

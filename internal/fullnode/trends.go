@@ -20,8 +20,12 @@ import (
 // bucketSeries holds the stored buckets (series.Stored).
 const bucketSeries = "console-series"
 
-// seriesEvery is how often the gauges are sampled and the buckets stored.
-const seriesEvery = time.Minute
+// seriesEvery is how often the gauges are sampled and the buckets stored;
+// seriesFirst when they are first, once the coordinator has sent states.
+const (
+	seriesEvery = time.Minute
+	seriesFirst = 10 * time.Second
+)
 
 // stateCounts is what a repository's new state r, after old, tells of the
 // checks, fetches and failures made since.
@@ -59,19 +63,21 @@ func (f *Node) sampleSeries() {
 	f.series.Sample(f.clk.Now(), series.Gauges{DiskUsed: used, Current: uint64(t.current), Total: uint64(t.total)})
 }
 
-// seriesLoop samples the gauges and stores the changed buckets every
-// seriesEvery, and stores them once more when ctx ends.
+// seriesLoop samples the gauges and stores the changed buckets
+// seriesFirst after the start, then every seriesEvery, and stores them
+// once more when ctx ends.
 func (f *Node) seriesLoop(ctx context.Context) {
-	tick := f.clk.NewTicker(seriesEvery)
-	defer tick.Stop()
+	next := f.clk.NewTimer(seriesFirst)
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			f.storeSeries(context.Background())
 			return
-		case <-tick.C():
+		case <-next.C():
 			f.sampleSeries()
 			f.storeSeries(ctx)
+			next.Reset(seriesEvery)
 		}
 	}
 }

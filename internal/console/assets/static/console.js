@@ -173,31 +173,36 @@
   function live() {
     if (!document.querySelector("[data-live]")) { return; }
     var state = $("live-state"), keyed = document.querySelector("[data-key]");
-    var key = keyed ? keyed.dataset.key : "", busy = false, timer = null;
+    var key = keyed ? keyed.dataset.key : "", busy = false, again = "", timer = null;
     function show(text, on) {
       state.textContent = text;
       state.className = on ? "live" : "live off";
       state.hidden = false;
     }
+    // done ends an update, and starts the one asked for meanwhile.
+    function done() {
+      busy = false;
+      if (again) { var why = again; again = ""; refresh(why); }
+    }
     function refresh(why) {
-      if (busy) { return; }
+      if (busy) { again = again === "event" ? again : why; return; }
       busy = true;
       fetch(location.href, { credentials: "omit", cache: "no-store" }).then(function (resp) {
         return resp.ok ? resp.text() : null;
       }).then(function (text) {
-        busy = false;
-        if (text === null) { return; }
+        if (text === null) { done(); return; }
         var doc = new DOMParser().parseFromString(text, "text/html");
-        document.querySelectorAll("[data-live]").forEach(function (el) {
+        document.querySelectorAll("[data-live], #rendered").forEach(function (el) {
           var fresh = el.id ? doc.getElementById(el.id) : null;
           if (fresh) { el.replaceWith(document.importNode(fresh, true)); }
         });
-        document.body.dataset.refreshed = why;
-        document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
+        // How many updates came of each cause (data-event, data-timer).
+        document.body.dataset[why] = String(Number(document.body.dataset[why] || 0) + 1);
         var at = $("rendered");
         show("live, updated " + (at ? at.textContent.slice(11, 19) : ""), true);
         details();
-      }, function () { busy = false; show("offline: the page is as it was", false); });
+        done();
+      }, function () { show("offline: the page is as it was", false); done(); });
     }
     function soon(why) {
       if (timer === null) { timer = setTimeout(function () { timer = null; refresh(why); }, 300); }
