@@ -170,8 +170,8 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("the overview lacks %q:\n%s", want, main)
 		}
 	}
-	if n := count("#fresh-chart svg path"); n != 1 {
-		t.Errorf("the freshness chart draws %d paths, want 1 (the share now at least)", n)
+	if n, dot := count("#fresh-chart svg path:not(.dot)"), count("#fresh-chart svg path.dot"); n != 1 || dot != 1 {
+		t.Errorf("the freshness chart draws %d lines and %d dots, want one of each (the share now at least)", n, dot)
 	}
 	if n := count("#trends figure svg"); n != 5 {
 		t.Errorf("%d trend charts, want 5", n)

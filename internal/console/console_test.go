@@ -145,7 +145,7 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
 
 func TestEveryPageRendersWithHostileKeysAndErrorsEscaped(t *testing.T) {
 	c, _ := newTestConsole()
-	for _, path := range []string{"/", "/-/", "/-/repos", "/-/repos?q=script", "/-/repos/" + hostileKey, "/-/nodes", "/-/tasks", "/-/catalog"} {
+	for _, path := range []string{"/", "/-/", "/?range=week", "/-/repos", "/-/repos?q=script", "/-/repos/" + hostileKey, "/-/nodes", "/-/tasks", "/-/catalog", "/-/status/" + hostileKey} {
 		resp, body := get(t, c, path)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
