@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
@@ -265,5 +266,47 @@ func TestAConsolePageThatMatchesNothingStopsEarly(t *testing.T) {
 		if len(p.Repos) != 0 || !p.More {
 			t.Errorf("%+v: %d repositories, more %v; want none, and more", q, len(p.Repos), p.More)
 		}
+	}
+}
+
+// A repository's public status is its listing's, with no git: a key the
+// view does not hold has none. Its detail says what the full node knows
+// of its copy: no copy on disk, no size; and its log pages as the API's.
+func TestConsoleStatusDetailAndLogOfARepository(t *testing.T) {
+	f := benchFullNode(t, 10)
+	src := f.consoleSrc
+	key := "host1.example/group1/repo1"
+	r, ok := src.Status(key)
+	f.mu.Lock()
+	st := f.view.Get(key)
+	f.mu.Unlock()
+	want := f.backend.repo(key, st, f.clk.Now())
+	if !ok || fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("status %+v, want the listing's %+v", r, want)
+	}
+	for _, k := range []string{"example.org/not/mirrored", "host1.example/group1/<repo1>"} {
+		if _, ok := src.Status(k); ok {
+			t.Errorf("%s has a status", k)
+		}
+	}
+	d, ok := src.GetRepo(context.Background(), key)
+	if !ok || d.Size != -1 || !d.NextCheck.IsZero() || !d.LastSuccess.IsZero() {
+		t.Errorf("detail of a repository with no copy and no log: %+v", d)
+	}
+	at := f.clk.Now()
+	for i := range 30 {
+		f.flog.Append(fetchlog.Entry{Key: key, At: at.Add(time.Duration(i) * time.Second), Kind: "pull", Result: fetchlog.ResultOK})
+	}
+	f.flog.Append(fetchlog.Entry{Key: key, At: at.Add(time.Minute), Kind: "check", Result: fetchlog.ResultFailed, Error: "timeout"})
+	page, next, err := src.Log(context.Background(), key, "", 25)
+	if err != nil || len(page) != 25 || next == "" || page[0].Result != fetchlog.ResultFailed {
+		t.Fatalf("the first page: %d entries, next %q, err %v", len(page), next, err)
+	}
+	rest, last, err := src.Log(context.Background(), key, next, 25)
+	if err != nil || len(rest) != 6 || last != "" {
+		t.Errorf("the second page: %d entries, next %q, err %v", len(rest), last, err)
+	}
+	if d, _ := src.GetRepo(context.Background(), key); !d.LastSuccess.Equal(at.Add(29 * time.Second).UTC()) {
+		t.Errorf("the last success: %s, want the newest pull's start (%s), not the failed check after it", d.LastSuccess, at.Add(29*time.Second))
 	}
 }
