@@ -95,22 +95,25 @@ func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trend
 		}
 		return v
 	}
-	counted := func(id, title, one, many string, get func(series.Bucket) uint64) chart {
+	// counted draws what is counted: its top and its total written by top
+	// and sum.
+	counted := func(id, title string, get func(series.Bucket) uint64, top, sum func(uint64) string) chart {
 		v := figure(get)
-		var sum float64
-		for _, x := range v {
-			sum += x
-		}
-		top := maxOf(v)
-		return chart{ID: id, Title: title, W: chartWidth, H: chartHeight, Path: areaPath(v, top, chartWidth, chartHeight),
-			Top: humanize.Count(uint64(top)), Summary: humanize.Plural(uint64(sum), one, many)}
+		most := maxOf(v)
+		return chart{ID: id, Title: title, W: chartWidth, H: chartHeight, Path: areaPath(v, most, chartWidth, chartHeight),
+			Top: top(uint64(most)), Summary: sum(uint64(sumOf(v)))}
 	}
-	checks := counted("trend-checks", "checks of upstreams", "check", "checks", func(b series.Bucket) uint64 { return b.Checks })
-	fetches := counted("trend-fetches", "fetches that found a change", "fetch", "fetches", func(b series.Bucket) uint64 { return b.Fetches })
-	failures := counted("trend-failures", "checks that failed", "failure", "failures", func(b series.Bucket) uint64 { return b.Failures })
-	served := counted("trend-served", "git served to the public", "byte", "bytes", func(b series.Bucket) uint64 { return b.ServedBytes })
-	v := figure(func(b series.Bucket) uint64 { return b.ServedBytes })
-	served.Top, served.Summary = humanize.Bytes(uint64(maxOf(v))), humanize.Bytes(uint64(sumOf(v)))
+	plural := func(one, many string) func(uint64) string {
+		return func(n uint64) string { return humanize.Plural(n, one, many) }
+	}
+	count := humanize.Count[uint64]
+	checks := counted("trend-checks", "checks of upstreams", func(b series.Bucket) uint64 { return b.Checks }, count, plural("check", "checks"))
+	fetches := counted("trend-fetches", "fetches that found a change", func(b series.Bucket) uint64 { return b.Fetches }, count,
+		plural("fetch", "fetches"))
+	failures := counted("trend-failures", "checks that failed", func(b series.Bucket) uint64 { return b.Failures }, count,
+		plural("failure", "failures"))
+	served := counted("trend-served", "git served to the public", func(b series.Bucket) uint64 { return b.ServedBytes }, humanize.Bytes,
+		humanize.Bytes)
 
 	disk := figure(func(b series.Bucket) uint64 { return b.DiskUsed })
 	lastDisk := -1.0

@@ -21,8 +21,9 @@
 // Decisions about time made here: the pull backoff (settlePull), the hint
 // book's wait and the spot checks' pace (freshness.go), the full-disk
 // policy's mark (fulldisk.go), the retention's sweep (retain.go), the
-// alerts' evaluation (alerts.go, with package alert's rules) and how long
-// the coordinator's answers are reused (fleetcache.go). The runtime's
+// alerts' evaluation (alerts.go, with package alert's rules), how long
+// the coordinator's answers are reused (fleetcache.go) and when the
+// console's series is sampled and stored (trends.go). The runtime's
 // (checks, integrity, maintenance) are package node's and package
 // schedule's.
 //

@@ -62,7 +62,7 @@ const (
 	Week
 )
 
-// Step is the length of one of r's buckets; Len how many r holds.
+// Step is the length of one of r's buckets.
 func (r Range) Step() time.Duration { return spans[r].step }
 
 // Len is how many buckets r holds.
