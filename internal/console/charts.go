@@ -3,7 +3,6 @@ package console
 import (
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/humanize"
@@ -20,9 +19,10 @@ const (
 	chartHeight = 48
 )
 
-// dayPoints is how many points a day's chart draws: one for 5 minutes of
-// the series' minutes (a week's has one an hour).
-const dayPoints = 288
+// ChartPoints is how many points a chart draws at most: a day's has one
+// for 5 minutes of the series' minutes, a week's one an hour. The Source
+// gives the figures over a range in as many (series.Series.Window).
+const ChartPoints = 288
 
 // chart is one figure over a range.
 type chart struct {
@@ -55,18 +55,17 @@ type trends struct {
 // ranges are the overview's ranges, by their name in ?range=.
 var ranges = map[string]series.Range{"day": series.Day, "week": series.Week}
 
-// trendsOf draws the overview's charts from the buckets of r (oldest
-// first, up to now) and the share current now.
-func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trends {
+// trendsOf draws the overview's charts from the points of r (oldest
+// first, up to now; each of one or more of its buckets) and the share
+// current now.
+func trendsOf(r series.Range, pts []series.Bucket, current, total int) trends {
 	t := trends{Range: "day", Label: "last day", Other: "last week", OtherURL: "/?range=week", Point: "5 minutes"}
-	n := dayPoints
 	if r == series.Week {
 		t = trends{Range: "week", Label: "last week", Other: "last day", OtherURL: "/", Point: "an hour"}
-		n = len(buckets)
 	}
-	pts := points(buckets, n)
 	if len(pts) > 0 {
-		t.From, t.To = pts[0].Start, pts[len(pts)-1].Start.Add(r.Step()*time.Duration(len(buckets)/len(pts)))
+		per := (r.Len() + len(pts) - 1) / len(pts)
+		t.From, t.To = pts[0].Start, pts[len(pts)-1].Start.Add(r.Step()*time.Duration(per))
 	}
 
 	share := make([]float64, len(pts))
@@ -134,27 +133,6 @@ func trendsOf(r series.Range, buckets []series.Bucket, current, total int) trend
 	return t
 }
 
-// points reduces buckets to n points (fewer when there are fewer
-// buckets): what is counted is summed, and the last sample kept.
-func points(buckets []series.Bucket, n int) []series.Bucket {
-	if n <= 0 || len(buckets) <= n {
-		return append([]series.Bucket(nil), buckets...)
-	}
-	per := (len(buckets) + n - 1) / n
-	out := make([]series.Bucket, 0, n)
-	for i := 0; i < len(buckets); i += per {
-		p := series.Bucket{Start: buckets[i].Start}
-		for _, b := range buckets[i:min(i+per, len(buckets))] {
-			p.Counts.Add(b.Counts)
-			if b.Sampled {
-				p.Gauges, p.Sampled = b.Gauges, true
-			}
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // maxOf is the largest of v that is a number (0 for none).
 func maxOf(v []float64) float64 {
 	top := 0.0
@@ -181,14 +159,15 @@ func areaPath(v []float64, top float64, w, h int) string {
 	if len(v) == 0 || top <= 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("M0 " + strconv.Itoa(h))
+	b := make([]byte, 0, 16*len(v))
+	b = append(b, 'M', '0', ' ')
+	b = strconv.AppendInt(b, int64(h), 10)
 	for i, x := range v {
-		b.WriteString("V" + coord(float64(h)-x/top*float64(h)))
-		b.WriteString("H" + coord(float64(i+1)*float64(w)/float64(len(v))))
+		b = appendCoord(append(b, 'V'), float64(h)-x/top*float64(h))
+		b = appendCoord(append(b, 'H'), float64(i+1)*float64(w)/float64(len(v)))
 	}
-	b.WriteString("V" + strconv.Itoa(h) + "Z")
-	return b.String()
+	b = strconv.AppendInt(append(b, 'V'), int64(h), 10)
+	return string(append(b, 'Z'))
 }
 
 // linePath draws v as steps, one a value, with a gap where v is NaN ("":
@@ -197,23 +176,24 @@ func linePath(v []float64, top float64, w, h int) string {
 	if top <= 0 {
 		return ""
 	}
-	var b strings.Builder
+	b := make([]byte, 0, 16*len(v))
 	drawing := false
 	for i, x := range v {
 		if math.IsNaN(x) {
 			drawing = false
 			continue
 		}
-		y := coord(float64(h) - min(x/top, 1)*float64(h))
+		y := float64(h) - min(x/top, 1)*float64(h)
 		if drawing {
-			b.WriteString("V" + y)
+			b = appendCoord(append(b, 'V'), y)
 		} else {
-			b.WriteString("M" + coord(float64(i)*float64(w)/float64(len(v))) + " " + y)
+			b = appendCoord(append(b, 'M'), float64(i)*float64(w)/float64(len(v)))
+			b = appendCoord(append(b, ' '), y)
 			drawing = true
 		}
-		b.WriteString("H" + coord(float64(i+1)*float64(w)/float64(len(v))))
+		b = appendCoord(append(b, 'H'), float64(i+1)*float64(w)/float64(len(v)))
 	}
-	return b.String()
+	return string(b)
 }
 
 // lastDot marks the last point of v that is a number, at the end of its
@@ -229,6 +209,8 @@ func lastDot(v []float64, top float64, w, h int) string {
 }
 
 // coord writes a coordinate to a tenth of a unit.
-func coord(x float64) string {
-	return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64)
+func coord(x float64) string { return string(appendCoord(nil, x)) }
+
+func appendCoord(b []byte, x float64) []byte {
+	return strconv.AppendFloat(b, math.Round(x*10)/10, 'f', -1, 64)
 }

@@ -51,7 +51,7 @@ type Source interface {
 	// Catalog describes the applied catalog and a held purge.
 	Catalog(ctx context.Context) (api.CatalogStatus, error)
 	// Overview returns the figures of the overview, from counters, with
-	// the figures over r.
+	// the figures over r in ChartPoints points.
 	Overview(r series.Range) Overview
 	// Tunnels lists the nodes with a tunnel open to this full node.
 	Tunnels() []uint32
@@ -114,7 +114,8 @@ type Overview struct {
 	// how many in all.
 	Fetching      []string
 	FetchingTotal int
-	// Trend is the figures over the range asked, oldest first, up to now.
+	// Trend is the figures over the range asked, oldest first, up to now,
+	// in at most ChartPoints points.
 	Trend   []series.Bucket
 	Tunnels int
 }

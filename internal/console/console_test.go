@@ -98,7 +98,7 @@ func (s *fakeSource) Overview(r series.Range) Overview {
 	s.lastRange = r
 	return Overview{Total: 3, Current: 2, ByState: map[string]int{"ok": 2, "failing": 1},
 		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{api.ErrClassUnreachable: 1},
-		Fetching: []string{hostileKey}, FetchingTotal: 1, Trend: s.trend.Window(r, testNow), Tunnels: 1}
+		Fetching: []string{hostileKey}, FetchingTotal: 1, Trend: s.trend.Window(r, testNow, ChartPoints), Tunnels: 1}
 }
 
 func (s *fakeSource) Tunnels() []uint32 { return []uint32{2} }
@@ -303,7 +303,7 @@ func TestTheFreshnessChartDrawsTheSeriesUpToNow(t *testing.T) {
 		s.Sample(t0.Add(time.Duration(i)*10*time.Minute), series.Gauges{Current: uint64(i), Total: 10})
 	}
 	now := t0.Add(45 * time.Minute)
-	tr := trendsOf(series.Day, s.Window(series.Day, now), 5, 10)
+	tr := trendsOf(series.Day, s.Window(series.Day, now, ChartPoints), 5, 10)
 	if tr.FreshLowest != "10.0%" || tr.FreshNow != "50.0%" {
 		t.Errorf("lowest %q, now %q; want 10.0%%, 50.0%%", tr.FreshLowest, tr.FreshNow)
 	}
@@ -314,7 +314,7 @@ func TestTheFreshnessChartDrawsTheSeriesUpToNow(t *testing.T) {
 		t.Errorf("the freshness path %q: want 5 steps in 4 runs (the samples are 10 minutes apart, a point is 5), the last at y=30 to x=288", c.Path)
 	}
 	// With nothing known but now, one step at the right edge.
-	tr = trendsOf(series.Day, series.New().Window(series.Day, now), 3, 4)
+	tr = trendsOf(series.Day, series.New().Window(series.Day, now, ChartPoints), 3, 4)
 	if !strings.HasSuffix(tr.Fresh.Path, "H288") || strings.Count(tr.Fresh.Path, "M") != 1 || tr.FreshLowest != "75.0%" {
 		t.Errorf("only now known: path %q, lowest %q", tr.Fresh.Path, tr.FreshLowest)
 	}
@@ -329,7 +329,7 @@ func TestTheTrendChartsCountOverTheRange(t *testing.T) {
 	s.Count(now.Add(-2*time.Minute), series.Counts{Checks: 500})
 	s.Count(now.Add(-30*time.Hour), series.Counts{Checks: 7}) // in the week only
 	s.Sample(now, series.Gauges{DiskUsed: 2 << 30, Current: 1, Total: 1})
-	day := trendsOf(series.Day, s.Window(series.Day, now), 1, 1)
+	day := trendsOf(series.Day, s.Window(series.Day, now, ChartPoints), 1, 1)
 	byID := map[string]chart{}
 	for _, c := range day.Charts {
 		byID[c.ID] = c
@@ -346,7 +346,7 @@ func TestTheTrendChartsCountOverTheRange(t *testing.T) {
 	if !day.To.After(now) {
 		t.Errorf("the day's chart ends at %s, before now (%s)", day.To, now)
 	}
-	week := trendsOf(series.Week, s.Window(series.Week, now), 1, 1)
+	week := trendsOf(series.Week, s.Window(series.Week, now, ChartPoints), 1, 1)
 	if got := week.Charts[0].Summary; got != "1,507 checks" {
 		t.Errorf("checks over the week: %q", got)
 	}

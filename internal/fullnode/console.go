@@ -38,7 +38,7 @@ func (s *consoleSource) Overview(r series.Range) console.Overview {
 	f := s.f
 	t := f.totals()
 	now := f.clk.Now()
-	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Trend: f.series.Window(r, now),
+	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Trend: f.series.Window(r, now, console.ChartPoints),
 		Tunnels: len(f.tunnels.Nodes())}
 	f.mu.Lock()
 	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)

@@ -143,20 +143,33 @@ func (s *Series) Sample(at time.Time, g Gauges) {
 	}
 }
 
-// Window returns r's buckets up to the one of now, oldest first: r.Len()
-// of them, those of which nothing is known empty (with their Start).
-func (s *Series) Window(r Range, now time.Time) []Bucket {
+// Window returns r's figures up to the bucket of now, oldest first, as
+// at most n points (n <= 0: one a bucket, r.Len() of them): a point starts
+// where its first bucket does, sums what its buckets counted and keeps the
+// last sample among them. Buckets of which nothing is known count nothing.
+func (s *Series) Window(r Range, now time.Time, n int) []Bucket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := &s.rings[r]
+	size := len(g.slots)
+	per := 1
+	if n > 0 && n < size {
+		per = (size + n - 1) / n
+	}
 	last := now.UTC().Truncate(g.step)
-	out := make([]Bucket, len(g.slots))
-	for i := range out {
-		start := last.Add(-time.Duration(len(out)-1-i) * g.step)
-		if b := g.slots[g.index(start)]; b.Start.Equal(start) {
-			out[i] = b
-		} else {
-			out[i] = Bucket{Start: start}
+	first := last.Add(-time.Duration(size-1) * g.step)
+	out := make([]Bucket, 0, (size+per-1)/per)
+	for i := 0; i < size; i++ {
+		start := first.Add(time.Duration(i) * g.step)
+		if i%per == 0 {
+			out = append(out, Bucket{Start: start})
+		}
+		p := &out[len(out)-1]
+		if b := &g.slots[g.index(start)]; b.Start.Equal(start) {
+			p.Counts.Add(b.Counts)
+			if b.Sampled {
+				p.Gauges, p.Sampled = b.Gauges, true
+			}
 		}
 	}
 	return out
