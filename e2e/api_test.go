@@ -57,6 +57,40 @@ func (f *fleet) startFull() {
 // call makes an API request and decodes a JSON answer into out (if not nil).
 func call(t testing.TB, method, url, token string, body io.Reader, out any) int {
 	t.Helper()
+	resp, b := send(t, method, url, token, body)
+	decode(t, method, url, resp.StatusCode, b, out)
+	return resp.StatusCode
+}
+
+// callAsAClient is call made as the API asks its clients to: an answer
+// 503 says that the full node cannot reach its coordinator now (it is
+// starting, or the coordinator is restarting or electing a leader), and
+// the request is made again after its Retry-After (without one, the 503
+// is the answer), for up to a minute.
+// body is the request's body ("": none).
+func callAsAClient(t testing.TB, method, url, token, body string, out any) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		resp, b := send(t, method, url, token, r)
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		wait := time.Duration(secs) * time.Second
+		if resp.StatusCode != http.StatusServiceUnavailable || err != nil || secs < 0 || time.Now().Add(wait).After(deadline) {
+			decode(t, method, url, resp.StatusCode, b, out)
+			return resp.StatusCode
+		}
+		t.Logf("%s %s: 503 %s; again after its Retry-After of %v", method, url, strings.Join(strings.Fields(string(b)), " "), wait)
+		time.Sleep(wait)
+	}
+}
+
+// send makes an API request and returns the answer with its body read.
+func send(t testing.TB, method, url, token string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +107,17 @@ func call(t testing.TB, method, url, token string, body io.Reader, out any) int 
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// decode decodes the JSON answer b into out (if not nil).
+func decode(t testing.TB, method, url string, code int, b []byte, out any) {
+	t.Helper()
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %d, not JSON: %s", method, url, resp.StatusCode, b)
+			t.Fatalf("%s %s: %d, not JSON: %s", method, url, code, b)
 		}
 	}
-	return resp.StatusCode
 }
 
 type task struct {

@@ -16,19 +16,25 @@ func TestFullDiskHandsRepositoriesBack(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	f := newFleet(t)
-	repos := seq(0, 12)
+	// The three nodes register as 1, 2 and 3 in some order. Whichever the
+	// full-disk node is, it is given two repositories that exist: one to
+	// clone (it tells how big a mirror is) and one to hand back.
+	members := membersOf(1, 2, 3)
+	repos := f.reposPlacing(12, 2, members)
 	for _, i := range repos {
 		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.writeCatalog(repos, "12 repositories")
+	f.writeCatalog(repos, fmt.Sprintf("%d repositories", len(repos)))
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr)
 	f.startNode("partial-1", "partial", "--disk-quota", "64B")
 	f.startNode("partial-2", "partial")
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+	f.placedAsComputed(membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial-1"]),
+		ownerOfNode(t, f.dataDirs["partial-2"])), members)
 
 	// The node may keep the one mirror that told it how big a mirror is,
 	// and nothing more.
@@ -73,13 +79,14 @@ func TestFullDiskHandsRepositoriesBack(t *testing.T) {
 		t.Fatal("the full-disk node handed nothing back (it was given nothing: the test proves less than it says)")
 	}
 	// New repositories go elsewhere too.
-	for _, i := range []int{12, 13} {
+	all := seq(0, len(repos)+2)
+	for _, i := range all[len(repos):] {
 		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.writeCatalog(seq(0, 14), "two more")
-	eventually(t, 60*time.Second, "new repositories served", func() error { return f.servedLikeUpstream(seq(0, 14)) })
+	f.writeCatalog(all, "two more")
+	eventually(t, 60*time.Second, "new repositories served", func() error { return f.servedLikeUpstream(all) })
 	after, err := owned()
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func (f *fleet) writeCatalog(repos []int, msg string) {
 	// Bad input: a malformed line and a forbidden scheme are skipped with
 	// their file and line; an upstream that does not exist is reported.
 	lists[0].WriteString("this is not a url\nftp://example.org/x.git\n")
-	fmt.Fprintf(&lists[1], "%s\n", f.up.RepoURL("does/not-exist"))
+	fmt.Fprintf(&lists[1], "%s\n", f.up.RepoURL(missingUpstream))
 	for _, i := range repos {
 		url := f.up.RepoURL(f.name(i))
 		switch i % 5 {
@@ -91,6 +91,19 @@ func (f *fleet) writeCatalog(repos []int, msg string) {
 	}
 	f.writeFile("README.md", "# the e2e catalog\n")
 	f.commitCatalog(msg)
+}
+
+// missingUpstream is the name of the upstream that writeCatalog lists and
+// the git server does not have.
+const missingUpstream = "does/not-exist"
+
+// catalogKeys is the keys of the catalog that writeCatalog(repos) lays out.
+func (f *fleet) catalogKeys(repos []int) []string {
+	keys := []string{f.keyOf(missingUpstream)}
+	for _, i := range repos {
+		keys = append(keys, f.key(i))
+	}
+	return keys
 }
 
 // commitCatalog commits the catalog's files as they are, making it a
@@ -130,12 +143,23 @@ func (f *fleet) writeFile(rel, content string) {
 	}
 }
 
-func (f *fleet) key(i int) string {
-	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(f.name(i)), "http://"), ".git")
+func (f *fleet) key(i int) string { return f.keyOf(f.name(i)) }
+
+// keyOf is the key of the upstream named name.
+func (f *fleet) keyOf(name string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL(name), "http://"), ".git")
 }
 
+// common are the flags of every coordinator of the fleet.
 func (f *fleet) common() []string {
-	return []string{"--join-token", f.token, "--allow-private-upstreams", "--log-level", "debug", "--heartbeat", "500ms"}
+	return append(f.nodeCommon(), "--heartbeat", "500ms")
+}
+
+// nodeCommon are the flags of every node of the fleet: those of the
+// coordinators that nodes take too (the heartbeat is the coordinator's to
+// set, and a node takes only its own flags).
+func (f *fleet) nodeCommon() []string {
+	return []string{"--join-token", f.token, "--allow-private-upstreams", "--log-level", "debug"}
 }
 
 func (f *fleet) startCoordinator() {
@@ -156,7 +180,7 @@ func (f *fleet) startNode(name, mode string, extra ...string) {
 	args := append([]string{"node", "--mode", mode, "--name", name, "--data", dir, "--coordinator", f.grpc,
 		// Checks every 1-3 s of 30 repositories keep pushes arriving within
 		// seconds without the nodes' own git processes starving the machine.
-		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.common()...)
+		"--max-interval", "3s", "--min-interval", "1s", "--fetchers", "3"}, f.nodeCommon()...)
 	if mode == "full" {
 		args = append(args, "--full-token", f.fullToken)
 	}
@@ -241,7 +265,7 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 	}
 
 	t.Run("a missing upstream is reported and the rest are not slowed", func(t *testing.T) {
-		missing := strings.TrimSuffix(strings.TrimPrefix(f.up.RepoURL("does/not-exist"), "http://"), ".git")
+		missing := f.keyOf(missingUpstream)
 		eventually(t, 30*time.Second, "missing upstream reported", func() error {
 			repos, err := apiRepos(f.base)
 			if err != nil {

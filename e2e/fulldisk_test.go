@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -164,6 +165,14 @@ func TestUpClonesNothingNewAboveTheDiskHighWater(t *testing.T) {
 			return fmt.Errorf("%d served, want 1", len(served))
 		}
 		return f.servedLikeUpstream(served)
+	})
+	// A first mirror is served as soon as it is on disk, before its
+	// maintenance ends and its clone is logged.
+	eventually(t, 30*time.Second, "the first clone is logged", func() error {
+		if up.count("cloned=true") == 0 {
+			return errors.New("no clone logged yet")
+		}
+		return nil
 	})
 	if n := up.count("cloned=true"); n != 1 {
 		t.Errorf("%d clones above the high water: want only the first, which measured a mirror", n-1)

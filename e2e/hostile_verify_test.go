@@ -87,7 +87,7 @@ func startHostile(t *testing.T, f *fleet) *forger {
 			Mode: fleetv1.Mode_MODE_PARTIAL, Capacity: 1, Version: "hostile"})
 		return err
 	})
-	h := &forger{t: t, ctx: ctx, id: reg.GetNodeId(), dir: t.TempDir(), git: &gitcmd.Runner{},
+	h := &forger{t: t, ctx: ctx, id: reg.GetNodeId(), dir: t.TempDir(), git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}),
 		urls: map[string]string{}, opened: map[string]bool{}}
 	if h.stream, err = client.Session(ctx); err != nil {
 		t.Fatal(err)

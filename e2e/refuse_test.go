@@ -17,8 +17,11 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	f := newFleet(t)
-	repos := seq(0, 12)
-	f.seed(repos, "12 repositories")
+	// The three nodes register as 1, 2 and 3 in some order: whichever the
+	// strict node is, it is offered a repository to refuse.
+	members := membersOf(1, 2, 3)
+	repos := f.reposPlacing(12, 1, members)
+	f.seed(repos, fmt.Sprintf("%d repositories", len(repos)))
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr)
@@ -29,6 +32,7 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 
 	eventually(t, 90*time.Second, "every repository served", func() error { return f.servedLikeUpstream(repos) })
 	strict := ownerOfNode(t, f.dataDirs["strict"])
+	f.placedAsComputed(membersOf(ownerOfNode(t, f.dataDirs["full"]), ownerOfNode(t, f.dataDirs["partial"]), strict), members)
 	eventually(t, 30*time.Second, "no repository owned by the node that refuses them", func() error {
 		all, err := apiRepos(f.base)
 		if err != nil {
@@ -95,10 +99,14 @@ func TestUpRestartedWithAStricterEgressPolicyRefusesEachRepositoryOnce(t *testin
 			"--max-interval", "2s", "--min-interval", "500ms"}, extra...)
 	}
 	first := start(t, "up", args("--egress-allow", "127.0.0.1/32")...)
+	// The API answers reads from the full node's own state at once; a
+	// write needs the coordinator, and until the full node's session with
+	// it is up (in `up` too: the two roles talk over gRPC) the answer is
+	// 503 with Retry-After, which a client heeds.
 	eventually(t, 30*time.Second, "the API answers", func() error { _, err := apiRepos(f.base); return err })
 	for _, i := range repos {
-		body := strings.NewReader(fmt.Sprintf(`{"url": %q}`, f.up.RepoURL(f.name(i))))
-		if code := call(t, "POST", f.base+"/api/v1/repos", apiToken, body, nil); code != 201 {
+		body := fmt.Sprintf(`{"url": %q}`, f.up.RepoURL(f.name(i)))
+		if code := callAsAClient(t, "POST", f.base+"/api/v1/repos", apiToken, body, nil); code != 201 {
 			t.Fatalf("POST %s: %d, want 201", f.up.RepoURL(f.name(i)), code)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/ring"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -254,9 +255,13 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	repos := seq(0, 10)
 	f := newFleet(t)
-	f.seed(repos, "10 repositories")
+	// The full node and the partial nodes register as 1, 2 and 3 in some
+	// order, then the hostile as 4; the full node (--capacity 0) is no
+	// member. Whichever members the others are, the hostile has a share.
+	sets := [][]ring.Member{membersOf(2, 3, 4), membersOf(1, 3, 4), membersOf(1, 2, 4)}
+	repos := f.reposPlacing(10, 1, sets...)
+	f.seed(repos, fmt.Sprintf("%d repositories", len(repos)))
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0")
@@ -270,6 +275,7 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	// fetches).
 	h := newHostile(t, f.grpc)
 	h.join(f.token)
+	f.placedAsComputed(membersOf(remaining, second, h.ID), sets...)
 	sctx, scancel := context.WithCancel(context.Background())
 	defer scancel()
 	sess, err := h.session(sctx)

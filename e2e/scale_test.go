@@ -41,15 +41,12 @@ func peakRSS(pid int) (float64, error) {
 // coordinator's peak: on a virtual machine, first touching memory can cost
 // as much as reading the catalog, and that share of the load is the
 // machine's, whatever the code does with it. Run it with -benchtime=1x;
-// the catalog is generated once into the temporary directory.
+// the catalog is generated under b.TempDir.
 func BenchmarkCoordinatorColdLoad(b *testing.B) {
 	const entries, rounds = 1000000, 5
-	cat := filepath.Join(os.TempDir(), "gitfleet-bench-catalog-1m")
-	if _, err := os.Stat(filepath.Join(cat, ".git")); err != nil {
-		os.RemoveAll(cat)
-		if out, err := exec.Command(binary, "catalog", "gen", "--repos", fmt.Sprint(entries), "--per-file", "1000", cat).CombinedOutput(); err != nil {
-			b.Fatalf("gen: %v\n%s", err, out)
-		}
+	cat := filepath.Join(b.TempDir(), "catalog")
+	if out, err := exec.Command(binary, "catalog", "gen", "--repos", fmt.Sprint(entries), "--per-file", "1000", cat).CombinedOutput(); err != nil {
+		b.Fatalf("gen: %v\n%s", err, out)
 	}
 	for n := 0; n < b.N; n++ {
 		var loads, ratios, touches []float64

@@ -131,12 +131,13 @@ func newSoakFleet(t testing.TB, ups *soakUpstreams, st soakSettings) *soakFleet 
 		s.dataDirs[r] = filepath.Join(t.TempDir(), r)
 		s.kills[r] = &sync.Mutex{}
 	}
+	// Flags of every role (the heartbeat is the coordinators' to set).
 	common := []string{"--join-token", "soak-join", "--allow-private-upstreams", "--egress-ports", fmt.Sprint(port),
-		"--log-level", "debug", "--heartbeat", "1s"}
+		"--log-level", "debug"}
 	for _, c := range s.coordNames() {
 		args := append([]string{"coordinator", "--data", s.dataDirs[c], "--catalog", s.catalog,
 			"--grpc", s.grpc[c], "--grace", st.grace.String(), "--warmup", "5s", "--warmup-nodes", fmt.Sprint(len(s.nodeNames())), "--catalog-interval", "2s",
-			"--max-purge", "0.5", "--purge-window", "1m", "--full-token", "soak-full"}, common...)
+			"--max-purge", "0.5", "--purge-window", "1m", "--full-token", "soak-full", "--heartbeat", "1s"}, common...)
 		if s.etcd != "" {
 			// A follower sends nodes to the leader's advertised address:
 			// its own link, which a partition of the leader cuts too.

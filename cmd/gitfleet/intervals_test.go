@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"log/slog"
 	"strings"
@@ -18,7 +17,7 @@ import (
 func nodeSchedule(t *testing.T, args ...string) (schedule.Config, error) {
 	t.Helper()
 	var sc schedule.Config
-	err := withConfig("node", args, io.Discard, func(cfg config.Config, _ *slog.Logger, _ *flag.FlagSet) error {
+	err := withConfig(config.NodeCommand, args, io.Discard, io.Discard, func(cfg config.Config, _ *slog.Logger) error {
 		ncfg, err := nodeConfig(cfg, t.TempDir())
 		if err != nil {
 			return err

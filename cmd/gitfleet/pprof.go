@@ -14,15 +14,33 @@ import (
 )
 
 // withPprof runs run and, with --pprof, serves Go's runtime profiles at
-// ADDR/debug/pprof/ while it runs. The handlers are mounted on a mux of
-// their own, never on the public listener.
+// ADDR/debug/pprof/ while it runs.
 func withPprof(ctx context.Context, cfg config.Config, log *slog.Logger, run func(context.Context) error) error {
+	ln, err := listenPprof(cfg)
+	if err != nil {
+		return err
+	}
+	return servePprof(ctx, ln, log, run)
+}
+
+// listenPprof binds --pprof; nil without it.
+func listenPprof(cfg config.Config) (net.Listener, error) {
 	if cfg.Pprof == "" {
-		return run(ctx)
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", cfg.Pprof)
 	if err != nil {
-		return fmt.Errorf("listen --pprof %s: %w", cfg.Pprof, err)
+		return nil, fmt.Errorf("listen --pprof %s: %w", cfg.Pprof, err)
+	}
+	return ln, nil
+}
+
+// servePprof runs run and serves the profiles on ln (nil: none) while it
+// runs. The handlers are mounted on a mux of their own, never on the
+// public listener.
+func servePprof(ctx context.Context, ln net.Listener, log *slog.Logger, run func(context.Context) error) error {
+	if ln == nil {
+		return run(ctx)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

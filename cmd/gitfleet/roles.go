@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
@@ -25,9 +26,11 @@ import (
 	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/prefault"
+	"github.com/gitfleet/gitfleet/internal/secretfile"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
 
@@ -136,6 +139,14 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 	if err != nil {
 		return fullnode.Config{}, err
 	}
+	maxBandwidth, err := bandwidth.Parse(cfg.MaxBandwidth)
+	if err != nil {
+		return fullnode.Config{}, fmt.Errorf("--max-bandwidth: %w", err)
+	}
+	activeHours, err := hours.Parse(cfg.ActiveHours, time.Local)
+	if err != nil {
+		return fullnode.Config{}, fmt.Errorf("--active-hours: %w", err)
+	}
 	serve, err := serveLimits(cfg)
 	if err != nil {
 		return fullnode.Config{}, err
@@ -153,6 +164,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,
+			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent, StatusAddr: cfg.StatusAddr,
 		},
 		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
@@ -315,13 +327,17 @@ func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 // runUp runs a coordinator and a full node in one process: the
-// single-machine mirror, which partial nodes can join later.
+// single-machine mirror, which partial nodes can join later. Every setting
+// is checked and every port bound before either role starts, so that a
+// mistake stops it before it starts anything or prints anything (a new
+// API token).
 func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.WarmupNodes == 0 {
 		cfg.WarmupNodes = 1 // the full node itself is enough to start
 	}
-	if cfg.FullToken == "" && len(cfg.Etcd) > 0 {
-		return errors.New("up with --etcd: give every machine the same --full-token (env GITFLEET_FULL_TOKEN): its full node may register with another machine's coordinator")
+	if len(cfg.Etcd) > 0 && (cfg.FullToken == "" || cfg.JoinToken == "") {
+		return errors.New("up with --etcd: give every machine the same --full-token and --join-token (env GITFLEET_FULL_TOKEN, GITFLEET_JOIN_TOKEN): " +
+			"its full node may register with another machine's coordinator, and partial nodes with any of them")
 	}
 	if cfg.FullToken == "" {
 		// Both roles are in this process: a token of its own admits its
@@ -345,33 +361,107 @@ func runUp(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if len(cfg.Etcd) == 0 {
 		ncfg.TLS = tlsconf.Pinned(ccfg.TLS)
 	}
-	ln, err := net.Listen("tcp", cfg.GRPC)
-	if err != nil {
-		return fmt.Errorf("listen --grpc %s: %w", cfg.GRPC, err)
+	check := ccfg
+	if check.JoinToken == "" {
+		check.JoinToken = "up's own" // made below, once every port is bound
 	}
-	ncfg.Coordinators = []string{ln.Addr().String()}
+	if err := check.Check(); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	ports, err := bindUp(cfg)
+	if err != nil {
+		return err
+	}
+	defer ports.close() // those that no role took
+	var joinMade string // the file of a join token up made, said once it starts
+	if ccfg.JoinToken == "" {
+		if ccfg.JoinToken, joinMade, err = upJoinToken(cfg.Data); err != nil {
+			return err
+		}
+	}
+	ncfg.Coordinators = []string{ports.grpc.Addr().String()}
+	ncfg.HTTPListener, ncfg.TunnelListener = ports.take(&ports.http), ports.take(&ports.tunnel)
 	// One registry for both roles, served on the full node's --http.
 	ncfg.Metrics = metrics.NewRegistry()
 	ccfg.Metrics = ncfg.Metrics
 	n, err := fullnode.New(ncfg, log.With("role", "full"), clock.Real{})
 	if err != nil {
-		ln.Close()
+		ncfg.HTTPListener.Close()
+		ncfg.TunnelListener.Close()
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	go func() { errc <- serveCoordinator(ctx, cfg, ccfg, log.With("role", "coordinator"), ln) }()
-	go func() { errc <- n.Run(ctx) }()
-	err = <-errc
-	cancel()
-	if err2 := <-errc; err == nil {
-		err = err2
+	if joinMade != "" {
+		log.Info("partial nodes join with the join token in the file (give --join-token to choose it)", "file", joinMade)
 	}
-	return err
+	grpcLn := ports.take(&ports.grpc)
+	return servePprof(ctx, ports.take(&ports.pprof), log, func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errc := make(chan error, 2)
+		go func() { errc <- serveCoordinator(ctx, cfg, ccfg, log.With("role", "coordinator"), grpcLn) }()
+		go func() { errc <- n.Run(ctx) }()
+		err := <-errc
+		cancel()
+		if err2 := <-errc; err == nil {
+			err = err2
+		}
+		return err
+	})
 }
 
-func runDemo(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) error {
+// upPorts are the ports gitfleet up binds before it starts a role.
+type upPorts struct {
+	grpc, http, tunnel, pprof net.Listener // pprof: nil without --pprof
+}
+
+// bindUp binds every port of up: a port in use stops it before it starts
+// anything.
+func bindUp(cfg config.Config) (*upPorts, error) {
+	p := &upPorts{}
+	var err error
+	for _, l := range []struct {
+		flag, addr string
+		ln         *net.Listener
+	}{{"grpc", cfg.GRPC, &p.grpc}, {"http", cfg.HTTP, &p.http}, {"tunnel", cfg.Tunnel, &p.tunnel}, {"pprof", cfg.Pprof, &p.pprof}} {
+		if l.flag == "pprof" && l.addr == "" {
+			continue
+		}
+		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
+			p.close()
+			return nil, fmt.Errorf("listen --%s %s: %w", l.flag, l.addr, err)
+		}
+	}
+	return p, nil
+}
+
+// take hands the listener at *ln over to its role: close no longer closes
+// it.
+func (p *upPorts) take(ln *net.Listener) net.Listener {
+	l := *ln
+	*ln = nil
+	return l
+}
+
+func (p *upPorts) close() {
+	for _, ln := range []net.Listener{p.grpc, p.http, p.tunnel, p.pprof} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// upJoinToken is the join token of up without --join-token: made at its
+// first start and kept in <data>/join-token (file), so that partial nodes
+// can join later, with the same token after a restart.
+func upJoinToken(dataDir string) (token, file string, err error) {
+	file = filepath.Join(dataDir, "join-token")
+	if token, _, err = secretfile.ReadOrCreate(file); err != nil {
+		return "", "", fmt.Errorf("up: the join token: %w", err)
+	}
+	return token, file, nil
+}
+
+func runDemo(ctx context.Context, cfg config.Config, out io.Writer) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	return demo.Run(ctx, demo.Options{HTTPAddr: cfg.HTTP, LogLevel: level}, out)

@@ -3,7 +3,8 @@
 //
 // The rules (rules.go) are pure functions of a Snapshot: figures the full
 // node already keeps (repositories by state, the nodes of the fleet, the
-// catalog's held purge, forged tips, the session to the coordinator). The
+// catalog's held purge and whether it can be read, forged tips, the
+// session to the coordinator). The
 // Evaluator (evaluate.go) is a pure state machine fed with snapshots and
 // the time of an injected clock: it returns the alerts that start firing,
 // after their rule's For, and those that resolve, each exactly once, and
@@ -71,10 +72,15 @@ type Node struct {
 }
 
 // Catalog is the catalog's status: a change whose removals purge
-// protection holds, if any.
+// protection holds, if any, and whether it can be read.
 type Catalog struct {
 	HeldCommit           string // "" when nothing is held
 	HeldRemoved, HeldAll int
+	// Error is why the catalog cannot be read (the class of the error: an
+	// alert goes to chat rooms and mailboxes, and the text names the
+	// catalog's URL), "" when it can; ErrorAt is since when.
+	Error   string
+	ErrorAt time.Time
 }
 
 // Mismatch is a node's forged tips: how many in all, and when the last

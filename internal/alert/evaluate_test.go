@@ -277,3 +277,26 @@ func TestANewStaleReportFiresForItsNodeAndResolvesAfterAQuietHour(t *testing.T) 
 		t.Fatal(statuses(evs))
 	}
 }
+
+func TestAnUnreadableCatalogFiresAfterItsHoldAndResolvesOnceRead(t *testing.T) {
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	since := t0.Add(-time.Minute)
+	snap := &Snapshot{Session: Session{Connected: true}, Catalog: &Catalog{Error: "not found", ErrorAt: since}}
+	if evs := e.Evaluate(snap, t0); len(evs) != 0 {
+		t.Fatalf("fired at once: %v", statuses(evs))
+	}
+	evs := e.Evaluate(snap, t0.Add(5*time.Minute))
+	if got := statuses(evs); len(got) != 1 || got[0] != "firing catalog-unreadable" {
+		t.Fatalf("after the hold: %v", got)
+	}
+	if a := evs[0].Alert; !strings.Contains(a.Figure, "not found") || !strings.Contains(a.Figure, since.UTC().Format(time.RFC3339)) {
+		t.Errorf("the figure does not say why and since when: %+v", a)
+	}
+	if evs := e.Evaluate(&Snapshot{Session: Session{Connected: true}}, t0.Add(6*time.Minute)); len(evs) != 0 {
+		t.Fatalf("the catalog's status unknown: %v, want the alert kept as it is", statuses(evs))
+	}
+	snap.Catalog = &Catalog{}
+	if got := statuses(e.Evaluate(snap, t0.Add(7*time.Minute))); len(got) != 1 || got[0] != "resolved catalog-unreadable" {
+		t.Fatalf("the catalog is read again: %v", got)
+	}
+}

@@ -59,6 +59,9 @@ const (
 	RuleNoSession    = "no-session"
 	RuleNoLeader     = "no-leader"
 	RuleFeedFailing  = "feed-failing"
+	// RuleCatalogUnreadable: the coordinator cannot read the catalog (its
+	// repository missing, out of reach, not a git repository).
+	RuleCatalogUnreadable = "catalog-unreadable"
 )
 
 // Rules returns the rules with the thresholds th.
@@ -84,6 +87,9 @@ func Rules(th Thresholds) []Rule {
 		}},
 		// A held purge waits for a person: say so at once.
 		{Name: RulePurgeHeld, Check: purgeHeld},
+		// A catalog that cannot be read: no repository is added or removed
+		// (on a first start, none is mirrored) until it can.
+		{Name: RuleCatalogUnreadable, For: th.Hold, Check: catalogUnreadable},
 		{Name: RuleMismatch, Check: func(s *Snapshot, now time.Time) ([]Alert, bool) {
 			return perNode(RuleMismatch, s.Mismatches, now, th.MismatchQuiet,
 				"node %d served a tip the upstream never had (a forged or stale pull, refused)", "forged tips"), true
@@ -189,6 +195,23 @@ func purgeHeld(s *Snapshot, _ time.Time) ([]Alert, bool) {
 	return []Alert{{Key: RulePurgeHeld, Rule: RulePurgeHeld,
 		Summary: fmt.Sprintf("purge protection holds the removal of %d repositories (catalog commit %.12s) until an operator confirms it", c.HeldRemoved, c.HeldCommit),
 		Figure:  fmt.Sprintf("%d of %d repositories to remove", c.HeldRemoved, c.HeldAll), Threshold: "--max-purge within --purge-window"}}, true
+}
+
+func catalogUnreadable(s *Snapshot, _ time.Time) ([]Alert, bool) {
+	if s.Catalog == nil {
+		return nil, false
+	}
+	c := s.Catalog
+	if c.Error == "" {
+		return nil, true
+	}
+	fig := "unreadable (" + c.Error + ")"
+	if !c.ErrorAt.IsZero() {
+		fig += " since " + stamp(c.ErrorAt)
+	}
+	return []Alert{{Key: RuleCatalogUnreadable, Rule: RuleCatalogUnreadable,
+		Summary: "the coordinator cannot read the catalog: no repository is added or removed until it can (gitfleet ctl catalog says why)",
+		Figure:  fig, Threshold: "any failure to read it"}}, true
 }
 
 // perNode is rule's alerts of a count kept by node (what it counts):

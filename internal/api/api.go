@@ -12,14 +12,13 @@
 // webhooks.
 //
 // It must not hold repository state nor do git or fleet work itself: every
-// fact and every action goes through the Backend the full node provides.
+// fact and every action goes through the Fleet the full node provides, a
+// few small interfaces each defined beside the handlers that use it.
 // Everything that arrives here is hostile until checked.
 package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +34,9 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // ErrKeyCollision is returned (wrapped) when a URL's key is already held
@@ -46,44 +47,22 @@ var ErrKeyCollision = errors.New("key collision")
 // exist; the API answers 404.
 var ErrNotFound = errors.New("not found")
 
-// Backend is what the full node provides to the API.
-type Backend interface {
-	// ListRepos returns one page of the repositories that match f and how
-	// many match in all.
-	ListRepos(f RepoFilter) (repos []Repo, total int)
-	// GetRepo returns one repository in detail.
-	GetRepo(key string) (RepoDetail, bool)
-	// AddRepo adds a repository persistently; with update, it replaces
-	// the attributes of one already held with that upstream. Errors
-	// wrapping repokey.ErrInvalid are the caller's fault (400), ErrKeyCollision
-	// says the key is held with another upstream (409); any other error
-	// means the fleet cannot take it now (503).
-	AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (Repo, error)
-	// RemoveRepo removes a repository; an error wrapping ErrNotFound gives
-	// 404.
-	RemoveRepo(ctx context.Context, key string) error
-	// StartFetch routes an on-demand check of key to its owner. The backend
-	// then reports on the task through Tasks.Running and Tasks.Finish.
-	StartFetch(ctx context.Context, key, taskID string) error
-	// Nodes lists the fleet's nodes.
-	Nodes(ctx context.Context) ([]Node, error)
-	// Known tells whether key is mirrored.
-	Known(key string) bool
-	// Catalog describes the catalog the coordinator applied, and the
-	// removals held because they would remove too many repositories
-	// within the purge window.
-	Catalog(ctx context.Context) (CatalogStatus, error)
-	// ConfirmPurge applies the held removals; an error wrapping
-	// ErrNothingPending gives 409.
-	ConfirmPurge(ctx context.Context) (string, error)
-	// RevokeNode revokes a node for good; an error wrapping ErrNotFound
-	// gives 404, ErrRefused 409.
-	RevokeNode(ctx context.Context, id uint32, reason string) error
+// Fleet is what the full node provides to the API: one interface for each
+// part, defined where it is used (one value may be all of them). Log and
+// Hints may be nil: the server then keeps no fetch log (501) or hears no
+// change hints; New refuses a Fleet without the others.
+type Fleet struct {
+	Repos   RepoReader    // repos.go
+	Catalog CatalogEditor // repos.go
+	Checks  CheckRunner   // repos.go, cancel.go
+	Nodes   NodeAdmin     // nodes.go
+	Log     LogReader     // fetchlog.go
+	Hints   ChangeHinter  // hooks.go
 }
 
-// ChangeHinter is a Backend that hears of upstream changes: a webhook for
-// a mirrored repository calls ChangeHint with its receipt time, so that
-// the backend can hold its owner to the change (see node.Node.ChangeHint).
+// ChangeHinter hears of upstream changes: a webhook for a mirrored
+// repository calls ChangeHint with its receipt time, so that the full
+// node can hold its owner to the change (see node.Node.ChangeHint).
 type ChangeHinter interface {
 	ChangeHint(ctx context.Context, key string, pushedAt time.Time) error
 }
@@ -127,7 +106,7 @@ type PendingPurge struct {
 
 // RepoFilter selects repositories. Zero values match everything.
 type RepoFilter struct {
-	State  string
+	State  *repostate.State
 	Prefix string
 	Owner  uint32 // 0: any owner
 	Offset int
@@ -136,13 +115,13 @@ type RepoFilter struct {
 
 // Repo is one repository as the API shows it.
 type Repo struct {
-	Key         string `json:"key"`
-	UpstreamURL string `json:"upstream_url"`
-	CloneURL    string `json:"clone_url"`
-	Owner       uint32 `json:"owner_node"`
-	State       string `json:"state"`
-	Served      bool   `json:"served"`
-	Current     bool   `json:"current"`
+	Key         string          `json:"key"`
+	UpstreamURL string          `json:"upstream_url"`
+	CloneURL    string          `json:"clone_url"`
+	Owner       uint32          `json:"owner_node"`
+	State       repostate.State `json:"state"`
+	Served      bool            `json:"served"`
+	Current     bool            `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.
@@ -278,7 +257,7 @@ const (
 // streams).
 type Server struct {
 	cfg    Config
-	b      Backend
+	fleet  Fleet
 	tasks  *Tasks
 	events *Broker
 	log    *slog.Logger
@@ -296,10 +275,15 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a Server. It starts the outgoing webhook senders, if any.
-func New(cfg Config, b Backend, tasks *Tasks, events *Broker, log *slog.Logger, clk clock.Clock) *Server {
+// New returns a Server on fleet. It starts the outgoing webhook senders,
+// if any. It panics if fleet lacks a part that is not optional: a server
+// that would fail at its first request instead.
+func New(cfg Config, fleet Fleet, tasks *Tasks, events *Broker, log *slog.Logger, clk clock.Clock) *Server {
+	if fleet.Repos == nil || fleet.Catalog == nil || fleet.Checks == nil || fleet.Nodes == nil {
+		panic(fmt.Sprintf("api: New: the fleet lacks a part: %+v", fleet))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, b: b, tasks: tasks, events: events, log: log, clk: clk,
+	s := &Server{cfg: cfg, fleet: fleet, tasks: tasks, events: events, log: log, clk: clk,
 		mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
 		delivered: newDeliveries(clk, deliveryTTL, maxDeliveries), pacer: newPacer(cfg.CheckSpacing, hookBurst),
 		hostRate: newHostRate(cfg.HostRate, cfg.HostBurst)}
@@ -440,7 +424,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	ok := strings.EqualFold(scheme, "Bearer") // schemes are case-insensitive (RFC 9110)
-	if !ok || !equalSecret(strings.TrimSpace(got), s.cfg.Token) {
+	if !ok || !forge.EqualSecret(strings.TrimSpace(got), s.cfg.Token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gitfleet"`)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "this request needs an API token: Authorization: Bearer <token>")
@@ -450,13 +434,6 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
-}
-
-// equalSecret compares two secrets in constant time, whatever their
-// lengths.
-func equalSecret(a, b string) bool {
-	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
 // readBody reads the whole body up to max bytes within the read deadline

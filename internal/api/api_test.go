@@ -5,20 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/egress"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 func reposEnv(t *testing.T) *testEnv {
 	b := newFakeBackend()
 	for i, k := range []string{"github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four", "gitee.com/d/five"} {
-		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []string{"ok", "failing"}[i%3/2]}}
+		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []repostate.State{repostate.OK, repostate.Failing}[i%3/2]}}
 	}
 	return newTestEnv(t, Config{PublicURL: "https://mirror.example/"}, b)
 }
@@ -65,6 +67,26 @@ func TestListReposFiltersAndPages(t *testing.T) {
 	}
 }
 
+// The OpenAPI description of a repository lists every state it may be in,
+// as package repostate has them (the filter's list has its own test).
+func TestOpenAPIsRepositoryListsEveryState(t *testing.T) {
+	var spec struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Components.Schemas["Repo"].Properties["state"].Enum; !slices.Equal(got, repostate.Names()) {
+		t.Errorf("Repo.state lists %v, want %v", got, repostate.Names())
+	}
+}
+
 func TestListReposRefusesBadParameters(t *testing.T) {
 	e := reposEnv(t)
 	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc", "limit=1001", "limit=100000"} {
@@ -74,11 +96,48 @@ func TestListReposRefusesBadParameters(t *testing.T) {
 	}
 }
 
+// An unknown state is 400 with the states there are, not an empty list;
+// each state there is is taken, and the OpenAPI description lists them.
+func TestListReposRefusesAnUnknownStateAndNamesTheStates(t *testing.T) {
+	e := reposEnv(t)
+	r := e.do(t, "GET", "/api/v1/repos?state=bogus", nil)
+	wantError(t, r, http.StatusBadRequest, `state "bogus": want one of `+strings.Join(repostate.Names(), ", "))
+	for _, st := range repostate.Names() {
+		if r := e.do(t, "GET", "/api/v1/repos?state="+st, nil); r.status != http.StatusOK {
+			t.Errorf("state=%s: %d %s", st, r.status, r.body)
+		}
+	}
+	var spec struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	var list struct {
+		Parameters []struct {
+			Name   string
+			Schema struct{ Enum []string }
+		}
+	}
+	if err := json.Unmarshal(openAPI, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(spec.Paths["/api/v1/repos"]["get"], &list); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Parameters, func(p struct {
+		Name   string
+		Schema struct{ Enum []string }
+	}) bool {
+		return p.Name == "state"
+	})
+	if i < 0 || !slices.Equal(list.Parameters[i].Schema.Enum, repostate.Names()) {
+		t.Errorf("the OpenAPI description's states (parameter %d): %+v, want %q", i, list.Parameters, repostate.Names())
+	}
+}
+
 func TestGetRepoShowsDetail(t *testing.T) {
 	b := newFakeBackend()
 	last := epoch.Add(-time.Hour)
 	b.repos["github.com/a/b"] = RepoDetail{
-		Repo:    Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 3, State: "ok", LastCheck: &last, StalenessSeconds: 3600},
+		Repo:    Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 3, State: repostate.OK, LastCheck: &last, StalenessSeconds: 3600},
 		Attrs:   map[string]string{"team": "kernel"},
 		Refs:    map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
 		History: []HistoryEntry{{At: last, Kind: "check", Changed: true, DurationMs: 120}},
@@ -478,7 +537,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 	b := newFakeBackend()
 	b.pending = &PendingPurge{Commit: "abc", Removed: 40, Total: 100}
-	srv := httptest.NewServer(New(Config{Token: "t"}, b, NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	srv := httptest.NewServer(New(Config{Token: "t"}, b.fleet(), NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
 	defer srv.Close()
 	get := func() CatalogStatus {
 		resp, err := http.Get(srv.URL + "/api/v1/catalog")
@@ -518,5 +577,44 @@ func TestCatalogStatusAndPurgeConfirmation(t *testing.T) {
 	}
 	if code := post("t"); code != http.StatusConflict {
 		t.Fatalf("nothing pending: %d", code)
+	}
+}
+
+// A catalog that cannot be read is shown as an error with its time; its
+// text, which names the operator's catalog, only with the token.
+func TestAnUnreadableCatalogIsAnErrorWithItsTime(t *testing.T) {
+	b := newFakeBackend()
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	b.catalogErr = "catalog: fetch /srv/catalog: git fetch: fatal: '/srv/catalog' does not appear to be a git repository"
+	b.catalogErrAt = &since
+	srv := httptest.NewServer(New(Config{Token: "t"}, b.fleet(), NewTasks(clock.NewFake(time.Unix(0, 0)), 10), NewBroker(0, 0, nil), nil, clock.NewFake(time.Unix(0, 0))))
+	defer srv.Close()
+	get := func(token string) map[string]any {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/catalog", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d: %v", resp.StatusCode, err)
+		}
+		return st
+	}
+	op := get("t")
+	if op["error"] != b.catalogErr || op["error_at"] != "2026-11-27T10:00:00Z" || op["commit"] != "c0ffee" {
+		t.Errorf("the operator sees %v", op)
+	}
+	anon := get("")
+	if e, _ := anon["error"].(string); e == "" || strings.Contains(e, "/srv/catalog") || anon["error_at"] != "2026-11-27T10:00:00Z" {
+		t.Errorf("an anonymous reader sees %v; want the error's class and its time", anon)
+	}
+	b.catalogErr, b.catalogErrAt = "", nil
+	if st := get(""); st["error"] != nil || st["error_at"] != nil {
+		t.Errorf("a catalog that is read: %v", st)
 	}
 }

@@ -21,7 +21,7 @@ func BenchmarkGitHubWebhook(b *testing.B) {
 	backend := newFakeBackend("github.com/codertocat/hello-world")
 	backend.starts = make(chan startCall, 1) // only the first delivery starts a check
 	clk := clock.NewFake(epoch)
-	srv := New(Config{WebhookSecrets: hookSecrets}, backend, NewTasks(clk, 100), NewBroker(0, 0, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler), clk)
+	srv := New(Config{WebhookSecrets: hookSecrets}, backend.fleet(), NewTasks(clk, 100), NewBroker(0, 0, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler), clk)
 	defer srv.Close()
 	sig := Sign(hookSecrets["github"], body)
 	b.SetBytes(int64(len(body)))
@@ -49,7 +49,7 @@ func BenchmarkSSEFanout100(b *testing.B) {
 	const window = 64 // events in flight at most, below the subscriber buffer (256)
 	clk := clock.NewFake(epoch)
 	events := NewBroker(0, 0, slog.New(slog.DiscardHandler))
-	srv := New(Config{}, newFakeBackend(), NewTasks(clk, 100), events, slog.New(slog.DiscardHandler), clk)
+	srv := New(Config{}, newFakeBackend().fleet(), NewTasks(clk, 100), events, slog.New(slog.DiscardHandler), clk)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	defer srv.Close()

@@ -1,22 +1,11 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 )
-
-// Canceller is what a Backend that can stop a check offers (the full
-// node's does).
-type Canceller interface {
-	// CancelFetch stops the check of key that task taskID asked for,
-	// wherever it is: waiting on the owner, or running (its git processes
-	// are killed). A task that never reached an owner needs nothing. An
-	// error means the check could not be told to stop.
-	CancelFetch(ctx context.Context, key, taskID string) error
-}
 
 // cancelledText is the error of a cancelled task.
 const cancelledText = "cancelled by the operator"
@@ -87,17 +76,10 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A queued task may be on its way to the owner: tell it too.
-	c, canStop := s.b.(Canceller)
-	if !canStop && t.State == TaskRunning {
-		writeError(w, http.StatusNotImplemented, "this server cannot stop a running check")
+	if err := s.fleet.Checks.CancelFetch(r.Context(), t.Key, id); err != nil && t.State == TaskRunning {
+		s.log.Warn("api: cannot cancel a check", "key", t.Key, "task", id, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "cannot reach the check to stop it: "+s.detail(r, err))
 		return
-	}
-	if canStop {
-		if err := c.CancelFetch(r.Context(), t.Key, id); err != nil && t.State == TaskRunning {
-			s.log.Warn("api: cannot cancel a check", "key", t.Key, "task", id, "err", err)
-			writeError(w, http.StatusServiceUnavailable, "cannot reach the check to stop it: "+s.detail(r, err))
-			return
-		}
 	}
 	s.tasks.Finish(id, TaskResult{Err: cancelledText, Cancelled: true})
 	s.log.Info("api: on-demand check cancelled", "key", t.Key, "task", id)

@@ -32,7 +32,9 @@ func newCancelEnv(t *testing.T, cancelErr error, keys ...string) (*testEnv, canc
 	e.b.onStart = func(_, id string) { e.tasks.Running(id) }
 	e.tasks = NewTasks(e.clk, 100)
 	e.events = NewBroker(16, 8, discard)
-	e.srv = New(Config{Token: testToken}, b, e.tasks, e.events, discard, e.clk)
+	fleet := e.b.fleet()
+	fleet.Checks = b
+	e.srv = New(Config{Token: testToken}, fleet, e.tasks, e.events, discard, e.clk)
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(func() { e.srv.Close(); e.ts.Close() })
 	return e, b

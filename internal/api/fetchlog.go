@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
-// LogReader is what a Backend that keeps a fetch log offers (the full
-// node's does): the entries q selects, newest first, and the cursor of
-// the next page ("" at the end).
+// LogReader reads a fetch log (the full node keeps one): the entries q
+// selects, newest first, and the cursor of the next page ("" at the end).
 type LogReader interface {
 	FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.Entry, string, error)
 }
@@ -38,7 +38,7 @@ func (s *Server) isLogPath(raw string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.b.Known(full) {
+	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full) {
 		return "", false
 	}
 	return base, true
@@ -50,8 +50,8 @@ func (s *Server) repoLog(w http.ResponseWriter, r *http.Request, raw string) {
 	if !ok {
 		return
 	}
-	if !s.b.Known(key) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+	if !s.fleet.Repos.Known(key) {
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	q, ok := logQuery(w, r)
@@ -77,12 +77,11 @@ func (s *Server) fetchLog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, q fetchlog.Query) {
-	lr, ok := s.b.(LogReader)
-	if !ok {
+	if s.fleet.Log == nil {
 		writeError(w, http.StatusNotImplemented, "this server keeps no fetch log")
 		return
 	}
-	es, next, err := lr.FetchLog(r.Context(), q)
+	es, next, err := s.fleet.Log.FetchLog(r.Context(), q)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, s.logDetail(r, err))
 		return

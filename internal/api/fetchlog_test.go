@@ -38,7 +38,9 @@ func newLogEnv(t *testing.T, keys ...string) (*testEnv, *fetchlog.Log) {
 	l := fetchlog.New(db, fetchlog.Config{}, e.clk, discard)
 	e.tasks = NewTasks(e.clk, 100)
 	e.events = NewBroker(16, 8, discard)
-	e.srv = New(Config{Token: testToken}, logBackend{e.b, l}, e.tasks, e.events, discard, e.clk)
+	fleet := e.b.fleet()
+	fleet.Log = logBackend{e.b, l}
+	e.srv = New(Config{Token: testToken}, fleet, e.tasks, e.events, discard, e.clk)
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(func() { e.srv.Close(); e.ts.Close() })
 	return e, l

@@ -19,9 +19,11 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
-// fakeBackend is an in-memory Backend that records what the API asks.
+// fakeBackend is an in-memory fleet that records what the API asks: every
+// part of a Fleet but the fetch log and the change hints (fleet).
 type fakeBackend struct {
 	mu       sync.Mutex
 	repos    map[string]RepoDetail
@@ -35,12 +37,18 @@ type fakeBackend struct {
 	// onStart, when set, runs inside StartFetch (e.g. to report on the task).
 	onStart func(key, id string)
 	pending *PendingPurge // a held-back catalog change
+	// catalogErr is why the catalog cannot be read, since catalogErrAt.
+	catalogErr   string
+	catalogErrAt *time.Time
 }
+
+// fleet is b as every part of a Fleet it can be.
+func (b *fakeBackend) fleet() Fleet { return Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b} }
 
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending}, nil
+	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending, Error: b.catalogErr, ErrorAt: b.catalogErrAt}, nil
 }
 
 func (b *fakeBackend) ConfirmPurge(context.Context) (string, error) {
@@ -63,17 +71,17 @@ type startCall struct{ key, id string }
 func newFakeBackend(keys ...string) *fakeBackend {
 	b := &fakeBackend{repos: map[string]RepoDetail{}, starts: make(chan startCall, 1000)}
 	for _, k := range keys {
-		b.repos[k] = RepoDetail{Repo: Repo{Key: k, UpstreamURL: "https://" + k + ".git", State: "ok"}}
+		b.repos[k] = RepoDetail{Repo: Repo{Key: k, UpstreamURL: "https://" + k + ".git", State: repostate.OK}}
 	}
 	return b
 }
 
-func (b *fakeBackend) ListRepos(f RepoFilter) ([]Repo, int) {
+func (b *fakeBackend) ListRepos(_ context.Context, f RepoFilter) ([]Repo, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var match []Repo
 	for _, d := range b.repos {
-		if (f.State == "" || d.State == f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) {
+		if (f.State == nil || d.State == *f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) {
 			match = append(match, d.Repo)
 		}
 	}
@@ -83,7 +91,7 @@ func (b *fakeBackend) ListRepos(f RepoFilter) ([]Repo, int) {
 	return match[:min(f.Limit, len(match))], total
 }
 
-func (b *fakeBackend) GetRepo(key string) (RepoDetail, bool) {
+func (b *fakeBackend) GetRepo(_ context.Context, key string) (RepoDetail, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -101,7 +109,7 @@ func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]st
 	if err != nil {
 		return Repo{}, err
 	}
-	r := Repo{Key: key, UpstreamURL: url, State: "new"}
+	r := Repo{Key: key, UpstreamURL: url, State: repostate.Pending}
 	b.repos[key] = RepoDetail{Repo: r, Attrs: attrs}
 	return r, nil
 }
@@ -124,6 +132,10 @@ func (b *fakeBackend) StartFetch(_ context.Context, key, id string) error {
 	}
 	return b.startErr
 }
+
+// CancelFetch has nothing to stop: its checks are never run (cancelBackend
+// records cancellations).
+func (b *fakeBackend) CancelFetch(context.Context, string, string) error { return nil }
 
 func (b *fakeBackend) Nodes(context.Context) ([]Node, error) { return b.nodes, b.nodesErr }
 
@@ -201,7 +213,7 @@ func newTestEnv(t *testing.T, cfg Config, b *fakeBackend) *testEnv {
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.tasks = NewTasks(e.clk, 100)
 	e.events = NewBroker(16, 8, log)
-	e.srv = New(cfg, b, e.tasks, e.events, log, e.clk)
+	e.srv = New(cfg, b.fleet(), e.tasks, e.events, log, e.clk)
 	e.ts = httptest.NewServer(e.srv)
 	t.Cleanup(func() {
 		e.srv.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // hookHost is a kind of forge whose webhooks the full node takes, at
@@ -109,13 +110,12 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 		}
 		if key, ok := s.knownKey(cands); ok {
 			t, err := s.requestPaced(key, func() {
-				hinter, ok := s.b.(ChangeHinter)
-				if !ok {
+				if s.fleet.Hints == nil {
 					return
 				}
 				// Heard before the check starts, so that the owner's answer
 				// is weighed against it; and only for a check that was let in.
-				if err := hinter.ChangeHint(r.Context(), key, s.clk.Now()); err != nil {
+				if err := s.fleet.Hints.ChangeHint(r.Context(), key, s.clk.Now()); err != nil {
 					s.log.Warn("webhook: change hint not recorded", "host", h.name, "key", key, "err", err)
 				}
 			})
@@ -139,7 +139,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			s.background(func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()
-				if _, err := s.b.AddRepo(ctx, first.url, nil, false); err != nil {
+				if _, err := s.fleet.Catalog.AddRepo(ctx, first.url, nil, false); err != nil {
 					s.log.Warn("webhook: cannot auto-add a repository", "host", h.name, "key", first.key, "err", err)
 					return
 				}
@@ -148,7 +148,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			writeJSON(w, http.StatusAccepted, hookResponse{Key: first.key, Added: true})
 			return
 		}
-		msg := fmt.Sprintf("repository %s is not mirrored", first.key)
+		msg := repostate.NotMirrored(first.key)
 		if s.cfg.AutoAdd {
 			msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
 		}
@@ -161,7 +161,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 // matter there).
 func (s *Server) knownKey(cands []candidate) (string, bool) {
 	for _, c := range cands {
-		if s.b.Known(c.key) {
+		if s.fleet.Repos.Known(c.key) {
 			return c.key, true
 		}
 	}
@@ -195,8 +195,8 @@ func candidates(urls []string, opt repokey.Options) []candidate {
 // the push.
 func (s *Server) FeedPush(ctx context.Context, key string, pushedAt time.Time) error {
 	_, err := s.requestPaced(key, func() {
-		if hinter, ok := s.b.(ChangeHinter); ok {
-			if err := hinter.ChangeHint(ctx, key, pushedAt); err != nil {
+		if s.fleet.Hints != nil {
+			if err := s.fleet.Hints.ChangeHint(ctx, key, pushedAt); err != nil {
 				s.log.Debug("forge feed: change hint not recorded", "key", key, "err", err)
 			}
 		}

@@ -22,6 +22,9 @@ var hookSecrets = map[string]string{"github": "gh-secret", "gitlab": "gl-secret"
 // GiteeSign is Gitee's signature of a delivery sent at timestamp (ms).
 func GiteeSign(secret, timestamp string) string { return forge.GiteeSign(secret, timestamp) }
 
+// Sign is forge.Sign, for the tests of this package.
+func Sign(secret string, body []byte) string { return forge.Sign(secret, body) }
+
 // payloadRepos is what a delivery of host with a JSON body names, as the
 // handler reads it: its row's Parse, then the candidates of its URLs.
 func payloadRepos(host string, body []byte, opt repokey.Options) ([]candidate, error) {
@@ -380,7 +383,7 @@ func TestAPushWebhookIsAChangeHintAtItsReceiptTime(t *testing.T) {
 	const key = "github.com/codertocat/hello-world"
 	b := &hintingBackend{fakeBackend: newFakeBackend(key), hints: map[string]time.Time{}}
 	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, b.fakeBackend)
-	e.srv.b = b
+	e.srv.fleet.Hints = b
 	e.clk.Advance(time.Hour)
 	body := readPayload(t, "github/push.json")
 	headers := signed("github", "push", body, e.clk)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +10,27 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 )
+
+// NodeAdmin lists the fleet's nodes and revokes them.
+type NodeAdmin interface {
+	// Nodes lists the fleet's nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+	// RevokeNode revokes a node for good; an error wrapping ErrNotFound
+	// gives 404, ErrRefused 409.
+	RevokeNode(ctx context.Context, id uint32, reason string) error
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	nodes, err := s.fleet.Nodes.Nodes(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "cannot list nodes now: "+s.detail(r, err))
+		return
+	}
+	if nodes == nil {
+		nodes = []Node{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]Node{"nodes": nodes})
+}
 
 // ErrRefused is returned (wrapped) by a backend that will not do what was
 // asked as asked (a full node revoking itself); the API answers 409.
@@ -50,7 +72,7 @@ func (s *Server) revokeNode(w http.ResponseWriter, r *http.Request) {
 	if req.Reason == "" {
 		req.Reason = membership.DefaultRevokeReason
 	}
-	err = s.b.RevokeNode(r.Context(), uint32(id), req.Reason)
+	err = s.fleet.Nodes.RevokeNode(r.Context(), uint32(id), req.Reason)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, membership.NotInFleet(uint32(id)))

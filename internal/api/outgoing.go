@@ -3,9 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
 // Outgoing webhooks: every batch of events is POSTed to each configured
@@ -133,7 +131,7 @@ func (s *Server) post(ctx context.Context, client *http.Client, url string, body
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "gitfleet")
 	if s.cfg.OutgoingSecret != "" {
-		req.Header.Set(SignatureHeader, Sign(s.cfg.OutgoingSecret, body))
+		req.Header.Set(SignatureHeader, forge.Sign(s.cfg.OutgoingSecret, body))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -145,12 +143,4 @@ func (s *Server) post(ctx context.Context, client *http.Client, url string, body
 		return fmt.Errorf("outgoing webhook %s: answered %s", url, resp.Status)
 	}
 	return nil
-}
-
-// Sign returns "sha256=" and the hex HMAC-SHA256 of body under secret: the
-// form of GitHub's X-Hub-Signature-256 and of X-Gitfleet-Signature-256.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }

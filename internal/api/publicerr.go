@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
 // Coarse classes of failure that anonymous readers see instead of the
@@ -80,7 +82,7 @@ func PublicError(msg string) string {
 // details. It answers nothing itself (reads are public).
 func (s *Server) operator(r *http.Request) bool {
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	return s.cfg.Token != "" && strings.EqualFold(scheme, "Bearer") && equalSecret(strings.TrimSpace(got), s.cfg.Token)
+	return s.cfg.Token != "" && strings.EqualFold(scheme, "Bearer") && forge.EqualSecret(strings.TrimSpace(got), s.cfg.Token)
 }
 
 // publicRepo hides the error details of repo from anonymous readers.

@@ -3,6 +3,8 @@ package api
 import (
 	"strings"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const leaky = "git fetch http://10.0.0.5:6379/a/b.git: network: fatal: unable to access 'http://10.0.0.5:6379/a/b.git/': Failed to connect to 10.0.0.5 port 6379: Connection refused"
@@ -10,7 +12,7 @@ const leaky = "git fetch http://10.0.0.5:6379/a/b.git: network: fatal: unable to
 func TestThePublicAPIHidesErrorDetailsAndTheOperatorSeesThem(t *testing.T) {
 	b := newFakeBackend("github.com/a/b")
 	d := b.repos["github.com/a/b"]
-	d.State, d.LastError = "failing", leaky
+	d.State, d.LastError = repostate.Failing, leaky
 	d.History = []HistoryEntry{{At: epoch, Kind: "pull", Error: "pull from node 3: open /home/volunteer/gitfleet-data/repos/github.com/a/b: permission denied"}}
 	b.repos["github.com/a/b"] = d
 	e := newTestEnv(t, Config{}, b)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 const (
@@ -25,6 +26,52 @@ const (
 	startTimeout = 30 * time.Second
 )
 
+// RepoReader reads the repositories the full node holds, as the API shows
+// them.
+type RepoReader interface {
+	// ListRepos returns one page of the repositories that match f and how
+	// many match in all.
+	ListRepos(ctx context.Context, f RepoFilter) (repos []Repo, total int)
+	// GetRepo returns one repository in detail (its refs read from disk).
+	GetRepo(ctx context.Context, key string) (RepoDetail, bool)
+	// Known tells whether key is mirrored, from memory.
+	Known(key string) bool
+}
+
+// CatalogEditor changes and describes the fleet's catalog: the
+// repositories added and removed through the API, the catalog applied,
+// and its held removals.
+type CatalogEditor interface {
+	// AddRepo adds a repository persistently; with update, it replaces
+	// the attributes of one already held with that upstream. Errors
+	// wrapping repokey.ErrInvalid are the caller's fault (400), ErrKeyCollision
+	// says the key is held with another upstream (409); any other error
+	// means the fleet cannot take it now (503).
+	AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (Repo, error)
+	// RemoveRepo removes a repository; an error wrapping ErrNotFound gives
+	// 404.
+	RemoveRepo(ctx context.Context, key string) error
+	// Catalog describes the catalog the coordinator applied, and the
+	// removals held because they would remove too many repositories
+	// within the purge window.
+	Catalog(ctx context.Context) (CatalogStatus, error)
+	// ConfirmPurge applies the held removals; an error wrapping
+	// ErrNothingPending gives 409.
+	ConfirmPurge(ctx context.Context) (string, error)
+}
+
+// CheckRunner starts and stops the on-demand checks of fetch tasks.
+type CheckRunner interface {
+	// StartFetch routes an on-demand check of key to its owner, which
+	// then reports on the task through Tasks.Running and Tasks.Finish.
+	StartFetch(ctx context.Context, key, taskID string) error
+	// CancelFetch stops the check of key that task taskID asked for,
+	// wherever it is: waiting on the owner, or running (its git processes
+	// are killed). A task that never reached an owner needs nothing. An
+	// error means the check could not be told to stop.
+	CancelFetch(ctx context.Context, key, taskID string) error
+}
+
 type listResponse struct {
 	Repos  []Repo `json:"repos"`
 	Total  int    `json:"total"`
@@ -34,7 +81,15 @@ type listResponse struct {
 
 func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := RepoFilter{State: q.Get("state"), Prefix: q.Get("prefix"), Limit: defaultLimit}
+	f := RepoFilter{Prefix: q.Get("prefix"), Limit: defaultLimit}
+	if v := q.Get("state"); v != "" {
+		st, err := repostate.Parse(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		f.State = &st
+	}
 	if v := q.Get("owner"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -59,7 +114,7 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	repos, total := s.b.ListRepos(f)
+	repos, total := s.fleet.Repos.ListRepos(r.Context(), f)
 	if repos == nil {
 		repos = []Repo{}
 	}
@@ -111,9 +166,9 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d, found := s.b.GetRepo(key)
+	d, found := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	fillCloneURL(&d.Repo, s.cloneBase(r))
@@ -159,10 +214,10 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusCreated
-	if s.b.Known(key) {
+	if s.fleet.Repos.Known(key) {
 		status = http.StatusOK
 	}
-	repo, err := s.b.AddRepo(r.Context(), req.URL, req.Attrs, false)
+	repo, err := s.fleet.Catalog.AddRepo(r.Context(), req.URL, req.Attrs, false)
 	s.writeAdded(w, r, "add", key, repo, status, err)
 }
 
@@ -219,12 +274,12 @@ func (s *Server) updateRepo(w http.ResponseWriter, r *http.Request) {
 	if !checkAttrs(w, req.Attrs) {
 		return
 	}
-	d, known := s.b.GetRepo(key)
+	d, known := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !known || d.UpstreamURL == "" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
-	repo, err := s.b.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
+	repo, err := s.fleet.Catalog.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
 	s.writeAdded(w, r, "update", key, repo, http.StatusOK, err)
 }
 
@@ -249,10 +304,10 @@ func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := s.b.RemoveRepo(r.Context(), key)
+	err := s.fleet.Catalog.RemoveRepo(r.Context(), key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot remove %s now: %v", key, err))
 	default:
@@ -278,8 +333,8 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !s.b.Known(key) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("repository %s is not mirrored", key))
+	if !s.fleet.Repos.Known(key) {
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
 		return
 	}
 	t, err := s.request(key)
@@ -443,27 +498,15 @@ func (s *Server) start(t Task) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()
-		if err := s.b.StartFetch(ctx, t.Key, t.ID); err != nil {
+		if err := s.fleet.Checks.StartFetch(ctx, t.Key, t.ID); err != nil {
 			s.log.Warn("api: cannot start an on-demand check", "key", t.Key, "task", t.ID, "err", err)
 			s.tasks.Finish(t.ID, TaskResult{Err: "cannot start the check: " + err.Error()})
 		}
 	})
 }
 
-func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
-	nodes, err := s.b.Nodes(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "cannot list nodes now: "+s.detail(r, err))
-		return
-	}
-	if nodes == nil {
-		nodes = []Node{}
-	}
-	writeJSON(w, http.StatusOK, map[string][]Node{"nodes": nodes})
-}
-
 func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
-	st, err := s.b.Catalog(r.Context())
+	st, err := s.fleet.Catalog.Catalog(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "cannot read the catalog's state now: "+s.detail(r, err))
 		return
@@ -479,7 +522,7 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	msg, err := s.b.ConfirmPurge(r.Context())
+	msg, err := s.fleet.Catalog.ConfirmPurge(r.Context())
 	switch {
 	case errors.Is(err, ErrNothingPending):
 		writeError(w, http.StatusConflict, err.Error())

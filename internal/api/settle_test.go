@@ -1,50 +1,20 @@
 package api
 
 import (
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-)
 
-// parked are the states of a goroutine that waits for something to happen
-// to it: a channel (the clock's timers, a task's end, a request), or the
-// network.
-var parked = map[string]bool{"select": true, "select (no cases)": true, "chan receive": true, "chan send": true, "IO wait": true}
+	"github.com/gitfleet/gitfleet/internal/goroutinetest"
+)
 
 // busyGoroutines returns the stacks of the goroutines, other than the
 // caller's, that run code of this package and are not parked.
 func busyGoroutines() []string {
-	own := make([]byte, 64)
-	own = own[:runtime.Stack(own, false)]
-	self, _, _ := strings.Cut(string(own), " [")
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var busy []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		// "goroutine 7 [select, 2 minutes]:"
-		id, state, _ := strings.Cut(g, " [")
-		if id == self {
-			continue
-		}
-		state, _, _ = strings.Cut(state, "]")
-		state, _, _ = strings.Cut(state, ",")
-		if parked[state] {
-			continue
-		}
-		for _, line := range strings.Split(g, "\n") {
-			file, _, _ := strings.Cut(strings.TrimSpace(line), ":")
-			if strings.Contains(file, "/internal/api/") {
-				busy = append(busy, g)
-				break
-			}
+	for _, g := range goroutinetest.Others() {
+		if !g.Parked() && g.Runs("internal/api") {
+			busy = append(busy, g.Stack)
 		}
 	}
 	return busy

@@ -284,7 +284,9 @@ func (t *Tasks) Wait(ctx context.Context, id string) (Task, error) {
 	}
 }
 
-// newTaskID returns 128 random bits, URL-safe.
+// newTaskID returns 128 random bits in 22 URL-safe characters: the form
+// task IDs have on the wire (clients may match it), hence not
+// crypto/rand.Text's, which every other secret and ID of gitfleet uses.
 func newTaskID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails

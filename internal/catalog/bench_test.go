@@ -17,28 +17,14 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
-// BenchCatalog returns the git directory and commit of a generated catalog
-// of n entries in .list files of perFile lines. Generation is deterministic,
-// so catalogs are kept under os.TempDir() between runs.
+// BenchCatalog returns the git directory and commit of a catalog of n
+// entries in .list files of perFile lines, generated under b.TempDir (so
+// that a run leaves nothing behind).
 func benchCatalog(b *testing.B, n, perFile int) (gitDir, commit string) {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("%d-%d", n, perFile))
-	marker := filepath.Join(dir, "commit")
-	if c, err := os.ReadFile(marker); err == nil {
-		return filepath.Join(dir, ".git"), strings.TrimSpace(string(c))
-	}
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		b.Fatal(err)
-	}
-	commit, err := Generate(context.Background(), testGit, tmp, n, perFile)
+	dir := filepath.Join(b.TempDir(), "catalog")
+	commit, err := Generate(context.Background(), testGit, dir, n, perFile)
 	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "commit"), []byte(commit), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
 		b.Fatal(err)
 	}
 	return filepath.Join(dir, ".git"), commit
@@ -204,29 +190,21 @@ func BenchmarkUpdate(b *testing.B) {
 func BenchmarkLoadCompassLayout(b *testing.B) {
 	const n = 100_000
 	ctx := context.Background()
-	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("compass-%d", n))
+	dir := filepath.Join(b.TempDir(), "catalog")
 	gitDir := filepath.Join(dir, ".git")
-	if _, err := os.Stat(filepath.Join(dir, "commit")); err != nil {
-		if err := os.RemoveAll(dir); err != nil {
-			b.Fatal(err)
+	if err := testGit.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--quiet", "--initial-branch=main"}, Args: []string{dir}}); err != nil {
+		b.Fatal(err)
+	}
+	err := fastImport(ctx, testGit, gitDir, func(w *bufio.Writer) {
+		fmt.Fprintf(w, "commit refs/heads/main\ncommitter %s\ndata 4\ngen\n", genIdentity)
+		for i := range n {
+			name := fmt.Sprintf("pkg-%06d", i)
+			body := fmt.Sprintf("---\nurl:\n- https://gitee.com/src-openeuler/%s.git\n", name)
+			fmt.Fprintf(w, "M 100644 inline %c/%s/%s\ndata %d\n%s\n", 'a'+i%26, name, name, len(body), body)
 		}
-		if err := testGit.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--quiet", "--initial-branch=main"}, Args: []string{dir}}); err != nil {
-			b.Fatal(err)
-		}
-		err := fastImport(ctx, testGit, gitDir, func(w *bufio.Writer) {
-			fmt.Fprintf(w, "commit refs/heads/main\ncommitter %s\ndata 4\ngen\n", genIdentity)
-			for i := range n {
-				name := fmt.Sprintf("pkg-%06d", i)
-				body := fmt.Sprintf("---\nurl:\n- https://gitee.com/src-openeuler/%s.git\n", name)
-				fmt.Fprintf(w, "M 100644 inline %c/%s/%s\ndata %d\n%s\n", 'a'+i%26, name, name, len(body), body)
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "commit"), nil, 0o644); err != nil {
-			b.Fatal(err)
-		}
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	base := liveHeapMB()
 	var c *Catalog

@@ -16,7 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
-var testGit = &gitcmd.Runner{Protocols: "file"}
+var testGit = gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
 
 // deleted, as a file's content in commitFiles, removes the file.
 const deleted = "\x00deleted"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
@@ -28,15 +29,9 @@ type Source struct {
 // (created if missing, reused otherwise). remote is a URL or a local path
 // (the operator gave it; git must allow the file protocol for a path).
 func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*Source, error) {
-	if remote == "" {
-		return nil, fmt.Errorf("catalog: no catalog repository given")
-	}
-	if !isURL(remote) {
-		abs, err := filepath.Abs(remote)
-		if err != nil {
-			return nil, fmt.Errorf("catalog: catalog repository %q: %w", remote, err)
-		}
-		remote = abs
+	remote, err := remoteOf(remote)
+	if err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -57,6 +52,51 @@ func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*
 		return nil, fmt.Errorf("catalog: create the catalog clone in %s: %w", s.dir, err)
 	}
 	return s, nil
+}
+
+// remoteOf is the catalog repository remote as git is given it: a URL as
+// it is, a path made absolute (git runs in a neutral directory).
+func remoteOf(remote string) (string, error) {
+	if remote == "" {
+		return "", fmt.Errorf("catalog: no catalog repository given")
+	}
+	if isURL(remote) {
+		return remote, nil
+	}
+	abs, err := filepath.Abs(remote)
+	if err != nil {
+		return "", fmt.Errorf("catalog: catalog repository %q: %w", remote, err)
+	}
+	return abs, nil
+}
+
+// SourceGit returns the git that reads a catalog repository: the
+// operator's own remote (a path or a URL), reached directly rather than
+// through the egress policy meant for upstreams, with the file protocol
+// allowed for a path. Each git process may run for timeout.
+func SourceGit(timeout time.Duration) *gitcmd.Runner {
+	return gitcmd.New(gitcmd.Direct(), gitcmd.Options{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: timeout})
+}
+
+// CheckSource tells whether the catalog repository remote (a URL or a
+// path, as OpenSource takes it) can be read, as the coordinator's first
+// fetch would read it: it lists the remote's HEAD and returns its commit.
+// git must allow the file protocol for a path.
+func CheckSource(ctx context.Context, git *gitcmd.Runner, remote string) (string, error) {
+	remote, err := remoteOf(remote)
+	if err != nil {
+		return "", err
+	}
+	out, err := git.Output(ctx, gitcmd.Cmd{Name: "ls-remote", Args: []string{remote, "HEAD"}})
+	if err != nil {
+		return "", fmt.Errorf("catalog: read %s: %w", remote, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if commit, ok := strings.CutSuffix(line, "\tHEAD"); ok {
+			return commit, nil
+		}
+	}
+	return "", fmt.Errorf("catalog: %s has no HEAD: commit the catalog to its default branch", remote)
 }
 
 // isURL tells a URL ("https://...", scp-like "git@host:path") from a path.
@@ -81,7 +121,7 @@ func (s *Source) Fetch(ctx context.Context) (string, error) {
 		Flags: []string{"--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"},
 		Args:  []string{s.remote, "+HEAD:" + headRef}})
 	if err != nil {
-		s.log.Warn("catalog fetch failed; keeping the previous catalog", "remote", s.remote, "err", err)
+		// The caller says what it keeps (the previous catalog, or none).
 		return "", fmt.Errorf("catalog: fetch %s: %w", s.remote, err)
 	}
 	commit, err := resolveCommit(ctx, s.git, s.dir, headRef)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/config"
@@ -117,5 +118,25 @@ func TestCheckPurge(t *testing.T) {
 				t.Errorf("CheckPurge(%d, %d, %v) = %v, held %v want %v", tt.total, tt.removed, tt.share, err, held, tt.held)
 			}
 		})
+	}
+}
+
+// CheckSource reads a catalog repository as the first fetch would, and
+// says why one cannot be read.
+func TestCheckSourceSaysWhyACatalogCannotBeRead(t *testing.T) {
+	ctx := context.Background()
+	up := newTestRepo(t)
+	if _, err := CheckSource(ctx, testGit, up.dir); err == nil || !strings.Contains(err.Error(), "has no HEAD") {
+		t.Errorf("a repository without a commit: err = %v, want it to say it has no HEAD", err)
+	}
+	first := up.commit(map[string]string{"a.list": "https://github.com/a/1\n"})
+	if got, err := CheckSource(ctx, testGit, up.dir); err != nil || got != first {
+		t.Errorf("a catalog: CheckSource = %s, %v; want %s", got, err, first)
+	}
+	notRepo := t.TempDir()
+	for _, bad := range []string{filepath.Join(t.TempDir(), "no-such-catalog"), notRepo} {
+		if _, err := CheckSource(ctx, testGit, bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: err = %v, want one that names it", bad, err)
+		}
 	}
 }

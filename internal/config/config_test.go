@@ -63,7 +63,7 @@ func TestFlagsOverrideYAMLWhichOverridesDefaults(t *testing.T) {
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := Load("test", []string{"--config", p, "--fetchers", "7"})
+	cfg, err := Load(UpCommand, []string{"--config", p, "--fetchers", "7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestUnknownOrBadYAMLKeysAreClearErrors(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tc.yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := Load("test", []string{"--config=" + p})
+		_, err := Load(UpCommand, []string{"--config=" + p})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want it to mention %q", tc.yaml, err, tc.want)
 		}
@@ -97,14 +97,14 @@ func TestListsComeFromRepeatedFlagsOrYAMLLists(t *testing.T) {
 	if err := os.WriteFile(p, []byte("host-limit:\n  - github.com=5000/h\n  - gitee.com=600/h\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := Load("test", []string{"--config", p})
+	cfg, err := Load(UpCommand, []string{"--config", p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.HostLimit) != 2 || cfg.HostLimit[1] != "gitee.com=600/h" {
 		t.Fatalf("from YAML: %q", cfg.HostLimit)
 	}
-	cfg, _, err = Load("test", []string{"--config", p, "--host-limit", "a.org=1/h", "--host-limit", "b.org=2/h,c.org=3/h"})
+	cfg, err = Load(UpCommand, []string{"--config", p, "--host-limit", "a.org=1/h", "--host-limit", "b.org=2/h,c.org=3/h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestTheDataDirectoryIsMadeAbsolute(t *testing.T) {
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	for _, args := range [][]string{nil, {"--data", "./d"}} {
-		cfg, _, err := Load("test", args)
+		cfg, err := Load(UpCommand, args)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestAnUnsetIntervalYieldsToTheOneTheUserSet(t *testing.T) {
 		{"both consistent", []string{"--min-interval", "2s", "--max-interval", "5s"}, 2 * time.Second, 5 * time.Second},
 		{"neither", nil, Default().MinInterval, Default().MaxInterval},
 	} {
-		cfg, _, err := Load("test", tc.args)
+		cfg, err := Load(NodeCommand, tc.args)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -46,7 +46,7 @@ func TestBothIntervalsSetInContradictionIsAClearError(t *testing.T) {
 		{"--min-interval", "10s", "--max-interval", "5s"},
 		{"--config", p, "--max-interval", "5s"},
 	} {
-		_, _, err := Load("test", args)
+		_, err := Load(NodeCommand, args)
 		if err == nil || !strings.Contains(err.Error(), "--min-interval 10s is longer than --max-interval 5s") {
 			t.Errorf("%q: err = %v, want the contradiction named", args, err)
 		}

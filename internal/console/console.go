@@ -30,14 +30,15 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/series"
 )
 
 // Source is what the full node knows, as the console needs it.
 type Source interface {
 	// Repos returns one page of the repositories that q selects.
-	Repos(q Query) Page
-	// GetRepo returns one repository in detail.
+	Repos(ctx context.Context, q Query) Page
+	// GetRepo returns one repository in detail (its refs read from disk).
 	GetRepo(ctx context.Context, key string) (Detail, bool)
 	// Log returns a page of limit entries of key's fetch log, newest
 	// first, from after the cursor before ("": the newest), and the
@@ -60,8 +61,8 @@ type Source interface {
 // Query selects repositories for a page of /-/repos. Zero values match
 // everything.
 type Query struct {
-	Search string // a substring of the key (case-insensitive)
-	State  string
+	Search string           // a substring of the key (case-insensitive)
+	State  *repostate.State // nil: any
 	Owner  uint32
 	// StaleOver keeps the repositories verified against their upstreams
 	// (verified_at) longer ago than this (or never), the stalest first;
@@ -104,7 +105,7 @@ type Page struct {
 // Overview is what the overview shows at a glance.
 type Overview struct {
 	Total, Current int
-	ByState        map[string]int
+	ByState        map[repostate.State]int
 	// Staleness is the distribution of the time since each repository's
 	// verified_at, in the order of StaleBuckets, then those never verified.
 	Staleness []int

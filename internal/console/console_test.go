@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/series"
 )
 
@@ -44,7 +46,7 @@ type fakeSource struct {
 	total *int
 }
 
-func (s *fakeSource) Repos(q Query) Page {
+func (s *fakeSource) Repos(_ context.Context, q Query) Page {
 	s.last = q
 	if s.total != nil {
 		return Page{Repos: s.repos[:min(*s.total, len(s.repos))], Total: *s.total, More: *s.total > len(s.repos)}
@@ -96,7 +98,7 @@ func (s *fakeSource) Catalog(context.Context) (api.CatalogStatus, error) { retur
 
 func (s *fakeSource) Overview(r series.Range) Overview {
 	s.lastRange = r
-	return Overview{Total: 3, Current: 2, ByState: map[string]int{"ok": 2, "failing": 1},
+	return Overview{Total: 3, Current: 2, ByState: map[repostate.State]int{repostate.OK: 2, repostate.Failing: 1},
 		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{api.ErrClassUnreachable: 1},
 		Fetching: []string{hostileKey}, FetchingTotal: 1, Trend: s.trend.Window(r, testNow, ChartPoints), Tunnels: 1}
 }
@@ -108,8 +110,8 @@ var testNow = time.Unix(1e9+3600, 0)
 
 func newTestConsole() (*Console, *fakeSource) {
 	src := &fakeSource{
-		repos: []api.Repo{{Key: hostileKey, State: "failing", Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
-			{Key: "github.com/a/b", State: "ok", Owner: 2, Current: true}},
+		repos: []api.Repo{{Key: hostileKey, State: repostate.Failing, Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
+			{Key: "github.com/a/b", State: repostate.OK, Owner: 2, Current: true}},
 		nodes: []api.Node{{ID: 2, Name: `<i>node</i>`, Mode: "partial", State: "alive", Capacity: 1, EffectiveWeight: 1,
 			History: []api.Transition{{From: "unknown", To: "alive", At: time.Unix(1e9-60, 0)}, {From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
 			{ID: 1, Name: "full", Mode: "full", State: "alive"}},
@@ -204,8 +206,8 @@ func TestAssetsAreServedFromTheBinary(t *testing.T) {
 func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	c, src := newTestConsole()
 	_, body := get(t, c, "/-/repos?q=+Project-1+&state=failing&owner=7&stale=7d&offset=50&limit=25")
-	want := Query{Search: "Project-1", State: "failing", Owner: 7, StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
-	if src.last != want {
+	want := Query{Search: "Project-1", State: new(repostate.Failing), Owner: 7, StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
+	if !reflect.DeepEqual(src.last, want) {
 		t.Errorf("query %+v, want %+v", src.last, want)
 	}
 	if !strings.Contains(body, "Matches 51 to 52, and more") {
@@ -219,6 +221,30 @@ func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	get(t, c, "/-/repos?stale=never")
 	if !src.last.Never || src.last.Limit != pageSize {
 		t.Errorf("stale=never: query %+v", src.last)
+	}
+}
+
+// The state filter offers every state there is (package repostate), gone
+// and the limits' included, keeps the one asked for selected, and refuses
+// a name that is none, saying which there are.
+func TestTheStateFilterOffersEveryState(t *testing.T) {
+	c, src := newTestConsole()
+	_, body := get(t, c, "/-/repos?state=too-many-refs")
+	for _, s := range repostate.All() {
+		option := "<option>" + s.String() + "</option>"
+		if s == repostate.TooManyRefs {
+			option = "<option selected>too-many-refs</option>"
+		}
+		if !strings.Contains(body, option) {
+			t.Errorf("the filter lacks %s", option)
+		}
+	}
+	if src.last.State == nil || *src.last.State != repostate.TooManyRefs {
+		t.Errorf("query %+v, want state too-many-refs", src.last)
+	}
+	resp, body := get(t, c, "/-/repos?state=bogus")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "too-large") || !strings.Contains(body, "unplaceable") {
+		t.Errorf("state=bogus: %d\n%s", resp.StatusCode, body)
 	}
 }
 
@@ -501,12 +527,12 @@ func TestThePublicStatusAndBadge(t *testing.T) {
 		repo       api.Repo
 		word, fill string
 	}{
-		{api.Repo{State: "ok", Served: true, Current: true}, "current", "#2e7d32"},
-		{api.Repo{State: "ok", Served: true}, "behind", "#b26a00"},
-		{api.Repo{State: "failing", Served: true, Current: true, LastError: hostileError}, "failing", "#c62828"},
-		{api.Repo{State: "corrupt"}, "failing", "#c62828"},
-		{api.Repo{State: "repairing"}, "behind", "#b26a00"},
-		{api.Repo{State: "pending"}, "not mirrored", "#6b7280"},
+		{api.Repo{State: repostate.OK, Served: true, Current: true}, "current", "#2e7d32"},
+		{api.Repo{State: repostate.OK, Served: true}, "behind", "#b26a00"},
+		{api.Repo{State: repostate.Failing, Served: true, Current: true, LastError: hostileError}, "failing", "#c62828"},
+		{api.Repo{State: repostate.Corrupt}, "failing", "#c62828"},
+		{api.Repo{State: repostate.Repairing}, "behind", "#b26a00"},
+		{api.Repo{State: repostate.Pending}, "not mirrored", "#6b7280"},
 	} {
 		tt.repo.Key = "github.com/a/b"
 		src.repos[1] = tt.repo
@@ -547,5 +573,28 @@ func TestThePublicStatusAndBadge(t *testing.T) {
 	}
 	if resp, body := get(t, c, "/-/badge/example.org/never.svg"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, ">not mirrored</text>") {
 		t.Errorf("the badge of a key not mirrored: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// Every page says, above its title, that the catalog cannot be read: its
+// error's class and since when, not its text (the operator's catalog URL).
+func TestEveryPageShowsABannerWhileTheCatalogCannotBeRead(t *testing.T) {
+	c, src := newTestConsole()
+	pages := []string{"/", "/-/repos", "/-/repos/github.com/a/b", "/-/nodes", "/-/tasks", "/-/catalog", "/-/no-such-page"}
+	for _, path := range pages {
+		if _, body := get(t, c, path); strings.Contains(body, `id="catalog-error"`) {
+			t.Errorf("GET %s: a banner while the catalog is read:\n%s", path, body)
+		}
+	}
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	src.catalog = api.CatalogStatus{Error: "catalog: fetch https://user:pw@git.example.org/catalog.git: unable to access", ErrorAt: &since}
+	for _, path := range pages {
+		_, body := get(t, c, path)
+		if !strings.Contains(body, `<p class="warn" id="catalog-error" role="alert">The catalog cannot be read (upstream unreachable) since 2026-11-27 10:00 UTC: no repository is mirrored until it can be.`) {
+			t.Errorf("GET %s: no banner, or not the one expected:\n%s", path, body)
+		}
+		if strings.Contains(body, "git.example.org") || strings.Contains(body, "pw@") {
+			t.Errorf("GET %s: the banner shows the error's text:\n%s", path, body)
+		}
 	}
 }

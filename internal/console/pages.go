@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/humanize"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // pageNames are the templates of the pages, each a file in assets/ that
@@ -50,12 +51,14 @@ func parsePages() map[string]*template.Template {
 }
 
 // view is what the layout gets: the page's title, its section for the
-// navigation, and the page's own data.
+// navigation, the page's own data, and a banner every page shows (a
+// catalog that cannot be read; "" for none).
 type view struct {
-	Title string
-	Nav   string
-	Now   time.Time
-	Data  any
+	Title  string
+	Nav    string
+	Now    time.Time
+	Data   any
+	Banner string
 }
 
 // render executes a page into a buffer first, so that a template error
@@ -63,7 +66,8 @@ type view struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var buf bytes.Buffer
 	nav, _, _ := strings.Cut(name, "/")
-	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data}); err != nil {
+	v := view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data, Banner: c.banner(r.Context())}
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		c.log.Error("console: render", "page", name, "path", r.URL.Path, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return
@@ -75,6 +79,29 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes()) // the client has gone if this fails
+}
+
+// banner is what every page says of a catalog that cannot be read, ""
+// when it can (or the coordinator does not answer: the pages that need it
+// say so). Reads are public: the error's class only, the text is the
+// operator's (ctl catalog, the API with the token).
+func (c *Console) banner(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cat, err := c.src.Catalog(ctx)
+	if err != nil || cat.Error == "" {
+		return ""
+	}
+	msg := "The catalog cannot be read (" + api.PublicError(cat.Error) + ")"
+	if cat.ErrorAt != nil {
+		msg += " since " + cat.ErrorAt.UTC().Format("2006-01-02 15:04 MST")
+	}
+	if cat.Commit == "" {
+		msg += ": no repository is mirrored until it can be."
+	} else {
+		msg += ": the last good commit " + cat.Commit[:min(len(cat.Commit), 12)] + " stays applied."
+	}
+	return msg + " gitfleet ctl catalog, with the API token, says why."
 }
 
 // badRequest answers a page that says what was wrong with the request.
@@ -96,6 +123,15 @@ func counts(m map[string]int) []count {
 	}
 	slices.SortFunc(out, func(a, b count) int { return cmp.Or(cmp.Compare(b.N, a.N), strings.Compare(a.Name, b.Name)) })
 	return out
+}
+
+// stateCounts are the repositories by state, most first.
+func stateCounts(m map[repostate.State]int) []count {
+	byName := make(map[string]int, len(m))
+	for s, n := range m {
+		byName[s.String()] = n
+	}
+	return counts(byName)
 }
 
 // timeout bounds what a page waits for the coordinator.
@@ -147,7 +183,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		NodesError string
 		Held       *api.PendingPurge
 		CatError   string
-	}{Overview: ov, States: counts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Trends: trendsOf(rng, ov.Trend, ov.Current, ov.Total)}
+	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Trends: trendsOf(rng, ov.Trend, ov.Current, ov.Total)}
 	for _, s := range st {
 		data.MaxStale = max(data.MaxStale, s.N)
 	}
@@ -177,10 +213,18 @@ const (
 
 func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
-	q := Query{Search: strings.TrimSpace(qv.Get("q")), State: qv.Get("state"), Limit: pageSize}
+	q := Query{Search: strings.TrimSpace(qv.Get("q")), Limit: pageSize}
 	if len(q.Search) > 256 {
 		c.badRequest(w, r, "the search is longer than 256 bytes")
 		return
+	}
+	if s := qv.Get("state"); s != "" {
+		st, err := repostate.Parse(s)
+		if err != nil {
+			c.badRequest(w, r, err.Error())
+			return
+		}
+		q.State = &st
 	}
 	if s := qv.Get("owner"); s != "" {
 		id, err := strconv.ParseUint(s, 10, 32)
@@ -212,7 +256,7 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 			*p = n
 		}
 	}
-	page := c.src.Repos(q)
+	page := c.src.Repos(r.Context(), q)
 	link := func(offset int) string {
 		v := url.Values{}
 		for _, k := range []string{"q", "state", "owner", "stale", "limit"} {
@@ -231,8 +275,12 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 		Page       Page
 		First      int
 		Prev, Next string
-		States     []string
-	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, States: []string{"ok", "failing", "pending", "unplaceable", "corrupt", "repairing", "unchecked"}}
+		State      string   // the filter's, shadowing Query's
+		States     []string // every state, as the filter offers them
+	}{Query: q, Stale: qv.Get("stale"), Page: page, First: q.Offset + 1, State: qv.Get("state")}
+	for _, s := range repostate.All() {
+		data.States = append(data.States, s.String())
+	}
 	if q.Offset > 0 {
 		data.Prev = link(max(q.Offset-q.Limit, 0))
 	}
@@ -275,7 +323,7 @@ func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d, ok := c.src.GetRepo(ctx, key)
 	if !ok {
-		c.render(w, r, http.StatusNotFound, "notfound", "Not found", fmt.Sprintf("repository %s is not mirrored", key))
+		c.render(w, r, http.StatusNotFound, "notfound", "Not found", repostate.NotMirrored(key))
 		return
 	}
 	if d.CloneURL == "" { // no --public-url: as the client reached us

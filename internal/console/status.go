@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // A repository's public status, for the projects whose repositories the
@@ -35,13 +36,13 @@ var (
 // copy to serve, and behind otherwise.
 func publicStateOf(r api.Repo) publicState {
 	switch {
-	case r.State == "corrupt":
+	case r.State == repostate.Corrupt:
 		return stateFailing
-	case !r.Served && (r.State == "repairing" || r.State == "unchecked"):
+	case !r.Served && (r.State == repostate.Repairing || r.State == repostate.Unchecked):
 		return stateBehind // a copy is there, checked before it is served again
 	case !r.Served:
 		return stateNotMirrored
-	case r.State == "failing" || r.State == "gone" || r.LastError != "":
+	case r.State == repostate.Failing || r.State == repostate.Gone || r.LastError != "":
 		return stateFailing
 	case r.Current:
 		return stateCurrent

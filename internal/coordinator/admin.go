@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -140,7 +141,7 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	exists := c.engine.Has(key)
 	c.mu.Unlock()
 	if !exists {
-		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", key)
+		return nil, status.Error(codes.NotFound, repostate.NotMirrored(key))
 	}
 	c.mu.Lock()
 	c.overlay[key] = overlay{Removed: true}
@@ -164,7 +165,7 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.engine.Has(req.GetKey()) {
-		return nil, status.Errorf(codes.NotFound, "repository %s is not mirrored", req.GetKey())
+		return nil, status.Error(codes.NotFound, repostate.NotMirrored(req.GetKey()))
 	}
 	if req.GetCancel() {
 		owner, target := c.owner(req.GetKey())
@@ -296,13 +297,13 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	defer c.mu.Unlock()
 	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len()), Url: repokey.Redact(c.cfg.Catalog),
 		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt)}
-	if c.catalogErr != "" {
-		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
-	}
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)
 		resp.ProblemLines = c.problemLines
+	}
+	if c.catalogErr != "" {
+		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
 	}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)

@@ -17,9 +17,7 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,12 +144,18 @@ type Coordinator struct {
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
 	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+
 	// catalogErr is why the catalog cannot be read, since catalogErrAt
 	// (the first failure in a row); "" once a refresh succeeds.
 	catalogErr   string
 	catalogErrAt time.Time
 	// The catalog's last fetch and the next one planned (CatalogStatus).
 	catalogFetchAt, catalogNextAt time.Time
+
+	// standing is what each full node counted against each node
+	// (standing.go): node -> full node -> counts; not persisted, as the
+	// full nodes' counts are not.
+	standing map[uint32]map[uint32]counts
 }
 
 type nodeRecord struct {
@@ -162,6 +166,10 @@ type nodeRecord struct {
 	Capacity   float64
 	TunnelAddr string `json:",omitempty"`
 	PublicURL  string `json:",omitempty"`
+	// What the volunteer set: a cap in bytes per second (0: none), and
+	// active hours as the node wrote them ("": always).
+	MaxBandwidth uint64 `json:",omitempty"`
+	ActiveHours  string `json:",omitempty"`
 	// FullGranted: registered as full with the full token. A record
 	// stored before full tokens existed lacks it and proves it again.
 	FullGranted bool `json:",omitempty"`
@@ -185,29 +193,39 @@ const (
 	bucketRepos = "repos"
 )
 
+// Check tells whether a coordinator can start with cfg, as New would,
+// without opening anything: a process that runs several roles checks each
+// before it starts any.
+func (cfg Config) Check() error {
+	if len(splitTokens(cfg.JoinToken)) == 0 {
+		return errors.New("coordinator: a join token is required (--join-token)")
+	}
+	if cfg.Catalog == "" {
+		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	}
+	return nil
+}
+
 // New opens the coordinator's state in cfg.DataDir. A coordinator with
 // stored state resumes from it; one without waits for nodes (warm-up).
 func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*Coordinator, error) {
-	if len(splitTokens(cfg.JoinToken)) == 0 {
-		return nil, errors.New("coordinator: a join token is required (--join-token)")
-	}
-	if cfg.Catalog == "" {
-		return nil, errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.CatalogInterval <= 0 {
 		cfg.CatalogInterval = config.DefaultCatalogInterval
 	}
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 5 * time.Second
+		cfg.HeartbeatInterval = config.DefaultHeartbeat
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
+		cfg.BatchSize = config.DefaultAssignBatch
 	}
 	if cfg.MaxPurgeShare <= 0 {
 		cfg.MaxPurgeShare = config.DefaultMaxPurge
 	}
 	if cfg.PurgeWindow <= 0 {
-		cfg.PurgeWindow = 24 * time.Hour
+		cfg.PurgeWindow = config.DefaultPurgeWindow
 	}
 	if cfg.met == nil {
 		cfg.met = newCoordMetrics(cfg.Metrics)
@@ -222,13 +240,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		}
 		db = metrics.TimeStore(bolt, cfg.met.storeWrites, "coordinator", "bolt")
 	}
+	git := catalog.SourceGit(10 * time.Minute)
 	c := &Coordinator{
 		cfg:          cfg,
 		joinTokens:   splitTokens(cfg.JoinToken),
 		log:          log,
 		clk:          clk,
 		db:           db,
-		git:          &gitcmd.Runner{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: 10 * time.Minute},
+		git:          git,
 		flush:        make(chan struct{}, 1),
 		status:       make(map[string]*repoStatus),
 		errs:         intern.New(1 << 16),
@@ -434,7 +453,11 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			c.cfg.met.refreshed(err)
 		}
 		if err != nil && ctx.Err() == nil {
-			c.log.Error("catalog refresh failed; keeping the last good catalog", "err", err)
+			if commit := c.catalogCommit(); commit != "" {
+				c.log.Error("catalog refresh failed; keeping the last good catalog", "commit", commit, "err", err)
+			} else {
+				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
+			}
 		}
 		c.mu.Lock()
 		c.catalogNextAt = c.clk.Now().Add(c.cfg.CatalogInterval)
@@ -445,6 +468,16 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 		case <-c.clk.After(c.cfg.CatalogInterval):
 		}
 	}
+}
+
+// catalogCommit is the commit of the catalog applied, "" if none.
+func (c *Coordinator) catalogCommit() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat == nil {
+		return ""
+	}
+	return c.cat.Commit()
 }
 
 // RefreshCatalog fetches the catalog and applies what changed. A failure
@@ -719,12 +752,6 @@ func (c *Coordinator) confirmPurge(context.Context) (string, error) {
 	c.log.Warn("held removals confirmed by the operator", "commit", commit, "removed", n)
 	c.signalPersist()
 	return fmt.Sprintf("applied the removals held since catalog commit %s: %d repositories removed", commit, n), nil
-}
-
-func newSecret() string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // tunnelAddrs lists where partial nodes open tunnels. Caller holds c.mu.

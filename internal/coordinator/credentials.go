@@ -57,9 +57,7 @@ func (n *nodeRecord) full() bool {
 }
 
 // revokedError is what a revoked node is told.
-func revokedError(rec *nodeRecord) error {
-	return status.Errorf(codes.PermissionDenied, "node %d was revoked: %s", rec.ID, rec.RevokedReason)
-}
+func revokedError(rec *nodeRecord) error { return fleetv1.RevokedError(rec.ID, rec.RevokedReason) }
 
 // admit decides whether a registration is admitted. known is the record
 // that the request's ID and secret prove (nil: a new node, or a wrong
@@ -202,7 +200,7 @@ func (c *Coordinator) revokedNodes() []*fleetv1.NodeInfo {
 // (nil: it did not). Caller holds c.mu.
 func (s *session) endError() error {
 	if s.revoked != "" {
-		return status.Errorf(codes.PermissionDenied, "node %d was revoked: %s", s.id, s.revoked)
+		return fleetv1.RevokedError(s.id, s.revoked)
 	}
 	return nil
 }

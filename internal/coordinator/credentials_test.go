@@ -107,6 +107,7 @@ func adminCalls(c *Coordinator, ctx context.Context) map[string]error {
 	_, errs["ConfirmPurge"] = c.ConfirmPurge(ctx, &fleetv1.ConfirmPurgeRequest{})
 	_, errs["CatalogStatus"] = c.CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
 	_, errs["RevokeNode"] = c.RevokeNode(ctx, &fleetv1.RevokeNodeRequest{NodeId: 1, Reason: "test"})
+	_, errs["ReportStanding"] = c.ReportStanding(ctx, &fleetv1.ReportStandingRequest{NodeId: 1, Mismatches: 1})
 	return errs
 }
 

@@ -160,10 +160,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			perHour = DefaultFeedRequestsPerHour
 		}
 		perHour *= float64(max(len(tokens), 1))
-		perRequest := 1
-		if f.Kind == forge.GitHub {
-			perRequest = lk.BatchSize()
-		}
+		perRequest := forge.PathsPerRequest(f.Kind, lk.BatchSize())
 		plan, err := feedplan.New(feedplan.Options{PerHour: perHour * float64(perRequest),
 			MaxInterval: maxInterval, MinInterval: cfg.MinInterval})
 		if err != nil {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -29,7 +30,7 @@ func TestALegalTakedownShowsTheRepositoryGoneAtOnce(t *testing.T) {
 	}
 	c.result(id, &fleetv1.CheckResult{Key: key, ErrorClass: "legal",
 		Error: "git ls-remote https://example.org/a/b: legal: The requested URL returned error: 451"})
-	if got := c.status[key].state.String(); got != StateGone {
-		t.Errorf("after a 451 the state is %q, want %q", got, StateGone)
+	if got := c.status[key].state.String(); got != repostate.Gone.String() {
+		t.Errorf("after a 451 the state is %q, want %q", got, repostate.Gone)
 	}
 }

@@ -9,52 +9,17 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/metrics/metricstest"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
-
-// gauge is the value of family's sample whose labels include want (a
-// histogram's count), and whether there is one.
-func gauge(t *testing.T, reg metrics.Registry, family string, want ...string) (float64, bool) {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != family {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(want); i += 2 {
-				if labels[want[i]] != want[i+1] {
-					continue next
-				}
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			default:
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
 
 func TestCoordinatorMetricsReadTheRunningCoordinator(t *testing.T) {
 	dir := t.TempDir()
 	reg := metrics.NewRegistry()
 	cfg := Config{DataDir: dir, Catalog: filepath.Join(dir, "no-catalog"), JoinToken: testJoin, FullToken: testFull, Metrics: reg}
 	cfg.met = newCoordMetrics(reg) // as Serve does: once per process
-	if v, _ := gauge(t, reg, "gitfleet_coordinator_leader"); v != 0 {
+	if v, _ := metricstest.Value(t, reg, "gitfleet_coordinator_leader"); v != 0 {
 		t.Fatalf("leader before any coordinator runs = %v", v)
 	}
 	c, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler), clock.NewFake(time.Unix(1.7e9, 0)))
@@ -89,15 +54,15 @@ func TestCoordinatorMetricsReadTheRunningCoordinator(t *testing.T) {
 		{"gitfleet_placement_decisions_total", []string{"kind", "assign"}, 1},
 		{"gitfleet_placement_decisions_total", []string{"kind", "move"}, 1},
 	} {
-		if got, ok := gauge(t, reg, w.family, w.labels...); !ok || got != w.want {
+		if got, ok := metricstest.Value(t, reg, w.family, w.labels...); !ok || got != w.want {
 			t.Errorf("%s%v = %v (present %v), want %v", w.family, w.labels, got, ok, w.want)
 		}
 	}
-	if n, _ := gauge(t, reg, "gitfleet_store_write_duration_seconds", "role", "coordinator", "backend", "bolt", "op", "put"); n < 3 {
+	if n, _ := metricstest.Value(t, reg, "gitfleet_store_write_duration_seconds", "role", "coordinator", "backend", "bolt", "op", "put"); n < 3 {
 		t.Errorf("%v timed puts: want one for each node registered at least", n)
 	}
 	c.Close()
-	if v, _ := gauge(t, reg, "gitfleet_coordinator_leader"); v != 0 {
+	if v, _ := metricstest.Value(t, reg, "gitfleet_coordinator_leader"); v != 0 {
 		t.Errorf("leader after the coordinator closed = %v, want 0", v)
 	}
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -14,11 +15,6 @@ import (
 
 // errorClassRefused is the error class of a node's refusal (node/report.go).
 const errorClassRefused = "refused"
-
-// StateUnplaceable is the state of a repository that every placement
-// member refused: nobody mirrors it until a node's policy changes or a
-// node that takes it joins.
-const StateUnplaceable = "unplaceable"
 
 // refused records node id's refusal of key. Caller holds c.mu.
 func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {
@@ -59,9 +55,9 @@ func (c *Coordinator) liftRefusals(id uint32) {
 
 // stateOf is the state of key that nodes and the API are told: its
 // status's, or unplaceable when every member refused it. Caller holds c.mu.
-func (c *Coordinator) stateOf(key string, r *repoStatus) string {
+func (c *Coordinator) stateOf(key string, r *repoStatus) repostate.State {
 	if c.engine.Unplaceable(key) {
-		return StateUnplaceable
+		return repostate.Unplaceable
 	}
-	return r.state.String()
+	return r.state
 }

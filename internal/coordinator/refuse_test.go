@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -17,6 +18,7 @@ func connect(c *Coordinator, resp *fleetv1.RegisterResponse) *session {
 	rec := c.nodes[resp.GetNodeId()]
 	s := newSession(c, rec, func() {})
 	c.sessions[rec.ID] = s
+	c.engine.SetBandwidth(rec.ID, rec.MaxBandwidth)
 	c.applyChanges(c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
 		Member: rec.Capacity > 0}, c.clk.Now()))
 	c.liftRefusals(rec.ID)
@@ -66,8 +68,8 @@ func TestARepositoryEveryMemberRefusesIsUnplaceableAndNotOfferedAgain(t *testing
 	if len(s.assign) != 0 {
 		t.Errorf("the refused repository was offered again: %v", s.assign)
 	}
-	if got := stateSent(fs, key); got != StateUnplaceable {
-		t.Errorf("full nodes are told %s is %q, want %q", key, got, StateUnplaceable)
+	if got := stateSent(fs, key); got != repostate.Unplaceable.String() {
+		t.Errorf("full nodes are told %s is %q, want %q", key, got, repostate.Unplaceable.String())
 	}
 	if n := c.engine.UnplaceableCount(); n != 1 {
 		t.Errorf("%d unplaceable repositories, want 1", n)
@@ -89,7 +91,7 @@ func TestARepositoryEveryMemberRefusesIsUnplaceableAndNotOfferedAgain(t *testing
 	if _, ok := s.assign[key]; !ok {
 		t.Fatalf("a new session was not offered the repository it refused before")
 	}
-	if got := stateSent(fs, key); got == StateUnplaceable || got == "" {
+	if got := stateSent(fs, key); got == repostate.Unplaceable.String() || got == "" {
 		t.Errorf("after the new session full nodes are told %q", got)
 	}
 }

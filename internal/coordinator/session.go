@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"iter"
@@ -10,7 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
@@ -26,6 +29,9 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	}
 	if len(req.GetName()) > 128 || len(req.GetTunnelAddr()) > 256 || len(req.GetPublicUrl()) > 512 || req.GetCapacity() < 0 || req.GetCapacity() > 1e6 {
 		return nil, status.Error(codes.InvalidArgument, "name, tunnel address or capacity out of range")
+	}
+	if _, err := hours.Parse(req.GetActiveHours(), time.UTC); err != nil || len(req.GetActiveHours()) > 32 {
+		return nil, status.Errorf(codes.InvalidArgument, "active hours %.32q: not HH:MM-HH:MM", req.GetActiveHours())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -46,7 +52,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	secret := ""
 	rec := known
 	if rec == nil {
-		secret = newSecret()
+		secret = rand.Text() // only its hash is kept; earlier (hex) secrets match as well
 		// Revoked nodes keep their records, so their IDs stay taken.
 		rec = &nodeRecord{ID: membership.AllocateID(c.nodes), SecretHash: fleetv1.SecretHash(secret)}
 	}
@@ -54,6 +60,7 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	next := *rec
 	next.Name, next.Mode, next.Capacity, next.TunnelAddr = req.GetName(), req.GetMode(), req.GetCapacity(), req.GetTunnelAddr()
 	next.PublicURL = req.GetPublicUrl()
+	next.MaxBandwidth, next.ActiveHours = req.GetMaxBandwidth(), req.GetActiveHours()
 	next.FullGranted = req.GetMode() == fleetv1.Mode_MODE_FULL // admit checked the full token
 	if err := c.saveNode(ctx, &next); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store node: %v", err)
@@ -63,7 +70,8 @@ func (c *Coordinator) Register(ctx context.Context, req *fleetv1.RegisterRequest
 	if known == nil {
 		c.queueCredentials(rec.ID)
 	}
-	c.log.Info("node registered", "node", rec.ID, "name", rec.Name, "mode", rec.Mode.String(), "capacity", rec.Capacity)
+	c.log.Info("node registered", "node", rec.ID, "name", rec.Name, "mode", rec.Mode.String(), "capacity", rec.Capacity,
+		"max_bandwidth", bandwidth.Rate(rec.MaxBandwidth), "active_hours", rec.ActiveHours)
 	if rec.full() || wasFull {
 		// Partial nodes learn where to open their tunnels.
 		for _, s := range c.sessions {
@@ -101,11 +109,13 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 	}
 	c.sessions[rec.ID] = s
 	now := c.clk.Now()
+	c.engine.SetBandwidth(rec.ID, rec.MaxBandwidth) // before it is a member: its first clones are paced
 	changes := c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
 		Member: rec.Capacity > 0}, now)
 	c.applyChanges(changes)
 	c.liftRefusals(rec.ID) // before its assignments: it may take them now
 	s.queueWelcome()
+	s.queueStanding(c.standingOf(rec.ID))
 	// The node gets what it owns or is cloning, and a full node the state
 	// of every repository.
 	c.engine.Each(func(k string, owner, target uint32, sent bool) {
@@ -167,12 +177,7 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 		}
 		switch m := msg.Msg.(type) {
 		case *fleetv1.NodeMessage_Heartbeat:
-			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
-			s.disk = m.Heartbeat
-			if m.Heartbeat.GetDiskTotalBytes() > 0 {
-				c.engine.SetDisk(id, m.Heartbeat.GetDiskUsedBytes(), m.Heartbeat.GetDiskTotalBytes())
-				c.decide()
-			}
+			c.heartbeat(id, s, m.Heartbeat)
 		case *fleetv1.NodeMessage_Inventory:
 			c.inventory(id, s, m.Inventory)
 			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
@@ -197,6 +202,19 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 		}
 		c.mu.Unlock()
 	}
+}
+
+// heartbeat records a node's heartbeat: it is alive, its disk's use, and
+// whether it rests (outside its volunteer's active hours). Caller holds
+// c.mu.
+func (c *Coordinator) heartbeat(id uint32, s *session, hb *fleetv1.Heartbeat) {
+	c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
+	s.disk = hb
+	if hb.GetDiskTotalBytes() > 0 {
+		c.engine.SetDisk(id, hb.GetDiskUsedBytes(), hb.GetDiskTotalBytes())
+	}
+	c.engine.SetResting(id, hb.GetResting())
+	c.decide()
 }
 
 // inventory reconciles what a partial node holds with what it should hold:
@@ -295,6 +313,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
 	r.lastCheck = at
+	r.lastDuration = packMs(res.GetDurationMs())
 	r.checks = add32(r.checks)
 	if res.GetFetched() {
 		r.fetches = add32(r.fetches)
@@ -306,18 +325,18 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if !r.setDigest(res.GetDigest()) {
 			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
 		}
-		r.state, r.lastError, r.failures, r.notFound = stateOK, "", 0, 0
+		r.state, r.lastError, r.failures, r.notFound = repostate.OK, "", 0, 0
 	} else {
 		r.failures = add16(r.failures)
 		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()), c.errs, key)
-		r.state = stateFailing
+		r.state = repostate.Failing
 		r.notFound = add16(r.notFound)
 		if res.GetErrorClass() != "not-found" {
 			r.notFound = 0
 		}
 		if int(r.notFound) >= repostate.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
 			// The owner rechecks it daily; the full node keeps its copy.
-			r.state = stateGone
+			r.state = repostate.Gone
 		}
 		if st, ok := limitStates[res.GetErrorClass()]; ok {
 			r.state = st
@@ -361,6 +380,9 @@ type session struct {
 	credsAll bool
 	creds    map[uint32]bool
 	revoked  string // the reason, once the node was revoked
+	// standing is what full nodes counted against the node, to send
+	// (nil: nothing new).
+	standing *fleetv1.Standing
 
 	signal chan struct{}
 }
@@ -457,6 +479,15 @@ func (s *session) queueTaskDone(d *fleetv1.TaskDone) {
 	s.kick()
 }
 
+// queueStanding makes the next batch tell the node its standing (nil:
+// nothing to tell).
+func (s *session) queueStanding(st *fleetv1.Standing) {
+	if st != nil {
+		s.standing = st
+		s.kick()
+	}
+}
+
 func (s *session) queueRemoved(key string) {
 	delete(s.states, key)
 	s.removed[key] = true
@@ -492,6 +523,10 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TaskDone{TaskDone: d}})
 	}
 	s.done = nil
+	if s.standing != nil {
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Standing{Standing: s.standing}})
+		s.standing = nil
+	}
 	if len(s.drop) > 0 {
 		keys := take(s.drop, n)
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Drop{Drop: &fleetv1.Drop{Keys: keys}}})
@@ -501,7 +536,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoRemoved{RepoRemoved: &fleetv1.RepoRemoved{Keys: keys}}})
 	}
 	if len(s.assign) > 0 {
-		a := &fleetv1.Assign{}
+		a := &fleetv1.Assign{FleetRepos: uint32(c.engine.Len())}
 		seedBase := c.seedBase(s.id)
 		for k, as := range s.assign {
 			if len(a.Repos) >= n {
@@ -547,8 +582,9 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: c.stateOf(k, r), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
-				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches)})
+				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
+				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
+				LastDurationMs: r.lastDuration.ms()})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

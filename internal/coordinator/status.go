@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -17,57 +18,23 @@ type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
 	lastError             string
 	checks, fetches       uint32
-	failures, notFound    uint16 // in a row; notFound counts "not found" answers
-	state                 repoState
+	failures, notFound    uint16   // in a row; notFound counts "not found" answers
+	lastDuration          packedMs // how long the last check took
+	state                 repostate.State
 	hasDigest             bool
 	digest                [16]byte
 }
 
-// repoState is a repository's state; String gives the API's name.
-type repoState uint8
-
-const (
-	statePending repoState = iota
-	stateOK
-	stateFailing
-	stateGone
-	stateTooLarge
-	stateTooManyRefs
-)
-
-// Repository states, as shown by the API.
-const (
-	StatePending = "pending" // not mirrored yet
-	StateOK      = "ok"
-	StateFailing = "failing"
-	StateGone    = "gone" // the upstream answered "not found" again and again, or 451 (legal) once
-	// Over an operator's limit (--max-repo-size, --git-memory-limit;
-	// --max-refs): checked again after --max-interval or on demand.
-	StateTooLarge    = "too-large"
-	StateTooManyRefs = "too-many-refs"
-)
-
-var stateNames = [...]string{statePending: StatePending, stateOK: StateOK, stateFailing: StateFailing, stateGone: StateGone,
-	stateTooLarge: StateTooLarge, stateTooManyRefs: StateTooManyRefs}
-
 // limitStates are the states of a check that failed on a limit, by the
-// node's error class (gitcmd's class names).
-var limitStates = map[string]repoState{"too-large": stateTooLarge, "too-many-refs": stateTooManyRefs}
+// node's error class.
+var limitStates = map[string]repostate.State{string(gitcmd.ClassTooLarge): repostate.TooLarge,
+	string(gitcmd.ClassTooManyRefs): repostate.TooManyRefs}
 
-func (s repoState) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return StatePending
-}
-
-func parseState(name string) repoState {
-	for s, n := range stateNames {
-		if n == name {
-			return repoState(s)
-		}
-	}
-	return statePending
+// parseState reads a stored state: one this version does not know is
+// pending (its next check says what it is).
+func parseState(name string) repostate.State {
+	s, _ := repostate.Parse(name)
+	return s
 }
 
 // maxErrorLen bounds the error text kept of a failed check: a node's
@@ -116,6 +83,29 @@ func (s *repoStatus) setError(e string, errs *intern.Templates, key string) {
 // errorText is the error setError recorded for key.
 func (s *repoStatus) errorText(key string) string { return intern.Unpack(s.lastError, key) }
 
+// packedMs is a duration in 16 bits, to keep a status small: milliseconds
+// up to 32.767 s, whole seconds above (the top bit set), up to 9 hours.
+type packedMs uint16
+
+const packedSeconds = 1 << 15
+
+func packMs(ms int64) packedMs {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms < packedSeconds:
+		return packedMs(ms)
+	}
+	return packedMs(packedSeconds | min((ms+500)/1000, packedSeconds-1))
+}
+
+func (p packedMs) ms() int64 {
+	if p&packedSeconds == 0 {
+		return int64(p)
+	}
+	return int64(p&^packedSeconds) * 1000
+}
+
 // add16 and add32 count up to the type's largest value and stay there.
 func add16(n uint16) uint16 { return n + min(1, ^n) }
 func add32(n uint32) uint32 { return n + min(1, ^n) }
@@ -131,12 +121,13 @@ type statusRecord struct {
 	NotFound   int    `json:",omitempty"` // "not found" answers in a row
 	Checks     uint64 `json:",omitempty"`
 	Fetches    uint64 `json:",omitempty"`
+	DurationMs int64  `json:",omitempty"` // of the last check
 }
 
 func (s *repoStatus) record(key string) statusRecord {
 	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
 		LastError: s.errorText(key), Failures: int(s.failures), NotFound: int(s.notFound),
-		Checks: uint64(s.checks), Fetches: uint64(s.fetches)}
+		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms()}
 }
 
 // status turns a stored record back into a repoStatus; a field out of range
@@ -145,7 +136,7 @@ func (s *repoStatus) record(key string) statusRecord {
 func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
 	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint16(min(max(r.NotFound, 0), 1<<16-1)),
-		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1))}
+		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs)}
 	s.setDigest(r.Digest)
 	if r.LastError != "" {
 		s.setError(r.LastError, errs, key)

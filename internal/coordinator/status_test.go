@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 func TestStatusKeepsWhatNodesReport(t *testing.T) {
@@ -48,7 +49,7 @@ func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
 func TestStatusRecordRoundTrip(t *testing.T) {
 	digest := gitcmd.Refs{Refs: map[string]string{"refs/tags/v1": strings.Repeat("b", 40)}}.Digest()
 	in := repoStatus{lastCheck: 1_700_000_000_000, lastChange: 1_600_000_000_000, lastError: "timeout: upstream slow",
-		checks: 12, fetches: 3, failures: 2, notFound: 1, state: stateGone}
+		checks: 12, fetches: 3, failures: 2, notFound: 1, state: repostate.Gone, lastDuration: packMs(4321)}
 	in.setDigest(digest)
 	b, err := json.Marshal(in.record("h/a/b"))
 	if err != nil {
@@ -68,10 +69,10 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rec.status(nil, "h/a/b")
-	if got.state != stateFailing || got.failures != 1<<16-1 || got.notFound != 0 || got.checks != 1<<32-1 || got.hasDigest || got.lastCheck != 5 {
+	if got.state != repostate.Failing || got.failures != 1<<16-1 || got.notFound != 0 || got.checks != 1<<32-1 || got.hasDigest || got.lastCheck != 5 {
 		t.Fatalf("old record read as %+v", got)
 	}
-	if parseState("nonsense") != statePending || repoState(200).String() != StatePending {
+	if parseState("nonsense") != repostate.Pending || repostate.State(200).String() != repostate.Pending.String() {
 		t.Error("an unknown state is not pending")
 	}
 }
@@ -92,7 +93,7 @@ func BenchmarkStatusMemory(b *testing.B) {
 		base := heapInUse()
 		m = make(map[string]*repoStatus)
 		for _, k := range keys {
-			s := &repoStatus{state: stateOK, lastCheck: 1e12, lastChange: 1e12, checks: 1, fetches: 1}
+			s := &repoStatus{state: repostate.OK, lastCheck: 1e12, lastChange: 1e12, checks: 1, fetches: 1}
 			s.setDigest(digest)
 			m[k] = s
 		}

@@ -165,7 +165,7 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	tw := out.table()
 	for _, kv := range [][2]string{
 		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", ownerOrNone(d.Owner)},
-		{"state", d.State}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
+		{"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
 		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", indented(d.LastError)}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {
@@ -498,12 +498,37 @@ func catalogStatus(ctx context.Context, c *client, out *printer) error {
 	if err != nil {
 		return err
 	}
+	unreadable := errCatalogUnreadable(st)
 	if out.json {
-		return out.raw(data)
+		if err := out.raw(data); err != nil {
+			return err
+		}
+		return unreadable
 	}
-	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", st.Commit, st.Repos, st.Problems)
+	commit := st.Commit
+	if commit == "" {
+		commit = "none yet"
+	}
+	fmt.Fprintf(out.w, "commit %s: %d repositories, %d entries skipped\n", commit, st.Repos, st.Problems)
 	printHeld(out, st.Pending)
-	return nil
+	return unreadable
+}
+
+// errCatalogUnreadable is the error of a catalog that cannot be read (ctl
+// catalog then exits non-zero), nil for one that can.
+func errCatalogUnreadable(st api.CatalogStatus) error {
+	if st.Error == "" {
+		return nil
+	}
+	since := ""
+	if st.ErrorAt != nil {
+		since = " since " + st.ErrorAt.UTC().Format(time.RFC3339)
+	}
+	keeps := "no repositories until it can"
+	if st.Commit != "" {
+		keeps = "the last good commit stays applied"
+	}
+	return fmt.Errorf("the catalog cannot be read%s (%s): %s", since, keeps, st.Error)
 }
 
 // printHeld names a held catalog change (nothing when p is nil): the count

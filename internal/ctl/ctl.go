@@ -53,6 +53,12 @@ The server defaults to ` + defaultServer + `.
 flags:
 `
 
+// Commands lists ctl's commands, in the order of its usage: gitfleet's own
+// usage names them all from here.
+func Commands() []string {
+	return []string{"repos", "show", "add", "rm", "fetch", "tasks", "cancel", "log", "nodes", "events", "catalog", "confirm-purge"}
+}
+
 // options are the command line's flags.
 type options struct {
 	server, token, config string

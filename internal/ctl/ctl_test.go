@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,13 +23,15 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 const token = "ctl-token"
 
 var at = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// backend is a small in-memory api.Backend.
+// backend is a small in-memory fleet for the API (api.Fleet).
 type backend struct {
 	mu      sync.Mutex
 	repos   map[string]api.RepoDetail
@@ -36,9 +40,12 @@ type backend struct {
 	nodes   []api.Node
 	onStart func(key, id string)
 	held    *api.PendingPurge
+	// catalog is the catalog's status but the held change (default: a
+	// commit of 3 repositories).
+	catalog *api.CatalogStatus
 }
 
-func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
+func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.filter = f
@@ -50,7 +57,7 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	return out[:min(f.Limit, len(out))], len(out)
 }
 
-func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
+func (b *backend) GetRepo(_ context.Context, key string) (api.RepoDetail, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -87,6 +94,9 @@ func (b *backend) StartFetch(_ context.Context, key, id string) error {
 	return nil
 }
 
+// CancelFetch has nothing to stop: its checks are never run.
+func (b *backend) CancelFetch(context.Context, string, string) error { return nil }
+
 func (b *backend) Nodes(context.Context) ([]api.Node, error) { return b.nodes, nil }
 
 func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error {
@@ -104,13 +114,18 @@ func (b *backend) RevokeNode(_ context.Context, id uint32, reason string) error 
 func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.CatalogStatus{Commit: "c0ffee", Repos: 3, Pending: b.held}, nil
+	st := api.CatalogStatus{Commit: "c0ffee", Repos: 3}
+	if b.catalog != nil {
+		st = *b.catalog
+	}
+	st.Pending = b.held
+	return st, nil
 }
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
 
 func (b *backend) Known(key string) bool {
-	_, ok := b.GetRepo(key)
+	_, ok := b.GetRepo(context.Background(), key)
 	return ok
 }
 
@@ -128,17 +143,17 @@ func newFixture(t *testing.T) *fixture {
 	check := at.Add(-90 * time.Second)
 	b := &backend{repos: map[string]api.RepoDetail{
 		"github.com/a/b": {
-			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: "ok",
+			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: repostate.OK,
 				Served: true, Current: true, LastCheck: &check, VerifiedAt: &check, StalenessSeconds: 90},
 			Attrs:   map[string]string{"team": "kernel"},
 			Refs:    map[string]string{"refs/heads/main": strings.Repeat("1", 40)},
 			History: []api.HistoryEntry{{At: check, Kind: "check", Changed: true, DurationMs: 120}},
 		},
-		"gitlab.com/c/d": {Repo: api.Repo{Key: "gitlab.com/c/d", Owner: 1, State: "failing", LastError: "upstream: not found"}},
+		"gitlab.com/c/d": {Repo: api.Repo{Key: "gitlab.com/c/d", Owner: 1, State: repostate.Failing, LastError: "upstream: not found"}},
 	}}
 	log := slog.New(slog.DiscardHandler)
 	f := &fixture{b: b, tasks: api.NewTasks(clock.Real{}, 100), events: api.NewBroker(0, 0, log), streams: make(chan struct{}, 10)}
-	srv := api.New(api.Config{Token: token, PublicURL: "http://mirror"}, b, f.tasks, f.events, log, clock.Real{})
+	srv := api.New(api.Config{Token: token, PublicURL: "http://mirror"}, api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b}, f.tasks, f.events, log, clock.Real{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/events" {
 			w = &openSignal{ResponseWriter: w, opened: f.streams}
@@ -200,7 +215,7 @@ func TestReposPassesFiltersAndSaysWhenThereIsMore(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(out, "1 to 1 of 2 (--offset and --limit for more)\n") {
 		t.Errorf("exit %d output %q", code, out)
 	}
-	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State != "ok" || got.Limit != 1 {
+	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State == nil || *got.State != repostate.OK || got.Limit != 1 {
 		t.Errorf("filter %+v", got)
 	}
 }
@@ -273,6 +288,7 @@ func TestServerRefusalsExitWithTheirMessage(t *testing.T) {
 		{"wrong token", "nope", []string{"rm", "github.com/a/b"}, "wrong API token"},
 		{"bad URL", token, []string{"add", "ftp://github.com/x/y"}, `scheme "ftp" is not allowed`},
 		{"unknown repository", token, []string{"show", "github.com/no/such"}, "repository github.com/no/such is not mirrored (HTTP 404)"},
+		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -602,5 +618,89 @@ func TestFlagsMayFollowTheCommand(t *testing.T) {
 	pos, err := parseInterleaved(fs, []string{"fetch", "a/b", "--wait", "--", "--not-a-flag"})
 	if err != nil || !*wait || strings.Join(pos, " ") != "fetch a/b --not-a-flag" {
 		t.Errorf("positional %q, wait %v, err %v", pos, *wait, err)
+	}
+}
+
+// Commands is the list gitfleet's usage shows: each is in ctl's usage and
+// is run, and ctl's usage has no command that is not in it.
+func TestCommandsListsEveryCommand(t *testing.T) {
+	described := map[string]bool{}
+	_, list, _ := strings.Cut(usage, "commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			described[strings.Fields(line)[0]] = true
+		}
+	}
+	for _, cmd := range Commands() {
+		if !described[cmd] {
+			t.Errorf("%s is not in ctl's usage", cmd)
+		}
+		delete(described, cmd)
+		err := run(context.Background(), []string{"--server", "http://" + testnet.Addr(t), cmd}, io.Discard, io.Discard, func(string) string { return "" })
+		if err == nil || strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("ctl %s: %v", cmd, err)
+		}
+	}
+	for cmd := range described {
+		t.Errorf("ctl's usage describes %s, which Commands does not list", cmd)
+	}
+}
+
+// A full node that has just started answers writes 503 with Retry-After
+// until its session with the coordinator is up: ctl waits that out, within
+// a bound, and takes any other answer as final.
+func TestAWriteWaitsOutAServerThatSaysWhenToComeBack(t *testing.T) {
+	f := newFixture(t)
+	target, err := url.Parse(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	for _, tt := range []struct {
+		name       string
+		retryAfter string
+		unready    int // 503s before the server is ready
+		wantCode   int
+		wantPosts  int
+	}{
+		{"ready after two 503s", "1", 2, 0, 3},
+		{"a 503 without Retry-After is final", "", 5, 1, 1},
+		{"a Retry-After past the bound is final", "31", 5, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			posts := 0
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				posts++
+				n := posts
+				mu.Unlock()
+				if n <= tt.unready {
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"error":"the full node is not connected to its coordinator yet"}`)
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer ts.Close()
+			var out, errOut bytes.Buffer
+			env := func(k string) string {
+				return map[string]string{"GITFLEET_SERVER": ts.URL, "GITFLEET_TOKEN": token}[k]
+			}
+			code := Main(context.Background(), []string{"add", "https://github.com/new/repo"}, &out, &errOut, env)
+			mu.Lock()
+			defer mu.Unlock()
+			if code != tt.wantCode || posts != tt.wantPosts {
+				t.Fatalf("exit %d after %d requests, want %d after %d\nstdout %s\nstderr %s", code, posts, tt.wantCode, tt.wantPosts, out.String(), errOut.String())
+			}
+			if tt.wantCode != 0 && !strings.Contains(errOut.String(), "not connected to its coordinator yet (HTTP 503)") {
+				t.Errorf("stderr %q: want the server's message", errOut.String())
+			}
+		})
 	}
 }

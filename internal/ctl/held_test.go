@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 )
@@ -29,6 +30,38 @@ func TestAHeldCatalogChangeIsNamedByCatalogAndNodes(t *testing.T) {
 		code, out, _ := f.run(t, cmd)
 		if code != 0 || !strings.HasSuffix(out, want) || strings.Contains(out, "r0005") {
 			t.Errorf("%s: exit %d output:\n%s\nwant it to end with:\n%s", cmd, code, out, want)
+		}
+	}
+}
+
+// ctl catalog prints why the catalog cannot be read and exits non-zero,
+// with --json too, so that a script sees it.
+func TestAnUnreadableCatalogIsPrintedAndExitsNonZero(t *testing.T) {
+	f := newFixture(t)
+	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		commit string
+		repos  int
+		want   string
+	}{
+		{"", 0, "commit none yet: 0 repositories, 0 entries skipped\n"},
+		{"c0ffee", 3, "commit c0ffee: 3 repositories, 0 entries skipped\n"},
+	} {
+		f.b.mu.Lock()
+		f.b.catalog = &api.CatalogStatus{Commit: tc.commit, Repos: tc.repos, Error: "catalog: fetch /srv/nope: does not appear to be a git repository", ErrorAt: &since}
+		f.b.mu.Unlock()
+		code, out, errOut := f.run(t, "catalog")
+		keeps := "no repositories until it can"
+		if tc.commit != "" {
+			keeps = "the last good commit stays applied"
+		}
+		wantErr := "gitfleet ctl: the catalog cannot be read since 2026-11-27T10:00:00Z (" + keeps + "): catalog: fetch /srv/nope: does not appear to be a git repository\n"
+		if code != 1 || out != tc.want || errOut != wantErr {
+			t.Errorf("commit %q: exit %d, output %q, stderr %q; want 1, %q, %q", tc.commit, code, out, errOut, tc.want, wantErr)
+		}
+		code, out, errOut = f.run(t, "catalog", "--json")
+		if code != 1 || !strings.Contains(out, `"error": "catalog: fetch /srv/nope`) || errOut != wantErr {
+			t.Errorf("--json: exit %d, output %q, stderr %q", code, out, errOut)
 		}
 	}
 }

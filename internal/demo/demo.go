@@ -1,11 +1,14 @@
 // Package demo runs a whole gitfleet on one machine with no network: local
 // upstream repositories served over HTTP on 127.0.0.1 (some of which keep
 // receiving commits), a catalog repository, a coordinator, a full node and
-// two partial nodes. It is what `gitfleet demo` runs.
+// two partial nodes. It is what `gitfleet demo` runs. It binds its ports
+// before it starts anything, and its banner gives the API token that
+// gitfleet ctl's writes need.
 package demo
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +47,25 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 	if opt.Every <= 0 {
 		opt.Every = 15 * time.Second
 	}
+	// The ports first: one in use stops the demo before it makes or
+	// prints anything.
+	httpLn, err := net.Listen("tcp", opt.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("demo: listen --http %s: %w", opt.HTTPAddr, err)
+	}
+	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		httpLn.Close()
+		return err
+	}
+	defer func() { // unless the roles took them
+		if httpLn != nil {
+			httpLn.Close()
+		}
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+	}()
 	dir := opt.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "gitfleet-demo-")
@@ -82,26 +104,28 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		return err
 	}
 
-	token, fullToken := "demo-token", "demo-full-token"
-	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
+	token, fullToken, apiToken := "demo-token", "demo-full-token", crand.Text()
+	grpcAddr := grpcLn.Addr().String()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
 	ccfg := coordinator.Config{DataDir: filepath.Join(dir, "coordinator"), Catalog: catalogDir, CatalogInterval: 10 * time.Second,
 		JoinToken: token, FullToken: fullToken, Grace: 30 * time.Second, Warmup: 3 * time.Second, WarmupNodes: 3, AllowPrivate: true, HeartbeatInterval: 2 * time.Second}
-	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), grpcLn) }()
+	coordLn := grpcLn
+	grpcLn = nil
+	go func() { errc <- coordinator.Serve(ctx, ccfg, log.With("role", "coordinator"), coordLn) }()
 	nodeConfig := func(name string) node.Config {
-		return node.Config{Name: name, Capacity: 1, DataDir: filepath.Join(dir, name), Coordinators: []string{grpcLn.Addr().String()},
+		return node.Config{Name: name, Capacity: 1, DataDir: filepath.Join(dir, name), Coordinators: []string{grpcAddr},
 			JoinToken: token, AllowPrivate: true, MaxInterval: 20 * time.Second, MinInterval: 5 * time.Second}
 	}
-	full, err := fullnode.New(fullnode.Config{Config: nodeConfig("full"), FullToken: fullToken, HTTPAddr: opt.HTTPAddr, TunnelAddr: "127.0.0.1:0"},
-		log.With("role", "full"), clock.Real{})
+	fcfg := fullnode.Config{Config: nodeConfig("full"), FullToken: fullToken, HTTPAddr: opt.HTTPAddr, TunnelAddr: "127.0.0.1:0",
+		HTTPListener: httpLn}
+	fcfg.API.Token = apiToken
+	full, err := fullnode.New(fcfg, log.With("role", "full"), clock.Real{})
 	if err != nil {
 		return err
 	}
+	httpLn = nil // the full node's now
 	go func() { errc <- full.Run(ctx) }()
 	for _, name := range []string{"partial-1", "partial-2"} {
 		n, err := node.New(nodeConfig(name), log.With("role", name), clock.Real{}, nil)
@@ -111,13 +135,15 @@ func Run(ctx context.Context, opt Options, out io.Writer) error {
 		go func() { errc <- n.Run(ctx) }()
 	}
 
-	base := "http://" + opt.HTTPAddr
+	base := "http://" + fcfg.HTTPListener.Addr().String()
 	fmt.Fprintf(out, "\ngitfleet demo: %d upstream repositories on %s, a coordinator, a full node and two partial nodes.\n", opt.Repos, up.URL)
 	fmt.Fprintf(out, "Working directory: %s (log: %s)\n\n", dir, logFile.Name())
-	fmt.Fprintf(out, "Console:      %s/\nJSON API:     %s/api/v1/repos\n\nClone from the mirror, for example:\n", base, base)
+	fmt.Fprintf(out, "Console:      %s/\nJSON API:     %s/api/v1/repos\nAPI token:    %s (for writes: the console's buttons, gitfleet ctl add, fetch, rm)\n\nClone from the mirror, for example:\n", base, base, apiToken)
 	for _, n := range names[:3] {
 		fmt.Fprintf(out, "  git clone %s/%s\n", base, strings.TrimPrefix(up.RepoURL(n), "http://"))
 	}
+	fmt.Fprintf(out, "\nOr use gitfleet ctl, in another shell:\n  export GITFLEET_SERVER=%s GITFLEET_TOKEN=%s\n  gitfleet ctl repos\n  gitfleet ctl fetch %s --wait\n",
+		base, apiToken, strings.TrimSuffix(strings.TrimPrefix(up.RepoURL(names[0]), "http://"), ".git"))
 	fmt.Fprintf(out, "\nA new commit lands on a random upstream every %s. Press Ctrl-C to stop.\n\n", opt.Every)
 
 	tick := time.NewTicker(opt.Every)

@@ -1,8 +1,8 @@
 // Package doctor checks that a machine is ready to run a gitfleet role: the
 // installed git and the features gitfleet relies on, the data directory
-// (free space, writable), the coordinator's and the full node's
-// reachability, the clock's skew against the full node, the TLS files and
-// the tokens the role needs. Each check gives one Result: ok, warn or fail,
+// (free space, writable), the catalog repository (coordinator, up), the
+// coordinator's and the full node's reachability, the clock's skew against
+// the full node, the TLS files and the tokens the role needs. Each check gives one Result: ok, warn or fail,
 // with what to do. The judgements (Judge*) are pure; Run does the I/O.
 package doctor
 
@@ -177,18 +177,17 @@ const (
 	Coordinator Role = "coordinator"
 	Full        Role = "full"
 	Partial     Role = "partial"
+	// Up is a coordinator and a full node in one process (gitfleet up).
+	Up Role = "up"
 )
 
-// ParseRole reads a role's name; "up" (coordinator and full node in one
-// process) is checked as a full node.
+// ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
 	switch s {
-	case "coordinator", "full", "partial":
+	case "coordinator", "full", "partial", "up":
 		return Role(s), nil
-	case "up":
-		return Full, nil
 	}
-	return "", fmt.Errorf("doctor: unknown role %q (coordinator, full or partial)", s)
+	return "", fmt.Errorf("doctor: unknown role %q (coordinator, full, partial or up)", s)
 }
 
 // JudgeTokens judges the tokens the role needs: a partial node needs the
@@ -217,6 +216,29 @@ func JudgeTokens(role Role, joinToken, fullToken string, registered bool) []Resu
 		return []Result{full("the coordinator admits no full node without it")}
 	default:
 		return []Result{join("the coordinator does not start without it"), full("no full node can join")}
+	}
+}
+
+// JudgeUpTokens judges the tokens of gitfleet up, which makes both itself
+// (the join token kept in its data directory, the full token for its own
+// full node) unless it shares a fleet through etcd (shared): then every
+// machine must be given the same ones.
+func JudgeUpTokens(joinToken, fullToken string, shared bool) []Result {
+	tok := func(name, env, value, made string) Result {
+		r := Result{Check: "token " + name, Detail: "--" + name + " is set"}
+		switch {
+		case strings.TrimSpace(value) != "":
+		case shared:
+			r.Status, r.Detail = Fail, "--"+name+" is empty, and up shares a fleet through --etcd"
+			r.Fix = fmt.Sprintf("give every machine the same --%s (or %s)", name, env)
+		default:
+			r.Detail = "--" + name + " is empty: up " + made
+		}
+		return r
+	}
+	return []Result{
+		tok("join-token", "GITFLEET_JOIN_TOKEN", joinToken, "makes one at its first start and keeps it in its data directory (join-token)"),
+		tok("full-token", "GITFLEET_FULL_TOKEN", fullToken, "makes one for its own full node"),
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/testnet"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 )
@@ -127,6 +128,62 @@ func TestJudgeTokensByRole(t *testing.T) {
 	if rs := JudgeTokens(Coordinator, "j", "", false); count(rs, Fail) != 1 || statusOf(t, rs, "token full-token").Status != Fail {
 		t.Errorf("coordinator without full token: %+v", rs)
 	}
+	// up makes both tokens itself, unless it shares a fleet through etcd.
+	if rs := JudgeUpTokens("", "", false); count(rs, Fail)+count(rs, Warn) != 0 || len(rs) != 2 {
+		t.Errorf("up without tokens: %+v", rs)
+	}
+	if rs := JudgeUpTokens("", "", true); count(rs, Fail) != 2 {
+		t.Errorf("up with --etcd without tokens: %+v", rs)
+	}
+	if rs := JudgeUpTokens("j", "f", true); count(rs, Fail)+count(rs, Warn) != 0 {
+		t.Errorf("up with --etcd and both tokens: %+v", rs)
+	}
+}
+
+// doctor up and doctor coordinator read the catalog as its first fetch
+// would, and say why one cannot be read.
+func TestTheCatalogIsCheckedForTheCoordinatorAndUp(t *testing.T) {
+	ctx := context.Background()
+	catalog := filepath.Join(t.TempDir(), "catalog")
+	if err := gittest.Git("", "init", "-q", "-b", "main", catalog); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(catalog, "a.list"), []byte("https://example.org/a/b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "catalog"}} {
+		if err := gittest.Git(catalog, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "no-catalog")
+	for _, tc := range []struct {
+		role    Role
+		catalog string
+		want    Status
+	}{
+		{Up, catalog, OK}, {Coordinator, catalog, OK},
+		{Up, missing, Fail}, {Coordinator, missing, Fail}, {Up, "", Fail},
+		{Up, t.TempDir(), Fail}, // a directory that is not a repository
+	} {
+		rs := Run(ctx, Options{Role: tc.role, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: t.TempDir(), Catalog: tc.catalog, Timeout: 5 * time.Second})
+		r := statusOf(t, rs, "catalog")
+		if r.Status != tc.want || tc.catalog != "" && !strings.Contains(r.Detail, tc.catalog) {
+			t.Errorf("%s --catalog %q: %v %s", tc.role, tc.catalog, r.Status, r.Detail)
+		}
+		for _, c := range []string{"token join-token", "token full-token"} {
+			if r := statusOf(t, rs, c); tc.role == Up && r.Status != OK {
+				t.Errorf("up: %s %v %s: up makes it itself", c, r.Status, r.Detail)
+			}
+		}
+	}
+	for _, role := range []Role{Partial, Full} {
+		for _, r := range Run(ctx, Options{Role: role, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: t.TempDir(), Catalog: missing, Timeout: 5 * time.Second}) {
+			if r.Check == "catalog" {
+				t.Errorf("%s: the catalog is checked: %+v", role, r)
+			}
+		}
+	}
 }
 
 // writeCert writes a certificate for 127.0.0.1, self-signed (a CA), valid
@@ -220,7 +277,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 	closed := testnet.Addr(t) // handed out, never bound
 
 	t.Run("healthy", func(t *testing.T) {
-		o := Options{Role: Full, Git: &gitcmd.Runner{}, Data: filepath.Join(dir, "data"),
+		o := Options{Role: Full, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(dir, "data"),
 			Coordinators: []string{coord}, TLS: true, TLSCA: cert, TLSCert: cert, TLSKey: key,
 			Server: skewedServer(t, 0), JoinToken: "j", FullToken: "f", Clock: clock.Real{}, Timeout: 20 * time.Second}
 		rs := Run(ctx, o)
@@ -244,7 +301,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 	t.Run("broken", func(t *testing.T) {
 		otherCert, _ := writeCert(t, dir, "other", now.Add(-time.Hour), now.Add(time.Hour))
 		_, otherKey := writeCert(t, dir, "third", now.Add(-time.Hour), now.Add(time.Hour))
-		o := Options{Role: Partial, Git: &gitcmd.Runner{}, Data: filepath.Join(dir, "data"),
+		o := Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(dir, "data"),
 			// A closed port, and a coordinator whose certificate --tls-ca does not sign.
 			Coordinators: []string{closed, coord}, TLSCA: otherCert,
 			TLSCert: otherCert, TLSKey: otherKey, // a key of another certificate
@@ -280,7 +337,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 
 	t.Run("tls or not", func(t *testing.T) {
 		// Plain gRPC to a TLS coordinator fails after the dial; plain to plain answers.
-		rs := Run(ctx, Options{Role: Partial, Git: &gitcmd.Runner{}, Data: dir, Coordinators: []string{coord, plain},
+		rs := Run(ctx, Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: dir, Coordinators: []string{coord, plain},
 			JoinToken: "j", Clock: clock.Real{}, Timeout: 20 * time.Second})
 		var got []Result
 		for _, r := range rs {
@@ -288,7 +345,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 				got = append(got, r)
 			}
 		}
-		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "--tls") ||
+		if len(got) != 2 || got[0].Status != Fail || !strings.Contains(got[0].Detail, "no gRPC answer") || !strings.Contains(got[0].Fix, "the coordinator speaks TLS: add --tls (or --tls-ca FILE)") ||
 			got[1].Status != OK || !strings.Contains(got[1].Detail, "(plain TCP), answers gRPC") {
 			t.Errorf("coordinators: %+v", got)
 		}
@@ -300,7 +357,7 @@ func TestRunAgainstRealServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Chmod(ro, 0o700) })
-		o := Options{Role: Coordinator, Git: &gitcmd.Runner{}, Data: filepath.Join(ro, "data"),
+		o := Options{Role: Coordinator, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: filepath.Join(ro, "data"),
 			Server: "http://" + closed, FullToken: "f", JoinToken: "j", Clock: clock.Real{}, Timeout: 20 * time.Second}
 		rs := Run(ctx, o)
 		if r := statusOf(t, rs, "full node http"); r.Status != Fail {
@@ -344,7 +401,7 @@ func TestExpiringCertificates(t *testing.T) {
 
 func TestRegisteredPartialNodeNeedsNoJoinToken(t *testing.T) {
 	data := t.TempDir()
-	o := Options{Role: Partial, Git: &gitcmd.Runner{}, Data: data, Clock: clock.Real{}}
+	o := Options{Role: Partial, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Data: data, Clock: clock.Real{}}
 	if r := statusOf(t, Run(context.Background(), o), "token join-token"); r.Status != Fail {
 		t.Fatalf("unregistered: %+v", r)
 	}

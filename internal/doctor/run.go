@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -43,7 +44,11 @@ type Options struct {
 	// TLSCert and TLSKey are the listeners' certificate and key.
 	TLSCert, TLSKey string
 	// Server is the full node's HTTP base URL (empty: not checked).
-	Server               string
+	Server string
+	// Catalog is the catalog repository (a URL or a path) of a coordinator
+	// or of up; Shared tells that up shares a fleet through etcd.
+	Catalog              string
+	Shared               bool
 	JoinToken, FullToken string
 	Clock                clock.Clock
 	// Timeout bounds each network check.
@@ -53,20 +58,24 @@ type Options struct {
 // FromConfig returns the options of a role's configuration. server is the
 // full node's URL; empty, a full node's own --public-url or --http is used.
 func FromConfig(cfg config.Config, role Role, server string) Options {
-	if server == "" && role == Full {
+	if server == "" && (role == Full || role == Up) {
 		server = cfg.PublicURL
 		if server == "" && cfg.HTTP != "" {
 			server = "http://" + cfg.HTTP
 		}
 	}
 	o := Options{
-		Role: role, Git: &gitcmd.Runner{Timeout: 30 * time.Second}, Data: cfg.Data,
+		Role: role, Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{Timeout: 30 * time.Second}), Data: cfg.Data,
 		TLS: cfg.TLS, TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey,
 		Server: server, JoinToken: cfg.JoinToken, FullToken: cfg.FullToken,
 		Clock: clock.Real{}, Timeout: 5 * time.Second,
 	}
-	if role != Coordinator {
+	switch role {
+	case Partial, Full:
 		o.Coordinators = cfg.Coordinator
+	case Coordinator, Up:
+		o.Catalog = cfg.Catalog
+		o.Shared = len(cfg.Etcd) > 0
 	}
 	return o
 }
@@ -83,19 +92,44 @@ func Run(ctx context.Context, o Options) []Result {
 	out = append(out, checkGit(ctx, o.Git)...)
 	out = append(out, checkData(o.Data)...)
 	out = append(out, checkTLSFiles(o)...)
+	if o.Role == Coordinator || o.Role == Up {
+		out = append(out, checkCatalog(ctx, o))
+	}
 	for _, addr := range o.Coordinators {
 		out = append(out, checkCoordinator(ctx, o, addr))
 	}
 	if o.Server != "" {
 		out = append(out, checkServer(ctx, o)...)
 	}
+	if o.Role == Up {
+		return append(out, JudgeUpTokens(o.JoinToken, o.FullToken, o.Shared)...)
+	}
 	_, err := os.Stat(filepath.Join(o.Data, identityFile))
 	return append(out, JudgeTokens(o.Role, o.JoinToken, o.FullToken, err == nil)...)
 }
 
+// checkCatalog reads the catalog repository as the coordinator's first
+// fetch would (a path, too: the file protocol is allowed for it, as the
+// coordinator allows it).
+func checkCatalog(ctx context.Context, o Options) Result {
+	r := Result{Check: "catalog"}
+	if strings.TrimSpace(o.Catalog) == "" {
+		r.Status, r.Detail, r.Fix = Fail, "--catalog is empty", "give --catalog the catalog repository's URL or path"
+		return r
+	}
+	commit, err := catalog.CheckSource(ctx, catalog.SourceGit(30*time.Second), o.Catalog)
+	if err != nil {
+		r.Status, r.Detail = Fail, err.Error()
+		r.Fix = "give --catalog a git repository with a commit on its default branch that this machine can read (a path, or a URL: check its host, the firewall, the credentials)"
+		return r
+	}
+	r.Detail = fmt.Sprintf("%s: HEAD at %.12s", o.Catalog, commit)
+	return r
+}
+
 func checkGit(ctx context.Context, git *gitcmd.Runner) []Result {
 	if git == nil {
-		git = &gitcmd.Runner{}
+		git = gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
 	}
 	v, err := git.Version(ctx)
 	if err != nil {
@@ -209,8 +243,8 @@ func checkCoordinator(ctx context.Context, o Options, addr string) Result {
 	if err := probeGRPC(ctx, addr, creds); err != nil {
 		r.Status, r.Detail = Fail, fmt.Sprintf("%s: %v", addr, err)
 		r.Fix = "check that --coordinator is a gitfleet coordinator's --grpc address"
-		if conf == nil {
-			r.Fix += ", and give --tls if it speaks TLS"
+		if conf == nil && tlsconf.SpeaksTLS(ctx, addr) {
+			r.Fix = "the coordinator speaks TLS: add --tls (or --tls-ca FILE)"
 		}
 		return r
 	}

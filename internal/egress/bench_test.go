@@ -60,8 +60,8 @@ func BenchmarkLsRemoteThroughProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer proxy.Close()
-	direct := &gitcmd.Runner{Timeout: time.Minute}
-	proxied := &gitcmd.Runner{Timeout: time.Minute, Egress: proxy}
+	direct := gitcmd.New(gitcmd.Direct(), gitcmd.Options{Timeout: time.Minute})
+	proxied := gitcmd.New(gitcmd.Through(proxy), gitcmd.Options{Timeout: time.Minute})
 	ctx := context.Background()
 	url := up.RepoURL("r")
 	var tDirect, tProxied time.Duration

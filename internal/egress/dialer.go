@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 )
 
 // Resolver answers the addresses of a name. *net.Resolver is one.
@@ -41,6 +43,10 @@ type Dialer struct {
 	// Received, when set, is told of every byte read from a connection
 	// the dialer made (a node's count of bytes fetched from upstreams).
 	Received func(n int)
+	// Limit, when set, paces what is read from the connections the
+	// dialer makes (a volunteer's cap on the node's bandwidth, which its
+	// uploads share).
+	Limit *bandwidth.Limiter
 }
 
 func (d *Dialer) resolver() Resolver {
@@ -108,10 +114,11 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		target := netip.AddrPortFrom(a.Unmap(), uint16(port))
 		nd := net.Dialer{Timeout: timeout, Control: pinned(target)}
 		c, err := nd.DialContext(ctx, network, target.String())
-		if err == nil && d.Received != nil {
-			return countReads(c, d.Received), nil
-		}
 		if err == nil {
+			c = d.Limit.PaceReads(c)
+			if d.Received != nil {
+				c = countReads(c, d.Received)
+			}
 			return c, nil
 		}
 		errs = append(errs, err)

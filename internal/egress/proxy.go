@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -77,9 +76,7 @@ func (p *Proxy) Close() error {
 // revokes the credential, closes what is left of the process's
 // connections, and returns the refusal that failed one of them, if any.
 func (p *Proxy) Begin() (env []string, end func() error) {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	secret := hex.EncodeToString(b[:])
+	secret := rand.Text()
 	s := &session{conns: map[net.Conn]bool{}}
 	s.transport = &http.Transport{DialContext: p.dialer.DialContext, Proxy: nil,
 		ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
@@ -165,7 +162,7 @@ func (p *Proxy) session(r *http.Request) *session {
 		return nil
 	}
 	user, secret, _ := strings.Cut(string(raw), ":")
-	if subtle.ConstantTimeCompare([]byte(user), []byte("gitfleet")) != 1 || len(secret) != 48 {
+	if subtle.ConstantTimeCompare([]byte(user), []byte("gitfleet")) != 1 || secret == "" {
 		return nil
 	}
 	p.mu.Lock()

@@ -118,7 +118,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.proxy.Close() })
-	f.git = &gitcmd.Runner{Timeout: time.Minute, Egress: f.proxy}
+	f.git = gitcmd.New(gitcmd.Through(f.proxy), gitcmd.Options{Timeout: time.Minute})
 	return f
 }
 
@@ -336,7 +336,7 @@ func TestPeerCommandsBypassTheProxyAndOthersDoNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer strict.Close()
-	git := &gitcmd.Runner{Timeout: time.Minute, Egress: strict}
+	git := gitcmd.New(gitcmd.Through(strict), gitcmd.Options{Timeout: time.Minute})
 	if _, err := git.LsRemote(context.Background(), f.url("127.0.0.1")); gitcmd.ClassOf(err) != gitcmd.ClassBlocked {
 		t.Errorf("upstream-facing ls-remote of 127.0.0.1 under the default policy: %v, want blocked", err)
 	}

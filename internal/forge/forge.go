@@ -67,6 +67,9 @@ type kindInfo struct {
 	webhook *Webhook
 	// newClient makes the feed client of a forge of this kind.
 	newClient func(f Forge, t *transport) Client
+	// batchPerRequest: one request of the kind's Lookup asks for a whole
+	// batch (GitHub's GraphQL); otherwise each path costs a request.
+	batchPerRequest bool
 	// needsToken, when set, is why New refuses a forge of this kind
 	// without a token, and tokenHint which token will do.
 	needsToken, tokenHint string
@@ -91,9 +94,10 @@ var kinds = []kindInfo{
 			TokenHeader: "X-Hub-Signature-256", Auth: AuthHMACBody, AutoAdd: true,
 			DeliveryHeaders: []string{"X-GitHub-Delivery"},
 		},
-		newClient:  newGitHub,
-		needsToken: "GitHub's GraphQL API needs a token",
-		tokenHint:  "a fine-grained token with no permissions will do",
+		newClient:       newGitHub,
+		batchPerRequest: true,
+		needsToken:      "GitHub's GraphQL API needs a token",
+		tokenHint:       "a fine-grained token with no permissions will do",
 	},
 	{
 		kind:       GitLab,
@@ -171,6 +175,16 @@ func ActivityLag(k Kind) time.Duration {
 		return ki.lag
 	}
 	return 0
+}
+
+// PathsPerRequest is how many repositories one request of a Lookup of
+// kind k asks for, given its BatchSize: the whole batch where one request
+// answers for a batch (GitHub's GraphQL), else one.
+func PathsPerRequest(k Kind, batch int) int {
+	if ki, ok := lookupKind(k); ok && ki.batchPerRequest {
+		return batch
+	}
+	return 1
 }
 
 // Forge is one forge host that the operator configured.

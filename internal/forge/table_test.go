@@ -265,3 +265,13 @@ func TestDeliveryIDsAndOneTimeCredentialsComeFromTheRow(t *testing.T) {
 		t.Error("GitHub's signature covers the body: no one-time credential")
 	}
 }
+
+// A feed's budget is counted in repositories: a GitHub request asks for
+// a whole batch, a REST request for one repository.
+func TestARequestAsksForABatchOnlyWhereTheKindSaysSo(t *testing.T) {
+	for k, want := range map[Kind]int{GitHub: 100, GitLab: 1, Gitea: 1, Gitee: 1, "unknown": 1} {
+		if got := PathsPerRequest(k, 100); got != want {
+			t.Errorf("%s: %d repositories a request, want %d", k, got, want)
+		}
+	}
+}

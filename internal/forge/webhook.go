@@ -98,12 +98,12 @@ func (w *Webhook) Verify(h http.Header, secret string, body []byte, now time.Tim
 	}
 	switch w.Auth {
 	case AuthHMACBody:
-		if !hmac.Equal([]byte(tok), []byte(hubSignature(secret, body))) {
+		if !hmac.Equal([]byte(tok), []byte(Sign(secret, body))) {
 			return fmt.Errorf("bad %s: the webhook's secret differs from ours", w.TokenHeader)
 		}
 		return nil
 	case AuthPlainToken:
-		if !equalSecret(tok, secret) {
+		if !EqualSecret(tok, secret) {
 			return fmt.Errorf("wrong %s", w.TokenHeader)
 		}
 		return nil
@@ -131,14 +131,14 @@ func (w *Webhook) verifySignedTimestamp(h http.Header, tok, secret string, now t
 	case age < -timestampMaxSkew:
 		return fmt.Errorf("%s is %v in the future (at most %v)", w.TimestampHeader, (-age).Round(time.Second), timestampMaxSkew)
 	}
-	if equalSecret(tok, secret) {
+	if EqualSecret(tok, secret) {
 		return nil
 	}
 	want := GiteeSign(secret, ts)
-	if equalSecret(tok, want) {
+	if EqualSecret(tok, want) {
 		return nil
 	}
-	if dec, err := url.QueryUnescape(tok); err == nil && equalSecret(dec, want) {
+	if dec, err := url.QueryUnescape(tok); err == nil && EqualSecret(dec, want) {
 		return nil
 	}
 	return fmt.Errorf("wrong %s signature", w.TokenHeader)
@@ -152,16 +152,18 @@ func GiteeSign(secret, timestamp string) string {
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
-// hubSignature is the AuthHMACBody credential of body.
-func hubSignature(secret string, body []byte) string {
+// Sign returns "sha256=" and the hex HMAC-SHA256 of body under secret: the
+// AuthHMACBody credential (GitHub's X-Hub-Signature-256), and the form of
+// the full node's own outgoing webhooks' X-Gitfleet-Signature-256.
+func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// equalSecret compares two secrets in constant time, whatever their
-// lengths.
-func equalSecret(a, b string) bool {
+// EqualSecret compares two secrets (a webhook's, the API's token) in
+// constant time, whatever their lengths.
+func EqualSecret(a, b string) bool {
 	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }

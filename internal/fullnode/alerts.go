@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/alert"
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // The full node evaluates the alert rules (package alert) on a timer,
@@ -83,11 +85,13 @@ func (f *Node) alertLoop(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { a.notifier.Run(ctx); close(done) }()
 	defer func() { <-done }()
+	tick := f.clk.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.clk.After(a.cfg.Interval):
+		case <-tick.C():
 		}
 		a.notifier.Notify(f.evaluateAlerts(ctx)...)
 	}
@@ -165,7 +169,7 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 
 	f.mu.Lock()
 	if s.Session.Connected && f.view.Len() > 0 {
-		s.Repos = &alert.Repos{Total: f.view.Len(), Failing: f.counts.InState("failing"),
+		s.Repos = &alert.Repos{Total: f.view.Len(), Failing: f.counts.InState(repostate.Failing),
 			Stale: f.stale.Count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
 	s.FeedsFailing = slices.Clone(f.feedsFailing)
@@ -195,7 +199,10 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 		f.log.Debug("alerts: list the nodes", "err", err)
 	}
 	if cat, err := f.backend.Catalog(ctx); err == nil {
-		s.Catalog = &alert.Catalog{}
+		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error)}
+		if cat.ErrorAt != nil {
+			s.Catalog.ErrorAt = *cat.ErrorAt
+		}
 		if p := cat.Pending; p != nil {
 			s.Catalog.HeldCommit, s.Catalog.HeldRemoved, s.Catalog.HeldAll = p.Commit, p.Removed, p.Total
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -35,13 +36,23 @@ type taskRun struct {
 	asked   time.Time // when the owner was asked (after the hints it answers)
 }
 
+// The backend is every part of the API's Fleet (fleetOf).
 var (
-	_ api.Backend   = (*backend)(nil)
-	_ api.Canceller = (*backend)(nil)
+	_ api.RepoReader    = (*backend)(nil)
+	_ api.CatalogEditor = (*backend)(nil)
+	_ api.CheckRunner   = (*backend)(nil)
+	_ api.NodeAdmin     = (*backend)(nil)
+	_ api.LogReader     = (*backend)(nil)
+	_ api.ChangeHinter  = (*backend)(nil)
 )
 
 func newBackend(f *Node) *backend {
 	return &backend{f: f, tasks: map[string]*taskRun{}}
+}
+
+// fleet is the backend as the API's Fleet: all of it.
+func (b *backend) fleet() api.Fleet {
+	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b}
 }
 
 // coordinator returns a client of the coordinator and a context that
@@ -58,7 +69,8 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	b.f.mu.Lock()
 	in := b.f.freshInput(key)
 	b.f.mu.Unlock()
-	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: st.GetState(),
+	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
+	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), Digest: st.GetDigest()}
 	if f.cfg.PublicURL != "" {
@@ -66,7 +78,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	}
 	d, held := f.n.Digest(key)
 	r.Served = held && f.mirror.Has(key)
-	if broken := f.n.BrokenState(key); broken != "" {
+	if broken, ok := f.n.BrokenState(key); ok {
 		r.State, r.Served = broken, false // not served until repaired
 	}
 	if b.f.diskWaiting(key) {
@@ -90,7 +102,7 @@ func (f *Node) freshInput(key string) classInput {
 	return in
 }
 
-func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
+func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, int) {
 	now := b.f.clk.Now()
 	b.f.mu.Lock()
 	page, total := b.f.counts.List(b.f.sorted.Of(b.f.view), b.f.view,
@@ -103,8 +115,8 @@ func (b *backend) ListRepos(f api.RepoFilter) ([]api.Repo, int) {
 	return out, total
 }
 
-func (b *backend) GetRepo(key string) (api.RepoDetail, bool) {
-	d, _, ok := b.detail(context.Background(), key)
+func (b *backend) GetRepo(ctx context.Context, key string) (api.RepoDetail, bool) {
+	d, _, ok := b.detail(ctx, key)
 	return d, ok
 }
 
@@ -123,7 +135,7 @@ func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcm
 	if err == nil {
 		d.Refs = refs.Refs
 	}
-	d.History = b.history(key)
+	d.History = b.history(ctx, key)
 	return d, refs, true
 }
 
@@ -151,7 +163,7 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	if resp.GetUrl() != "" {
 		url = resp.GetUrl()
 	}
-	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: "pending"}, nil
+	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
 
 func (b *backend) RemoveRepo(ctx context.Context, key string) error {

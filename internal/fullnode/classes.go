@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // repoTotals is what /metrics reports of the repositories.
 type repoTotals struct {
-	byState map[string]int
+	byState map[repostate.State]int
 	total   int
 	current int
 }
@@ -35,8 +36,7 @@ func (f *Node) totals() repoTotals {
 func (f *Node) classOf(key string, st classInput) repoview.Class {
 	cl := repoview.Class{State: st.State, Owner: st.Owner, Verified: repoview.VerifiedMinute(int64(st.VerifiedAt) * 1000),
 		ErrClass: api.PublicError(st.LastError)}
-	broken := f.n.BrokenState(key)
-	if broken != "" {
+	if broken, ok := f.n.BrokenState(key); ok {
 		cl.State = broken
 		return cl
 	}

@@ -2,6 +2,7 @@ package fullnode
 
 import (
 	"crypto/tls"
+	"net"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
@@ -24,6 +25,10 @@ type Config struct {
 	TunnelAddr      string
 	TunnelAdvertise string
 	PublicURL       string
+	// HTTPListener and TunnelListener, when set, are HTTPAddr and
+	// TunnelAddr already bound (the node then owns them): a process that
+	// runs several roles binds every port before it starts any.
+	HTTPListener, TunnelListener net.Listener
 	// FullDiskPolicy is what yields above the disk's high water:
 	// FullDiskRefuseNew (default) or FullDiskRefuseAll (fulldisk.go).
 	FullDiskPolicy string

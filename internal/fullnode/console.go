@@ -116,10 +116,10 @@ const maxConsoleExamined = 50000
 // staleness filter walks the keys by minute of last check from the
 // oldest; a search scans the keys (searchIndex); both stop at the page,
 // and check the other filters on the way.
-func (s *consoleSource) Repos(q console.Query) console.Page {
+func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page {
 	f := s.f
 	if q.Search == "" && q.StaleOver == 0 && !q.Never {
-		repos, total := f.backend.ListRepos(api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
+		repos, total := f.backend.ListRepos(ctx, api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
 		return console.Page{Repos: repos, Total: total, More: q.Offset+len(repos) < total}
 	}
 	needle := strings.ToLower(q.Search)
@@ -129,7 +129,7 @@ func (s *consoleSource) Repos(q console.Query) console.Page {
 	// called with f.mu held.
 	keep := func(key string) *fleetv1.RepoState {
 		cl, ok := f.counts.Class(key)
-		if !ok || q.State != "" && cl.State != q.State || q.Owner != 0 && cl.Owner != q.Owner {
+		if !ok || q.State != nil && cl.State != *q.State || q.Owner != 0 && cl.Owner != q.Owner {
 			return nil
 		}
 		return f.view.Get(key)

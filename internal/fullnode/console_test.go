@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -33,33 +34,33 @@ func TestConsoleSearchFindsSubstringsInOrderAndStopsAtThePage(t *testing.T) {
 	f := benchFullNode(t, 1000)
 	src := f.consoleSrc
 	// repo99 and repo990 to repo999, whatever the case of the search.
-	p := src.Repos(console.Query{Search: "REPO99", Limit: 5})
+	p := src.Repos(t.Context(), console.Query{Search: "REPO99", Limit: 5})
 	want := []string{"host0.example/group94/repo994", "host1.example/group95/repo995", "host1.example/group99/repo99",
 		"host2.example/group96/repo996", "host3.example/group90/repo990"}
 	if got := keysOf(p); !slices.Equal(got, want) || !p.More || p.Total != -1 {
 		t.Errorf("page %v (more %v, total %d), want %v and more", got, p.More, p.Total, want)
 	}
-	p = src.Repos(console.Query{Search: "repo99", Offset: 10, Limit: 5})
+	p = src.Repos(t.Context(), console.Query{Search: "repo99", Offset: 10, Limit: 5})
 	if got := keysOf(p); len(got) != 1 || p.More {
 		t.Errorf("the last page: %v (more %v), want one key", got, p.More)
 	}
 	// The other filters apply on the way: repo993 is the only failing one.
-	p = src.Repos(console.Query{Search: "repo99", State: "failing", Limit: 5})
+	p = src.Repos(t.Context(), console.Query{Search: "repo99", State: new(repostate.Failing), Limit: 5})
 	if got := keysOf(p); !slices.Equal(got, []string{"host6.example/group93/repo993"}) || p.More {
 		t.Errorf("failing: %v", got)
 	}
-	if p := src.Repos(console.Query{Search: "nowhere", Limit: 5}); len(p.Repos) != 0 || p.More {
+	if p := src.Repos(t.Context(), console.Query{Search: "nowhere", Limit: 5}); len(p.Repos) != 0 || p.More {
 		t.Errorf("a search that matches nothing: %v", keysOf(p))
 	}
 	// A key added, and one removed, are seen by the next search.
 	f.states([]*fleetv1.RepoState{{Key: "gitee.com/new/repo99x", Url: "https://gitee.com/new/repo99x", State: "pending"}})
 	f.removed([]string{"host1.example/group99/repo99"})
-	p = src.Repos(console.Query{Search: "repo99", Limit: 50})
+	p = src.Repos(t.Context(), console.Query{Search: "repo99", Limit: 50})
 	if got := keysOf(p); !slices.Contains(got, "gitee.com/new/repo99x") || slices.Contains(got, "host1.example/group99/repo99") || len(got) != 11 {
 		t.Errorf("after an addition and a removal: %v", got)
 	}
 	// A search of one byte, which no pair narrows.
-	if got := keysOf(src.Repos(console.Query{Search: "W", Limit: 5})); !slices.Equal(got, []string{"gitee.com/new/repo99x"}) {
+	if got := keysOf(src.Repos(t.Context(), console.Query{Search: "W", Limit: 5})); !slices.Equal(got, []string{"gitee.com/new/repo99x"}) {
 		t.Errorf("a search for w: %v", got)
 	}
 }
@@ -99,14 +100,14 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		t.Errorf("errors %v, want %v", ov.Errors, want)
 	}
 	// The stalest first, never checked before all.
-	p := src.Repos(console.Query{StaleOver: time.Hour, Limit: 10})
+	p := src.Repos(t.Context(), console.Query{StaleOver: time.Hour, Limit: 10})
 	if got, want := keysOf(p), []string{key(8), key(7), key(6), key(5)}; !slices.Equal(got, want) {
 		t.Errorf("stale over 1h: %v, want %v", got, want)
 	}
-	if got := keysOf(src.Repos(console.Query{Never: true, Limit: 10})); !slices.Equal(got, []string{key(8)}) {
+	if got := keysOf(src.Repos(t.Context(), console.Query{Never: true, Limit: 10})); !slices.Equal(got, []string{key(8)}) {
 		t.Errorf("never checked: %v", got)
 	}
-	if got := keysOf(src.Repos(console.Query{StaleOver: time.Hour, Search: "REPO6", State: "failing", Limit: 10})); !slices.Equal(got, []string{key(6)}) {
+	if got := keysOf(src.Repos(t.Context(), console.Query{StaleOver: time.Hour, Search: "REPO6", State: new(repostate.Failing), Limit: 10})); !slices.Equal(got, []string{key(6)}) {
 		t.Errorf("stale, failing, searched: %v", got)
 	}
 	// Checked again: back in the first bucket, its error gone.
@@ -119,7 +120,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	if len(ov.Errors) != 0 {
 		t.Errorf("errors after new checks: %v", ov.Errors)
 	}
-	if got := keysOf(src.Repos(console.Query{StaleOver: time.Hour, Limit: 10})); !slices.Equal(got, []string{key(8)}) {
+	if got := keysOf(src.Repos(t.Context(), console.Query{StaleOver: time.Hour, Limit: 10})); !slices.Equal(got, []string{key(8)}) {
 		t.Errorf("stale over 1h after new checks: %v", got)
 	}
 }
@@ -259,10 +260,10 @@ func TestAConsolePageThatMatchesNothingStopsEarly(t *testing.T) {
 		t.Fatal("the node's clock is not a fake one")
 	}
 	for _, q := range []console.Query{
-		{StaleOver: time.Nanosecond, State: "no-such-state", Limit: 50},
-		{Search: "repo", State: "no-such-state", Limit: 50},
+		{StaleOver: time.Nanosecond, State: new(repostate.Unplaceable), Limit: 50}, // no repository has it
+		{Search: "repo", State: new(repostate.Unplaceable), Limit: 50},
 	} {
-		p := src.Repos(q)
+		p := src.Repos(t.Context(), q)
 		if len(p.Repos) != 0 || !p.More {
 			t.Errorf("%+v: %d repositories, more %v; want none, and more", q, len(p.Repos), p.More)
 		}

@@ -10,13 +10,13 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/api"
-	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // recount is what the counters stand for: every repository as the API
 // shows it, counted.
-func recount(f *Node) (repos []api.Repo, byState map[string]int, current int) {
+func recount(f *Node) (repos []api.Repo, byState map[repostate.State]int, current int) {
 	f.mu.Lock()
 	view := map[string]*fleetv1.RepoState{}
 	for k := range f.view.Keys() {
@@ -24,7 +24,7 @@ func recount(f *Node) (repos []api.Repo, byState map[string]int, current int) {
 	}
 	f.mu.Unlock()
 	now := f.clk.Now()
-	byState = map[string]int{}
+	byState = map[repostate.State]int{}
 	for k, st := range view {
 		r := f.backend.repo(k, st, now)
 		repos = append(repos, r)
@@ -68,7 +68,14 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		case 4:
 			f.n.ForgetDigest(k)
 		case 5:
-			f.n.TestHooks().SetBroken(k, []string{"", node.StateCorrupt, node.StateRepairing}[rng.IntN(3)])
+			switch rng.IntN(3) {
+			case 0:
+				f.n.TestHooks().SetWhole(k)
+			case 1:
+				f.n.TestHooks().SetBroken(k, repostate.Corrupt)
+			case 2:
+				f.n.TestHooks().SetBroken(k, repostate.Repairing)
+			}
 		case 6: // a mirror cloned: on disk, then its digest noted
 			if err := os.MkdirAll(f.mirror.Path(k), 0o755); err != nil {
 				t.Fatal(err)
@@ -90,7 +97,7 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		}
 		filter := api.RepoFilter{Offset: rng.IntN(10), Limit: rng.IntN(30)}
 		if rng.IntN(3) > 0 {
-			filter.State = []string{"ok", "pending", "failing", node.StateCorrupt, node.StateRepairing, "gone"}[rng.IntN(6)]
+			filter.State = new([]repostate.State{repostate.OK, repostate.Pending, repostate.Failing, repostate.Corrupt, repostate.Repairing, repostate.Gone}[rng.IntN(6)])
 		}
 		if rng.IntN(2) == 0 {
 			filter.Owner = uint32(rng.IntN(5))
@@ -101,14 +108,14 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		var want []string
 		wantTotal := 0
 		for _, r := range repos {
-			if strings.HasPrefix(r.Key, filter.Prefix) && (filter.State == "" || r.State == filter.State) && (filter.Owner == 0 || r.Owner == filter.Owner) {
+			if strings.HasPrefix(r.Key, filter.Prefix) && (filter.State == nil || r.State == *filter.State) && (filter.Owner == 0 || r.Owner == filter.Owner) {
 				if wantTotal >= filter.Offset && (filter.Limit <= 0 || len(want) < filter.Limit) {
 					want = append(want, r.Key)
 				}
 				wantTotal++
 			}
 		}
-		page, total := f.backend.ListRepos(filter)
+		page, total := f.backend.ListRepos(t.Context(), filter)
 		var gotKeys []string
 		for _, r := range page {
 			gotKeys = append(gotKeys, r.Key)

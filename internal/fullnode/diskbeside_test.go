@@ -80,7 +80,7 @@ func TestRetainedDataAndThePackCacheCountTowardsTheDiskQuota(t *testing.T) {
 	if _, err := up.AddBlob("c", "main", 200<<10); err != nil {
 		t.Fatal(err)
 	}
-	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Cache: cache, Resolve: func(string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Cache: cache, Resolve: func(string) (string, bool) {
 		return filepath.Join(up.Dir, "c.git"), true
 	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

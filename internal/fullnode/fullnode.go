@@ -35,6 +35,7 @@ package fullnode
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
@@ -154,10 +156,8 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	f.n = n
 	f.cfg.Config = n.Config() // with the runtime's defaults
 	f.mirror, f.db, f.flog = n.Mirror(), n.Store(), n.FetchLog()
+	f.proxySecret = rand.Text()
 	var err error
-	if f.proxySecret, err = newProxySecret(); err != nil {
-		return nil, err
-	}
 	if f.packs, err = openPackCache(f.cfg, f.clk); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	f.backend = newBackend(f)
 	f.fleet = &fleetCache{f: f}
 	f.revoke = f.backend.RevokeNode // --mismatch-revoke
-	f.api = api.New(cfg, f.backend, f.tasks, f.events, f.log, f.clk)
+	f.api = api.New(cfg, f.backend.fleet(), f.tasks, f.events, f.log, f.clk)
 	if f.alerts, err = newAlerting(f.cfg, n.Dialer(), f.clk, f.log); err != nil {
 		return nil, err
 	}
@@ -202,11 +202,16 @@ func (f *Node) listen() (err error) {
 			}
 		}
 	}()
-	if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+	f.httpLn, f.tunnelLn = cfg.HTTPListener, cfg.TunnelListener
+	if f.httpLn == nil {
+		if f.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("full node: listen --http %s: %w", cfg.HTTPAddr, err)
+		}
 	}
-	if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
-		return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+	if f.tunnelLn == nil {
+		if f.tunnelLn, err = net.Listen("tcp", cfg.TunnelAddr); err != nil {
+			return fmt.Errorf("full node: listen --tunnel %s: %w", cfg.TunnelAddr, err)
+		}
 	}
 	// git reaches owners through this loopback-only reverse proxy.
 	if f.proxyLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -469,7 +474,7 @@ func (f *Node) settlePull(key string, st *fleetv1.RepoState, err error) {
 		// 2 s. A new state from the coordinator tries at once.
 		f.pullFails[key]++
 		f.pending[key] = true
-		f.retryAt[key] = f.clk.Now().Add(node.Backoff(f.pullFails[key]-1, 2*time.Second, 30*time.Second))
+		f.retryAt[key] = f.clk.Now().Add(backoff.Jitter(backoff.Delay(f.pullFails[key], 2*time.Second, 30*time.Second), nil))
 	default:
 		delete(f.pullFails, key)
 		delete(f.retryAt, key)

@@ -27,7 +27,7 @@ func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetc
 // it, oldDigest being the digest before.
 func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
-		Changed: r.GetDigest() != oldDigest}
+		Changed: r.GetDigest() != oldDigest, DurationMs: r.GetLastDurationMs()}
 	if msg := r.GetLastError(); msg != "" {
 		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
 		if strings.Contains(msg, node.ErrCancelled.Error()) {
@@ -41,8 +41,6 @@ func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 // shows (GET /api/v1/repos/{key}).
 const historyLen = 20
 
-var _ api.LogReader = (*backend)(nil)
-
 // FetchLog reads the full node's fetch log.
 func (b *backend) FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.Entry, string, error) {
 	return b.f.flog.List(ctx, q)
@@ -50,8 +48,8 @@ func (b *backend) FetchLog(ctx context.Context, q fetchlog.Query) ([]fetchlog.En
 
 // history is the newest part of key's log, as the repository's detail
 // shows it.
-func (b *backend) history(key string) []api.HistoryEntry {
-	es, _, err := b.f.flog.List(context.Background(), fetchlog.Query{Key: key, Limit: historyLen})
+func (b *backend) history(ctx context.Context, key string) []api.HistoryEntry {
+	es, _, err := b.f.flog.List(ctx, fetchlog.Query{Key: key, Limit: historyLen})
 	if err != nil {
 		b.f.log.Warn("fetch log: read failed", "key", key, "err", err)
 		return nil

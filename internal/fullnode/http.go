@@ -18,7 +18,10 @@ func (f *Node) resolve(key string) (string, bool) {
 	f.mu.Lock()
 	listed := f.view.Has(key)
 	f.mu.Unlock()
-	if !listed || !f.mirror.Has(key) || f.n.BrokenState(key) != "" {
+	if !listed || !f.mirror.Has(key) {
+		return "", false
+	}
+	if _, broken := f.n.BrokenState(key); broken {
 		return "", false
 	}
 	return f.mirror.Path(key), true

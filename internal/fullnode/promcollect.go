@@ -91,7 +91,7 @@ func (f *Node) collect(ch chan<- prometheus.Metric) {
 	}
 	t := f.totals()
 	for st, v := range t.byState {
-		gauge(descRepos, float64(v), st)
+		gauge(descRepos, float64(v), st.String())
 	}
 	gauge(descReposTotal, float64(t.total))
 	gauge(descReposCurrent, float64(t.current))

@@ -3,45 +3,9 @@ package fullnode
 import (
 	"testing"
 
-	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/metrics/metricstest"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
-
-// gathered is the value of family's sample whose labels include want (a
-// histogram's count), and whether there is one.
-func gathered(t *testing.T, reg metrics.Registry, family string, want ...string) (float64, bool) {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != family {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(want); i += 2 {
-				if labels[want[i]] != want[i+1] {
-					continue next
-				}
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			default:
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
 
 func TestFullNodeMetricsFollowTheCountersKeptAsStatesChange(t *testing.T) {
 	f := benchFullNode(t, 1000) // a tenth failing, a tenth pending, the rest ok; none on disk
@@ -60,17 +24,17 @@ func TestFullNodeMetricsFollowTheCountersKeptAsStatesChange(t *testing.T) {
 		{"gitfleet_full_disk_full", nil, 0},
 		{"gitfleet_pull_queue", []string{"state", "pending"}, 0},
 	} {
-		if got, ok := gathered(t, reg, c.family, c.labels...); !ok || got != c.want {
+		if got, ok := metricstest.Value(t, reg, c.family, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.family, c.labels, got, ok, c.want)
 		}
 	}
 
 	// A failing repository comes back: the counters follow.
 	f.states([]*fleetv1.RepoState{{Key: "host3.example/group3/repo3", State: "ok", Owner: f.n.ID(), Digest: "d3", LastCheckMs: 1e12 + 60e3}})
-	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "failing"); got != 99 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_repos", "state", "failing"); got != 99 {
 		t.Errorf("after a failing repository came back: failing = %v, want 99", got)
 	}
-	if got, _ := gathered(t, reg, "gitfleet_repos", "state", "ok"); got != 801 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_repos", "state", "ok"); got != 801 {
 		t.Errorf("after a failing repository came back: ok = %v, want 801", got)
 	}
 
@@ -78,7 +42,7 @@ func TestFullNodeMetricsFollowTheCountersKeptAsStatesChange(t *testing.T) {
 	f.mismatches.add(7, 0)
 	f.mismatches.add(7, 0)
 	f.mu.Unlock()
-	if got, _ := gathered(t, reg, "gitfleet_node_mismatches_total", "node", "7"); got != 2 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_node_mismatches_total", "node", "7"); got != 2 {
 		t.Errorf("forged tips of node 7 = %v, want 2", got)
 	}
 }

@@ -1,10 +1,7 @@
 package fullnode
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
-	"fmt"
 	"net/http"
 )
 
@@ -12,14 +9,6 @@ import (
 // request to its loopback proxy into the tunnels, so that other users of
 // the machine cannot reach partial nodes through it.
 const proxySecretHeader = "X-Gitfleet-Proxy-Secret"
-
-func newProxySecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("full node: proxy secret: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
-}
 
 // requireProxySecret answers 403 to a request without the secret, and
 // strips the header from the others before they go on to a partial node.

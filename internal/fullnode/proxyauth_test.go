@@ -2,6 +2,7 @@ package fullnode
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,13 +25,10 @@ func proxyRig(t *testing.T) (f *Node, url string, leaked *bool) {
 	if err := up.Create("r", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := newProxySecret()
-	if err != nil {
-		t.Fatal(err)
-	}
+	secret := rand.Text()
 	f = &Node{proxySecret: secret}
 	leaked = new(bool)
-	git := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(string) (string, bool) {
+	git := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) {
 		return filepath.Join(up.Dir, "r.git"), true
 	}}
 	srv := httptest.NewServer(requireProxySecret(secret, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +61,7 @@ func TestProxyRefusesARequestWithoutTheSecret(t *testing.T) {
 
 func TestGitReachesTheProxyWithTheSecretFromItsEnvironment(t *testing.T) {
 	f, url, leaked := proxyRig(t)
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	if _, err := git.LsRemote(context.Background(), url); err == nil {
 		t.Fatal("git without the secret was let through")
 	}

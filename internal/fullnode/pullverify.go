@@ -248,17 +248,20 @@ func (s *forgerySet) add(node uint32, key string, tips []string) bool {
 }
 
 // charge counts one fault of owner in ledger (a forged pull, a stale
-// report) and revokes owner when the count reaches limit (0: never),
-// giving reason(count, limit). It returns the count. The count and the
-// decision are made together under f.mu, so that two pulls or checks that
-// end at once count twice only when they are two faults.
+// report), tells the coordinator owner's counts (which tells owner), and
+// revokes owner when the count reaches limit (0: never), giving
+// reason(count, limit). It returns the count. The count and the decision
+// are made together under f.mu, so that two pulls or checks that end at
+// once count twice only when they are two faults.
 func (f *Node) charge(ctx context.Context, ledger *mismatchLedger, owner uint32, limit int, reason func(uint64, int) string) uint64 {
 	if f.revoke == nil {
 		limit = 0 // nothing to revoke with: count only
 	}
 	f.mu.Lock()
 	n, revoke := ledger.add(owner, limit)
+	standing := &fleetv1.ReportStandingRequest{NodeId: owner, Mismatches: f.mismatches.counts[owner], StaleReports: f.staleReports.counts[owner]}
 	f.mu.Unlock()
+	f.reportStanding(ctx, standing)
 	if !revoke {
 		return n
 	}
@@ -272,6 +275,21 @@ func (f *Node) charge(ctx context.Context, ledger *mismatchLedger, owner uint32,
 	}
 	f.log.Warn("node revoked", "node", owner, "reason", why)
 	return n
+}
+
+// reportStanding tells the coordinator what this full node counted
+// against a node, for the node to see; a failure is logged and the next
+// fault tells again.
+func (f *Node) reportStanding(ctx context.Context, st *fleetv1.ReportStandingRequest) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client, cctx, err := f.n.Coordinator(ctx)
+	if err == nil {
+		_, err = client.ReportStanding(cctx, st)
+	}
+	if err != nil {
+		f.log.Info("could not tell the coordinator a node's standing; the next fault tells it", "node", st.GetNodeId(), "err", err)
+	}
 }
 
 // mismatchCount is how many pulls from node served forged tips.

@@ -201,7 +201,7 @@ func TestClassifyDoesNotCountAPushTheUpstreamTookBack(t *testing.T) {
 	// The upstream is asked as plain git upload-pack serves it (as GitHub
 	// does, by ID): gittest's server is gitfleet's own serving, which
 	// serves only what its refs reach.
-	byID, err := mirror.Open(filepath.Dir(f.mirror.Root()), &gitcmd.Runner{Protocols: "file"}, f.log)
+	byID, err := mirror.Open(filepath.Dir(f.mirror.Root()), gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), f.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestClassifyCountsInjectedRefsTheUpstreamNeverHad(t *testing.T) {
 	}
 	shortLived = strings.TrimSpace(shortLived)
 	// Asked as plain git serves objects by ID (see TestClassifyDoesNotCountAPushTheUpstreamTookBack).
-	byID, err := mirror.Open(filepath.Dir(f.mirror.Root()), &gitcmd.Runner{Protocols: "file"}, f.log)
+	byID, err := mirror.Open(filepath.Dir(f.mirror.Root()), gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), f.log)
 	if err != nil {
 		t.Fatal(err)
 	}

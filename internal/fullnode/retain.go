@@ -53,7 +53,8 @@ func (f *Node) unretire(key string) {
 // sweepLoop deletes retired copies older than the retention, hourly (and
 // once at start).
 func (f *Node) sweepLoop(ctx context.Context) {
-	every := min(time.Hour, max(f.cfg.Retention/4, time.Second))
+	tick := f.clk.NewTicker(min(time.Hour, max(f.cfg.Retention/4, time.Second)))
+	defer tick.Stop()
 	for {
 		expired, err := f.mirror.SweepRetired(f.cfg.Retention)
 		if err != nil {
@@ -65,7 +66,7 @@ func (f *Node) sweepLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.clk.After(every):
+		case <-tick.C():
 		}
 	}
 }

@@ -1,14 +1,11 @@
 package fullnode
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/secretfile"
 )
 
 // apiToken returns the token that API writes need: the configured one, or
@@ -19,22 +16,12 @@ func apiToken(dataDir, configured string, log *slog.Logger) (string, error) {
 		return configured, nil
 	}
 	p := filepath.Join(dataDir, "api-token")
-	b, err := os.ReadFile(p)
-	if err == nil {
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read API token: %w", err)
+	token, created, err := secretfile.ReadOrCreate(p)
+	if err != nil {
+		return "", fmt.Errorf("API token: %w", err)
 	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	if created {
+		log.Warn("generated an API token for writes; it is shown only now (also kept in "+p+")", "token", token)
 	}
-	token := hex.EncodeToString(raw[:])
-	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("save API token: %w", err)
-	}
-	log.Warn("generated an API token for writes; it is shown only now (also kept in "+p+")", "token", token)
 	return token, nil
 }

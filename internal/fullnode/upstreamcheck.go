@@ -191,12 +191,14 @@ func (f *Node) persistVerified(ctx context.Context) {
 // persistLoop writes verified_at every persistInterval, and once more at
 // the end.
 func (f *Node) persistLoop(ctx context.Context) {
+	tick := f.clk.NewTicker(persistInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			f.persistVerified(context.Background())
 			return
-		case <-f.clk.After(persistInterval):
+		case <-tick.C():
 			f.persistVerified(ctx)
 		}
 	}
@@ -284,7 +286,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		delete(f.checking, key)
 		f.mu.Unlock()
 	}()
-	if st.GetOwner() == f.n.ID() || !f.mirror.Has(key) || f.n.BrokenState(key) != "" {
+	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || !f.mirror.Has(key) {
 		// Its own checks verify what it owns; a repository not held (or
 		// broken) is served by nothing the upstream could contradict.
 		f.mu.Lock()

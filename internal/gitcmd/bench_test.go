@@ -12,7 +12,7 @@ import (
 // BenchmarkStart compares the ways). Both alternate in one run.
 func BenchmarkRunMemoryLimit(b *testing.B) {
 	ctx := context.Background()
-	plain, limited := &Runner{}, &Runner{MemoryLimit: 2 << 30}
+	plain, limited := New(Direct(), Options{}), New(Direct(), Options{MemoryLimit: 2 << 30})
 	run := func(r *Runner) time.Duration {
 		start := time.Now()
 		if _, err := r.Output(ctx, Cmd{Name: "version"}); err != nil {

@@ -9,9 +9,11 @@
 // a repository where gitfleet happens to run: a command without a Dir runs
 // in "/" with discovery stopped there, repositories are named by absolute
 // --git-dir paths, and a bare repository is used only when named so
-// (safe.bareRepository=explicit). Commands that reach
-// upstreams go through the egress policy (Runner.Egress; a peer's commands
-// are marked with Peer).
+// (safe.bareRepository=explicit). Where git's connections may go is
+// chosen when a Runner is built (New): through an egress policy (Through;
+// a peer's commands are marked with Peer), to an operator's own remotes
+// only (Direct), or nowhere but this machine (LocalOnly). A Runner made
+// without that choice runs nothing.
 //
 // It knows nothing about repositories, nodes or the catalog.
 package gitcmd
@@ -35,20 +37,27 @@ import (
 // DefaultProtocols are the transports git may use for upstreams.
 const DefaultProtocols = "https:http:git:ssh"
 
-// Runner runs git commands with a hardened environment.
+// Runner runs git commands with a hardened environment. Build it with New:
+// its fields are its own, and a Runner made otherwise (Runner{}) refuses
+// to run anything.
 type Runner struct {
+	route Route
+	opt   Options
+}
+
+// Options are the settings of a Runner besides its Route. Zero values are
+// the defaults.
+type Options struct {
 	// Git is the git executable (default "git" from PATH).
 	Git string
 	// Timeout bounds each git process (default 10 minutes).
 	Timeout time.Duration
 	// Protocols is GIT_ALLOW_PROTOCOL (default DefaultProtocols). Add
-	// "file" only for paths an operator gave (the catalog).
+	// "file" only for paths an operator gave (the catalog). A LocalOnly
+	// runner allows "file" alone, whatever this says.
 	Protocols string
 	// MaxOutput bounds the captured stdout of Output (default 256 MiB).
 	MaxOutput int64
-	// Egress, when set, routes every command's connections through the
-	// egress policy, except under a context marked by Peer (see egress.go).
-	Egress Egress
 	// MemoryLimit, when positive, bounds each git process's data segment
 	// (RLIMIT_DATA, where the system can: see MemoryLimitSupported); 0: none.
 	MemoryLimit int64
@@ -56,6 +65,19 @@ type Runner struct {
 	// only for a git that knows the setting (see Version).
 	MaxTreeDepth int
 }
+
+// New returns a Runner whose git processes connect as route says, with
+// opt.
+func New(route Route, opt Options) *Runner {
+	if route.kind == unchosen {
+		panic("gitcmd: New without a route: give Through(egress), Direct() or LocalOnly()")
+	}
+	return &Runner{route: route, opt: opt}
+}
+
+// Timeout is how long each git process may run (Options.Timeout, or its
+// default).
+func (r *Runner) Timeout() time.Duration { return r.timeout(&Cmd{}) }
 
 // Cmd describes one git invocation.
 type Cmd struct {
@@ -246,8 +268,8 @@ func (r *Runner) timeout(c *Cmd) time.Duration {
 	if c.Timeout > 0 {
 		return c.Timeout
 	}
-	if r.Timeout > 0 {
-		return r.Timeout
+	if r.opt.Timeout > 0 {
+		return r.opt.Timeout
 	}
 	return 10 * time.Minute
 }
@@ -260,8 +282,8 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	for _, kv := range hardening {
 		args = append(args, "-c", kv)
 	}
-	if r.MaxTreeDepth > 0 {
-		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.MaxTreeDepth))
+	if r.opt.MaxTreeDepth > 0 {
+		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.opt.MaxTreeDepth))
 	}
 	for _, kv := range c.Config {
 		if strings.HasPrefix(kv, "-") || !strings.Contains(kv, "=") {
@@ -305,8 +327,11 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 }
 
 func (r *Runner) env(c *Cmd) []string {
-	protocols := r.Protocols
-	if protocols == "" {
+	protocols := r.opt.Protocols
+	switch {
+	case r.route.kind == localOnly:
+		protocols = "file"
+	case protocols == "":
 		protocols = DefaultProtocols
 	}
 	env := []string{
@@ -335,13 +360,16 @@ func (r *Runner) env(c *Cmd) []string {
 // Run runs c. Stdout goes to c.Stdout (discarded when nil). On failure the
 // error is an *Error carrying the tail of stderr and a Class.
 func (r *Runner) Run(ctx context.Context, c Cmd) error {
+	if r.route.kind == unchosen {
+		return fmt.Errorf("gitcmd: git %s: the runner was not made by New, so where its connections may go was never chosen", c.Name)
+	}
 	args, err := r.argv(&c)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(&c))
 	defer cancel()
-	git := r.Git
+	git := r.opt.Git
 	if git == "" {
 		git = "git"
 	}
@@ -377,7 +405,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	// this process where the kernel can (Pdeathsig on Linux).
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	runErr := start(cmd, c.Name, r.MemoryLimit)
+	runErr := start(cmd, c.Name, r.opt.MemoryLimit)
 	if runErr == nil {
 		runErr = cmd.Wait()
 	}
@@ -404,7 +432,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 
 // Output runs c and returns its stdout (bounded by MaxOutput).
 func (r *Runner) Output(ctx context.Context, c Cmd) ([]byte, error) {
-	max := r.MaxOutput
+	max := r.opt.MaxOutput
 	if max <= 0 {
 		max = 256 << 20
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 func TestUnsafeCommandsAreRefusedBeforeGitRuns(t *testing.T) {
-	r := &Runner{}
+	r := New(Direct(), Options{})
 	for _, tc := range []struct {
 		name string
 		cmd  Cmd
@@ -34,7 +34,7 @@ func TestUnsafeCommandsAreRefusedBeforeGitRuns(t *testing.T) {
 }
 
 func TestArgumentsFollowASeparator(t *testing.T) {
-	args, err := (&Runner{}).argv(&Cmd{Name: "fetch", Flags: []string{"--prune"}, Args: []string{"https://h/r", "+refs/*:refs/*"}})
+	args, err := New(Direct(), Options{}).argv(&Cmd{Name: "fetch", Flags: []string{"--prune"}, Args: []string{"https://h/r", "+refs/*:refs/*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestLocalPathsAreNotFetchedUnlessAllowed(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", "--bare", repo).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	_, err := (&Runner{}).LsRemote(context.Background(), repo)
+	_, err := New(Direct(), Options{}).LsRemote(context.Background(), repo)
 	if err == nil {
 		t.Fatal("a local path was readable with the default protocol allow-list")
 	}
-	if _, err := (&Runner{Protocols: "file"}).LsRemote(context.Background(), repo); err != nil {
+	if _, err := New(LocalOnly(), Options{}).LsRemote(context.Background(), repo); err != nil {
 		t.Fatalf("with file allowed: %v", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestTimeoutKillsGitAndIsClassified(t *testing.T) {
 	}
 	pr, pw := newBlockingPipe(t)
 	defer pw.Close()
-	err := (&Runner{}).Run(context.Background(), Cmd{Name: "upload-pack", Flags: []string{"--stateless-rpc"}, Args: []string{dir}, Stdin: pr, Timeout: 300 * time.Millisecond})
+	err := New(Direct(), Options{}).Run(context.Background(), Cmd{Name: "upload-pack", Flags: []string{"--stateless-rpc"}, Args: []string{dir}, Stdin: pr, Timeout: 300 * time.Millisecond})
 	if ClassOf(err) != ClassTimeout {
 		t.Fatalf("class = %s (%v), want timeout", ClassOf(err), err)
 	}
@@ -132,7 +132,7 @@ func TestBareRepositoriesAreUsedOnlyWhenNamed(t *testing.T) {
 		{"upload-pack of a named directory", Cmd{Name: "upload-pack", Args: []string{"/data/repos/a.git"}}, true},
 		{"an operator's repository found from Dir", Cmd{Dir: "/srv/catalog", Name: "rev-parse"}, false},
 	} {
-		args, err := (&Runner{}).argv(&tc.cmd)
+		args, err := New(Direct(), Options{}).argv(&tc.cmd)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestParseVersionReadsEveryVendorsSpelling(t *testing.T) {
 }
 
 func TestTheInstalledGitSaysItsVersion(t *testing.T) {
-	v, err := (&Runner{}).Version(context.Background())
+	v, err := New(Direct(), Options{}).Version(context.Background())
 	if err != nil || v.Major < 2 {
 		t.Fatalf("Version() = %v, %v", v, err)
 	}
@@ -107,7 +107,7 @@ func TestListRefsStopsAtMaxRefs(t *testing.T) {
 	}
 	extra = append(extra, "refs/pull/1/head", "refs/pull/2/head")
 	dir := upstream(t, extra)
-	r := &Runner{Protocols: "file"}
+	r := New(LocalOnly(), Options{})
 	ctx := context.Background()
 	l, err := r.ListRefs(ctx, "file://"+dir, RefLimits{MaxRefs: 301})
 	if err != nil || len(l.Refs.Refs) != 301 {
@@ -125,7 +125,7 @@ func TestListRefsStopsAtMaxRefs(t *testing.T) {
 func TestListRefsSkipsNamesTooLongAndKeepsTheRest(t *testing.T) {
 	long := "refs/heads/" + strings.Repeat("x", 4000)
 	dir := upstream(t, []string{long, "refs/tags/v1"})
-	l, err := (&Runner{Protocols: "file"}).ListRefs(context.Background(), "file://"+dir, RefLimits{MaxRefLength: 1024})
+	l, err := New(LocalOnly(), Options{}).ListRefs(context.Background(), "file://"+dir, RefLimits{MaxRefLength: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestListRefsSkipsNamesTooLongAndKeepsTheRest(t *testing.T) {
 
 func TestListRefsOnACaseInsensitiveFileSystemKeepsOneOfTwoSpellings(t *testing.T) {
 	dir := upstream(t, []string{"refs/heads/Master", "refs/tags/V1", "refs/tags/v1"})
-	r := &Runner{Protocols: "file"}
+	r := New(LocalOnly(), Options{})
 	l, err := r.ListRefs(context.Background(), "file://"+dir, RefLimits{CaseInsensitiveFS: true})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestMemoryLimitBoundsAllocationsNotPackMaps(t *testing.T) {
 	}
 	ctx := context.Background()
 	const limit = 24 << 20 // less than the pack (41 MiB), more than git needs
-	r := &Runner{MemoryLimit: limit}
+	r := New(Direct(), Options{MemoryLimit: limit})
 	out, err := r.Output(ctx, Cmd{GitDir: dir, Name: "cat-file", Flags: []string{"-p"}, Args: []string{small}})
 	if err != nil || len(out) != 1<<20 {
 		t.Fatalf("a 1 MiB blob from a 41 MiB pack under a 24 MiB limit: %d bytes, %v", len(out), err)
@@ -196,11 +196,11 @@ func TestMemoryLimitBoundsAllocationsNotPackMaps(t *testing.T) {
 	if _, err := r.Output(ctx, diff); ClassOf(err) != ClassTooLarge {
 		t.Fatalf("a 40 MiB blob read into memory under a 24 MiB limit: %v, want class %s", err, ClassTooLarge)
 	}
-	if _, err := (&Runner{}).Output(ctx, diff); err != nil {
+	if _, err := New(Direct(), Options{}).Output(ctx, diff); err != nil {
 		t.Fatalf("without a limit: %v", err)
 	}
 	// The supervised (upstream-facing) commands get the limit too.
-	if _, err := (&Runner{MemoryLimit: limit, Protocols: "file"}).ListRefs(ctx, "file://"+dir, RefLimits{}); err != nil {
+	if _, err := New(LocalOnly(), Options{MemoryLimit: limit}).ListRefs(ctx, "file://"+dir, RefLimits{}); err != nil {
 		t.Fatalf("ls-remote under the limit: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestLsRemoteRefsKeepsExactlyTheNamedRefsAndHead(t *testing.T) {
 	if err := gittest.Git(filepath.Join(up.Dir, "r.git"), "update-ref", "refs/heads/x/refs/heads/main", all["refs/heads/dev"]); err != nil {
 		t.Fatal(err)
 	}
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	got, err := git.LsRemoteRefs(context.Background(), up.RepoURL("r"), []string{"refs/heads/main", "refs/tags/v1", "refs/heads/gone"})
 	if err != nil {
 		t.Fatal(err)

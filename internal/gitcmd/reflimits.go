@@ -72,8 +72,23 @@ type Listing struct {
 // count passes lim.MaxRefs, with an *Error of ClassTooManyRefs. HEAD is not
 // listed (see RemoteHead).
 func (r *Runner) ListRefs(ctx context.Context, url string, lim RefLimits) (Listing, error) {
-	p := &refParser{lim: lim, out: Listing{Refs: Refs{Refs: make(map[string]string)}}}
-	err := r.Run(ctx, Cmd{Name: "ls-remote", Flags: []string{"--heads", "--tags"}, Args: []string{url}, Stdout: p})
+	return r.list(ctx, Cmd{Name: "ls-remote", Flags: []string{"--heads", "--tags"}, Args: []string{url}}, &refParser{lim: lim})
+}
+
+// ListRefsAndHead is ListRefs in the one listing a first mirror makes
+// (`ls-remote --symref`): the branches and tags with the branch HEAD
+// points to (Head). As its names are then fetched by exact refspecs, in
+// which one name git would not write as a ref fails the whole fetch, such
+// names are skipped too.
+func (r *Runner) ListRefsAndHead(ctx context.Context, url string, lim RefLimits) (Listing, error) {
+	return r.list(ctx, Cmd{Name: "ls-remote", Flags: []string{"--symref"}, Args: []string{url}}, &refParser{lim: lim, exact: true})
+}
+
+// list runs the listing cmd with p reading its output as it streams.
+func (r *Runner) list(ctx context.Context, cmd Cmd, p *refParser) (Listing, error) {
+	p.out = Listing{Refs: Refs{Refs: make(map[string]string)}}
+	cmd.Stdout = p
+	err := r.Run(ctx, cmd)
 	if p.err != nil {
 		return Listing{}, p.err
 	}
@@ -101,7 +116,10 @@ var errStop = errors.New("gitcmd: listing refused")
 
 // refParser reads ls-remote's output as it is written.
 type refParser struct {
-	lim      RefLimits
+	lim RefLimits
+	// exact: the names kept are fetched by exact refspecs, so those git
+	// would not write as refs are skipped (see ListRefsAndHead).
+	exact    bool
 	out      Listing
 	count    int
 	skipped  int // bytes of skipped names
@@ -152,13 +170,25 @@ func (p *refParser) flush() {
 		return
 	}
 	oid, name, ok := strings.Cut(line, "\t")
-	if !ok || !isOID(oid) || !mirrored(name) || strings.HasSuffix(name, "^{}") {
+	if !ok {
+		return
+	}
+	if target, sym := strings.CutPrefix(oid, "ref: "); sym { // --symref
+		if name == "HEAD" {
+			p.out.Head = target
+		}
+		return
+	}
+	if !isOID(oid) || !mirrored(name) || strings.HasSuffix(name, "^{}") {
 		return
 	}
 	if !p.add() {
 		return
 	}
 	why := CheckRefName(name, p.lim)
+	if why == "" && p.exact && !writableRef(name) {
+		why = "not a name git writes as a ref"
+	}
 	if why == "" && p.lim.CaseInsensitiveFS {
 		low := strings.ToLower(name)
 		if p.folded[low] {
@@ -189,6 +219,27 @@ func (p *refParser) add() bool {
 		p.err = &Error{Args: []string{"ls-remote"}, ExitCode: -1, Class: ClassTooManyRefs,
 			Stderr: fmt.Sprintf("the upstream has more than %d branches and tags (--max-refs)", p.lim.MaxRefs)}
 		return false
+	}
+	return true
+}
+
+// writableRef tells whether git writes name as a ref (git
+// check-ref-format's rules, for a name under refs/).
+func writableRef(name string) bool {
+	if strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") ||
+		strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.Contains(name, "//") ||
+		strings.ContainsAny(name, " ~^:?*[\\") {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] == 0x7f {
+			return false
+		}
+	}
+	for _, c := range strings.Split(name, "/") {
+		if strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") {
+			return false
+		}
 	}
 	return true
 }

@@ -32,7 +32,7 @@ func TestStoredRefsReadsWhatGitReads(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	r := &Runner{}
+	r := New(Direct(), Options{})
 	ctx := context.Background()
 	check := func(what string, wantFiles bool) {
 		t.Helper()

@@ -62,7 +62,7 @@ func TestAThrottledFetchCarriesItsRetryAfter(t *testing.T) {
 	defer srv.Close()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	err := (&Runner{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"}})
+	err := New(Direct(), Options{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"}})
 	if ClassOf(err) != ClassThrottled {
 		t.Fatalf("err = %v, want class throttled", err)
 	}
@@ -78,7 +78,7 @@ func TestAThrottledFetchCarriesItsRetryAfter(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer plain.Close()
-	err = (&Runner{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{plain.URL + "/a/b.git"}})
+	err = New(Direct(), Options{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{plain.URL + "/a/b.git"}})
 	if ClassOf(err) != ClassThrottled || RetryAfterOf(err) != 0 {
 		t.Errorf("err = %v, RetryAfterOf = %v; want throttled, 0", err, RetryAfterOf(err))
 	}

@@ -51,7 +51,7 @@ func TestTheStartingDirectorysRepositoryDoesNotRewriteUpstreams(t *testing.T) {
 			if err := exec.Command("git", "ls-remote", "--", up.RepoURL("r")).Run(); err == nil {
 				t.Fatal("plain git ls-remote succeeded: the planted insteadOf was not applied, the test proves nothing")
 			}
-			refs, err := (&gitcmd.Runner{}).LsRemote(context.Background(), up.RepoURL("r"))
+			refs, err := gitcmd.New(gitcmd.Direct(), gitcmd.Options{}).LsRemote(context.Background(), up.RepoURL("r"))
 			if err != nil {
 				t.Fatalf("ls-remote through the Runner from a directory with url.insteadOf: %v", err)
 			}
@@ -70,12 +70,12 @@ func TestAFoundBareRepositoryIsNotUsed(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	t.Chdir(cwd)
-	out, err := (&gitcmd.Runner{}).Output(context.Background(), gitcmd.Cmd{Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
+	out, err := gitcmd.New(gitcmd.Direct(), gitcmd.Options{}).Output(context.Background(), gitcmd.Cmd{Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
 	if err == nil {
 		t.Fatalf("rev-parse found a repository: %q", out)
 	}
 	// An operator's repository named by Dir (catalog check) is still found.
-	out, err = (&gitcmd.Runner{}).Output(context.Background(), gitcmd.Cmd{Dir: cwd, Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
+	out, err = gitcmd.New(gitcmd.Direct(), gitcmd.Options{}).Output(context.Background(), gitcmd.Cmd{Dir: cwd, Name: "rev-parse", Flags: []string{"--absolute-git-dir"}})
 	if err != nil {
 		t.Fatalf("rev-parse in Dir: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestAFoundBareRepositoryIsNotUsed(t *testing.T) {
 }
 
 func TestARelativeGitDirIsRefused(t *testing.T) {
-	err := (&gitcmd.Runner{}).Run(context.Background(), gitcmd.Cmd{GitDir: "data/repos/x.git", Name: "for-each-ref"})
+	err := gitcmd.New(gitcmd.Direct(), gitcmd.Options{}).Run(context.Background(), gitcmd.Cmd{GitDir: "data/repos/x.git", Name: "for-each-ref"})
 	if err == nil || !strings.Contains(err.Error(), "not an absolute path") {
 		t.Fatalf("err = %v, want a refusal of the relative git directory", err)
 	}

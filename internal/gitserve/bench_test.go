@@ -100,7 +100,7 @@ func (f flushWriter) Write(p []byte) (int, error) {
 // -benchtime 3x.
 func BenchmarkClone100MiB(b *testing.B) {
 	dir := synthRepo(b, 100)
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	checked := httptest.NewServer(&gitserve.Handler{Git: git, Resolve: func(string) (string, bool) { return dir, true },
 		Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerClient: 4}})
 	defer checked.Close()

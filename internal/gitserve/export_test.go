@@ -3,3 +3,23 @@ package gitserve
 // SetBeforeRun sets the function a shared run calls once it has its slot,
 // before git starts: tests hold runs there.
 func SetBeforeRun(h *Handler, f func(key string)) { h.beforeRun = f }
+
+// SetBeforeAnswer sets the function the run of a shared answer (a refs
+// advertisement, an ls-refs listing) calls once it has its slot.
+func SetBeforeAnswer(h *Handler, f func(key string)) { h.beforeAnswer = f }
+
+// SharedRuns counts the git runs that shared answers took, and those of
+// the wants checks.
+func SharedRuns(h *Handler) (answers, checks int64) {
+	return h.shares.answers.Load(), h.shares.checks.Load()
+}
+
+// RacyMargin is how old the refs must be for a stat of them to stand for a
+// read.
+const RacyMargin = racyMargin
+
+// RefsReads counts the reads of repositories' refs (the others were stats).
+func RefsReads(h *Handler) int64 {
+	h.init()
+	return h.views.reads.Load()
+}

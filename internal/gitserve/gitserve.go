@@ -6,9 +6,11 @@
 // receive-pack, and checks each request whole before git sees it. It
 // serves each client address a share of requests at once, and caps the
 // upload-packs it runs, in all and per repository; a request over either
-// waits its turn in a fair queue, for a bounded time. With a PackCache,
-// identical fetches share one run, whose output it keeps in files for a
-// while.
+// waits its turn in a fair queue, for a bounded time. What depends on the
+// refs alone (the refs advertisement, ls-refs listings, whether wanted
+// commits are reachable) is made once per state of the refs and shared
+// (refsView); with a PackCache, identical fetches share one run, whose
+// output it keeps in files for a while and sends from them with sendfile.
 package gitserve
 
 import (
@@ -25,6 +27,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
@@ -44,9 +47,10 @@ type Resolver func(key string) (dir string, ok bool)
 // turn, if it must: behind its client's other requests (each client
 // address has a share of requests in service), then for an upload-pack
 // slot (runs are capped in all and per repository), in fair queues that
-// take clients in turn, for a bounded wait (see turn). With a Cache,
-// identical fetch requests share one run (see PackCache). Set the fields
-// before the first request.
+// take clients in turn, for a bounded wait (see turn). Requests that find
+// the refs in one state share the answers and checks that depend on
+// nothing else (see refsView). With a Cache, identical fetch requests
+// share one run (see PackCache). Set the fields before the first request.
 type Handler struct {
 	Git     *gitcmd.Runner
 	Resolve Resolver
@@ -66,14 +70,19 @@ type Handler struct {
 	Fold repokey.Folding
 
 	// beforeRun, when set (by tests), is called as a run has its slot,
-	// before git starts.
-	beforeRun func(key string)
+	// before git starts; beforeAnswer likewise for the run of a shared
+	// answer (answers.go).
+	beforeRun    func(key string)
+	beforeAnswer func(key string)
+	// shares counts the git runs that shared answers and checks took.
+	shares struct{ answers, checks atomic.Int64 }
 
 	limitOnce sync.Once
 	clk       clock.Clock
 	clients   *clientShares
 	slots     *runSlots
 	tips      *recentTips // nil when TipGrace is negative
+	views     *refsViews
 }
 
 // Limits bound what a client may make the Handler do.
@@ -197,27 +206,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	idle := h.idleTimeout()
 	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
-	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
-	defer pw.clearDeadline()
-	cmd.Stdout = pw
 	if ep == "info/refs" {
 		r, release, ok := h.admit(w, r, 0)
 		if !ok {
 			return
 		}
 		defer release()
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
-		if !v2 {
-			pw.prefix = []byte(pktLine("# service=git-upload-pack\n") + "0000")
-			h.run(r.Context(), w, pw, key, cmd)
+		view, ok := h.view(w, r, key, dir)
+		if !ok {
 			return
 		}
-		caps := &pktWriter{w: pw, each: servedCapability}
-		cmd.Stdout = caps
-		if h.run(r.Context(), w, pw, key, cmd) == nil {
-			_ = caps.rest()
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
+		spec := answerSpec{name: "info/refs\x00" + gp, cmd: cmd}
+		if v2 {
+			spec.name, spec.each = capabilities, servedCapability
+		} else {
+			spec.prefix = pktLine("# service=git-upload-pack\n") + "0000"
 		}
+		h.serveAnswer(w, r, key, view, spec)
 		return
 	}
 	data, status, err := body.read(w, r)
@@ -235,28 +242,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	view, ok := h.view(w, r, key, dir)
+	if !ok {
+		return
+	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(data)
-	if req.Command == "ls-refs" && h.tips != nil {
-		lister := &tipLister{tips: h.tips, key: key}
-		out := &pktWriter{w: pw, each: lister.each}
-		cmd.Stdout = out
-		if h.run(r.Context(), w, pw, key, cmd) == nil {
-			_ = out.rest()
-		}
-		return
-	}
-	if req.Command == "fetch" && h.Cache != nil && h.serveShared(w, r, key, gp, data, v2, req, cmd) {
-		return
-	}
-	if req.Command == "fetch" {
-		if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
+	if req.Command == "ls-refs" {
+		name, err := packKey(dir, gp, view.state, data, v2)
+		if err != nil {
 			h.refuse(w, r, key, err)
 			return
 		}
+		h.serveAnswer(w, r, key, view, answerSpec{name: name, cmd: cmd, lists: true})
+		return
 	}
+	// Every fetch is checked, even one that joins a run or a kept pack
+	// of the same refs: the objects can change under the same refs (a
+	// prune drops what the upstream dropped), and a pack kept from before
+	// would serve them again.
+	if err := h.wantsServed(r.Context(), view, key, req.Wants, v2); err != nil {
+		h.refuse(w, r, key, err)
+		return
+	}
+	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view.state, v2, cmd) {
+		return
+	}
+	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
+	defer pw.clearDeadline()
+	cmd.Stdout = pw
 	_ = h.run(r.Context(), w, pw, key, cmd)
+}
+
+// view returns what a request shares with the others that find the refs
+// of dir as they are now (read once its turn came), or answers 500 when
+// they cannot be read.
+func (h *Handler) view(w http.ResponseWriter, r *http.Request, key, dir string) (*refsView, bool) {
+	v, err := h.views.get(dir)
+	if err != nil {
+		h.refuse(w, r, key, err)
+		return nil, false
+	}
+	return v, true
 }
 
 // recent says which wanted objects of a request for key are tips that its
@@ -310,6 +338,7 @@ func (h *Handler) init() {
 			q: fairQueue{maxLen: h.QueueLength, maxBytes: int64(h.MaxPerClient) * h.maxRequest()}}}
 		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, wait: h.QueueWait,
 			waitQueue: waitQueue{clk: clk, q: fairQueue{maxLen: h.QueueLength}}}
+		h.views = newRefsViews()
 		switch {
 		case h.TipGrace == 0:
 			h.tips = newRecentTips(clk, DefaultTipGrace)
@@ -450,7 +479,6 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		err = h.Git.Run(ctx, cmd)
 	}
 	if err == nil {
-		pw.flushPrefix()
 		return nil
 	}
 	if pw.err != nil {
@@ -481,10 +509,8 @@ func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started boo
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)
 		return
 	}
-	// Part of the answer is out: end the connection without the final
-	// chunk, so that the client sees a broken answer rather than a short
-	// one that looks complete.
-	panic(http.ErrAbortHandler)
+	// Part of the answer is out.
+	breakOff(w)
 }
 
 // runFailed logs a failed run and tells OnFailure, unless it was stopped
@@ -500,15 +526,14 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 	}
 }
 
-// lazyWriter writes its prefix before the first byte of output, so that an
-// upload-pack that fails before writing anything can still answer 500.
-// Each write must be done within idle: a client that stops reading fails
-// the write, and git, whose output then goes nowhere, stops.
+// lazyWriter notes whether any output went out, so that an upload-pack
+// that fails before writing anything can still answer 500. Each write must
+// be done within idle: a client that stops reading fails the write, and
+// git, whose output then goes nowhere, stops.
 type lazyWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	idle    time.Duration
-	prefix  []byte
 	started bool
 	err     error // the first failed write to the client
 }
@@ -518,7 +543,7 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 		return 0, l.err
 	}
 	_ = l.rc.SetWriteDeadline(time.Now().Add(l.idle))
-	l.flushPrefix()
+	l.started = true
 	n, err := l.w.Write(p)
 	if err == nil {
 		if ferr := l.rc.Flush(); !errors.Is(ferr, http.ErrNotSupported) {
@@ -534,16 +559,6 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 // clearDeadline lifts the write deadline, which would otherwise outlive
 // the request on a connection kept alive for the client's next one.
 func (l *lazyWriter) clearDeadline() { _ = l.rc.SetWriteDeadline(time.Time{}) }
-
-func (l *lazyWriter) flushPrefix() {
-	if l.started {
-		return
-	}
-	l.started = true
-	if len(l.prefix) > 0 {
-		_, _ = l.w.Write(l.prefix)
-	}
-}
 
 func pktLine(s string) string {
 	const hex = "0123456789abcdef"

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -194,14 +193,7 @@ func benchIdenticalClones(b *testing.B, loose bool) {
 			b.Fatalf("unpack-objects: %v: %s", err, out)
 		}
 	}
-	execPath, err := gittest.Output("", "--exec-path")
-	if err != nil {
-		b.Fatal(err)
-	}
-	backend := httptest.NewServer(&cgi.Handler{Path: filepath.Join(strings.TrimSpace(execPath), "git-http-backend"), Root: "/",
-		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1"}, InheritEnv: []string{"PATH", "HOME"}})
-	defer backend.Close()
-	backendURL := backend.URL + "/" + filepath.Base(dir)
+	backendURL := httpBackend(b, dir)
 	// A new Handler with an empty cache for each round.
 	gitfleet := func() (url string, h *gitserve.Handler, stop func()) {
 		c, err := gitserve.NewPackCache(filepath.Join(b.TempDir(), "packcache"), gitserve.CacheConfig{MaxBytes: 1 << 30, TTL: time.Minute}, nil)
@@ -209,7 +201,7 @@ func benchIdenticalClones(b *testing.B, loose bool) {
 			b.Fatal(err)
 		}
 		// Every clone comes from 127.0.0.1: no per-client cap.
-		h = &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
+		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
 			Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 		srv := httptest.NewServer(h)
 		return srv.URL + "/example.com/history.git", h, srv.Close

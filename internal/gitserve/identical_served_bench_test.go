@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -35,14 +34,8 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 	if err := gittest.Git(dir, "-c", "repack.writeBitmaps=false", "repack", "-a", "-d", "-f", "-q"); err != nil {
 		b.Fatal(err)
 	}
-	execPath, err := gittest.Output("", "--exec-path")
-	if err != nil {
-		b.Fatal(err)
-	}
-	backend := httptest.NewServer(&cgi.Handler{Path: filepath.Join(strings.TrimSpace(execPath), "git-http-backend"), Root: "/",
-		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1"}, InheritEnv: []string{"PATH", "HOME"}})
-	defer backend.Close()
-	backendURL := backend.URL + "/" + filepath.Base(dir)
+	backendURL := httpBackend(b, dir)
+	backendHost, _, _ := strings.Cut(strings.TrimPrefix(backendURL, "http://"), "/")
 
 	// Record the fetch request of one stock clone.
 	var mu sync.Mutex
@@ -61,7 +54,7 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 		u := *r.URL
 		r2 := r.Clone(r.Context())
 		r2.URL, r2.RequestURI = &u, ""
-		r2.URL.Scheme, r2.URL.Host = "http", strings.TrimPrefix(backend.URL, "http://")
+		r2.URL.Scheme, r2.URL.Host = "http", backendHost
 		resp, err := http.DefaultTransport.RoundTrip(r2)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -87,7 +80,7 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h = &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
+		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
 			Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 		srv := httptest.NewServer(h)
 		return srv.URL + "/example.com/history.git", h, srv.Close

@@ -23,9 +23,6 @@ type CacheConfig struct {
 	TTL      time.Duration
 }
 
-// readChunk is the most a client reads from a file at a time.
-const readChunk = 64 << 10
-
 // fileOverhead is what a cache file is charged besides its bytes: its
 // inode and the rest of its last block.
 const fileOverhead = 4096
@@ -129,7 +126,15 @@ type packReader struct {
 	off     int64 // bytes delivered
 	pending int64 // bytes handed out by the last next, delivered once next is called again
 	f       *os.File
-	buf     []byte
+}
+
+// part is a piece of an answer to send: n bytes of the entry's file from
+// off, or, after a spill, bytes in memory.
+type part struct {
+	f   *os.File // nil for bytes in memory
+	off int64
+	n   int64
+	mem []byte
 }
 
 // join attaches a reader to the live run or kept file of key, or returns
@@ -332,10 +337,41 @@ func (e *packEntry) finish(err error, keep bool) {
 	e.notify()
 }
 
-// next waits for the reader's next bytes: io.EOF after the last, the run's
-// error if it failed, ctx's if the client went away. The bytes are valid
+// settle waits until the run ended, or made atLeast bytes, or for at most
+// wait, before the reader's first part is asked for. whole says that the
+// answer is all on file, of size bytes: the run ended well and did not
+// spill. A run that ended in failure answers its error, ctx's if the
+// client went away.
+func (r *packReader) settle(ctx context.Context, atLeast int64, wait time.Duration) (size int64, whole bool, err error) {
+	e := r.e
+	c := e.c
+	timer := time.NewTimer(wait) // paces the wire, as write deadlines do: not the Handler's clock
+	defer timer.Stop()
+	c.mu.Lock()
+	for !e.done && !e.spilled && e.end-r.off < atLeast {
+		ch := e.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return 0, false, nil
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
+	if e.done && e.err != nil {
+		return 0, false, e.err
+	}
+	return e.size, e.done && !e.spilled, nil
+}
+
+// next waits for the reader's next part: io.EOF after the last, the run's
+// error if it failed, ctx's if the client went away. A part of the file is
+// all that the run wrote of it past the reader's place; the part is valid
 // until the following call.
-func (r *packReader) next(ctx context.Context) ([]byte, error) {
+func (r *packReader) next(ctx context.Context) (part, error) {
 	e := r.e
 	c := e.c
 	c.mu.Lock()
@@ -352,45 +388,36 @@ func (r *packReader) next(ctx context.Context) ([]byte, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return part{}, ctx.Err()
 		}
 		c.mu.Lock()
 	}
-	switch {
-	case r.off < e.size:
-		n := min(e.size-r.off, readChunk)
+	switch off := r.off; {
+	case off < e.size:
+		n := e.size - off
 		r.pending = n
 		path := e.path
 		c.mu.Unlock()
-		return r.readFile(path, n)
-	case r.off < e.end:
-		p := e.chunk[r.off-(e.end-int64(len(e.chunk))):]
+		if r.f == nil {
+			f, err := os.Open(path)
+			if err != nil {
+				return part{}, fmt.Errorf("pack cache: %w", err)
+			}
+			r.f = f
+		}
+		return part{f: r.f, off: off, n: n}, nil
+	case off < e.end:
+		p := e.chunk[off-(e.end-int64(len(e.chunk))):]
 		r.pending = int64(len(p))
 		c.mu.Unlock()
-		return p, nil
+		return part{mem: p}, nil
 	}
 	err := e.err
 	c.mu.Unlock()
 	if err == nil {
 		err = io.EOF
 	}
-	return nil, err
-}
-
-func (r *packReader) readFile(path string, n int64) ([]byte, error) {
-	if r.f == nil {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("pack cache: %w", err)
-		}
-		r.f = f
-		r.buf = make([]byte, readChunk)
-	}
-	m, err := r.f.ReadAt(r.buf[:n], r.off)
-	if m < int(n) {
-		return nil, fmt.Errorf("pack cache: short read of %s: %w", path, err)
-	}
-	return r.buf[:n], nil
+	return part{}, err
 }
 
 // close detaches the reader. The last reader of a live run cancels it:

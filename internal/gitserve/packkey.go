@@ -3,11 +3,7 @@ package gitserve
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -54,48 +50,4 @@ func dropTokens(line string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(kept, " ")
-}
-
-// refsState is a digest of what of a bare repository, besides the request,
-// decides upload-pack's answer: its refs (packed and loose), HEAD and its
-// shallow file. Objects need no look: an object's id names its content,
-// and what is reachable and served is decided by the refs. It reads files
-// rather than start a git process; a ref moving while it reads gives a
-// digest of neither state, which only misses the cache.
-func refsState(dir string) ([]byte, error) {
-	h := sha256.New()
-	for _, name := range []string{"HEAD", "packed-refs", "shallow"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("reading the refs of %s: %w", dir, err)
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
-		h.Write(b)
-	}
-	refs := filepath.Join(dir, "refs")
-	err := filepath.WalkDir(refs, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // a ref deleted while we read
-			}
-			return err
-		}
-		if d.IsDir() || strings.HasSuffix(path, ".lock") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path[len(refs):], len(b))
-		h.Write(b)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the refs of %s: %w", dir, err)
-	}
-	return h.Sum(nil), nil
 }

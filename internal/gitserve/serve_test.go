@@ -47,7 +47,7 @@ func newFixture(t *testing.T, tune func(h *gitserve.Handler)) *fixture {
 		t.Fatal(err)
 	}
 	repo := filepath.Join(up.Dir, "r.git")
-	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
 		return repo, key == "example.com/r"
 	}}
 	if tune != nil {

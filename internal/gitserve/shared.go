@@ -3,38 +3,31 @@ package gitserve
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
-// serveShared serves a fetch through the pack cache: from the live run or
-// the kept output of an identical request, or from a new run that the
-// identical requests after it follow. It returns false when the cache
-// cannot take the request (the refs cannot be read, its directory fails):
-// the caller then serves it alone.
-func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body []byte, v2 bool,
-	req uploadRequest, cmd gitcmd.Cmd) bool {
+// serveShared serves a fetch, whose wants were checked, through the pack
+// cache: from the live run or the kept output of an identical request, or
+// from a new run that the identical requests after it follow. state is the
+// digest of the refs that the request found. It returns false when the
+// cache cannot take the request (its directory fails): the caller then
+// serves it alone.
+func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body, state []byte, v2 bool,
+	cmd gitcmd.Cmd) bool {
 	dir := cmd.Args[0]
-	state, err := refsState(dir)
-	if err != nil {
-		h.logCache(key, err)
-		return false
-	}
 	ck, err := packKey(dir, gitProtocol, state, body, v2)
 	if err != nil {
 		h.logCache(key, err)
 		return false
-	}
-	// Every request is checked, even one that joins a run or a kept pack
-	// of the same refs: the objects can change under the same refs (a
-	// prune drops what the upstream dropped), and a pack kept from before
-	// would serve them again.
-	if err := checkWants(r.Context(), h.Git, dir, req.Wants, h.recent(key, v2)); err != nil {
-		h.refuse(w, r, key, err)
-		return true
 	}
 	rd := h.Cache.join(ck)
 	if rd == nil {
@@ -53,7 +46,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 			cancel()
 		}
 	}
-	h.follow(r.Context(), w, key, rd)
+	h.follow(r.Context(), w, r, key, rd)
 	return true
 }
 
@@ -72,8 +65,8 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 	}
 	keep := false
 	if err == nil {
-		after, serr := refsState(cmd.Args[0])
-		keep = serr == nil && bytes.Equal(after, state)
+		after, serr := readRefs(cmd.Args[0])
+		keep = serr == nil && bytes.Equal(after.digest, state)
 	} else {
 		h.runFailed(ctx, key, err)
 	}
@@ -83,10 +76,31 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 // follow streams a run's output to one client, from the first byte, as it
 // comes. A run that fails before any output answers 500 (503 when it got
 // no slot); after, the connection is broken off.
-func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string, rd *packReader) {
+//
+// The answer is framed so that its bytes go from the cache's file to the
+// socket by sendfile (see send): chunked framing would have net/http copy
+// them. An answer that is whole on file within framingWait (a kept one,
+// or a small one) goes with a Content-Length, and the connection stays
+// open for the client's next request; a larger one, still being made, goes
+// as a body that the end of the connection delimits (HTTP/1.1's
+// "Transfer-Encoding: identity"). Its client tells a cut-off answer by
+// git's own framing (the flush that ends a response, the pack's checksum)
+// and by the reset that breaks it off (breakOff).
+func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, r *http.Request, key string, rd *packReader) {
 	defer rd.close()
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve the client's next request
+	size, whole, err := rd.settle(ctx, framingBytes, framingWait)
+	if err != nil {
+		h.failed(ctx, w, false, key, err)
+		return
+	}
+	switch {
+	case whole:
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	case r.ProtoMajor == 1 && r.ProtoMinor >= 1:
+		w.Header().Set("Transfer-Encoding", "identity")
+	}
 	started := false
 	for {
 		p, err := rd.next(ctx)
@@ -98,15 +112,82 @@ func (h *Handler) follow(ctx context.Context, w http.ResponseWriter, key string,
 			return
 		}
 		started = true
-		// A client that stops reading is cut off after writeStall, rather
-		// than hold the run (which, once it spilled, goes at the pace of
-		// its slowest client) and its slot for ever.
+		if err := send(w, rc, p); err != nil {
+			if errors.Is(err, errCacheFile) {
+				h.logCache(key, err)
+				breakOff(w)
+			}
+			return // else the client went away; the others go on
+		}
+	}
+}
+
+// An answer whose run ends within framingWait, with fewer than
+// framingBytes, is sent whole with its length (see follow).
+const (
+	framingBytes = 1 << 20
+	framingWait  = time.Second
+)
+
+// send writes one part of an answer. A range of the cache's file goes by
+// io.Copy to the response writer, whose ReadFrom hands an unframed body to
+// the socket's ReadFrom: sendfile on plain TCP (TLS, and chunked framing,
+// copy it). The write deadline moves with progress: a client that takes
+// nothing for writeStall is cut off, rather than hold the run (which, once
+// it spilled, goes at the pace of its slowest client) and its slot for
+// ever.
+func send(w http.ResponseWriter, rc *http.ResponseController, p part) error {
+	if p.f == nil {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
-		if _, err := w.Write(p); err != nil {
-			return // the client went away; the others go on
+		if _, err := w.Write(p.mem); err != nil {
+			return err
 		}
 		_ = rc.Flush() // a client gone fails the next write
+		return nil
 	}
+	if _, err := p.f.Seek(p.off, io.SeekStart); err != nil {
+		return fmt.Errorf("%w: %w", errCacheFile, err)
+	}
+	for left := p.n; left > 0; {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
+		n, err := io.Copy(w, io.LimitReader(p.f, left))
+		left -= n
+		switch {
+		case err == nil && n == 0:
+			return fmt.Errorf("%w: %s ends %d bytes short", errCacheFile, p.f.Name(), left)
+		case err != nil && (n == 0 || !errors.Is(err, os.ErrDeadlineExceeded)):
+			return err
+		}
+	}
+	_ = rc.Flush() // what a short part left in net/http's buffer
+	return nil
+}
+
+// errCacheFile is a failure of the cache's file while it is sent, not of
+// the client.
+var errCacheFile = errors.New("pack cache: the answer's file failed")
+
+// breakOff ends a response whose answer failed after part of it went out,
+// so that its client sees a broken answer rather than a short one that
+// looks whole: with a reset of the connection (a body that the
+// connection's end delimits would end well with a close), or, where the
+// connection cannot be taken over, with net/http's abort.
+func breakOff(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	for {
+		inner, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = inner.NetConn()
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // the close resets the connection
+	}
+	_ = conn.Close()
 }
 
 // writeStall is how long a write to a client of a shared run may wait.

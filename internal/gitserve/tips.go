@@ -1,12 +1,10 @@
 package gitserve
 
 import (
-	"bytes"
 	"sync"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 // Bounds of the memory of recently advertised tips.
@@ -101,27 +99,4 @@ func (r *recentTips) sweep(now time.Time) {
 	for key := range r.repos {
 		r.expire(key, now)
 	}
-}
-
-// tipLister passes an ls-refs answer on, collecting the object ids of its
-// pkt-lines ("<oid> <refname>[ <attributes>]", up to maxTipsPerRepo), and
-// records them as advertised when its end (the flush) goes out: before the
-// client can have read the listing whole and asked for a tip.
-type tipLister struct {
-	tips *recentTips
-	key  string
-	oids []string
-}
-
-func (l *tipLister) each(pkt []byte) bool {
-	switch {
-	case string(pkt) == "0000":
-		l.tips.record(l.key, l.oids)
-		l.oids = nil
-	case len(pkt) > 4 && len(l.oids) < maxTipsPerRepo:
-		if oid, _, ok := bytes.Cut(pkt[4:], []byte(" ")); ok && gitcmd.IsOID(string(oid)) {
-			l.oids = append(l.oids, string(oid))
-		}
-	}
-	return true
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -19,6 +21,147 @@ const hiddenRefs = "refs/gitfleet/"
 // partial clone's lazy fetch asks for many blobs at once).
 const maxWants = 50000
 
+// wantsServed refuses a request for objects that the served refs do not
+// reach (see checkWants), and shares what it can between the requests that
+// find the refs in v's state: a want that is a served tip, whose object is
+// on disk (looked at once per state), needs no process, and a set of wants
+// that the refs were found to reach is not looked at again. What depends
+// on more than the refs is checked anew each time: a tip advertised a
+// moment ago (recent), a tree or a blob (only checked to exist, and a
+// prune drops them under the same refs). Identical checks in flight are
+// made once.
+func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, wants []string, v2 bool) error {
+	if len(wants) == 0 {
+		return nil
+	}
+	if len(wants) > maxWants {
+		return refused("more than %d objects wanted in one request", maxWants)
+	}
+	if v.allTips(wants) {
+		present, err := h.tipsPresent(ctx, v, wants)
+		if err != nil {
+			return err
+		}
+		if present {
+			return nil
+		}
+		// A tip that is not on disk: the full check tells a damaged
+		// mirror from a refusal.
+	}
+	k := wantsKey(wants)
+	v.mu.Lock()
+	if v.reachable[k] {
+		v.mu.Unlock()
+		return nil
+	}
+	f, leader := join(v.checks, k)
+	v.mu.Unlock()
+	if !leader {
+		_, err := f.wait(ctx)
+		return err
+	}
+	// The check goes on for the requests that wait for it if this one's
+	// client leaves.
+	h.shares.checks.Add(1)
+	refsOnly, err := checkWants(context.WithoutCancel(ctx), h.Git, v.dir, wants, h.recent(key, v2))
+	v.mu.Lock()
+	delete(v.checks, k)
+	keep := err == nil && refsOnly
+	if keep {
+		v.reachable[k] = true
+	}
+	v.mu.Unlock()
+	if keep {
+		v.views.grow(v, int64(len(k)))
+	}
+	f.land(refsOnly, err)
+	return err
+}
+
+// allTips says whether every want is a served tip of v's state.
+func (v *refsView) allTips(wants []string) bool {
+	for _, w := range wants {
+		if !v.tips[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// tipsPresent says whether the objects of the wanted tips, all tips of
+// v's state, are on disk (they are, but in a damaged mirror). Each tip is
+// looked at once per state, by the first request that wants it.
+func (h *Handler) tipsPresent(ctx context.Context, v *refsView, wants []string) (bool, error) {
+	v.mu.Lock()
+	var unseen []string
+	for _, w := range wants {
+		if !v.present[w] {
+			unseen = append(unseen, w)
+		}
+	}
+	if len(unseen) == 0 {
+		v.mu.Unlock()
+		return true, nil
+	}
+	k := wantsKey(unseen)
+	f, leader := join(v.looks, k)
+	v.mu.Unlock()
+	if !leader {
+		return f.wait(ctx)
+	}
+	all := true
+	var found []string
+	h.shares.checks.Add(1)
+	err := objectTypes(context.WithoutCancel(ctx), h.Git, v.dir, unseen, func(oid, typ string) {
+		if typ == "missing" {
+			all = false
+		} else {
+			found = append(found, oid)
+		}
+	})
+	v.mu.Lock()
+	delete(v.looks, k)
+	if err == nil {
+		for _, oid := range found {
+			v.present[oid] = true
+		}
+	}
+	v.mu.Unlock()
+	if err == nil {
+		v.views.grow(v, int64(len(found))*48)
+	}
+	f.land(all, err)
+	return all, err
+}
+
+// wantsKey names a set of wanted objects, whatever their order.
+func wantsKey(wants []string) string {
+	sorted := slices.Clone(wants)
+	slices.Sort(sorted)
+	h := sha256.New()
+	for _, w := range slices.Compact(sorted) {
+		h.Write([]byte(w))
+	}
+	return string(h.Sum(nil))
+}
+
+// objectTypes tells each object's type ("missing" for one not on disk),
+// from one git cat-file.
+func objectTypes(ctx context.Context, git *gitcmd.Runner, dir string, oids []string, each func(oid, typ string)) error {
+	in := strings.Join(oids, "\n") + "\n"
+	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "cat-file",
+		Flags: []string{"--batch-check=%(objectname) %(objecttype)"}, Stdin: strings.NewReader(in)})
+	if err != nil {
+		return fmt.Errorf("listing the wanted objects: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		oid, typ, _ := strings.Cut(sc.Text(), " ")
+		each(oid, typ)
+	}
+	return nil
+}
+
 // checkWants refuses a request for objects that the served refs do not
 // reach. protocol v2's upload-pack serves any object it has, so a commit
 // that the upstream force-pushed away (a leaked secret, say) could
@@ -28,49 +171,48 @@ const maxWants = 50000
 // cost), or be a tip that the repository advertised a moment ago (recent,
 // when not nil: see recentTips); trees and blobs, which a partial clone
 // asks for by id and whose ids only a reachable commit gives away, are
-// only checked to exist.
-func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string, recent func(oid string) bool) error {
-	if len(wants) == 0 {
-		return nil
-	}
-	if len(wants) > maxWants {
-		return refused("more than %d objects wanted in one request", maxWants)
-	}
-	in := strings.Join(wants, "\n") + "\n"
-	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "cat-file",
-		Flags: []string{"--batch-check=%(objectname) %(objecttype)"}, Stdin: strings.NewReader(in)})
-	if err != nil {
-		return fmt.Errorf("listing the wanted objects: %w", err)
-	}
+// only checked to exist. refsOnly says that the answer depends on the refs
+// alone: every want is a commit or a tag that they reach.
+func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string, recent func(oid string) bool) (refsOnly bool, err error) {
 	var commits bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		oid, typ, _ := strings.Cut(sc.Text(), " ")
+	refsOnly = true
+	missingOID := ""
+	err = objectTypes(ctx, git, dir, wants, func(oid, typ string) {
 		switch typ {
 		case "commit", "tag":
 			if recent != nil && recent(oid) {
-				continue // on disk, and advertised within the grace
+				refsOnly = false
+				return // on disk, and advertised within the grace
 			}
 			commits.WriteString(oid + "\n")
 		case "tree", "blob":
+			refsOnly = false
 		default: // "missing"
-			return missing(ctx, git, dir, oid)
+			if missingOID == "" {
+				missingOID = oid
+			}
 		}
+	})
+	if err != nil {
+		return false, err
+	}
+	if missingOID != "" {
+		return false, missing(ctx, git, dir, missingOID)
 	}
 	if commits.Len() == 0 {
-		return nil
+		return refsOnly, nil
 	}
 	// What the wanted commits reach that no ref reaches; nothing when
 	// every one is reachable (a ref's tip stops the walk at once).
-	out, err = git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list",
+	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list",
 		Flags: []string{"--max-count=1", "--not", "--exclude=" + hiddenRefs + "*", "--all", "--not", "--stdin"}, Stdin: &commits})
 	if err != nil {
-		return fmt.Errorf("checking that the wanted commits are served: %w", err)
+		return false, fmt.Errorf("checking that the wanted commits are served: %w", err)
 	}
 	if len(bytes.TrimSpace(out)) > 0 {
-		return refused("not our ref %s: only what the served refs reach is served", truncate(string(bytes.TrimSpace(out))))
+		return false, refused("not our ref %s: only what the served refs reach is served", truncate(string(bytes.TrimSpace(out))))
 	}
-	return nil
+	return refsOnly, nil
 }
 
 // missing answers a wanted object that the repository does not have: a

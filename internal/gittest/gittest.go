@@ -31,6 +31,9 @@ type Upstreams struct {
 	// listings counts ref advertisements (GET info/refs) by repository
 	// name: one per ls-remote, check or fetch a client makes.
 	listings map[string]int
+	// requests counts every HTTP request by repository name: a ref
+	// advertisement, a ref listing and a fetch are one each.
+	requests map[string]int
 	// names maps the lower-case names of created repositories to their
 	// names: keys are lower case, upstream names need not be.
 	names map[string]string
@@ -45,8 +48,8 @@ func Start(dir string) (*Upstreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, names: map[string]string{}}
-	h := &gitserve.Handler{Git: &gitcmd.Runner{}, Resolve: func(key string) (string, bool) {
+	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, names: map[string]string{}}
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
 		// name, whatever its case, as GitHub does.
 		_, name, _ := strings.Cut(key, "/")
@@ -69,9 +72,13 @@ func Start(dir string) (*Upstreams, error) {
 	// The handler sees "/<name>.git/..."; prefix the host so it parses as a key.
 	host := ln.Addr().String()
 	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if name, ok := strings.CutSuffix(r.URL.Path, ".git/info/refs"); ok {
+		if name, _, ok := strings.Cut(r.URL.Path, ".git/"); ok {
+			name = strings.TrimPrefix(name, "/")
 			u.mu.Lock()
-			u.listings[strings.TrimPrefix(name, "/")]++
+			u.requests[name]++
+			if strings.HasSuffix(r.URL.Path, ".git/info/refs") {
+				u.listings[name]++
+			}
 			u.mu.Unlock()
 		}
 		r2 := r.Clone(r.Context())
@@ -93,6 +100,15 @@ func (u *Upstreams) Listings(name string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.listings[name]
+}
+
+// Requests is how many HTTP requests a client has made for name: git's
+// smart HTTP makes one for the advertisement (GET info/refs), one for each
+// protocol v2 command (ls-refs, fetch) and one for each v0 fetch round.
+func (u *Upstreams) Requests(name string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.requests[name]
 }
 
 // RepoURL is the clone URL of name.
@@ -183,7 +199,7 @@ func (u *Upstreams) Refs(name string) (map[string]string, error) {
 
 // RefsOf lists the branches and tags of a repository directory.
 func RefsOf(dir string) (map[string]string, error) {
-	r := &gitcmd.Runner{Protocols: "file"}
+	r := gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
 	refs, err := r.LocalRefs(context.Background(), dir)
 	return refs.Refs, err
 }

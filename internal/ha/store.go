@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -385,7 +384,7 @@ func (s *Store) plan(ops []store.Op) ([]rawOp, map[string]string, error) {
 		case len(op.Value) < partSize:
 			raw = append(raw, rawOp{Key: dk, Value: append([]byte{tagInline}, op.Value...)})
 		default:
-			gen := newGen()
+			gen := rand.Text() // no "/" or NUL, which the part keys use as separators
 			n := 0
 			for off := 0; off < len(op.Value); off += partSize {
 				part := op.Value[off:min(off+partSize, len(op.Value))]
@@ -397,12 +396,6 @@ func (s *Store) plan(ops []store.Op) ([]rawOp, map[string]string, error) {
 		}
 	}
 	return raw, gens, nil
-}
-
-func newGen() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // split cuts raw into records that each fit in one transaction.

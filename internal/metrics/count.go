@@ -1,6 +1,9 @@
 package metrics
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+)
 
 // CountBytes wraps h so that add is told of every byte of the answers it
 // writes (the body, not the headers): the bytes a git endpoint serves.
@@ -21,6 +24,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(p)
 	if n > 0 {
 		c.add(n)
+	}
+	return n, err
+}
+
+// ReadFrom hands r to the wrapped writer's ReadFrom, where it has one:
+// net/http's sends a file to a plain TCP connection with sendfile, which a
+// copy through Write would defeat.
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(c.ResponseWriter, r)
+	if n > 0 {
+		c.add(int(n))
 	}
 	return n, err
 }

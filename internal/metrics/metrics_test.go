@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,6 +83,42 @@ func TestCountBytesCountsTheBodyAndKeepsTheWriterReachable(t *testing.T) {
 	}
 	if n != 1008 || len(body) != 1008 {
 		t.Fatalf("counted %d bytes of a %d-byte answer, want 1008", n, len(body))
+	}
+}
+
+// A file copied to the wrapped writer reaches net/http's ReadFrom (which
+// sends it with sendfile) and is counted.
+func TestCountBytesPassesACopiedFileToTheServersReadFrom(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pack")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("p"), 100000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var readFrom bool
+	h := CountBytes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, readFrom = w.(io.ReaderFrom)
+		f, err := os.Open(path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Length", "100000")
+		_, _ = io.Copy(w, io.LimitReader(f, 100000))
+	}), func(k int) { n += k })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !readFrom {
+		t.Error("the counting writer hides the server's ReadFrom")
+	}
+	if n != 100000 || len(body) != 100000 {
+		t.Fatalf("counted %d bytes of a %d-byte answer, want 100000", n, len(body))
 	}
 }
 

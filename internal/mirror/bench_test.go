@@ -47,7 +47,7 @@ func BenchmarkCloneSizeWatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		st, err := mirror.Open(dir, &gitcmd.Runner{}, log)
+		st, err := mirror.Open(dir, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -67,7 +67,7 @@ func BenchmarkCheck(b *testing.B) {
 		urls[i] = up.RepoURL(name)
 	}
 	ctx := context.Background()
-	st, err := mirror.Open(b.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func() *mirror.Store {
 		t.Helper()
-		st, err := mirror.Open(data, &gitcmd.Runner{}, log)
+		st, err := mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 		if err != nil {
 			t.Fatal(err)
 		}

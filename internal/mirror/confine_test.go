@@ -110,7 +110,7 @@ func TestAStoreWhoseReposDirectoryLeadsOutsideDoesNotOpen(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(data, "repos")); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mirror.Open(data, &gitcmd.Runner{}, slog.New(slog.DiscardHandler))
+	st, err := mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.DiscardHandler))
 	if err == nil {
 		st.Close()
 		t.Fatal("a store opened on repos/ that leads outside the data directory")

@@ -52,21 +52,28 @@ func (s *Store) listRefs(ctx context.Context, key, url string) (gitcmd.Listing, 
 	if err != nil {
 		return l, err
 	}
-	if len(l.Skipped) > 0 {
-		s.mu.Lock()
-		first := !s.skipLogged[key]
-		s.skipLogged[key] = true
-		s.mu.Unlock()
-		if first {
-			name := l.Skipped[0]
-			if len(name) > 80 {
-				name = name[:80] + "..."
-			}
-			s.log.Warn("skipping refs that cannot be mirrored (too long, control characters, or a component too long for a file name); the rest is mirrored",
-				"key", key, "skipped", len(l.Skipped), "first", name, "max_ref_length", s.limits.MaxRefLength)
-		}
-	}
+	s.logSkipped(key, l.Skipped)
 	return l, nil
+}
+
+// logSkipped logs, once per repository, the refs of its upstream that a
+// listing skipped.
+func (s *Store) logSkipped(key string, skipped []string) {
+	if len(skipped) == 0 {
+		return
+	}
+	s.mu.Lock()
+	first := !s.skipLogged[key]
+	s.skipLogged[key] = true
+	s.mu.Unlock()
+	if first {
+		name := skipped[0]
+		if len(name) > 80 {
+			name = name[:80] + "..."
+		}
+		s.log.Warn("skipping refs that cannot be mirrored (too long, control characters, or a component too long for a file name); the rest is mirrored",
+			"key", key, "skipped", len(skipped), "first", name, "max_ref_length", s.limits.MaxRefLength)
+	}
 }
 
 // errTooLarge is the cause given to a fetch stopped by the size watch.
@@ -96,6 +103,12 @@ func (s *Store) fetch(ctx context.Context, dir, url string, skipped []string, re
 		c.Flags = append(c.Flags, "--stdin")
 		c.Stdin = strings.NewReader(neg)
 	}
+	return s.runFetch(ctx, c, dir, url, refsBefore)
+}
+
+// runFetch runs the fetch c into the repository at dir from url under
+// MaxRepoSize (see fetch).
+func (s *Store) runFetch(ctx context.Context, c gitcmd.Cmd, dir, url, refsBefore string) error {
 	packDir := filepath.Join(dir, "objects", "pack")
 	limit := s.limits.MaxRepoSize
 	if limit <= 0 {

@@ -24,7 +24,7 @@ func limited(t *testing.T, data string, l mirror.Limits, log io.Writer) *mirror.
 	if log == nil {
 		log = io.Discard
 	}
-	st, err := mirror.Open(data, &gitcmd.Runner{}, slog.New(slog.NewTextHandler(log, nil)))
+	st, err := mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

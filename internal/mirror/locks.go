@@ -39,12 +39,7 @@ func lockedOut(err error) bool {
 
 // lockAge is the age past which a lock file cannot belong to a running git
 // of this process: the runner kills every git at its timeout.
-func (s *Store) lockAge() time.Duration {
-	if s.git.Timeout > 0 {
-		return s.git.Timeout
-	}
-	return 10 * time.Minute
-}
+func (s *Store) lockAge() time.Duration { return s.git.Timeout() }
 
 func (s *Store) now() time.Time {
 	if s.clk == nil {

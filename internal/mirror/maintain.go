@@ -28,9 +28,9 @@ import (
 //     index with a bitmap over the result) and `git commit-graph write
 //     --reachable --split`;
 //   - full, on a mirror's first run and, for a mirror written to since,
-//     once the full interval has passed: `git repack -a -d -b` (one pack
-//     of what the refs reach, with a bitmap: the objects no ref reaches are
-//     dropped), `git prune --expire=now` when loose objects are left, and
+//     once the full interval has passed: `git repack -a -d -b --write-midx`
+//     (one pack of what the refs reach, a multi-pack index over it with a
+//     bitmap: the objects no ref reaches are dropped), `git prune --expire=now` when loose objects are left, and
 //     the commit graph written anew. This bounds
 //     how long an object that nothing reaches stays, whatever left it (the
 //     pruner, prune.go, handles what a fetch dropped within --prune-after).
@@ -301,10 +301,13 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 		if kept := removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
 			s.log.Warn("removed .keep files that a killed fetch left", "dir", filepath.Base(dir), "files", kept)
 		}
-		// -a -d: one pack of what the refs reach, the old packs (and the
-		// multi-pack index over them) deleted with the objects nothing
-		// reaches; -b: a bitmap; -n: no info/ files for dumb HTTP.
-		if err := run("repack", "-a", "-d", "-b", "-n", "-q", maintThreads); err != nil {
+		// -a -d: one pack of what the refs reach, the old packs deleted
+		// with the objects nothing reaches; -b --write-midx: a multi-pack
+		// index over it with a bitmap, written anew (a pack rewritten under
+		// its old name, as a fresh clone's is, would otherwise keep the old
+		// index and its bitmap beside a new bitmap of its own); -n: no info/
+		// files for dumb HTTP.
+		if err := run("repack", "-a", "-d", "-b", "--write-midx", "-n", "-q", maintThreads); err != nil {
 			return true, fmt.Errorf("repack: %w", err)
 		}
 		if hasLoose(filepath.Join(dir, "objects")) {

@@ -36,7 +36,7 @@ func BenchmarkCloneAfterFetches(b *testing.B) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func() *mirror.Store {
-		st, err := mirror.Open(b.TempDir(), &gitcmd.Runner{}, log)
+		st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 		if err != nil {
 			b.Fatal(err)
 		}

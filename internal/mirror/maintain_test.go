@@ -63,6 +63,27 @@ func (r *pruneRig) fetches(n int) {
 	}
 }
 
+// unmaintained makes the mirror what a gitfleet that did not maintain
+// first mirrors at once left on disk, and an upgrade finds: no record of
+// a run, no multi-pack index or bitmap, no commit graph.
+func (r *pruneRig) unmaintained() {
+	r.t.Helper()
+	dir := r.st.Path(r.key)
+	files, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "multi-pack-index*"))
+	bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.bitmap"))
+	files = append(append(files, bitmaps...), filepath.Join(dir, "gitfleet-maintained"))
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"commit-graph", "commit-graphs"} {
+		if err := os.RemoveAll(filepath.Join(dir, "objects", "info", d)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
 func (r *pruneRig) probe() mirror.Shape {
 	r.t.Helper()
 	sh, err := r.st.Probe(r.key)
@@ -106,6 +127,7 @@ func (r *pruneRig) servedAsUpstream() {
 
 func TestMaintenanceAfterManyFetchesLeavesFewPacksABitmapAndACommitGraph(t *testing.T) {
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.unmaintained() // cloned before an upgrade
 	r.fetches(6)
 	r.looseBlob() // as a fetch under git's unpack limit leaves them
 	sh := r.probe()
@@ -308,6 +330,7 @@ func TestClonesAndFetchesDuringMaintenancePassFsck(t *testing.T) {
 // stay loose for the next run, and the lock is left to its owner.
 func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.unmaintained() // cloned before an upgrade
 	r.fetches(4)
 	lock := filepath.Join(r.st.Path(r.key), "packed-refs.lock")
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
@@ -336,6 +359,7 @@ func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
 // run killed by the test's cancel.)
 func TestAStoppedMaintenanceLeavesNoLockBehind(t *testing.T) {
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
+	r.unmaintained() // cloned before an upgrade
 	r.fetches(3)
 	dir := r.st.Path(r.key)
 	locks := []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock", "objects/info/commit-graph.lock"}

@@ -1,6 +1,8 @@
 // Package mirror keeps the bare mirrors of a node on disk, one directory per
 // repository key under <data>/repos/<key>.git. It owns their life cycle:
-// a clone is made in <data>/tmp and renamed into place only when complete,
+// a clone is made in <data>/tmp, with one ref listing and one fetch of
+// what it listed, its bitmap written at once, and renamed into place only
+// when complete (firstmirror.go),
 // fetches update refs atomically and check every object received (fsck),
 // git work on one repository is serialised, removal is a rename out of the
 // tree followed by deletion (or a move to <data>/removed, to be undone),
@@ -30,7 +32,6 @@ package mirror
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -366,49 +367,6 @@ func (s *Store) setHead(ctx context.Context, dir, head string) error {
 	return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "symbolic-ref", Args: []string{"HEAD", head}})
 }
 
-// clone fetches url into a fresh repository in tmp and renames it into place.
-func (s *Store) clone(ctx context.Context, key, url string) (gitcmd.Refs, error) {
-	tmp, err := os.MkdirTemp(s.tmp, "clone-")
-	if err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
-	}
-	defer s.data.RemoveAll(tmp)
-	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{tmp}}); err != nil {
-		return gitcmd.Refs{}, err
-	}
-	remote, err := s.listRefs(ctx, key, url)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	if len(remote.Refs.Refs) > 0 {
-		if err := s.fetch(ctx, tmp, url, remote.Skipped, ""); err != nil {
-			return gitcmd.Refs{}, err
-		}
-		if err := s.checkCloneSize(tmp, url); err != nil {
-			return gitcmd.Refs{}, err
-		}
-	}
-	head, err := s.git.RemoteHead(ctx, url)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	if err := s.setHead(ctx, tmp, head); err != nil {
-		return gitcmd.Refs{}, err
-	}
-	refs, err := s.git.LocalRefs(ctx, tmp)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	dst := s.Path(key)
-	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
-	}
-	if err := s.data.Rename(tmp, dst); err != nil {
-		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
-	}
-	return refs, nil
-}
-
 // Refs reads the refs of key's mirror.
 func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
 	if !s.Has(key) {
@@ -426,7 +384,7 @@ func (s *Store) Remove(key string) error {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
-	trash := filepath.Join(s.tmp, "rm-"+randHex())
+	trash := filepath.Join(s.tmp, "rm-"+rand.Text())
 	if err := s.data.Rename(dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -569,10 +527,4 @@ func (s *Store) cleanLocks(repo string) {
 			}
 		}
 	}
-}
-
-func randHex() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

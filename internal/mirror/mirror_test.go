@@ -23,7 +23,7 @@ func setup(t *testing.T, opts ...mirror.Option) (*gittest.Upstreams, *mirror.Sto
 		t.Fatal(err)
 	}
 	t.Cleanup(up.Close)
-	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ import (
 // could still be fetched by their ID and they cost disk. Such a fetch marks
 // the mirror (pruneMarker, which holds when it was first marked, so that the
 // mark survives a restart), and within PruneAfter the mirror is repacked,
-// under its lock, without its unreachable objects: `git repack -a -d -b`
-// (one pack of what the refs reach, with a bitmap, which makes clones
-// cheaper) then, when loose objects are left, `git prune --expire=now`. A
+// under its lock, without its unreachable objects: `git repack -a -d -b
+// --write-midx` (one pack of what the refs reach, with a bitmap, which
+// makes clones cheaper) then, when loose objects are left, `git prune --expire=now`. A
 // mirror that is marked again before it is pruned keeps its first mark: the
 // bound holds however often the upstream rewrites. So that a crash, or a
 // shutdown, between the refs' move and the decision loses no mark, the mark
@@ -293,8 +293,10 @@ func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
 	}
 	// -a -d: one pack of every object the refs reach, the old packs
 	// deleted with the unreachable objects they held (no -A, -k or
-	// --keep-unreachable, which would keep them); -b: with a bitmap.
-	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "-q"}}); err != nil {
+	// --keep-unreachable, which would keep them); -b --write-midx: with a
+	// bitmap, in a multi-pack index written anew, as maintenance writes
+	// them (maintain.go).
+	if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "repack", Flags: []string{"-a", "-d", "-b", "--write-midx", "-q"}}); err != nil {
 		return next, fmt.Errorf("mirror %s: prune: repack: %w", key, err)
 	}
 	// The loose objects (a fetch of fewer than fetch.unpackLimit objects

@@ -49,7 +49,7 @@ func newPruneRig(t *testing.T, branches []string, after time.Duration, lim mirro
 // open opens the store on the rig's data directory, as a node's start.
 func (r *pruneRig) open(after time.Duration, lim mirror.Limits) {
 	r.t.Helper()
-	st, err := mirror.Open(r.data, &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), mirror.WithClock(r.clk))
+	st, err := mirror.Open(r.data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)), mirror.WithClock(r.clk))
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func BenchmarkPullSizeWatch(b *testing.B) {
 	}
 	url := up.RepoURL("a")
 	key := keyOf(b, url)
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	upstream := func(ctx context.Context, names []string) (gitcmd.Refs, error) {
 		return git.LsRemoteRefs(ctx, url, names)

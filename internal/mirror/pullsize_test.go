@@ -106,7 +106,7 @@ func TestPullVerifiedFromATricklingSourceEndsAtTheGitTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	trickle := slow(t, r.src, 4<<10)
-	st, err := mirror.Open(r.data, &gitcmd.Runner{Timeout: 2 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := mirror.Open(r.data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{Timeout: 2 * time.Second}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

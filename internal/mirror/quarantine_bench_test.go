@@ -41,7 +41,7 @@ func BenchmarkPullUpdate(b *testing.B) {
 	}
 	// The upstream as the fleet reaches it: a git server of its own over
 	// the same repository, counting every request.
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	var requests atomic.Int64
 	serve := &gitserve.Handler{Git: git, Resolve: func(string) (string, bool) { return filepath.Join(up.Dir, "a.git"), true }}
 	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -47,11 +47,11 @@ func newPullRig(t *testing.T) *pullRig {
 	if err := gittest.Git("", "clone", "-q", "--mirror", filepath.Join(r.up.Dir, "a.git"), r.srcDir()); err != nil {
 		t.Fatal(err)
 	}
-	if r.st, err = mirror.Open(r.data, &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+	if r.st, err = mirror.Open(r.data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatal(err)
 	}
 	r.key = keyOf(t, r.up.RepoURL("a"))
-	git := &gitcmd.Runner{}
+	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	r.upstream = func(ctx context.Context, names []string) (gitcmd.Refs, error) {
 		r.asked++
 		r.lastAsk = names

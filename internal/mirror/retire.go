@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -124,7 +125,7 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 			return fs.SkipDir
 		}
 		unlock := s.Lock(key)
-		trash := filepath.Join(s.tmp, "expired-"+randHex())
+		trash := filepath.Join(s.tmp, "expired-"+rand.Text())
 		if s.data.Rename(p, trash) == nil {
 			s.retiredChanged()
 			expired = append(expired, key)

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -98,7 +99,7 @@ func (s *Store) Replace(ctx context.Context, key, url string) (gitcmd.Refs, erro
 	unlock := s.Lock(key)
 	defer unlock()
 	dst := s.Path(key)
-	old := filepath.Join(s.tmp, "replaced-"+randHex())
+	old := filepath.Join(s.tmp, "replaced-"+rand.Text())
 	if err := s.data.Rename(dst, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move the broken copy aside: %w", key, err)
 	}

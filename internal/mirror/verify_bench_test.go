@@ -59,7 +59,7 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(up.Close)
-	st, err := mirror.Open(b.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

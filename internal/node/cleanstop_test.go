@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -54,7 +55,7 @@ func newCrashRig(t *testing.T) *crashRig {
 func (r *crashRig) start() *Node {
 	r.t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := mirror.Open(r.data, &gitcmd.Runner{}, log)
+	st, err := mirror.Open(r.data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -79,11 +80,11 @@ func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testin
 	r := newCrashRig(t)
 	n := r.start() // no clean stop before it
 	held := n.holdUnchecked()
-	if !slices.Equal(held, []string{r.key}) || n.integrity.brokenState(r.key) != StateUnchecked {
-		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, n.integrity.brokenState(r.key), StateUnchecked)
+	if s, broken := n.integrity.brokenState(r.key); !slices.Equal(held, []string{r.key}) || !broken || s != repostate.Unchecked {
+		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, s, repostate.Unchecked)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.integrity.brokenState(r.key); s != "" {
+	if s, broken := n.integrity.brokenState(r.key); broken {
 		t.Fatalf("a whole mirror is %q after its check, want served", s)
 	}
 }
@@ -101,11 +102,11 @@ func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := n.holdUnchecked()
-	if n.integrity.brokenState(r.key) != StateUnchecked {
-		t.Fatalf("held %v, state %q", held, n.integrity.brokenState(r.key))
+	if s, broken := n.integrity.brokenState(r.key); !broken || s != repostate.Unchecked {
+		t.Fatalf("held %v, state %q", held, s)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s := n.integrity.brokenState(r.key); s != "" {
+	if s, broken := n.integrity.brokenState(r.key); broken {
 		t.Fatalf("state %q after the check, want repaired and served", s)
 	}
 	if _, err := os.Stat(empty); err == nil {
@@ -120,7 +121,10 @@ func TestAfterACleanStopNothingIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = r.start()
-	if held := n.holdUnchecked(); len(held) != 0 || n.integrity.brokenState(r.key) != "" {
-		t.Fatalf("after a clean stop: held %v, state %q", held, n.integrity.brokenState(r.key))
+	if held := n.holdUnchecked(); len(held) != 0 {
+		t.Fatalf("after a clean stop: held %v", held)
+	}
+	if s, broken := n.integrity.brokenState(r.key); broken {
+		t.Fatalf("after a clean stop: state %q", s)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // clone ended, so the next clone was let in at the size of nothing.
 func TestAClonedMirrorCountsAtOnceAgainstTheQuota(t *testing.T) {
 	dir := t.TempDir()
-	ms, err := mirror.Open(dir, &gitcmd.Runner{}, slog.New(slog.DiscardHandler))
+	ms, err := mirror.Open(dir, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // assignment comes, and goes ahead of the first clones queued before it.
 func TestACheckAskedBeforeItsAssignmentIsKept(t *testing.T) {
 	n := newTestNode()
-	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, n.log)
+	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), n.log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -21,14 +22,8 @@ import (
 // until it is repaired: copied again from its upstream into tmp and
 // swapped in.
 
-// The states a broken mirror goes through, shown by the API.
-const (
-	StateCorrupt   = "corrupt"
-	StateRepairing = "repairing"
-	// StateUnchecked: written shortly before an unclean stop, and not yet
-	// checked since (checkAfterCrash).
-	StateUnchecked = "unchecked"
-)
+// A broken mirror goes through repostate.Corrupt and Repairing, or is
+// Unchecked after an unclean stop (checkAfterCrash): the API shows these.
 
 // bucketIntegrity keeps when each mirror's integrity was last checked
 // (unix ms, decimal).
@@ -38,7 +33,7 @@ const bucketIntegrity = "verified"
 type integrityScan struct {
 	mu     sync.Mutex
 	plan   *integrityPlan
-	broken map[string]string // key -> StateCorrupt, StateRepairing or StateUnchecked
+	broken map[string]repostate.State // key -> Corrupt, Repairing or Unchecked
 	// changed hears of each change of broken, without mu held (the
 	// role's Changed); set before the node runs.
 	changed func(key string)
@@ -46,22 +41,30 @@ type integrityScan struct {
 }
 
 func newIntegrityScan(interval time.Duration) *integrityScan {
-	return &integrityScan{plan: newIntegrityPlan(interval, 0.1), broken: map[string]string{}, wake: make(chan struct{}, 1)}
+	return &integrityScan{plan: newIntegrityPlan(interval, 0.1), broken: map[string]repostate.State{}, wake: make(chan struct{}, 1)}
 }
 
-// brokenState is key's state while it is not served ("" when it is whole).
-func (v *integrityScan) brokenState(key string) string {
+// brokenState is key's state while it is not served; false when it is
+// whole.
+func (v *integrityScan) brokenState(key string) (repostate.State, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.broken[key]
+	s, ok := v.broken[key]
+	return s, ok
 }
 
-func (v *integrityScan) setBroken(key, state string) {
+// setBroken stops serving key's mirror, in state.
+func (v *integrityScan) setBroken(key string, state repostate.State) { v.set(key, state, true) }
+
+// setWhole serves key's mirror again.
+func (v *integrityScan) setWhole(key string) { v.set(key, 0, false) }
+
+func (v *integrityScan) set(key string, state repostate.State, broken bool) {
 	v.mu.Lock()
-	if state == "" {
-		delete(v.broken, key)
-	} else {
+	if broken {
 		v.broken[key] = state
+	} else {
+		delete(v.broken, key)
 	}
 	v.mu.Unlock()
 	if v.changed != nil {
@@ -105,7 +108,7 @@ func (n *Node) syncIntegrityKeys(ctx context.Context, stored map[string]time.Tim
 		v.plan.add(k, stored[k], now)
 	}
 	for k := range v.plan.items {
-		if !held[k] && v.broken[k] == "" {
+		if _, broken := v.broken[k]; !held[k] && !broken {
 			v.plan.remove(k)
 		}
 	}
@@ -134,6 +137,9 @@ func (n *Node) integrityLoop(ctx context.Context) {
 	refreshed := n.clk.Now()
 	v := n.integrity
 	for ctx.Err() == nil {
+		if !n.waitActive(ctx) { // background work: in the volunteer's hours
+			return
+		}
 		if n.clk.Now().Sub(refreshed) > min(time.Minute, n.cfg.IntegrityInterval) {
 			n.syncIntegrityKeys(ctx, nil)
 			refreshed = n.clk.Now()
@@ -179,7 +185,7 @@ func (n *Node) integrityLoop(ctx context.Context) {
 func (n *Node) holdUnchecked() []string {
 	keys := n.mirror.Unchecked()
 	for _, k := range keys {
-		n.integrity.setBroken(k, StateUnchecked)
+		n.integrity.setBroken(k, repostate.Unchecked)
 	}
 	return keys
 }
@@ -199,12 +205,12 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 			}
 			switch {
 			case err == nil:
-				n.integrity.setBroken(key, "")
+				n.integrity.setWhole(key)
 				n.log.Info("mirror checked after an unclean stop: served", "key", key)
 			case errors.Is(err, mirror.ErrCorrupt):
 				n.repair(ctx, key, err) // served once repaired
 			case !n.mirror.Has(key):
-				n.integrity.setBroken(key, "") // removed meanwhile
+				n.integrity.setWhole(key) // removed meanwhile
 			default:
 				n.log.Warn("could not check a mirror after an unclean stop; will retry", "key", key, "err", err)
 				again = append(again, key)
@@ -228,7 +234,7 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 // unserved and is tried again by the next integrity check, a minute later.
 func (n *Node) repair(ctx context.Context, key string, cause error) {
 	v := n.integrity
-	v.setBroken(key, StateCorrupt)
+	v.setBroken(key, repostate.Corrupt)
 	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
 	url := n.upstreamOf(key)
 	if url == "" {
@@ -237,15 +243,15 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 			n.log.Error("remove corrupt mirror", "key", key, "err", err)
 		}
 		n.ForgetDigest(key)
-		v.setBroken(key, "")
+		v.setWhole(key)
 		return
 	}
-	v.setBroken(key, StateRepairing)
+	v.setBroken(key, repostate.Repairing)
 	start := n.clk.Now()
 	refs, err := n.replaceUpstream(ctx, key, url)
 	n.flog.Append(n.WorkEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
-		v.setBroken(key, StateCorrupt)
+		v.setBroken(key, repostate.Corrupt)
 		v.mu.Lock()
 		v.plan.retry(key, n.clk.Now(), time.Minute)
 		v.mu.Unlock()
@@ -254,7 +260,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	}
 	digest := refs.Digest()
 	n.SetDigest(key, digest)
-	v.setBroken(key, "")
+	v.setWhole(key)
 	n.log.Info("corrupt mirror repaired from its upstream: served again", "key", key, "digest", digest,
 		"ms", n.clk.Now().Sub(start).Milliseconds())
 	if n.owns(key) {

@@ -22,29 +22,30 @@ type Limits struct {
 	MaxTreeDepth int
 }
 
-// gitRunner is the node's git: every process bounded by the timeout and
-// the limits, and the tree depth bounded where the installed git can.
-func gitRunner(timeout time.Duration, l Limits, log *slog.Logger) *gitcmd.Runner {
-	git := &gitcmd.Runner{Timeout: timeout, MemoryLimit: l.GitMemory}
+// gitRunner is the node's git, its connections routed as route says:
+// every process bounded by the timeout and the limits, and the tree depth
+// bounded where the installed git can.
+func gitRunner(route gitcmd.Route, timeout time.Duration, l Limits, log *slog.Logger) *gitcmd.Runner {
+	opt := gitcmd.Options{Timeout: timeout, MemoryLimit: l.GitMemory}
 	if l.GitMemory > 0 && !gitcmd.MemoryLimitSupported {
 		log.Warn("--git-memory-limit is not supported on this system: git processes run without a memory limit")
 	}
 	if l.MaxTreeDepth <= 0 {
-		return git
+		return gitcmd.New(route, opt)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := git.Version(ctx)
+	v, err := gitcmd.New(gitcmd.LocalOnly(), opt).Version(ctx)
 	switch {
 	case err != nil:
 		log.Warn("could not read the git version: trees of any depth are accepted", "err", err)
 	case v.AtLeast(gitcmd.TreeDepthVersion.Major, gitcmd.TreeDepthVersion.Minor):
-		git.MaxTreeDepth = l.MaxTreeDepth
+		opt.MaxTreeDepth = l.MaxTreeDepth
 	default:
 		log.Warn("this git does not bound tree depth (core.maxTreeDepth needs git "+gitcmd.TreeDepthVersion.String()+"): deep trees are mirrored and served as they are",
 			"git", v.String(), "max_tree_depth", l.MaxTreeDepth)
 	}
-	return git
+	return gitcmd.New(route, opt)
 }
 
 // mirrorLimits are the store's share of the limits.

@@ -75,6 +75,9 @@ func (n *Node) maintainLoop(ctx context.Context) {
 	var lastStart time.Time
 	var lastDur time.Duration
 	for ctx.Err() == nil {
+		if !n.waitActive(ctx) { // background work: in the volunteer's hours
+			return
+		}
 		if w := dutyWait(lastStart, lastDur, m.duty, n.clk.Now()); w > 0 {
 			select {
 			case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, log)
+	store, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +45,21 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 	}
 	if _, err := store.Sync(context.Background(), key, up.RepoURL("m")); err != nil {
 		t.Fatal(err)
+	}
+	// A first mirror is maintained as it is made: make it what an upgrade
+	// finds of a mirror cloned before that, which owes a full run.
+	dir := store.Path(key)
+	stale, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "multi-pack-index*"))
+	bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.bitmap"))
+	for _, f := range append(append(stale, bitmaps...), filepath.Join(dir, "gitfleet-maintained")) {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"commit-graph", "commit-graphs"} {
+		if err := os.RemoveAll(filepath.Join(dir, "objects", "info", d)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	db, err := bolt.OpenBolt(filepath.Join(t.TempDir(), "node.db"))
 	if err != nil {
@@ -69,7 +85,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 		}
 	}
 	n.maint.note(key)
-	settled("a fresh clone", 1)
+	settled("a mirror cloned before first mirrors were maintained", 1)
 	sh, err := store.Probe(key)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,11 @@
 // partial node has the partial role (role.go).
 //
 // Every connection of a partial node is outbound: it listens on no public
-// port (its git reaches upstreams through an egress proxy on loopback).
+// port (its git reaches upstreams through an egress proxy on loopback, and
+// its volunteer reads its status on loopback: status.go). What the
+// volunteer says of the machine (volunteer.go) bounds it: a cap on its
+// bandwidth, which its downloads and uploads share, and active hours,
+// outside which it does no background work.
 // This package serves no public request, holds no view of the fleet's
 // other repositories and decides nothing for the fleet: that is the full
 // node's and the coordinator's.
@@ -19,10 +23,13 @@
 // schedule's (fed the node's budget, limits and results). This package
 // has its own: the integrity scan's plan (integrityplan.go) and the
 // maintenance plan with its duty bound (maintenanceplan.go), pure planners
-// fed the clock's time; the coordinator session's backoff (session.go);
-// the disk measured at most every 10 s (disk.go); a failed repair or an
-// unclean stop's check tried again a minute later (integrity.go). The full
-// node's are package fullnode's.
+// fed the clock's time; the volunteer's active hours, which the scheduler,
+// the maintenance lanes and the integrity scan wait for (package hours);
+// the coordinator session's backoff (session.go, package backoff's rule)
+// and its heartbeats; the disk measured at most every 10 s (disk.go); a
+// failed repair or an unclean stop's check tried again a minute later
+// (integrity.go). Every wait is on the clock the node is built with. The
+// full node's are package fullnode's.
 //
 // Three words that sound alike: the integrity scan (integrity.go) reads
 // the mirrors on disk for missing or broken objects; git's fsck checks
@@ -37,17 +44,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/atomicfile"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -129,6 +140,22 @@ type Config struct {
 	// families on (nil: a registry of its own). A full node serves it at
 	// /metrics.
 	Metrics metrics.Registry
+	// MaxBandwidth is the volunteer's cap on the bytes the node moves a
+	// second: its downloads from upstreams and its uploads to full nodes
+	// share it (0: none; package bandwidth). git's connections over git://
+	// and ssh:// do not go through the egress proxy, and are not paced.
+	MaxBandwidth bandwidth.Rate
+	// ActiveHours are the volunteer's (nil: always; package hours):
+	// outside them the node starts no background check, maintenance or
+	// integrity scan, and the coordinator gives it no clones while another
+	// node can take them. Urgent checks (first clones, checks asked for)
+	// still run, unless DeclineUrgent.
+	ActiveHours   *hours.Window
+	DeclineUrgent bool
+	// StatusAddr is the loopback address of the node's status (gitfleet
+	// node status; "": a free port of 127.0.0.1), written to
+	// <data>/status.addr while the node runs.
+	StatusAddr string
 }
 
 // Node is a running node.
@@ -148,6 +175,8 @@ type Node struct {
 	met       *nodeMetrics  // promcollect.go
 	flog      *fetchlog.Log // what this node did, persisted (fetchlog.go)
 	maint     *maintainer
+	bw        *bandwidth.Limiter // the volunteer's cap (nil: none), on upstreams' reads and tunnels' writes
+	traffic   *traffic           // the bytes moved today (volunteer.go)
 
 	runCtx context.Context
 	id     uint32
@@ -181,6 +210,12 @@ type Node struct {
 	// What the node keeps beside its mirrors when diskUsed was measured
 	// (guarded by diskMu; diskbeside.go).
 	diskBesides uint64
+
+	// What the coordinator told of the node (volunteer.go): the fleet's
+	// size with the last Assign, and what the fleet holds against the
+	// node (guarded by mu).
+	fleetRepos atomic.Uint32
+	standing   Standing
 }
 
 type owned struct {
@@ -216,12 +251,36 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		h, _ := os.Hostname()
 		cfg.Name = h
 	}
+	if cfg.StatusAddr == "" {
+		cfg.StatusAddr = "127.0.0.1:0"
+	}
+	if err := checkLoopback(cfg.StatusAddr); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	git := gitRunner(cfg.GitTimeout, cfg.Limits, log)
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	met := newNodeMetrics(cfg.Metrics)
+	// git reaches upstreams through the egress proxy only, its connections
+	// counted as bytes fetched, and today's, and paced by the volunteer's
+	// cap.
+	bw, today := bandwidth.NewLimiter(cfg.MaxBandwidth), newTraffic(clk, cfg.zone())
+	dialer := egressDialer(cfg)
+	counted := *dialer
+	fetched := met.addFetched("upstream")
+	counted.Received = func(b int) { fetched(b); today.add(false, b) }
+	counted.Limit = bw
+	proxy, err := egress.NewProxy(&counted, log)
+	if err != nil {
+		return nil, err
+	}
+	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, log)
 	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
 	if err != nil {
+		proxy.Close()
 		return nil, err
 	}
 	ms.SetLimits(cfg.Limits.mirror())
@@ -233,46 +292,38 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	bolt, err := store.OpenBolt(filepath.Join(cfg.DataDir, "node.db"))
 	if err != nil {
 		ms.Close()
+		proxy.Close()
 		return nil, fmt.Errorf("node: %w", err)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewRegistry()
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
 		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits,
-		HostConcurrency: cfg.HostConcurrency}, clk)
+		HostConcurrency: cfg.HostConcurrency, Hours: cfg.ActiveHours, DeclineUrgent: cfg.DeclineUrgent}, clk)
 	if err != nil {
 		db.Close()
 		ms.Close()
+		proxy.Close()
 		return nil, fmt.Errorf("node: scheduler: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: egressDialer(cfg), mirror: ms, db: db, sched: sched,
+	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: dialer, proxy: proxy, met: met, mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
 		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
 		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
 		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
-		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval)}
+		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval),
+		bw:    bw, traffic: today}
 	n.role = partial{n}
 	if role != nil {
 		if n.role, err = role(n); err != nil {
 			db.Close()
 			ms.Close()
+			proxy.Close()
 			return nil, err
 		}
 	}
 	n.reg = n.role.Registration()
 	n.integrity.changed = n.role.Changed
-	n.met = newNodeMetrics(n, cfg.Metrics)
-	// git's own connections to upstreams: counted as bytes fetched.
-	counted := *n.dialer
-	counted.Received = n.met.addFetched("upstream")
-	if n.proxy, err = egress.NewProxy(&counted, log); err != nil {
-		db.Close()
-		ms.Close()
-		return nil, err
-	}
-	git.Egress = n.proxy
+	cfg.Metrics.MustRegister(&nodeCollector{n: n}, maintenanceCollector{n.maint})
 	return n, nil
 }
 
@@ -294,12 +345,10 @@ func (n *Node) loadIdentity() error {
 
 func (n *Node) saveIdentity() error {
 	b, _ := json.Marshal(identity{NodeID: n.id, Secret: n.secret})
-	p := filepath.Join(n.cfg.DataDir, "node.json")
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, "node.json"), b, 0o600); err != nil {
 		return fmt.Errorf("node: save identity: %w", err)
 	}
-	return os.Rename(tmp, p)
+	return nil
 }
 
 // tunnelProof proves to a full node that the tunnel comes from this node:
@@ -316,6 +365,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.loadIdentity(); err != nil {
 		return err
 	}
+	if err := n.traffic.load(ctx, n.db); err != nil {
+		n.log.Warn("today's traffic could not be read; it is counted from now", "err", err)
+	}
+
 	if err := n.loadDigests(ctx); err != nil {
 		return err
 	}
@@ -352,6 +405,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 
+	statusLn, err := net.Listen("tcp", n.cfg.StatusAddr)
+	if err != nil {
+		return fmt.Errorf("node: status: listen on %s: %w", n.cfg.StatusAddr, err)
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	n.runCtx = ctx
@@ -366,6 +424,7 @@ func (n *Node) Run(ctx context.Context) error {
 			errc <- err
 		}
 	})
+	run(func(ctx context.Context) { n.serveStatus(ctx, statusLn) })
 	run(n.fetchLoop)
 	run(n.persistLoop)
 	run(n.flog.Run)
@@ -396,6 +455,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.flog.Flush(context.Background()); err != nil {
 		n.log.Warn("fetch log: last write failed", "err", err)
 	}
+	n.writeLastStatus()
 	// Every loop that writes mirrors has ended (wg.Wait).
 	if err := n.mirror.MarkCleanStop(); err != nil {
 		n.log.Warn("could not record the clean stop: the next start checks the mirrors written last", "err", err)

@@ -30,7 +30,7 @@ type nodeMetrics struct {
 }
 
 // newNodeMetrics registers n's families on reg.
-func newNodeMetrics(n *Node, reg metrics.Registry) *nodeMetrics {
+func newNodeMetrics(reg metrics.Registry) *nodeMetrics {
 	m := &nodeMetrics{hosts: metrics.NewHosts(maxHostLabels)}
 	m.checks = metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gitfleet_check_duration_seconds",
@@ -54,7 +54,6 @@ func newNodeMetrics(n *Node, reg metrics.Registry) *nodeMetrics {
 		Name: "gitfleet_served_bytes_total",
 		Help: "Bytes of git answers served: to the public (to=public, full node), to full nodes through tunnels (to=full-node, partial node).",
 	}, []string{"to"}))
-	reg.MustRegister(&nodeCollector{n: n}, maintenanceCollector{n.maint})
 	return m
 }
 

@@ -7,45 +7,9 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/metrics/metricstest"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 )
-
-// gathered is the value of family's sample whose labels include want (a
-// histogram's count), and whether there is one.
-func gathered(t *testing.T, reg metrics.Registry, family string, want ...string) (float64, bool) {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != family {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(want); i += 2 {
-				if labels[want[i]] != want[i+1] {
-					continue next
-				}
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			default:
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
 
 func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
 	n, err := New(Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Fetchers: 1},
@@ -57,23 +21,23 @@ func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
 	reg := n.cfg.Metrics
 	n.sched.Add("github.com/a/b", "github.com", schedule.RepoState{}) // not cloned: the urgent lane
 	n.sched.Add("github.com/a/c", "github.com", schedule.RepoState{Cloned: true, LastCheck: n.clk.Now()})
-	if got, _ := gathered(t, reg, "gitfleet_scheduler_repos"); got != 2 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_scheduler_repos"); got != 2 {
 		t.Errorf("scheduler repos = %v, want 2", got)
 	}
-	if got, _ := gathered(t, reg, "gitfleet_scheduler_queue", "lane", "urgent"); got != 1 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_scheduler_queue", "lane", "urgent"); got != 1 {
 		t.Errorf("urgent lane = %v, want 1", got)
 	}
-	if got, _ := gathered(t, reg, "gitfleet_scheduler_overdue", "by", "due"); got != 0 {
+	if got, _ := metricstest.Value(t, reg, "gitfleet_scheduler_overdue", "by", "due"); got != 0 {
 		t.Errorf("overdue = %v, want 0: the checked repository is not due yet", got)
 	}
 	// Not checked for a month: due, and past --max-interval.
 	n.sched.Add("github.com/a/d", "github.com", schedule.RepoState{Cloned: true, LastCheck: n.clk.Now().Add(-30 * 24 * time.Hour)})
 	for _, by := range []string{"due", "past_max_interval"} {
-		if got, _ := gathered(t, reg, "gitfleet_scheduler_overdue", "by", by); got != 1 {
+		if got, _ := metricstest.Value(t, reg, "gitfleet_scheduler_overdue", "by", by); got != 1 {
 			t.Errorf("overdue by %s = %v, want 1", by, got)
 		}
 	}
-	if got, ok := gathered(t, reg, "gitfleet_node_session"); !ok || got != 0 {
+	if got, ok := metricstest.Value(t, reg, "gitfleet_node_session"); !ok || got != 0 {
 		t.Errorf("session = %v (present %v), want 0: never connected", got, ok)
 	}
 
@@ -102,7 +66,7 @@ func TestNodeMetricsOfTheSchedulerAndOfChecks(t *testing.T) {
 		{"gitfleet_upstream_errors_total", []string{"class", "not-found", "host", "github.com"}, 1},
 		{"gitfleet_fetched_bytes_total", []string{"source", "upstream"}, 0},
 	} {
-		if got, ok := gathered(t, reg, c.family, c.labels...); !ok || got != c.want {
+		if got, ok := metricstest.Value(t, reg, c.family, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.family, c.labels, got, ok, c.want)
 		}
 	}

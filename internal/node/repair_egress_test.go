@@ -20,6 +20,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -97,7 +98,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	}
 	logs := &syncLog{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	st, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, log)
+	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +124,8 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if got := conns.Load() - before; got != 0 {
 		t.Fatalf("the refused repair made %d connections", got)
 	}
-	if s := n.integrity.brokenState(key); s != StateCorrupt {
-		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, StateCorrupt)
+	if s, _ := n.integrity.brokenState(key); s != repostate.Corrupt {
+		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, repostate.Corrupt)
 	}
 	if !strings.Contains(logs.String(), "blocked destination") || !strings.Contains(logs.String(), "class="+string(gitcmd.ClassBlocked)) {
 		t.Fatalf("the refusal is not logged as a blocked destination:\n%s", logs.String())
@@ -138,7 +139,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if conns.Load() == before {
 		t.Fatal("the allowed repair made no connection")
 	}
-	if s := n.integrity.brokenState(key); s != "" {
+	if s, broken := n.integrity.brokenState(key); broken {
 		t.Fatalf("after the allowed repair the mirror is %q:\n%s", s, logs.String())
 	}
 }

@@ -64,7 +64,7 @@ func TestARefusedAssignmentIsReportedAsAnError(t *testing.T) {
 // coordinator waited for a check to confirm the node as its owner.
 func TestAnAssignedRepositoryHeldOnDiskIsCheckedAtOnce(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	ms, err := mirror.Open(t.TempDir(), &gitcmd.Runner{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ms, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -85,8 +86,8 @@ func (n *Node) CountServed(to string) func(int) { return n.met.addServed(to) }
 func (n *Node) NextCheck(key string) (time.Time, bool) { return n.sched.Due(key) }
 
 // BrokenState is key's state while its mirror is not served
-// (StateCorrupt, StateRepairing, StateUnchecked), "" when it is whole.
-func (n *Node) BrokenState(key string) string { return n.integrity.brokenState(key) }
+// (repostate.Corrupt, Repairing, Unchecked); false when it is whole.
+func (n *Node) BrokenState(key string) (repostate.State, bool) { return n.integrity.brokenState(key) }
 
 // Reschedule puts keys, assigned here, back in the scheduler after they
 // waited out of it (for disk room: the role's AdmitOwn), and wakes the
@@ -108,12 +109,16 @@ func (n *Node) ServeFailed(key string, err error) {
 }
 
 // tunnelHandler serves the node's own mirrors to full nodes through the
-// tunnels it opens to them.
+// tunnels it opens to them (counted as served, and as today's uploads).
 func (n *Node) tunnelHandler() http.Handler {
+	served := n.met.addServed("full-node")
 	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key string) (string, bool) {
-		if !n.mirror.Has(key) || n.integrity.brokenState(key) != "" {
+		if !n.mirror.Has(key) {
+			return "", false
+		}
+		if _, broken := n.integrity.brokenState(key); broken {
 			return "", false
 		}
 		return n.mirror.Path(key), true
-	}}, n.met.addServed("full-node"))
+	}}, func(b int) { served(b); n.traffic.add(true, b) })
 }

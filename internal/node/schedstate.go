@@ -101,13 +101,17 @@ func (n *Node) changeTimes(key string, res mirror.Result) []time.Time {
 
 // persistLoop saves the schedule every interval and once more at the end.
 func (n *Node) persistLoop(ctx context.Context) {
+	tick := n.clk.NewTicker(30 * time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			n.persistSchedule(context.Background())
+			n.saveTraffic(context.Background())
 			return
-		case <-n.clk.After(30 * time.Second):
+		case <-tick.C():
 			n.persistSchedule(ctx)
+			n.saveTraffic(ctx)
 		}
 	}
 }

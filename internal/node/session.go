@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,6 +13,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	"github.com/gitfleet/gitfleet/internal/version"
@@ -26,16 +27,6 @@ var ErrJoinRefused = errors.New("the coordinator refused to admit this node")
 
 type coordSession struct {
 	stream fleetv1.Coordinator_SessionClient
-}
-
-// Backoff returns the wait before attempt n (0-based): exponential from
-// min to max with ±25% jitter.
-func Backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 0; i < n && d < hi; i++ {
-		d *= 2
-	}
-	return time.Duration(float64(min(d, hi)) * (0.75 + rand.Float64()/2))
 }
 
 // coordinatorLoop connects to the coordinator, registers, and keeps a
@@ -69,7 +60,11 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 	}
 	addrs := n.cfg.Coordinators
 	next, hint := 0, ""
-	attempt, redirects, electing := 0, 0, false
+	inClear := tlsHint{} // without TLS: whether the coordinators speak it
+	redirects, electing := 0, false
+	// Every address tried in vain: wait, from 500 ms to 30 s, jittered so
+	// that a fleet that lost its coordinator does not come back at once.
+	bo := backoff.New(n.clk, 500*time.Millisecond, 30*time.Second).Jittered(nil)
 	for ctx.Err() == nil {
 		addr := addrs[next%len(addrs)]
 		if hint != "" {
@@ -84,7 +79,8 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		n.mu.Unlock()
 		err = n.register(ctx, client)
 		if err == nil {
-			attempt, redirects = 0, 0
+			bo.Reset()
+			redirects = 0
 			err = n.session(ctx, client, addr)
 		}
 		if errors.Is(err, ErrJoinRefused) {
@@ -112,17 +108,18 @@ func (n *Node) coordinatorLoop(ctx context.Context) error {
 		next++
 		wait := 100 * time.Millisecond // the next address, soon
 		if next%len(addrs) == 0 {      // every address tried: back off
-			wait = Backoff(attempt, 500*time.Millisecond, 30*time.Second)
+			wait = bo.Failed()
 			if electing {
 				wait = min(wait, time.Second)
 			}
-			attempt, redirects, electing = attempt+1, 0, false
+			redirects, electing = 0, false
 		}
 		n.log.Warn("coordinator unreachable or session lost; retrying", "coordinator", addr, "err", err, "retry_in", wait.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
+		if n.cfg.TLS == nil {
+			inClear.observe(ctx, n.log, addr, err)
+		}
+		if bo.Wait(ctx, wait) != nil {
 			return nil
-		case <-time.After(wait):
 		}
 	}
 	return nil
@@ -134,9 +131,11 @@ func (n *Node) register(ctx context.Context, client fleetv1.CoordinatorClient) e
 	defer cancel()
 	resp, err := client.Register(rctx, &fleetv1.RegisterRequest{JoinToken: n.cfg.JoinToken, FullToken: reg.FullToken, NodeId: n.id,
 		NodeSecret: n.secret, Name: n.cfg.Name, Mode: reg.Mode, Capacity: n.cfg.Capacity,
-		TunnelAddr: reg.TunnelAddr, Version: version.Version, PublicUrl: reg.PublicURL})
+		TunnelAddr: reg.TunnelAddr, Version: version.Version, PublicUrl: reg.PublicURL,
+		MaxBandwidth: uint64(n.cfg.MaxBandwidth), ActiveHours: n.cfg.ActiveHours.String()})
 	if err != nil {
 		if status.Code(err) == codes.PermissionDenied {
+			n.refusedBy(err, status.Convert(err).Message())
 			return fmt.Errorf("%w: %s", ErrJoinRefused, status.Convert(err).Message())
 		}
 		return fmt.Errorf("register: %w", err)
@@ -220,21 +219,21 @@ func (n *Node) sendInventory(stream fleetv1.Coordinator_SessionClient) error {
 func (n *Node) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionClient) error {
 	interval := time.Duration(n.heartbeatMs.Load()) * time.Millisecond
 	if interval <= 0 {
-		interval = 5 * time.Second
+		interval = config.DefaultHeartbeat
 	}
-	hb := time.NewTicker(interval)
+	hb := n.clk.NewTicker(interval)
 	defer hb.Stop()
-	flush := time.NewTicker(200 * time.Millisecond)
+	flush := n.clk.NewTicker(200 * time.Millisecond)
 	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-hb.C:
+		case <-hb.C():
 			if err := stream.Send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Heartbeat{Heartbeat: n.heartbeat()}}); err != nil {
 				return err
 			}
-		case <-flush.C:
+		case <-flush.C():
 		case <-n.sendNow:
 		}
 		n.mu.Lock()
@@ -293,6 +292,7 @@ func (n *Node) heartbeat() *fleetv1.Heartbeat {
 		stats.Healthy = true
 	}
 	hb.Unhealthy = !stats.Healthy
+	hb.Resting = n.resting()
 	return hb
 }
 
@@ -318,6 +318,9 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_Welcome:
 		n.setTunnels(n.runCtx, n.peerTunnels(m.Welcome.GetTunnelAddrs()))
 	case *fleetv1.CoordinatorMessage_Assign:
+		if f := m.Assign.GetFleetRepos(); f > 0 {
+			n.fleetRepos.Store(f)
+		}
 		for _, r := range m.Assign.GetRepos() {
 			n.assign(r)
 		}
@@ -341,6 +344,8 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_FeedStatus:
 		n.setFeeds(m.FeedStatus.GetWorking())
 		n.role.Handle(ctx, msg) // a full node's spot checks and alerts
+	case *fleetv1.CoordinatorMessage_Standing:
+		n.setStanding(m.Standing)
 	default:
 		// The fleet's states and removals, tasks done, node credentials
 		// and change hints: a full node's.
@@ -458,7 +463,7 @@ func (n *Node) setTunnels(ctx context.Context, addrs []string) {
 		tctx, cancel := context.WithCancel(ctx)
 		n.tunnels[a] = cancel
 		cfg := tunnel.ClientConfig{Addr: a, NodeID: n.id, Proof: tunnelProof(n.secret, n.id), Logger: n.log, TLS: n.cfg.TLS,
-			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second}
+			MinBackoff: 500 * time.Millisecond, MaxBackoff: 15 * time.Second, Upload: n.bw, Clock: n.clk}
 		n.tunnelWG.Go(func() { // waited for by Run, after stopTunnels
 			if err := tunnel.Serve(tctx, cfg, n.tunnelHandler()); err != nil && tctx.Err() == nil {
 				n.log.Error("tunnel stopped", "addr", a, "err", err)

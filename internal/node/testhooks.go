@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -32,9 +33,12 @@ func (h TestHooks) InSession() {
 	h.n.mu.Unlock()
 }
 
-// SetBroken sets key's broken state (StateCorrupt, StateRepairing; "":
-// whole), as the integrity scan and a repair do.
-func (h TestHooks) SetBroken(key, state string) { h.n.integrity.setBroken(key, state) }
+// SetBroken sets key's broken state (repostate.Corrupt, Repairing), as the
+// integrity scan and a repair do.
+func (h TestHooks) SetBroken(key string, state repostate.State) { h.n.integrity.setBroken(key, state) }
+
+// SetWhole serves key's mirror again, as a repair does.
+func (h TestHooks) SetWhole(key string) { h.n.integrity.setWhole(key) }
 
 // Assign takes r as assigned by the coordinator.
 func (h TestHooks) Assign(r *fleetv1.Repo) { h.n.assign(r) }

@@ -2,13 +2,16 @@
 // every key its confirmed owner and, during a make-before-break move, its
 // target (the owner-to-be); the overrides that keep a key off a node that
 // handed it back, and the refusals that keep it off a node whose policy
-// refuses it; and the pacing of clones, at most MaxInFlight per node.
+// refuses it; and the pacing of clones, at most MaxInFlight per node, fewer
+// on a node whose volunteer capped its bandwidth, none on a resting one
+// while another can take them (volunteer.go).
 //
 // It is a pure state machine, the functional core of the coordinator's
 // placement: the coordinator feeds it the catalog's keys (AddKeys,
 // RemoveKeys), the placement members that package membership computes
 // (SetMembers), and what nodes report (Confirm, CloneFailed, Hold, SetDisk,
-// HandBack, Refuse, PolicyChanged), and drains Decisions (assign, drop) to
+// HandBack, Refuse, PolicyChanged, SetBandwidth, SetResting), and drains
+// Decisions (assign, drop) to
 // send on the nodes' sessions. It does no I/O and does not read the clock,
 // and it does not decide who is a member or how long a node may be away
 // (package membership does). Its one goroutine runs when keys are loaded
@@ -68,6 +71,8 @@ const (
 	DefaultMaxInFlight   = 50
 	DefaultDiskHighWater = 0.85
 	DefaultDiskLowWater  = 0.75
+	// DefaultReferenceBandwidth is 100 Mbit/s, in bytes per second.
+	DefaultReferenceBandwidth = 100e6 / 8
 )
 
 // Config tunes an Engine. The zero value means the defaults.
@@ -89,6 +94,11 @@ type Config struct {
 	// (DefaultDiskLowWater if not in (0, DiskHighWater]). The gap between
 	// the marks keeps a node from taking back what it just handed back.
 	DiskLowWater float64
+	// ReferenceBandwidth (bytes per second) is the bandwidth of a node
+	// that gets MaxInFlight clones at once: a node capped below it gets a
+	// share in proportion, at least one (DefaultReferenceBandwidth if
+	// <= 0).
+	ReferenceBandwidth float64
 }
 
 func (c Config) withDefaults() Config {
@@ -100,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if !(c.DiskLowWater > 0 && c.DiskLowWater <= c.DiskHighWater) {
 		c.DiskLowWater = min(DefaultDiskLowWater, c.DiskHighWater)
+	}
+	if !(c.ReferenceBandwidth > 0) {
+		c.ReferenceBandwidth = DefaultReferenceBandwidth
 	}
 	return c
 }
@@ -203,6 +216,8 @@ type Engine struct {
 	moving    int             // keys with a target
 	owned     map[uint32]int  // keys each node owns (confirmed), for Load; see setOwner
 	out       []Decision
+	// limits are what volunteers set (volunteer.go).
+	limits map[uint32]*nodeLimits
 }
 
 // nodeState is what the engine tracks of a node.
@@ -247,6 +262,7 @@ func New(cfg Config) *Engine {
 		overrides: map[string][]uint32{},
 		refused:   map[string][]uint32{},
 		nodes:     map[uint32]*nodeState{},
+		limits:    map[uint32]*nodeLimits{},
 		ready:     map[uint32]bool{},
 		owned:     map[uint32]int{},
 	}
@@ -614,9 +630,10 @@ func (e *Engine) apply(i int32) {
 		return
 	}
 	o := e.keys[i].owner
-	if !e.live(o) && e.full(w) {
-		// Nobody serves the key: it cannot wait for this disk.
-		e.avoidFull(i)
+	if !e.live(o) && e.unavailable(w) {
+		// Nobody serves the key: it cannot wait for this disk, or for
+		// this node's hours while another node is active.
+		e.avoidUnavailable(i)
 		w = e.want(i)
 	}
 	switch {
@@ -638,17 +655,23 @@ func (e *Engine) apply(i int32) {
 	}
 }
 
-// avoidFull makes key i avoid the full members it would go to, as long as
-// one member remains that it does not avoid.
-func (e *Engine) avoidFull(i int32) {
+// avoidUnavailable makes key i avoid the members it would go to that are
+// full or resting (while another member is active), as long as one member
+// remains that it does not avoid. A key that avoids a resting member
+// comes back to it when it is active again.
+func (e *Engine) avoidUnavailable(i int32) {
 	k := e.keys[i].key
 	for {
 		w := e.want(i)
 		ex := e.overrides[k]
-		if w == 0 || !e.full(w) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
+		if w == 0 || !e.unavailable(w) || len(ex)+len(e.refused[k])+1 >= len(e.members) {
 			return
 		}
 		e.overrides[k] = append(ex, w)
+		if !e.full(w) {
+			l := e.limit(w)
+			l.away = append(l.away, k)
+		}
 	}
 }
 
@@ -787,7 +810,7 @@ func (e *Engine) SetDisk(node uint32, used, total uint64) {
 	case share > e.cfg.DiskHighWater:
 		if ns.disk != diskFull {
 			ns.disk, ns.back = diskFull, nil
-			e.avoidFullQueued(node, ns)
+			e.avoidQueued(node, ns)
 		}
 	case share < e.cfg.DiskLowWater:
 		if ns.disk != diskRoom {
@@ -803,9 +826,9 @@ func (e *Engine) SetDisk(node uint32, used, total uint64) {
 	}
 }
 
-// avoidFullQueued re-places the keys waiting for full node that nobody
-// serves.
-func (e *Engine) avoidFullQueued(node uint32, ns *nodeState) {
+// avoidQueued re-places the keys waiting for node (full, or resting) that
+// nobody serves.
+func (e *Engine) avoidQueued(node uint32, ns *nodeState) {
 	var waiting []int32
 	for _, q := range []*queue{&ns.urgent, &ns.normal} {
 		for _, i := range q.items[q.head:] {
@@ -853,27 +876,33 @@ func (e *Engine) HandBack(node uint32, keys ...string) {
 			continue // already avoided, or the last member left to it
 		}
 		e.overrides[k] = append(ex, node)
-		e.avoidFull(i)
+		e.avoidUnavailable(i)
 		e.apply(i)
 	}
 }
 
 // Decisions returns the decisions taken since the last call, and releases
 // the clones that the pacing allows: at most MaxInFlight assigns
-// outstanding per node, urgent keys first, nothing to a node whose disk is
-// full or that is not a member. Further assigns are released by later calls
-// as Confirm and CloneFailed free slots. Call it after each batch of events.
+// outstanding per node (fewer on a capped one: SetBandwidth), urgent keys
+// first, nothing to a node whose disk is full or that is not a member, and
+// nothing to a resting node while another member is active. Further
+// assigns are released by later calls as Confirm and CloneFailed free
+// slots. Call it after each batch of events.
 func (e *Engine) Decisions() []Decision {
 	for len(e.ready) > 0 {
 		ids := slices.Sorted(maps.Keys(e.ready))
 		clear(e.ready)
+		awake := e.awake()
 		for _, id := range ids {
 			ns := e.nodes[id]
-			if ns == nil || !e.isMember(id) || ns.disk == diskFull {
+			if ns == nil || !e.isMember(id) || ns.disk == diskFull || awake && e.resting(id) {
 				continue
 			}
 			if ns.disk == diskRoom {
-				e.bringBack(id, ns)
+				e.bringBack(id, ns, &ns.back)
+			}
+			if l := e.limits[id]; l != nil && !l.resting && len(l.away) > 0 {
+				e.bringBack(id, ns, &l.away)
 			}
 			e.release(id, ns)
 		}
@@ -883,12 +912,12 @@ func (e *Engine) Decisions() []Decision {
 	return out
 }
 
-// bringBack lets keys that avoid node return to it, as many as it has free
-// slots for.
-func (e *Engine) bringBack(node uint32, ns *nodeState) {
-	for len(ns.back) > 0 && ns.inFlight+ns.queued < e.cfg.MaxInFlight {
-		k := ns.back[0]
-		ns.back = ns.back[1:]
+// bringBack lets keys of back, which avoid node, return to it, as many as
+// it has free slots for.
+func (e *Engine) bringBack(node uint32, ns *nodeState, back *[]string) {
+	for len(*back) > 0 && ns.inFlight+ns.queued < e.slots(node) {
+		k := (*back)[0]
+		*back = (*back)[1:]
 		i, ok := e.index.get(e.keys, k)
 		ex := e.overrides[k]
 		if !ok || !slices.Contains(ex, node) {
@@ -901,14 +930,14 @@ func (e *Engine) bringBack(node uint32, ns *nodeState) {
 		}
 		e.apply(i)
 	}
-	if len(ns.back) == 0 {
-		ns.back = nil
+	if len(*back) == 0 {
+		*back = nil
 	}
 }
 
 // release sends the assigns that node has slots for.
 func (e *Engine) release(node uint32, ns *nodeState) {
-	for ns.inFlight < e.cfg.MaxInFlight {
+	for ns.inFlight < e.slots(node) {
 		i, ok := ns.urgent.pop()
 		if !ok {
 			if i, ok = ns.normal.pop(); !ok {

@@ -1,13 +1,124 @@
 // Package repostate holds what the roles must agree on about the state of
-// a mirrored repository, so that a node's scheduler and the coordinator's
-// status reach the same verdict from the same answers of an upstream: when
-// "not found" answers make a repository gone.
+// a mirrored repository: the states themselves (State, the one list that
+// the coordinator, the nodes, the full node's view, the API, ctl, the
+// console and the alerts use), and when "not found" answers make a
+// repository gone, so that a node's scheduler and the coordinator's status
+// reach the same verdict from the same answers of an upstream; and the
+// words for a repository the fleet does not hold (NotMirrored).
 //
-// It holds constants only: no state, no I/O, no imports, so that every
-// role, pure cores included, may import it.
+// It holds constants and their names only: no state, no I/O, nothing of
+// gitfleet imported, so that every role, pure cores included, may import
+// it. To add a state, add it to the constants and to names; its name is on
+// the wire (the API's JSON, the coordinator's messages and store), so a
+// name never changes.
 package repostate
+
+import (
+	"fmt"
+	"strings"
+)
+
+// NotMirrored is what every role says of a repository key that the fleet
+// does not hold (the API's and the console's 404, the coordinator's
+// NotFound).
+func NotMirrored(key string) string { return "repository " + key + " is not mirrored" }
 
 // GoneAfter is how many "not found" answers in a row from its upstream make
 // a repository gone: its node parks it and checks it again once a day
 // (package schedule), and the coordinator reports it gone.
 const GoneAfter = 5
+
+// State is a repository's state as the API shows it: the coordinator's
+// verdict on its upstream (Pending to Unplaceable), or the full node's
+// word on its mirror while the mirror is broken and not served (Corrupt,
+// Repairing, Unchecked). The zero value is Pending.
+type State uint8
+
+const (
+	// Pending: not mirrored yet.
+	Pending State = iota
+	OK
+	Failing
+	// Gone: the upstream answered "not found" GoneAfter times in a row,
+	// or 451 (unavailable for legal reasons) once.
+	Gone
+	// TooLarge and TooManyRefs: over an operator's limit (--max-repo-size,
+	// --git-memory-limit; --max-refs), checked again after --max-interval
+	// or on demand.
+	TooLarge
+	TooManyRefs
+	// Unplaceable: every placement member refused it (their egress
+	// policies); nobody mirrors it until a node that takes it joins.
+	Unplaceable
+	// Corrupt: the integrity scan found the mirror broken.
+	Corrupt
+	// Repairing: the broken mirror is being copied again from upstream.
+	Repairing
+	// Unchecked: written shortly before an unclean stop, and not checked
+	// since.
+	Unchecked
+)
+
+// names are the states' names on the wire.
+var names = [...]string{
+	Pending:     "pending",
+	OK:          "ok",
+	Failing:     "failing",
+	Gone:        "gone",
+	TooLarge:    "too-large",
+	TooManyRefs: "too-many-refs",
+	Unplaceable: "unplaceable",
+	Corrupt:     "corrupt",
+	Repairing:   "repairing",
+	Unchecked:   "unchecked",
+}
+
+// All returns every state, in the order people read them (the console's
+// filter, the API's errors and its description).
+func All() []State {
+	return []State{OK, Pending, Failing, Gone, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
+}
+
+// Names returns the names of All, in its order.
+func Names() []string {
+	all := All()
+	out := make([]string, len(all))
+	for i, s := range all {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// String returns the state's name on the wire. A value out of range (none
+// is ever made) reads as pending, the state that claims nothing.
+func (s State) String() string {
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return names[Pending]
+}
+
+// Parse returns the state named name. For any other name it returns
+// Pending and an error that lists the states there are, for a person who
+// typed it.
+func Parse(name string) (State, error) {
+	for s, n := range names {
+		if n == name {
+			return State(s), nil
+		}
+	}
+	return Pending, fmt.Errorf("state %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// MarshalText gives the state's name, so that JSON shows it as a string.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state's name.
+func (s *State) UnmarshalText(b []byte) error {
+	st, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*s = st
+	return nil
+}

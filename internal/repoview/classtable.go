@@ -3,21 +3,23 @@ package repoview
 import (
 	"iter"
 	"math"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // classTable holds the class of every repository of the view (counters.go)
-// in 12 bytes: the state and the error class as indexes into a table of
-// their few names, the minute of the last check in 32 bits.
+// in 12 bytes: the state, the error class as an index into a table of its
+// few names, the minute of the last check in 32 bits.
 type classTable struct {
 	tab   *repoTable // shared with the View
 	n     int
-	names nameTable // states and error classes
+	names nameTable // error classes
 }
 
 type packedClass struct {
 	owner    uint32
 	verified int32 // minutes since 1970 of verified_at, or neverVerified
-	state    uint8
+	state    repostate.State
 	errClass uint8
 	current  bool
 }
@@ -34,7 +36,7 @@ func newClassTable(tab *repoTable) *classTable {
 }
 
 func (t *classTable) unpack(p packedClass) Class {
-	return Class{State: t.names.name(p.state), Owner: p.owner, Current: p.current, Verified: int64(p.verified),
+	return Class{State: p.state, Owner: p.owner, Current: p.current, Verified: int64(p.verified),
 		ErrClass: t.names.name(p.errClass)}
 }
 
@@ -55,7 +57,7 @@ func (t *classTable) put(key string, cl Class) {
 		t.n++
 	}
 	s.class = packedClass{owner: cl.Owner, verified: int32(max(min(cl.Verified, math.MaxInt32), math.MinInt32)),
-		state: t.names.id(cl.State), errClass: t.names.id(cl.ErrClass), current: cl.Current}
+		state: cl.State, errClass: t.names.id(cl.ErrClass), current: cl.Current}
 }
 
 func (t *classTable) del(key string) {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // The full node keeps what /metrics reports of its repositories (how many
@@ -21,7 +23,7 @@ import (
 
 // Class is what the counters and indexes know of one repository.
 type Class struct {
-	State   string
+	State   repostate.State
 	Owner   uint32
 	Current bool
 	// For the console (consolecounts.go): the minute of verified_at
@@ -34,10 +36,10 @@ type Class struct {
 // view's classes.
 type Counters struct {
 	classes *classTable
-	byState map[string]int
+	byState map[repostate.State]int
 	byOwner map[uint32]int
 	current int
-	states  map[string]*SortedIndex
+	states  map[repostate.State]*SortedIndex
 	owners  map[uint32]*SortedIndex
 	console *consoleCounts
 }
@@ -45,8 +47,8 @@ type Counters struct {
 // newCounters returns empty counters, with a table of their own (New
 // gives them a View that shares it).
 func newCounters() *Counters {
-	return &Counters{classes: newClassTable(nil), byState: map[string]int{}, byOwner: map[uint32]int{},
-		states: map[string]*SortedIndex{}, owners: map[uint32]*SortedIndex{}, console: newConsoleCounts()}
+	return &Counters{classes: newClassTable(nil), byState: map[repostate.State]int{}, byOwner: map[uint32]int{},
+		states: map[repostate.State]*SortedIndex{}, owners: map[uint32]*SortedIndex{}, console: newConsoleCounts()}
 }
 
 // maxPending bounds the keys an index holds unmerged: an index nobody
@@ -118,7 +120,7 @@ func (c *Counters) Set(key string, cl Class, listed bool) {
 }
 
 // stateKeys returns the keys in state, in order.
-func (c *Counters) stateKeys(state string) []string {
+func (c *Counters) stateKeys(state repostate.State) []string {
 	x := c.states[state]
 	if x == nil {
 		return nil
@@ -156,13 +158,16 @@ func (c *Counters) ownerKeys(owner uint32) []string {
 // offset, the merged index, a binary search and the page. Both filters at
 // once walk the smaller of the two indexes (under the prefix).
 func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
-	if f.State == "" && f.Owner == 0 {
+	if f.State == nil && f.Owner == 0 {
 		return listPage(all, view, f)
 	}
-	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == "" || f.Owner == 0) {
+	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == nil || f.Owner == 0) {
 		// The page, without merging the few keys changed since the last listing.
-		x, total := c.states[f.State], c.byState[f.State]
-		if f.State == "" {
+		var x *SortedIndex
+		var total int
+		if f.State != nil {
+			x, total = c.states[*f.State], c.byState[*f.State]
+		} else {
 			x, total = c.owners[f.Owner], c.byOwner[f.Owner]
 		}
 		if x == nil {
@@ -180,15 +185,15 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 	keep := func(string) bool { return true }
 	switch {
 	case f.Owner == 0:
-		keys = c.stateKeys(f.State)
-	case f.State == "":
+		keys = c.stateKeys(*f.State)
+	case f.State == nil:
 		keys = c.ownerKeys(f.Owner)
-	case c.byState[f.State] <= c.byOwner[f.Owner]:
-		keys = c.stateKeys(f.State)
+	case c.byState[*f.State] <= c.byOwner[f.Owner]:
+		keys = c.stateKeys(*f.State)
 		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.Owner == f.Owner }
 	default:
 		keys = c.ownerKeys(f.Owner)
-		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.State == f.State }
+		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.State == *f.State }
 	}
 	lo, hi := 0, len(keys)
 	if f.Prefix != "" {
@@ -197,7 +202,7 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 	}
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	var page []Listed
-	if f.State == "" || f.Owner == 0 {
+	if f.State == nil || f.Owner == 0 {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
 			page = append(page, Listed{keys[i], view.Get(keys[i])})
 		}
@@ -257,10 +262,10 @@ func (x *SortedIndex) page(offset, limit int) []string {
 }
 
 // InState is how many repositories are in state.
-func (c *Counters) InState(state string) int { return c.byState[state] }
+func (c *Counters) InState(state repostate.State) int { return c.byState[state] }
 
 // ByState returns a copy of the counts by state: O(states).
-func (c *Counters) ByState() map[string]int { return maps.Clone(c.byState) }
+func (c *Counters) ByState() map[repostate.State]int { return maps.Clone(c.byState) }
 
 // Current is how many repositories are current.
 func (c *Counters) Current() int { return c.current }
@@ -271,8 +276,8 @@ func (c *Counters) Class(key string) (Class, bool) { return c.classes.get(key) }
 // Rebuilt returns the indexes by state and by owner that lost track of
 // their keys and were rebuilt from the classes, with how many times: none,
 // unless the bookkeeping went wrong.
-func (c *Counters) Rebuilt() (states map[string]int, owners map[uint32]int) {
-	states, owners = map[string]int{}, map[uint32]int{}
+func (c *Counters) Rebuilt() (states map[repostate.State]int, owners map[uint32]int) {
+	states, owners = map[repostate.State]int{}, map[uint32]int{}
 	for s, x := range c.states {
 		if x.rebuilt != 0 {
 			states[s] = x.rebuilt

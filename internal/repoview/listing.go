@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -14,10 +15,12 @@ import (
 // changes, a prefix is a binary search, and only the page's repositories
 // are looked at on disk.
 
-// Filter selects the repositories of a listing: by key prefix, state and
-// owner (0: any), then a page from Offset of at most Limit (0: all).
+// Filter selects the repositories of a listing: by key prefix, state (nil:
+// any) and owner (0: any), then a page from Offset of at most Limit (0:
+// all).
 type Filter struct {
-	Prefix, State string
+	Prefix        string
+	State         *repostate.State
 	Owner         uint32
 	Offset, Limit int
 }
@@ -107,7 +110,7 @@ func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) 
 		hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(sorted[lo+i], f.Prefix) })
 	}
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
-	if f.Owner == 0 && f.State == "" {
+	if f.Owner == 0 && f.State == nil {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
 			page = append(page, Listed{sorted[i], view.Get(sorted[i])})
 		}
@@ -115,7 +118,7 @@ func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) 
 	}
 	for _, k := range sorted[lo:hi] {
 		v, _ := view.Entry(k)
-		if f.Owner != 0 && v.owner != f.Owner || f.State != "" && view.states.name(v.state) != f.State {
+		if f.Owner != 0 && v.owner != f.Owner || f.State != nil && v.state != *f.State {
 			continue
 		}
 		if total >= f.Offset && in(total) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -36,7 +37,7 @@ func tableOf(view map[string]*fleetv1.RepoState) *View {
 func naiveList(view map[string]*fleetv1.RepoState, f Filter) (page []string, total int) {
 	var keys []string
 	for k, st := range view {
-		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == "" || st.GetState() == f.State) {
+		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == nil || st.GetState() == f.State.String()) {
 			keys = append(keys, k)
 		}
 	}
@@ -63,7 +64,7 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 			f.Owner = uint32(rng.IntN(5))
 		}
 		if rng.IntN(2) == 0 {
-			f.State = []string{"ok", "pending", "failing", "gone"}[rng.IntN(4)]
+			f.State = new([]repostate.State{repostate.OK, repostate.Pending, repostate.Failing, repostate.Gone}[rng.IntN(4)])
 		}
 		// The key set changes now and then, as catalog changes do.
 		if round%10 == 9 {
@@ -119,8 +120,12 @@ func BenchmarkListPage(b *testing.B) {
 	view := tableOf(testView(1_000_000, rand.New(rand.NewPCG(1, 2))))
 	var x SortedIndex
 	x.Of(view)
-	for _, f := range []Filter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: "failing"}} {
-		b.Run(fmt.Sprintf("offset=%d,prefix=%q,state=%q", f.Offset, f.Prefix, f.State), func(b *testing.B) {
+	for _, f := range []Filter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: new(repostate.Failing)}} {
+		state := ""
+		if f.State != nil {
+			state = f.State.String()
+		}
+		b.Run(fmt.Sprintf("offset=%d,prefix=%q,state=%q", f.Offset, f.Prefix, state), func(b *testing.B) {
 			for b.Loop() {
 				listPage(x.Of(view), view, f)
 			}

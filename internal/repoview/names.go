@@ -2,8 +2,8 @@ package repoview
 
 import "math"
 
-// nameTable numbers the few names that every repository repeats (states,
-// error classes) so that a repository keeps a byte instead of a string.
+// nameTable numbers the few names that every repository repeats (error
+// classes) so that a repository keeps a byte instead of a string.
 // Past 256 names the last number is shared (there are about twenty).
 type nameTable struct {
 	names []string

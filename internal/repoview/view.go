@@ -23,6 +23,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -34,7 +35,7 @@ import (
 // (TestViewIsAFractionOfTheMessages); an Entry keeps the same facts, and
 // the full node's own verified_at (4 bytes), in 80 bytes:
 //   - the URL only when it is not https://KEY (the usual spelling), apart;
-//   - the state as an index into a table of the few state names;
+//   - the state as its number (package repostate);
 //   - the digest as its 16 bytes (an unusual spelling is kept as text);
 //   - the error text as one shared copy of its template, the repository's
 //     URL and key replaced by markers (package intern), since most errors
@@ -57,9 +58,9 @@ type Entry struct {
 	// to what it serves, in unix seconds (0: never): its own, kept across
 	// the coordinator's updates (SetVerified).
 	verifiedAt uint32
-	state      uint8 // numbered by View.states
-	usual      bool  // the URL is "https://" + key
-	hasDigest  bool  // digest holds a digest of 32 hex digits
+	state      repostate.State
+	usual      bool // the URL is "https://" + key
+	hasDigest  bool // digest holds a digest of 32 hex digits
 	digest     [16]byte
 }
 
@@ -73,10 +74,9 @@ type viewExtra struct {
 
 // View is the full node's view of the fleet's repositories.
 type View struct {
-	tab    *repoTable // shared with the counters' classTable
-	n      int
-	states nameTable // state names
-	errs   *intern.Templates
+	tab  *repoTable // shared with the counters' classTable
+	n    int
+	errs *intern.Templates
 }
 
 // maxErrTemplates bounds the error templates a view shares; texts past it
@@ -125,7 +125,7 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	s := t.tab.slot(key)
 	old, had = s.view, s.inView
 	v := Entry{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
-		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: t.states.id(r.GetState())}
+		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: parseState(r.GetState())}
 	if msg := r.GetLastError(); msg != "" {
 		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
 	}
@@ -216,10 +216,11 @@ func (t *View) Get(key string) *fleetv1.RepoState {
 // Input is what a repository's class depends on in the view: the
 // owner's last report and the full node's verified_at.
 type Input struct {
-	State, LastError, Digest string
-	Owner                    uint32
-	LastCheck                int64  // unix ms
-	VerifiedAt               uint32 // unix seconds
+	State             repostate.State
+	LastError, Digest string
+	Owner             uint32
+	LastCheck         int64  // unix ms
+	VerifiedAt        uint32 // unix seconds
 }
 
 // Input returns what key's class depends on, without building its whole
@@ -229,7 +230,7 @@ func (t *View) Input(key string) (Input, bool) {
 	if !ok {
 		return Input{}, false
 	}
-	in := Input{State: t.states.name(v.state), Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
+	in := Input{State: v.state, Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
 		VerifiedAt: v.verifiedAt}
 	if v.errText != "" {
 		in.LastError = intern.Unpack(v.errText, v.Upstream(key), key)
@@ -240,7 +241,7 @@ func (t *View) Input(key string) (Input, bool) {
 // state builds the RepoState of key from v.
 func (t *View) state(key string, v Entry) *fleetv1.RepoState {
 	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
-		State: t.states.name(v.state), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
+		State: v.state.String(), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
 		Fetches: uint64(v.fetches)}
 	if v.errText != "" {
 		r.LastError = intern.Unpack(v.errText, r.Url, key)
@@ -250,6 +251,13 @@ func (t *View) state(key string, v Entry) *fleetv1.RepoState {
 		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
 	}
 	return r
+}
+
+// parseState reads the state the coordinator sent: one this version does
+// not know (a newer coordinator's) is shown as pending.
+func parseState(name string) repostate.State {
+	s, _ := repostate.Parse(name)
+	return s
 }
 
 // Owner is the node that fetches the repository (0: none yet).

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkViewMillion(b *testing.B) {
 			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
 			view.Put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
 				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1})
-			classes.put(key, Class{State: "ok", Owner: uint32(1 + i%5), Current: true})
+			classes.put(key, Class{State: repostate.OK, Owner: uint32(1 + i%5), Current: true})
 		}
 		b.ReportMetric(float64(live()-base)/n, "bytes/repo")
 		runtime.KeepAlive(view)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -94,13 +95,13 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	for i := range 10 {
 		key := fmt.Sprintf("h/g/r%d", i)
 		view.Put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
-		classes.put(key, Class{State: "ok", Owner: 2, Verified: neverVerified})
+		classes.put(key, Class{State: repostate.OK, Owner: 2, Verified: neverVerified})
 	}
 	if len(tab.index) != 10 || view.Len() != 10 || classes.n != 10 {
 		t.Fatalf("%d slots for 10 keys (view %d, classes %d)", len(tab.index), view.Len(), classes.n)
 	}
 	view.Del("h/g/r3") // the view first, then its reclass
-	if cl, ok := classes.get("h/g/r3"); !ok || cl.State != "ok" {
+	if cl, ok := classes.get("h/g/r3"); !ok || cl.State != repostate.OK {
 		t.Fatal("the class went with the view")
 	}
 	classes.del("h/g/r3")

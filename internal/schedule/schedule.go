@@ -9,7 +9,9 @@
 // background lane and outside the budget. The background lane is ordered
 // by a policy: adaptive (the default, see adaptive.go), fixed, compass or
 // sourcegraph; failure backoff, lanes, budget, host limits and
-// MaxInterval are the same for all. The repositories of a host whose forge
+// MaxInterval are the same for all. Outside the volunteer's active hours
+// (Config.Hours, package hours) no background check starts; urgent ones
+// do, unless the volunteer declines them too. The repositories of a host whose forge
 // feed works (SetFed, fed.go) are left to the feed: their background
 // checks are only a safety net every FedMaxInterval, and the adaptive
 // policy spends the budget on the others.
@@ -29,6 +31,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/hours"
 )
 
 // Policy names accepted in Config.Policy.
@@ -73,12 +76,21 @@ type Config struct {
 	// upstream host, urgent or not (0: no cap beyond Concurrency), so
 	// that a node's fetchers never all hit one small git server.
 	HostConcurrency int
+	// Hours are the node's active hours (nil: always active): outside
+	// them no background check starts. Urgent checks (first clones,
+	// checks asked for) still do, unless DeclineUrgent.
+	Hours *hours.Window
+	// DeclineUrgent makes urgent checks wait for Hours too.
+	DeclineUrgent bool
 	// Seed seeds the jitter of the backoffs.
 	Seed uint64
 }
 
+// DefaultConcurrency is how many checks run at once when Config leaves
+// it 0 (config.DefaultFetchers is this).
+const DefaultConcurrency = 10
+
 const (
-	defaultConcurrency = 10
 	defaultMaxInterval = 24 * time.Hour
 	defaultMinInterval = time.Minute
 	defaultFedMax      = 7 * 24 * time.Hour
@@ -97,10 +109,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("schedule: budget %v checks/hour: must be a finite number >= 0 (0 = unlimited)", c.Budget)
 	}
 	if c.Concurrency < 0 {
-		return c, fmt.Errorf("schedule: concurrency %d: must be >= 0 (0 = default %d)", c.Concurrency, defaultConcurrency)
+		return c, fmt.Errorf("schedule: concurrency %d: must be >= 0 (0 = default %d)", c.Concurrency, DefaultConcurrency)
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = defaultConcurrency
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.HostConcurrency < 0 {
 		return c, fmt.Errorf("schedule: host concurrency %d: must be >= 0 (0 = no cap)", c.HostConcurrency)
@@ -462,7 +474,8 @@ func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
 // earlier if Add, Urgent, Done, Restore or ResetHealth is called. A zero
 // wait means nothing will start until one of those is called (nothing is
 // scheduled, every slot is busy, or the node is unhealthy with nothing
-// urgent).
+// urgent). Outside the active hours, the wait is at most until they
+// begin.
 func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -478,8 +491,16 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 		}
 	}
 
+	resting := !s.cfg.Hours.Active(now)
+	if resting {
+		note(s.cfg.Hours.Opens(now))
+	}
+
 	var pick *repo
 	for _, h := range s.hostList {
+		if resting && s.cfg.DeclineUrgent {
+			break
+		}
 		if h.urgent.len() == 0 || s.hostFull(h) {
 			continue
 		}
@@ -495,7 +516,7 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 		s.start(pick, now)
 		return pick.key, true, 0
 	}
-	if !s.healthy {
+	if !s.healthy || resting {
 		return "", false, durationUntil(now, wake)
 	}
 

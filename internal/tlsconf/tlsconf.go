@@ -1,14 +1,17 @@
 // Package tlsconf builds the TLS configurations of the fleet's own
 // connections: the coordinator's gRPC listener and a full node's tunnel
-// listener (server side), and the nodes that dial them (client side).
+// listener (server side), and the nodes that dial them (client side); and
+// it tells whether a peer speaks TLS, for a node that dials it in clear.
 package tlsconf
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 )
 
@@ -72,4 +75,22 @@ func Pinned(server *tls.Config) *tls.Config {
 			return nil
 		},
 	}
+}
+
+// SpeaksTLS tells whether the server at addr answers a TLS handshake. A
+// node that dials a TLS listener in clear sees only its connection closed
+// (gRPC: "error reading server preface: EOF"); this probe tells it what to
+// add. It verifies nothing and sends nothing but a handshake: it only
+// learns whether the other end speaks TLS, if only to refuse the probe.
+func SpeaksTLS(ctx context.Context, addr string) bool {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	probe := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // no data is sent: see above
+	err = tls.Client(conn, probe).HandshakeContext(ctx)
+	// A TLS alert from the server (a refusal) is TLS too.
+	var remote *net.OpError
+	return err == nil || errors.As(err, &remote) && remote.Op == "remote error"
 }

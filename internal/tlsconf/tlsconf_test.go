@@ -1,6 +1,7 @@
 package tlsconf
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/testnet"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
@@ -136,5 +139,54 @@ func TestPinnedAcceptsExactlyItsOwnCertificate(t *testing.T) {
 	}
 	if Pinned(nil) != nil {
 		t.Error("no server TLS: Pinned should be plain TCP (nil)")
+	}
+}
+
+// SpeaksTLS tells a TLS listener (one that asks for a client certificate,
+// too) from a server that speaks something else, and from a closed port.
+func TestSpeaksTLSTellsATLSServerFromAnother(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir, "server")
+	conf, err := Server(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(ln net.Listener, handle func(net.Conn)) string {
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); handle(c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	handshake := func(c net.Conn) { _ = c.(*tls.Conn).Handshake() }
+	// A server that refuses the probe with an alert (TLS 1.2: before the
+	// client's handshake ends) speaks TLS too.
+	strict := conf.Clone()
+	strict.ClientAuth, strict.MaxVersion = tls.RequireAnyClientCert, tls.VersionTLS12
+	tlsAddr := serve(tls.NewListener(listen(), conf), handshake)
+	strictAddr := serve(tls.NewListener(listen(), strict), handshake)
+	// A server of another protocol: it answers a line and hangs up.
+	plainAddr := serve(listen(), func(c net.Conn) { _, _ = c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n")) })
+	closedAddr := testnet.Addr(t) // handed out, never bound
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for addr, want := range map[string]bool{tlsAddr: true, strictAddr: true, plainAddr: false, closedAddr: false} {
+		if got := SpeaksTLS(ctx, addr); got != want {
+			t.Errorf("SpeaksTLS(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

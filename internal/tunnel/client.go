@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/bandwidth"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/hashicorp/yamux"
 )
@@ -36,6 +37,10 @@ type ClientConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Clock times the backoff; nil means the wall clock.
 	Clock clock.Clock
+	// Upload, when set, paces what this end sends through the tunnel (a
+	// volunteer's cap on the node's bandwidth, which its downloads
+	// share): the streams' writes wait for it before yamux takes them.
+	Upload *bandwidth.Limiter
 }
 
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
@@ -81,7 +86,7 @@ func Serve(ctx context.Context, cfg ClientConfig, h http.Handler) error {
 		case err == nil:
 			log.Info("tunnel up")
 			start := cfg.Clock.Now()
-			err = serveSession(ctx, sess, h, log)
+			err = serveSession(ctx, sess, h, cfg.Upload, log)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -166,8 +171,9 @@ func clientHandshake(ctx context.Context, conn net.Conn, nodeID uint32, proof st
 
 // serveSession serves h on the streams of sess until the session ends or
 // ctx is done, and returns why the session ended, once every stream's
-// goroutine and handler has returned: a handler never outlives Serve.
-func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, log *slog.Logger) error {
+// goroutine and handler has returned: a handler never outlives Serve. What
+// the streams send is paced by upload (nil: not paced).
+func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, upload *bandwidth.Limiter, log *slog.Logger) error {
 	var streams sync.WaitGroup
 	defer streams.Wait()
 	defer sess.Close()
@@ -200,7 +206,7 @@ func serveSession(ctx context.Context, sess *yamux.Session, h http.Handler, log 
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	defer srv.Close()
-	return srv.Serve(sessionListener{sess})
+	return srv.Serve(upload.PaceAccepted(sessionListener{sess}))
 }
 
 // sessionListener hides the type of yamux's accept errors from

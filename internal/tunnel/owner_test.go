@@ -9,29 +9,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/goroutinetest"
 )
 
 // tunnelGoroutines returns the stacks of the goroutines that run code of
 // this package outside its tests.
 func tunnelGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var found []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, line := range strings.Split(g, "\n") {
-			// A frame's file line: "\t/path/internal/tunnel/server.go:123 +0x1f".
-			file, _, _ := strings.Cut(strings.TrimSpace(line), ":")
-			if strings.Contains(file, "/internal/tunnel/") && !strings.HasSuffix(file, "_test.go") {
-				found = append(found, g)
-				break
-			}
+	for _, g := range goroutinetest.Others() {
+		if g.Runs("internal/tunnel") {
+			found = append(found, g.Stack)
 		}
 	}
 	return found

@@ -468,7 +468,7 @@ func TestSessionEndedByATimeoutStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- serveSession(context.Background(), sess, reply(""), logger) }()
+	go func() { done <- serveSession(context.Background(), sess, reply(""), nil, logger) }()
 	select {
 	case err := <-done:
 		if !strings.Contains(err.Error(), "timed out") {

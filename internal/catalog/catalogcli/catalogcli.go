@@ -57,7 +57,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	git := &gitcmd.Runner{Protocols: "file"}
+	git := gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}) // catalogs on this machine, by path
 	var run func(context.Context, *gitcmd.Runner, []string, io.Writer) (int, error)
 	switch args[0] {
 	case "check":

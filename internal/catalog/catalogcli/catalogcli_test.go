@@ -190,25 +190,14 @@ func TestUsageMistakes(t *testing.T) {
 }
 
 // BenchmarkCheck runs `gitfleet catalog check` on a generated catalog of
-// 1,000,000 entries in 1,000 files (kept under os.TempDir() between runs).
+// 1,000,000 entries in 1,000 files (generated under b.TempDir).
 //
 //	go test -run='^$' -bench=Check -benchtime=3x ./internal/catalog/catalogcli/
 func BenchmarkCheck(b *testing.B) {
 	const n = 1_000_000
-	dir := filepath.Join(os.TempDir(), "gitfleet-catalog-bench", fmt.Sprintf("%d-%d", n, 1000))
-	if _, err := os.Stat(filepath.Join(dir, "commit")); err != nil {
-		tmp := dir + ".tmp"
-		_ = os.RemoveAll(tmp)
-		commit, err := catalog.Generate(context.Background(), &gitcmd.Runner{Protocols: "file"}, tmp, n, 1000)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(tmp, "commit"), []byte(commit), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			b.Fatal(err)
-		}
+	dir := filepath.Join(b.TempDir(), "catalog")
+	if _, err := catalog.Generate(context.Background(), gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), dir, n, 1000); err != nil {
+		b.Fatal(err)
 	}
 	for b.Loop() {
 		if code := Main(context.Background(), []string{"check", dir}, io.Discard, io.Discard); code != 0 {

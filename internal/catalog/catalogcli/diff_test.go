@@ -45,22 +45,13 @@ func TestDiffReadingTheChangeSaysWhatTheFullDiffSays(t *testing.T) {
 }
 
 // benchDiffCatalog returns a generated catalog of n entries (1000 a file)
-// and a commit on top that changes 100 entries in 10 files, kept under
-// os.TempDir() between runs.
+// and a commit on top that changes 100 entries in 10 files, under
+// b.TempDir (a run leaves nothing behind).
 func benchDiffCatalog(b *testing.B, n int) (dir, base, next string) {
 	b.Helper()
 	ctx := context.Background()
-	dir = filepath.Join(os.TempDir(), "gitfleet-catalogcli-bench", fmt.Sprint(n))
-	marker := filepath.Join(dir, ".git", "bench-commits")
-	if c, err := os.ReadFile(marker); err == nil {
-		if f := strings.Fields(string(c)); len(f) == 2 {
-			return dir, f[0], f[1]
-		}
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		b.Fatal(err)
-	}
-	base, err := catalog.Generate(ctx, &gitcmd.Runner{Protocols: "file"}, dir, n, 1000)
+	dir = filepath.Join(b.TempDir(), "catalog")
+	base, err := catalog.Generate(ctx, gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), dir, n, 1000)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,9 +79,6 @@ func benchDiffCatalog(b *testing.B, n int) (dir, base, next string) {
 		b.Fatal(err)
 	}
 	next = strings.TrimSpace(out)
-	if err := os.WriteFile(marker, []byte(base+" "+next), 0o644); err != nil {
-		b.Fatal(err)
-	}
 	return dir, base, next
 }
 

@@ -1077,7 +1077,13 @@ type RegisterRequest struct {
 	PublicUrl string `protobuf:"bytes,9,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
 	// Full nodes: the fleet's full token (a full node proves it at every
 	// registration).
-	FullToken     string `protobuf:"bytes,10,opt,name=full_token,json=fullToken,proto3" json:"full_token,omitempty"`
+	FullToken string `protobuf:"bytes,10,opt,name=full_token,json=fullToken,proto3" json:"full_token,omitempty"`
+	// The volunteer's cap on the node's bytes, per second (0: none): the
+	// coordinator asks a capped node for fewer clones at once.
+	MaxBandwidth uint64 `protobuf:"varint,11,opt,name=max_bandwidth,json=maxBandwidth,proto3" json:"max_bandwidth,omitempty"`
+	// The volunteer's active hours, HH:MM-HH:MM in the node's zone ("":
+	// always), as people read them; Heartbeat.resting says when it rests.
+	ActiveHours   string `protobuf:"bytes,12,opt,name=active_hours,json=activeHours,proto3" json:"active_hours,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1178,6 +1184,20 @@ func (x *RegisterRequest) GetPublicUrl() string {
 func (x *RegisterRequest) GetFullToken() string {
 	if x != nil {
 		return x.FullToken
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetMaxBandwidth() uint64 {
+	if x != nil {
+		return x.MaxBandwidth
+	}
+	return 0
+}
+
+func (x *RegisterRequest) GetActiveHours() string {
+	if x != nil {
+		return x.ActiveHours
 	}
 	return ""
 }
@@ -1584,7 +1604,10 @@ type Heartbeat struct {
 	Queued         uint32                 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
 	Running        uint32                 `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
 	// False after a disk error: the node stops background checks until it has room again.
-	Unhealthy     bool `protobuf:"varint,6,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	Unhealthy bool `protobuf:"varint,6,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	// Outside the volunteer's active hours: the coordinator gives it no new
+	// clones while another node can take them.
+	Resting       bool `protobuf:"varint,7,opt,name=resting,proto3" json:"resting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1684,13 @@ func (x *Heartbeat) GetUnhealthy() bool {
 	return false
 }
 
+func (x *Heartbeat) GetResting() bool {
+	if x != nil {
+		return x.Resting
+	}
+	return false
+}
+
 type Results struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*CheckResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1722,7 +1752,14 @@ type CheckResult struct {
 	// On-demand checks (FetchNow) this check answers.
 	TaskIds []string `protobuf:"bytes,11,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
 	// Full nodes: this result reports a pull from the owner (the copy the public is served).
-	Served        bool `protobuf:"varint,12,opt,name=served,proto3" json:"served,omitempty"`
+	Served bool `protobuf:"varint,12,opt,name=served,proto3" json:"served,omitempty"`
+	// The root commits of the mirror's history (parentless commits reachable
+	// from its refs), at most 16, smallest first, when roots_known. Sent after
+	// a clone or a pull, and whenever they change. The coordinator forms fork
+	// networks from the roots full nodes report (served); a partial node's
+	// are not trusted.
+	Roots         []string `protobuf:"bytes,13,rep,name=roots,proto3" json:"roots,omitempty"`
+	RootsKnown    bool     `protobuf:"varint,14,opt,name=roots_known,json=rootsKnown,proto3" json:"roots_known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1841,6 +1878,20 @@ func (x *CheckResult) GetServed() bool {
 	return false
 }
 
+func (x *CheckResult) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+func (x *CheckResult) GetRootsKnown() bool {
+	if x != nil {
+		return x.RootsKnown
+	}
+	return false
+}
+
 type CoordinatorMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -1855,6 +1906,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_NodeCredentials
 	//	*CoordinatorMessage_ChangeHint
 	//	*CoordinatorMessage_FeedStatus
+	//	*CoordinatorMessage_Standing
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1987,6 +2039,15 @@ func (x *CoordinatorMessage) GetFeedStatus() *FeedStatus {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetStanding() *Standing {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_Standing); ok {
+			return x.Standing
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -2031,6 +2092,10 @@ type CoordinatorMessage_FeedStatus struct {
 	FeedStatus *FeedStatus `protobuf:"bytes,10,opt,name=feed_status,json=feedStatus,proto3,oneof"`
 }
 
+type CoordinatorMessage_Standing struct {
+	Standing *Standing `protobuf:"bytes,11,opt,name=standing,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -2050,6 +2115,8 @@ func (*CoordinatorMessage_NodeCredentials) isCoordinatorMessage_Msg() {}
 func (*CoordinatorMessage_ChangeHint) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_FeedStatus) isCoordinatorMessage_Msg() {}
+
+func (*CoordinatorMessage_Standing) isCoordinatorMessage_Msg() {}
 
 // FeedStatus tells a node which forge hosts' change feeds work: their
 // repositories' background checks can be rarer, and a full node leaves them
@@ -2443,7 +2510,12 @@ type Repo struct {
 	Urgent bool `protobuf:"varint,4,opt,name=urgent,proto3" json:"urgent,omitempty"`
 	// A copy to clone from before fetching the rest from the upstream (the
 	// full node's, for a repository that moved): it spares the upstream.
-	SeedUrl       string `protobuf:"bytes,5,opt,name=seed_url,json=seedUrl,proto3" json:"seed_url,omitempty"`
+	SeedUrl string `protobuf:"bytes,5,opt,name=seed_url,json=seedUrl,proto3" json:"seed_url,omitempty"`
+	// The object pool the node keeps this repository's shared history in:
+	// the repository's fork network, or a part of it when the network is
+	// split over several nodes. Empty: a standalone mirror. Any string; a
+	// node names the pool's directory from it safely.
+	Network       string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2513,10 +2585,20 @@ func (x *Repo) GetSeedUrl() string {
 	return ""
 }
 
+func (x *Repo) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
 // Assign gives a node repositories to mirror and keep fresh.
 type Assign struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Repos         []*Repo                `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Repos []*Repo                `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
+	// The repositories of the fleet when it was sent: the node's share is
+	// what it holds of them.
+	FleetRepos    uint32 `protobuf:"varint,2,opt,name=fleet_repos,json=fleetRepos,proto3" json:"fleet_repos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2556,6 +2638,13 @@ func (x *Assign) GetRepos() []*Repo {
 		return x.Repos
 	}
 	return nil
+}
+
+func (x *Assign) GetFleetRepos() uint32 {
+	if x != nil {
+		return x.FleetRepos
+	}
+	return 0
 }
 
 // Drop tells a node to delete its mirrors of these repositories.
@@ -2689,8 +2778,18 @@ type RepoState struct {
 	Attrs        map[string]string      `protobuf:"bytes,9,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	FallbackUrls []string               `protobuf:"bytes,10,rep,name=fallback_urls,json=fallbackUrls,proto3" json:"fallback_urls,omitempty"`
 	// Check counters for the API: upstream ref listings and fetches done.
-	Checks        uint64 `protobuf:"varint,11,opt,name=checks,proto3" json:"checks,omitempty"`
-	Fetches       uint64 `protobuf:"varint,12,opt,name=fetches,proto3" json:"fetches,omitempty"`
+	Checks  uint64 `protobuf:"varint,11,opt,name=checks,proto3" json:"checks,omitempty"`
+	Fetches uint64 `protobuf:"varint,12,opt,name=fetches,proto3" json:"fetches,omitempty"`
+	// How long the owner's last check took (last_check_ms), in ms: exact up
+	// to 32.767 s, in whole seconds beyond, up to 9 hours.
+	LastDurationMs int64 `protobuf:"varint,13,opt,name=last_duration_ms,json=lastDurationMs,proto3" json:"last_duration_ms,omitempty"`
+	// The fork network the repository belongs to (declared in the catalog by
+	// the attribute network, or detected from shared root commits); empty for
+	// a standalone mirror. Full nodes keep one object pool per network.
+	Network string `protobuf:"bytes,14,opt,name=network,proto3" json:"network,omitempty"`
+	// How many nodes the network is split over (0 or 1: one owner holds it
+	// whole).
+	NetworkParts  uint32 `protobuf:"varint,15,opt,name=network_parts,json=networkParts,proto3" json:"network_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2809,6 +2908,27 @@ func (x *RepoState) GetFetches() uint64 {
 	return 0
 }
 
+func (x *RepoState) GetLastDurationMs() int64 {
+	if x != nil {
+		return x.LastDurationMs
+	}
+	return 0
+}
+
+func (x *RepoState) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *RepoState) GetNetworkParts() uint32 {
+	if x != nil {
+		return x.NetworkParts
+	}
+	return 0
+}
+
 type RepoStates struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Repos         []*RepoState           `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
@@ -2898,6 +3018,158 @@ func (x *RepoRemoved) GetKeys() []string {
 	return nil
 }
 
+type ReportStandingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint32                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Mismatches    uint64                 `protobuf:"varint,2,opt,name=mismatches,proto3" json:"mismatches,omitempty"`
+	StaleReports  uint64                 `protobuf:"varint,3,opt,name=stale_reports,json=staleReports,proto3" json:"stale_reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportStandingRequest) Reset() {
+	*x = ReportStandingRequest{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStandingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStandingRequest) ProtoMessage() {}
+
+func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStandingRequest.ProtoReflect.Descriptor instead.
+func (*ReportStandingRequest) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ReportStandingRequest) GetNodeId() uint32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *ReportStandingRequest) GetMismatches() uint64 {
+	if x != nil {
+		return x.Mismatches
+	}
+	return 0
+}
+
+func (x *ReportStandingRequest) GetStaleReports() uint64 {
+	if x != nil {
+		return x.StaleReports
+	}
+	return 0
+}
+
+type ReportStandingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportStandingResponse) Reset() {
+	*x = ReportStandingResponse{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStandingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStandingResponse) ProtoMessage() {}
+
+func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStandingResponse.ProtoReflect.Descriptor instead.
+func (*ReportStandingResponse) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+}
+
+// Standing tells a node what the full nodes counted against it, summed
+// over them (ReportStanding): the pulls in which it served tips its
+// upstream never had, and its stale reports. Each message replaces the
+// one before.
+type Standing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mismatches    uint64                 `protobuf:"varint,1,opt,name=mismatches,proto3" json:"mismatches,omitempty"`
+	StaleReports  uint64                 `protobuf:"varint,2,opt,name=stale_reports,json=staleReports,proto3" json:"stale_reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Standing) Reset() {
+	*x = Standing{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Standing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Standing) ProtoMessage() {}
+
+func (x *Standing) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Standing.ProtoReflect.Descriptor instead.
+func (*Standing) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Standing) GetMismatches() uint64 {
+	if x != nil {
+		return x.Mismatches
+	}
+	return 0
+}
+
+func (x *Standing) GetStaleReports() uint64 {
+	if x != nil {
+		return x.StaleReports
+	}
+	return 0
+}
+
 var File_gitfleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_gitfleet_v1_fleet_proto_rawDesc = "" +
@@ -2972,7 +3244,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
 	"\x13ConfirmPurgeRequest\"0\n" +
 	"\x14ConfirmPurgeResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xba\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x82\x03\n" +
 	"\x0fRegisterRequest\x12\x1d\n" +
 	"\n" +
 	"join_token\x18\x01 \x01(\tR\tjoinToken\x12\x17\n" +
@@ -2989,7 +3261,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"public_url\x18\t \x01(\tR\tpublicUrl\x12\x1d\n" +
 	"\n" +
 	"full_token\x18\n" +
-	" \x01(\tR\tfullToken\"\x80\x01\n" +
+	" \x01(\tR\tfullToken\x12#\n" +
+	"\rmax_bandwidth\x18\v \x01(\x04R\fmaxBandwidth\x12!\n" +
+	"\factive_hours\x18\f \x01(\tR\vactiveHours\"\x80\x01\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
@@ -3013,16 +3287,17 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x04done\x18\x02 \x01(\bR\x04done\"4\n" +
 	"\bHeldRepo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
-	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xc3\x01\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xdd\x01\n" +
 	"\tHeartbeat\x12&\n" +
 	"\x0fdisk_used_bytes\x18\x01 \x01(\x04R\rdiskUsedBytes\x12(\n" +
 	"\x10disk_total_bytes\x18\x02 \x01(\x04R\x0ediskTotalBytes\x12\x14\n" +
 	"\x05repos\x18\x03 \x01(\rR\x05repos\x12\x16\n" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x18\n" +
 	"\arunning\x18\x05 \x01(\rR\arunning\x12\x1c\n" +
-	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\"=\n" +
+	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
+	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xf9\x02\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3038,7 +3313,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"durationMs\x12\x19\n" +
 	"\btask_ids\x18\v \x03(\tR\ataskIds\x12\x16\n" +
-	"\x06served\x18\f \x01(\bR\x06served\"\xcf\x04\n" +
+	"\x06served\x18\f \x01(\bR\x06served\x12\x14\n" +
+	"\x05roots\x18\r \x03(\tR\x05roots\x12\x1f\n" +
+	"\vroots_known\x18\x0e \x01(\bR\n" +
+	"rootsKnown\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3053,7 +3331,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"changeHint\x12:\n" +
 	"\vfeed_status\x18\n" +
 	" \x01(\v2\x17.gitfleet.v1.FeedStatusH\x00R\n" +
-	"feedStatusB\x05\n" +
+	"feedStatus\x123\n" +
+	"\bstanding\x18\v \x01(\v2\x15.gitfleet.v1.StandingH\x00R\bstandingB\x05\n" +
 	"\x03msg\"@\n" +
 	"\n" +
 	"FeedStatus\x12\x18\n" +
@@ -3082,22 +3361,25 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x82\x01\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x9c\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
 	"\rfallback_urls\x18\x03 \x03(\tR\ffallbackUrls\x12\x16\n" +
 	"\x06urgent\x18\x04 \x01(\bR\x06urgent\x12\x19\n" +
-	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\"1\n" +
+	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\x12\x18\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\"R\n" +
 	"\x06Assign\x12'\n" +
-	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\"\x1a\n" +
+	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\x12\x1f\n" +
+	"\vfleet_repos\x18\x02 \x01(\rR\n" +
+	"fleetRepos\"\x1a\n" +
 	"\x04Drop\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\"s\n" +
 	"\bCheckNow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xa6\x03\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\x8f\x04\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3112,7 +3394,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rfallback_urls\x18\n" +
 	" \x03(\tR\ffallbackUrls\x12\x16\n" +
 	"\x06checks\x18\v \x01(\x04R\x06checks\x12\x18\n" +
-	"\afetches\x18\f \x01(\x04R\afetches\x1a8\n" +
+	"\afetches\x18\f \x01(\x04R\afetches\x12(\n" +
+	"\x10last_duration_ms\x18\r \x01(\x03R\x0elastDurationMs\x12\x18\n" +
+	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
+	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -3121,11 +3406,23 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"RepoStates\x12,\n" +
 	"\x05repos\x18\x01 \x03(\v2\x16.gitfleet.v1.RepoStateR\x05repos\"!\n" +
 	"\vRepoRemoved\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys*=\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"u\n" +
+	"\x15ReportStandingRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1e\n" +
+	"\n" +
+	"mismatches\x18\x02 \x01(\x04R\n" +
+	"mismatches\x12#\n" +
+	"\rstale_reports\x18\x03 \x01(\x04R\fstaleReports\"\x18\n" +
+	"\x16ReportStandingResponse\"O\n" +
+	"\bStanding\x12\x1e\n" +
+	"\n" +
+	"mismatches\x18\x01 \x01(\x04R\n" +
+	"mismatches\x12#\n" +
+	"\rstale_reports\x18\x02 \x01(\x04R\fstaleReports*=\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_PARTIAL\x10\x01\x12\r\n" +
-	"\tMODE_FULL\x10\x022\xc6\x05\n" +
+	"\tMODE_FULL\x10\x022\xa1\x06\n" +
 	"\vCoordinator\x12G\n" +
 	"\bRegister\x12\x1c.gitfleet.v1.RegisterRequest\x1a\x1d.gitfleet.v1.RegisterResponse\x12H\n" +
 	"\aSession\x12\x18.gitfleet.v1.NodeMessage\x1a\x1f.gitfleet.v1.CoordinatorMessage(\x010\x01\x12D\n" +
@@ -3137,7 +3434,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\fConfirmPurge\x12 .gitfleet.v1.ConfirmPurgeRequest\x1a!.gitfleet.v1.ConfirmPurgeResponse\x12V\n" +
 	"\rCatalogStatus\x12!.gitfleet.v1.CatalogStatusRequest\x1a\".gitfleet.v1.CatalogStatusResponse\x12M\n" +
 	"\n" +
-	"RevokeNode\x12\x1e.gitfleet.v1.RevokeNodeRequest\x1a\x1f.gitfleet.v1.RevokeNodeResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
+	"RevokeNode\x12\x1e.gitfleet.v1.RevokeNodeRequest\x1a\x1f.gitfleet.v1.RevokeNodeResponse\x12Y\n" +
+	"\x0eReportStanding\x12\".gitfleet.v1.ReportStandingRequest\x1a#.gitfleet.v1.ReportStandingResponseB8Z6github.com/gitfleet/gitfleet/proto/gitfleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_gitfleet_v1_fleet_proto_rawDescOnce sync.Once
@@ -3152,54 +3450,57 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
-	(Mode)(0),                     // 0: gitfleet.v1.Mode
-	(*RevokeNodeRequest)(nil),     // 1: gitfleet.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),    // 2: gitfleet.v1.RevokeNodeResponse
-	(*CatalogStatusRequest)(nil),  // 3: gitfleet.v1.CatalogStatusRequest
-	(*CatalogStatusResponse)(nil), // 4: gitfleet.v1.CatalogStatusResponse
-	(*AddRepoRequest)(nil),        // 5: gitfleet.v1.AddRepoRequest
-	(*AddRepoResponse)(nil),       // 6: gitfleet.v1.AddRepoResponse
-	(*RemoveRepoRequest)(nil),     // 7: gitfleet.v1.RemoveRepoRequest
-	(*RemoveRepoResponse)(nil),    // 8: gitfleet.v1.RemoveRepoResponse
-	(*FetchNowRequest)(nil),       // 9: gitfleet.v1.FetchNowRequest
-	(*FetchNowResponse)(nil),      // 10: gitfleet.v1.FetchNowResponse
-	(*ListNodesRequest)(nil),      // 11: gitfleet.v1.ListNodesRequest
-	(*NodeTransition)(nil),        // 12: gitfleet.v1.NodeTransition
-	(*NodeInfo)(nil),              // 13: gitfleet.v1.NodeInfo
-	(*ListNodesResponse)(nil),     // 14: gitfleet.v1.ListNodesResponse
-	(*ConfirmPurgeRequest)(nil),   // 15: gitfleet.v1.ConfirmPurgeRequest
-	(*ConfirmPurgeResponse)(nil),  // 16: gitfleet.v1.ConfirmPurgeResponse
-	(*RegisterRequest)(nil),       // 17: gitfleet.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 18: gitfleet.v1.RegisterResponse
-	(*NodeMessage)(nil),           // 19: gitfleet.v1.NodeMessage
-	(*HandBack)(nil),              // 20: gitfleet.v1.HandBack
-	(*Hello)(nil),                 // 21: gitfleet.v1.Hello
-	(*Inventory)(nil),             // 22: gitfleet.v1.Inventory
-	(*HeldRepo)(nil),              // 23: gitfleet.v1.HeldRepo
-	(*Heartbeat)(nil),             // 24: gitfleet.v1.Heartbeat
-	(*Results)(nil),               // 25: gitfleet.v1.Results
-	(*CheckResult)(nil),           // 26: gitfleet.v1.CheckResult
-	(*CoordinatorMessage)(nil),    // 27: gitfleet.v1.CoordinatorMessage
-	(*FeedStatus)(nil),            // 28: gitfleet.v1.FeedStatus
-	(*ChangeHint)(nil),            // 29: gitfleet.v1.ChangeHint
-	(*NodeCredentials)(nil),       // 30: gitfleet.v1.NodeCredentials
-	(*NodeCredential)(nil),        // 31: gitfleet.v1.NodeCredential
-	(*TaskDone)(nil),              // 32: gitfleet.v1.TaskDone
-	(*Welcome)(nil),               // 33: gitfleet.v1.Welcome
-	(*Repo)(nil),                  // 34: gitfleet.v1.Repo
-	(*Assign)(nil),                // 35: gitfleet.v1.Assign
-	(*Drop)(nil),                  // 36: gitfleet.v1.Drop
-	(*CheckNow)(nil),              // 37: gitfleet.v1.CheckNow
-	(*RepoState)(nil),             // 38: gitfleet.v1.RepoState
-	(*RepoStates)(nil),            // 39: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),           // 40: gitfleet.v1.RepoRemoved
-	nil,                           // 41: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                           // 42: gitfleet.v1.RepoState.AttrsEntry
+	(Mode)(0),                      // 0: gitfleet.v1.Mode
+	(*RevokeNodeRequest)(nil),      // 1: gitfleet.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),     // 2: gitfleet.v1.RevokeNodeResponse
+	(*CatalogStatusRequest)(nil),   // 3: gitfleet.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil),  // 4: gitfleet.v1.CatalogStatusResponse
+	(*AddRepoRequest)(nil),         // 5: gitfleet.v1.AddRepoRequest
+	(*AddRepoResponse)(nil),        // 6: gitfleet.v1.AddRepoResponse
+	(*RemoveRepoRequest)(nil),      // 7: gitfleet.v1.RemoveRepoRequest
+	(*RemoveRepoResponse)(nil),     // 8: gitfleet.v1.RemoveRepoResponse
+	(*FetchNowRequest)(nil),        // 9: gitfleet.v1.FetchNowRequest
+	(*FetchNowResponse)(nil),       // 10: gitfleet.v1.FetchNowResponse
+	(*ListNodesRequest)(nil),       // 11: gitfleet.v1.ListNodesRequest
+	(*NodeTransition)(nil),         // 12: gitfleet.v1.NodeTransition
+	(*NodeInfo)(nil),               // 13: gitfleet.v1.NodeInfo
+	(*ListNodesResponse)(nil),      // 14: gitfleet.v1.ListNodesResponse
+	(*ConfirmPurgeRequest)(nil),    // 15: gitfleet.v1.ConfirmPurgeRequest
+	(*ConfirmPurgeResponse)(nil),   // 16: gitfleet.v1.ConfirmPurgeResponse
+	(*RegisterRequest)(nil),        // 17: gitfleet.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 18: gitfleet.v1.RegisterResponse
+	(*NodeMessage)(nil),            // 19: gitfleet.v1.NodeMessage
+	(*HandBack)(nil),               // 20: gitfleet.v1.HandBack
+	(*Hello)(nil),                  // 21: gitfleet.v1.Hello
+	(*Inventory)(nil),              // 22: gitfleet.v1.Inventory
+	(*HeldRepo)(nil),               // 23: gitfleet.v1.HeldRepo
+	(*Heartbeat)(nil),              // 24: gitfleet.v1.Heartbeat
+	(*Results)(nil),                // 25: gitfleet.v1.Results
+	(*CheckResult)(nil),            // 26: gitfleet.v1.CheckResult
+	(*CoordinatorMessage)(nil),     // 27: gitfleet.v1.CoordinatorMessage
+	(*FeedStatus)(nil),             // 28: gitfleet.v1.FeedStatus
+	(*ChangeHint)(nil),             // 29: gitfleet.v1.ChangeHint
+	(*NodeCredentials)(nil),        // 30: gitfleet.v1.NodeCredentials
+	(*NodeCredential)(nil),         // 31: gitfleet.v1.NodeCredential
+	(*TaskDone)(nil),               // 32: gitfleet.v1.TaskDone
+	(*Welcome)(nil),                // 33: gitfleet.v1.Welcome
+	(*Repo)(nil),                   // 34: gitfleet.v1.Repo
+	(*Assign)(nil),                 // 35: gitfleet.v1.Assign
+	(*Drop)(nil),                   // 36: gitfleet.v1.Drop
+	(*CheckNow)(nil),               // 37: gitfleet.v1.CheckNow
+	(*RepoState)(nil),              // 38: gitfleet.v1.RepoState
+	(*RepoStates)(nil),             // 39: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),            // 40: gitfleet.v1.RepoRemoved
+	(*ReportStandingRequest)(nil),  // 41: gitfleet.v1.ReportStandingRequest
+	(*ReportStandingResponse)(nil), // 42: gitfleet.v1.ReportStandingResponse
+	(*Standing)(nil),               // 43: gitfleet.v1.Standing
+	nil,                            // 44: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                            // 45: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	41, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	44, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -3221,33 +3522,36 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	30, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
 	29, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
 	28, // 21: gitfleet.v1.CoordinatorMessage.feed_status:type_name -> gitfleet.v1.FeedStatus
-	31, // 22: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
-	34, // 23: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	42, // 24: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	38, // 25: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 26: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 27: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 28: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 29: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 30: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 31: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 32: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 33: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 34: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	18, // 35: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 36: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 37: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 38: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 39: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 40: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 41: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 42: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 43: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	35, // [35:44] is the sub-list for method output_type
-	26, // [26:35] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	43, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
+	31, // 23: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	34, // 24: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	45, // 25: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	38, // 26: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 27: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 28: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 29: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 30: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 31: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 32: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 33: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 34: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 35: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	41, // 36: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
+	18, // 37: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 38: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 39: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 40: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 41: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 42: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 43: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 44: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 45: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	42, // 46: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
+	37, // [37:47] is the sub-list for method output_type
+	27, // [27:37] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -3273,6 +3577,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*CoordinatorMessage_NodeCredentials)(nil),
 		(*CoordinatorMessage_ChangeHint)(nil),
 		(*CoordinatorMessage_FeedStatus)(nil),
+		(*CoordinatorMessage_Standing)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3280,7 +3585,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

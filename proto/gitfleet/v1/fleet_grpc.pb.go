@@ -28,15 +28,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Coordinator_Register_FullMethodName      = "/gitfleet.v1.Coordinator/Register"
-	Coordinator_Session_FullMethodName       = "/gitfleet.v1.Coordinator/Session"
-	Coordinator_AddRepo_FullMethodName       = "/gitfleet.v1.Coordinator/AddRepo"
-	Coordinator_RemoveRepo_FullMethodName    = "/gitfleet.v1.Coordinator/RemoveRepo"
-	Coordinator_FetchNow_FullMethodName      = "/gitfleet.v1.Coordinator/FetchNow"
-	Coordinator_ListNodes_FullMethodName     = "/gitfleet.v1.Coordinator/ListNodes"
-	Coordinator_ConfirmPurge_FullMethodName  = "/gitfleet.v1.Coordinator/ConfirmPurge"
-	Coordinator_CatalogStatus_FullMethodName = "/gitfleet.v1.Coordinator/CatalogStatus"
-	Coordinator_RevokeNode_FullMethodName    = "/gitfleet.v1.Coordinator/RevokeNode"
+	Coordinator_Register_FullMethodName       = "/gitfleet.v1.Coordinator/Register"
+	Coordinator_Session_FullMethodName        = "/gitfleet.v1.Coordinator/Session"
+	Coordinator_AddRepo_FullMethodName        = "/gitfleet.v1.Coordinator/AddRepo"
+	Coordinator_RemoveRepo_FullMethodName     = "/gitfleet.v1.Coordinator/RemoveRepo"
+	Coordinator_FetchNow_FullMethodName       = "/gitfleet.v1.Coordinator/FetchNow"
+	Coordinator_ListNodes_FullMethodName      = "/gitfleet.v1.Coordinator/ListNodes"
+	Coordinator_ConfirmPurge_FullMethodName   = "/gitfleet.v1.Coordinator/ConfirmPurge"
+	Coordinator_CatalogStatus_FullMethodName  = "/gitfleet.v1.Coordinator/CatalogStatus"
+	Coordinator_RevokeNode_FullMethodName     = "/gitfleet.v1.Coordinator/RevokeNode"
+	Coordinator_ReportStanding_FullMethodName = "/gitfleet.v1.Coordinator/ReportStanding"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -63,6 +64,10 @@ type CoordinatorClient interface {
 	// RevokeNode bans a node: its session and tunnels are cut, its
 	// repositories re-placed, and its credential refused from then on.
 	RevokeNode(ctx context.Context, in *RevokeNodeRequest, opts ...grpc.CallOption) (*RevokeNodeResponse, error)
+	// ReportStanding tells the coordinator what a full node counted against
+	// a node (its pulls that served forged tips, its stale reports), for the
+	// node to see its own standing (Standing).
+	ReportStanding(ctx context.Context, in *ReportStandingRequest, opts ...grpc.CallOption) (*ReportStandingResponse, error)
 }
 
 type coordinatorClient struct {
@@ -166,6 +171,16 @@ func (c *coordinatorClient) RevokeNode(ctx context.Context, in *RevokeNodeReques
 	return out, nil
 }
 
+func (c *coordinatorClient) ReportStanding(ctx context.Context, in *ReportStandingRequest, opts ...grpc.CallOption) (*ReportStandingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportStandingResponse)
+	err := c.cc.Invoke(ctx, Coordinator_ReportStanding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -190,6 +205,10 @@ type CoordinatorServer interface {
 	// RevokeNode bans a node: its session and tunnels are cut, its
 	// repositories re-placed, and its credential refused from then on.
 	RevokeNode(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error)
+	// ReportStanding tells the coordinator what a full node counted against
+	// a node (its pulls that served forged tips, its stale reports), for the
+	// node to see its own standing (Standing).
+	ReportStanding(context.Context, *ReportStandingRequest) (*ReportStandingResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -226,6 +245,9 @@ func (UnimplementedCoordinatorServer) CatalogStatus(context.Context, *CatalogSta
 }
 func (UnimplementedCoordinatorServer) RevokeNode(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeNode not implemented")
+}
+func (UnimplementedCoordinatorServer) ReportStanding(context.Context, *ReportStandingRequest) (*ReportStandingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportStanding not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -399,6 +421,24 @@ func _Coordinator_RevokeNode_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_ReportStanding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportStandingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).ReportStanding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_ReportStanding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).ReportStanding(ctx, req.(*ReportStandingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -437,6 +477,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeNode",
 			Handler:    _Coordinator_RevokeNode_Handler,
+		},
+		{
+			MethodName: "ReportStanding",
+			Handler:    _Coordinator_ReportStanding_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,115 @@
+//go:build linux
+
+package gitserve
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// spliceRoom is the most that one move takes from git's pipe, and what it
+// reserves in the cache before it: upload-pack writes its answer in
+// packets of up to 64 KiB.
+const spliceRoom = 64 << 10
+
+// pipeSize is the pipe buffer asked for git's stdout, so that git can run
+// ahead of the moves.
+const pipeSize = 1 << 20
+
+var (
+	errSpilled    = errors.New("pack cache: spilled")
+	errNotSpliced = errors.New("pack cache: not a pipe to splice from")
+)
+
+// ReadFrom takes the run's output from r. os/exec hands it the read end of
+// the pipe of git's stdout: the bytes go from the pipe into the file with
+// splice(2), never through this process's memory (they then meet no copy
+// here on their way to the socket either: see send). The goroutine that
+// os/exec gives the pipe waits in the splice itself (the pipe is put in
+// blocking mode meanwhile): one system call a move. Each move reserves its
+// bytes in the cache first, as Write does; a reader that is not a pipe,
+// and the output after a spill, go through Write.
+func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	err := errNotSpliced
+	if sc, ok := r.(syscall.Conn); ok {
+		src, serr := sc.SyscallConn()
+		dst, derr := e.file.SyscallConn()
+		if serr == nil && derr == nil {
+			cerr := src.Control(func(in uintptr) {
+				if unix.SetNonblock(int(in), false) != nil {
+					return
+				}
+				defer func() { _ = unix.SetNonblock(int(in), true) }()
+				_, _ = unix.FcntlInt(in, unix.F_SETPIPE_SZ, pipeSize)
+				if derr := dst.Control(func(out uintptr) {
+					for {
+						n, merr := e.move(int(in), int(out))
+						total += n
+						if merr != nil {
+							err = merr
+							return
+						}
+					}
+				}); derr != nil {
+					err = derr
+				}
+			})
+			if cerr != nil {
+				err = cerr
+			}
+		}
+	}
+	switch {
+	case err == io.EOF:
+		return total, nil
+	case errors.Is(err, errSpilled) || errors.Is(err, errNotSpliced):
+		n, err := io.Copy(writerOnly{e}, r)
+		return total + n, err
+	}
+	return total, err
+}
+
+// move takes up to spliceRoom bytes from the pipe in into e's file,
+// waiting for them, and tells e's readers. It returns io.EOF once the
+// pipe's writer is gone, errSpilled when the bytes do not fit the cache.
+func (e *packEntry) move(in, out int) (int64, error) {
+	c := e.c
+	c.mu.Lock()
+	if !e.spilled && !c.makeRoom(spliceRoom) {
+		e.spill()
+	}
+	if e.spilled {
+		c.mu.Unlock()
+		return 0, errSpilled
+	}
+	c.used += spliceRoom // reserved before the move, so that no two runs overshoot
+	c.mu.Unlock()
+	n, err := unix.Splice(in, nil, out, nil, spliceRoom, unix.SPLICE_F_MOVE)
+	for errors.Is(err, unix.EINTR) {
+		n, err = unix.Splice(in, nil, out, nil, spliceRoom, unix.SPLICE_F_MOVE)
+	}
+	n = max(n, 0)
+	c.mu.Lock()
+	c.used -= spliceRoom - n
+	if n > 0 {
+		e.size += n
+		e.end = e.size
+		e.notify()
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("pack cache: splice: %w", err)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
