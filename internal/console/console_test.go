@@ -484,6 +484,15 @@ func TestTheCatalogPageSaysWhereFromAndWhen(t *testing.T) {
 		!strings.Contains(body, "it failed") || strings.Contains(body, "10.0.0.5") {
 		t.Errorf("the catalog's error, as its class:\n%s", body)
 	}
+	if n := strings.Count(body, `id="catalog-error"`); n != 1 {
+		t.Errorf("the catalog's error is said %d times, want once (the banner):\n%s", n, body)
+	}
+	// A path on the coordinator's machine is the operator's, as in the
+	// error's text.
+	src.catalog.URL = "/srv/gitfleet/catalog"
+	if _, body = get(t, c, "/-/catalog"); strings.Contains(body, "/srv/gitfleet") || !strings.Contains(body, "a path on the coordinator's machine") {
+		t.Errorf("a local catalog's path on the public page:\n%s", body)
+	}
 }
 
 func TestNodeHistoryStartsWithJoining(t *testing.T) {

@@ -28,6 +28,7 @@ var pageNames = []string{"overview", "repos", "repo", "nodes", "tasks", "catalog
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"publicError": api.PublicError,
+		"publicURL":   api.PublicCatalogURL,
 		"repoHref":    repoHref,
 		"ago":         ago,
 		"until":       until,
