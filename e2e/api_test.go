@@ -500,7 +500,7 @@ func TestAPIEndToEnd(t *testing.T) {
 			t.Fatalf("a held-back removal was applied: %v", err)
 		}
 		// /metrics reuses the coordinator's answer for up to 2 s.
-		eventually(t, 10*time.Second, "metrics show the held-back change", func() error {
+		eventually(t, 60*time.Second, "metrics show the held-back change", func() error {
 			resp, err := http.Get(f.base + "/metrics")
 			if err != nil {
 				return err

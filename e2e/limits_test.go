@@ -247,7 +247,7 @@ func TestKilledNodeLeavesNoGitBehind(t *testing.T) {
 		return fmt.Errorf("git processes: %v", gits)
 	})
 	p.kill()
-	eventually(t, 20*time.Second, "every git process gone", func() error {
+	eventually(t, 60*time.Second, "every git process gone", func() error {
 		for pid, cmd := range gits {
 			if alive(pid) {
 				return fmt.Errorf("pid %d still runs: %s", pid, cmd)

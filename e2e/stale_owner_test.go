@@ -83,7 +83,7 @@ func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 	}
 	// verified_at is kept to the second: let one pass, so that a new
 	// verification shows.
-	eventually(t, 5*time.Second, "a second after verified_at", func() error {
+	eventually(t, 30*time.Second, "a second after verified_at", func() error {
 		if time.Now().Unix() <= before.VerifiedAt.Unix() {
 			return fmt.Errorf("still %v", before.VerifiedAt)
 		}
@@ -123,7 +123,7 @@ func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 	// copy again. The full node asks the upstream once more (verified_at
 	// moves on), finds it served, and does not count the one push twice;
 	// nor does it pull the owner's old copy back.
-	eventually(t, 5*time.Second, "a second after verified_at", func() error {
+	eventually(t, 30*time.Second, "a second after verified_at", func() error {
 		if time.Now().Unix() <= after.VerifiedAt.Unix() {
 			return fmt.Errorf("still %v", after.VerifiedAt)
 		}

@@ -131,6 +131,11 @@ type Repo struct {
 	LastError        string     `json:"last_error,omitempty"`
 	Digest           string     `json:"digest,omitempty"`
 	StalenessSeconds float64    `json:"staleness_seconds"`
+	// Network is the fork network the repository is in (absent:
+	// standalone); NetworkParts, when above 1, says the network is too
+	// large for one node and is split over that many.
+	Network      string `json:"network,omitempty"`
+	NetworkParts uint32 `json:"network_parts,omitempty"`
 }
 
 // RepoDetail is a repository with its attributes, the refs the full node

@@ -30,7 +30,7 @@ func receive(t *testing.T, sub *Subscription) []Event {
 	select {
 	case batch := <-sub.C:
 		return batch
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no batch")
 		return nil
 	}
@@ -156,7 +156,7 @@ func (s *stream) line(t *testing.T) string {
 			t.Fatal("stream ended")
 		}
 		return l
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no line from the stream")
 		return ""
 	}
@@ -239,7 +239,7 @@ func TestEventStreamEndsWhenTheServerCloses(t *testing.T) {
 			if !ok {
 				return
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("the stream is still open")
 		}
 	}

@@ -172,7 +172,7 @@ func (b *fakeBackend) nextStart(t *testing.T) startCall {
 	select {
 	case c := <-b.starts:
 		return c
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("StartFetch was not called")
 		return startCall{}
 	}
@@ -328,7 +328,7 @@ func readPayload(tb testing.TB, name string) []byte {
 // until it holds (goroutines react to the clock asynchronously).
 func eventually(t *testing.T, clk *clock.Fake, step time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute) // bounds a failure only
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached")

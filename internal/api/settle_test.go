@@ -26,7 +26,7 @@ func busyGoroutines() []string {
 // happen; the deadline only bounds a failure.
 func settle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		busy := busyGoroutines()
 		if len(busy) == 0 {

@@ -5,9 +5,10 @@
 // The node paces where the bytes pass: reads on the connections its egress
 // dialer makes to upstreams (git's downloads, through the egress proxy),
 // and writes on the tunnels through which full nodes pull its mirrors (its
-// uploads). A Limiter is the only thing here that reads the wall clock: it
-// paces real bytes on real sockets, which is about real time by nature
-// (package clock).
+// uploads). A Limiter is the only thing here that tells the time: it paces
+// real bytes on real sockets on the wall clock, or on the clock a test
+// gives it (NewLimiterOn), so that the pace it keeps is checked on its own
+// schedule rather than against a busy machine's.
 package bandwidth
 
 import (

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
 )
 
 func TestParseReadsRatesAsPeopleWriteThem(t *testing.T) {
@@ -117,8 +119,8 @@ func TestNilLimiterIsNoCap(t *testing.T) {
 
 // pipeThrough moves size bytes over a loopback TCP connection whose
 // receiving end (or sending end, for sender) pace wraps, and returns what
-// was moved, and when the move started and ended.
-func pipeThrough(size int, pace func(net.Conn) net.Conn, sender bool) (moved int64, start, end time.Time, err error) {
+// was moved, and when the move started and ended on clk.
+func pipeThrough(clk clock.Clock, size int, pace func(net.Conn) net.Conn, sender bool) (moved int64, start, end time.Time, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, start, end, err
@@ -145,23 +147,42 @@ func pipeThrough(size int, pace func(net.Conn) net.Conn, sender bool) (moved int
 	} else {
 		in = pace(in)
 	}
-	start = time.Now()
+	start = clk.Now()
 	go func() {
 		_, _ = out.Write(make([]byte, size))
 		out.Close()
 	}()
 	moved, err = io.Copy(io.Discard, in)
-	return moved, start, time.Now(), err
+	return moved, start, clk.Now(), err
 }
 
-// The transfers of these tests take two seconds: a busy machine that
-// stalls the test for a tenth of a second at its end does not make it
-// fail.
+// driveStep is how far fakeLimiter's clock moves at a time while a
+// connection waits for the bucket: the most a transfer may overshoot the
+// time its schedule ends.
+const driveStep = time.Millisecond
+
+// fakeLimiter is a limiter of r on a fake clock that moves while a
+// connection waits for the bucket, until the test ends: the transfers of
+// the tests run their schedule on its time, which a busy machine does not
+// stretch.
+func fakeLimiter(t *testing.T, r Rate) (*Limiter, *clock.Fake) {
+	clk := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	stop, driven := make(chan struct{}), make(chan struct{})
+	go func() {
+		clk.Drive(driveStep, stop)
+		close(driven)
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-driven
+	})
+	return NewLimiterOn(r, clk), clk
+}
 
 func TestLimiterPacesReadsToItsRate(t *testing.T) {
 	const r = 1 << 20
-	l := NewLimiter(r)
-	moved, start, end, err := pipeThrough(2<<20, l.PaceReads, false)
+	l, clk := fakeLimiter(t, r)
+	moved, start, end, err := pipeThrough(clk, 2<<20, l.PaceReads, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +191,8 @@ func TestLimiterPacesReadsToItsRate(t *testing.T) {
 
 func TestLimiterPacesWritesToItsRate(t *testing.T) {
 	const r = 1 << 20
-	l := NewLimiter(r)
-	moved, start, end, err := pipeThrough(2<<20, l.PaceWrites, true)
+	l, clk := fakeLimiter(t, r)
+	moved, start, end, err := pipeThrough(clk, 2<<20, l.PaceWrites, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +203,7 @@ func TestLimiterPacesWritesToItsRate(t *testing.T) {
 // written, move together no more than the rate.
 func TestConnectionsShareOneBucket(t *testing.T) {
 	const r = 1 << 20
-	l := NewLimiter(r)
+	l, clk := fakeLimiter(t, r)
 	var wg sync.WaitGroup
 	var moved [2]int64
 	var starts, ends [2]time.Time
@@ -192,7 +213,7 @@ func TestConnectionsShareOneBucket(t *testing.T) {
 		if sender {
 			pace = l.PaceWrites
 		}
-		wg.Go(func() { moved[i], starts[i], ends[i], errs[i] = pipeThrough(1<<20, pace, sender) })
+		wg.Go(func() { moved[i], starts[i], ends[i], errs[i] = pipeThrough(clk, 1<<20, pace, sender) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
@@ -208,9 +229,13 @@ func TestConnectionsShareOneBucket(t *testing.T) {
 	checkPace(t, l, moved[0]+moved[1], last.Sub(first))
 }
 
-// checkPace holds moved bytes in took to the rate: at least the time the
-// rate implies for all but the chunk the bucket may hold when the span
-// starts, and under 1.2 times the time for all of them.
+// checkPace holds moved bytes in took, on the limiter's clock, to the
+// rate: at least the time the rate implies for all but the chunk the
+// bucket may hold when the span starts, and at most the time for all of
+// them and the step by which the test's clock moves. The clock moves only
+// while a connection waits for the bucket, so that took is the limiter's
+// schedule: a limiter that charged bytes twice, or lost time between
+// chunks, takes longer on any machine, and a busy one does not.
 func checkPace(t *testing.T, l *Limiter, moved int64, took time.Duration) {
 	t.Helper()
 	r := l.Rate()
@@ -218,13 +243,14 @@ func checkPace(t *testing.T, l *Limiter, moved int64, took time.Duration) {
 	want := time.Duration(float64(moved) / float64(r) * float64(time.Second))
 	ratio := float64(took) / float64(want)
 	t.Logf("%d bytes in %v at %s: %.3f of the time the rate implies (%v)", moved, took, r, ratio, want)
-	if took < least || ratio >= 1.2 {
-		t.Fatalf("%d bytes took %v; the rate %s implies %v (ratio %.3f, want at least %v and a ratio under 1.2)", moved, took, r, want, ratio, least)
+	if took < least || took > want+driveStep {
+		t.Fatalf("%d bytes took %v; the rate %s implies %v (ratio %.3f, want at least %v and at most %v)", moved, took, r, want, ratio, least, want+driveStep)
 	}
 }
 
 func TestCloseEndsAWaitForTheBucket(t *testing.T) {
-	l := NewLimiter(MinRate) // a chunk takes a second
+	clk := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	l := NewLimiterOn(MinRate, clk) // a chunk takes a second, on a clock that stands still
 	a, b := net.Pipe()
 	defer b.Close()
 	p := l.PaceWrites(a)
@@ -234,14 +260,19 @@ func TestCloseEndsAWaitForTheBucket(t *testing.T) {
 		done <- err
 	}()
 	go func() { _, _ = io.Copy(io.Discard, b) }()
-	time.Sleep(50 * time.Millisecond) // the writer is waiting for tokens
+	// The writer waits for tokens once it has a timer on the clock.
+	for deadline := time.Now().Add(time.Minute); clk.Timers() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for the bucket")
+		}
+	}
 	p.Close()
 	select {
 	case err := <-done:
 		if err == nil {
 			t.Fatal("a write cut by Close reports no error")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Close did not end the write's wait for the bucket")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/clock"
 )
 
 // Limiter is one token bucket of bytes, shared by every connection it
@@ -21,6 +23,7 @@ import (
 type Limiter struct {
 	rate  Rate
 	chunk int
+	clk   clock.Clock
 
 	mu sync.Mutex
 	// next is when the bytes paid for so far may all have passed, at the
@@ -33,12 +36,18 @@ type Limiter struct {
 // when it comes back late from a wait.
 const maxLate = 500 * time.Millisecond
 
-// NewLimiter returns a limiter of r bytes per second, or nil for r <= 0.
-func NewLimiter(r Rate) *Limiter {
+// NewLimiter returns a limiter of r bytes per second on the wall clock, or
+// nil for r <= 0.
+func NewLimiter(r Rate) *Limiter { return NewLimiterOn(r, clock.Real{}) }
+
+// NewLimiterOn is NewLimiter with its waits on clk: a test that paces real
+// connections on a clock.Fake (Fake.Drive) sees the time the schedule
+// takes, whatever the machine's load does to the goroutines around it.
+func NewLimiterOn(r Rate, clk clock.Clock) *Limiter {
 	if r <= 0 {
 		return nil
 	}
-	return &Limiter{rate: r, chunk: int(min(max(r/50, 1<<10), 256<<10)), next: time.Now()}
+	return &Limiter{rate: r, chunk: int(min(max(r/50, 1<<10), 256<<10)), clk: clk, next: clk.Now()}
 }
 
 // Rate is the limiter's rate (0 for a nil limiter).
@@ -61,15 +70,15 @@ func (l *Limiter) Burst() int {
 // take pays for n bytes (at most a chunk) of a connection and waits until
 // they may pass, or until done is closed.
 func (l *Limiter) take(n int, due *time.Time, done <-chan struct{}) {
-	now := time.Now()
+	now := l.clk.Now()
 	wait := l.reserve(n, due, now).Sub(now)
 	if wait <= 0 {
 		return
 	}
-	t := time.NewTimer(wait)
+	t := l.clk.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 	case <-done:
 	}
 }

@@ -144,6 +144,28 @@ func (c *Catalog) Keys(fn func(key string) bool) {
 	})
 }
 
+// AttrNetwork is the attribute that declares an entry's fork network
+// (package network): a name that network.CheckName accepts, or the
+// attribute is skipped with a problem.
+const AttrNetwork = "network"
+
+// Attr calls fn for every entry that has attribute name, with its value,
+// in no particular order, until fn returns false. Like Keys it allocates
+// nothing per entry.
+func (c *Catalog) Attr(name string, fn func(key, value string) bool) {
+	stop := false
+	c.files.each(func(f *fileData) {
+		for _, e := range f.entries {
+			if stop {
+				return
+			}
+			if v, ok := e.attrs(f)[name]; ok && c.keys.kept(e) && !fn(e.key, v) {
+				stop = true
+			}
+		}
+	})
+}
+
 // Problems returns every problem of the catalog (bad entries, unreadable
 // files, duplicates) in file and line order.
 func (c *Catalog) Problems() []Problem {

@@ -627,3 +627,31 @@ func TestUpdateSharesTheUnchangedEntriesOfAChangedFile(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkAttribute(t *testing.T) {
+	r := newTestRepo(t)
+	c := r.load(r.commit(map[string]string{
+		"l/linux/DEFAULTS": "network: linux\n",
+		"l/linux/torvalds": "url: https://git.kernel.org/torvalds/linux\n",
+		"l/linux/stable":   "url: https://git.kernel.org/stable/linux\n",
+		"o/other/a":        "url: https://example.com/a\nnetwork: mine\n",
+		"b/bad/x":          "url: https://example.com/x\nnetwork: root:abc\n",
+		"b/bad/y":          "url: https://example.com/y\nnetwork: 'has space'\n",
+		"n/none/z":         "url: https://example.com/z\n",
+	}))
+	got := map[string]string{}
+	c.Attr(AttrNetwork, func(k, v string) bool { got[k] = v; return true })
+	want := map[string]string{"git.kernel.org/torvalds/linux": "linux", "git.kernel.org/stable/linux": "linux", "example.com/a": "mine"}
+	if !maps.Equal(got, want) {
+		t.Errorf("networks %v, want %v", got, want)
+	}
+	bad := 0
+	for _, p := range c.Problems() {
+		if strings.Contains(p.Reason, `attribute "network" skipped`) {
+			bad++
+		}
+	}
+	if bad != 2 || !c.Has("example.com/x") || !c.Has("example.com/y") {
+		t.Errorf("bad network names: %d problems (want 2), entries kept: %v %v", bad, c.Has("example.com/x"), c.Has("example.com/y"))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"io"
 	"maps"
 	"path"
@@ -399,6 +400,9 @@ func yamlAttrs(f *fileData, m *yaml.Node, special func(k, v *yaml.Node) bool) ma
 			continue
 		}
 		s, err := renderAttr(v)
+		if err == nil && k.Value == AttrNetwork {
+			err = network.CheckName(s)
+		}
 		if err != nil {
 			f.problem(v.Line, SeverityError, "", fmt.Sprintf("attribute %q skipped: %v", k.Value, err))
 			continue

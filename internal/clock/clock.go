@@ -18,6 +18,7 @@ package clock
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -160,6 +161,28 @@ func (f *Fake) Timers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.armed)
+}
+
+// Drive moves the fake time on by step whenever a timer or ticker waits to
+// fire, until stop is closed, and returns then. The code under test runs
+// as fast as the machine lets it and its waits take no wall time: the time
+// it sees pass is the time it waited for, give or take a step, however
+// late a busy machine runs its goroutines. A ticker that stays armed keeps
+// the time moving: Drive is for code whose waits end.
+func (f *Fake) Drive(step time.Duration, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if f.Timers() > 0 {
+			f.Advance(step)
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(50 * time.Microsecond) // the code under test is at work
+	}
 }
 
 // Advance moves the fake time forward by d and fires due timers.

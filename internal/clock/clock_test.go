@@ -285,12 +285,36 @@ func TestSleep(t *testing.T) {
 // bounds a failure.
 func waitTimers(t *testing.T, f *Fake, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for f.Timers() != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d timers armed, want %d", f.Timers(), n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDriveRunsWaitsOnFakeTime: code that waits three times a second on a
+// Fake that Drive moves sees three seconds pass, give or take a step a
+// wait, and Drive returns once told to stop.
+func TestDriveRunsWaitsOnFakeTime(t *testing.T) {
+	f := NewFake(t0)
+	const step = 10 * time.Millisecond
+	stop := make(chan struct{})
+	driven := make(chan struct{})
+	go func() {
+		f.Drive(step, stop)
+		close(driven)
+	}()
+	for range 3 {
+		if err := Sleep(context.Background(), f, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-driven
+	if took := f.Now().Sub(t0); took < 3*time.Second || took >= 3*time.Second+3*step {
+		t.Errorf("three waits of a second took %v of the fake time, want 3s and less than a step a wait more", took)
 	}
 }
 

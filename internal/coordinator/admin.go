@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -80,6 +81,11 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	}
 	if len(req.GetAttrs()) > 64 {
 		return nil, status.Error(codes.InvalidArgument, "at most 64 attributes")
+	}
+	if name, ok := req.GetAttrs()[catalog.AttrNetwork]; ok {
+		if err := network.CheckName(name); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "attribute %s: %v", catalog.AttrNetwork, err)
+		}
 	}
 	ov := overlay{URL: url, Attrs: req.GetAttrs()}
 	c.mu.Lock()

@@ -35,6 +35,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/intern"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
@@ -124,7 +125,8 @@ type Coordinator struct {
 	cat      *catalog.Catalog
 	table    *membership.Table
 	engine   *placement.Engine
-	members  []ring.Member // last given to the engine
+	nets     *network.Networks // fork networks (network.go), fed to engine
+	members  []ring.Member     // last given to the engine
 	placing  bool
 	status   map[string]*repoStatus // repositories that have been checked at least once
 	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
@@ -349,6 +351,31 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.cat = cat
 		}
 	}
+	// The repositories' states, read before the engine: the roots they
+	// hold make the fork networks, which the placement was taken with.
+	var stored []storedStatus
+	var netEntries []network.Entry
+	declared := c.declaredNetworks()
+	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
+		var r statusRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
+		}
+		stored = append(stored, storedStatus{k, r})
+		if len(r.Roots) > 0 || r.Network != "" {
+			netEntries = append(netEntries, network.Entry{Key: k, Roots: r.Roots, Network: r.Network, Declared: declared[k]})
+			delete(declared, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: restore repositories: %w", err)
+	}
+	for k, name := range declared {
+		netEntries = append(netEntries, network.Entry{Key: k, Declared: name})
+	}
+	c.nets = network.Restore(netEntries)
+	nets := networkMap(c.nets)
 	// The placement engine's key set: the catalog at the stored commit
 	// with the API's overlay.
 	keys := c.effectiveKeys()
@@ -358,7 +385,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		return err
 	}
 	if ok {
-		c.engine, err = placement.Restore(pcfg, snap, keys)
+		c.engine, err = placement.RestoreNetworks(pcfg, snap, keys, nets)
 		if err != nil {
 			// Fall back to a warm-up: the nodes' inventories say who holds what.
 			c.log.Warn("restore: stored placement does not match the stored repositories; warming up again", "err", err)
@@ -367,26 +394,26 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	}
 	if c.engine == nil {
 		c.engine = placement.New(pcfg)
+		c.engine.SetNetworks(nets)
 		c.engine.AddKeys(keys...)
 	}
 	// Statuses last: their keys are the engine's copies where it has them.
-	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
-		var r statusRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
-		}
+	for _, st := range stored {
+		k := st.key
 		if ek, ok := c.engine.Key(k); ok {
 			k = ek
 		}
-		st := r.status(c.errs, k)
-		c.status[k] = &st
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("coordinator: restore repositories: %w", err)
+		s := st.rec.status(c.errs, k)
+		c.status[k] = &s
 	}
 	c.log.Info("coordinator state restored", "nodes", len(c.nodes), "repos", c.engine.Len(), "placing", c.placing)
 	return nil
+}
+
+// storedStatus is a repository's stored state, as restore reads it.
+type storedStatus struct {
+	key string
+	rec statusRecord
 }
 
 // readMeta reads key of the meta bucket, which holds what, for restore. A
@@ -575,6 +602,12 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 			return yield(k)
 		})
 	}
+	for k, name := range c.declaredNetworks() {
+		if _, err := c.nets.Declare(k, name); err != nil {
+			c.log.Warn("network: declared name ignored", "key", k, "err", err)
+		}
+	}
+	c.engine.SetNetworks(networkMap(c.nets))
 	c.engine.AddKeySeq(next.Len(), keys)
 	for _, s := range c.fullSessions() {
 		s.queueSweep(keys)
@@ -711,13 +744,16 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 		}
 	}
 	if len(add) > 0 {
+		c.declareNetworks(add) // placed with their network from the start
 		c.engine.AddKeys(add...)
 		c.placeDirty = true
 	}
 	if len(rm) > 0 {
 		c.engine.RemoveKeys(rm...) // drops at owners and targets
+		c.forgetNetworks(rm)
 		c.placeDirty = true
 	}
+	c.declareNetworks(changed)
 	c.feedKeysChanged(add, rm)
 	for _, k := range changed {
 		if !c.engine.Has(k) {
@@ -814,7 +850,9 @@ func (c *Coordinator) persist(ctx context.Context) error {
 			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
 			continue
 		}
-		b, _ := json.Marshal(r.record(k))
+		rec := r.record(k)
+		rec.Roots, rec.Network = c.nets.Roots(k), c.nets.Of(k)
+		b, _ := json.Marshal(rec)
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}
 	ops = append(ops,

@@ -288,7 +288,13 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	defer c.taskDone(res)
 	if res.GetServed() {
-		return // a full node's pull: nothing to record yet
+		// A full node's pull: nothing to record yet but the roots it
+		// found, which make fork networks.
+		if res.GetRootsKnown() {
+			c.networkRoots(id, key, res.GetRoots())
+			c.decide()
+		}
+		return
 	}
 	if !res.GetOk() && res.GetErrorClass() == errorClassRefused {
 		c.refused(id, key, res) // refuse.go
@@ -544,7 +550,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			delete(s.assign, k)
 			if e, ok := c.entry(k); ok {
-				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent}
+				_, pool, _ := c.engine.Network(k)
+				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool}
 				if as.seed && seedBase != "" {
 					r.SeedUrl = seedBase + "/" + k + ".git"
 				}
@@ -581,10 +588,11 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 				r = &repoStatus{}
 			}
 			owner, _ := c.owner(k)
+			net, _, parts := c.engine.Network(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
-				LastDurationMs: r.lastDuration.ms()})
+				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -122,6 +122,10 @@ type statusRecord struct {
 	Checks     uint64 `json:",omitempty"`
 	Fetches    uint64 `json:",omitempty"`
 	DurationMs int64  `json:",omitempty"` // of the last check
+	// The root commits a full node last reported, and the fork network
+	// the repository was in (its name is history: see package network).
+	Roots   []string `json:",omitempty"`
+	Network string   `json:",omitempty"`
 }
 
 func (s *repoStatus) record(key string) statusRecord {

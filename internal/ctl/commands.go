@@ -165,7 +165,7 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	tw := out.table()
 	for _, kv := range [][2]string{
 		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", ownerOrNone(d.Owner)},
-		{"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
+		{"network", network(d.Repo)}, {"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
 		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", indented(d.LastError)}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {
@@ -551,4 +551,13 @@ func confirmPurge(ctx context.Context, c *client, out *printer) error {
 	_ = json.Unmarshal(data, &r)
 	fmt.Fprintln(out.w, r.Message)
 	return nil
+}
+
+// network is a repository's fork network as show prints it: its name, and
+// the parts it is split into when it is.
+func network(r api.Repo) string {
+	if r.NetworkParts > 1 {
+		return fmt.Sprintf("%s (split over %d nodes)", r.Network, r.NetworkParts)
+	}
+	return r.Network
 }

@@ -72,7 +72,10 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
 	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
-		LastError: st.GetLastError(), Digest: st.GetDigest()}
+		LastError: st.GetLastError(), Digest: st.GetDigest(), Network: st.GetNetwork()}
+	if parts := st.GetNetworkParts(); parts > 1 {
+		r.NetworkParts = parts
+	}
 	if f.cfg.PublicURL != "" {
 		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key + ".git"
 	}

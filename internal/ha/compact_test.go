@@ -84,10 +84,10 @@ func TestCompactHistoryRunsWhileTheTermLasts(t *testing.T) {
 	}()
 	old := put(t, client, "/c2/data/repos/k", "1")
 	put(t, client, "/c2/data/repos/k", "2")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for readAt(client, "/c2/data/repos/k", old) == nil {
 		if time.Now().After(deadline) {
-			t.Fatal("the history was not compacted in 10 s of a clock moving a minute every 10 ms")
+			t.Fatal("the history was not compacted in a minute of a clock moving a minute every 10 ms")
 		}
 		clk.Advance(time.Minute)
 		time.Sleep(10 * time.Millisecond)

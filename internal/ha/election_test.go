@@ -14,7 +14,7 @@ import (
 
 func dialTest(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := Dial(ctx, []string{endpoint}, nil)
 	if err != nil {
@@ -43,8 +43,9 @@ func TestOneLeaderAtATimeAndTheOldOneIsFenced(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	bClient := dialTest(t, etcd.Endpoint)
 	a := NewElector(dialTest(t, etcd.Endpoint), "/t1", 10*time.Second, "a:7070")
-	b := NewElector(dialTest(t, etcd.Endpoint), "/t1", 10*time.Second, "b:7070")
+	b := NewElector(bClient, "/t1", 10*time.Second, "b:7070")
 
 	if leader, err := b.Leader(ctx); err != nil || leader != "" {
 		t.Fatalf("before any election: leader %q, %v", leader, err)
@@ -68,6 +69,19 @@ func TestOneLeaderAtATimeAndTheOldOneIsFenced(t *testing.T) {
 		}
 		won <- tb
 	}()
+	// b campaigns once its key is beside a's: from then on it waits.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := bClient.Get(ctx, b.electionPrefix()+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d candidates' keys after a minute, want a's and b's", resp.Count)
+		}
+	}
 	select {
 	case <-won:
 		t.Fatal("b was elected while a leads")

@@ -99,6 +99,10 @@ type Config struct {
 	// share in proportion, at least one (DefaultReferenceBandwidth if
 	// <= 0).
 	ReferenceBandwidth float64
+	// NetworkShare bounds a fork network's part to this share of the keys
+	// the smallest member may hold; a larger network is split into parts
+	// placed apart (DefaultNetworkShare if not in (0, 1]).
+	NetworkShare float64
 }
 
 func (c Config) withDefaults() Config {
@@ -113,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if !(c.ReferenceBandwidth > 0) {
 		c.ReferenceBandwidth = DefaultReferenceBandwidth
+	}
+	if !(c.NetworkShare > 0 && c.NetworkShare <= 1) {
+		c.NetworkShare = DefaultNetworkShare
 	}
 	return c
 }
@@ -160,6 +167,7 @@ type keyState struct {
 	target uint32 // owner-to-be during a move, 0 if none
 	place  uint32 // bounded-load placement without overrides; 0 without members
 	flags  uint8
+	inNet  bool // placed with its fork network (network.go)
 }
 
 // Per-key flags. A key with a target is either queued (waiting for a slot
@@ -218,6 +226,16 @@ type Engine struct {
 	out       []Decision
 	// limits are what volunteers set (volunteer.go).
 	limits map[uint32]*nodeLimits
+
+	// Fork networks (network.go): the network of each key given
+	// (SetNetworks), the networks of the key set, how many networks have
+	// each size, the part limit they were placed with, and whether a
+	// network's size changed its number of parts since.
+	netOf    map[string]string
+	nets     map[string]*netState
+	sizes    map[int]int
+	netLimit int
+	resplit  bool
 }
 
 // nodeState is what the engine tracks of a node.
@@ -265,6 +283,9 @@ func New(cfg Config) *Engine {
 		limits:    map[uint32]*nodeLimits{},
 		ready:     map[uint32]bool{},
 		owned:     map[uint32]int{},
+		netOf:     map[string]string{},
+		nets:      map[string]*netState{},
+		sizes:     map[int]int{},
 	}
 }
 
@@ -318,6 +339,11 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 			d := <-digest
 			if built {
 				e.digest += d
+				if len(e.netOf) > 0 {
+					for i := range e.keys {
+						e.joinNet(int32(i))
+					}
+				}
 				return len(e.keys) > 0
 			}
 		}
@@ -343,6 +369,7 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 			continue // known already
 		}
 		e.keys = append(e.keys, keyState{key: k})
+		e.joinNet(int32(len(e.keys) - 1))
 		e.digest += ring.Hash(k)
 		added = true
 	}
@@ -369,6 +396,7 @@ func (e *Engine) RemoveKeys(keys ...string) {
 		e.cancel(i)
 		delete(e.overrides, k)
 		delete(e.refused, k)
+		e.leaveNet(i)
 		e.removeAt(i)
 		e.digest -= ring.Hash(k)
 		removed = true
@@ -481,6 +509,11 @@ func (e *Engine) bound(j, n int) int { return int(math.Ceil(e.share[j] * float64
 // placeAll computes the bounded-load placement of every key from scratch.
 func (e *Engine) placeAll() {
 	e.placements++
+	e.netLimit, e.resplit = e.partLimit(), false
+	if len(e.nets) > 0 {
+		e.placeUnits()
+		return
+	}
 	names := make([]string, len(e.keys))
 	for i := range e.keys {
 		names[i] = e.keys[i].key
@@ -508,12 +541,13 @@ func (e *Engine) placeAll() {
 // than its bound, which only grows with the number of keys. Otherwise the
 // caller must place every key (replaceChanged).
 func (e *Engine) placeAdded(from int) bool {
-	if !e.plain {
+	if !e.plain || !e.partsStable() {
+		e.plain = false
 		return false
 	}
 	added := e.keys[from:]
 	for i := range added {
-		id, _ := e.ring.Lookup(added[i].key)
+		id, _ := e.ring.Lookup(e.unit(int32(from + i)))
 		added[i].place = id
 		e.held[e.rank[id]]++
 	}
@@ -531,7 +565,8 @@ func (e *Engine) placeAdded(from int) bool {
 // if every key was on its plain consistent-hash owner (plain) and no
 // member is above its bound, which shrinks with the number of keys.
 func (e *Engine) placeRemoved() bool {
-	if !e.plain {
+	if !e.plain || !e.partsStable() {
+		e.plain = false
 		return false
 	}
 	for j, h := range e.held {
@@ -589,8 +624,11 @@ func (e *Engine) want(i int32) uint32 {
 	if !slices.Contains(ex, p) && !slices.Contains(no, p) {
 		return p
 	}
+	// The members clockwise from the key's unit: where the rest of its
+	// network would go too.
+	u := e.unit(i)
 	if len(no) == 0 {
-		for _, id := range e.ring.LookupN(k, len(ex)+1) {
+		for _, id := range e.ring.LookupN(u, len(ex)+1) {
 			if !slices.Contains(ex, id) {
 				return id
 			}
@@ -600,7 +638,7 @@ func (e *Engine) want(i int32) uint32 {
 	// Among len(ex)+len(no)+1 members one is neither avoided nor refusing,
 	// unless there are fewer members: then they are all here.
 	var fallback uint32
-	for _, id := range e.ring.LookupN(k, len(ex)+len(no)+1) {
+	for _, id := range e.ring.LookupN(u, len(ex)+len(no)+1) {
 		switch {
 		case slices.Contains(no, id):
 		case !slices.Contains(ex, id):

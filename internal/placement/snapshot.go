@@ -134,7 +134,20 @@ func appendString(b []byte, s string) []byte {
 // would restore could not be trusted (start from New, and let the nodes'
 // inventories (Hold) tell who holds what).
 func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
+	return RestoreNetworks(cfg, data, keys, nil)
+}
+
+// RestoreNetworks is Restore for an engine whose keys were in fork
+// networks (SetNetworks) when the snapshot was taken: networks must be
+// what they were then (persist them with the snapshot), since the owners
+// that equal the placement are not in the snapshot.
+func RestoreNetworks(cfg Config, data []byte, keys []string, networks map[string]string) (*Engine, error) {
 	e := New(cfg)
+	for k, n := range networks {
+		if k != "" && n != "" {
+			e.netOf[k] = n
+		}
+	}
 	e.addKeys(len(keys), slices.Values(keys))
 	r := &reader{b: data}
 	magic := string(r.bytes(len(snapshotMagic)))

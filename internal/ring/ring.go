@@ -304,3 +304,80 @@ func (r *Ring) place(sorted []keyRef) []uint32 {
 	}
 	return out
 }
+
+// Unit is a set of keys placed as one, on one member: Name places it on the
+// circle (as a key would be), and it counts Weight keys against the load
+// bound. A fork network is one.
+type Unit struct {
+	Name   string
+	Weight int
+}
+
+// PlaceUnits is Place for units: every unit gets one owner, and a member
+// may hold at most ceil(LoadFactor * its weight share * the total weight)
+// keys. Units are taken in ascending order of (Hash(Name), Name); each goes
+// to the first member clockwise from its position that has room for its
+// whole weight, or, if no member has, to the one with the most room (the
+// first met on a tie): a unit too heavy for any member still places. With
+// every weight 1 it gives what Place gives for the names. displaced reports
+// whether any unit went elsewhere than its Lookup owner.
+func (r *Ring) PlaceUnits(units []Unit) (owners []uint32, displaced bool) {
+	if len(r.points) == 0 {
+		return nil, false
+	}
+	refs := make([]keyRef, len(units))
+	var n float64
+	for i, u := range units {
+		refs[i] = keyRef{Hash(u.Name), uint32(i)}
+		n += float64(max(u.Weight, 0))
+	}
+	slices.SortFunc(refs, func(a, b keyRef) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return strings.Compare(units[a.index].Name, units[b.index].Name)
+	})
+	var total float64
+	for _, m := range r.members {
+		total += m.Weight
+	}
+	room := make([]int, len(r.members))
+	for i, m := range r.members {
+		room[i] = int(math.Ceil(r.factor * m.Weight / total * n))
+	}
+	owners = make([]uint32, len(units))
+	p := 0
+	for _, k := range refs {
+		for p < len(r.points) && r.points[p] < k.hash {
+			p++
+		}
+		j := p
+		if j == len(r.points) {
+			j = 0
+		}
+		w := max(units[k.index].Weight, 0)
+		first, chosen, most := r.owners[j], -1, -1
+		for range len(r.points) {
+			o := int(r.owners[j])
+			if room[o] >= w {
+				chosen = o
+				break
+			}
+			if most < 0 || room[o] > room[most] {
+				most = o
+			}
+			if j++; j == len(r.points) {
+				j = 0
+			}
+		}
+		if chosen < 0 {
+			chosen = most
+		}
+		if uint32(chosen) != first {
+			displaced = true
+		}
+		room[chosen] -= w
+		owners[k.index] = r.members[chosen].ID
+	}
+	return owners, displaced
+}

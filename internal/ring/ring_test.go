@@ -369,3 +369,56 @@ func TestLookupNListsDistinctSuccessors(t *testing.T) {
 		}
 	}
 }
+
+func TestPlaceUnitsOfWeightOneIsPlace(t *testing.T) {
+	r := New([]Member{{ID: 1, Weight: 1}, {ID: 2, Weight: 2}, {ID: 3, Weight: 0.5}}, Options{VnodesPerWeight: 50, LoadFactor: 1.05})
+	keys := make([]string, 3000)
+	units := make([]Unit, len(keys))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("host/repo%d", i)
+		units[i] = Unit{Name: keys[i], Weight: 1}
+	}
+	got, _ := r.PlaceUnits(units)
+	if want := r.Place(keys); !slices.Equal(got, want) {
+		t.Fatal("PlaceUnits with weights of 1 differs from Place")
+	}
+}
+
+func TestPlaceUnitsKeepsTheBoundAndPlacesHeavyUnits(t *testing.T) {
+	r := New([]Member{{ID: 1, Weight: 1}, {ID: 2, Weight: 1}, {ID: 3, Weight: 1}}, Options{})
+	var units []Unit
+	for i := range 900 {
+		units = append(units, Unit{Name: fmt.Sprintf("k%d", i), Weight: 1})
+	}
+	for i := range 30 {
+		units = append(units, Unit{Name: fmt.Sprintf("net%d", i), Weight: 10})
+	}
+	units = append(units, Unit{Name: "huge", Weight: 2000}) // more than any bound
+	owners, _ := r.PlaceUnits(units)
+	for i, o := range owners {
+		if o == 0 {
+			t.Fatalf("unit %s unplaced", units[i].Name)
+		}
+	}
+	// Without the huge unit, every member is within its bound.
+	owners, _ = r.PlaceUnits(units[:len(units)-1])
+	load := map[uint32]int{}
+	for i, o := range owners {
+		load[o] += units[i].Weight
+	}
+	bound := int(math.Ceil(DefaultLoadFactor / 3 * 1200))
+	for id, l := range load {
+		if l > bound {
+			t.Errorf("member %d holds %d, over its bound %d", id, l, bound)
+		}
+	}
+	// The input order does not matter.
+	rev := slices.Clone(units[:len(units)-1])
+	slices.Reverse(rev)
+	again, _ := r.PlaceUnits(rev)
+	for i := range rev {
+		if again[i] != owners[len(rev)-1-i] {
+			t.Fatalf("unit %s placed differently in another order", rev[i].Name)
+		}
+	}
+}

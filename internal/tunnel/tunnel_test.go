@@ -93,16 +93,17 @@ func startClient(t testing.TB, cfg ClientConfig, h http.Handler) (stop func()) {
 	return stop
 }
 
-// waitFor polls cond until it holds, failing the test after 10 s.
+// waitFor polls cond until it holds, failing the test after a minute: the
+// deadline only bounds a failure, and a busy machine may need much of it.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for range 2000 {
-		if cond() {
-			return
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting until %s", what)
 }
 
 func reply(body string) http.Handler {
@@ -474,7 +475,7 @@ func TestSessionEndedByATimeoutStopsServing(t *testing.T) {
 		if !strings.Contains(err.Error(), "timed out") {
 			t.Fatalf("serveSession = %v, want the timeout as the reason", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("serveSession kept serving a session whose connection timed out")
 	}
 }
@@ -496,7 +497,7 @@ func TestServerWhoseListenerFailsReturnsAndDropsItsNodes(t *testing.T) {
 		if err == nil || errors.Is(err, context.Canceled) {
 			t.Fatalf("Serve = %v, want the accept error", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Serve kept running after its listener failed")
 	}
 	if nodes := srv.Nodes(); len(nodes) != 0 {

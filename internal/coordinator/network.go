@@ -1,0 +1,119 @@
+package coordinator
+
+import (
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/network"
+)
+
+// Fork networks: package network says which repositories are together
+// (from the catalog's network attribute and the roots that full nodes
+// report), package placement places each network whole; this file feeds
+// the one into the other. Roots are trusted only from a full node's pull
+// (served): full nodes are the operator's and verify against upstreams,
+// while a volunteer could forge roots to join unrelated repositories.
+
+// declareNetworks gives the network package the declared network of keys,
+// from their effective entries (removed keys are forgotten), and applies
+// what changes. Caller holds c.mu.
+func (c *Coordinator) declareNetworks(keys []string) {
+	var changes []network.Change
+	for _, k := range keys {
+		e, ok := c.entry(k)
+		if !ok {
+			changes = append(changes, c.nets.Remove(k)...)
+			continue
+		}
+		ch, err := c.nets.Declare(k, e.Attrs[catalog.AttrNetwork])
+		if err != nil {
+			// The catalog skips such attributes and the API refuses them.
+			c.log.Warn("network: declared name ignored", "key", k, "err", err)
+			ch, _ = c.nets.Declare(k, "")
+		}
+		changes = append(changes, ch...)
+	}
+	c.applyNetworks(changes)
+}
+
+// forgetNetworks forgets removed keys. Caller holds c.mu.
+func (c *Coordinator) forgetNetworks(keys []string) {
+	var changes []network.Change
+	for _, k := range keys {
+		changes = append(changes, c.nets.Remove(k)...)
+	}
+	c.applyNetworks(changes)
+}
+
+// networkRoots records the roots a full node's pull of key found. Caller
+// holds c.mu.
+func (c *Coordinator) networkRoots(id uint32, key string, roots []string) {
+	if rec := c.nodes[id]; rec == nil || !rec.full() {
+		return
+	}
+	c.statusOf(key) // the roots are stored with the status
+	c.dirty[key] = true
+	c.applyNetworks(c.nets.SetRoots(key, roots))
+}
+
+// applyNetworks places the keys whose network changed with their new
+// network, tells their owners and targets the new pool, and the full nodes
+// their state. Caller holds c.mu; the caller decides.
+func (c *Coordinator) applyNetworks(changes []network.Change) {
+	if len(changes) == 0 {
+		return
+	}
+	set := make(map[string]string, len(changes))
+	for _, ch := range changes {
+		set[ch.Key] = ch.To
+		if ch.From != "" || ch.To != "" {
+			c.log.Info("network changed", "key", ch.Key, "from", ch.From, "to", ch.To)
+		}
+	}
+	c.engine.SetNetworks(set)
+	c.placeDirty = true
+	for _, ch := range changes {
+		if !c.engine.Has(ch.Key) {
+			continue
+		}
+		if _, ok := c.status[ch.Key]; ok {
+			c.dirty[ch.Key] = true // the stored network name
+		}
+		owner, target := c.owner(ch.Key)
+		for _, id := range []uint32{owner, target} {
+			if s := c.sessions[id]; s != nil && id != 0 {
+				s.queueAssign(ch.Key, false) // carries the new pool
+			}
+		}
+		c.broadcastState(ch.Key)
+	}
+}
+
+// declaredNetworks lists every key's declared network, from the catalog
+// and the API's overlay. Caller holds c.mu (or is restoring).
+func (c *Coordinator) declaredNetworks() map[string]string {
+	out := map[string]string{}
+	if c.cat != nil {
+		c.cat.Attr(catalog.AttrNetwork, func(k, v string) bool {
+			if _, ok := c.overlay[k]; !ok {
+				out[k] = v
+			}
+			return true
+		})
+	}
+	for k, ov := range c.overlay {
+		if v := ov.Attrs[catalog.AttrNetwork]; !ov.Removed && v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// networkMap is the network of every key in one, for the engine.
+func networkMap(n *network.Networks) map[string]string {
+	out := map[string]string{}
+	n.Each(func(e network.Entry) {
+		if e.Network != "" {
+			out[e.Key] = e.Network
+		}
+	})
+	return out
+}

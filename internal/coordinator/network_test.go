@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// targetOf is where key is or goes: its target during a move, else its owner.
+func targetOf(c *Coordinator, key string) uint32 {
+	o, t := c.owner(key)
+	if t != 0 {
+		return t
+	}
+	return o
+}
+
+// repoSent returns the Repo of key among the assigns s sends next.
+func reposSent(s *session) map[string]*fleetv1.Repo {
+	out := map[string]*fleetv1.Repo{}
+	for _, m := range s.next() {
+		for _, r := range m.GetAssign().GetRepos() {
+			out[r.GetKey()] = r
+		}
+	}
+	return out
+}
+
+// Fork networks at the coordinator: a declared network's members get one
+// owner and its pool in their Assign; roots a full node's pull reports join
+// repositories into a network; a partial node's roots, forged or not, join
+// nothing; and a restarted coordinator keeps its networks.
+func TestNetworksPlaceMembersTogetherAndTrustOnlyFullNodesRoots(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCoordinator(t, dir, testJoin, testFull)
+	full := mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull, Name: "full"})
+	var parts []*fleetv1.RegisterResponse
+	for i := range 4 {
+		parts = append(parts, mustRegister(t, c, &fleetv1.RegisterRequest{JoinToken: testJoin, Name: fmt.Sprintf("p%d", i), Capacity: 1}))
+	}
+	add := func(key string, attrs map[string]string) {
+		t.Helper()
+		if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://" + key, Attrs: attrs}); err != nil {
+			t.Fatalf("add %s: %v", key, err)
+		}
+	}
+	var declared, forks, alone []string
+	for i := range 100 { // enough standalone keys that a network of 8 is not split
+		add(fmt.Sprintf("example.org/more/m%d", i), nil)
+	}
+	for i := range 8 {
+		declared = append(declared, fmt.Sprintf("example.org/linux/tree%d", i))
+		add(declared[i], map[string]string{catalog.AttrNetwork: "linux"})
+		forks = append(forks, fmt.Sprintf("example.org/forks/f%d", i))
+		add(forks[i], nil)
+		alone = append(alone, fmt.Sprintf("example.org/alone/a%d", i))
+		add(alone[i], nil)
+	}
+	if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://example.org/bad/x",
+		Attrs: map[string]string{catalog.AttrNetwork: "root:forged"}}); err == nil || !strings.Contains(err.Error(), "network") {
+		t.Errorf("a bad network name was accepted: %v", err)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs := connect(c, full)
+	sessions := map[uint32]*session{}
+	for _, p := range parts {
+		sessions[p.GetNodeId()] = connect(c, p)
+	}
+	c.placing = true
+	c.setMembers()
+	c.decide()
+
+	// Declared before any clone: one node, and the pool in the Assign.
+	node := targetOf(c, declared[0])
+	for _, k := range declared {
+		if got := targetOf(c, k); got != node {
+			t.Errorf("%s goes to node %d, the rest of its network to %d", k, got, node)
+		}
+	}
+	sent := reposSent(sessions[node])
+	for _, k := range declared {
+		if r := sent[k]; r == nil || r.GetNetwork() != "linux" {
+			t.Errorf("the assign of %s: %v, want network linux", k, r)
+		}
+	}
+	confirmAll := func() {
+		for range 10 {
+			for id, s := range sessions {
+				for k := range reposSent(s) {
+					c.result(id, &fleetv1.CheckResult{Key: k, Ok: true, Cloned: true})
+				}
+			}
+		}
+	}
+	confirmAll()
+
+	// A full node's pulls report a shared root: the forks join one network.
+	shared := strings.Repeat("a", 40)
+	for i, k := range forks {
+		own := fmt.Sprintf("%040x", i+1)
+		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, Served: true, RootsKnown: true, Roots: []string{shared, own}})
+	}
+	name := c.nets.Of(forks[0])
+	if name != "root:"+shared {
+		t.Fatalf("the forks are in network %q, want root:%s", name, shared)
+	}
+	confirmAll()
+	owner, _ := c.owner(forks[0])
+	for _, k := range forks {
+		if o, tgt := c.owner(k); o != owner || tgt != 0 {
+			t.Errorf("%s: owner %d target %d, want all on %d", k, o, tgt, owner)
+		}
+	}
+	if got := networkSent(fs, forks[0]); got.GetNetwork() != name || got.GetNetworkParts() != 1 {
+		t.Errorf("full nodes are told %s is in %q (%d parts), want %q", forks[0], got.GetNetwork(), got.GetNetworkParts(), name)
+	}
+
+	// A partial node forges roots to join two unrelated repositories (as a
+	// pull, and as its own check): nothing joins.
+	p := parts[0].GetNodeId()
+	for _, served := range []bool{true, false} {
+		for _, k := range alone[:2] {
+			c.result(p, &fleetv1.CheckResult{Key: k, Ok: true, Served: served, RootsKnown: true, Roots: []string{shared}})
+		}
+	}
+	for _, k := range alone {
+		if n := c.nets.Of(k); n != "" {
+			t.Errorf("a partial node's forged roots put %s in network %q", k, n)
+		}
+	}
+
+	// A fork whose history diverged entirely leaves.
+	c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: forks[7], Ok: true, Served: true, RootsKnown: true, Roots: []string{strings.Repeat("b", 40)}})
+	if n := c.nets.Of(forks[7]); n != "" {
+		t.Errorf("a fork with none of its network's roots is still in %q", n)
+	}
+
+	// A restart keeps the networks, under their names, and moves nothing.
+	c.mu.Unlock()
+	if err := c.persist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	r := newTestCoordinator(t, dir, testJoin, testFull)
+	c.mu.Lock()
+	for _, k := range append(append(declared, forks...), alone...) {
+		if got, want := r.nets.Of(k), c.nets.Of(k); got != want {
+			t.Errorf("after a restart %s is in %q, was in %q", k, got, want)
+		}
+		n1, p1, _ := r.engine.Network(k)
+		n2, p2, _ := c.engine.Network(k)
+		if n1 != n2 || p1 != p2 {
+			t.Errorf("after a restart the engine places %s in %q/%q, was %q/%q", k, n1, p1, n2, p2)
+		}
+	}
+}
+
+// networkSent returns the state of key among the states s sends next.
+func networkSent(s *session, key string) *fleetv1.RepoState {
+	for _, m := range s.next() {
+		for _, r := range m.GetRepoStates().GetRepos() {
+			if r.GetKey() == key {
+				return r
+			}
+		}
+	}
+	return nil
+}
