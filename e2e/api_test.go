@@ -29,7 +29,7 @@ const (
 )
 
 // apiFleet is a fleet whose full node has an API token and webhook secret.
-func apiFleet(t testing.TB, repos []int) *fleet {
+func apiFleet(t testing.TB, repos []int, before ...func(*fleet)) *fleet {
 	t.Helper()
 	f := newFleet(t)
 	for _, i := range repos {
@@ -38,6 +38,9 @@ func apiFleet(t testing.TB, repos []int) *fleet {
 		}
 	}
 	f.writeCatalog(repos, "api fleet")
+	for _, fn := range before { // before the fleet starts
+		fn(f)
+	}
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startFull()

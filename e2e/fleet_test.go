@@ -20,6 +20,7 @@ type fleet struct {
 	t          testing.TB
 	up         *gittest.Upstreams
 	catalog    string
+	catalogURL string // where the coordinator fetches the catalog from ("": the catalog's directory)
 	grpc       string
 	http       string
 	tunnelAddr string
@@ -122,6 +123,16 @@ func (f *fleet) commitCatalog(msg string) {
 	}
 }
 
+// serveCatalog has the coordinator fetch the catalog over HTTP from the
+// upstreams' git server, as an operator's catalog repository would be: a
+// bare copy of the catalog as it is now.
+func (f *fleet) serveCatalog() {
+	if err := gittest.Git("", "clone", "-q", "--bare", f.catalog, filepath.Join(f.up.Dir, "fleet", "catalog.git")); err != nil {
+		f.t.Fatal(err)
+	}
+	f.catalogURL = f.up.RepoURL("fleet/catalog")
+}
+
 func (f *fleet) writeFile(rel, content string) {
 	p := filepath.Join(f.catalog, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -153,7 +164,11 @@ func (f *fleet) nodeCommon() []string {
 
 func (f *fleet) startCoordinator() {
 	dir := f.dataDir("coordinator")
-	args := append([]string{"coordinator", "--data", dir, "--catalog", f.catalog, "--grpc", f.grpc,
+	catalog := f.catalog
+	if f.catalogURL != "" {
+		catalog = f.catalogURL
+	}
+	args := append([]string{"coordinator", "--data", dir, "--catalog", catalog, "--grpc", f.grpc,
 		"--grace", "5s", "--warmup", "3s", "--warmup-nodes", "3", "--catalog-interval", "1s", "--max-purge", "0.2",
 		"--full-token", f.fullToken}, f.common()...)
 	args = append(args, f.coordArgs...)

@@ -86,6 +86,13 @@ type CatalogStatus struct {
 	// readers see the error's class only.
 	Error   string     `json:"error,omitempty"`
 	ErrorAt *time.Time `json:"error_at,omitempty"`
+
+	// URL is where the catalog is fetched from (credentials redacted);
+	// LastFetch when it was last fetched, successfully or not; NextFetch
+	// the next fetch planned.
+	URL       string    `json:"url,omitempty"`
+	LastFetch time.Time `json:"last_fetch,omitzero"`
+	NextFetch time.Time `json:"next_fetch,omitzero"`
 }
 
 // PendingPurge is the removals that purge protection holds until an

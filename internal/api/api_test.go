@@ -617,4 +617,33 @@ func TestAnUnreadableCatalogIsAnErrorWithItsTime(t *testing.T) {
 	if st := get(""); st["error"] != nil || st["error_at"] != nil {
 		t.Errorf("a catalog that is read: %v", st)
 	}
+	// Where it comes from: a path on the coordinator's machine is the
+	// operator's, as in the error's text; a URL anyone may see.
+	b.catalogURL = "/srv/catalog"
+	if op, anon := get("t"), get(""); op["url"] != "/srv/catalog" || anon["url"] != nil {
+		t.Errorf("a local catalog: the operator sees url %v, an anonymous reader %v", op["url"], anon["url"])
+	}
+	b.catalogURL = "https://REDACTED@git.example.org/catalog.git"
+	if anon := get(""); anon["url"] != b.catalogURL {
+		t.Errorf("a catalog fetched from a URL: an anonymous reader sees url %v", anon["url"])
+	}
+}
+
+// Only a network URL of the catalog is public; paths, file:// URLs and
+// relative paths are not.
+func TestPublicCatalogURL(t *testing.T) {
+	for u, want := range map[string]string{
+		"https://git.example.org/catalog.git": "https://git.example.org/catalog.git",
+		"ssh://git@git.example.org/catalog":   "ssh://git@git.example.org/catalog",
+		"git@git.example.org:fleet/catalog":   "git@git.example.org:fleet/catalog",
+		"/srv/gitfleet/catalog":               "",
+		"./catalog":                           "",
+		"catalog":                             "",
+		"FILE:///srv/gitfleet/catalog":        "",
+		"":                                    "",
+	} {
+		if got := PublicCatalogURL(u); got != want {
+			t.Errorf("PublicCatalogURL(%q) = %q, want %q", u, got, want)
+		}
+	}
 }

@@ -40,6 +40,7 @@ type fakeBackend struct {
 	// catalogErr is why the catalog cannot be read, since catalogErrAt.
 	catalogErr   string
 	catalogErrAt *time.Time
+	catalogURL   string // where the catalog is fetched from
 }
 
 // fleet is b as every part of a Fleet it can be.
@@ -48,7 +49,8 @@ func (b *fakeBackend) fleet() Fleet { return Fleet{Repos: b, Catalog: b, Checks:
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending, Error: b.catalogErr, ErrorAt: b.catalogErrAt}, nil
+	return CatalogStatus{Commit: "c0ffee", Repos: len(b.repos), Pending: b.pending, Error: b.catalogErr, ErrorAt: b.catalogErrAt,
+		URL: b.catalogURL}, nil
 }
 
 func (b *fakeBackend) ConfirmPurge(context.Context) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
@@ -83,6 +84,17 @@ func PublicError(msg string) string {
 func (s *Server) operator(r *http.Request) bool {
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	return s.cfg.Token != "" && strings.EqualFold(scheme, "Bearer") && forge.EqualSecret(strings.TrimSpace(got), s.cfg.Token)
+}
+
+// PublicCatalogURL is where the catalog comes from as anonymous readers
+// see it: a network URL (its credentials redacted already), or "" for a
+// path on the coordinator's machine (file:// too), which is the operator's
+// as the paths in error texts are.
+func PublicCatalogURL(u string) string {
+	if scheme, _, _ := strings.Cut(u, "://"); !catalog.IsURL(u) || strings.EqualFold(scheme, "file") {
+		return ""
+	}
+	return u
 }
 
 // publicRepo hides the error details of repo from anonymous readers.

@@ -514,6 +514,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	if !s.operator(r) {
 		// The text names the operator's catalog URL or path.
 		st.Error = PublicError(st.Error)
+		st.URL = PublicCatalogURL(st.URL)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -60,7 +60,7 @@ func remoteOf(remote string) (string, error) {
 	if remote == "" {
 		return "", fmt.Errorf("catalog: no catalog repository given")
 	}
-	if isURL(remote) {
+	if IsURL(remote) {
 		return remote, nil
 	}
 	abs, err := filepath.Abs(remote)
@@ -99,8 +99,8 @@ func CheckSource(ctx context.Context, git *gitcmd.Runner, remote string) (string
 	return "", fmt.Errorf("catalog: %s has no HEAD: commit the catalog to its default branch", remote)
 }
 
-// isURL tells a URL ("https://...", scp-like "git@host:path") from a path.
-func isURL(s string) bool {
+// IsURL tells a URL ("https://...", scp-like "git@host:path") from a path.
+func IsURL(s string) bool {
 	if strings.Contains(s, "://") {
 		return true
 	}

@@ -1,16 +1,21 @@
 // Package console is the operator's web console that the full node serves:
 // the overview at / and the pages under /-/ (repositories, one
-// repository, nodes, tasks, catalog). Pages are rendered on the server
-// with html/template from embedded templates; one embedded script does the
-// operator's actions by calling the JSON API with the token the operator
-// typed (kept in the browser's session storage, never in a URL).
+// repository, nodes, tasks, catalog), and for everyone a repository's
+// public status (/-/status/{key}) and its badge (/-/badge/{key}.svg).
+// Pages are rendered on the server with html/template from embedded
+// templates, charts as inline SVG; one embedded script does the operator's
+// actions by calling the JSON API with the token the operator typed (kept
+// in the browser's session storage, never in a URL), and keeps the pages
+// live: on the full node's event stream it fetches the page again and
+// swaps its live parts. Without the script every page still works.
 //
 // It holds no state of its own and does no fleet work: every figure comes
 // from the Source the full node provides, which answers from counters
-// kept as states change and from listings that cost a page, never a walk
-// of every repository. Reads are public, so error texts are shown as
-// their public classes only (api.PublicError). Everything shown came from
-// strangers (keys, URLs, errors) and is escaped by html/template.
+// kept as states change, from its series of figures over time (package
+// series) and from listings that cost a page, never a walk of every
+// repository. Reads are public, so error texts are shown as their public
+// classes only (api.PublicError). Everything shown came from strangers
+// (keys, URLs, errors) and is escaped by html/template.
 package console
 
 import (
@@ -24,7 +29,9 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/repostate"
+	"github.com/gitfleet/gitfleet/internal/series"
 )
 
 // Source is what the full node knows, as the console needs it.
@@ -33,12 +40,20 @@ type Source interface {
 	Repos(ctx context.Context, q Query) Page
 	// GetRepo returns one repository in detail (its refs read from disk).
 	GetRepo(ctx context.Context, key string) (Detail, bool)
+	// Log returns a page of limit entries of key's fetch log, newest
+	// first, from after the cursor before ("": the newest), and the
+	// cursor of the next page ("": none).
+	Log(ctx context.Context, key, before string, limit int) ([]fetchlog.Entry, string, error)
+	// Status returns what the public status of key shows, cheaply: no
+	// git, no log.
+	Status(key string) (api.Repo, bool)
 	// Nodes lists the fleet's nodes.
 	Nodes(ctx context.Context) ([]api.Node, error)
 	// Catalog describes the applied catalog and a held purge.
 	Catalog(ctx context.Context) (api.CatalogStatus, error)
-	// Overview returns the figures of the overview, from counters.
-	Overview() Overview
+	// Overview returns the figures of the overview, from counters, with
+	// the figures over r in ChartPoints points.
+	Overview(r series.Range) Overview
 	// Tunnels lists the nodes with a tunnel open to this full node.
 	Tunnels() []uint32
 }
@@ -58,11 +73,23 @@ type Query struct {
 	Limit     int
 }
 
-// Detail is one repository in detail: what the API shows of it, and the
-// fallback URLs of its catalog entry.
+// Detail is one repository in detail: what the API shows of it, the
+// fallback URLs of its catalog entry, and what the full node knows of its
+// copy and its schedule.
 type Detail struct {
 	api.RepoDetail
 	Fallbacks []string
+	// RefTimes are the committer dates of the refs' tips (unix seconds),
+	// read with the refs.
+	RefTimes map[string]int64
+	// Size is the size on disk of the full node's copy in bytes (-1: none).
+	Size int64
+	// NextCheck is when the full node checks it next, if it owns it
+	// (zero: another node's schedule says).
+	NextCheck time.Time
+	// LastSuccess is the newest work on it in the log that succeeded
+	// (zero: none there).
+	LastSuccess time.Time
 }
 
 // Page is one page of repositories.
@@ -88,9 +115,10 @@ type Overview struct {
 	// how many in all.
 	Fetching      []string
 	FetchingTotal int
-	// Freshness is the share current over the last day, oldest first.
-	Freshness []Sample
-	Tunnels   int
+	// Trend is the figures over the range asked, oldest first, up to now,
+	// in at most ChartPoints points.
+	Trend   []series.Bucket
+	Tunnels int
 }
 
 // StaleBuckets are the bounds of the staleness distribution: a repository
@@ -126,6 +154,8 @@ func New(src Source, log *slog.Logger, clk clock.Clock) *Console {
 	c.mux.HandleFunc("GET /-/nodes", c.nodes)
 	c.mux.HandleFunc("GET /-/tasks", c.tasks)
 	c.mux.HandleFunc("GET /-/catalog", c.catalog)
+	c.mux.HandleFunc("GET /-/status/{key...}", c.status)
+	c.mux.HandleFunc("GET /-/badge/{key...}", c.badge)
 	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

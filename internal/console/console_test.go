@@ -3,18 +3,22 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/repostate"
+	"github.com/gitfleet/gitfleet/internal/series"
 )
 
 // hostile is a key and an error text as strangers could make them: markup
@@ -32,10 +36,21 @@ type fakeSource struct {
 	nodesErr error
 	catalog  api.CatalogStatus
 	last     Query
+	// The figures over time: what was recorded in a series.
+	trend     *series.Series
+	lastRange series.Range
+	// The log of every repository: 60 entries, newest first.
+	log        []fetchlog.Entry
+	lastBefore string
+	// total, if set, is the count of a listing (else it does not count).
+	total *int
 }
 
 func (s *fakeSource) Repos(_ context.Context, q Query) Page {
 	s.last = q
+	if s.total != nil {
+		return Page{Repos: s.repos[:min(*s.total, len(s.repos))], Total: *s.total, More: *s.total > len(s.repos)}
+	}
 	return Page{Repos: s.repos, Total: -1, More: true}
 }
 
@@ -45,36 +60,80 @@ func (s *fakeSource) GetRepo(_ context.Context, key string) (Detail, bool) {
 			at := time.Unix(1e9, 0).UTC()
 			return Detail{RepoDetail: api.RepoDetail{Repo: r, Attrs: map[string]string{"note": "<b>bold</b>"},
 				Refs:    map[string]string{"refs/heads/<evil>": "0123456789abcdef0123456789abcdef01234567"},
-				History: []api.HistoryEntry{{At: at, Kind: "check", Node: 2, Error: hostileError}}},
-				Fallbacks: []string{"https://mirror.example/<x>.git"}}, true
+				History: []api.HistoryEntry{{At: at, Kind: "check", Node: 2, Error: hostileError}}, Checks: 1, Fetches: 1},
+				Fallbacks: []string{"https://mirror.example/<x>.git"},
+				RefTimes:  map[string]int64{"refs/heads/<evil>": 1e9 - 86400}, Size: 5 << 20,
+				LastSuccess: at.Add(-time.Hour)}, true
 		}
 	}
 	return Detail{}, false
+}
+
+func (s *fakeSource) Log(_ context.Context, key, before string, limit int) ([]fetchlog.Entry, string, error) {
+	s.lastBefore = before
+	i := 0
+	if before != "" {
+		i = slices.IndexFunc(s.log, func(e fetchlog.Entry) bool { return e.ID == before }) + 1
+	}
+	page := s.log[i:min(i+limit, len(s.log))]
+	next := ""
+	if i+limit < len(s.log) {
+		next = page[len(page)-1].ID
+	}
+	return page, next, nil
+}
+
+func (s *fakeSource) Status(key string) (api.Repo, bool) {
+	for _, r := range s.repos {
+		if r.Key == key {
+			return r, true
+		}
+	}
+	return api.Repo{}, false
 }
 
 func (s *fakeSource) Nodes(context.Context) ([]api.Node, error) { return s.nodes, s.nodesErr }
 
 func (s *fakeSource) Catalog(context.Context) (api.CatalogStatus, error) { return s.catalog, nil }
 
-func (s *fakeSource) Overview() Overview {
+func (s *fakeSource) Overview(r series.Range) Overview {
+	s.lastRange = r
 	return Overview{Total: 3, Current: 2, ByState: map[repostate.State]int{repostate.OK: 2, repostate.Failing: 1},
 		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{api.ErrClassUnreachable: 1},
-		Fetching: []string{hostileKey}, FetchingTotal: 1,
-		Freshness: []Sample{{At: time.Unix(1e9, 0), Current: 1, Total: 3}, {At: time.Unix(1e9+600, 0), Current: 2, Total: 3}}}
+		Fetching: []string{hostileKey}, FetchingTotal: 1, Trend: s.trend.Window(r, testNow, ChartPoints), Tunnels: 1}
 }
 
 func (s *fakeSource) Tunnels() []uint32 { return []uint32{2} }
+
+// testNow is the console's clock in the tests.
+var testNow = time.Unix(1e9+3600, 0)
 
 func newTestConsole() (*Console, *fakeSource) {
 	src := &fakeSource{
 		repos: []api.Repo{{Key: hostileKey, State: repostate.Failing, Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
 			{Key: "github.com/a/b", State: repostate.OK, Owner: 2, Current: true}},
 		nodes: []api.Node{{ID: 2, Name: `<i>node</i>`, Mode: "partial", State: "alive", Capacity: 1, EffectiveWeight: 1,
-			History: []api.Transition{{From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
+			History: []api.Transition{{From: "unknown", To: "alive", At: time.Unix(1e9-60, 0)}, {From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
 			{ID: 1, Name: "full", Mode: "full", State: "alive"}},
 		catalog: api.CatalogStatus{Commit: "c0ffee", Repos: 3, Problems: 2, ProblemLines: []string{"lists/a.list:3: <b>not a URL</b>"}},
+		trend:   series.New(),
 	}
-	return New(src, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.NewFake(time.Unix(1e9+3600, 0))), src
+	// An hour of figures: the share current going from 1 of 3 to 2 of 3.
+	for i := range 60 {
+		at := testNow.Add(time.Duration(i-60) * time.Minute)
+		src.trend.Count(at, series.Counts{Checks: 3, Fetches: 1, ServedBytes: 1 << 20})
+		src.trend.Sample(at, series.Gauges{DiskUsed: 1 << 30, Current: uint64(1 + i/30), Total: 3})
+	}
+	for i := range 60 {
+		e := fetchlog.Entry{ID: fmt.Sprintf("e%02d", i), Key: "github.com/a/b", At: testNow.Add(-time.Duration(i) * time.Minute).UTC(),
+			Kind: "pull", Node: 1, From: 2, Result: fetchlog.ResultOK, Changed: true, RefsChanged: 1, Refs: []string{"refs/heads/main"},
+			Moves: []fetchlog.Move{{Ref: "refs/heads/main", Old: "1111111111aaaa", New: "2222222222bbbb"}}}
+		if i == 1 {
+			e.Result, e.Error, e.Changed, e.Refs, e.Moves, e.RefsChanged = fetchlog.ResultFailed, hostileError, false, nil, nil, 0
+		}
+		src.log = append(src.log, e)
+	}
+	return New(src, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.NewFake(testNow)), src
 }
 
 func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
@@ -88,7 +147,7 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
 
 func TestEveryPageRendersWithHostileKeysAndErrorsEscaped(t *testing.T) {
 	c, _ := newTestConsole()
-	for _, path := range []string{"/", "/-/", "/-/repos", "/-/repos?q=script", "/-/repos/" + hostileKey, "/-/nodes", "/-/tasks", "/-/catalog"} {
+	for _, path := range []string{"/", "/-/", "/?range=week", "/-/repos", "/-/repos?q=script", "/-/repos/" + hostileKey, "/-/nodes", "/-/tasks", "/-/catalog", "/-/status/" + hostileKey} {
 		resp, body := get(t, c, path)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
@@ -261,24 +320,268 @@ func TestTheNodesPageSaysWhenTheCoordinatorIsAway(t *testing.T) {
 	}
 }
 
-func TestFreshnessKeepsOneSampleAnIntervalInARing(t *testing.T) {
-	f := NewFreshness(10*time.Minute, 3)
+// The freshness chart draws the share current from the series, up to the
+// share now; the lowest and the share now are named.
+func TestTheFreshnessChartDrawsTheSeriesUpToNow(t *testing.T) {
+	s := series.New()
 	t0 := time.Unix(1e9, 0)
-	if !f.Record(t0, 1, 10) || f.Record(t0.Add(time.Minute), 2, 10) {
-		t.Fatal("the first sample must be kept and one a minute later dropped")
+	for i := 1; i <= 4; i++ { // samples 10 minutes apart: 1, 2, 3 and 4 of 10
+		s.Sample(t0.Add(time.Duration(i)*10*time.Minute), series.Gauges{Current: uint64(i), Total: 10})
 	}
-	for i := 1; i <= 4; i++ {
-		if !f.Record(t0.Add(time.Duration(i)*10*time.Minute), i, 10) {
-			t.Fatalf("sample %d dropped", i)
+	now := t0.Add(45 * time.Minute)
+	tr := trendsOf(series.Day, s.Window(series.Day, now, ChartPoints), 5, 10)
+	if tr.FreshLowest != "10.0%" || tr.FreshNow != "50.0%" {
+		t.Errorf("lowest %q, now %q; want 10.0%%, 50.0%%", tr.FreshLowest, tr.FreshNow)
+	}
+	// Five steps (four samples and now), each as wide as a point, the
+	// last at half the height and reaching the right edge.
+	c := tr.Fresh
+	if got := strings.Count(c.Path, "H"); got != 5 || !strings.HasSuffix(c.Path, "V30H288") || strings.Count(c.Path, "M") != 4 {
+		t.Errorf("the freshness path %q: want 5 steps in 4 runs (the samples are 10 minutes apart, a point is 5), the last at y=30 to x=288", c.Path)
+	}
+	// With nothing known but now, one step at the right edge.
+	tr = trendsOf(series.Day, series.New().Window(series.Day, now, ChartPoints), 3, 4)
+	if !strings.HasSuffix(tr.Fresh.Path, "H288") || strings.Count(tr.Fresh.Path, "M") != 1 || tr.FreshLowest != "75.0%" {
+		t.Errorf("only now known: path %q, lowest %q", tr.Fresh.Path, tr.FreshLowest)
+	}
+}
+
+// The charts of what is counted are areas whose top is the largest point,
+// with the total over the range; a week's has a point an hour.
+func TestTheTrendChartsCountOverTheRange(t *testing.T) {
+	s := series.New()
+	now := time.Unix(1e9, 0)
+	s.Count(now.Add(-10*time.Minute), series.Counts{Checks: 1000, Fetches: 2, Failures: 1, ServedBytes: 3 << 20})
+	s.Count(now.Add(-2*time.Minute), series.Counts{Checks: 500})
+	s.Count(now.Add(-30*time.Hour), series.Counts{Checks: 7}) // in the week only
+	s.Sample(now, series.Gauges{DiskUsed: 2 << 30, Current: 1, Total: 1})
+	day := trendsOf(series.Day, s.Window(series.Day, now, ChartPoints), 1, 1)
+	byID := map[string]chart{}
+	for _, c := range day.Charts {
+		byID[c.ID] = c
+	}
+	for id, want := range map[string]string{"trend-checks": "1,500 checks", "trend-fetches": "2 fetches", "trend-failures": "1 failure",
+		"trend-served": "3.0 MiB", "trend-disk": "2.0 GiB at the last sample"} {
+		if got := byID[id].Summary; got != want {
+			t.Errorf("%s over the day: %q, want %q", id, got, want)
 		}
 	}
-	got := f.Samples()
-	if len(got) != 3 || got[0].Current != 2 || got[2].Current != 4 {
-		t.Errorf("samples %+v, want the last three, oldest first", got)
+	if c := byID["trend-checks"]; c.Top != "1,000" || c.Line || !strings.HasPrefix(c.Path, "M0 48") || !strings.HasSuffix(c.Path, "V48Z") {
+		t.Errorf("the checks' chart: top %q, path %q", c.Top, c.Path)
 	}
-	c := chart(got, 5, 10)
-	if n := len(c.Bars); n != 4 || c.Lowest != "20.0%" || c.Now != "50.0%" || c.Bars[3].H != 30 || c.Bars[3].X+2 != c.Width {
-		t.Errorf("chart %+v", c)
+	if !day.To.After(now) {
+		t.Errorf("the day's chart ends at %s, before now (%s)", day.To, now)
+	}
+	week := trendsOf(series.Week, s.Window(series.Week, now, ChartPoints), 1, 1)
+	if got := week.Charts[0].Summary; got != "1,507 checks" {
+		t.Errorf("checks over the week: %q", got)
+	}
+	if week.Range != "week" || week.OtherURL != "/" || week.Point != "an hour" {
+		t.Errorf("the week's labels: %+v", week)
+	}
+}
+
+func TestCountsAreSeparatedAndNounsFitTheirCount(t *testing.T) {
+	c, src := newTestConsole()
+	one := 1
+	src.total = &one
+	if _, body := get(t, c, "/-/repos?state=ok"); !strings.Contains(body, "1 repository matches; 1 to 1 shown.") {
+		t.Errorf("one match:\n%s", body)
+	}
+	many := 100000
+	src.total = &many
+	if _, body := get(t, c, "/-/repos?state=ok"); !strings.Contains(body, "100,000 repositories match; 1 to 2 shown.") {
+		t.Errorf("100,000 matches:\n%s", body)
+	}
+	_, body := get(t, c, "/-/repos/github.com/a/b")
+	if !strings.Contains(body, "1 check, 1 fetch") {
+		t.Errorf("the repository page's checks:\n%s", body)
+	}
+	if _, body := get(t, c, "/"); !strings.Contains(body, "1 tunnel open") || !strings.Contains(body, "1 pull from owners") {
+		t.Errorf("the overview's plurals:\n%s", body)
+	}
+}
+
+func TestARepositoryWithoutAnOwnerSaysNoneYet(t *testing.T) {
+	c, src := newTestConsole()
+	src.repos[1].Owner = 0
+	for _, path := range []string{"/-/repos", "/-/repos/github.com/a/b"} {
+		if _, body := get(t, c, path); !strings.Contains(body, "none yet") || strings.Contains(body, "owner=0") {
+			t.Errorf("GET %s: no \"none yet\" for the repository without an owner:\n%s", path, body)
+		}
+	}
+	if _, body := get(t, c, "/-/repos/github.com/a/b"); !strings.Contains(body, "once a node owns it") {
+		t.Errorf("the next check of a repository without an owner:\n%s", body)
+	}
+}
+
+// A repository's page: times in UTC with their zone, the refs with the
+// dates of their tips, what each entry of the log changed, the last
+// success apart from the last attempt, the size on disk, the next check,
+// and the log in pages.
+func TestTheRepositoryPageShowsItsHistoryInPages(t *testing.T) {
+	c, src := newTestConsole()
+	at := time.Unix(1e9-1800, 0).UTC()
+	src.repos[1].LastCheck, src.repos[1].VerifiedAt, src.repos[1].StalenessSeconds = &at, &at, 1800
+	_, body := get(t, c, "/-/repos/github.com/a/b")
+	for _, want := range []string{
+		`<time datetime="2001-09-09T01:16:40Z">2001-09-09T01:16:40Z</time>`, // verified_at and the last attempt
+		"behind by at most <b id=\"staleness-value\">30m</b>",
+		`<td id="last-success"><time datetime="2001-09-09T00:46:40Z">`,
+		"2001-09-08T01:46:40Z",                              // the ref's tip's date
+		"<code>1111111111</code> → <code>2222222222</code>", // what a pull moved
+		"5.0 MiB",
+		"on node 2's schedule",
+		`id="log-older"`, "before=e24",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the repository page lacks %s:\n%s", want, body)
+		}
+	}
+	if n := strings.Count(body, "<tr data-id="); n != logPage {
+		t.Errorf("the first page of the log has %d entries, want %d", n, logPage)
+	}
+	if strings.Contains(body, "log-newest") {
+		t.Error("the newest page links to the newest")
+	}
+	_, body = get(t, c, "/-/repos/github.com/a/b?before=e24")
+	if src.lastBefore != "e24" || !strings.Contains(body, `data-id="e25"`) || strings.Contains(body, `data-id="e24"`) ||
+		!strings.Contains(body, `id="log-newest"`) || !strings.Contains(body, "before=e49") {
+		t.Errorf("the second page of the log (before %q):\n%s", src.lastBefore, body)
+	}
+	// The second page is not live: it would not move.
+	if strings.Contains(body, `id="log-live" data-live`) {
+		t.Error("an older page of the log is swapped live")
+	}
+	_, body = get(t, c, "/-/repos/github.com/a/b?before=e49")
+	if strings.Contains(body, "log-older") || strings.Count(body, "<tr data-id=") != 10 {
+		t.Errorf("the last page of the log:\n%s", body)
+	}
+	if resp, _ := get(t, c, "/-/repos/github.com/a/b?before=a/b"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a cursor that is not one: %d", resp.StatusCode)
+	}
+	// The operator's script reads the same page of the log from the API.
+	if _, body := get(t, c, "/-/repos/github.com/a/b?before=e24"); !strings.Contains(body, `data-api="/api/v1/repos/github.com/a/b/log?before=e24&amp;limit=25"`) {
+		t.Errorf("the log's API page:\n%s", body)
+	}
+}
+
+func TestTheCatalogPageSaysWhereFromAndWhen(t *testing.T) {
+	c, src := newTestConsole()
+	last, since := testNow.Add(-2*time.Minute).UTC(), testNow.Add(-time.Hour).UTC()
+	src.catalog.URL = "https://REDACTED@git.example.org/<catalog>.git"
+	src.catalog.LastFetch, src.catalog.NextFetch = last, testNow.Add(3*time.Minute)
+	_, body := get(t, c, "/-/catalog")
+	for _, want := range []string{"https://REDACTED@git.example.org/&lt;catalog&gt;.git", `<time datetime="2001-09-09T02:44:40Z">`,
+		"2m ago: it succeeded", "in 3m"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the catalog page lacks %s:\n%s", want, body)
+		}
+	}
+	src.catalog.Error, src.catalog.ErrorAt = hostileError, &since
+	_, body = get(t, c, "/-/catalog")
+	if !strings.Contains(body, "The catalog cannot be read") || !strings.Contains(body, api.ErrClassUnreachable) ||
+		!strings.Contains(body, "it failed") || strings.Contains(body, "10.0.0.5") {
+		t.Errorf("the catalog's error, as its class:\n%s", body)
+	}
+	if n := strings.Count(body, `id="catalog-error"`); n != 1 {
+		t.Errorf("the catalog's error is said %d times, want once (the banner):\n%s", n, body)
+	}
+	// A path on the coordinator's machine is the operator's, as in the
+	// error's text.
+	src.catalog.URL = "/srv/gitfleet/catalog"
+	if _, body = get(t, c, "/-/catalog"); strings.Contains(body, "/srv/gitfleet") || !strings.Contains(body, "a path on the coordinator's machine") {
+		t.Errorf("a local catalog's path on the public page:\n%s", body)
+	}
+}
+
+func TestNodeHistoryStartsWithJoining(t *testing.T) {
+	c, _ := newTestConsole()
+	_, body := get(t, c, "/-/nodes")
+	if strings.Contains(body, "unknown") || !strings.Contains(body, "joined") || !strings.Contains(body, "suspect → alive") {
+		t.Errorf("the nodes' history:\n%s", body)
+	}
+	if got := transition(api.Transition{From: "unknown", To: "suspect"}); got != "joined, suspect" {
+		t.Errorf("joined as suspect: %q", got)
+	}
+}
+
+func TestTheOverviewDrawsTheDayOrTheWeek(t *testing.T) {
+	c, src := newTestConsole()
+	_, body := get(t, c, "/")
+	for _, want := range []string{"Freshness, last day", `id="fresh-chart"`, `id="trend-checks"`, "180 checks", `id="trend-served"`, "60.0 MiB",
+		`id="trend-disk"`, "1.0 GiB at the last sample", `href="/?range=week"`, `id="overview-live" data-live`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview lacks %s:\n%s", want, body)
+		}
+	}
+	if src.lastRange != series.Day {
+		t.Errorf("the overview asked for range %d", src.lastRange)
+	}
+	_, body = get(t, c, "/?range=week")
+	if src.lastRange != series.Week || !strings.Contains(body, "Freshness, last week") || !strings.Contains(body, "180 checks") {
+		t.Errorf("the week (range %d):\n%s", src.lastRange, body)
+	}
+	if resp, _ := get(t, c, "/?range=year"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("range=year: %d", resp.StatusCode)
+	}
+}
+
+// The public status of a repository and its badge: a word and a color for
+// where it stands, cached for a minute; a key not mirrored is 404 (a grey
+// badge that says so), and a hostile key never comes back unescaped.
+func TestThePublicStatusAndBadge(t *testing.T) {
+	c, src := newTestConsole()
+	for _, tt := range []struct {
+		repo       api.Repo
+		word, fill string
+	}{
+		{api.Repo{State: repostate.OK, Served: true, Current: true}, "current", "#2e7d32"},
+		{api.Repo{State: repostate.OK, Served: true}, "behind", "#b26a00"},
+		{api.Repo{State: repostate.Failing, Served: true, Current: true, LastError: hostileError}, "failing", "#c62828"},
+		{api.Repo{State: repostate.Corrupt}, "failing", "#c62828"},
+		{api.Repo{State: repostate.Repairing}, "behind", "#b26a00"},
+		{api.Repo{State: repostate.Pending}, "not mirrored", "#6b7280"},
+	} {
+		tt.repo.Key = "github.com/a/b"
+		src.repos[1] = tt.repo
+		resp, body := get(t, c, "/-/badge/github.com/a/b.svg")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" ||
+			resp.Header.Get("Cache-Control") != "public, max-age=60" || !strings.Contains(body, ">"+tt.word+"</text>") ||
+			!strings.Contains(body, `fill="`+tt.fill+`"`) || !strings.HasPrefix(body, "<svg ") {
+			t.Errorf("%+v: badge %d %q %q\n%s", tt.repo, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"), body)
+		}
+		resp, body = get(t, c, "/-/status/github.com/a/b")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") != "public, max-age=60" ||
+			!strings.Contains(body, `id="status-word">`+tt.word+"<") || strings.Contains(body, "10.0.0.5") {
+			t.Errorf("%+v: status page %d\n%s", tt.repo, resp.StatusCode, body)
+		}
+	}
+	if _, body := get(t, c, "/-/status/github.com/a/b"); !strings.Contains(body, "[![mirror: not mirrored](http://example.com/-/badge/github.com/a/b.svg)](http://example.com/-/status/github.com/a/b)") {
+		t.Errorf("the badge's Markdown:\n%s", body)
+	}
+	// The hostile key is mirrored: its page escapes it, its badge does not
+	// hold it at all.
+	resp, body := get(t, c, "/-/status/"+hostileKey)
+	if resp.StatusCode != http.StatusOK || strings.Contains(body, "<script>alert") || strings.Contains(body, "10.0.0.5") {
+		t.Errorf("the hostile key's status: %d\n%s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/-/badge/" + hostileKey + ".svg", "/-/badge/example.org/%3Csvg%20onload=alert(1)%3E.svg", "/-/badge/github.com/a/b"} {
+		resp, body := get(t, c, path)
+		want := http.StatusNotFound
+		if path == "/-/badge/"+hostileKey+".svg" {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want || strings.Contains(body, "script") || strings.Contains(body, "onload") || strings.Contains(body, "example.org") {
+			t.Errorf("GET %s: %d (want %d)\n%s", path, resp.StatusCode, want, body)
+		}
+	}
+	resp, body = get(t, c, "/-/status/example.org/<b>never</b>")
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(body, "<b>never") || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("a key not mirrored: %d %q\n%s", resp.StatusCode, resp.Header.Get("Cache-Control"), body)
+	}
+	if resp, body := get(t, c, "/-/badge/example.org/never.svg"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, ">not mirrored</text>") {
+		t.Errorf("the badge of a key not mirrored: %d\n%s", resp.StatusCode, body)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,25 +16,32 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/humanize"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // pageNames are the templates of the pages, each a file in assets/ that
 // defines "content" for assets/layout.html.
-var pageNames = []string{"overview", "repos", "repo", "nodes", "tasks", "catalog", "notfound"}
+var pageNames = []string{"overview", "repos", "repo", "nodes", "tasks", "catalog", "status", "notfound"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"publicError": api.PublicError,
+		"publicURL":   api.PublicCatalogURL,
 		"repoHref":    repoHref,
 		"ago":         ago,
+		"until":       until,
+		"iso":         iso,
 		"staleness":   staleness,
-		"bytes":       humanize.Bytes,
+		"bytes":       bytesOf,
+		"num":         num,
+		"plural":      plural,
 		"percent":     percent,
 		"bar":         bar,
 		"short":       func(s string) string { return s[:min(len(s), 12)] },
 		"add":         func(a, b int) int { return a + b },
+		"transition":  transition,
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html"))
 	pages := make(map[string]*template.Template, len(pageNames))
@@ -65,8 +73,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	if h.Get("Cache-Control") == "" || status != http.StatusOK {
+		h.Set("Cache-Control", "no-store")
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes()) // the client has gone if this fails
 }
@@ -128,9 +139,18 @@ func stateCounts(m map[repostate.State]int) []count {
 const timeout = 5 * time.Second
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("range")
+	if name == "" {
+		name = "day"
+	}
+	rng, ok := ranges[name]
+	if !ok {
+		c.badRequest(w, r, fmt.Sprintf("range %q: want day or week", name))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	ov := c.src.Overview()
+	ov := c.src.Overview(rng)
 	type stale struct {
 		Label string
 		N     int
@@ -159,12 +179,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		Errors     []count
 		Stale      []stale
 		MaxStale   int
-		Fresh      freshChart
+		Trends     trends
 		Nodes      []count
 		NodesError string
 		Held       *api.PendingPurge
 		CatError   string
-	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Fresh: chart(ov.Freshness, ov.Current, ov.Total)}
+	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Trends: trendsOf(rng, ov.Trend, ov.Current, ov.Total)}
 	for _, s := range st {
 		data.MaxStale = max(data.MaxStale, s.N)
 	}
@@ -271,9 +291,38 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "repos", "Repositories", data)
 }
 
+// logPage is how many entries of its log a repository's page shows.
+const logPage = 25
+
+// refRow is one ref a repository's page lists.
+type refRow struct {
+	Name, ID string
+	Date     time.Time // its tip's committer date (zero: unknown)
+}
+
+// logRow is one entry of a repository's log, with the refs it changed.
+type logRow struct {
+	fetchlog.Entry
+	Moves []move
+	// Unnamed counts the refs changed that the entry does not name.
+	Unnamed int
+}
+
+// move is a ref an entry changed, with short IDs ("" : none).
+type move struct{ Ref, Old, New string }
+
+func shortID(id string) string { return id[:min(len(id), 10)] }
+
 func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	d, ok := c.src.GetRepo(r.Context(), key)
+	before := r.URL.Query().Get("before")
+	if len(before) > 100 || strings.ContainsAny(before, "\x00/") {
+		c.badRequest(w, r, "before: not a cursor of this log (follow the page's link to older entries)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	d, ok := c.src.GetRepo(ctx, key)
 	if !ok {
 		c.render(w, r, http.StatusNotFound, "notfound", "Not found", repostate.NotMirrored(key))
 		return
@@ -281,22 +330,59 @@ func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	if d.CloneURL == "" { // no --public-url: as the client reached us
 		d.CloneURL = "http://" + r.Host + "/" + d.Key + ".git"
 	}
-	refs := make([]count, 0, len(d.Refs))
-	for name := range d.Refs {
-		refs = append(refs, count{Name: name})
+	refs := make([]refRow, 0, len(d.Refs))
+	for name, id := range d.Refs {
+		row := refRow{Name: name, ID: id}
+		if t := d.RefTimes[name]; t > 0 {
+			row.Date = time.Unix(t, 0).UTC()
+		}
+		refs = append(refs, row)
 	}
-	slices.SortFunc(refs, func(a, b count) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(refs, func(a, b refRow) int { return strings.Compare(a.Name, b.Name) })
 	attrs := make([]string, 0, len(d.Attrs))
 	for k := range d.Attrs {
 		attrs = append(attrs, k)
 	}
 	slices.Sort(attrs)
+	entries, next, logErr := c.src.Log(ctx, d.Key, before, logPage)
+	rows := make([]logRow, 0, len(entries))
+	for _, e := range entries {
+		row := logRow{Entry: e}
+		for _, m := range e.Moves {
+			row.Moves = append(row.Moves, move{Ref: m.Ref, Old: shortID(m.Old), New: shortID(m.New)})
+		}
+		if len(e.Moves) == 0 {
+			for _, name := range e.Refs {
+				row.Moves = append(row.Moves, move{Ref: name})
+			}
+		}
+		row.Unnamed = max(e.RefsChanged-len(row.Moves), 0)
+		rows = append(rows, row)
+	}
 	data := struct {
 		Detail
-		RefNames []count
-		AttrKeys []string
-		APIPath  string
-	}{Detail: d, RefNames: refs, AttrKeys: attrs, APIPath: "/api/v1/repos/" + escapeKey(d.Key)}
+		Refs       []refRow
+		AttrKeys   []string
+		APIPath    string
+		Log        []logRow
+		LogError   string
+		Older      string // the next page of the log ("": none)
+		Paged      bool   // the log shown is not its newest page
+		LogAPI     string // the same page of the log in the API
+		StatusPage string
+	}{Detail: d, Refs: refs, AttrKeys: attrs, APIPath: "/api/v1/repos/" + escapeKey(d.Key), Log: rows, Paged: before != "",
+		StatusPage: "/-/status/" + escapeKey(d.Key)}
+	q := url.Values{"limit": {strconv.Itoa(logPage)}}
+	if before != "" {
+		q.Set("before", before)
+	}
+	data.LogAPI = data.APIPath + "/log?" + q.Encode()
+	if logErr != nil {
+		data.LogError = "the log cannot be read now"
+	}
+	if next != "" {
+		data.Older = repoHref(d.Key) + "?" + url.Values{"before": {next}}.Encode()
+	}
 	c.render(w, r, http.StatusOK, "repo", d.Key, data)
 }
 
@@ -429,4 +515,81 @@ func bar(n, largest int) int {
 		return 0
 	}
 	return max(1, n*barWidth/largest)
+}
+
+// iso writes a time (a time.Time or *time.Time) in UTC as ISO 8601, to
+// the second ("never" for none).
+func iso(t any) string {
+	at := timeOf(t)
+	if at.IsZero() {
+		return "never"
+	}
+	return at.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func timeOf(t any) time.Time {
+	switch t := t.(type) {
+	case time.Time:
+		return t
+	case *time.Time:
+		if t != nil {
+			return *t
+		}
+	}
+	return time.Time{}
+}
+
+// until is how long after now t is, shortly ("now" once it is past).
+func until(now time.Time, t any) string {
+	at := timeOf(t)
+	if !at.After(now) {
+		return "now"
+	}
+	return "in " + roughly(at.Sub(now))
+}
+
+// num writes an integer with its thousands separated.
+func num(v any) string {
+	if n, ok := integer(v); ok {
+		return humanize.Count(n)
+	}
+	return fmt.Sprint(v)
+}
+
+// plural writes n and the noun that fits it.
+func plural(v any, one, many string) string {
+	n, _ := integer(v)
+	return humanize.Plural(n, one, many)
+}
+
+func integer(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case uint32:
+		return int64(n), true
+	case uint64:
+		return int64(min(n, math.MaxInt64)), true
+	}
+	return 0, false
+}
+
+// transition writes a node's change of state; its first, from the state
+// before any (unknown), is its joining.
+func transition(t api.Transition) string {
+	switch {
+	case t.From != "" && t.From != "unknown":
+		return t.From + " → " + t.To
+	case t.To == "alive":
+		return "joined"
+	}
+	return "joined, " + t.To
+}
+
+// bytesOf writes a size in bytes (any integer) in binary units.
+func bytesOf(v any) string {
+	n, _ := integer(v)
+	return humanize.Bytes(uint64(max(n, 0)))
 }

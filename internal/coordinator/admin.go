@@ -301,7 +301,8 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len())}
+	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len()), Url: repokey.Redact(c.cfg.Catalog),
+		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt)}
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)
@@ -315,4 +316,12 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 		resp.PendingKeys = p.keys
 	}
 	return resp, nil
+}
+
+// unixMs is t in unix milliseconds, 0 for the zero time.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

@@ -151,6 +151,9 @@ type Coordinator struct {
 	// (the first failure in a row); "" once a refresh succeeds.
 	catalogErr   string
 	catalogErrAt time.Time
+	// The catalog's last fetch and the next one planned (CatalogStatus).
+	catalogFetchAt, catalogNextAt time.Time
+
 	// standing is what each full node counted against each node
 	// (standing.go): node -> full node -> counts; not persisted, as the
 	// full nodes' counts are not.
@@ -483,6 +486,9 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
 			}
 		}
+		c.mu.Lock()
+		c.catalogNextAt = c.clk.Now().Add(c.cfg.CatalogInterval)
+		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -504,19 +510,21 @@ func (c *Coordinator) catalogCommit() string {
 // RefreshCatalog fetches the catalog and applies what changed. A failure
 // is the catalog's error (CatalogStatus) until a refresh succeeds.
 func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
+	at := c.clk.Now()
 	err := c.refreshCatalog(ctx)
 	if ctx.Err() != nil {
 		return err // stopped, not a fault of the catalog
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.catalogFetchAt = at
 	switch {
 	case err == nil:
 		c.catalogErr, c.catalogErrAt = "", time.Time{}
 	case c.catalogErr == "":
-		c.catalogErr, c.catalogErrAt = err.Error(), c.clk.Now()
+		c.catalogErr, c.catalogErrAt = repokey.Redact(err.Error()), at
 	default:
-		c.catalogErr = err.Error() // the latest reason, since the first failure
+		c.catalogErr = repokey.Redact(err.Error()) // the latest reason, since the first failure
 	}
 	return err
 }

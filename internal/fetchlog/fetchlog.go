@@ -53,6 +53,14 @@ type Rewrite struct {
 	New string `json:"new,omitempty"`
 }
 
+// Move is a ref that a piece of work created (Old is ""), moved or
+// deleted (New is "").
+type Move struct {
+	Ref string `json:"ref"`
+	Old string `json:"old,omitempty"`
+	New string `json:"new,omitempty"`
+}
+
 // Entry is one piece of work on one repository.
 type Entry struct {
 	// ID orders entries (newest first) and is the cursor of a listing
@@ -70,8 +78,10 @@ type Entry struct {
 	// the first MaxRefNames of them, in order.
 	RefsChanged int      `json:"refs_changed,omitempty"`
 	Refs        []string `json:"refs,omitempty"`
-	ErrorClass  string   `json:"error_class,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// Moves are the refs of Refs with their old and new IDs.
+	Moves      []Move `json:"moves,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// Rewrites are the deleted, moved-tag and force-pushed refs with
 	// their old and new IDs, sorted by ref, the first MaxRewrites of them;
 	// RewritesOmitted counts the rest.
@@ -144,13 +154,16 @@ const maxPending = 1024
 // node's memory grow.
 const maxKept = 64 * maxPending
 
-// Append adds e to the log (written at the next flush). Its Refs are cut
-// to MaxRefNames, its Rewrites to MaxRewrites; credentials in its error are redacted (a public page
+// Append adds e to the log (written at the next flush). Its Refs and Moves
+// are cut to MaxRefNames, its Rewrites to MaxRewrites; credentials in its error are redacted (a public page
 // shows it).
 func (l *Log) Append(e Entry) {
 	e.Error = repokey.Redact(e.Error)
 	if len(e.Refs) > MaxRefNames {
 		e.Refs = e.Refs[:MaxRefNames]
+	}
+	if len(e.Moves) > MaxRefNames {
+		e.Moves = e.Moves[:MaxRefNames]
 	}
 	if len(e.Rewrites) > MaxRewrites {
 		e.RewritesOmitted += len(e.Rewrites) - MaxRewrites

@@ -119,19 +119,27 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 }
 
 func (b *backend) GetRepo(ctx context.Context, key string) (api.RepoDetail, bool) {
+	d, _, ok := b.detail(ctx, key)
+	return d, ok
+}
+
+// detail is key's detail, and the refs of the full node's copy (with
+// their tips' dates) that it shows, read with one git for-each-ref.
+func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcmd.Refs, bool) {
 	b.f.mu.Lock()
 	st := b.f.view.Get(key)
 	b.f.mu.Unlock()
 	if st == nil {
-		return api.RepoDetail{}, false
+		return api.RepoDetail{}, gitcmd.Refs{}, false
 	}
 	d := api.RepoDetail{Repo: b.repo(key, st, b.f.clk.Now()), Attrs: st.GetAttrs(),
 		Checks: st.GetChecks(), Fetches: st.GetFetches()}
-	if refs, err := b.f.mirror.Refs(ctx, key); err == nil {
+	refs, err := b.f.mirror.Refs(ctx, key)
+	if err == nil {
 		d.Refs = refs.Refs
 	}
 	d.History = b.history(ctx, key)
-	return d, true
+	return d, refs, true
 }
 
 func (b *backend) Known(key string) bool {
@@ -267,7 +275,13 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorAt: msTime(resp.GetErrorAtMs())}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
+	if t := msTime(resp.GetLastFetchMs()); t != nil {
+		st.LastFetch = *t
+	}
+	if t := msTime(resp.GetNextFetchMs()); t != nil {
+		st.NextFetch = *t
+	}
 	if resp.GetPendingCommit() != "" {
 		st.Pending = &api.PendingPurge{Commit: resp.GetPendingCommit(), Removed: int(resp.GetPendingRemoved()), Total: int(resp.GetPendingTotal()),
 			Keys: resp.GetPendingKeys()}

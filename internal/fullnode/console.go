@@ -11,33 +11,34 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repoview"
+	"github.com/gitfleet/gitfleet/internal/series"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // consoleSource is what the full node tells its console (package
-// console): listings that cost a page, figures from the counters.
+// console): listings that cost a page, figures from the counters and from
+// its series (trends.go).
 type consoleSource struct {
 	f      *Node
-	fresh  *console.Freshness
 	search searchIndex
 }
 
 var _ console.Source = (*consoleSource)(nil)
 
-func newConsoleSource(f *Node) *consoleSource {
-	return &consoleSource{f: f, fresh: console.NewFreshness(console.FreshnessEvery, console.FreshnessSamples)}
-}
+func newConsoleSource(f *Node) *consoleSource { return &consoleSource{f: f} }
 
 // maxFetchingShown bounds the repositories the overview names as being
 // pulled.
 const maxFetchingShown = 20
 
-func (s *consoleSource) Overview() console.Overview {
+func (s *consoleSource) Overview(r series.Range) console.Overview {
 	f := s.f
 	t := f.totals()
 	now := f.clk.Now()
-	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Freshness: s.fresh.Samples(),
+	ov := console.Overview{Total: t.total, Current: t.current, ByState: t.byState, Trend: f.series.Window(r, now, console.ChartPoints),
 		Tunnels: len(f.tunnels.Nodes())}
 	f.mu.Lock()
 	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)
@@ -52,15 +53,50 @@ func (s *consoleSource) Overview() console.Overview {
 	return ov
 }
 
+// GetRepo is key's detail: the API's, with the dates of its refs' tips
+// (read with the refs), the size of the full node's copy (a walk of its
+// directory), its next check if the full node owns it, and the last work
+// on it that succeeded (one read of its log).
 func (s *consoleSource) GetRepo(ctx context.Context, key string) (console.Detail, bool) {
-	d, ok := s.f.backend.GetRepo(ctx, key)
+	f := s.f
+	d, refs, ok := f.backend.detail(ctx, key)
 	if !ok {
 		return console.Detail{}, false
 	}
-	s.f.mu.Lock()
-	fallbacks := s.f.view.Get(key).GetFallbackUrls()
-	s.f.mu.Unlock()
-	return console.Detail{RepoDetail: d, Fallbacks: fallbacks}, true
+	f.mu.Lock()
+	fallbacks := f.view.Get(key).GetFallbackUrls()
+	f.mu.Unlock()
+	out := console.Detail{RepoDetail: d, Fallbacks: fallbacks, RefTimes: refs.Times, Size: -1}
+	if f.mirror.Has(key) {
+		if size, err := mirror.TreeSize(f.mirror.Path(key)); err == nil {
+			out.Size = size
+		}
+	}
+	if d.Owner != 0 && d.Owner == f.n.ID() {
+		out.NextCheck, _ = f.n.NextCheck(key)
+	}
+	if es, _, err := f.flog.List(ctx, fetchlog.Query{Key: key, Result: fetchlog.ResultOK, Limit: 1}); err == nil && len(es) > 0 {
+		out.LastSuccess = es[0].At
+	}
+	return out, true
+}
+
+// Log is a page of key's fetch log, as the API's log pages it.
+func (s *consoleSource) Log(ctx context.Context, key, before string, limit int) ([]fetchlog.Entry, string, error) {
+	return s.f.flog.List(ctx, fetchlog.Query{Key: key, Before: before, Limit: limit})
+}
+
+// Status is key as the API lists it: the view's state and the full node's
+// freshness, a stat of its copy; no git.
+func (s *consoleSource) Status(key string) (api.Repo, bool) {
+	f := s.f
+	f.mu.Lock()
+	st := f.view.Get(key)
+	f.mu.Unlock()
+	if st == nil {
+		return api.Repo{}, false
+	}
+	return f.backend.repo(key, st, f.clk.Now()), true
 }
 
 func (s *consoleSource) Nodes(ctx context.Context) ([]api.Node, error) { return s.f.fleet.Nodes(ctx) }
@@ -266,20 +302,4 @@ func (x *searchIndex) build(keys []string) {
 	}
 	starts[len(keys)] = uint32(len(blob))
 	x.keys, x.blob, x.starts, x.masks = keys, blob, starts, masks
-}
-
-// sampleLoop records the share of repositories current every interval of
-// the freshness ring, until ctx ends.
-func (s *consoleSource) sampleLoop(ctx context.Context) {
-	tick := s.f.clk.NewTicker(s.fresh.Every())
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case at := <-tick.C():
-			t := s.f.totals()
-			s.fresh.Record(at, t.current, t.total)
-		}
-	}
 }

@@ -3,6 +3,7 @@ package fullnode
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,7 +14,11 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/repostate"
+	"github.com/gitfleet/gitfleet/internal/series"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -85,7 +90,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		st(7, now-8*24*time.Hour.Milliseconds(), "git fetch: network: could not resolve host"),
 		st(8, 0, ""),
 	)
-	ov := src.Overview()
+	ov := src.Overview(series.Day)
 	// under 10m, 10m-1h, 1h-6h, 6h-1d, 1d-7d, over 7d, never
 	if want := []int{96, 0, 2, 0, 0, 1, 1}; !slices.Equal(ov.Staleness, want) {
 		t.Errorf("staleness %v, want %v", ov.Staleness, want)
@@ -108,7 +113,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	// Checked again: back in the first bucket, its error gone.
 	states(st(5, now, ""), st(7, now, ""))
 	f.removed([]string{key(6)})
-	ov = src.Overview()
+	ov = src.Overview(series.Day)
 	if want := []int{98, 0, 0, 0, 0, 0, 1}; !slices.Equal(ov.Staleness, want) {
 		t.Errorf("staleness after new checks %v, want %v", ov.Staleness, want)
 	}
@@ -141,29 +146,104 @@ func httpGet(h http.Handler, path string) *httptest.ResponseRecorder {
 	return w
 }
 
-func TestConsoleSamplesFreshnessEveryTenMinutes(t *testing.T) {
-	f := benchFullNode(t, 10)
-	clk := f.clk.(*clock.Fake)
+// The full node samples the share current and the disk into its series
+// every minute, counts the checks, fetches and failures that the states
+// tell of, and the bytes of git it serves; a restarted node draws them at
+// once, from its store.
+func TestTheConsolesSeriesIsSampledEveryMinuteAndOutlastsARestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	log := slog.New(slog.DiscardHandler)
+	open := func() *Node {
+		t.Helper()
+		f, err := New(Config{Config: node.Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: dir, Fetchers: 1}}, log, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tunnels = tunnel.NewServer(f.creds.authenticate, log, nil)
+		return f
+	}
+	f := open()
+	st := func(i int, checks, fetches uint64, lastCheck int64, errText string) *fleetv1.RepoState {
+		k := fmt.Sprintf("example.org/g/r%d", i)
+		return &fleetv1.RepoState{Key: k, Url: "https://" + k, Owner: 7, State: "ok", Digest: fmt.Sprintf("d%d", i), LastCheckMs: lastCheck,
+			Checks: checks, Fetches: fetches, LastError: errText}
+	}
+	var rs []*fleetv1.RepoState
+	for i := range 10 {
+		rs = append(rs, st(i, 5, 1, 1e12, ""))
+	}
+	f.states(rs) // the first states of a start count nothing: they are what was
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.consoleSrc.sampleLoop(ctx) }()
-	defer func() { cancel(); <-done }()
-	// Advance until three samples were taken: the loop may not be waiting
-	// yet when the clock first moves.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(f.consoleSrc.fresh.Samples()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("samples after 30 s: %+v", f.consoleSrc.fresh.Samples())
+	go func() { defer close(done); f.seriesLoop(ctx) }()
+	sampled := func(g *Node) int {
+		n := 0
+		for _, b := range g.series.Window(series.Day, clk.Now(), 0) {
+			if b.Sampled {
+				n++
+			}
 		}
-		clk.Advance(console.FreshnessEvery)
+		return n
+	}
+	// Advance until three minutes were sampled: the loop may not be
+	// waiting yet when the clock first moves.
+	deadline := time.Now().Add(30 * time.Second)
+	for sampled(f) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sampled minutes after 30 s: %d", sampled(f))
+		}
+		clk.Advance(time.Minute)
 		time.Sleep(5 * time.Millisecond)
 	}
-	s := f.consoleSrc.fresh.Samples()
-	if s[0].Total != 10 || s[0].Current != f.totals().current || !s[1].At.After(s[0].At) {
-		t.Errorf("samples %+v, want 10 repositories, %d current, in order", s, f.totals().current)
+	// Two checks of r1, one a fetch; a failed check of r2.
+	f.states([]*fleetv1.RepoState{st(1, 7, 2, 1e12+1, ""), st(2, 6, 1, 1e12+1, "git ls-remote: timeout")})
+	cancel()
+	<-done
+	want := func(g *Node) series.Counts {
+		var c series.Counts
+		for _, b := range g.consoleSrc.Overview(series.Day).Trend {
+			c.Add(b.Counts)
+		}
+		return c
 	}
-	if ov := f.consoleSrc.Overview(); len(ov.Freshness) != len(f.consoleSrc.fresh.Samples()) {
-		t.Errorf("the overview has %d samples", len(ov.Freshness))
+	got := want(f)
+	if got.Checks != 3 || got.Fetches != 1 || got.Failures != 1 {
+		t.Errorf("counted %+v, want 3 checks, 1 fetch, 1 failure", got)
+	}
+	day := f.consoleSrc.Overview(series.Day).Trend
+	last := day[len(day)-1] // the last 5 minutes, with the last sample
+	if !last.Sampled || last.Total != 10 || last.Current != uint64(f.totals().current) {
+		t.Errorf("the last sample: %+v, want 10 repositories, %d current", last, f.totals().current)
+	}
+	f.n.TestHooks().Close()
+
+	// A restart: the figures are there before the first minute passes.
+	g := open()
+	t.Cleanup(g.n.TestHooks().Close)
+	if err := g.loadSeries(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sampled(g); n != sampled(f) || want(g) != got {
+		t.Errorf("after a restart: %d minutes sampled, counts %+v; want %d and %+v", n, want(g), sampled(f), got)
+	}
+	if again := g.consoleSrc.Overview(series.Day).Trend; again[len(again)-1] != last {
+		t.Errorf("the last minute after a restart: %+v, want %+v", again[len(again)-1], last)
+	}
+}
+
+// What the public is served of git is counted in the series.
+func TestTheConsolesSeriesCountsTheBytesServed(t *testing.T) {
+	f := benchFullNode(t, 1)
+	count := f.countServed(func(int) {})
+	count(1000)
+	count(24)
+	var served uint64
+	for _, b := range f.series.Window(series.Week, f.clk.Now(), 0) {
+		served += b.ServedBytes
+	}
+	if served != 1024 {
+		t.Errorf("%d bytes served in the series, want 1024", served)
 	}
 }
 
@@ -187,5 +267,47 @@ func TestAConsolePageThatMatchesNothingStopsEarly(t *testing.T) {
 		if len(p.Repos) != 0 || !p.More {
 			t.Errorf("%+v: %d repositories, more %v; want none, and more", q, len(p.Repos), p.More)
 		}
+	}
+}
+
+// A repository's public status is its listing's, with no git: a key the
+// view does not hold has none. Its detail says what the full node knows
+// of its copy: no copy on disk, no size; and its log pages as the API's.
+func TestConsoleStatusDetailAndLogOfARepository(t *testing.T) {
+	f := benchFullNode(t, 10)
+	src := f.consoleSrc
+	key := "host1.example/group1/repo1"
+	r, ok := src.Status(key)
+	f.mu.Lock()
+	st := f.view.Get(key)
+	f.mu.Unlock()
+	want := f.backend.repo(key, st, f.clk.Now())
+	if !ok || fmt.Sprint(r) != fmt.Sprint(want) {
+		t.Errorf("status %+v, want the listing's %+v", r, want)
+	}
+	for _, k := range []string{"example.org/not/mirrored", "host1.example/group1/<repo1>"} {
+		if _, ok := src.Status(k); ok {
+			t.Errorf("%s has a status", k)
+		}
+	}
+	d, ok := src.GetRepo(context.Background(), key)
+	if !ok || d.Size != -1 || !d.NextCheck.IsZero() || !d.LastSuccess.IsZero() {
+		t.Errorf("detail of a repository with no copy and no log: %+v", d)
+	}
+	at := f.clk.Now()
+	for i := range 30 {
+		f.flog.Append(fetchlog.Entry{Key: key, At: at.Add(time.Duration(i) * time.Second), Kind: "pull", Result: fetchlog.ResultOK})
+	}
+	f.flog.Append(fetchlog.Entry{Key: key, At: at.Add(time.Minute), Kind: "check", Result: fetchlog.ResultFailed, Error: "timeout"})
+	page, next, err := src.Log(context.Background(), key, "", 25)
+	if err != nil || len(page) != 25 || next == "" || page[0].Result != fetchlog.ResultFailed {
+		t.Fatalf("the first page: %d entries, next %q, err %v", len(page), next, err)
+	}
+	rest, last, err := src.Log(context.Background(), key, next, 25)
+	if err != nil || len(rest) != 6 || last != "" {
+		t.Errorf("the second page: %d entries, next %q, err %v", len(rest), last, err)
+	}
+	if d, _ := src.GetRepo(context.Background(), key); !d.LastSuccess.Equal(at.Add(29 * time.Second).UTC()) {
+		t.Errorf("the last success: %s, want the newest pull's start (%s), not the failed check after it", d.LastSuccess, at.Add(29*time.Second))
 	}
 }

@@ -21,8 +21,9 @@
 // Decisions about time made here: the pull backoff (settlePull), the hint
 // book's wait and the spot checks' pace (freshness.go), the full-disk
 // policy's mark (fulldisk.go), the retention's sweep (retain.go), the
-// alerts' evaluation (alerts.go, with package alert's rules) and how long
-// the coordinator's answers are reused (fleetcache.go). The runtime's
+// alerts' evaluation (alerts.go, with package alert's rules), how long
+// the coordinator's answers are reused (fleetcache.go) and when the
+// console's series is sampled and stored (trends.go). The runtime's
 // (checks, integrity, maintenance) are package node's and package
 // schedule's.
 //
@@ -56,6 +57,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/repoview"
+	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/store"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -122,6 +124,11 @@ type Node struct {
 	freshWake     chan struct{}
 	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
 	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
+
+	// The figures over time that the console draws (trends.go).
+	series         *series.Series
+	seriesMu       sync.Mutex      // serializes storeSeries
+	seriesUnstored []series.Stored // buckets a failed write left, under seriesMu
 }
 
 // New prepares a full node and its runtime in cfg.DataDir.
@@ -136,7 +143,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{},
 		overLimit: map[string]string{}, signal: make(chan struct{}, 1),
 		hints: newHintBook(cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
-		freshWake: make(chan struct{}, 1)}
+		freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -260,7 +267,7 @@ func (f *Node) serve(ctx context.Context) error {
 	wg.Go(func() { f.alertLoop(ctx) })
 	wg.Go(func() { f.freshLoop(ctx) })
 	wg.Go(func() { f.persistLoop(ctx) })
-	wg.Go(func() { f.consoleSrc.sampleLoop(ctx) })
+	wg.Go(func() { f.seriesLoop(ctx) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -291,13 +298,16 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)
 	now, self := f.clk.Now(), f.n.ID()
 	var wake bool
+	var seen series.Counts // the checks the states tell of, for the console's series
 	f.mu.Lock()
 	keys := make([]string, 0, len(rs))
 	for _, r := range rs {
 		key := r.GetKey()
 		keys = append(keys, key)
 		old, had := f.view.Put(r)
-		if !had {
+		if had {
+			seen.Add(stateCounts(old, r))
+		} else {
 			f.sorted.Add(key)
 			if s, ok := f.restored[key]; ok {
 				f.view.SetVerified(key, s)
@@ -329,6 +339,9 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 		}
 	}
 	f.mu.Unlock()
+	if seen != (series.Counts{}) {
+		f.series.Count(now, seen)
+	}
 	f.reclass(keys...)
 	f.kick()
 	if wake {

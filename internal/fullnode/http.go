@@ -33,7 +33,7 @@ func (f *Node) publicHandler() http.Handler {
 	// Its slots and its pack cache on /metrics (servecollect.go); a
 	// handler made again (benchmarks) keeps the first one's figures.
 	_ = f.cfg.Metrics.Register(serveCollector{gs, f.packs})
-	git := metrics.CountBytes(gs, f.n.CountServed("public"))
+	git := metrics.CountBytes(gs, f.countServed(f.n.CountServed("public")))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -2,6 +2,7 @@ package fullnode
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,10 +28,14 @@ func (f role) Registration() node.Registration {
 	return r
 }
 
-// Start reads the stored verified_at and opens the listeners.
+// Start reads the stored verified_at and the console's series, and opens
+// the listeners.
 func (f role) Start(ctx context.Context) error {
 	if err := f.loadVerified(ctx); err != nil {
 		return err
+	}
+	if err := f.loadSeries(ctx); err != nil {
+		return fmt.Errorf("full node: read the console's series: %w", err)
 	}
 	return f.listen()
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // refChanges counts the refs that after created, moved or deleted from
-// before, and names the first fetchlog.MaxRefNames of them in order.
-func refChanges(before, after gitcmd.Refs) (int, []string) {
+// before, and names the first fetchlog.MaxRefNames of them in order, with
+// their old and new IDs.
+func refChanges(before, after gitcmd.Refs) (int, []string, []fetchlog.Move) {
 	var names []string
 	for ref, oid := range after.Refs {
 		if before.Refs[ref] != oid {
@@ -26,7 +27,13 @@ func refChanges(before, after gitcmd.Refs) (int, []string) {
 		}
 	}
 	slices.Sort(names)
-	return len(names), names[:min(len(names), fetchlog.MaxRefNames)]
+	total := len(names)
+	names = names[:min(total, fetchlog.MaxRefNames)]
+	var moves []fetchlog.Move
+	for _, ref := range names {
+		moves = append(moves, fetchlog.Move{Ref: ref, Old: before.Refs[ref], New: after.Refs[ref]})
+	}
+	return total, names, moves
 }
 
 // WorkEntry is the fetch log's entry of a sync of key that started at
@@ -45,7 +52,7 @@ func (n *Node) WorkEntry(key, kind string, start time.Time, res mirror.Result, e
 			e.Kind = KindOf(true, res) // what the check did: clone, fetch or check
 		}
 		e.Changed = res.Changed
-		e.RefsChanged, e.Refs = refChanges(res.Before, res.After)
+		e.RefsChanged, e.Refs, e.Moves = refChanges(res.Before, res.After)
 		e.Rewrites = rewrites(res.Dropped)
 	}
 	return e

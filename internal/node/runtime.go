@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 
@@ -79,6 +80,10 @@ func (n *Node) CountFetched(source string) func(int) { return n.met.addFetched(s
 // CountServed returns the counter of bytes of git answers served to to
 // (gitfleet_served_bytes_total).
 func (n *Node) CountServed(to string) func(int) { return n.met.addServed(to) }
+
+// NextCheck is when the node's scheduler may next check key, which the
+// node owns; false when it does not schedule key.
+func (n *Node) NextCheck(key string) (time.Time, bool) { return n.sched.Due(key) }
 
 // BrokenState is key's state while its mirror is not served
 // (repostate.Corrupt, Repairing, Unchecked); false when it is whole.

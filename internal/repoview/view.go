@@ -269,6 +269,13 @@ func (v Entry) Owner() uint32 { return v.owner }
 // LastCheck is the owner's last check, in unix ms (0: none).
 func (v Entry) LastCheck() int64 { return v.lastCheck }
 
+// Checks and Fetches are the owners' checks and fetches of the
+// repository, as the coordinator counts them (saturating).
+func (v Entry) Checks() uint32 { return v.checks }
+
+// Fetches: see Checks.
+func (v Entry) Fetches() uint32 { return v.fetches }
+
 // VerifiedAt is the full node's verified_at, in unix seconds (0: never).
 func (v Entry) VerifiedAt() uint32 { return v.verifiedAt }
 

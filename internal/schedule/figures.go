@@ -20,3 +20,21 @@ func (s *Scheduler) LastCheck(key string) time.Time {
 	}
 	return time.Time{}
 }
+
+// Due is when key's next check may start (a background check waits for a
+// slot, the budget and its host from then on): now for a repository being
+// checked or asked for; false when key is not scheduled.
+func (s *Scheduler) Due(key string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clk.Now()
+	s.placeAdded(now)
+	r := s.repos[key]
+	switch {
+	case r == nil || r.removed:
+		return time.Time{}, false
+	case r.running || r.queue == urgentQueue:
+		return now, true
+	}
+	return r.notBefore, true
+}

@@ -113,3 +113,26 @@ func TestAddSpreadsFirstChecksWithoutRestore(t *testing.T) {
 		}
 	}
 }
+
+func TestDueTellsWhenTheNextCheckMayStart(t *testing.T) {
+	s, clk := newTest(t, Config{Policy: PolicyFixed, Budget: 100})
+	if _, ok := s.Due("nowhere"); ok {
+		t.Error("an unknown key has a due time")
+	}
+	s.Add("new", "h", RepoState{})
+	s.Add("old", "h", RepoState{Cloned: true, LastCheck: t0})
+	if due, ok := s.Due("new"); !ok || !due.Equal(clk.Now()) {
+		t.Errorf("a repository to clone: due %v %v, want now", due, ok)
+	}
+	saved := map[string]time.Time{}
+	for _, p := range s.Snapshot() {
+		saved[p.Key] = p.Due
+	}
+	if due, ok := s.Due("old"); !ok || !due.Equal(saved["old"]) || !due.After(clk.Now()) {
+		t.Errorf("a cloned repository: due %v %v, want its schedule's %v, later than now", due, ok, saved["old"])
+	}
+	s.Remove("old")
+	if _, ok := s.Due("old"); ok {
+		t.Error("a removed key has a due time")
+	}
+}

@@ -221,7 +221,13 @@ type CatalogStatusResponse struct {
 	// stays the last good one, if any.
 	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// When the failures to read it began (Unix milliseconds; 0: no error).
-	ErrorAtMs     int64 `protobuf:"varint,10,opt,name=error_at_ms,json=errorAtMs,proto3" json:"error_at_ms,omitempty"`
+	ErrorAtMs int64 `protobuf:"varint,10,opt,name=error_at_ms,json=errorAtMs,proto3" json:"error_at_ms,omitempty"`
+	// Where the catalog is fetched from, credentials redacted.
+	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	// The last fetch of the catalog, successful or not (Unix milliseconds;
+	// 0: none since the coordinator started), and the next one planned.
+	LastFetchMs   int64 `protobuf:"varint,12,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
+	NextFetchMs   int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +328,27 @@ func (x *CatalogStatusResponse) GetError() string {
 func (x *CatalogStatusResponse) GetErrorAtMs() int64 {
 	if x != nil {
 		return x.ErrorAtMs
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetLastFetchMs() int64 {
+	if x != nil {
+		return x.LastFetchMs
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetNextFetchMs() int64 {
+	if x != nil {
+		return x.NextFetchMs
 	}
 	return 0
 }
@@ -3152,7 +3179,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xd4\x02\n" +
+	"\x14CatalogStatusRequest\"\xae\x03\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -3164,7 +3191,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rproblem_lines\x18\b \x03(\tR\fproblemLines\x12\x14\n" +
 	"\x05error\x18\t \x01(\tR\x05error\x12\x1e\n" +
 	"\verror_at_ms\x18\n" +
-	" \x01(\x03R\terrorAtMs\"\xb2\x01\n" +
+	" \x01(\x03R\terrorAtMs\x12\x10\n" +
+	"\x03url\x18\v \x01(\tR\x03url\x12\"\n" +
+	"\rlast_fetch_ms\x18\f \x01(\x03R\vlastFetchMs\x12\"\n" +
+	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +

@@ -1,7 +1,8 @@
-// The console's operator actions. The API token is typed once, kept in
-// this tab's sessionStorage and sent as a bearer token to the JSON API;
-// it never goes into a URL. Everything from the server is written with
-// textContent, never as HTML.
+// The console's operator actions, and its live pages. The API token is
+// typed once, kept in this tab's sessionStorage and sent as a bearer token
+// to the JSON API; it never goes into a URL. Everything from the API is
+// written with textContent, never as HTML; a live page swaps in parts of
+// the same page, rendered and escaped by the server.
 "use strict";
 (function () {
   var KEY = "gitfleet-api-token";
@@ -139,18 +140,86 @@
   }
 
   // details shows the operator the error texts that public pages show as
-  // classes only, read from the API with the token.
+  // classes only, read from the API with the token: the repository's last
+  // error, and its log's errors, entry by entry.
   function details() {
     var box = $("repo-actions");
     if (!box || !token()) { return; }
     call("GET", box.dataset.api).then(function (r) {
-      if (!r.ok || !r.body) { return; }
       var last = $("last-error");
-      if (last && r.body.last_error) { last.textContent = r.body.last_error; }
-      var cells = document.querySelectorAll("#log td.log-error"), h = r.body.history || [];
-      if (cells.length !== h.length) { return; }
-      h.forEach(function (e, i) { if (e.error) { cells[i].textContent = e.error; } });
+      if (r.ok && r.body && last && r.body.last_error) { last.textContent = r.body.last_error; }
     });
+    var log = $("log");
+    if (!log || !log.dataset.api) { return; }
+    call("GET", log.dataset.api).then(function (r) {
+      if (!r.ok || !r.body || !Array.isArray(r.body.entries)) { return; }
+      var byID = {};
+      r.body.entries.forEach(function (e) { if (e.error) { byID[e.id] = e.error; } });
+      log.querySelectorAll("tr[data-id]").forEach(function (tr) {
+        var cell = tr.querySelector("td.log-error");
+        if (cell && byID[tr.dataset.id]) { cell.textContent = byID[tr.dataset.id]; }
+      });
+    });
+  }
+
+  // live keeps a page's live parts (the elements with data-live and an
+  // id) up to date: when the full node's event stream says that refs
+  // changed (on a repository's page: its own), and every LIVE_EVERY for
+  // what the stream does not tell (checks that change nothing, the time
+  // since verified_at), the page is fetched again and those parts are
+  // swapped for the new ones. The server's HTML is parsed into an inert
+  // document: nothing in it runs. Without EventSource the page polls.
+  var LIVE_EVERY = 30000;
+  function live() {
+    if (!document.querySelector("[data-live]")) { return; }
+    var state = $("live-state"), keyed = document.querySelector("[data-key]");
+    var key = keyed ? keyed.dataset.key : "", busy = false, again = "", timer = null;
+    function show(text, on) {
+      state.textContent = text;
+      state.className = on ? "live" : "live off";
+      state.hidden = false;
+    }
+    // done ends an update, and starts the one asked for meanwhile.
+    function done() {
+      busy = false;
+      if (again) { var why = again; again = ""; refresh(why); }
+    }
+    function refresh(why) {
+      if (busy) { again = again === "event" ? again : why; return; }
+      busy = true;
+      fetch(location.href, { credentials: "omit", cache: "no-store" }).then(function (resp) {
+        return resp.ok ? resp.text() : null;
+      }).then(function (text) {
+        if (text === null) { done(); return; }
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        document.querySelectorAll("[data-live], #rendered").forEach(function (el) {
+          var fresh = el.id ? doc.getElementById(el.id) : null;
+          if (fresh) { el.replaceWith(document.importNode(fresh, true)); }
+        });
+        // How many updates came of each cause (data-event, data-timer).
+        document.body.dataset[why] = String(Number(document.body.dataset[why] || 0) + 1);
+        var at = $("rendered");
+        show("live, updated " + (at ? at.textContent.slice(11, 19) : ""), true);
+        details();
+        done();
+      }, function () { show("offline: the page is as it was", false); done(); });
+    }
+    function soon(why) {
+      if (timer === null) { timer = setTimeout(function () { timer = null; refresh(why); }, 300); }
+    }
+    setInterval(function () { refresh("timer"); }, LIVE_EVERY);
+    if (!window.EventSource) { show("updated every 30 s", true); return; }
+    var events = new EventSource("/api/v1/events");
+    events.onopen = function () { show("live", true); };
+    events.onerror = function () { show("reconnecting to the event stream", false); };
+    events.onmessage = function (ev) {
+      if (key) {
+        var e = null;
+        try { e = JSON.parse(ev.data); } catch (x) { return; }
+        if (!e || e.key !== key) { return; }
+      }
+      soon("event");
+    };
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -170,5 +239,6 @@
     showToken();
     details();
     if ($("task-table")) { loadTasks(); }
+    live();
   });
 })();
