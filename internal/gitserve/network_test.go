@@ -28,14 +28,22 @@ type forkNetwork struct {
 	f    *fixture
 }
 
-func newForkNetwork(t testing.TB, before func(up *gittest.Upstreams)) *forkNetwork {
+// newForkNetwork makes the forks of a repository of one commit, or of
+// the bare repository history when it is not "". before, when not nil,
+// changes the upstreams before they are mirrored.
+func newForkNetwork(t testing.TB, history string, before func(up *gittest.Upstreams)) *forkNetwork {
 	t.Helper()
 	up, err := gittest.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(up.Close)
-	if err := up.Create("base", []string{"main"}, []string{"v1"}); err != nil {
+	if history == "" {
+		err = up.Create("base", []string{"main"}, []string{"v1"})
+	} else {
+		err = gittest.Git("", "clone", "-q", "--bare", history, filepath.Join(up.Dir, "base.git"))
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	n := &forkNetwork{up: up, keys: map[string]string{}, own: map[string]string{}}
@@ -107,7 +115,7 @@ func (n *forkNetwork) fetch(t *testing.T, want string, v0 bool) (int, string) {
 // but the fork's refs do not reach it), and the pool's refs are not
 // listed.
 func TestAMemberOfAPoolRefusesAnotherMembersOwnCommit(t *testing.T) {
-	n := newForkNetwork(t, nil)
+	n := newForkNetwork(t, "", nil)
 	f, own := n.f, n.own
 
 	fetch := func(want string) (int, string) {
@@ -142,7 +150,7 @@ func TestAMemberOfAPoolRefusesAnotherMembersOwnCommit(t *testing.T) {
 // while a's own are served by id; with the pool's bitmap (after its
 // repack) and without.
 func TestAMemberOfAPoolRefusesAnotherMembersOwnBlobTreeAndTag(t *testing.T) {
-	n := newForkNetwork(t, func(up *gittest.Upstreams) {
+	n := newForkNetwork(t, "", func(up *gittest.Upstreams) {
 		if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "b.git"), "tag", "-a", "-m", "b's own tag", "b-only", "main~1"); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +199,7 @@ func TestAMemberOfAPoolRefusesAnotherMembersOwnBlobTreeAndTag(t *testing.T) {
 // it away, though a request of the same wants was served (and its answer
 // kept) under the refs of before; the blob of the new tip is served.
 func TestAMembersBlobCheckOfOneStateOfTheRefsIsNotUsedForAnother(t *testing.T) {
-	n := newForkNetwork(t, nil)
+	n := newForkNetwork(t, "", nil)
 	blob := n.object(t, "a", n.own["a"]+":file.txt")
 	for range 2 {
 		if code, body := n.fetch(t, blob, false); code != http.StatusOK {
@@ -222,7 +230,7 @@ func TestAMembersBlobCheckOfOneStateOfTheRefsIsNotUsedForAnother(t *testing.T) {
 // a v0 client asks only for what the server advertises it may, and
 // upload-pack advertises no fetch by id, standalone mirror or member.)
 func TestAPartialCloneOfAMemberFetchesItsBlobsLazily(t *testing.T) {
-	n := newForkNetwork(t, nil)
+	n := newForkNetwork(t, "", nil)
 	for range 3 {
 		if _, err := n.up.Commit("a", "main"); err != nil {
 			t.Fatal(err)
