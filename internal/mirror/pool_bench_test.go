@@ -24,7 +24,7 @@ import (
 
 // countingProxy forwards to target and counts the bytes of its answers:
 // what the mirrors downloaded from their upstreams.
-func countingProxy(b *testing.B, target string) (*httptest.Server, *atomic.Int64) {
+func countingProxy(b testing.TB, target string) (*httptest.Server, *atomic.Int64) {
 	u, err := url.Parse(target)
 	if err != nil {
 		b.Fatal(err)
@@ -52,7 +52,7 @@ func (c countingBody) Read(p []byte) (int, error) {
 
 // ownCommit adds to the fork at bare a commit on main with a 32 KiB file
 // of random bytes (incompressible: its own objects' size is known).
-func ownCommit(b *testing.B, bare string, i int) {
+func ownCommit(b testing.TB, bare string, i int) {
 	body := make([]byte, 32<<10)
 	rand.Read(body)
 	var s strings.Builder
