@@ -330,7 +330,7 @@ func second[T any](_ T, err error) error { return err }
 
 // fullNodeServer serves the mirrors of st as a full node does (gitserve,
 // members through their pool), behind a proxy that counts what it sent.
-func fullNodeServer(t *testing.T, st *mirror.Store) (string, *atomic.Int64) {
+func fullNodeServer(t testing.TB, st *mirror.Store) (string, *atomic.Int64) {
 	t.Helper()
 	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
 		return st.Path(key), st.Has(key)
