@@ -51,12 +51,16 @@ func (c countingBody) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// ownCommit adds to the fork at bare a commit on branch (a full ref name)
-// with a 32 KiB file of random bytes (incompressible: its own objects'
-// size is known).
-func ownCommit(b *testing.B, bare, branch string, i int) {
+// ownCommit adds to the fork at bare a commit on its HEAD branch: a 32 KiB file
+// of random bytes (incompressible: its own objects' size is known).
+func ownCommit(b *testing.B, bare string, i int) {
 	body := make([]byte, 32<<10)
 	rand.Read(body)
+	head, err := gittest.Output("", "--git-dir="+bare, "symbolic-ref", "HEAD")
+	if err != nil {
+		b.Fatal(err)
+	}
+	branch := strings.TrimSpace(head)
 	var s strings.Builder
 	fmt.Fprintf(&s, "commit %s\ncommitter A U Thor <a@example.org> %d +0000\ndata 4\nown\nfrom %s^0\n", branch, 1800000000+i, branch)
 	fmt.Fprintf(&s, "M 100644 inline own-%d.bin\ndata %d\n%s\n", i, len(body), body)
@@ -125,10 +129,6 @@ func benchNetwork(b *testing.B, n int) {
 	if err := gittest.Git("", "--git-dir="+base, "repack", "-adq"); err != nil {
 		b.Fatal(err)
 	}
-	head, err := gittest.Output("", "--git-dir="+base, "symbolic-ref", "HEAD")
-	if err != nil {
-		b.Fatal(err)
-	}
 	var forks []string
 	for i := range n {
 		name := fmt.Sprintf("fork%03d", i)
@@ -136,7 +136,7 @@ func benchNetwork(b *testing.B, n int) {
 		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", base, bare); err != nil {
 			b.Fatal(err)
 		}
-		ownCommit(b, bare, strings.TrimSpace(head), i)
+		ownCommit(b, bare, i)
 		forks = append(forks, name)
 	}
 	proxy, fetched := countingProxy(b, up.URL)
