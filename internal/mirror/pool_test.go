@@ -1,12 +1,15 @@
 package mirror_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -293,4 +296,110 @@ func TestAPoolIsNamedSafelyWhateverTheNetworkIsCalled(t *testing.T) {
 		}
 		seen[filepath.Base(p)] = true
 	}
+}
+
+// TestAPoolPacksWhatEveryMemberSharesFirst: after the pool's repack, every
+// object of the history the members share lies before any object of one
+// member's own, so that a clone of any member reuses the start of the
+// pool's pack as it is (pack.islandCore), as a standalone mirror's clone
+// reuses its whole pack.
+func TestAPoolPacksWhatEveryMemberSharesFirst(t *testing.T) {
+	up, st := setup(t)
+	forks := network(t, up, 3)
+	syncForks(t, st, up, forks, "base")
+	if err := st.MaintainPool(context.Background(), "base"); err != nil {
+		t.Fatal(err)
+	}
+	baseRefs, err := up.Refs("base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := objectsOf(t, filepath.Join(up.Dir, "base.git"), baseRefs["refs/heads/main"])
+	var own []string
+	for _, f := range forks {
+		own = append(own, objectsOf(t, filepath.Join(up.Dir, f+".git"), "refs/heads/main", "--not", baseRefs["refs/heads/main"])...)
+	}
+	if len(shared) == 0 || len(own) == 0 {
+		t.Fatalf("%d shared objects, %d own ones: the network is not what the test needs", len(shared), len(own))
+	}
+	packs, err := filepath.Glob(filepath.Join(st.PoolPath("base"), "objects", "pack", "*.idx"))
+	if err != nil || len(packs) != 1 {
+		t.Fatalf("the pool's packs after its repack: %v, %v; want one", packs, err)
+	}
+	pos := packOrder(t, packs[0])
+	lastShared, firstOwn := -1, len(pos)
+	for _, o := range shared {
+		p, ok := pos[o]
+		if !ok {
+			t.Fatalf("shared object %s is not in the pool's pack", o)
+		}
+		lastShared = max(lastShared, p)
+	}
+	for _, o := range own {
+		p, ok := pos[o]
+		if !ok {
+			t.Fatalf("a member's own object %s is not in the pool's pack", o)
+		}
+		firstOwn = min(firstOwn, p)
+	}
+	if lastShared > firstOwn {
+		t.Fatalf("the pool's pack holds a member's own object at %d, before a shared one at %d (of %d)", firstOwn, lastShared, len(pos))
+	}
+}
+
+// objectsOf lists the objects rev-list --objects finds from revs in the
+// repository at dir.
+func objectsOf(t *testing.T, dir string, revs ...string) []string {
+	t.Helper()
+	out, err := gittest.Output("", append([]string{"--git-dir=" + dir, "rev-list", "--objects"}, revs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			ids = append(ids, f[0])
+		}
+	}
+	return ids
+}
+
+// packOrder gives each object of the pack whose index is idx its place in
+// the pack (0: first written).
+func packOrder(t *testing.T, idx string) map[string]int {
+	t.Helper()
+	f, err := os.Open(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("git", "show-index")
+	cmd.Env = gittest.Env()
+	cmd.Stdin = f
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("show-index %s: %v", idx, err)
+	}
+	type entry struct {
+		off int64
+		id  string
+	}
+	var ents []entry
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line) // offset, id, (crc)
+		if len(f) < 2 {
+			continue
+		}
+		off, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			t.Fatalf("show-index line %q: %v", line, err)
+		}
+		ents = append(ents, entry{off, f[1]})
+	}
+	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
+	pos := make(map[string]int, len(ents))
+	for i, e := range ents {
+		pos[e.id] = i
+	}
+	return pos
 }
