@@ -383,7 +383,8 @@ func writeCommitGraph(ctx context.Context, git *gitcmd.Runner, dir string, repla
 // cutoff: a killed git leaves them, and they would fail every later run.
 func (s *Store) removeMaintLocks(dir string, cutoff time.Time) []string {
 	var removed []string
-	for _, rel := range []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock",
+	// packed-refs.new is written under packed-refs.lock and goes with it.
+	for _, rel := range []string{"packed-refs.lock", "packed-refs.new", "objects/pack/multi-pack-index.lock",
 		"objects/info/commit-graph.lock", "objects/info/commit-graphs/commit-graph-chain.lock"} {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && s.data.Remove(p) == nil {

@@ -362,7 +362,7 @@ func TestAStoppedMaintenanceLeavesNoLockBehind(t *testing.T) {
 	r.unmaintained() // cloned before an upgrade
 	r.fetches(3)
 	dir := r.st.Path(r.key)
-	locks := []string{"packed-refs.lock", "objects/pack/multi-pack-index.lock", "objects/info/commit-graph.lock"}
+	locks := []string{"packed-refs.lock", "packed-refs.new", "objects/pack/multi-pack-index.lock", "objects/info/commit-graph.lock"}
 	for _, l := range locks { // what a git killed mid-run leaves
 		p := filepath.Join(dir, filepath.FromSlash(l))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -538,7 +538,9 @@ func (s *Store) moveToCanonical(old, canon string) bool {
 
 // cleanLocks removes *.lock files and fetch quarantines in one repository.
 func (s *Store) cleanLocks(repo string) {
-	for _, name := range []string{"HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock", "index.lock"} {
+	// packed-refs.new is the file git writes under packed-refs.lock: left by
+	// a killed git, it fails every later pack-refs with "File exists".
+	for _, name := range []string{"HEAD.lock", "config.lock", "packed-refs.lock", "packed-refs.new", "shallow.lock", "index.lock"} {
 		if s.data.Remove(filepath.Join(repo, name)) == nil {
 			s.log.Info("removed stale lock", "path", filepath.Join(repo, name))
 		}
