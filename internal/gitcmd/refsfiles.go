@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -137,4 +139,53 @@ func readHead(dir string) (string, error) {
 		return "", nil
 	}
 	return "", errUnusual
+}
+
+// PackedRefs is the packed-refs file of a repository whose refs are refs
+// (name to object ID), as `git pack-refs` writes one, sorted by name,
+// without the peeled values of tags (git reads the objects for them; `git
+// pack-refs --all` adds them when it next runs). A fresh mirror gets its
+// refs so, in one file, as `git clone` writes them: written by a fetch,
+// each would be a file of its own, written and then packed. An ID that is
+// not one, and names git does not store side by side (one a directory of
+// the other: refs/heads/a and refs/heads/a/b), are refused, as a fetch
+// would refuse them; the names must be ones git writes as refs
+// (ListRefsAndHead keeps only those).
+func PackedRefs(refs map[string]string) ([]byte, error) {
+	names := make([]string, 0, len(refs))
+	for name, oid := range refs {
+		if !isOID(oid) {
+			return nil, fmt.Errorf("gitcmd: ref %q: %q is not an object ID", name, oid)
+		}
+		if strings.ContainsAny(name, " \n") {
+			return nil, fmt.Errorf("gitcmd: ref %q: not a name packed-refs holds", name)
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		for i := strings.IndexByte(name, '/'); i >= 0; i = next(name, i) {
+			if _, ok := refs[name[:i]]; ok {
+				return nil, fmt.Errorf("gitcmd: refs %q and %q: one would be a directory of the other", name[:i], name)
+			}
+		}
+	}
+	sort.Strings(names) // byte order, git's
+	var b bytes.Buffer
+	b.WriteString("# pack-refs with: sorted \n")
+	for _, name := range names {
+		b.WriteString(refs[name])
+		b.WriteByte(' ')
+		b.WriteString(name)
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), nil
+}
+
+// next is the index of the '/' in name after the one at i, or -1.
+func next(name string, i int) int {
+	j := strings.IndexByte(name[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
 }

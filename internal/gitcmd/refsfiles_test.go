@@ -84,3 +84,53 @@ func TestStoredRefsReadsWhatGitReads(t *testing.T) {
 	gitIn(t, dir, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
 	check("a symbolic ref among the branches", false)
 }
+
+// The packed-refs file PackedRefs writes is read by git as the refs it was
+// given, peeled by `git pack-refs --all` as git's own; and names git would
+// not store side by side, or an ID that is not one, are refused.
+func TestPackedRefsAreTheRefsGitReads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	tree := gitIn(t, dir, "hash-object", "-w", "-t", "tree", "/dev/null")
+	c1 := gitIn(t, dir, "commit-tree", "-m", "one", tree)
+	c2 := gitIn(t, dir, "commit-tree", "-m", "two", "-p", c1, tree)
+	gitIn(t, dir, "tag", "-a", "-m", "annotated", "v2", c1)
+	tag := gitIn(t, dir, "rev-parse", "refs/tags/v2")
+	gitIn(t, dir, "update-ref", "-d", "refs/tags/v2")
+	refs := map[string]string{
+		"refs/heads/main": c2, "refs/heads/main-2": c1, "refs/heads/feature/deep/name": c1,
+		"refs/tags/v1": c1, "refs/tags/v2": tag, "refs/heads/Main": c1,
+	}
+	b, err := PackedRefs(refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "packed-refs"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Direct(), Options{})
+	got, err := r.LocalRefs(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Refs, refs) {
+		t.Fatalf("git reads %v from PackedRefs(%v)", got.Refs, refs)
+	}
+	gitIn(t, dir, "pack-refs", "--all")
+	if packed, _ := os.ReadFile(filepath.Join(dir, "packed-refs")); !strings.Contains(string(packed), "fully-peeled") ||
+		!strings.Contains(string(packed), tag+" refs/tags/v2\n^"+c1+"\n") {
+		t.Fatalf("after git pack-refs --all, packed-refs is\n%s\nwant the tag v2 peeled to %s", packed, c1)
+	}
+
+	for _, bad := range []map[string]string{
+		{"refs/heads/a": c1, "refs/heads/a/b": c2},
+		{"refs/tags/v1": c1, "refs/tags/v1/x/y": c1},
+		{"refs/heads/main": "not an id"},
+	} {
+		if _, err := PackedRefs(bad); err == nil {
+			t.Errorf("PackedRefs(%v) = nil error; want it refused", bad)
+		}
+	}
+}

@@ -66,46 +66,14 @@ func (e *EndlessPack) Close() {
 }
 
 func (e *EndlessPack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-		e.inner.ServeHTTP(w, r)
-		return
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	body := raw
-	if enc := r.Header.Get("Content-Encoding"); enc == "gzip" || enc == "x-gzip" {
-		gz, err := gzip.NewReader(bytes.NewReader(raw))
-		if err == nil {
-			body, err = io.ReadAll(io.LimitReader(gz, 64<<20))
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
-	lines := pktLines(body)
-	if !lines["command=fetch"] {
-		r.Body = io.NopCloser(bytes.NewReader(raw))
-		e.inner.ServeHTTP(w, r)
+	lines, ok := readFetch(w, r, e.inner)
+	if !ok {
 		return
 	}
 	e.Fetches.Add(1)
 	defer e.Done.Add(1)
-	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-	w.Header().Set("Cache-Control", "no-cache")
 	pw := &pktWriter{w: w, sent: &e.Sent}
-	if !lines["done"] {
-		// The client sent what it has: say that the pack follows.
-		pw.line("acknowledgments\n")
-		pw.line("NAK\n")
-		pw.line("ready\n")
-		pw.raw([]byte("0001"))
-	}
-	pw.line("packfile\n")
-	pack := &sideband{pw: pw}
+	pack := startPack(w, pw, lines)
 	hdr := make([]byte, 12)
 	copy(hdr, "PACK")
 	binary.BigEndian.PutUint32(hdr[4:], 2)
@@ -119,6 +87,57 @@ func (e *EndlessPack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = zw.Write(blob)
 		_ = zw.Close()
 	}
+}
+
+// readFetch reads a request to a git server: a protocol v2 fetch
+// (a POST to git-upload-pack with "command=fetch") gives its pkt-lines and
+// true, to be answered by the caller; anything else is handed to inner
+// (or refused when unreadable), and gives false.
+func readFetch(w http.ResponseWriter, r *http.Request, inner http.Handler) (map[string]bool, bool) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+		inner.ServeHTTP(w, r)
+		return nil, false
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	body := raw
+	if enc := r.Header.Get("Content-Encoding"); enc == "gzip" || enc == "x-gzip" {
+		gz, err := gzip.NewReader(bytes.NewReader(raw))
+		if err == nil {
+			body, err = io.ReadAll(io.LimitReader(gz, 64<<20))
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return nil, false
+		}
+	}
+	lines := pktLines(body)
+	if !lines["command=fetch"] {
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		inner.ServeHTTP(w, r)
+		return nil, false
+	}
+	return lines, true
+}
+
+// startPack answers the fetch whose pkt-lines are lines up to its pack
+// (acknowledgments when the client sent what it has, then the packfile
+// section), and returns the writer of the pack's bytes.
+func startPack(w http.ResponseWriter, pw *pktWriter, lines map[string]bool) *sideband {
+	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
+	w.Header().Set("Cache-Control", "no-cache")
+	if !lines["done"] {
+		// The client sent what it has: say that the pack follows.
+		pw.line("acknowledgments\n")
+		pw.line("NAK\n")
+		pw.line("ready\n")
+		pw.raw([]byte("0001"))
+	}
+	pw.line("packfile\n")
+	return &sideband{pw: pw}
 }
 
 // pktLines is the set of the data lines of a pkt-line stream, without

@@ -16,8 +16,9 @@ import (
 )
 
 // This file makes hostile upstreams: repositories larger than a limit,
-// with more refs than a limit or with ref names no file system stores, and
-// a server that sends slowly and counts what it sent.
+// with more refs than a limit or with ref names no file system stores, a
+// server that sends slowly and counts what it sent, and one whose packs
+// leave out an object.
 
 // AddBlob commits a file of size random (incompressible) bytes on top of
 // branch in name's bare repository, and returns the new commit.
@@ -167,4 +168,69 @@ func (w *slowWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Omitting serves the same repositories as u, but answers every fetch with
+// a pack of what the client asked for less one object (Omit), made by git
+// from the repository: a source whose packs leave out what its refs need.
+type Omitting struct {
+	URL   string
+	Omit  string
+	dir   string
+	inner http.Handler
+	srv   *http.Server
+	sent  atomic.Int64
+}
+
+// StartOmitting serves u's repositories on another port of 127.0.0.1,
+// leaving omit out of every pack.
+func (u *Upstreams) StartOmitting(omit string) (*Omitting, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	o := &Omitting{URL: "http://" + ln.Addr().String(), Omit: omit, dir: u.Dir, inner: u.srv.Handler}
+	o.srv = &http.Server{Handler: o}
+	go func() { _ = o.srv.Serve(ln) }()
+	return o, nil
+}
+
+// RepoURL is the clone URL of name on the omitting server.
+func (o *Omitting) RepoURL(name string) string { return o.URL + "/" + name + ".git" }
+
+// Close stops the server.
+func (o *Omitting) Close() { _ = o.srv.Close() }
+
+func (o *Omitting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lines, ok := readFetch(w, r, o.inner)
+	if !ok {
+		return
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")
+	repo := filepath.Join(o.dir, filepath.FromSlash(filepath.Clean("/"+name))+".git")
+	revs := []string{"--git-dir=" + repo, "rev-list", "--objects"}
+	for l := range lines {
+		if oid, ok := strings.CutPrefix(l, "want "); ok {
+			revs = append(revs, oid)
+		}
+	}
+	listed, err := Output("", revs...)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var keep strings.Builder
+	for _, l := range strings.Split(listed, "\n") {
+		if oid, _, _ := strings.Cut(l, " "); oid != "" && oid != o.Omit {
+			keep.WriteString(oid + "\n")
+		}
+	}
+	pack, err := outputIn(repo, keep.String(), "pack-objects", "--stdout", "-q")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	pw := &pktWriter{w: w, sent: &o.sent}
+	_, _ = startPack(w, pw, lines).Write([]byte(pack))
+	pw.raw([]byte("0000"))
 }

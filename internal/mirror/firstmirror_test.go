@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,47 @@ func TestAFirstMirrorHasItsBitmapAndCommitGraphAtOnce(t *testing.T) {
 	}
 	if err := gittest.Git("", "--git-dir="+dir, "commit-graph", "verify"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A first mirror checks what a plain clone checks: an upstream whose pack
+// leaves out an object its refs need is refused and no mirror is put in
+// place, whether the object is one that another object in the pack names
+// (index-pack --strict finds it missing) or a branch's tip that nothing
+// else names (only the fetch's connectivity check, which the refs written
+// before it cut short, finds that).
+func TestAFirstMirrorRefusesAPackThatLeavesOutAnObject(t *testing.T) {
+	up, st := setup(t)
+	if err := up.Create("a", []string{"main", "dev"}, []string{"v1"}); err != nil {
+		t.Fatal(err)
+	}
+	tip, err := up.Commit("a", "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := gittest.Output("", "--git-dir="+filepath.Join(up.Dir, "a.git"), "rev-parse", "refs/heads/main:file.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ what, omit string }{
+		{"a blob that main's tree names", strings.TrimSpace(blob)},
+		{"the tip of dev, named by no other object", tip},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			srv, err := up.StartOmitting(tc.omit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			url := srv.RepoURL("a")
+			key := keyOf(t, url)
+			_, err = st.Sync(context.Background(), key, url)
+			if err == nil || !strings.Contains(err.Error(), tc.omit) {
+				t.Fatalf("a first mirror of a pack without %s (%s): err = %v; want it refused for that object", tc.what, tc.omit, err)
+			}
+			if st.Has(key) {
+				t.Fatalf("a mirror is in place after a pack without %s", tc.what)
+			}
+		})
 	}
 }

@@ -22,11 +22,11 @@ import (
 // it runs meanwhile, and the verifier never sees a pack whose index is not
 // yet written), does:
 //
-//   - incremental: `git pack-refs --all`, `git repack --geometric=2 -d
-//     --write-midx --write-bitmap-index` (the small packs and the loose
-//     objects rolled into one, the large packs left alone, a multi-pack
-//     index with a bitmap over the result) and `git commit-graph write
-//     --reachable --split`;
+//   - incremental: `git pack-refs --all`, `git commit-graph write
+//     --reachable --split` and `git repack --geometric=2 -d --write-midx
+//     --write-bitmap-index` (the small packs and the loose objects rolled
+//     into one, the large packs left alone, a multi-pack index with a
+//     bitmap over the result);
 //   - full, on a mirror's first run and, for a mirror written to since,
 //     once the full interval has passed: `git repack -a -d -b --write-midx`
 //     (one pack of what the refs reach, a multi-pack index over it with a
@@ -340,6 +340,12 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 		// Written anew: the old graph may name commits just pruned.
 		return true, writeCommitGraph(ctx, s.git, dir, true)
 	}
+	// The commit graph first: it does not depend on the packs, and the
+	// bitmap's walk reads commits from it instead of inflating each (on a
+	// fresh clone of etcd, 0.8-0.9 s for the bitmap against 1.0-1.1 s).
+	if err := writeCommitGraph(ctx, s.git, dir, false); err != nil {
+		return false, err
+	}
 	// --geometric=2: packs are merged until each is at least twice the
 	// size of all smaller ones together, so a run rewrites the small packs
 	// and loose objects, not the large pack of the clone. Objects nothing
@@ -351,7 +357,7 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 	if err := run("repack", flags...); err != nil {
 		return false, fmt.Errorf("repack: %w", err)
 	}
-	return false, writeCommitGraph(ctx, s.git, dir, false)
+	return false, nil
 }
 
 // memberRepackFlags are the flags of a repack of a pool's member (pool.go),
