@@ -217,6 +217,18 @@ func (f *fleet) networkBytes(dir string) int64 {
 	return dirBytes(filepath.Join(dir, "repos", host, "net")) + dirBytes(filepath.Join(dir, "pools"))
 }
 
+// wholeCopies names the forks whose mirror on the node whose data
+// directory is dir holds more than limit bytes of objects of its own.
+func (f *fleet) wholeCopies(dir string, limit int64) []string {
+	var out []string
+	for i := range netForks {
+		if n := dirBytes(filepath.Join(dir, "repos", filepath.FromSlash(f.keyOf(netForkName(i)))+".git", "objects")); n > limit {
+			out = append(out, fmt.Sprintf("%s (%d bytes)", netForkName(i), n))
+		}
+	}
+	return out
+}
+
 // Twenty forks of one repository of some MB, as one fork network on a
 // fleet of real processes: some declared in the catalog (network: forks),
 // some found by their shared root. Checked from outside: one owner; every
@@ -316,8 +328,8 @@ func TestNetworkOfTwentyForksIsStoredOnceAndServedWhole(t *testing.T) {
 		return func() error {
 			for _, n := range nodes {
 				if got := f.networkBytes(f.dataDirs[n]); float64(got) > 1.5*float64(ideal) {
-					return fmt.Errorf("%s: the network takes %d bytes, %.2f× one mirror plus the forks' own objects (%d); 20 mirrors would be %d",
-						n, got, float64(got)/float64(ideal), ideal, 20*mirrorBytes+allOwn)
+					return fmt.Errorf("%s: the network takes %d bytes, %.2f× one mirror plus the forks' own objects (%d); 20 mirrors would be %d; members holding more than half a mirror: %v",
+						n, got, float64(got)/float64(ideal), ideal, 20*mirrorBytes+allOwn, f.wholeCopies(f.dataDirs[n], mirrorBytes/2))
 				}
 			}
 			return nil
