@@ -27,8 +27,8 @@ const (
 	netForks      = 20
 	netSolos      = 12
 	netLoadFactor = "3"
-	netName    = "forks"
-	netOwnSize = 32 << 10 // each fork's own file: incompressible random bytes
+	netName       = "forks"
+	netOwnSize    = 32 << 10 // each fork's own file: incompressible random bytes
 )
 
 func netForkName(i int) string { return fmt.Sprintf("net/fork-%02d", i) }
