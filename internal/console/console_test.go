@@ -606,4 +606,9 @@ func TestEveryPageShowsABannerWhileTheCatalogCannotBeRead(t *testing.T) {
 			t.Errorf("GET %s: the banner shows the error's text:\n%s", path, body)
 		}
 	}
+	// The public status page of a repository is for a project's visitors:
+	// the operator's catalog is none of their business.
+	if _, body := get(t, c, "/-/status/github.com/a/b"); strings.Contains(body, `id="catalog-error"`) || !strings.Contains(body, "github.com/a/b") {
+		t.Errorf("the public status page shows the catalog's banner, or not the repository:\n%s", body)
+	}
 }

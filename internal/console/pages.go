@@ -67,7 +67,12 @@ type view struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var buf bytes.Buffer
 	nav, _, _ := strings.Cut(name, "/")
-	v := view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data, Banner: c.banner(r.Context())}
+	v := view{Title: title, Nav: nav, Now: c.clk.Now(), Data: data}
+	if name != "status" {
+		// The public status page is for a project's visitors, not the
+		// operator: it says nothing of the catalog.
+		v.Banner = c.banner(r.Context())
+	}
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		c.log.Error("console: render", "page", name, "path", r.URL.Path, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)

@@ -87,6 +87,28 @@ func (c *Coordinator) applyNetworks(changes []network.Change) {
 	}
 }
 
+// resplit tells the owners (and targets) of the members of every network
+// whose number of parts changed their new pool (an Assign carries it: the
+// node moves the member from its old pool to the new one at its next
+// check), and the full nodes their new number of parts. A member whose
+// owner changed too is told by its move's Assign. Caller holds c.mu.
+func (c *Coordinator) resplit() {
+	for _, name := range c.engine.Resplit() {
+		for _, k := range c.nets.Members(name) {
+			if !c.engine.Has(k) {
+				continue
+			}
+			owner, target := c.owner(k)
+			for _, id := range []uint32{owner, target} {
+				if s := c.sessions[id]; s != nil && id != 0 {
+					s.queueAssign(k, false) // carries the new pool
+				}
+			}
+			c.broadcastState(k)
+		}
+	}
+}
+
 // declaredNetworks lists every key's declared network, from the catalog
 // and the API's overlay. Caller holds c.mu (or is restoring).
 func (c *Coordinator) declaredNetworks() map[string]string {

@@ -172,3 +172,98 @@ func networkSent(s *session, key string) *fleetv1.RepoState {
 	}
 	return nil
 }
+
+// When a network grows past a part and is split, every member's pool
+// changes (NAME to NAME#P) while many keep their owner: those owners are
+// sent an Assign with the new pool (a move's Assign carries it for the
+// others), and the full nodes the new number of parts.
+func TestASplitNetworksMembersThatKeepTheirOwnerAreSentTheirNewPool(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	full := mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull, Name: "full"})
+	var parts []*fleetv1.RegisterResponse
+	for i := range 3 {
+		parts = append(parts, mustRegister(t, c, &fleetv1.RegisterRequest{JoinToken: testJoin, Name: fmt.Sprintf("p%d", i), Capacity: 1}))
+	}
+	add := func(key string, attrs map[string]string) {
+		t.Helper()
+		if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://" + key, Attrs: attrs}); err != nil {
+			t.Fatalf("add %s: %v", key, err)
+		}
+	}
+	linux := map[string]string{catalog.AttrNetwork: "linux"}
+	var members []string
+	for i := range 60 {
+		add(fmt.Sprintf("example.org/more/m%d", i), nil)
+	}
+	for i := range 8 {
+		members = append(members, fmt.Sprintf("example.org/linux/tree%02d", i))
+		add(members[i], linux)
+	}
+	c.mu.Lock()
+	fs := connect(c, full)
+	sessions := map[uint32]*session{}
+	for _, p := range parts {
+		sessions[p.GetNodeId()] = connect(c, p)
+	}
+	c.placing = true
+	c.setMembers()
+	c.decide()
+	for range 10 { // every assign confirmed
+		for id, s := range sessions {
+			for k := range reposSent(s) {
+				c.result(id, &fleetv1.CheckResult{Key: k, Ok: true, Cloned: true})
+			}
+		}
+	}
+	owner, _ := c.owner(members[0])
+	for _, k := range members {
+		if o, tgt := c.owner(k); o != owner || tgt != 0 {
+			t.Fatalf("%s: owner %d target %d, want the whole network on %d", k, o, tgt, owner)
+		}
+		if _, pool, n := c.engine.Network(k); pool != "linux" || n != 1 {
+			t.Fatalf("%s: pool %q in %d parts, want linux whole", k, pool, n)
+		}
+	}
+	fs.next() // the full node's states so far
+	c.mu.Unlock()
+
+	// The network grows past a part (half of a node's bound of about 33).
+	for i := 8; i < 40; i++ {
+		members = append(members, fmt.Sprintf("example.org/linux/tree%02d", i))
+		add(members[i], linux)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decide()
+	sent := map[uint32]map[string]*fleetv1.Repo{}
+	for id, s := range sessions {
+		sent[id] = reposSent(s)
+	}
+	states := map[string]*fleetv1.RepoState{}
+	for _, m := range fs.next() {
+		for _, r := range m.GetRepoStates().GetRepos() {
+			states[r.GetKey()] = r
+		}
+	}
+	kept := 0
+	for _, k := range members[:8] {
+		_, pool, n := c.engine.Network(k)
+		if n < 2 || !strings.HasPrefix(pool, "linux#") {
+			t.Fatalf("%s: pool %q in %d parts, want a part of a split linux", k, pool, n)
+		}
+		if st := states[k]; st.GetNetwork() != "linux" || st.GetNetworkParts() != uint32(n) {
+			t.Errorf("the full node is told %s is in %q in %d parts, want linux in %d", k, st.GetNetwork(), st.GetNetworkParts(), n)
+		}
+		o, tgt := c.owner(k)
+		if o != owner || tgt != 0 {
+			continue // moves: its new owner's Assign carries the pool
+		}
+		kept++
+		if r := sent[owner][k]; r.GetNetwork() != pool {
+			t.Errorf("%s kept its owner %d, which was sent %v, want an Assign with its new pool %q", k, owner, r, pool)
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no member kept its owner through the split: the test shows nothing")
+	}
+}

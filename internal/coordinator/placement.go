@@ -50,6 +50,7 @@ func (c *Coordinator) decide() {
 			}
 		}
 	}
+	c.resplit()
 }
 
 // seedBase is the public URL of a connected full node other than the

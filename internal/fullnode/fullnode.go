@@ -523,14 +523,6 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if err != nil {
 		return err
 	}
-	if nw := st.GetNetwork(); nw != "" || f.mirror.Network(key) != "" {
-		// Into its network's pool (made standalone when it left one): what
-		// the pull brought is shared, so the network's other members never
-		// pull it again.
-		if err := f.mirror.Share(ctx, key, nw); err != nil {
-			f.log.Warn("could not share a pulled mirror's objects with its network's pool", "key", key, "network", nw, "err", err)
-		}
-	}
 	f.served(key, res)
 	digest := res.After.Digest()
 	f.n.SetDigest(key, digest)

@@ -13,7 +13,8 @@ import (
 )
 
 // pullVerified pulls key from its owner through url, applying only what the
-// upstream confirms (mirror.PullVerified). When the owner served refs that
+// upstream confirms (mirror.PullVerifiedIn, in the repository's network's
+// object pool). When the owner served refs that
 // the upstream does not show, the pull is refused: it is discarded, the
 // repository is fetched from the upstream itself, and each tip the upstream
 // never had (it is still not in the mirror afterwards) is counted against
@@ -36,7 +37,9 @@ func (f *Node) pullVerified(ctx context.Context, key string, st *fleetv1.RepoSta
 		seen = upstreamSeen{refs: refs, at: at, ok: err == nil}
 		return refs, err
 	}
-	res, err := f.mirror.PullVerified(ctx, key, src, whole)
+	// Into its network's pool: only what this member alone has crosses
+	// the owner's tunnel, and the pool takes what was verified.
+	res, err := f.mirror.PullVerifiedIn(ctx, key, st.GetNetwork(), src, whole)
 	if errors.Is(err, mirror.ErrPullTooLarge) {
 		res, err = f.pullTooLarge(ctx, key, st, owner, err) // overlimit.go
 		return res, upstreamSeen{}, nil, err

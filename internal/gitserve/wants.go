@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -27,8 +30,10 @@ const maxWants = 50000
 // on disk (looked at once per state), needs no process, and a set of wants
 // that the refs were found to reach is not looked at again. What depends
 // on more than the refs is checked anew each time: a tip advertised a
-// moment ago (recent), a tree or a blob (only checked to exist, and a
-// prune drops them under the same refs). Identical checks in flight are
+// moment ago (recent), a tree or a blob of a standalone mirror (only
+// checked to exist, and a prune drops them under the same refs). A pool
+// member's trees and blobs are checked against its refs (objectsReached):
+// their answer is kept as its commits' is. Identical checks in flight are
 // made once.
 func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, wants []string, v2 bool) error {
 	if len(wants) == 0 {
@@ -165,18 +170,34 @@ func objectTypes(ctx context.Context, git *gitcmd.Runner, dir string, oids []str
 // checkWants refuses a request for objects that the served refs do not
 // reach. protocol v2's upload-pack serves any object it has, so a commit
 // that the upstream force-pushed away (a leaked secret, say) could
-// otherwise be fetched by its id until it is dropped from disk.
+// otherwise be fetched by its id until it is dropped from disk. (v0's
+// stateless upload-pack checks wanted commits itself, but lets any tree
+// or blob through: its rev-list walks commits only.)
 //
 // Commits and tags must be reachable from a ref (a ref's tip is, at no
 // cost), or be a tip that the repository advertised a moment ago (recent,
-// when not nil: see recentTips); trees and blobs, which a partial clone
-// asks for by id and whose ids only a reachable commit gives away, are
-// only checked to exist. refsOnly says that the answer depends on the refs
-// alone: every want is a commit or a tag that they reach.
+// when not nil: see recentTips). Trees and blobs, which a partial clone
+// asks for by id, are only checked to exist in a standalone mirror, where
+// only a reachable commit gives their ids away. A pool member borrows
+// every object of its network, another fork's too, so there they and
+// tags must be reached by its own refs (objectsReached). refsOnly says
+// that the answer depends on the refs alone: every want is an object that
+// they were found to reach.
 func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string, recent func(oid string) bool) (refsOnly bool, err error) {
 	var commits bytes.Buffer
+	var objects []string // of a pool member: checked by an object walk
 	refsOnly = true
 	missingOID := ""
+	member := -1 // whether dir borrows from a pool, looked at once it matters
+	borrows := func() bool {
+		if member < 0 {
+			member = 0
+			if _, err := os.Stat(filepath.Join(dir, "objects", "info", "alternates")); err == nil {
+				member = 1
+			}
+		}
+		return member == 1
+	}
 	err = objectTypes(ctx, git, dir, wants, func(oid, typ string) {
 		switch typ {
 		case "commit", "tag":
@@ -184,9 +205,19 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 				refsOnly = false
 				return // on disk, and advertised within the grace
 			}
+			if typ == "tag" && borrows() {
+				// A tag of another member may peel to a commit that
+				// this one's refs reach: the tag itself must be.
+				objects = append(objects, oid)
+				return
+			}
 			commits.WriteString(oid + "\n")
 		case "tree", "blob":
-			refsOnly = false
+			if borrows() {
+				objects = append(objects, oid)
+			} else {
+				refsOnly = false
+			}
 		default: // "missing"
 			if missingOID == "" {
 				missingOID = oid
@@ -198,6 +229,11 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 	}
 	if missingOID != "" {
 		return false, missing(ctx, git, dir, missingOID)
+	}
+	if len(objects) > 0 {
+		if err := objectsReached(ctx, git, dir, objects); err != nil {
+			return false, err
+		}
 	}
 	if commits.Len() == 0 {
 		return refsOnly, nil
@@ -233,4 +269,111 @@ func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
 			Stderr: fmt.Sprintf("%s points at %s, which the repository cannot read: the mirror is damaged", ref, oid)}
 	}
 	return refused("not our ref %s", truncate(oid))
+}
+
+// objectsReached refuses the wanted objects (trees, blobs, tags) of a pool
+// member that its served refs do not reach, exactly: the pool holds every
+// member's objects, and a client that knows the id of another fork's file
+// must not fetch it through this one.
+//
+// A first rev-list asks for the wanted objects that the refs do not reach
+// (the wants, --not the refs). With a bitmap that covers the refs (the
+// pool's, which a member reads) that answer is exact and quick, and the
+// common case ends there. Without one, rev-list's walk marks only part of
+// what the refs reach (the trees of the commits at its boundary), so what
+// it lists may still be reachable: those wants are looked for in a listing
+// of every object the refs reach (with the bitmap where git can use it),
+// read until each was seen, and refused if it ends first.
+func objectsReached(ctx context.Context, git *gitcmd.Runner, dir string, oids []string) error {
+	wanted := make(map[string]bool, len(oids))
+	for _, oid := range oids {
+		wanted[oid] = true
+	}
+	// Nothing that the first rev-list leaves out needs another look: it
+	// lists every want that it did not mark reached.
+	unmarked := map[string]bool{}
+	err := listObjects(ctx, git, gitcmd.Cmd{GitDir: dir, Name: "rev-list",
+		Flags: []string{"--objects", "--use-bitmap-index", "--not", "--exclude=" + hiddenRefs + "*", "--all", "--not", "--stdin"},
+		Stdin: strings.NewReader(strings.Join(oids, "\n") + "\n")}, func(oid string) bool {
+		if wanted[oid] {
+			unmarked[oid] = true
+		}
+		return len(unmarked) == len(wanted)
+	})
+	if err != nil {
+		return fmt.Errorf("checking that the wanted objects are served: %w", err)
+	}
+	if len(unmarked) == 0 {
+		return nil
+	}
+	err = listObjects(ctx, git, gitcmd.Cmd{GitDir: dir, Name: "rev-list",
+		Flags: []string{"--objects", "--use-bitmap-index", "--exclude=" + hiddenRefs + "*", "--all"}}, func(oid string) bool {
+		delete(unmarked, oid)
+		return len(unmarked) == 0
+	})
+	if err != nil {
+		return fmt.Errorf("listing what the served refs reach: %w", err)
+	}
+	for _, oid := range oids { // the first in the request's order
+		if unmarked[oid] {
+			return refused("not our ref %s: only what the served refs reach is served", truncate(oid))
+		}
+	}
+	return nil
+}
+
+// listObjects runs a rev-list --objects and hands each listed object id to
+// each, until each says that it needs no more: the listing is then cut
+// short.
+func listObjects(ctx context.Context, git *gitcmd.Runner, c gitcmd.Cmd, each func(oid string) (enough bool)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lw := &lineWriter{each: func(line []byte) bool {
+		oid, _, _ := bytes.Cut(line, []byte(" "))
+		return each(string(oid))
+	}, stop: cancel}
+	c.Stdout = lw
+	err := git.Run(ctx, c)
+	if lw.stopped {
+		return nil
+	}
+	return err
+}
+
+// lineWriter hands each whole line written to it to each, until each says
+// stop: it then calls stop (which ends the process that writes) and fails
+// the writes.
+type lineWriter struct {
+	each    func(line []byte) (stop bool)
+	stop    func()
+	stopped bool
+	part    []byte // a line not yet ended
+}
+
+var errEnough = errors.New("the listing was read far enough")
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	if l.stopped {
+		return 0, errEnough
+	}
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.part = append(l.part, p...)
+			break
+		}
+		line := p[:i]
+		if len(l.part) > 0 {
+			line = append(l.part, line...)
+			l.part = l.part[:0]
+		}
+		p = p[i+1:]
+		if l.each(line) {
+			l.stopped = true
+			l.stop()
+			return n, errEnough
+		}
+	}
+	return n, nil
 }

@@ -525,28 +525,3 @@ func (s *Store) Suspects() []string {
 	slices.Sort(keys)
 	return keys
 }
-
-// Share puts key's mirror in network's pool ("" : out of any) and shares
-// what it holds that the pool lacks: JoinNetwork for a mirror not yet a
-// member of network, otherwise its refs fetched into the pool and what the
-// pool holds dropped from it (after a pull that did not go through SyncIn).
-func (s *Store) Share(ctx context.Context, key, network string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
-	if s.Network(key) != network {
-		return s.JoinNetwork(ctx, key, network)
-	}
-	if network == "" {
-		return nil
-	}
-	defer s.Lock(key)()
-	dir := s.Path(key)
-	if ok, err := s.data.exists(key, dir); err != nil || !ok {
-		return err
-	}
-	if err := s.share(ctx, key, dir, network); err != nil {
-		return fmt.Errorf("mirror %s: share with network %q: %w", key, network, err)
-	}
-	return nil
-}

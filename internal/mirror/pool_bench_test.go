@@ -24,7 +24,7 @@ import (
 
 // countingProxy forwards to target and counts the bytes of its answers:
 // what the mirrors downloaded from their upstreams.
-func countingProxy(b *testing.B, target string) (*httptest.Server, *atomic.Int64) {
+func countingProxy(b testing.TB, target string) (*httptest.Server, *atomic.Int64) {
 	u, err := url.Parse(target)
 	if err != nil {
 		b.Fatal(err)
@@ -52,7 +52,7 @@ func (c countingBody) Read(p []byte) (int, error) {
 
 // ownCommit adds to the fork at bare a commit on main with a 32 KiB file
 // of random bytes (incompressible: its own objects' size is known).
-func ownCommit(b *testing.B, bare string, i int) {
+func ownCommit(b testing.TB, bare string, i int) {
 	body := make([]byte, 32<<10)
 	rand.Read(body)
 	var s strings.Builder
@@ -196,4 +196,100 @@ func treeSize(b *testing.B, dir string) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// BenchmarkNetworkPull is a full node that pulls N forks of one repository
+// (synthetic, about 6 MiB packed, as BenchmarkNetwork's, each fork with
+// 32 KiB of its own) from their owner through a proxy that counts the
+// bytes (the owner's tunnel), into one pool, and a node that is then seeded
+// with them from the full node (a move of the whole network). It reports:
+//   - later-pulled/own: the bytes pulled for forks 2..N over their own
+//     objects (a standalone pull of a fork less one of the base; goal about 1);
+//   - pulled/ideal: the bytes pulled for all N over one standalone pull of
+//     the base plus N forks' own (goal <= 1.2);
+//   - later-seeded/own, seeded/ideal: the same for the seeds.
+func BenchmarkNetworkPull(b *testing.B) {
+	for _, n := range []int{20} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				benchNetworkPull(b, n)
+			}
+		})
+	}
+}
+
+func benchNetworkPull(b *testing.B, n int) {
+	up, err := gittest.Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer up.Close()
+	synthRepo(b, up, "base", 600, 3000, 40)
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "base.git"), "repack", "-adq"); err != nil {
+		b.Fatal(err)
+	}
+	var forks []string
+	for i := range n {
+		name := fmt.Sprintf("fork%03d", i)
+		bare := filepath.Join(up.Dir, name+".git")
+		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", filepath.Join(up.Dir, "base.git"), bare); err != nil {
+			b.Fatal(err)
+		}
+		ownCommit(b, bare, i)
+		forks = append(forks, name)
+	}
+	owner, pulled := countingProxy(b, up.URL)
+	defer owner.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() *mirror.Store {
+		st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		return st
+	}
+	ctx := context.Background()
+	pull := func(st *mirror.Store, name, network string) int64 {
+		pulled.Store(0)
+		src := mirror.Source{URL: owner.URL + "/" + name + ".git"}
+		if _, err := st.PullVerifiedIn(ctx, keyOf(b, up.RepoURL(name)), network, src, upstreamOf(up, name)); err != nil {
+			b.Fatal(err)
+		}
+		return pulled.Load()
+	}
+	ref := open()
+	base := pull(ref, "base", "")
+	own := max(pull(ref, forks[0], "")-base, 1)
+
+	full := open()
+	var first, later int64
+	for i, f := range forks {
+		if i == 0 {
+			first = pull(full, f, "base")
+		} else {
+			later += pull(full, f, "base")
+		}
+	}
+	b.ReportMetric(float64(later)/float64(int64(n-1)*own), "later-pulled/own")
+	b.ReportMetric(float64(first+later)/float64(base+int64(n)*own), "pulled/ideal")
+	b.ReportMetric(float64(first+later)/float64(1<<20), "pulled-MiB")
+
+	seedBase, sent := fullNodeServer(b, full)
+	moved := open()
+	first, later = 0, 0
+	for i, f := range forks {
+		key := keyOf(b, up.RepoURL(f))
+		sent.Store(0)
+		if _, err := moved.SyncIn(ctx, key, seedBase+"/"+key+".git", "base"); err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			first = sent.Load()
+		} else {
+			later += sent.Load()
+		}
+	}
+	b.ReportMetric(float64(later)/float64(int64(n-1)*own), "later-seeded/own")
+	b.ReportMetric(float64(first+later)/float64(base+int64(n)*own), "seeded/ideal")
 }

@@ -46,8 +46,26 @@ const emptyPullSource = "verified pull"
 // serves more is stopped while its pack streams in, and the error wraps
 // ErrPullTooLarge.
 func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstream UpstreamRefs) (Result, error) {
+	return s.PullVerifiedIn(ctx, key, "", src, upstream)
+}
+
+// PullVerifiedIn is PullVerified for a member of network's object pool
+// ("": a standalone mirror; see pool.go), as SyncIn is Sync: a mirror of
+// another network (or none) changes pools first (JoinNetwork), and the
+// quarantine borrows the pool's objects, so that the source is sent only
+// what the member alone has (the pool's tips are haves in the
+// negotiation). A first pull's quarantine borrows the pool directly; a
+// later one borrows the member, which borrows the pool. Nothing the pull
+// brought enters the pool before it is verified and applied: it is then
+// shared with the pool at once, so the next member to be pulled has it.
+func (s *Store) PullVerifiedIn(ctx context.Context, key, network string, src Source, upstream UpstreamRefs) (Result, error) {
 	if err := repokey.Check(key); err != nil {
 		return Result{}, err
+	}
+	if s.Has(key) && s.Network(key) != network {
+		if err := s.JoinNetwork(ctx, key, network); err != nil {
+			return Result{}, err
+		}
 	}
 	unlock := s.Lock(key)
 	defer unlock()
@@ -65,7 +83,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 		}
 	}
 	res := Result{Before: before, After: before}
-	q, err := s.quarantine(ctx, key, dir, first)
+	q, err := s.quarantine(ctx, key, dir, first, network)
 	if err != nil {
 		return res, err
 	}
@@ -115,6 +133,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 			return res, fmt.Errorf("mirror %s: move first pull into place: %w", key, err)
 		}
 		res.Cloned = true
+		s.sharePulled(ctx, key, dir, network)
 	} else {
 		if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
@@ -126,6 +145,9 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
 		}
 		res.Dropped = s.markIfDropped(ctx, key, dir, before, next, ahead)
+		if res.Changed {
+			s.sharePulled(ctx, key, dir, network)
+		}
 		if up.Head != "" && up.Head != before.Head {
 			if err := s.setHead(ctx, dir, up.Head); err != nil {
 				return res, err
@@ -155,9 +177,25 @@ func applied(before gitcmd.Refs, cs []RefChange, head string) gitcmd.Refs {
 	return after
 }
 
+// sharePulled shares what a verified pull applied to the member at dir
+// with network's pool ("": none). The mirror is whole without it (its
+// objects are its own or the pool's): a failure leaves the pool to catch
+// up at the next change. The caller holds the member's lock.
+func (s *Store) sharePulled(ctx context.Context, key, dir, network string) {
+	if network == "" {
+		return
+	}
+	if err := s.share(ctx, key, dir, network); err != nil {
+		s.log.Warn("could not add a pulled member's new objects to its pool; the next change will", "key", key, "network", network, "err", err)
+	}
+}
+
 // quarantine creates an empty bare repository in tmp; unless first, its
-// objects/info/alternates points at the mirror's objects.
-func (s *Store) quarantine(ctx context.Context, key, dir string, first bool) (string, error) {
+// objects/info/alternates points at the mirror's objects (and through
+// them at its pool's, for a member). A first pull of a member of network
+// points at the pool (made if needed) and is marked as the member, so
+// that it is one once it is moved into place.
+func (s *Store) quarantine(ctx context.Context, key, dir string, first bool, network string) (string, error) {
 	q, err := os.MkdirTemp(s.tmp, "quarantine-")
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", key, err)
@@ -165,6 +203,21 @@ func (s *Store) quarantine(ctx context.Context, key, dir string, first bool) (st
 	if err := s.git.Run(ctx, gitcmd.Cmd{Name: "init", Flags: []string{"--bare", "--quiet", "--template="}, Args: []string{q}}); err != nil {
 		os.RemoveAll(q)
 		return "", err
+	}
+	if first && network != "" {
+		unlockPool := s.Lock(poolLockKey(network))
+		pool, err := s.ensurePool(ctx, network)
+		unlockPool()
+		if err == nil {
+			err = s.link(q, pool)
+		}
+		if err == nil {
+			err = s.data.WriteFile(filepath.Join(q, networkFile), []byte(network+"\n"))
+		}
+		if err != nil {
+			os.RemoveAll(q)
+			return "", fmt.Errorf("mirror %s: quarantine in network %q: %w", key, network, err)
+		}
 	}
 	if !first {
 		objects, err := filepath.Abs(filepath.Join(dir, "objects"))

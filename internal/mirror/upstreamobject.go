@@ -27,7 +27,7 @@ func (s *Store) UpstreamHas(ctx context.Context, key, url, oid string) (bool, er
 	}
 	unlock := s.Lock(key)
 	defer unlock()
-	q, err := s.quarantine(ctx, key, s.Path(key), !s.Has(key))
+	q, err := s.quarantine(ctx, key, s.Path(key), !s.Has(key), "")
 	if err != nil {
 		return false, err
 	}

@@ -99,6 +99,15 @@ func (e *Engine) Network(key string) (name, pool string, parts int) {
 	return name, e.unit(i), e.nets[name].parts
 }
 
+// Resplit returns, and forgets, the networks whose number of parts
+// changed since the last call, sorted: each member's pool (Network) may
+// have changed while its owner stayed, so its owner must be told.
+func (e *Engine) Resplit() []string {
+	names := slices.Sorted(maps.Keys(e.resplits))
+	e.resplits = nil
+	return names
+}
+
 // joinNet counts key i in its network, if it has one.
 func (e *Engine) joinNet(i int32) {
 	name, ok := e.netOf[e.keys[i].key]
@@ -202,8 +211,15 @@ func (e *Engine) partsStable() bool {
 
 // placeUnits is placeAll with networks: every network part is one unit.
 func (e *Engine) placeUnits() {
-	for _, ns := range e.nets {
-		ns.parts = partsFor(ns.size, e.netLimit)
+	for name, ns := range e.nets {
+		parts := partsFor(ns.size, e.netLimit)
+		if parts != ns.parts {
+			if e.resplits == nil {
+				e.resplits = map[string]bool{}
+			}
+			e.resplits[name] = true
+		}
+		ns.parts = parts
 	}
 	units := make([]ring.Unit, 0, len(e.keys))
 	unitOf := make([]int32, len(e.keys))

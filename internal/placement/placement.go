@@ -229,13 +229,15 @@ type Engine struct {
 
 	// Fork networks (network.go): the network of each key given
 	// (SetNetworks), the networks of the key set, how many networks have
-	// each size, the part limit they were placed with, and whether a
-	// network's size changed its number of parts since.
+	// each size, the part limit they were placed with, whether a
+	// network's size changed its number of parts since, and the networks
+	// whose number of parts changed since the last Resplit.
 	netOf    map[string]string
 	nets     map[string]*netState
 	sizes    map[int]int
 	netLimit int
 	resplit  bool
+	resplits map[string]bool
 }
 
 // nodeState is what the engine tracks of a node.
