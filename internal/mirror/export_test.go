@@ -1,5 +1,17 @@
 package mirror
 
+import "context"
+
 // Probe looks at the mirror in dir, for tests that hold copies of mirrors
 // outside a store's keys.
 var Probe = probe
+
+// SetHookPlaced makes s call f when a clone has been moved into place,
+// before it is shared with its pool.
+func SetHookPlaced(s *Store, f func(key string)) { s.testHookPlaced = f }
+
+// LeaveWithoutDrop is LeaveNetwork without the pool's drop that follows
+// it: the pool still holds what only the member that left reached.
+func LeaveWithoutDrop(s *Store, key string) (string, error) {
+	return s.leave(context.Background(), key)
+}

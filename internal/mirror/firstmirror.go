@@ -101,6 +101,9 @@ func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Ref
 	if network != "" {
 		unlockPool := s.Lock(poolLockKey(network))
 		pool, err = s.ensurePool(ctx, network)
+		if err == nil {
+			err = s.enlist(pool, key) // before the fetch: see enlist
+		}
 		unlockPool()
 		if err != nil {
 			return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
@@ -149,6 +152,9 @@ func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Ref
 	}
 	if err := s.data.Rename(tmp, dst); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
+	}
+	if s.testHookPlaced != nil {
+		s.testHookPlaced(key)
 	}
 	if pool != "" {
 		// The clone is whole without this (its objects are its own or the

@@ -73,6 +73,10 @@ type Store struct {
 
 	suspects map[string]bool // members of a pool made anew (pool.go)
 
+	// testHookPlaced, when set (by tests only), runs when a clone has been
+	// moved into place, before it is shared with its pool.
+	testHookPlaced func(key string)
+
 	clean     bool     // opened after a clean stop (cleanstop.go)
 	unchecked []string // written shortly before an unclean stop, found by Scan
 }

@@ -178,7 +178,16 @@ func (s *Store) absorb(ctx context.Context, pool, key, dir string) error {
 	if err := s.git.Local().Run(ctx, c); err != nil {
 		return fmt.Errorf("pool %s: fetch the refs of %s: %w", filepath.Base(pool), key, err)
 	}
-	return s.data.WriteFile(filepath.Join(pool, membersDir, id), []byte(key+"\n"))
+	return s.enlist(pool, key)
+}
+
+// enlist records key as a member of pool. A clone or a first pull that
+// borrows the pool is enlisted before its fetch, so that a drop (dropPool)
+// waits for its lock and counts its refs: its fetch may have taken as had
+// an object of the pool that no member's refs reached any more, and the
+// drop must not let that object go. The caller holds the pool's lock.
+func (s *Store) enlist(pool, key string) error {
+	return s.data.WriteFile(filepath.Join(pool, membersDir, memberID(key)), []byte(key+"\n"))
 }
 
 // dedup drops from the member at dir the objects its pool holds.
@@ -366,8 +375,8 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 	if _, err := s.data.Stat(filepath.Join(pool, poolDropFile)); err != nil {
 		return nil
 	}
-	members := s.poolMembers(network)
-	for _, m := range members {
+	locked := s.poolMembers(network)
+	for _, m := range locked {
 		defer s.Lock(m)()
 	}
 	defer s.Lock(poolLockKey(network))()
@@ -376,8 +385,30 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 	if _, err := s.data.Stat(filepath.Join(pool, poolDropFile)); err != nil {
 		return nil
 	}
-	members = s.poolMembers(network) // as they are now, under the locks
-	if len(members) == 0 {
+	members := s.poolMembers(network) // as they are now, under the locks
+	for _, m := range members {
+		if !slices.Contains(locked, m) {
+			// Enlisted since: its clone may be under way, and its lock is
+			// not held. The drop waits for the next maintenance run.
+			s.log.Debug("pool drop put off: a member joined meanwhile", "network", network)
+			return nil
+		}
+	}
+	var kept []string
+	for _, m := range members {
+		dir := s.Path(m)
+		if s.networkOf(dir) != network {
+			// Enlisted by a clone or a first pull that failed (its lock
+			// is held here: none is under way), or left without being
+			// forgotten: no member.
+			if err := s.forget(ctx, network, m); err != nil {
+				return err
+			}
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) == 0 {
 		trash := filepath.Join(s.tmp, "rm-"+rand.Text())
 		if err := s.data.Rename(pool, trash); err != nil {
 			return fmt.Errorf("pool %q: remove: %w", network, err)
@@ -385,12 +416,8 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 		s.log.Info("object pool removed: no member left", "network", network)
 		return s.data.RemoveAll(trash)
 	}
-	for _, m := range members {
-		dir := s.Path(m)
-		if s.networkOf(dir) != network {
-			continue
-		}
-		if err := s.absorb(ctx, pool, m, dir); err != nil {
+	for _, m := range kept {
+		if err := s.absorb(ctx, pool, m, s.Path(m)); err != nil {
 			return err
 		}
 	}

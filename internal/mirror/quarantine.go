@@ -207,6 +207,9 @@ func (s *Store) quarantine(ctx context.Context, key, dir string, first bool, net
 	if first && network != "" {
 		unlockPool := s.Lock(poolLockKey(network))
 		pool, err := s.ensurePool(ctx, network)
+		if err == nil {
+			err = s.enlist(pool, key) // before the fetch: see enlist
+		}
 		unlockPool()
 		if err == nil {
 			err = s.link(q, pool)
