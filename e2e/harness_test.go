@@ -218,6 +218,10 @@ type apiRepo struct {
 	Current bool   `json:"current"`
 	Served  bool   `json:"served"`
 	Error   string `json:"last_error"`
+	// Network is the fork network the repository is in ("": standalone);
+	// NetworkParts, above 1, the parts it is split into.
+	Network      string `json:"network"`
+	NetworkParts uint32 `json:"network_parts"`
 }
 
 func apiRepos(base string) (map[string]apiRepo, error) { return apiReposAs(base, "") }

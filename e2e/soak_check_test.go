@@ -424,6 +424,33 @@ func (c *soakChecker) placement() error {
 	return nil
 }
 
+// networksWhole returns how many of the repositories the fleet must serve
+// are in a fork network, and an error naming a network (not split in
+// parts) whose members are owned by two nodes. A member handed back by a
+// full disk is owned apart until it comes back: wait for it as for the
+// load bound.
+func (c *soakChecker) networksWhole() (int, error) {
+	repos, err := apiRepos(c.s.base)
+	if err != nil {
+		return 0, err
+	}
+	want, _ := c.s.desired()
+	owner := map[string]apiRepo{}
+	members := 0
+	for _, i := range want {
+		r := repos[c.s.ups.key(i)]
+		if r.Network == "" || r.NetworkParts > 1 {
+			continue
+		}
+		members++
+		if o, ok := owner[r.Network]; ok && o.Owner != r.Owner {
+			return members, fmt.Errorf("network %s: %s is owned by node %d, %s by node %d", r.Network, o.Key, o.Owner, r.Key, r.Owner)
+		}
+		owner[r.Network] = r
+	}
+	return members, nil
+}
+
 // tmpLeft names what is left in the nodes' temporary directories (clones,
 // quarantines) when nothing is being fetched. The full node's pack cache
 // (tmp/packcache) is a bounded cache of its own, not a leftover.

@@ -269,7 +269,11 @@ func (s *soakFleet) writeCatalog(msg string) error {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(p, []byte("url: "+s.ups.url(i)+"\n"), 0o644); err != nil {
+			entry := "url: " + s.ups.url(i) + "\n"
+			if soakForkDeclared(i) {
+				entry += "network: " + soakNetwork + "\n"
+			}
+			if err := os.WriteFile(p, []byte(entry), 0o644); err != nil {
 				return err
 			}
 			continue

@@ -73,7 +73,7 @@ func TestSoak(t *testing.T) {
 	s := newSoakFleet(t, ups, st)
 	for i := 0; i < nRepos; i++ {
 		s.listed[i] = true
-		s.yamlForm[i] = i%7 == 0
+		s.yamlForm[i] = i%7 == 0 || soakForkDeclared(i)
 	}
 	if err := s.writeCatalog(fmt.Sprintf("%d repositories", nRepos)); err != nil {
 		t.Fatal(err)
@@ -149,6 +149,16 @@ func TestSoak(t *testing.T) {
 	// room again gets its share back by moves, which a loaded machine makes
 	// slowly: the same time as convergence.
 	eventually(t, convergeBound, "each node's load within the coordinator's bound", c.loadBound)
+	var members int
+	eventually(t, convergeBound, "each fork network owned by one node", func() error {
+		var err error
+		members, err = c.networksWhole()
+		return err
+	})
+	t.Logf("soak: %d repositories in fork networks at the end", members)
+	if members == 0 {
+		c.violate("no repository is in a fork network at the end, though %d forks share a root", len(slices.DeleteFunc(seq(0, pool), func(i int) bool { return !soakFork(i) })))
+	}
 	close(stop)
 	loops.Wait()
 	c.sampleAll()

@@ -49,6 +49,18 @@ func (u *soakUpstreams) url(i int) string {
 }
 func (u *soakUpstreams) key(i int) string { return u.host + "/" + soakName(i) }
 
+// soakFork tells whether repository i is one of the forks of the soak's
+// fork network: they share their first commit (one root), and each has a
+// commit of its own on top. The full node's roots make them one network;
+// soakForkDeclared ones declare it in the catalog too (network:
+// soakNetwork).
+func soakFork(i int) bool { return i%20 == 3 }
+
+func soakForkDeclared(i int) bool { return soakFork(i) && i%40 == 3 }
+
+// soakNetwork is the network the declared forks name.
+const soakNetwork = "soaknet"
+
 // createSoakRepo makes a bare repository with a main branch and a v1 tag in
 // one git fast-import.
 func createSoakRepo(root string, i int) (*soakRepo, error) {
@@ -57,8 +69,16 @@ func createSoakRepo(root string, i int) (*soakRepo, error) {
 		return nil, err
 	}
 	content := fmt.Sprintf("soak repository %d\n", i)
+	if soakFork(i) {
+		content = "the soak's fork network\n" // the same first commit in every fork
+	}
 	stream := fmt.Sprintf("blob\nmark :1\ndata %d\n%s\ncommit refs/heads/main\nmark :2\ncommitter soak <soak@gitfleet.invalid> 1700000000 +0000\ndata 5\nstart\nM 100644 :1 README\n\nreset refs/tags/v1\nfrom :2\n\n",
 		len(content), content)
+	if soakFork(i) {
+		own := fmt.Sprintf("fork %d\n", i)
+		stream += fmt.Sprintf("commit refs/heads/main\ncommitter soak <soak@gitfleet.invalid> 1700000001 +0000\ndata 4\nown\nfrom :2\nM 100644 inline OWN\ndata %d\n%s\n",
+			len(own), own)
+	}
 	cmd := exec.Command("git", "--git-dir", r.dir, "fast-import", "--quiet")
 	cmd.Env = gittest.Env()
 	cmd.Stdin = strings.NewReader(stream)

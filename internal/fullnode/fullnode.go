@@ -337,6 +337,15 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 				delete(f.retryAt, key)
 			}
 		}
+		// A network set or changed after the last pull (found from the
+		// roots, or renamed when networks merged) with nothing new to
+		// pull: a pull puts the mirror in its network's pool all the
+		// same (pull shares it), else it stays a whole copy of its own.
+		if had && old.Network() != r.GetNetwork() && r.GetOwner() != 0 && r.GetOwner() != self && r.GetDigest() != "" &&
+			!f.diskWait[key] {
+			f.pending[key] = true
+			delete(f.retryAt, key)
+		}
 	}
 	f.mu.Unlock()
 	if seen != (series.Counts{}) {

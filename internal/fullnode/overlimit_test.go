@@ -63,3 +63,40 @@ func TestAnOversizedPullIsNotRetriedWhateverTheUpstreamAnswered(t *testing.T) {
 		t.Fatal("a failed pull under the limits is not tried again")
 	}
 }
+
+// A network that the coordinator sets on a repository the full node holds
+// already (found from the full node's roots, or renamed when networks
+// merged) is pulled again although the owner's digest did not change: the
+// pull puts the mirror in its network's pool, which it would otherwise not
+// join until the upstream moves.
+func TestANetworkSetOnAPulledRepositoryPullsItIntoThePool(t *testing.T) {
+	f := benchFullNode(t, 0)
+	const key = "example.com/team/fork"
+	pending := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.pending[key]
+	}
+	f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 1}})
+	if !pending() {
+		t.Fatal("a new digest of the owner's is not pulled")
+	}
+	// What a pull of d1 leaves.
+	f.mu.Lock()
+	delete(f.pending, key)
+	f.mu.Unlock()
+	f.n.SetDigest(key, "d1")
+	for _, nw := range []string{"root:0123", "forks"} {
+		f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 1, Network: nw}})
+		if !pending() {
+			t.Fatalf("the network %q set on a pulled repository is not pulled into", nw)
+		}
+		f.mu.Lock()
+		delete(f.pending, key)
+		f.mu.Unlock()
+		f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 2, Network: nw}})
+		if pending() {
+			t.Fatalf("a state of the same network %q and digest pulls again", nw)
+		}
+	}
+}

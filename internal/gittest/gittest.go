@@ -34,6 +34,9 @@ type Upstreams struct {
 	// requests counts every HTTP request by repository name: a ref
 	// advertisement, a ref listing and a fetch are one each.
 	requests map[string]int
+	// sent counts the bytes of the answers by repository name (bodies
+	// only): what clients downloaded from it.
+	sent map[string]int64
 	// names maps the lower-case names of created repositories to their
 	// names: keys are lower case, upstream names need not be.
 	names map[string]string
@@ -48,7 +51,7 @@ func Start(dir string) (*Upstreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, names: map[string]string{}}
+	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, sent: map[string]int64{}, names: map[string]string{}}
 	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
 		// name, whatever its case, as GitHub does.
@@ -80,6 +83,7 @@ func Start(dir string) (*Upstreams, error) {
 				u.listings[name]++
 			}
 			u.mu.Unlock()
+			w = &countingWriter{ResponseWriter: w, u: u, name: name}
 		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/" + host + r.URL.Path
@@ -110,6 +114,32 @@ func (u *Upstreams) Requests(name string) int {
 	defer u.mu.Unlock()
 	return u.requests[name]
 }
+
+// Sent is how many bytes of answers (bodies) the server has sent for name:
+// what its clients downloaded from it.
+func (u *Upstreams) Sent(name string) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sent[name]
+}
+
+// countingWriter counts the body bytes of an answer for one repository.
+type countingWriter struct {
+	http.ResponseWriter
+	u    *Upstreams
+	name string
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.u.mu.Lock()
+	c.u.sent[c.name] += int64(n)
+	c.u.mu.Unlock()
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // RepoURL is the clone URL of name.
 func (u *Upstreams) RepoURL(name string) string { return u.URL + "/" + name + ".git" }

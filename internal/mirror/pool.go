@@ -388,6 +388,11 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 		defer s.Lock(m)()
 	}
 	defer s.Lock(poolLockKey(network))()
+	// Another member's leave may have dropped (or removed) the pool while
+	// this one waited for the locks: the last members leaving at once.
+	if _, err := s.data.Stat(filepath.Join(pool, poolDropFile)); err != nil {
+		return nil
+	}
 	members := s.poolMembers(network) // as they are now, under the locks
 	for _, m := range members {
 		if !slices.Contains(locked, m) {

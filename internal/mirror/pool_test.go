@@ -403,3 +403,31 @@ func packOrder(t *testing.T, idx string) map[string]int {
 	}
 	return pos
 }
+
+// The last two members of a network move to another at once (the network
+// was renamed when it merged with another): both join the new one, and
+// the old pool is removed once, whichever of them removes it.
+func TestTheLastMembersLeavingAtOnceRemoveTheirPoolOnce(t *testing.T) {
+	up, st := setup(t)
+	forks := network(t, up, 2)
+	keys := syncForks(t, st, up, forks, "root-a")
+	ctx := context.Background()
+	errs := make(chan error, len(keys))
+	for _, k := range keys {
+		go func() { errs <- st.JoinNetwork(ctx, k, "merged") }()
+	}
+	for range keys {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		if got := st.Network(k); got != "merged" {
+			t.Fatalf("%s is in network %q, want merged", k, got)
+		}
+		fsck(t, st.Path(k))
+	}
+	if _, err := os.Stat(st.PoolPath("root-a")); !os.IsNotExist(err) {
+		t.Fatalf("the pool with no member left is still there: %v", err)
+	}
+}
