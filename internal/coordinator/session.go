@@ -220,12 +220,11 @@ func (c *Coordinator) heartbeat(id uint32, s *session, hb *fleetv1.Heartbeat) {
 // inventory reconciles what a partial node holds with what it should hold:
 // the engine keeps what the node owns or is moving to it (no re-clone) and
 // drops the rest. Before the catalog is loaded the inventory waits, so that
-// nothing is dropped for not being known yet. Full nodes keep every copy
-// (removals reach them as RepoRemoved). Caller holds c.mu.
+// nothing is dropped for not being known yet. Full nodes keep every copy:
+// removals reach them as RepoRemoved, and a full node that holds a key the
+// fleet no longer has (removed while it was away, when the RepoRemoved went
+// to no session) is told so once the catalog is loaded. Caller holds c.mu.
 func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
-	if s.full {
-		return
-	}
 	for _, h := range inv.GetRepos() {
 		key := h.GetKey()
 		if err := repokey.Check(key); err != nil {
@@ -233,6 +232,9 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 			continue
 		}
 		s.held = append(s.held, key)
+		if s.full {
+			continue
+		}
 		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest() == "" {
 			if !c.statusOf(key).setDigest(h.GetDigest()) {
 				c.log.Warn("inventory: ignored a malformed digest", "node", id, "key", key)
@@ -264,6 +266,15 @@ func (c *Coordinator) statusOf(key string) *repoStatus {
 // Caller holds c.mu.
 func (c *Coordinator) applyHeldOf(s *session) {
 	if len(s.held) == 0 {
+		return
+	}
+	if s.full {
+		for _, k := range s.held {
+			if !c.engine.Has(k) {
+				s.queueRemoved(k)
+			}
+		}
+		s.held = nil
 		return
 	}
 	c.engine.Hold(s.id, s.held...)
