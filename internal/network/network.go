@@ -3,7 +3,9 @@
 // objects once. Two repositories whose histories share a root commit are in
 // one network, transitively; a catalog attribute (network: NAME) declares a
 // key's network before its first clone, and a declared network wins over
-// detection for that key.
+// detection for that key. A forge's word that a key is a fork of another
+// (SetParent) joins the two as a shared root would, until the fork's own
+// roots are known: then its roots alone say where it belongs.
 //
 // It is pure: the coordinator feeds it the roots that trusted (full) nodes
 // report and the catalog's declarations, and gets back the keys whose
@@ -12,14 +14,16 @@
 // is placed (package placement does).
 //
 // A network's name is history: a network found by detection is named
-// "root:" and one of its root commits when it is first found, and keeps
+// "root:" and one of its root commits (or "fork:" and the parent's key,
+// when a fork relation joined it) when it is first found, and keeps
 // that name as members join. When networks merge, the merged one keeps the
 // name that most of its members had (ties: the smaller name), so the
 // fewest keys change name, and a name is where the ring places a network,
 // so the fewest keys move. When a network splits (a member's history
 // diverged entirely, or the member that joined two was removed), the
 // largest part keeps the name. Which keys are together never depends on
-// the order of the events; which name they go under may.
+// the order of the events (Remove excepted: it forgets the fork relations
+// that name the removed key); which name they go under may.
 package network
 
 import (
@@ -39,9 +43,18 @@ const (
 	// detectedPrefix starts a detected network's name. Declared names
 	// cannot contain ':', so the two never collide.
 	detectedPrefix = "root:"
+	// forkPrefix starts the name of a network found by a fork relation.
+	forkPrefix = "fork:"
 	// declPrefix marks a declared name among the roots of the graph: keys
 	// that declare one name are joined as keys sharing a root are.
 	declPrefix = "\x00"
+	// parentPrefix marks a fork relation among the roots of the graph:
+	// parentPrefix+P is a root of P and of the forks of P whose roots are
+	// not known yet.
+	parentPrefix = "\x01"
+	// maxParentChain bounds the walk up a chain of parents that looks for
+	// a cycle.
+	maxParentChain = 64
 )
 
 // CheckName tells whether name may be declared as a network: 1 to
@@ -90,12 +103,16 @@ type Change struct {
 // Networks is the state of every key's network. The zero value is not
 // usable: create it with New. It is not safe for concurrent use.
 type Networks struct {
-	// links are each key's roots (sorted) and, if it declares a network,
-	// that name behind declPrefix: the edges of the graph whose connected
+	// links are each key's roots, if it declares a network that name
+	// behind declPrefix, and its fork relations behind parentPrefix (see
+	// setLinks), sorted: the edges of the graph whose connected
 	// components, over the keys, make the networks.
 	links map[string][]string
 	// keys are the keys of each root (and declared name), the reverse of links.
 	keys map[string]map[string]struct{}
+	// parent is each fork's parent, as a forge says; children its reverse.
+	parent   map[string]string
+	children map[string]map[string]struct{}
 	// of is the network of each key in one; members its reverse.
 	of      map[string]string
 	members map[string]map[string]struct{}
@@ -104,15 +121,18 @@ type Networks struct {
 // New returns an empty state.
 func New() *Networks {
 	return &Networks{links: map[string][]string{}, keys: map[string]map[string]struct{}{},
+		parent: map[string]string{}, children: map[string]map[string]struct{}{},
 		of: map[string]string{}, members: map[string]map[string]struct{}{}}
 }
 
-// Entry is one key's stored state: its roots, its declared network, and
-// the network it was in (for names; see Restore).
+// Entry is one key's stored state: its roots, its declared network, its
+// parent (a forge's fork relation), and the network it was in (for names;
+// see Restore).
 type Entry struct {
 	Key      string
 	Roots    []string
 	Declared string
+	Parent   string
 	Network  string
 }
 
@@ -125,6 +145,11 @@ func Restore(entries []Entry) *Networks {
 	prev := make(map[string]string, len(entries))
 	seeds := make([]string, 0, len(entries))
 	for _, e := range entries {
+		if e.Parent != "" && e.Parent != e.Key && n.parent[e.Parent] != e.Key {
+			n.setParent(e.Key, e.Parent)
+		}
+	}
+	for _, e := range entries {
 		declared := e.Declared
 		if CheckName(declared) != nil {
 			declared = ""
@@ -134,6 +159,13 @@ func Restore(entries []Entry) *Networks {
 			prev[e.Key] = e.Network
 		}
 		seeds = append(seeds, e.Key)
+	}
+	// A parent with no entry of its own still carries its forks' root.
+	for p := range n.children {
+		if _, ok := n.links[p]; !ok {
+			n.setLinks(p, nil, "")
+			seeds = append(seeds, p)
+		}
 	}
 	n.recompute(seeds, prev)
 	return n
@@ -156,10 +188,19 @@ func (n *Networks) Roots(key string) []string { return slices.Clone(n.roots(key)
 // Declared returns the network key declares, "" if none.
 func (n *Networks) Declared(key string) string { return n.declared(key) }
 
-// Each calls fn for every key with roots or a declaration: its state, to store.
+// Parent returns the parent last set for key, "" if none.
+func (n *Networks) Parent(key string) string { return n.parent[key] }
+
+// Children returns the keys whose parent is key, sorted.
+func (n *Networks) Children(key string) []string {
+	return slices.Sorted(maps.Keys(n.children[key]))
+}
+
+// Each calls fn for every key with roots, a declaration, a parent or
+// forks: its state, to store.
 func (n *Networks) Each(fn func(Entry)) {
 	for k := range n.links {
-		fn(Entry{Key: k, Roots: n.Roots(k), Declared: n.declared(k), Network: n.of[k]})
+		fn(Entry{Key: k, Roots: n.Roots(k), Declared: n.declared(k), Parent: n.parent[k], Network: n.of[k]})
 	}
 }
 
@@ -195,21 +236,105 @@ func (n *Networks) Declare(key, name string) ([]Change, error) {
 	return n.relink(key, n.roots(key), name), nil
 }
 
-// Remove forgets key (removed from the catalog): the returned changes say
-// it left its network, and what is left of the network if it split.
-func (n *Networks) Remove(key string) []Change {
-	if _, ok := n.links[key]; !ok {
+// SetParent records that key is a fork of parent, as a forge says (""
+// : none). Until key's roots are known, the two are joined as keys
+// sharing a root are; once they are, key's roots alone decide, so a fork
+// whose history diverged entirely still leaves. A parent that is key
+// itself, or that is a fork of key (directly or up a chain of parents),
+// is ignored. The caller decides that parent is a key of the fleet.
+func (n *Networks) SetParent(key, parent string) []Change {
+	if key == "" || parent == n.parent[key] || parent == key {
 		return nil
 	}
-	return n.relink(key, nil, "")
+	for p, i := parent, 0; p != "" && i < maxParentChain; p, i = n.parent[p], i+1 {
+		if p == key {
+			return nil // a cycle
+		}
+	}
+	old := n.parent[key]
+	seeds := n.linked(key)
+	if old != "" {
+		seeds = append(seeds, n.linked(old)...)
+	}
+	n.setParent(key, parent)
+	n.setLinks(key, n.roots(key), n.declared(key))
+	for _, p := range []string{old, parent} {
+		if p != "" {
+			seeds = append(seeds, n.linked(p)...)
+			n.setLinks(p, n.roots(p), n.declared(p))
+		}
+	}
+	return n.recompute(seeds, nil)
+}
+
+// setParent records key's parent in parent and children, without links.
+func (n *Networks) setParent(key, parent string) {
+	if old := n.parent[key]; old != "" {
+		delete(n.children[old], key)
+		if len(n.children[old]) == 0 {
+			delete(n.children, old)
+		}
+		delete(n.parent, key)
+	}
+	if parent == "" {
+		return
+	}
+	n.parent[key] = parent
+	ch := n.children[parent]
+	if ch == nil {
+		ch = map[string]struct{}{}
+		n.children[parent] = ch
+	}
+	ch[key] = struct{}{}
+}
+
+// linked is key and the keys that share a link with it.
+func (n *Networks) linked(key string) []string {
+	out := []string{key}
+	for _, l := range n.links[key] {
+		for k := range n.keys[l] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Remove forgets key (removed from the catalog), and the fork relations
+// that name it: the returned changes say it left its network, and what is
+// left of the network if it split. Its forks keep their parent's other
+// relations (none: they are standalone until their roots are known).
+func (n *Networks) Remove(key string) []Change {
+	_, linked := n.links[key]
+	if !linked && n.parent[key] == "" && len(n.children[key]) == 0 {
+		return nil
+	}
+	seeds := n.linked(key)
+	if p := n.parent[key]; p != "" {
+		seeds = append(seeds, n.linked(p)...)
+	}
+	forks := n.Children(key)
+	for _, f := range forks {
+		n.setParent(f, "")
+	}
+	if p := n.parent[key]; p != "" {
+		n.setParent(key, "")
+		n.setLinks(p, n.roots(p), n.declared(p))
+	}
+	n.setLinks(key, nil, "")
+	for _, f := range forks {
+		n.setLinks(f, n.roots(f), n.declared(f))
+	}
+	return n.recompute(seeds, nil)
 }
 
 func (n *Networks) roots(key string) []string {
-	l := n.links[key]
-	if len(l) > 0 && strings.HasPrefix(l[0], declPrefix) {
-		return l[1:]
+	var out []string
+	for _, l := range n.links[key] {
+		if checkRoot(l) {
+			out = append(out, l)
+		}
 	}
-	return l
+	return out
 }
 
 func (n *Networks) declared(key string) string {
@@ -242,12 +367,7 @@ func cleanRoots(roots []string) []string {
 func (n *Networks) relink(key string, roots []string, declared string) []Change {
 	// Every key of key's old network is reached from key or from its old
 	// links, whatever part it ends up in.
-	seeds := []string{key}
-	for _, l := range n.links[key] {
-		for k := range n.keys[l] {
-			seeds = append(seeds, k)
-		}
-	}
+	seeds := n.linked(key)
 	n.setLinks(key, roots, declared)
 	return n.recompute(seeds, nil)
 }
@@ -261,10 +381,21 @@ func (n *Networks) setLinks(key string, roots []string, declared string) {
 			}
 		}
 	}
-	links := roots
+	var links []string
 	if declared != "" {
-		links = append([]string{declPrefix + declared}, roots...)
+		links = append(links, declPrefix+declared)
 	}
+	// A fork's relation counts until its roots are known; a parent
+	// carries the root of its forks.
+	if p := n.parent[key]; p != "" && len(roots) == 0 {
+		links = append(links, parentPrefix+p)
+	}
+	if len(n.children[key]) > 0 {
+		links = append(links, parentPrefix+key)
+	}
+	links = append(links, roots...)
+	slices.Sort(links)
+	links = slices.Compact(links)
 	if len(links) == 0 {
 		delete(n.links, key)
 		return
@@ -283,7 +414,7 @@ func (n *Networks) setLinks(key string, roots []string, declared string) {
 // component is a connected part of the graph, being named.
 type component struct {
 	keys  []string // sorted
-	roots []string // sorted; declared names behind declPrefix first
+	roots []string // sorted; declared names behind declPrefix first, then fork relations
 }
 
 // recompute finds the components that contain seeds, names them and
@@ -388,7 +519,7 @@ func (n *Networks) name(c component, old map[string]string) string {
 		return ""
 	}
 	for _, k := range c.keys {
-		if o := old[k]; strings.HasPrefix(o, detectedPrefix) && n.members[o] == nil {
+		if o := old[k]; (strings.HasPrefix(o, detectedPrefix) || strings.HasPrefix(o, forkPrefix)) && n.members[o] == nil {
 			votes[o]++
 		}
 	}
@@ -396,10 +527,11 @@ func (n *Networks) name(c component, old map[string]string) string {
 		return best(votes)
 	}
 	// A new network is named after its smallest root that two of its
-	// members share (one that any member has, if none is shared).
+	// members share (one that any member has, if none is shared); a fork
+	// relation comes before a root commit.
 	for _, shared := range []int{2, 1} {
 		for _, r := range c.roots {
-			if name := detectedPrefix + r; !strings.HasPrefix(r, declPrefix) && len(n.keys[r]) >= shared && n.members[name] == nil {
+			if name := rootName(r); !strings.HasPrefix(r, declPrefix) && len(n.keys[r]) >= shared && n.members[name] == nil {
 				return name
 			}
 		}
@@ -407,10 +539,19 @@ func (n *Networks) name(c component, old map[string]string) string {
 	// Every root names another network (they were split off this one
 	// while it kept them all): number this one.
 	for i := 2; ; i++ {
-		if name := fmt.Sprintf("%s%s.%d", detectedPrefix, c.roots[len(c.roots)-1], i); n.members[name] == nil {
+		if name := fmt.Sprintf("%s.%d", rootName(c.roots[len(c.roots)-1]), i); n.members[name] == nil {
 			return name
 		}
 	}
+}
+
+// rootName is the name of a network named after root r (not a declared
+// name).
+func rootName(r string) string {
+	if p, ok := strings.CutPrefix(r, parentPrefix); ok {
+		return forkPrefix + p
+	}
+	return detectedPrefix + r
 }
 
 // best is the name with the most votes, the smaller on a tie.

@@ -18,6 +18,7 @@ func TestNetworks(t *testing.T) {
 		declare  string
 		undecl   bool
 		remove   bool
+		parent   string // SetParent(key, parent) when set ("-": none)
 		expected map[string]string // key -> network after the step ("" standalone)
 	}
 	a, b, c, d := root('a'), root('b'), root('c'), root('d')
@@ -100,6 +101,52 @@ func TestNetworks(t *testing.T) {
 			{key: "y", declare: "n1"},
 			{key: "y", undecl: true, expected: map[string]string{"x": "root:" + a, "y": "root:" + a}},
 		}},
+		{"a forge's fork relation places a fork before its first clone", []step{
+			{key: "up", roots: []string{a}},
+			{key: "fork", parent: "up", expected: map[string]string{"up": "fork:up", "fork": "fork:up"}},
+			{key: "fork2", parent: "up", expected: map[string]string{"up": "fork:up", "fork": "fork:up", "fork2": "fork:up"}},
+		}},
+		{"a fork of a repository not cloned yet joins it too", []step{
+			{key: "fork", parent: "up", expected: map[string]string{"up": "fork:up", "fork": "fork:up"}},
+		}},
+		{"a fork's roots, once known, keep it in its parent's network under the name it has", []step{
+			{key: "up", roots: []string{a}},
+			{key: "fork", parent: "up"},
+			{key: "fork", roots: []string{a}, expected: map[string]string{"up": "fork:up", "fork": "fork:up"}},
+		}},
+		{"a fork whose history diverged entirely leaves its parent's network", []step{
+			{key: "up", roots: []string{a}},
+			{key: "other", roots: []string{a}},
+			{key: "fork", parent: "up", expected: map[string]string{"up": "root:" + a, "other": "root:" + a, "fork": "root:" + a}},
+			{key: "fork", roots: []string{d}, expected: map[string]string{"up": "root:" + a, "other": "root:" + a, "fork": ""}},
+		}},
+		{"a fork relation withdrawn before the roots are known leaves the fork standalone", []step{
+			{key: "x1", roots: []string{a}},
+			{key: "x2", roots: []string{a}},
+			{key: "fork", parent: "x1", expected: map[string]string{"x1": "root:" + a, "fork": "root:" + a}},
+			{key: "fork", parent: "-", expected: map[string]string{"x1": "root:" + a, "x2": "root:" + a, "fork": ""}},
+		}},
+		{"a fork relation does not hold a fork whose roots are known", []step{
+			{key: "x", roots: []string{a}},
+			{key: "y", roots: []string{c}},
+			{key: "y", parent: "x", expected: map[string]string{"x": "", "y": ""}},
+		}},
+		{"a parent that is the key itself or makes a cycle is ignored", []step{
+			{key: "x", parent: "x", expected: map[string]string{"x": ""}},
+			{key: "y", parent: "x"},
+			{key: "z", parent: "y"},
+			{key: "x", parent: "z", expected: map[string]string{"x": "fork:x", "y": "fork:x", "z": "fork:x"}},
+		}},
+		{"removing a parent forgets the relations that name it", []step{
+			{key: "fork", parent: "up"},
+			{key: "fork2", parent: "up"},
+			{key: "up", remove: true, expected: map[string]string{"up": "", "fork": "", "fork2": ""}},
+		}},
+		{"removing a fork leaves its parent standalone", []step{
+			{key: "up", roots: []string{a}},
+			{key: "fork", parent: "up"},
+			{key: "fork", remove: true, expected: map[string]string{"up": "", "fork": ""}},
+		}},
 		{"roots that are not commit IDs are ignored", []step{
 			{key: "x", roots: []string{"zz", ""}},
 			{key: "y", roots: []string{"zz"}, expected: map[string]string{"x": "", "y": ""}},
@@ -111,6 +158,8 @@ func TestNetworks(t *testing.T) {
 				switch {
 				case s.remove:
 					n.Remove(s.key)
+				case s.parent != "":
+					n.SetParent(s.key, strings.TrimPrefix(s.parent, "-"))
 				case s.declare != "" || s.undecl:
 					if _, err := n.Declare(s.key, s.declare); err != nil {
 						t.Fatalf("step %d: Declare(%q, %q): %v", i, s.key, s.declare, err)
@@ -200,19 +249,28 @@ func partition(n *Networks, keys []string) string {
 	return strings.Join(out, " | ")
 }
 
-// TestPartitionIsOrderIndependent feeds the same final roots in random
-// orders, through detours (roots set, then changed; keys removed, then
-// set again), and checks that the same keys end up together.
+// TestPartitionIsOrderIndependent feeds the same final roots and fork
+// relations in random orders, through detours (roots set, then changed;
+// keys removed, then set again; a fork's parent set, then changed), and
+// checks that the same keys end up together. Removals come before the
+// fork relations: Remove forgets the relations that name its key.
 func TestPartitionIsOrderIndependent(t *testing.T) {
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		const nkeys = 40
 		keys := make([]string, nkeys)
 		final := make([][]string, nkeys)
+		parent := make([]string, nkeys)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("k%02d", i)
 			for range rng.IntN(3) {
 				final[i] = append(final[i], root(byte('a'+rng.IntN(12))))
+			}
+		}
+		for i := range keys {
+			// A fork's parent is older: no cycles, as on a forge.
+			if i > 0 && rng.IntN(3) == 0 {
+				parent[i] = keys[rng.IntN(i)]
 			}
 		}
 		var want string
@@ -227,6 +285,14 @@ func TestPartitionIsOrderIndependent(t *testing.T) {
 				}
 				n.SetRoots(keys[i], final[i])
 			}
+			for _, i := range rng.Perm(nkeys) {
+				if rng.IntN(3) == 0 { // a detour
+					n.SetParent(keys[i], keys[rng.IntN(nkeys)])
+					n.SetRoots(keys[i], nil)
+					n.SetRoots(keys[i], final[i])
+				}
+				n.SetParent(keys[i], parent[i])
+			}
 			got := partition(n, keys)
 			if run == 0 {
 				want = got
@@ -235,7 +301,10 @@ func TestPartitionIsOrderIndependent(t *testing.T) {
 			if got != want {
 				t.Fatalf("seed %d run %d: partition\n%s\nwant\n%s", seed, run, got, want)
 			}
-			for _, k := range keys {
+			for i, k := range keys {
+				if p := parent[i]; p != "" && len(final[i]) == 0 && n.Of(k) != n.Of(p) {
+					t.Fatalf("seed %d: %s, a fork of %s whose roots are unknown, is in %q, its parent in %q", seed, k, p, n.Of(k), n.Of(p))
+				}
 				if name := n.Of(k); name != "" && n.Size(name) < 2 {
 					t.Fatalf("seed %d: %s in a network of one without a declaration", seed, k)
 				}
@@ -252,11 +321,21 @@ func FuzzNetworks(f *testing.F) {
 		for i := 0; i+1 < len(ops); i += 2 {
 			k := fmt.Sprintf("k%d", ops[i]%8)
 			keys = append(keys, k)
-			switch op := ops[i+1]; op % 4 {
+			switch op := ops[i+1]; op % 5 {
 			case 0:
 				n.Remove(k)
 			case 1:
 				n.Declare(k, fmt.Sprintf("n%d", op/4%2))
+			case 4:
+				p := fmt.Sprintf("k%d", op/5%9) // k8 is never set: a parent with no state of its own
+				keys = append(keys, p)
+				n.SetParent(k, p)
+			case 3:
+				if op/5%2 == 0 {
+					n.SetRoots(k, nil)
+					break
+				}
+				fallthrough
 			default:
 				n.SetRoots(k, []string{root(byte('a' + op/4%6)), root(byte('a' + op/24%6))})
 			}
