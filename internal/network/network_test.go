@@ -18,7 +18,7 @@ func TestNetworks(t *testing.T) {
 		declare  string
 		undecl   bool
 		remove   bool
-		parent   string // SetParent(key, parent) when set ("-": none)
+		parent   string            // SetParent(key, parent) when set ("-": none)
 		expected map[string]string // key -> network after the step ("" standalone)
 	}
 	a, b, c, d := root('a'), root('b'), root('c'), root('d')
