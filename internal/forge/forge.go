@@ -226,6 +226,15 @@ type Answer struct {
 	// Truncated: a listing stopped at its bound of pages before reaching
 	// the asked time, so repositories changed in the gap are unknown.
 	Truncated bool
+	// Forks are asked repositories that the forge says are forks, with
+	// their parent as the forge names it (unchecked: see Parents).
+	Forks []Fork
+}
+
+// Fork is an asked repository (Path, as asked) that is a fork of Parent,
+// a path on the same forge.
+type Fork struct {
+	Path, Parent string
 }
 
 // Client asks one forge host. Its methods may be called from several
@@ -276,6 +285,35 @@ func New(f Forge, tokens []Token, opt Options) (Client, error) {
 		return nil, fmt.Errorf("forge %s: %s: give --forge-token %s=TOKEN (%s)", f.Host, ki.needsToken, f.Host, ki.tokenHint)
 	}
 	return ki.newClient(f, newTransport(f, tokens, opt)), nil
+}
+
+// Parents turns the forks of an answer about host into parent keys by
+// repository key, in repokey's canonical form under fold as PushTimes'.
+// The forge names a parent on its own host, so a parent is host + "/" +
+// the name it gave; a name that is not a path of the forge, or that
+// cannot be a key, or a repository named as its own parent, is left out
+// and counted in refused. Whether a parent is a key of the fleet, or
+// makes a cycle, is for the caller to check.
+func Parents(fold repokey.Folding, host string, a Answer) (parents map[string]string, refused int) {
+	parents = make(map[string]string, len(a.Forks))
+	for _, f := range a.Forks {
+		key, err := fold.Canonical(host + "/" + f.Path)
+		if err != nil {
+			refused++
+			continue
+		}
+		if !validPath(f.Parent, 0) {
+			refused++
+			continue
+		}
+		parent, err := fold.Canonical(host + "/" + f.Parent)
+		if err != nil || parent == key || repokey.Host(parent) != repokey.Host(key) {
+			refused++
+			continue
+		}
+		parents[key] = parent
+	}
+	return parents, refused
 }
 
 // PushTimes turns an answer about host into push times by repository

@@ -17,8 +17,8 @@ import (
 // GitHub's node limit allows this many.
 const githubBatch = 100
 
-// githubClient asks GitHub's GraphQL API for pushedAt, githubBatch
-// repositories a query.
+// githubClient asks GitHub's GraphQL API for pushedAt (and the parent of
+// a fork), githubBatch repositories a query.
 type githubClient struct {
 	*transport
 	endpoint *url.URL
@@ -96,7 +96,7 @@ func githubQuery(paths []string) (body []byte, asked []string) {
 			decl.WriteString(", ")
 		}
 		decl.WriteString("$o" + i + ": String!, $n" + i + ": String!")
-		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner }")
+		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner parent { nameWithOwner } }")
 		vars["o"+i], vars["n"+i] = owner, name
 		asked = append(asked, p)
 	}
@@ -124,16 +124,23 @@ type gqlError struct {
 }
 
 // gqlNode is one field of an answer's data: a repository lookup
-// (pushedAt, nameWithOwner) or rateLimit. One type for both lets the
-// answer be decoded in one pass; which fields must be there is checked
-// after.
+// (pushedAt, nameWithOwner, parent) or rateLimit. One type for both lets
+// the answer be decoded in one pass; which fields must be there is checked
+// after. parent is an object, not a connection: asking for it leaves the
+// query's cost at 1 point.
 type gqlNode struct {
-	PushedAt      *string `json:"pushedAt"`
-	NameWithOwner *string `json:"nameWithOwner"`
+	PushedAt      *string    `json:"pushedAt"`
+	NameWithOwner *string    `json:"nameWithOwner"`
+	Parent        *gqlParent `json:"parent"`
 	Cost          *int    `json:"cost"`
 	Remaining     *int    `json:"remaining"`
 	ResetAt       *string `json:"resetAt"`
 	Limit         *int    `json:"limit"`
+}
+
+// gqlParent is a fork's parent: null when the repository is no fork.
+type gqlParent struct {
+	NameWithOwner *string `json:"nameWithOwner"`
 }
 
 // rateInfo is GraphQL's rateLimit, when the answer has it.
@@ -221,6 +228,10 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 			if at, err = parseTime(*r.PushedAt, now); err != nil {
 				return Answer{}, rl, fmt.Errorf("%s.pushedAt: %w", alias, err)
 			}
+		}
+		if r.Parent != nil && r.Parent.NameWithOwner != nil {
+			// Checked by Parents, with the other keys.
+			a.Forks = append(a.Forks, Fork{Path: path, Parent: *r.Parent.NameWithOwner})
 		}
 		switch {
 		case !strings.EqualFold(*r.NameWithOwner, path):

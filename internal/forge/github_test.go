@@ -39,6 +39,7 @@ type ghServer struct {
 	mode    string // "", "garbage", "500", "oversized", "secondary", "echo"
 	used    []string
 	aliases []int // aliases in each query answered
+	costs   []int // rateLimit.cost of each query answered
 	bytesIn int64
 	bytesOK int64
 }
@@ -46,6 +47,7 @@ type ghServer struct {
 type ghRepo struct {
 	nameWithOwner string
 	pushedAt      time.Time
+	parent        string // a fork's parent's nameWithOwner; any string, as a hostile server may send
 }
 
 type ghToken struct {
@@ -66,14 +68,21 @@ func newGHServer(t testing.TB, clk *clock.Fake, tokens ...string) (*ghServer, *h
 func (g *ghServer) add(nameWithOwner string, pushed time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.repos[strings.ToLower(nameWithOwner)] = ghRepo{nameWithOwner, pushed}
+	g.repos[strings.ToLower(nameWithOwner)] = ghRepo{nameWithOwner: nameWithOwner, pushedAt: pushed}
+}
+
+// fork makes nameWithOwner a fork whose parent is answered as parent.
+func (g *ghServer) fork(nameWithOwner, parent string, pushed time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.repos[strings.ToLower(nameWithOwner)] = ghRepo{nameWithOwner: nameWithOwner, pushedAt: pushed, parent: parent}
 }
 
 // rename makes old answer as the repository now called to.
 func (g *ghServer) rename(old, to string, pushed time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.repos[strings.ToLower(old)] = ghRepo{to, pushed}
+	g.repos[strings.ToLower(old)] = ghRepo{nameWithOwner: to, pushedAt: pushed}
 }
 
 func (g *ghServer) setMode(m string) {
@@ -100,7 +109,7 @@ func (g *ghServer) usedTokens() []string {
 	return append([]string(nil), g.used...)
 }
 
-var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner \}`)
+var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner parent \{ nameWithOwner \} \}`)
 
 func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
@@ -174,8 +183,13 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok.remaining--
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(tok.remaining))
 	h.Set("X-RateLimit-Used", strconv.Itoa(g.limit-tok.remaining))
+	// GitHub's cost: 1 point for a query whose connections (first:,
+	// last:) ask for no more than 100 nodes; objects such as parent are
+	// free.
+	cost := 1 + strings.Count(req.Query, "first:") + strings.Count(req.Query, "last:")
+	g.costs = append(g.costs, cost)
 	data := map[string]any{"rateLimit": map[string]any{
-		"cost": 1, "remaining": tok.remaining, "resetAt": tok.reset.UTC().Format(time.RFC3339), "limit": g.limit,
+		"cost": cost, "remaining": tok.remaining, "resetAt": tok.reset.UTC().Format(time.RFC3339), "limit": g.limit,
 	}}
 	var errs []map[string]any
 	matches := ghAlias.FindAllStringSubmatch(req.Query, -1)
@@ -196,7 +210,11 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !repo.pushedAt.IsZero() {
 			pushed = repo.pushedAt.UTC().Format(time.RFC3339)
 		}
-		data[m[1]] = map[string]any{"pushedAt": pushed, "nameWithOwner": repo.nameWithOwner}
+		var parent any
+		if repo.parent != "" {
+			parent = map[string]any{"nameWithOwner": repo.parent}
+		}
+		data[m[1]] = map[string]any{"pushedAt": pushed, "nameWithOwner": repo.nameWithOwner, "parent": parent}
 	}
 	out := map[string]any{"data": data}
 	if errs != nil {
@@ -326,6 +344,35 @@ func TestGitHubRenamedRepositoryIsReportedNotPushed(t *testing.T) {
 	}
 	if len(a.Pushed) != 1 || a.Pushed[0].Path != "same/case" {
 		t.Errorf("pushed = %v, want same/case only (a name differing in case is the same repository)", a.Pushed)
+	}
+}
+
+func TestGitHubReportsAForksParentAtNoExtraCost(t *testing.T) {
+	clk := clock.NewFake(t0)
+	gh, srv := newGHServer(t, clk, "test-token-1")
+	gh.add("Up/Stream", t0)
+	gh.fork("someone/fork", "Up/Stream", t0)
+	gh.add("someone/plain", t0)
+	// Hostile answers: a parent on another host, a malformed name, the
+	// repository itself.
+	gh.fork("evil/host", "https://evil.example/x/y", t0)
+	gh.fork("evil/malformed", "../..", t0)
+	gh.fork("evil/self", "Evil/Self", t0)
+	a, err := ghLookup(t, srv, clk, nil, "test-token-1").PushedAt(context.Background(),
+		[]string{"up/stream", "someone/fork", "someone/plain", "evil/host", "evil/malformed", "evil/self"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Pushed) != 6 {
+		t.Errorf("pushed %v, want all 6 (a parent changes nothing of the push times)", a.Pushed)
+	}
+	parents, refused := Parents(repokey.Folding{}, "github.com", a)
+	want := map[string]string{"github.com/someone/fork": "github.com/up/stream"}
+	if fmt.Sprint(parents) != fmt.Sprint(want) || refused != 3 {
+		t.Errorf("parents %v (refused %d), want %v and 3 refused", parents, refused, want)
+	}
+	if fmt.Sprint(gh.costs) != "[1]" || gh.requests() != 1 {
+		t.Errorf("costs %v in %d requests, want one query of 1 point", gh.costs, gh.requests())
 	}
 }
 

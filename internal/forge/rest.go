@@ -17,9 +17,34 @@ import (
 // well within a minute.
 const restBatch = 20
 
-// restRepo says where a REST forge keeps a repository's name and time.
+// restRepo says where a REST forge keeps a repository's name and time,
+// and a fork's parent: the object parentField, named by its nameField
+// (GitLab's forked_from_project, Gitea's and Gitee's parent).
 type restRepo struct {
 	nameField, timeField string
+	parentField          string
+}
+
+// parent reads the name of a fork's parent from a repository object that
+// decode accepted: "" when it is no fork, or the parent is not an object
+// with a string name (a parent is a hint; a bad one is not an error).
+func (f restRepo) parent(raw json.RawMessage) string {
+	if f.parentField == "" {
+		return ""
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	var parent map[string]json.RawMessage
+	if json.Unmarshal(obj[f.parentField], &parent) != nil {
+		return ""
+	}
+	var name string
+	if json.Unmarshal(parent[f.nameField], &name) != nil {
+		return ""
+	}
+	return name
 }
 
 // decode reads one repository object: its name (required, a valid path)
@@ -82,6 +107,9 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 			name, at, err := l.repo.decode(resp.body, l.clk.Now())
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
+			}
+			if p := l.repo.parent(resp.body); p != "" {
+				a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
 			}
 			switch {
 			case !strings.EqualFold(name, path):
@@ -180,8 +208,12 @@ const gitlabPerPage = 100
 func newGitLab(f Forge, t *transport) Client {
 	t.auth = func(r *http.Request, s string) { r.Header.Set("Authorization", "Bearer "+s) }
 	repo := restRepo{nameField: "path_with_namespace", timeField: "last_activity_at"}
+	// GET /projects/:path has forked_from_project; the listing's simple
+	// view has not.
+	lookupRepo := repo
+	lookupRepo.parentField = "forked_from_project"
 	return &gitlabClient{
-		restLookup: restLookup{transport: t, repo: repo, repoURL: func(path string) (*url.URL, bool) {
+		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: func(path string) (*url.URL, bool) {
 			if !validPath(path, 0) {
 				return nil, false
 			}
@@ -260,8 +292,10 @@ func (c *giteaClient) Ready(now time.Time) time.Time { return c.restLookup.Ready
 func newGitea(f Forge, t *transport) Client {
 	t.auth = func(r *http.Request, s string) { r.Header.Set("Authorization", "token "+s) }
 	repo := restRepo{nameField: "full_name", timeField: "updated_at"}
+	lookupRepo := repo
+	lookupRepo.parentField = "parent"
 	return &giteaClient{
-		restLookup: restLookup{transport: t, repo: repo, repoURL: ownerRepoURL(f.API)},
+		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API)},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(_ time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("repos", "search"), url.Values{
@@ -310,5 +344,5 @@ func newGitee(f Forge, t *transport) Client {
 		q.Set("access_token", s)
 		r.URL.RawQuery = q.Encode()
 	}
-	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at"}, repoURL: ownerRepoURL(f.API)}
+	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"}, repoURL: ownerRepoURL(f.API)}
 }

@@ -36,6 +36,9 @@ type restRepoState struct {
 	name string // as the forge spells it now
 	old  string // a former name that still answers, if any
 	at   time.Time
+	// parent is a fork's parent's name (on the lookups only); any
+	// string, as a hostile forge may send.
+	parent string
 }
 
 func newRESTServer(clk *clock.Fake, repos ...restRepoState) *restServer {
@@ -91,6 +94,15 @@ func repoJSON(nameField, timeField string, r restRepoState) map[string]any {
 	return map[string]any{"id": 1, nameField: r.name, timeField: at, "description": "a repository"}
 }
 
+// withParent adds a fork's parent object, as the forge's lookup of one
+// repository has it (GitLab: forked_from_project; Gitea, Gitee: parent).
+func withParent(m map[string]any, parentField, nameField string, r restRepoState) map[string]any {
+	if r.parent != "" {
+		m[parentField] = map[string]any{"id": 2, nameField: r.parent}
+	}
+	return m
+}
+
 func writeJSON(w http.ResponseWriter, v any) {
 	b, _ := json.Marshal(v)
 	w.Write(b)
@@ -116,7 +128,7 @@ func (s *restServer) gitlab() http.Handler {
 				io.WriteString(w, `{"message":"404 Project Not Found"}`)
 				return
 			}
-			writeJSON(w, repoJSON("path_with_namespace", "last_activity_at", repo))
+			writeJSON(w, withParent(repoJSON("path_with_namespace", "last_activity_at", repo), "forked_from_project", "path_with_namespace", repo))
 			return
 		}
 		q := r.URL.Query()
@@ -198,7 +210,7 @@ func (s *restServer) gitee() http.Handler {
 			io.WriteString(w, `{"message":"Not Found Project"}`)
 			return
 		}
-		writeJSON(w, repoJSON("full_name", "pushed_at", repo))
+		writeJSON(w, withParent(repoJSON("full_name", "pushed_at", repo), "parent", "full_name", repo))
 	})
 }
 
@@ -392,5 +404,45 @@ func TestGiteeRequestsArePaced(t *testing.T) {
 	want := fmt.Sprint([]time.Time{t0, t0.Add(750 * time.Millisecond), t0.Add(1500 * time.Millisecond)})
 	if got := fmt.Sprint(s.times); got != want {
 		t.Errorf("requests at %s, want %s", got, want)
+	}
+}
+
+func TestRESTLookupsReportAForksParentAndParentsChecksIt(t *testing.T) {
+	for _, tc := range []struct {
+		kind    Kind
+		host    string
+		handler func(*restServer) http.Handler
+		fork    string
+	}{
+		{GitLab, "gitlab.com", (*restServer).gitlab, "group/sub/fork"},
+		{Gitee, "gitee.com", (*restServer).gitee, "someone/fork"},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			s := newRESTServer(clk,
+				restRepoState{name: tc.fork, at: t0, parent: "upstream/repo"},
+				restRepoState{name: "upstream/repo", at: t0},
+				restRepoState{name: "someone/self", at: t0, parent: "someone/self"},
+				restRepoState{name: "someone/bad", at: t0, parent: "../x"},
+			)
+			srv := httptest.NewServer(tc.handler(s))
+			defer srv.Close()
+			l := testClient(t, tc.kind, srv, clk, nil, "test-token").(Lookup)
+			a, err := l.PushedAt(context.Background(), []string{tc.fork, "upstream/repo", "someone/self", "someone/bad"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Pushed) != 4 {
+				t.Errorf("pushed %v, want all 4 (a parent changes nothing of the push times)", a.Pushed)
+			}
+			parents, refused := Parents(repokey.Folding{}, tc.host, a)
+			want := map[string]string{tc.host + "/" + tc.fork: tc.host + "/upstream/repo"}
+			if fmt.Sprint(parents) != fmt.Sprint(want) || refused != 2 {
+				t.Errorf("parents %v (refused %d), want %v (2 refused: a repository its own parent, a malformed name)", parents, refused, want)
+			}
+			if len(s.asked) != 4 {
+				t.Errorf("%d requests, want 4: the parent comes with the lookup", len(s.asked))
+			}
+		})
 	}
 }
