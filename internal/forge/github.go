@@ -132,10 +132,10 @@ type gqlNode struct {
 	PushedAt      *string    `json:"pushedAt"`
 	NameWithOwner *string    `json:"nameWithOwner"`
 	Parent        *gqlParent `json:"parent"`
-	Cost          *int    `json:"cost"`
-	Remaining     *int    `json:"remaining"`
-	ResetAt       *string `json:"resetAt"`
-	Limit         *int    `json:"limit"`
+	Cost          *int       `json:"cost"`
+	Remaining     *int       `json:"remaining"`
+	ResetAt       *string    `json:"resetAt"`
+	Limit         *int       `json:"limit"`
 }
 
 // gqlParent is a fork's parent: null when the repository is no fork.
