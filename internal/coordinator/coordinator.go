@@ -362,8 +362,8 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
 		}
 		stored = append(stored, storedStatus{k, r})
-		if len(r.Roots) > 0 || r.Network != "" {
-			netEntries = append(netEntries, network.Entry{Key: k, Roots: r.Roots, Network: r.Network, Declared: declared[k]})
+		if len(r.Roots) > 0 || r.Network != "" || r.Parent != "" {
+			netEntries = append(netEntries, network.Entry{Key: k, Roots: r.Roots, Network: r.Network, Parent: r.Parent, Declared: declared[k]})
 			delete(declared, k)
 		}
 		return nil
@@ -851,7 +851,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 			continue
 		}
 		rec := r.record(k)
-		rec.Roots, rec.Network = c.nets.Roots(k), c.nets.Of(k)
+		rec.Roots, rec.Network, rec.Parent = c.nets.Roots(k), c.nets.Of(k), c.nets.Parent(k)
 		b, _ := json.Marshal(rec)
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}

@@ -338,6 +338,15 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	if refused > 0 {
 		c.log.Debug("forge feed: paths that are not keys", "host", f.host, "refused", refused)
 	}
+	parents, refusedParents := forge.Parents(c.cfg.Fold, f.host, ans)
+	if refusedParents > 0 {
+		c.log.Debug("forge feed: forks' parents that are not keys of the host", "host", f.host, "refused", refusedParents)
+	}
+	if len(parents) > 0 {
+		c.mu.Lock()
+		c.feedParents(parents)
+		c.mu.Unlock()
+	}
 	changed := 0
 	for k, t := range times {
 		if c.feedPush(f, k, t, now, newPush[k]) {

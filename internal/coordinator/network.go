@@ -7,8 +7,9 @@ import (
 
 // Fork networks: package network says which repositories are together
 // (from the catalog's network attribute and the roots that full nodes
-// report), package placement places each network whole; this file feeds
-// the one into the other. Roots are trusted only from a full node's pull
+// report, and the forks' parents that the forges' feeds name), package
+// placement places each network whole; this file feeds the one into the
+// other. Roots are trusted only from a full node's pull
 // (served): full nodes are the operator's and verify against upstreams,
 // while a volunteer could forge roots to join unrelated repositories.
 
@@ -20,6 +21,7 @@ func (c *Coordinator) declareNetworks(keys []string) {
 	for _, k := range keys {
 		e, ok := c.entry(k)
 		if !ok {
+			c.parentForgotten(k)
 			changes = append(changes, c.nets.Remove(k)...)
 			continue
 		}
@@ -34,11 +36,49 @@ func (c *Coordinator) declareNetworks(keys []string) {
 	c.applyNetworks(changes)
 }
 
-// forgetNetworks forgets removed keys. Caller holds c.mu.
+// forgetNetworks forgets removed keys, and the fork relations that name
+// them. Caller holds c.mu.
 func (c *Coordinator) forgetNetworks(keys []string) {
 	var changes []network.Change
 	for _, k := range keys {
+		c.parentForgotten(k)
 		changes = append(changes, c.nets.Remove(k)...)
+	}
+	c.applyNetworks(changes)
+}
+
+// parentForgotten marks the stored state of key's forks dirty: removing
+// key forgets their parent. Caller holds c.mu.
+func (c *Coordinator) parentForgotten(key string) {
+	for _, f := range c.nets.Children(key) {
+		if _, ok := c.status[f]; ok {
+			c.dirty[f] = true
+		}
+	}
+}
+
+// feedParents records the forks' parents that a forge's feed named
+// (checked keys of its host: forge.Parents): a fork of a repository of the
+// fleet joins its parent's network before its first clone, as a shared
+// root would, unless either declares a network (a declaration is the
+// operator's word; the relation is then withdrawn). A parent that is not
+// in the fleet, or that makes a cycle, is ignored. A forge is trusted for
+// this as it is for the repository's URL. Caller holds c.mu.
+func (c *Coordinator) feedParents(parents map[string]string) {
+	var changes []network.Change
+	for k, p := range parents {
+		if !c.engine.Has(k) || !c.engine.Has(p) {
+			continue
+		}
+		if c.nets.Declared(k) != "" || c.nets.Declared(p) != "" {
+			p = ""
+		}
+		if c.nets.Parent(k) == p {
+			continue
+		}
+		c.statusOf(k) // the parent is stored with the status
+		c.dirty[k] = true
+		changes = append(changes, c.nets.SetParent(k, p)...)
 	}
 	c.applyNetworks(changes)
 }

@@ -267,3 +267,70 @@ func TestASplitNetworksMembersThatKeepTheirOwnerAreSentTheirNewPool(t *testing.T
 		t.Fatal("no member kept its owner through the split: the test shows nothing")
 	}
 }
+
+// A forge's feed names a fork's parent: the fork is placed with its
+// parent, and its Assign carries the network's pool, before any clone or
+// roots; a restart keeps the relation; a parent not in the fleet joins
+// nothing.
+func TestAFeedsForkParentPlacesTheForkWithItsParentBeforeItsFirstClone(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCoordinator(t, dir, testJoin, testFull)
+	full := mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull, Name: "full"})
+	var parts []*fleetv1.RegisterResponse
+	for i := range 4 {
+		parts = append(parts, mustRegister(t, c, &fleetv1.RegisterRequest{JoinToken: testJoin, Name: fmt.Sprintf("p%d", i), Capacity: 1}))
+	}
+	for i := range 40 {
+		if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: fmt.Sprintf("https://github.com/more/m%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const up, fork, stray = "github.com/up/stream", "github.com/someone/fork", "github.com/someone/stray"
+	for _, k := range []string{up, fork, stray} {
+		if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://" + k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	connect(c, full)
+	sessions := map[uint32]*session{}
+	for _, p := range parts {
+		sessions[p.GetNodeId()] = connect(c, p)
+	}
+	c.placing = true
+	c.setMembers()
+	c.decide()
+	for _, s := range sessions {
+		s.next() // the first assigns, standalone
+	}
+
+	c.feedParents(map[string]string{fork: up, stray: "github.com/not/in-the-fleet"})
+	c.decide()
+	name := c.nets.Of(fork)
+	if name == "" || c.nets.Of(up) != name {
+		t.Fatalf("the fork is in %q, its parent in %q: want one network", name, c.nets.Of(up))
+	}
+	if n := c.nets.Of(stray); n != "" {
+		t.Errorf("a fork of a repository not in the fleet is in network %q", n)
+	}
+	node := targetOf(c, fork)
+	if got := targetOf(c, up); got != node {
+		t.Errorf("the fork goes to node %d, its parent to %d", node, got)
+	}
+	if r := reposSent(sessions[node])[fork]; r == nil || r.GetNetwork() != name {
+		t.Errorf("the fork's assign: %v, want the pool of network %q at once", r, name)
+	}
+
+	// A restart keeps it.
+	c.mu.Unlock()
+	if err := c.persist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	r := newTestCoordinator(t, dir, testJoin, testFull)
+	c.mu.Lock()
+	if got := r.nets.Of(fork); got != name || r.nets.Of(up) != name {
+		t.Errorf("after a restart the fork is in %q, its parent in %q; want %q", got, r.nets.Of(up), name)
+	}
+}

@@ -123,9 +123,11 @@ type statusRecord struct {
 	Fetches    uint64 `json:",omitempty"`
 	DurationMs int64  `json:",omitempty"` // of the last check
 	// The root commits a full node last reported, and the fork network
-	// the repository was in (its name is history: see package network).
+	// the repository was in (its name is history: see package network),
+	// and its parent if a forge's feed said it is a fork.
 	Roots   []string `json:",omitempty"`
 	Network string   `json:",omitempty"`
+	Parent  string   `json:",omitempty"`
 }
 
 func (s *repoStatus) record(key string) statusRecord {
