@@ -483,7 +483,10 @@ func TestNetworkOfTwentyForksIsStoredOnceAndServedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clonesWhole(t, all)
-	eventually(t, wait(30*time.Second), "the network takes about one mirror plus the forks' own objects on the new owner", diskOK(nodeByID(mustOwner(t, f, all))))
+	newOwner := nodeByID(mustOwner(t, f, all))
+	eventually(t, wait(30*time.Second), "the network takes about one mirror plus the forks' own objects on the new owner", diskOK(newOwner))
+	got := f.networkBytes(f.dataDirs[newOwner])
+	t.Logf("%s (the new owner): the network takes %d bytes: %.2f× one mirror plus own (%d), %.3f× 20 mirrors", newOwner, got, float64(got)/float64(ideal), ideal, float64(got)/float64(20*mirrorBytes+allOwn))
 	t.Logf("the test took %v", time.Since(began).Round(10*time.Millisecond))
 }
 
