@@ -167,15 +167,7 @@ const driveStep = time.Millisecond
 // stretch.
 func fakeLimiter(t *testing.T, r Rate) (*Limiter, *clock.Fake) {
 	clk := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	stop, driven := make(chan struct{}), make(chan struct{})
-	go func() {
-		clk.Drive(driveStep, stop)
-		close(driven)
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		<-driven
-	})
+	t.Cleanup(clk.StartDriving(driveStep))
 	return NewLimiterOn(r, clk), clk
 }
 

@@ -185,6 +185,20 @@ func (f *Fake) Drive(step time.Duration, stop <-chan struct{}) {
 	}
 }
 
+// StartDriving runs Drive in a goroutine of its own until the returned
+// stop is called; stop returns once Drive has.
+func (f *Fake) StartDriving(step time.Duration) (stop func()) {
+	quit, driven := make(chan struct{}), make(chan struct{})
+	go func() {
+		f.Drive(step, quit)
+		close(driven)
+	}()
+	return func() {
+		close(quit)
+		<-driven
+	}
+}
+
 // Advance moves the fake time forward by d and fires due timers.
 func (f *Fake) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
 

@@ -295,24 +295,18 @@ func waitTimers(t *testing.T, f *Fake, n int) {
 }
 
 // TestDriveRunsWaitsOnFakeTime: code that waits three times a second on a
-// Fake that Drive moves sees three seconds pass, give or take a step a
-// wait, and Drive returns once told to stop.
+// Fake that Drive moves (StartDriving) sees three seconds pass, give or
+// take a step a wait, and Drive returns once told to stop.
 func TestDriveRunsWaitsOnFakeTime(t *testing.T) {
 	f := NewFake(t0)
 	const step = 10 * time.Millisecond
-	stop := make(chan struct{})
-	driven := make(chan struct{})
-	go func() {
-		f.Drive(step, stop)
-		close(driven)
-	}()
+	stop := f.StartDriving(step)
 	for range 3 {
 		if err := Sleep(context.Background(), f, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	<-driven
+	stop()
 	if took := f.Now().Sub(t0); took < 3*time.Second || took >= 3*time.Second+3*step {
 		t.Errorf("three waits of a second took %v of the fake time, want 3s and less than a step a wait more", took)
 	}

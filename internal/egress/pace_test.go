@@ -30,15 +30,7 @@ func TestLimitPacesWhatUpstreamsSendThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	stop, driven := make(chan struct{}), make(chan struct{})
-	go func() {
-		clk.Drive(time.Millisecond, stop)
-		close(driven)
-	}()
-	defer func() {
-		close(stop)
-		<-driven
-	}()
+	defer clk.StartDriving(time.Millisecond)()
 	var received atomic.Int64
 	d := &egress.Dialer{Policy: pol, Received: func(n int) { received.Add(int64(n)) }, Limit: bandwidth.NewLimiterOn(rate, clk)}
 	proxy, err := egress.NewProxy(d, slog.New(slog.DiscardHandler))

@@ -21,15 +21,7 @@ func TestAVolunteersCapPacesWhatTheNodeSendsThroughTheTunnel(t *testing.T) {
 	body := randomBytes(size, 3)
 	srv, addr, _ := startServer(t, "127.0.0.1:0", nil)
 	clk := clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	stop, driven := make(chan struct{}), make(chan struct{})
-	go func() {
-		clk.Drive(time.Millisecond, stop)
-		close(driven)
-	}()
-	defer func() {
-		close(stop)
-		<-driven
-	}()
+	defer clk.StartDriving(time.Millisecond)()
 	limiter := bandwidth.NewLimiterOn(rate, clk)
 	startClient(t, ClientConfig{Addr: addr, Upload: limiter}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Write(body)
