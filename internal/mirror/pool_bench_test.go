@@ -51,6 +51,33 @@ func (c countingBody) Read(p []byte) (int, error) {
 	return k, err
 }
 
+// benchForks makes n forks of the bare repository base among up's
+// repositories (sharing its objects), each with a commit of its own
+// (ownCommit), and returns their names.
+func benchForks(b *testing.B, up *gittest.Upstreams, base string, n int) []string {
+	var forks []string
+	for i := range n {
+		name := fmt.Sprintf("fork%03d", i)
+		bare := filepath.Join(up.Dir, name+".git")
+		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", base, bare); err != nil {
+			b.Fatal(err)
+		}
+		ownCommit(b, bare, i)
+		forks = append(forks, name)
+	}
+	return forks
+}
+
+// benchStore opens a store in a directory of its own, closed when b ends.
+func benchStore(b *testing.B) *mirror.Store {
+	st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
 // ownCommit adds to the fork at bare a commit on its HEAD branch: a 32 KiB file
 // of random bytes (incompressible: its own objects' size is known).
 func ownCommit(b testing.TB, bare string, i int) {
@@ -129,33 +156,15 @@ func benchNetwork(b *testing.B, n int) {
 	if err := gittest.Git("", "--git-dir="+base, "repack", "-adq"); err != nil {
 		b.Fatal(err)
 	}
-	var forks []string
-	for i := range n {
-		name := fmt.Sprintf("fork%03d", i)
-		bare := filepath.Join(up.Dir, name+".git")
-		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", base, bare); err != nil {
-			b.Fatal(err)
-		}
-		ownCommit(b, bare, i)
-		forks = append(forks, name)
-	}
+	forks := benchForks(b, up, base, n)
 	proxy, fetched := countingProxy(b, up.URL)
 	defer proxy.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() *mirror.Store {
-		st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { st.Close() })
-		return st
-	}
 	ctx := context.Background()
 	urlOf := func(name string) string { return proxy.URL + "/" + name + ".git" }
 
 	// The ideal: one standalone mirror of the base, plus what each fork
 	// adds to it (measured on a standalone mirror of one fork).
-	ref := open()
+	ref := benchStore(b)
 	if _, err := ref.Sync(ctx, keyOf(b, urlOf("base")), urlOf("base")); err != nil {
 		b.Fatal(err)
 	}
@@ -170,7 +179,7 @@ func benchNetwork(b *testing.B, n int) {
 	ownDisk := max(forkDisk-baseDisk, 0)
 	ownBytes := max(fetched.Load()-baseBytes, 0)
 
-	st := open()
+	st := benchStore(b)
 	fetched.Store(0)
 	for _, f := range forks {
 		if _, err := st.SyncIn(ctx, keyOf(b, urlOf(f)), urlOf(f), "base"); err != nil {
@@ -197,7 +206,7 @@ func benchNetwork(b *testing.B, n int) {
 	}
 	b.ReportMetric(float64(member)/float64(standalone), "cpu-member/standalone")
 
-	conv := open()
+	conv := benchStore(b)
 	for _, f := range forks {
 		if _, err := conv.Sync(ctx, keyOf(b, urlOf(f)), urlOf(f)); err != nil {
 			b.Fatal(err)
@@ -253,27 +262,9 @@ func benchNetworkPull(b *testing.B, n int) {
 	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "base.git"), "repack", "-adq"); err != nil {
 		b.Fatal(err)
 	}
-	var forks []string
-	for i := range n {
-		name := fmt.Sprintf("fork%03d", i)
-		bare := filepath.Join(up.Dir, name+".git")
-		if err := gittest.Git("", "clone", "-q", "--bare", "--shared", filepath.Join(up.Dir, "base.git"), bare); err != nil {
-			b.Fatal(err)
-		}
-		ownCommit(b, bare, i)
-		forks = append(forks, name)
-	}
+	forks := benchForks(b, up, filepath.Join(up.Dir, "base.git"), n)
 	owner, pulled := countingProxy(b, up.URL)
 	defer owner.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() *mirror.Store {
-		st, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { st.Close() })
-		return st
-	}
 	ctx := context.Background()
 	pull := func(st *mirror.Store, name, network string) int64 {
 		pulled.Store(0)
@@ -283,11 +274,11 @@ func benchNetworkPull(b *testing.B, n int) {
 		}
 		return pulled.Load()
 	}
-	ref := open()
+	ref := benchStore(b)
 	base := pull(ref, "base", "")
 	own := max(pull(ref, forks[0], "")-base, 1)
 
-	full := open()
+	full := benchStore(b)
 	var first, later int64
 	for i, f := range forks {
 		if i == 0 {
@@ -301,7 +292,7 @@ func benchNetworkPull(b *testing.B, n int) {
 	b.ReportMetric(float64(first+later)/float64(1<<20), "pulled-MiB")
 
 	seedBase, sent := fullNodeServer(b, full)
-	moved := open()
+	moved := benchStore(b)
 	first, later = 0, 0
 	for i, f := range forks {
 		key := keyOf(b, up.RepoURL(f))
