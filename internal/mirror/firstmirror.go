@@ -115,19 +115,7 @@ func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Ref
 	}
 	pool := ""
 	if network != "" {
-		unlockPool := s.Lock(poolLockKey(network))
-		pool, err = s.ensurePool(ctx, network)
-		if err == nil {
-			err = s.enlist(pool, key) // before the fetch: see enlist
-		}
-		unlockPool()
-		if err != nil {
-			return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
-		}
-		if err := s.link(tmp, pool); err != nil {
-			return gitcmd.Refs{}, fmt.Errorf("mirror %s: link to the pool: %w", key, err)
-		}
-		if err := s.data.WriteFile(filepath.Join(tmp, networkFile), []byte(network+"\n")); err != nil {
+		if pool, err = s.borrowPool(ctx, key, tmp, network); err != nil {
 			return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
 		}
 	}

@@ -44,7 +44,9 @@ import (
 //     member's lock held and every member's refs fetched anew: a member's
 //     fetch that found an unreachable object in the pool (git takes any
 //     object it has as had) and pointed a ref at it is then either finished
-//     and counted, or waits.
+//     and counted, or waits. A clone or first pull that borrows the pool
+//     is enlisted as a member before it fetches (enlist), for the same
+//     reason.
 //
 // Lock order: a member's lock before its pool's; members in key order.
 
@@ -155,6 +157,29 @@ func (s *Store) ensurePool(ctx context.Context, network string) (string, error) 
 	}
 	s.log.Info("object pool made", "network", network, "dir", filepath.Base(dir))
 	return dir, nil
+}
+
+// borrowPool makes the new repository at dir (a clone or a first pull of
+// key, not in place yet) borrow network's pool, made if needed, before it
+// fetches: key is enlisted, dir linked and marked as a member of network,
+// so that it is one once it is moved into place. It returns the pool.
+func (s *Store) borrowPool(ctx context.Context, key, dir, network string) (string, error) {
+	unlockPool := s.Lock(poolLockKey(network))
+	pool, err := s.ensurePool(ctx, network)
+	if err == nil {
+		err = s.enlist(pool, key) // before the fetch: see enlist
+	}
+	unlockPool()
+	if err != nil {
+		return "", err
+	}
+	if err := s.link(dir, pool); err != nil {
+		return "", fmt.Errorf("link to the pool: %w", err)
+	}
+	if err := s.data.WriteFile(filepath.Join(dir, networkFile), []byte(network+"\n")); err != nil {
+		return "", err
+	}
+	return pool, nil
 }
 
 // link points the repository at dir to pool's objects.

@@ -205,19 +205,7 @@ func (s *Store) quarantine(ctx context.Context, key, dir string, first bool, net
 		return "", err
 	}
 	if first && network != "" {
-		unlockPool := s.Lock(poolLockKey(network))
-		pool, err := s.ensurePool(ctx, network)
-		if err == nil {
-			err = s.enlist(pool, key) // before the fetch: see enlist
-		}
-		unlockPool()
-		if err == nil {
-			err = s.link(q, pool)
-		}
-		if err == nil {
-			err = s.data.WriteFile(filepath.Join(q, networkFile), []byte(network+"\n"))
-		}
-		if err != nil {
+		if _, err := s.borrowPool(ctx, key, q, network); err != nil {
 			os.RemoveAll(q)
 			return "", fmt.Errorf("mirror %s: quarantine in network %q: %w", key, network, err)
 		}
