@@ -334,3 +334,34 @@ func TestAFeedsForkParentPlacesTheForkWithItsParentBeforeItsFirstClone(t *testin
 		t.Errorf("after a restart the fork is in %q, its parent in %q; want %q", got, r.nets.Of(up), name)
 	}
 }
+
+// A full node that owns repositories itself (as in gitfleet up) reports
+// their roots on its own checks, not on served pulls: those roots make
+// networks too, as a partial node's never do.
+func TestAFullNodeThatOwnsRepositoriesReportsRootsOnItsChecks(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	full := mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull, Name: "full", Capacity: 1})
+	keys := []string{"example.org/forks/a", "example.org/forks/b"}
+	for _, k := range keys {
+		if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://" + k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	connect(c, full)
+	c.placing = true
+	c.setMembers()
+	c.decide()
+	shared := strings.Repeat("b", 40)
+	for i, k := range keys {
+		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, Cloned: true}) // the clone confirms it
+		if o, _ := c.owner(k); o != full.GetNodeId() {
+			t.Fatalf("%s is owned by %d, want the full node %d", k, o, full.GetNodeId())
+		}
+		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, RootsKnown: true, Roots: []string{shared, fmt.Sprintf("%040x", i+1)}})
+	}
+	if a, b := c.nets.Of(keys[0]), c.nets.Of(keys[1]); a == "" || a != b {
+		t.Fatalf("the full node's own checks reported a shared root, and the networks are %q and %q", a, b)
+	}
+}

@@ -327,6 +327,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	case id != owner:
 		return // a stale result from a former owner
 	}
+	if res.GetOk() && res.GetRootsKnown() {
+		// A full node that owns key reports its roots on its own checks
+		// (networkRoots trusts a full node's alone).
+		c.networkRoots(id, key, res.GetRoots())
+		c.decide()
+	}
 	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
 	r.lastCheck = at

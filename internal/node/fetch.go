@@ -139,10 +139,13 @@ func (n *Node) check(ctx context.Context, key string) {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
 		// The root commits, from which the coordinator tells networks: a
 		// recount only after a clone or a ref that went back (mirror.Roots).
-		if roots, rerr := n.mirror.Roots(cctx, key, res); rerr == nil {
-			r.Roots, r.RootsKnown = roots, true
-		} else {
-			n.log.Warn("could not count the mirror's root commits", "key", key, "err", rerr)
+		// Only a full node's count: the coordinator trusts no other.
+		if n.reg.Mode == fleetv1.Mode_MODE_FULL {
+			if roots, rerr := n.mirror.Roots(cctx, key, res); rerr == nil {
+				r.Roots, r.RootsKnown = roots, true
+			} else {
+				n.log.Warn("could not count the mirror's root commits", "key", key, "err", rerr)
+			}
 		}
 		out.ChangeTimes = n.changeTimes(key, res)
 		if res.Changed || res.Cloned {
