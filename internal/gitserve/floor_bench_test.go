@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,8 @@ func (c *cost) add(d cost) { c.wall, c.git, c.self = c.wall+d.wall, c.git+d.git,
 // serverCost runs clients in a scratch directory, which return the CPU
 // time of the processes they ran, and returns what this process and its
 // other children spent meanwhile: the servers' share. The scratch
-// directory is removed after (its unlinks are nobody's serving).
+// directory is removed after (its unlinks are nobody's serving), and the
+// garbage collector runs before.
 func serverCost(b *testing.B, clients func(scratch string) time.Duration) cost {
 	b.Helper()
 	scratch, err := os.MkdirTemp(b.TempDir(), "clients")
@@ -132,6 +134,7 @@ func serverCost(b *testing.B, clients func(scratch string) time.Duration) cost {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(scratch)
+	runtime.GC() // the garbage of what came before (a history's making) is nobody's serving
 	children, self := rusage(syscall.RUSAGE_CHILDREN), rusage(syscall.RUSAGE_SELF)
 	start := time.Now()
 	clientCPU := clients(scratch)

@@ -266,13 +266,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, key, err)
 		return
 	}
-	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view.state, v2, cmd) {
+	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, req.Wants, v2, cmd) {
 		return
 	}
 	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
 	defer pw.clearDeadline()
 	cmd.Stdout = pw
-	_ = h.run(r.Context(), w, pw, key, cmd)
+	_ = h.run(r.Context(), w, pw, key, cmd, func(err error) error { return damagedTip(err, view, req.Wants) })
 }
 
 // view returns what a request shares with the others that find the refs
@@ -471,12 +471,19 @@ func (h *Handler) logFailure(ctx context.Context, key string, err error) {
 }
 
 // run runs cmd for one client once it has a run slot, streaming its
-// output to the client. A run that failed has had its answer.
-func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd) error {
+// output to the client; failure, when not nil, tells what a failed run
+// means (damagedTip). A run that failed has had its answer.
+func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd, failure func(error) error) error {
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
 		err = h.Git.Run(ctx, cmd)
+		if err != nil && failure != nil {
+			err = failure(err)
+		}
+	}
+	if err == nil || gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
+		pw.release() // git's own error line, if it wrote one: the client hears it as git tells it
 	}
 	if err == nil {
 		return nil
@@ -527,21 +534,64 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 }
 
 // lazyWriter notes whether any output went out, so that an upload-pack
-// that fails before writing anything can still answer 500. Each write must
-// be done within idle: a client that stops reading fails the write, and
-// git, whose output then goes nowhere, stops.
+// that fails before writing anything can still answer 500. An answer that
+// begins with git's error line ("ERR ...") is held until the run ends
+// (release): a damaged mirror's run then answers 500, not git's refusal.
+// Each write must be done within idle: a client that stops reading fails
+// the write, and git, whose output then goes nowhere, stops.
 type lazyWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	idle    time.Duration
 	started bool
-	err     error // the first failed write to the client
+	held    []byte // an answer that began with an error line, not sent yet
+	err     error  // the first failed write to the client
 }
+
+// maxHeld bounds a held answer: git's error line and little else.
+const maxHeld = 64 << 10
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
+	if !l.started && (l.held != nil || isErrLine(p)) && len(l.held)+len(p) <= maxHeld {
+		l.held = append(l.held, p...)
+		return len(p), nil
+	}
+	if l.held != nil {
+		l.release()
+		if l.err != nil {
+			return 0, l.err
+		}
+	}
+	return l.send(p)
+}
+
+// isErrLine says whether p begins with a pkt-line that carries git's error
+// ("ERR <message>").
+func isErrLine(p []byte) bool {
+	return len(p) >= 8 && string(p[4:8]) == "ERR " && isHex(p[:4])
+}
+
+func isHex(p []byte) bool {
+	for _, c := range p {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// release sends what was held.
+func (l *lazyWriter) release() {
+	if held := l.held; held != nil && l.err == nil {
+		l.held = nil
+		_, _ = l.send(held)
+	}
+}
+
+func (l *lazyWriter) send(p []byte) (int, error) {
 	_ = l.rc.SetWriteDeadline(time.Now().Add(l.idle))
 	l.started = true
 	n, err := l.w.Write(p)

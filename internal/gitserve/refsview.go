@@ -41,9 +41,8 @@ func newRefsViews() *refsViews {
 
 // refsView is what the requests that find a repository's refs in one state
 // share: the answers that depend on nothing else (the refs advertisement
-// and capabilities, ls-refs listings), the served tips and which of them
-// were found on disk, and which wanted objects the refs are known to
-// reach. An answer or a check is made once, by the first request that
+// and capabilities, ls-refs listings), the served tips, and which wanted
+// objects the refs are known to reach. An answer or a check is made once, by the first request that
 // needs it, while identical requests wait for it (flight); one that failed
 // is not kept. A request that finds the refs in another state has another
 // view: one state is never served for another.
@@ -57,8 +56,6 @@ type refsView struct {
 
 	mu        sync.Mutex
 	answers   map[string]*flight[sharedAnswer]
-	present   map[string]bool          // tips whose objects were found on disk
-	looks     map[string]*flight[bool] // looks at tips' objects in flight, by wantsKey
 	checks    map[string]*flight[bool] // wants checks in flight, by wantsKey
 	reachable map[string]bool          // wants keys whose objects the refs reach
 	elem      *list.Element
@@ -103,7 +100,6 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	tips := snap.tips()
 	v = &refsView{views: vs, dir: dir, state: snap.digest, config: snap.config, stamp: snap.stamp, tips: tips,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
-		present: map[string]bool{}, looks: map[string]*flight[bool]{},
 		size: int64(len(tips)) * 100}
 	vs.mu.Lock()
 	defer vs.mu.Unlock()

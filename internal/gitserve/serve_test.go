@@ -333,31 +333,71 @@ func TestSlowClientsHoldNoUploadPackAndGet408(t *testing.T) {
 }
 
 // A damaged mirror is a failure the node must hear of (to verify and
-// repair it), not a client's want to refuse.
+// repair it), not a client's want to refuse: served alone, the client
+// gets 500, not git's "not our ref" (which the run's answer begins with,
+// held until the run ends), and through the pack cache likewise.
 func TestAWantOfADamagedMirrorsTipIsAFailureNotARefusal(t *testing.T) {
-	var failed []error
-	f := newFixture(t, func(h *gitserve.Handler) {
-		h.OnFailure = func(key string, err error) { failed = append(failed, err) }
-	})
-	tip := head(t, f)
-	if _, err := git(t, f.repo, "repack", "-a", "-d", "-q"); err != nil {
-		t.Fatal(err)
-	}
-	packs, err := filepath.Glob(filepath.Join(f.repo, "objects", "pack", "*.pack"))
-	if err != nil || len(packs) == 0 {
-		t.Fatalf("no pack to damage: %v", err)
-	}
-	for _, p := range packs {
-		if err := os.Truncate(p, 0); err != nil {
+	truncatePacks := func(t *testing.T, f *fixture) string {
+		tip := head(t, f)
+		if _, err := git(t, f.repo, "repack", "-a", "-d", "-q"); err != nil {
 			t.Fatal(err)
 		}
+		packs, err := filepath.Glob(filepath.Join(f.repo, "objects", "pack", "*.pack"))
+		if err != nil || len(packs) == 0 {
+			t.Fatalf("no pack to damage: %v", err)
+		}
+		for _, p := range packs {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tip
 	}
-	code, _, body := f.post(t, v2Fetch("want "+tip, "done"), v2)
-	if code != http.StatusInternalServerError {
-		t.Fatalf("want of a damaged mirror's tip: %d %q, want 500", code, body)
+	// git says only "not our ref" of a loose object that is gone.
+	removeLooseTip := func(t *testing.T, f *fixture) string {
+		tip, err := f.up.Commit("r", "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(f.repo, "objects", tip[:2], tip[2:])); err != nil {
+			t.Fatal(err)
+		}
+		return tip
 	}
-	if len(failed) != 1 || gitcmd.ClassOf(failed[0]) != gitcmd.ClassBadObjects {
-		t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
+	for _, tc := range []struct {
+		name   string
+		cache  bool
+		damage func(t *testing.T, f *fixture) string
+	}{
+		{"a truncated pack, alone", false, truncatePacks},
+		{"a truncated pack, through the pack cache", true, truncatePacks},
+		{"a loose tip gone, alone", false, removeLooseTip},
+		{"a loose tip gone, through the pack cache", true, removeLooseTip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var failed []error
+			f := newFixture(t, func(h *gitserve.Handler) {
+				h.OnFailure = func(key string, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					failed = append(failed, err)
+				}
+				if tc.cache {
+					cached(t, 1<<30, nil)(h)
+				}
+			})
+			tip := tc.damage(t, f)
+			code, _, body := f.post(t, v2Fetch("want "+tip, "done"), v2)
+			if code != http.StatusInternalServerError || strings.Contains(body, "not our ref") {
+				t.Fatalf("want of a damaged mirror's tip: %d %q, want 500", code, body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(failed) != 1 || gitcmd.ClassOf(failed[0]) != gitcmd.ClassBadObjects {
+				t.Fatalf("OnFailure heard %v, want one failure of class %q", failed, gitcmd.ClassBadObjects)
+			}
+		})
 	}
 }
 

@@ -17,14 +17,15 @@ import (
 
 // serveShared serves a fetch, whose wants were checked, through the pack
 // cache: from the live run or the kept output of an identical request, or
-// from a new run that the identical requests after it follow. state is the
-// digest of the refs that the request found. It returns false when the
+// from a new run that the identical requests after it follow. view is the
+// state of the refs that the request found, wants what it asked for. It
+// returns false when the
 // cache cannot take the request (its directory fails): the caller then
 // serves it alone.
-func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body, state []byte, v2 bool,
-	cmd gitcmd.Cmd) bool {
+func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body []byte, view *refsView,
+	wants []string, v2 bool, cmd gitcmd.Cmd) bool {
 	dir := cmd.Args[0]
-	ck, err := packKey(dir, gitProtocol, state, body, v2)
+	ck, err := packKey(dir, gitProtocol, view.state, body, v2)
 	if err != nil {
 		h.logCache(key, err)
 		return false
@@ -41,7 +42,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 			return false
 		}
 		if leader {
-			go h.sharedRun(ctx, cancel, rd.e, key, state, cmd)
+			go h.sharedRun(ctx, cancel, rd.e, key, view, wants, cmd)
 		} else {
 			cancel()
 		}
@@ -50,9 +51,10 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 	return true
 }
 
-// sharedRun runs one upload-pack for every client of e and keeps its
-// output, unless it failed or the refs moved while it ran.
-func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *packEntry, key string, state []byte, cmd gitcmd.Cmd) {
+// sharedRun runs one upload-pack of wants for every client of e and keeps
+// its output, unless it failed or the refs moved from view while it ran.
+func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *packEntry, key string, view *refsView, wants []string,
+	cmd gitcmd.Cmd) {
 	defer cancel()
 	cmd.Stdout = e
 	release, err := h.slots.acquire(ctx, key)
@@ -66,8 +68,9 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 	keep := false
 	if err == nil {
 		after, serr := readRefs(cmd.Args[0])
-		keep = serr == nil && bytes.Equal(after.digest, state)
+		keep = serr == nil && bytes.Equal(after.digest, view.state)
 	} else {
+		err = damagedTip(err, view, wants)
 		h.runFailed(ctx, key, err)
 	}
 	e.finish(err, keep)

@@ -7,18 +7,25 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // spliceRoom is the most that one move takes from git's pipe, and what it
-// reserves in the cache before it: upload-pack writes its answer in
-// packets of up to 64 KiB.
-const spliceRoom = 64 << 10
+// reserves in the cache before it.
+const spliceRoom = 256 << 10
 
 // pipeSize is the pipe buffer asked for git's stdout, so that git can run
 // ahead of the moves.
 const pipeSize = 1 << 20
+
+// gather is how long the mover lets git's pipe fill after a move that
+// found little in it: upload-pack writes its answer in packets of up to
+// 64 KiB, often much less, and every move costs a system call, a write to
+// the file and the wake-up of each client of the run. The pipe holds
+// pipeSize: git does not wait meanwhile.
+const gather = time.Millisecond
 
 var (
 	errSpilled    = errors.New("pack cache: spilled")
@@ -53,6 +60,9 @@ func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
 						if merr != nil {
 							err = merr
 							return
+						}
+						if n < spliceRoom/4 {
+							time.Sleep(gather)
 						}
 					}
 				}); derr != nil {

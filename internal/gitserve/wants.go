@@ -26,15 +26,15 @@ const maxWants = 50000
 
 // wantsServed refuses a request for objects that the served refs do not
 // reach (see checkWants), and shares what it can between the requests that
-// find the refs in v's state: a want that is a served tip, whose object is
-// on disk (looked at once per state), needs no process, and a set of wants
-// that the refs were found to reach is not looked at again. What depends
-// on more than the refs is checked anew each time: a tip advertised a
-// moment ago (recent), a tree or a blob of a standalone mirror (only
-// checked to exist, and a prune drops them under the same refs). A pool
-// member's trees and blobs are checked against its refs (objectsReached):
-// their answer is kept as its commits' is. Identical checks in flight are
-// made once.
+// find the refs in v's state: a want that is a served tip needs no process
+// (should its object not be on disk, in a damaged mirror, the run fails
+// and says so: see damagedTip), and a set of wants that the refs were
+// found to reach is not looked at again. What depends on more than the
+// refs is checked anew each time: a tip advertised a moment ago (recent),
+// a tree or a blob of a standalone mirror (only checked to exist, and a
+// prune drops them under the same refs). A pool member's trees and blobs
+// are checked against its refs (objectsReached): their answer is kept as
+// its commits' is. Identical checks in flight are made once.
 func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, wants []string, v2 bool) error {
 	if len(wants) == 0 {
 		return nil
@@ -43,15 +43,7 @@ func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, want
 		return refused("more than %d objects wanted in one request", maxWants)
 	}
 	if v.allTips(wants) {
-		present, err := h.tipsPresent(ctx, v, wants)
-		if err != nil {
-			return err
-		}
-		if present {
-			return nil
-		}
-		// A tip that is not on disk: the full check tells a damaged
-		// mirror from a refusal.
+		return nil
 	}
 	k := wantsKey(wants)
 	v.mu.Lock()
@@ -93,50 +85,25 @@ func (v *refsView) allTips(wants []string) bool {
 	return true
 }
 
-// tipsPresent says whether the objects of the wanted tips, all tips of
-// v's state, are on disk (they are, but in a damaged mirror). Each tip is
-// looked at once per state, by the first request that wants it.
-func (h *Handler) tipsPresent(ctx context.Context, v *refsView, wants []string) (bool, error) {
-	v.mu.Lock()
-	var unseen []string
-	for _, w := range wants {
-		if !v.present[w] {
-			unseen = append(unseen, w)
-		}
+// damagedTip tells the failure of a run whose wants were all served tips
+// of v's state for what it is when upload-pack answered "not our ref": it
+// could not read a tip's object, which the refs still name, so the mirror
+// is damaged (a truncated pack, an emptied object file), a failure the
+// node must hear of to repair it, not a want to refuse. The refs are read
+// again first: a tip that a force-push and a prune took away meanwhile is
+// not damage. Any other failure is returned as it is.
+func damagedTip(err error, v *refsView, wants []string) error {
+	var ge *gitcmd.Error
+	if err == nil || !errors.As(err, &ge) || !strings.Contains(ge.Stderr, "not our ref") || !v.allTips(wants) {
+		return err
 	}
-	if len(unseen) == 0 {
-		v.mu.Unlock()
-		return true, nil
+	if now, rerr := readRefs(v.dir); rerr != nil || !bytes.Equal(now.digest, v.state) {
+		return err
 	}
-	k := wantsKey(unseen)
-	f, leader := join(v.looks, k)
-	v.mu.Unlock()
-	if !leader {
-		return f.wait(ctx)
-	}
-	all := true
-	var found []string
-	h.shares.checks.Add(1)
-	err := objectTypes(context.WithoutCancel(ctx), h.Git, v.dir, unseen, func(oid, typ string) {
-		if typ == "missing" {
-			all = false
-		} else {
-			found = append(found, oid)
-		}
-	})
-	v.mu.Lock()
-	delete(v.looks, k)
-	if err == nil {
-		for _, oid := range found {
-			v.present[oid] = true
-		}
-	}
-	v.mu.Unlock()
-	if err == nil {
-		v.views.grow(v, int64(len(found))*48)
-	}
-	f.land(all, err)
-	return all, err
+	d := *ge
+	d.Class = gitcmd.ClassBadObjects
+	d.Stderr = "a served ref's tip cannot be read: the mirror is damaged: " + ge.Stderr
+	return &d
 }
 
 // wantsKey names a set of wanted objects, whatever their order.
