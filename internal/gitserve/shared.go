@@ -19,9 +19,8 @@ import (
 // cache: from the live run or the kept output of an identical request, or
 // from a new run that the identical requests after it follow. view is the
 // state of the refs that the request found, wants what it asked for. It
-// returns false when the
-// cache cannot take the request (its directory fails): the caller then
-// serves it alone.
+// returns false when the cache cannot take the request (its directory
+// fails): the caller then serves it alone.
 func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body []byte, view *refsView,
 	wants []string, v2 bool, cmd gitcmd.Cmd) bool {
 	dir := cmd.Args[0]
