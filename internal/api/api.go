@@ -106,11 +106,12 @@ type PendingPurge struct {
 
 // RepoFilter selects repositories. Zero values match everything.
 type RepoFilter struct {
-	State  *repostate.State
-	Prefix string
-	Owner  uint32 // 0: any owner
-	Offset int
-	Limit  int
+	State   *repostate.State
+	Prefix  string
+	Owner   uint32 // 0: any owner
+	Network string // "": any network (or none)
+	Offset  int
+	Limit   int
 }
 
 // Repo is one repository as the API shows it.

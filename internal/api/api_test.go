@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -20,10 +21,14 @@ import (
 func reposEnv(t *testing.T) *testEnv {
 	b := newFakeBackend()
 	for i, k := range []string{"github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four", "gitee.com/d/five"} {
-		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []repostate.State{repostate.OK, repostate.Failing}[i%3/2]}}
+		b.repos[k] = RepoDetail{Repo: Repo{Key: k, Owner: uint32(1 + i%2), State: []repostate.State{repostate.OK, repostate.Failing}[i%3/2],
+			Network: []string{"linux", "linux", "linux", detectedNetwork, ""}[i]}}
 	}
 	return newTestEnv(t, Config{PublicURL: "https://mirror.example/"}, b)
 }
+
+// detectedNetwork is a network's name as detection gives it.
+const detectedNetwork = "root:0123456789abcdef0123456789abcdef01234567"
 
 func TestListReposFiltersAndPages(t *testing.T) {
 	e := reposEnv(t)
@@ -41,6 +46,14 @@ func TestListReposFiltersAndPages(t *testing.T) {
 		{"?limit=2&offset=4", []string{"gitlab.com/c/four"}, 5, 2},
 		{"?offset=10", []string{}, 5, 100},
 		{"?limit=1000", []string{"gitee.com/d/five", "github.com/a/one", "github.com/a/two", "github.com/b/three", "gitlab.com/c/four"}, 5, 1000},
+		{"?network=linux", []string{"github.com/a/one", "github.com/a/two", "github.com/b/three"}, 3, 100},
+		{"?network=linux&state=ok", []string{"github.com/a/one", "github.com/a/two"}, 2, 100},
+		{"?network=linux&state=failing&prefix=github.com/b/", []string{"github.com/b/three"}, 1, 100},
+		{"?network=linux&prefix=github.com/a/&limit=1&offset=1", []string{"github.com/a/two"}, 2, 1},
+		{"?network=linux&owner=2", []string{"github.com/a/two"}, 1, 100},
+		{"?network=" + detectedNetwork, []string{"gitlab.com/c/four"}, 1, 100},
+		{"?network=fork:github.com/a/one", []string{}, 0, 100},
+		{"?network=no-members&state=ok", []string{}, 0, 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -53,6 +66,9 @@ func TestListReposFiltersAndPages(t *testing.T) {
 			keys := []string{}
 			for _, repo := range got.Repos {
 				keys = append(keys, repo.Key)
+				if q, _ := url.ParseQuery(strings.TrimPrefix(tt.query, "?")); q.Has("network") && repo.Network != q.Get("network") {
+					t.Errorf("%s listed in network %q", repo.Key, repo.Network)
+				}
 				if want := "https://mirror.example/" + repo.Key + ".git"; repo.CloneURL != want {
 					t.Errorf("clone URL %q, want %q", repo.CloneURL, want)
 				}
@@ -89,7 +105,9 @@ func TestOpenAPIsRepositoryListsEveryState(t *testing.T) {
 
 func TestListReposRefusesBadParameters(t *testing.T) {
 	e := reposEnv(t)
-	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc", "limit=1001", "limit=100000"} {
+	for _, q := range []string{"owner=x", "owner=-1", "owner=99999999999", "offset=-1", "offset=x", "limit=0", "limit=abc", "limit=1001", "limit=100000",
+		"network=a%20b", "network=a/b", "network=-linux", "network=root:abc", "network=root:" + detectedNetwork[5:] + ".x",
+		"network=fork:../etc", "network=fork:https://github.com/a/b", "network=" + strings.Repeat("n", 65)} {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, e.do(t, "GET", "/api/v1/repos?"+q, nil), http.StatusBadRequest, strings.Split(q, "=")[0])
 		})

@@ -83,7 +83,8 @@ func (b *fakeBackend) ListRepos(_ context.Context, f RepoFilter) ([]Repo, int) {
 	defer b.mu.Unlock()
 	var match []Repo
 	for _, d := range b.repos {
-		if (f.State == nil || d.State == *f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) {
+		if (f.State == nil || d.State == *f.State) && (f.Owner == 0 || d.Owner == f.Owner) && strings.HasPrefix(d.Key, f.Prefix) &&
+			(f.Network == "" || d.Network == f.Network) {
 			match = append(match, d.Repo)
 		}
 	}

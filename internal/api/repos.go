@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
@@ -89,6 +90,13 @@ func (s *Server) listRepos(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.State = &st
+	}
+	if v := q.Get("network"); v != "" {
+		if err := network.CheckAnyName(v); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		f.Network = v
 	}
 	if v := q.Get("owner"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)

@@ -61,9 +61,10 @@ type Source interface {
 // Query selects repositories for a page of /-/repos. Zero values match
 // everything.
 type Query struct {
-	Search string           // a substring of the key (case-insensitive)
-	State  *repostate.State // nil: any
-	Owner  uint32
+	Search  string           // a substring of the key (case-insensitive)
+	State   *repostate.State // nil: any
+	Owner   uint32
+	Network string // a fork network's members ("": any)
 	// StaleOver keeps the repositories verified against their upstreams
 	// (verified_at) longer ago than this (or never), the stalest first;
 	// Never keeps only those never verified.

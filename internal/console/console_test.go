@@ -205,15 +205,15 @@ func TestAssetsAreServedFromTheBinary(t *testing.T) {
 
 func TestTheRepositoryListingPassesItsFiltersAndPages(t *testing.T) {
 	c, src := newTestConsole()
-	_, body := get(t, c, "/-/repos?q=+Project-1+&state=failing&owner=7&stale=7d&offset=50&limit=25")
-	want := Query{Search: "Project-1", State: new(repostate.Failing), Owner: 7, StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
+	_, body := get(t, c, "/-/repos?q=+Project-1+&state=failing&owner=7&network=linux&stale=7d&offset=50&limit=25")
+	want := Query{Search: "Project-1", State: new(repostate.Failing), Owner: 7, Network: "linux", StaleOver: 7 * 24 * time.Hour, Offset: 50, Limit: 25}
 	if !reflect.DeepEqual(src.last, want) {
 		t.Errorf("query %+v, want %+v", src.last, want)
 	}
 	if !strings.Contains(body, "Matches 51 to 52, and more") {
 		t.Errorf("the page does not say which matches it shows:\n%s", body)
 	}
-	for _, link := range []string{`rel="next"`, `offset=75`, `rel="prev"`, `offset=25`} {
+	for _, link := range []string{`rel="next"`, `offset=75`, `rel="prev"`, `offset=25`, `network=linux`, `value="linux"`} {
 		if !strings.Contains(body, link) {
 			t.Errorf("no %s link:\n%s", link, body)
 		}
@@ -251,7 +251,7 @@ func TestTheStateFilterOffersEveryState(t *testing.T) {
 func TestBadRequestsAreRefusedWithAPage(t *testing.T) {
 	c, _ := newTestConsole()
 	for _, path := range []string{"/-/repos?owner=x", "/-/repos?stale=soon", "/-/repos?stale=-1h", "/-/repos?limit=100000", "/-/repos?offset=-1",
-		"/-/repos?q=" + strings.Repeat("a", 300)} {
+		"/-/repos?q=" + strings.Repeat("a", 300), "/-/repos?network=root:abc", "/-/repos?network=a/b"} {
 		if resp, body := get(t, c, path); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "<html") {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
 		}
@@ -412,6 +412,25 @@ func TestARepositoryWithoutAnOwnerSaysNoneYet(t *testing.T) {
 	}
 	if _, body := get(t, c, "/-/repos/github.com/a/b"); !strings.Contains(body, "once a node owns it") {
 		t.Errorf("the next check of a repository without an owner:\n%s", body)
+	}
+}
+
+// A repository in a fork network names it on its page, with a link to
+// the network's members (and the nodes it is split over); a standalone one
+// names none.
+func TestARepositoryPageLinksToItsForkNetwork(t *testing.T) {
+	c, src := newTestConsole()
+	src.repos[1].Network, src.repos[1].NetworkParts = "root:0123456789abcdef0123456789abcdef01234567", 3
+	_, body := get(t, c, "/-/repos/github.com/a/b")
+	for _, want := range []string{`<a href="/-/repos?network=root%3a0123456789abcdef0123456789abcdef01234567">root:0123456789abcdef0123456789abcdef01234567</a>`,
+		"(split over 3 nodes)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page of a network's member lacks %s:\n%s", want, body)
+		}
+	}
+	src.repos[1].Network = ""
+	if _, body := get(t, c, "/-/repos/github.com/a/b"); strings.Contains(body, `id="network"`) {
+		t.Errorf("a standalone repository's page names a network:\n%s", body)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/humanize"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
@@ -240,6 +241,13 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Owner = uint32(id)
 	}
+	if s := strings.TrimSpace(qv.Get("network")); s != "" {
+		if err := network.CheckAnyName(s); err != nil {
+			c.badRequest(w, r, err.Error())
+			return
+		}
+		q.Network = s
+	}
 	if s := qv.Get("stale"); s != "" {
 		if s == "never" {
 			q.Never = true
@@ -265,7 +273,7 @@ func (c *Console) repos(w http.ResponseWriter, r *http.Request) {
 	page := c.src.Repos(r.Context(), q)
 	link := func(offset int) string {
 		v := url.Values{}
-		for _, k := range []string{"q", "state", "owner", "stale", "limit"} {
+		for _, k := range []string{"q", "state", "owner", "network", "stale", "limit"} {
 			if s := qv.Get(k); s != "" {
 				v.Set(k, s)
 			}

@@ -36,7 +36,7 @@ func (p *printer) table() *tabwriter.Writer { return tabwriter.NewWriter(p.w, 0,
 
 func repos(ctx context.Context, c *client, out *printer, o options) error {
 	q := url.Values{}
-	for name, v := range map[string]string{"state": o.state, "prefix": o.prefix} {
+	for name, v := range map[string]string{"state": o.state, "prefix": o.prefix, "network": o.network} {
 		if v != "" {
 			q.Set(name, v)
 		}

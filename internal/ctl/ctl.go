@@ -27,8 +27,8 @@ const defaultServer = "http://127.0.0.1:8080"
 const usage = `usage: gitfleet ctl [flags] <command> [arguments]
 
 commands:
-  repos [--state S] [--owner N] [--prefix P] [--offset N] [--limit N]
-                              list repositories
+  repos [--state S] [--owner N] [--prefix P] [--network NAME] [--offset N] [--limit N]
+                              list repositories; --network: a fork network's members
   show KEY|URL                show one repository: attributes, refs, history
   add URL [name=value...]     add a repository (or update its attributes)
   rm KEY|URL                  remove a repository
@@ -61,20 +61,20 @@ func Commands() []string {
 
 // options are the command line's flags.
 type options struct {
-	server, token, config string
-	json, wait            bool
-	state, prefix         string
-	reason                string
-	owner                 uint
-	offset, limit         int
-	failed                bool
-	since, before         string
-	node                  uint
+	server, token, config  string
+	json, wait             bool
+	state, prefix, network string
+	reason                 string
+	owner                  uint
+	offset, limit          int
+	failed                 bool
+	since, before          string
+	node                   uint
 }
 
 // commandFlags are the flags that only some commands take.
 var commandFlags = map[string][]string{
-	"repos": {"state", "owner", "prefix", "offset", "limit"},
+	"repos": {"state", "owner", "prefix", "network", "offset", "limit"},
 	"fetch": {"wait"},
 	"nodes": {"reason"},
 	"log":   {"failed", "since", "node", "before"},
@@ -117,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	fs.StringVar(&o.state, "state", "", "repos: only repositories in this state")
 	fs.UintVar(&o.owner, "owner", 0, "repos: only repositories owned by this node ID")
 	fs.StringVar(&o.prefix, "prefix", "", "repos: only keys with this prefix")
+	fs.StringVar(&o.network, "network", "", "repos: only the members of this fork network (a repository's network, as show prints it)")
 	fs.IntVar(&o.offset, "offset", 0, "repos: skip this many")
 	fs.IntVar(&o.limit, "limit", 0, "repos: at most this many (server default 100, at most 1000)")
 	fs.StringVar(&o.reason, "reason", "", "nodes revoke: why (shown in the node list and to the node)")

@@ -211,11 +211,13 @@ gitlab.com/c/d  failing  1      no       -                    -                 
 
 func TestReposPassesFiltersAndSaysWhenThereIsMore(t *testing.T) {
 	f := newFixture(t)
-	code, out, _ := f.run(t, "repos", "--prefix", "git", "--owner", "2", "--state", "ok", "--limit", "1", "--offset", "0")
+	code, out, _ := f.run(t, "repos", "--prefix", "git", "--owner", "2", "--state", "ok", "--network", "root:0123456789abcdef0123456789abcdef01234567",
+		"--limit", "1", "--offset", "0")
 	if code != 0 || !strings.HasSuffix(out, "1 to 1 of 2 (--offset and --limit for more)\n") {
 		t.Errorf("exit %d output %q", code, out)
 	}
-	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State == nil || *got.State != repostate.OK || got.Limit != 1 {
+	if got := f.b.filter; got.Prefix != "git" || got.Owner != 2 || got.State == nil || *got.State != repostate.OK || got.Limit != 1 ||
+		got.Network != "root:0123456789abcdef0123456789abcdef01234567" {
 		t.Errorf("filter %+v", got)
 	}
 }
@@ -289,6 +291,7 @@ func TestServerRefusalsExitWithTheirMessage(t *testing.T) {
 		{"bad URL", token, []string{"add", "ftp://github.com/x/y"}, `scheme "ftp" is not allowed`},
 		{"unknown repository", token, []string{"show", "github.com/no/such"}, "repository github.com/no/such is not mirrored (HTTP 404)"},
 		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
+		{"bad network", token, []string{"repos", "--network", "linux trees"}, `network name "linux trees" has ' '; use letters, digits, '.', '_' and '-' (HTTP 400)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -109,7 +109,7 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 	now := b.f.clk.Now()
 	b.f.mu.Lock()
 	page, total := b.f.counts.List(b.f.sorted.Of(b.f.view), b.f.view,
-		repoview.Filter{Prefix: f.Prefix, State: f.State, Owner: f.Owner, Offset: f.Offset, Limit: f.Limit})
+		repoview.Filter{Prefix: f.Prefix, State: f.State, Owner: f.Owner, Network: f.Network, Offset: f.Offset, Limit: f.Limit})
 	b.f.mu.Unlock()
 	out := make([]api.Repo, 0, len(page))
 	for _, m := range page {

@@ -119,7 +119,7 @@ const maxConsoleExamined = 50000
 func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page {
 	f := s.f
 	if q.Search == "" && q.StaleOver == 0 && !q.Never {
-		repos, total := f.backend.ListRepos(ctx, api.RepoFilter{State: q.State, Owner: q.Owner, Offset: q.Offset, Limit: q.Limit})
+		repos, total := f.backend.ListRepos(ctx, api.RepoFilter{State: q.State, Owner: q.Owner, Network: q.Network, Offset: q.Offset, Limit: q.Limit})
 		return console.Page{Repos: repos, Total: total, More: q.Offset+len(repos) < total}
 	}
 	needle := strings.ToLower(q.Search)
@@ -132,7 +132,10 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 		if !ok || q.State != nil && cl.State != *q.State || q.Owner != 0 && cl.Owner != q.Owner {
 			return nil
 		}
-		return f.view.Get(key)
+		if st := f.view.Get(key); q.Network == "" || st.GetNetwork() == q.Network {
+			return st
+		}
+		return nil
 	}
 	skip := q.Offset
 	// A request of the public cannot make the node look at every key

@@ -65,6 +65,30 @@ func TestConsoleSearchFindsSubstringsInOrderAndStopsAtThePage(t *testing.T) {
 	}
 }
 
+// The console's network filter lists a fork network's members, alone (the
+// API's listing) and with a search (the search's walk).
+func TestConsoleListsAForkNetworksMembers(t *testing.T) {
+	f := benchFullNode(t, 1000)
+	src := f.consoleSrc
+	members := []string{"host1.example/group99/repo99", "host2.example/group96/repo996", "host5.example/group12/repo12"}
+	var rs []*fleetv1.RepoState
+	for _, k := range members {
+		rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, State: "ok", Network: "linux"})
+	}
+	f.states(rs)
+	p := src.Repos(t.Context(), console.Query{Network: "linux", Limit: 50})
+	if got := keysOf(p); !slices.Equal(got, members) || p.Total != 3 {
+		t.Errorf("the network's members: %v (total %d), want %v", got, p.Total, members)
+	}
+	p = src.Repos(t.Context(), console.Query{Search: "repo99", Network: "linux", Limit: 50})
+	if got := keysOf(p); !slices.Equal(got, members[:2]) {
+		t.Errorf("the network's members that match repo99: %v, want %v", got, members[:2])
+	}
+	if p := src.Repos(t.Context(), console.Query{Network: "no-members", Limit: 50}); len(p.Repos) != 0 || p.Total != 0 {
+		t.Errorf("a network without members: %v (total %d)", keysOf(p), p.Total)
+	}
+}
+
 func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	f := benchFullNode(t, 100) // every one checked at the fake clock's now
 	src := f.consoleSrc

@@ -37,9 +37,10 @@ func recount(f *Node) (repos []api.Repo, byState map[repostate.State]int, curren
 	return repos, byState, current
 }
 
-// The counters and the per-state and per-owner listings agree with a full
-// recount after a random sequence of state changes, removals, digests,
-// mirrors appearing and going, and broken-state overrides.
+// The counters and the per-state, per-owner and per-network listings agree
+// with a full recount after a random sequence of state changes (networks
+// among them), removals, digests, mirrors appearing and going, and
+// broken-state overrides.
 func TestCountersAgreeWithARecount(t *testing.T) {
 	f := benchFullNode(t, 0)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -49,8 +50,10 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 	}
 	states := []string{"ok", "pending", "failing"}
 	digests := []string{"", "d1", "d2"}
+	networks := []string{"", "", "linux", "root:0123456789abcdef0123456789abcdef01234567"}
 	randState := func(k string) *fleetv1.RepoState {
-		return &fleetv1.RepoState{Key: k, State: states[rng.IntN(3)], Owner: uint32(1 + rng.IntN(4)), Digest: digests[rng.IntN(3)]}
+		return &fleetv1.RepoState{Key: k, State: states[rng.IntN(3)], Owner: uint32(1 + rng.IntN(4)), Digest: digests[rng.IntN(3)],
+			Network: networks[rng.IntN(len(networks))]}
 	}
 	for round := range 3000 {
 		k := keys[rng.IntN(len(keys))]
@@ -105,10 +108,14 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			filter.Prefix = []string{"host1.example/", "host2.example/g3/", "nohost/"}[rng.IntN(3)]
 		}
+		if rng.IntN(3) == 0 {
+			filter.Network = []string{"linux", networks[3], "no-members"}[rng.IntN(3)]
+		}
 		var want []string
 		wantTotal := 0
 		for _, r := range repos {
-			if strings.HasPrefix(r.Key, filter.Prefix) && (filter.State == nil || r.State == *filter.State) && (filter.Owner == 0 || r.Owner == filter.Owner) {
+			if strings.HasPrefix(r.Key, filter.Prefix) && (filter.State == nil || r.State == *filter.State) && (filter.Owner == 0 || r.Owner == filter.Owner) &&
+				(filter.Network == "" || r.Network == filter.Network) {
 				if wantTotal >= filter.Offset && (filter.Limit <= 0 || len(want) < filter.Limit) {
 					want = append(want, r.Key)
 				}
@@ -136,5 +143,8 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		if rebuilt != 0 {
 			t.Fatalf("the index of owner %d lost track of its keys %d times", o, rebuilt)
 		}
+	}
+	for n, rebuilt := range f.view.NetworksRebuilt() {
+		t.Fatalf("the index of network %q lost track of its keys %d times", n, rebuilt)
 	}
 }

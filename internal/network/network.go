@@ -31,7 +31,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Limits of names and roots.
@@ -78,6 +81,32 @@ func CheckName(name string) error {
 		}
 	}
 	return nil
+}
+
+// CheckAnyName tells whether name may name a network, declared or
+// detected, as the fleet shows it (a listing's filter, say): a name
+// CheckName accepts, "root:" and a commit ID, or "fork:" and a repository
+// key, the last two perhaps numbered ("." and a number) when their root or
+// parent names another network.
+func CheckAnyName(name string) error {
+	rest, ok := strings.CutPrefix(name, detectedPrefix)
+	valid := checkRoot
+	if !ok {
+		if rest, ok = strings.CutPrefix(name, forkPrefix); !ok {
+			return CheckName(name)
+		}
+		valid = func(key string) bool { return repokey.Check(key) == nil }
+	}
+	if valid(rest) {
+		return nil
+	}
+	if i := strings.LastIndexByte(rest, '.'); i > 0 && valid(rest[:i]) {
+		if n, err := strconv.Atoi(rest[i+1:]); err == nil && n >= 2 && strconv.Itoa(n) == rest[i+1:] {
+			return nil
+		}
+	}
+	return fmt.Errorf("network name %.80q is no network's: a detected network is named %q and a commit ID, or %q and a repository key (with .N after either for a numbered one)",
+		name, detectedPrefix, forkPrefix)
 }
 
 // checkRoot tells whether r looks like a commit ID: 40 or 64 lower-case hex

@@ -209,6 +209,20 @@ func TestCheckName(t *testing.T) {
 			t.Errorf("CheckName(%q) = nil, want an error", bad)
 		}
 	}
+	root := strings.Repeat("0123456789abcdef", 5)[:40]
+	for _, ok := range []string{"linux", "root:" + root, "root:" + strings.Repeat("ab", 32), "root:" + root + ".2", "root:" + root + ".17",
+		"fork:github.com/torvalds/linux", "fork:github.com/a/b.2", "fork:git.example:8443/a/b.git-tools"} {
+		if err := CheckAnyName(ok); err != nil {
+			t.Errorf("CheckAnyName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "a/b", "root:", "root:abc", "root:" + strings.ToUpper(root), "root:" + root + ".1",
+		"root:" + root + ".02", "root:" + root + ".x", "root:" + root + ".", "fork:", "fork:../../etc", "fork:github.com/a/b/../c",
+		"fork:https://github.com/a/b", "fork:github.com/a b", "Root:" + root} {
+		if err := CheckAnyName(bad); err == nil {
+			t.Errorf("CheckAnyName(%q) = nil, want an error", bad)
+		}
+	}
 	n := New()
 	if _, err := n.Declare("x", "a/b"); err == nil || n.Of("x") != "" {
 		t.Errorf("an invalid declared name was taken: err %v, network %q", err, n.Of("x"))

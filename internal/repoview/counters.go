@@ -2,6 +2,7 @@ package repoview
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -152,16 +153,18 @@ func (c *Counters) ownerKeys(owner uint32) []string {
 }
 
 // List returns one page of a listing and how many match in all, from all
-// (every key of view, in order: SortedIndex.Of). A state or an owner filter reads that
-// state's or owner's index: its page (up to maxWalkOffset) without merging
-// what changed, the total from the counters; with a prefix or a far
-// offset, the merged index, a binary search and the page. Both filters at
-// once walk the smaller of the two indexes (under the prefix).
+// (every key of view, in order: SortedIndex.Of). A state or an owner filter
+// alone reads that state's or owner's index: its page (up to maxWalkOffset)
+// without merging what changed, the total from the counters; with a prefix
+// or a far offset, the merged index, a binary search and the page. A
+// network's filter reads the view's index of the network's members, merged.
+// Several filters at once walk the smallest of their indexes (under the
+// prefix) and check the others.
 func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
-	if f.State == nil && f.Owner == 0 {
+	if f.State == nil && f.Owner == 0 && f.Network == "" {
 		return listPage(all, view, f)
 	}
-	if f.Prefix == "" && f.Offset <= maxWalkOffset && (f.State == nil || f.Owner == 0) {
+	if f.Prefix == "" && f.Offset <= maxWalkOffset && f.Network == "" && (f.State == nil || f.Owner == 0) {
 		// The page, without merging the few keys changed since the last listing.
 		var x *SortedIndex
 		var total int
@@ -181,20 +184,7 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 			return page, total
 		}
 	}
-	var keys []string
-	keep := func(string) bool { return true }
-	switch {
-	case f.Owner == 0:
-		keys = c.stateKeys(*f.State)
-	case f.State == nil:
-		keys = c.ownerKeys(f.Owner)
-	case c.byState[*f.State] <= c.byOwner[f.Owner]:
-		keys = c.stateKeys(*f.State)
-		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.Owner == f.Owner }
-	default:
-		keys = c.ownerKeys(f.Owner)
-		keep = func(k string) bool { cl, _ := c.classes.get(k); return cl.State == *f.State }
-	}
+	keys, filters := c.smallestIndex(view, f)
 	lo, hi := 0, len(keys)
 	if f.Prefix != "" {
 		lo = sort.SearchStrings(keys, f.Prefix)
@@ -202,7 +192,7 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 	}
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	var page []Listed
-	if f.State == nil || f.Owner == 0 {
+	if filters == 1 {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
 			page = append(page, Listed{keys[i], view.Get(keys[i])})
 		}
@@ -210,7 +200,7 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 	}
 	total := 0
 	for _, k := range keys[lo:hi] {
-		if !keep(k) {
+		if !c.match(view, f, k) {
 			continue
 		}
 		if total >= f.Offset && in(total) {
@@ -219,6 +209,45 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 		total++
 	}
 	return page, total
+}
+
+// smallestIndex returns the keys, in order, of the smallest of the indexes
+// of f's filters (a network's members, a state's or an owner's keys; the
+// first of them on a tie), and how many filters f has.
+func (c *Counters) smallestIndex(view *View, f Filter) (keys []string, filters int) {
+	var of func() []string
+	least := math.MaxInt
+	consider := func(n int, index func() []string) {
+		filters++
+		if n < least {
+			least, of = n, index
+		}
+	}
+	if f.Network != "" {
+		consider(view.networkLen(f.Network), func() []string { return view.networkKeys(f.Network) })
+	}
+	if f.State != nil {
+		consider(c.byState[*f.State], func() []string { return c.stateKeys(*f.State) })
+	}
+	if f.Owner != 0 {
+		consider(c.byOwner[f.Owner], func() []string { return c.ownerKeys(f.Owner) })
+	}
+	return of(), filters
+}
+
+// match tells whether key passes f's state, owner and network filters.
+func (c *Counters) match(view *View, f Filter, key string) bool {
+	if f.State != nil || f.Owner != 0 {
+		cl, _ := c.classes.get(key)
+		if f.State != nil && cl.State != *f.State || f.Owner != 0 && cl.Owner != f.Owner {
+			return false
+		}
+	}
+	if f.Network != "" {
+		v, _ := view.Entry(key)
+		return v.Network() == f.Network
+	}
+	return true
 }
 
 // maxWalkOffset is the largest offset a listing reaches by walking an index

@@ -16,12 +16,13 @@ import (
 // are looked at on disk.
 
 // Filter selects the repositories of a listing: by key prefix, state (nil:
-// any) and owner (0: any), then a page from Offset of at most Limit (0:
-// all).
+// any), owner (0: any) and fork network ("": any), then a page from Offset
+// of at most Limit (0: all).
 type Filter struct {
 	Prefix        string
 	State         *repostate.State
 	Owner         uint32
+	Network       string
 	Offset, Limit int
 }
 
@@ -101,8 +102,8 @@ func (x *SortedIndex) ordered(want int, all func([]string) []string) []string {
 
 // listPage returns the repositories of one page of a listing, from sorted
 // (every key of view, in order), and how many match in all. Without an
-// owner or state filter it costs a binary search and the page; with one,
-// a walk of the keys under the prefix.
+// owner, state or network filter it costs a binary search and the page;
+// with one, a walk of the keys under the prefix.
 func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) {
 	lo, hi := 0, len(sorted)
 	if f.Prefix != "" {
@@ -110,7 +111,7 @@ func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) 
 		hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(sorted[lo+i], f.Prefix) })
 	}
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
-	if f.Owner == 0 && f.State == nil {
+	if f.Owner == 0 && f.State == nil && f.Network == "" {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
 			page = append(page, Listed{sorted[i], view.Get(sorted[i])})
 		}
@@ -118,7 +119,7 @@ func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) 
 	}
 	for _, k := range sorted[lo:hi] {
 		v, _ := view.Entry(k)
-		if f.Owner != 0 && v.owner != f.Owner || f.State != nil && v.state != *f.State {
+		if f.Owner != 0 && v.owner != f.Owner || f.State != nil && v.state != *f.State || f.Network != "" && v.Network() != f.Network {
 			continue
 		}
 		if total >= f.Offset && in(total) {

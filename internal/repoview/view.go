@@ -3,8 +3,9 @@
 // (View: a million repositories in about 200 bytes each), the class of
 // each (its state as the API shows it, its owner, whether it is current)
 // with the counters and ordered indexes kept as classes change (Counters),
-// the ordered keys for listings (SortedIndex) and the count of stale
-// repositories for the alerts (StaleCounter).
+// the ordered keys for listings (SortedIndex), the members of each fork
+// network (kept by the View) and the count of stale repositories for the
+// alerts (StaleCounter).
 //
 // Only the full node (package fullnode) keeps one. It is pure: no I/O, no
 // goroutines, no clock (times are passed in). It decides nothing: what a
@@ -70,7 +71,7 @@ type viewExtra struct {
 	attrs     map[string]string
 	fallbacks []string
 	digest    string // a digest that is not 32 hex digits
-	network   string // the fork network (RepoState.network), for the full node's object pools
+	network   string // the fork network (RepoState.network), for the full node's object pools; its netIndex's name
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -78,6 +79,7 @@ type View struct {
 	tab  *repoTable // shared with the counters' classTable
 	n    int
 	errs *intern.Templates
+	nets map[string]*netIndex // the members of each fork network
 }
 
 // maxErrTemplates bounds the error templates a view shares; texts past it
@@ -96,7 +98,7 @@ func newView(tab *repoTable) *View {
 	if tab == nil {
 		tab = newRepoTable()
 	}
-	return &View{tab: tab, errs: intern.New(maxErrTemplates)}
+	return &View{tab: tab, errs: intern.New(maxErrTemplates), nets: map[string]*netIndex{}}
 }
 
 // Len is how many repositories the view holds.
@@ -147,7 +149,10 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	if len(r.GetFallbackUrls()) > 0 {
 		x.fallbacks = append([]string(nil), r.GetFallbackUrls()...)
 	}
-	x.network = r.GetNetwork()
+	net, oldNet := r.GetNetwork(), old.Network()
+	if net != "" {
+		x.network = t.netName(net) // the network's one copy of its name
+	}
 	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" {
 		v.extra = &x
 	}
@@ -155,6 +160,10 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	s.view, s.inView = v, true
 	if !had {
 		t.n++
+	}
+	if net != oldNet {
+		t.leaveNet(oldNet, key)
+		t.joinNet(x.network, key)
 	}
 	return old, had
 }
@@ -193,6 +202,7 @@ func (t *View) Del(key string) (Entry, bool) {
 	s.view, s.inView = Entry{}, false
 	t.n--
 	t.tab.release(key, s)
+	t.leaveNet(v.Network(), key)
 	return v, true
 }
 

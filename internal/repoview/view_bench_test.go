@@ -16,6 +16,35 @@ import (
 //
 //	go test ./internal/repoview/ -run '^$' -bench '^BenchmarkViewMillion$' -benchtime 1x -benchmem
 func BenchmarkViewMillion(b *testing.B) {
+	viewMillion(b, func(int) string { return "" })
+}
+
+// BenchmarkViewMillionTenthInNetworks is BenchmarkViewMillion with a tenth
+// of the repositories in fork networks of 2 to 200 members (detected ones,
+// named "root:" and a commit ID), as the placement's benchmark has them:
+// what the networks' names and indexes add.
+//
+//	go test ./internal/repoview/ -run '^$' -bench '^BenchmarkViewMillionTenthInNetworks$' -benchtime 1x -benchmem
+func BenchmarkViewMillionTenthInNetworks(b *testing.B) {
+	// Networks of 2, 3, ... 200 members, one after another over the
+	// networked keys (every tenth), then again.
+	var size, left, id int
+	viewMillion(b, func(i int) string {
+		if i%10 != 0 {
+			return ""
+		}
+		if left == 0 {
+			size = size%200 + 1
+			left, id = size+1, id+1
+		}
+		left--
+		return fmt.Sprintf("root:%040x", id)
+	})
+}
+
+// viewMillion fills a view and its classes with a million repositories,
+// the i-th in network(i) ("": none), and reports the bytes a repository.
+func viewMillion(b *testing.B, network func(i int) string) {
 	const n = 1_000_000
 	live := func() uint64 {
 		runtime.GC()
@@ -30,7 +59,8 @@ func BenchmarkViewMillion(b *testing.B) {
 		for i := range n {
 			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
 			view.Put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
-				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1})
+				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1,
+				Network: network(i)})
 			classes.put(key, Class{State: repostate.OK, Owner: uint32(1 + i%5), Current: true})
 		}
 		b.ReportMetric(float64(live()-base)/n, "bytes/repo")
