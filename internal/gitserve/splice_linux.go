@@ -35,11 +35,14 @@ var (
 // ReadFrom takes the run's output from r. os/exec hands it the read end of
 // the pipe of git's stdout: the bytes go from the pipe into the file with
 // splice(2), never through this process's memory (they then meet no copy
-// here on their way to the socket either: see send). The goroutine that
-// os/exec gives the pipe waits in the splice itself (the pipe is put in
-// blocking mode meanwhile): one system call a move. Each move reserves its
-// bytes in the cache first, as Write does; a reader that is not a pipe,
-// and the output after a spill, go through Write.
+// here on their way to the socket either: see send). The pipe stays
+// non-blocking: while it is empty, the goroutine that os/exec gives it
+// waits in the runtime's poller, as a network read does, rather than hold
+// a thread in the system call (a thread blocked there is one the runtime
+// replaces and wakes again: context switches that cost more than the
+// moves). Each move reserves its bytes in the cache first, as Write does;
+// a reader that is not a pipe, and the output after a spill, go through
+// Write.
 func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	err := errNotSpliced
@@ -47,30 +50,30 @@ func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
 		src, serr := sc.SyscallConn()
 		dst, derr := e.file.SyscallConn()
 		if serr == nil && derr == nil {
-			cerr := src.Control(func(in uintptr) {
-				if unix.SetNonblock(int(in), false) != nil {
-					return
-				}
-				defer func() { _ = unix.SetNonblock(int(in), true) }()
-				_, _ = unix.FcntlInt(in, unix.F_SETPIPE_SZ, pipeSize)
-				if derr := dst.Control(func(out uintptr) {
-					for {
-						n, merr := e.move(int(in), int(out))
-						total += n
-						if merr != nil {
-							err = merr
-							return
-						}
-						if n < spliceRoom/4 {
-							time.Sleep(gather)
-						}
+			_ = src.Control(func(in uintptr) { _, _ = unix.FcntlInt(in, unix.F_SETPIPE_SZ, pipeSize) })
+			if derr := dst.Control(func(out uintptr) {
+				for {
+					var n int64
+					var merr error
+					rerr := src.Read(func(in uintptr) bool {
+						n, merr = e.move(int(in), int(out))
+						return !errors.Is(merr, unix.EAGAIN) // else wait until git writes
+					})
+					total += n
+					switch {
+					case rerr != nil:
+						err = rerr
+						return
+					case merr != nil:
+						err = merr
+						return
 					}
-				}); derr != nil {
-					err = derr
+					if n < spliceRoom/4 {
+						time.Sleep(gather)
+					}
 				}
-			})
-			if cerr != nil {
-				err = cerr
+			}); derr != nil {
+				err = derr
 			}
 		}
 	}
@@ -84,9 +87,10 @@ func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
 	return total, err
 }
 
-// move takes up to spliceRoom bytes from the pipe in into e's file,
-// waiting for them, and tells e's readers. It returns io.EOF once the
-// pipe's writer is gone, errSpilled when the bytes do not fit the cache.
+// move takes up to spliceRoom bytes from the pipe in into e's file, and
+// tells e's readers. It returns an error that is unix.EAGAIN when the pipe
+// is empty, io.EOF once the pipe's writer is gone, errSpilled when the
+// bytes do not fit the cache.
 func (e *packEntry) move(in, out int) (int64, error) {
 	c := e.c
 	c.mu.Lock()
@@ -99,9 +103,10 @@ func (e *packEntry) move(in, out int) (int64, error) {
 	}
 	c.used += spliceRoom // reserved before the move, so that no two runs overshoot
 	c.mu.Unlock()
-	n, err := unix.Splice(in, nil, out, nil, spliceRoom, unix.SPLICE_F_MOVE)
+	const flags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
+	n, err := unix.Splice(in, nil, out, nil, spliceRoom, flags)
 	for errors.Is(err, unix.EINTR) {
-		n, err = unix.Splice(in, nil, out, nil, spliceRoom, unix.SPLICE_F_MOVE)
+		n, err = unix.Splice(in, nil, out, nil, spliceRoom, flags)
 	}
 	n = max(n, 0)
 	c.mu.Lock()
