@@ -76,6 +76,9 @@ type Store struct {
 	// testHookPlaced, when set (by tests only), runs when a clone has been
 	// moved into place, before it is shared with its pool.
 	testHookPlaced func(key string)
+	// testHookCut, when set (by tests only), runs when a leaving member's
+	// link to its pool has been cut, before it is checked whole without it.
+	testHookCut func(key string)
 
 	clean     bool     // opened after a clean stop (cleanstop.go)
 	unchecked []string // written shortly before an unclean stop, found by Scan
