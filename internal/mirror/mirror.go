@@ -485,6 +485,7 @@ func (s *Store) Scan() ([]string, error) {
 			return fs.SkipDir
 		}
 		s.cleanLocks(path)
+		s.healLink(key, path)
 		s.loadMark(key, path)
 		keys = append(keys, key)
 		if !s.clean {
@@ -498,6 +499,7 @@ func (s *Store) Scan() ([]string, error) {
 	for _, m := range moves {
 		if s.moveToCanonical(m[0], m[1]) {
 			s.cleanLocks(s.Path(m[1]))
+			s.healLink(m[1], s.Path(m[1]))
 			s.loadMark(m[1], s.Path(m[1]))
 			keys = append(keys, m[1])
 			if !s.clean {

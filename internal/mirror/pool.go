@@ -214,6 +214,41 @@ func (s *Store) placeLink(key, tmp, dst, pool string) error {
 	return nil
 }
 
+// healLink rewrites the link of the mirror key at dir to its network's pool
+// when it is not the one link writes: an earlier gitfleet wrote it
+// absolute, which names a place the data directory may have left (every
+// member would then miss most of its objects, and be copied again as
+// corrupt), or the mirror was moved to another place in the data
+// directory (moveToCanonical). A mirror with no link costs one failed
+// open: Scan, which visits every mirror before any is served, calls it.
+func (s *Store) healLink(key, dir string) {
+	// Read directly, not through the data directory's root (a walk of
+	// every component, 8x the cost, on every mirror): nothing is
+	// written on what it says, and the rewrite goes through the root.
+	b, err := os.ReadFile(filepath.Join(dir, "objects", "info", "alternates"))
+	if err != nil {
+		return // standalone
+	}
+	network := s.networkOf(dir)
+	if network == "" {
+		return // not ours to rewrite: verification tells whether it is whole
+	}
+	pool := s.PoolPath(network)
+	was := strings.TrimSpace(string(b))
+	if want, err := filepath.Rel(filepath.Join(dir, "objects"), filepath.Join(pool, "objects")); err != nil || was == want {
+		return
+	}
+	if _, err := s.data.Stat(filepath.Join(pool, "objects")); err != nil {
+		s.log.Warn("a member's pool is not there: its link is left as it is", "key", key, "network", network, "err", err)
+		return
+	}
+	if err := s.link(dir, dir, pool); err != nil {
+		s.log.Warn("could not rewrite a member's link to its pool", "key", key, "network", network, "err", err)
+		return
+	}
+	s.log.Info("member's link to its pool rewritten relative", "key", key, "network", network, "was", was)
+}
+
 // linked tells whether the repository at dir borrows from a pool.
 func linked(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "objects", "info", "alternates"))

@@ -3,13 +3,49 @@ package mirror_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 )
+
+// openAt opens a store on the data directory data (closed at the test's
+// end unless closed before).
+func openAt(t *testing.T, data string) *mirror.Store {
+	t.Helper()
+	st, err := mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// moveData closes st and moves its data directory whole to another parent
+// (another depth too), as an operator moves it to a bigger disk; it
+// returns the new place.
+func moveData(t *testing.T, st *mirror.Store, data string) string {
+	t.Helper()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(t.TempDir(), "bigger", "disk", "gitfleet")
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(data, moved); err != nil {
+		t.Fatal(err)
+	}
+	return moved
+}
 
 // alternates reads the alternates file of the repository at dir.
 func alternates(t *testing.T, dir string) string {
@@ -32,6 +68,143 @@ func linkedRelative(t *testing.T, st *mirror.Store, key, network, when string) {
 	}
 	if filepath.IsAbs(got) || got != want {
 		t.Fatalf("%s: %s's alternates is %q, want %q (relative to its objects directory)", when, key, got, want)
+	}
+}
+
+// packNames lists the names of the pack files of the repository at dir.
+func packNames(t *testing.T, dir string) []string {
+	t.Helper()
+	packs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range packs {
+		packs[i] = filepath.Base(p)
+	}
+	slices.Sort(packs)
+	return packs
+}
+
+// TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy: the data
+// directory of a network's members is moved whole to another disk; a
+// store opened on the new place finds every member whole (through its
+// pool), pulls and serves it, and copies nothing again from an upstream.
+func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
+	up, _ := setup(t)
+	forks := network(t, up, 3)
+	data := t.TempDir()
+	st := openAt(t, data)
+	keys := syncForks(t, st, up, forks, "base")
+	packs := map[string][]string{"pool": packNames(t, st.PoolPath("base"))}
+	for _, k := range keys {
+		packs[k] = packNames(t, st.Path(k))
+	}
+
+	st = openAt(t, moveData(t, st, data))
+	ctx := context.Background()
+	if got, err := st.Scan(); err != nil || !reflect.DeepEqual(got, slices.Sorted(slices.Values(keys))) {
+		t.Fatalf("scan of the moved data directory = %v, %v; want %v", got, err, keys)
+	}
+	for _, k := range keys {
+		if err := st.Verify(ctx, k); err != nil {
+			t.Fatalf("%s after the move: %v", k, err)
+		}
+		fsck(t, st.Path(k))
+		if err := gittest.Git("", "--git-dir="+st.Path(k), "rev-list", "--objects", "--all", "--quiet"); err != nil {
+			t.Fatalf("%s after the move: %v", k, err)
+		}
+		linkedRelative(t, st, k, "base", "after the move")
+	}
+	fsck(t, st.PoolPath("base"))
+
+	// Served as before, through the pool.
+	base, _ := fullNodeServer(t, st)
+	for i, k := range keys {
+		clone := filepath.Join(t.TempDir(), "clone.git")
+		if err := gittest.Git("", "clone", "-q", "--mirror", base+"/"+k+".git", clone); err != nil {
+			t.Fatalf("clone of %s served after the move: %v", k, err)
+		}
+		got, err := gittest.RefsOf(clone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := up.Refs(forks[i]); !reflect.DeepEqual(got, want) {
+			t.Fatalf("clone of %s served after the move: refs %v, want %v", k, got, want)
+		}
+	}
+
+	// Pulled as before: nothing when nothing changed, then only what is new.
+	for i, k := range keys {
+		res, err := st.SyncIn(ctx, k, up.RepoURL(forks[i]), "base")
+		if err != nil || res.Cloned || res.Fetched {
+			t.Fatalf("sync of %s after the move: %+v, %v; want nothing fetched", k, res, err)
+		}
+	}
+	if got := packNames(t, st.PoolPath("base")); !reflect.DeepEqual(got, packs["pool"]) {
+		t.Fatalf("the pool's packs after the move: %v, want %v", got, packs["pool"])
+	}
+	for _, k := range keys {
+		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[k]) {
+			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[k])
+		}
+	}
+	tip, err := up.Commit(forks[0], "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.SyncIn(ctx, keys[0], up.RepoURL(forks[0]), "base")
+	if err != nil || res.Cloned || !res.Changed || res.After.Refs["refs/heads/main"] != tip {
+		t.Fatalf("sync of %s's new commit after the move: %+v, %v", keys[0], res, err)
+	}
+	fsck(t, st.Path(keys[0]))
+	if !hasObject(st.PoolPath("base"), tip) {
+		t.Fatal("the new commit pulled after the move is not shared with the pool")
+	}
+}
+
+// TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove: members
+// written by an earlier gitfleet name their pool by an absolute path; once
+// the data directory is moved, that path is gone. The store's scan rewrites
+// each link relative, and no member is copied again.
+func TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove(t *testing.T) {
+	up, _ := setup(t)
+	forks := network(t, up, 2)
+	data := t.TempDir()
+	st := openAt(t, data)
+	keys := syncForks(t, st, up, forks, "base")
+	old := filepath.Join(st.PoolPath("base"), "objects")
+	packs := map[string][]string{}
+	for _, k := range keys {
+		// As the earlier version wrote it.
+		if err := os.WriteFile(filepath.Join(st.Path(k), "objects", "info", "alternates"), []byte(old+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		packs[k] = packNames(t, st.Path(k))
+	}
+
+	st = openAt(t, moveData(t, st, data))
+	for _, k := range keys {
+		if got := alternates(t, st.Path(k)); got != old {
+			t.Fatalf("%s's alternates before the store's first use: %q, want the earlier version's %q", k, got, old)
+		}
+	}
+	if _, err := st.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, k := range keys {
+		linkedRelative(t, st, k, "base", "healed")
+		if err := st.Verify(ctx, k); err != nil {
+			t.Fatalf("%s after the move: %v", k, err)
+		}
+		fsck(t, st.Path(k))
+		res, err := st.SyncIn(ctx, k, up.RepoURL(forks[i]), "base")
+		if err != nil || res.Cloned || res.Fetched {
+			t.Fatalf("sync of %s after the move: %+v, %v; want nothing fetched", k, res, err)
+		}
+		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[k]) {
+			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[k])
+		}
 	}
 }
 
