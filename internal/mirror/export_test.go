@@ -10,6 +10,10 @@ var Probe = probe
 // before it is shared with its pool.
 func SetHookPlaced(s *Store, f func(key string)) { s.testHookPlaced = f }
 
+// SetHookCut makes s call f when a leaving member's link to its pool has
+// been cut, before the member is checked whole without it.
+func SetHookCut(s *Store, f func(key string)) { s.testHookCut = f }
+
 // LeaveWithoutDrop is LeaveNetwork without the pool's drop that follows
 // it: the pool still holds what only the member that left reached.
 func LeaveWithoutDrop(s *Store, key string) (string, error) {

@@ -151,6 +151,11 @@ func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Ref
 	if err := s.data.MkdirAll(filepath.Dir(dst)); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
+	if pool != "" {
+		if err := s.placeLink(key, tmp, dst, pool); err != nil {
+			return gitcmd.Refs{}, err
+		}
+	}
 	if err := s.data.Rename(tmp, dst); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: move clone into place: %w", key, err)
 	}

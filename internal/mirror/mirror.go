@@ -76,6 +76,9 @@ type Store struct {
 	// testHookPlaced, when set (by tests only), runs when a clone has been
 	// moved into place, before it is shared with its pool.
 	testHookPlaced func(key string)
+	// testHookCut, when set (by tests only), runs when a leaving member's
+	// link to its pool has been cut, before it is checked whole without it.
+	testHookCut func(key string)
 
 	clean     bool     // opened after a clean stop (cleanstop.go)
 	unchecked []string // written shortly before an unclean stop, found by Scan
@@ -482,6 +485,7 @@ func (s *Store) Scan() ([]string, error) {
 			return fs.SkipDir
 		}
 		s.cleanLocks(path)
+		s.healLink(key, path)
 		s.loadMark(key, path)
 		keys = append(keys, key)
 		if !s.clean {
@@ -495,6 +499,7 @@ func (s *Store) Scan() ([]string, error) {
 	for _, m := range moves {
 		if s.moveToCanonical(m[0], m[1]) {
 			s.cleanLocks(s.Path(m[1]))
+			s.healLink(m[1], s.Path(m[1]))
 			s.loadMark(m[1], s.Path(m[1]))
 			keys = append(keys, m[1])
 			if !s.clean {

@@ -23,7 +23,8 @@ import (
 // name, which comes from the coordinator's catalog).
 //
 //   - A member borrows the pool's objects through objects/info/alternates
-//     and keeps its own refs; what it fetches lands in it first.
+//     (a relative path, so that the data directory can be moved whole:
+//     link) and keeps its own refs; what it fetches lands in it first.
 //   - The pool fetches each member's refs into refs/virtual/<id>/ (id: a
 //     hash of the member's key) after the member's clone and after every
 //     fetch that moved them, so it holds every object a member reaches; the
@@ -161,8 +162,10 @@ func (s *Store) ensurePool(ctx context.Context, network string) (string, error) 
 
 // borrowPool makes the new repository at dir (a clone or a first pull of
 // key, not in place yet) borrow network's pool, made if needed, before it
-// fetches: key is enlisted, dir linked and marked as a member of network,
-// so that it is one once it is moved into place. It returns the pool.
+// fetches: key is enlisted, dir linked (from where it is: placeLink links
+// it from its place before it is moved there) and marked as a member of
+// network, so that it is one once it is moved into place. It returns the
+// pool.
 func (s *Store) borrowPool(ctx context.Context, key, dir, network string) (string, error) {
 	unlockPool := s.Lock(poolLockKey(network))
 	pool, err := s.ensurePool(ctx, network)
@@ -173,7 +176,7 @@ func (s *Store) borrowPool(ctx context.Context, key, dir, network string) (strin
 	if err != nil {
 		return "", err
 	}
-	if err := s.link(dir, pool); err != nil {
+	if err := s.link(dir, dir, pool); err != nil {
 		return "", fmt.Errorf("link to the pool: %w", err)
 	}
 	if err := s.data.WriteFile(filepath.Join(dir, networkFile), []byte(network+"\n")); err != nil {
@@ -182,13 +185,68 @@ func (s *Store) borrowPool(ctx context.Context, key, dir, network string) (strin
 	return pool, nil
 }
 
-// link points the repository at dir to pool's objects.
-func (s *Store) link(dir, pool string) error {
+// link points the repository at dir to pool's objects, as seen from place:
+// dir itself, or where dir is about to be renamed to (see placeLink).
+//
+// The link is relative (git reads a relative alternate against the
+// objects directory that holds the file, lexically): the data directory
+// can then be moved whole, to another disk or mount point, and every
+// member still finds its pool. An absolute link would name the old place.
+func (s *Store) link(dir, place, pool string) error {
+	rel, err := filepath.Rel(filepath.Join(place, "objects"), filepath.Join(pool, "objects"))
+	if err != nil {
+		return err
+	}
 	info := filepath.Join(dir, "objects", "info")
 	if err := s.data.MkdirAll(info); err != nil {
 		return err
 	}
-	return s.data.WriteFile(filepath.Join(info, "alternates"), []byte(filepath.Join(pool, "objects")+"\n"))
+	return s.data.WriteFile(filepath.Join(info, "alternates"), []byte(rel+"\n"))
+}
+
+// placeLink rewrites the link of the new member at tmp (borrowPool's, which
+// is relative to tmp) for dst, where tmp is renamed next: no git runs in
+// tmp in between, and the member appears at dst already linked right.
+func (s *Store) placeLink(key, tmp, dst, pool string) error {
+	if err := s.link(tmp, dst, pool); err != nil {
+		return fmt.Errorf("mirror %s: link to the pool from its place: %w", key, err)
+	}
+	return nil
+}
+
+// healLink rewrites the link of the mirror key at dir to its network's pool
+// when it is not the one link writes: an earlier gitfleet wrote it
+// absolute, which names a place the data directory may have left (every
+// member would then miss most of its objects, and be copied again as
+// corrupt), or the mirror was moved to another place in the data
+// directory (moveToCanonical). A mirror with no link costs one failed
+// open: Scan, which visits every mirror before any is served, calls it.
+func (s *Store) healLink(key, dir string) {
+	// Read directly, not through the data directory's root (a walk of
+	// every component, 8x the cost, on every mirror): nothing is
+	// written on what it says, and the rewrite goes through the root.
+	b, err := os.ReadFile(filepath.Join(dir, "objects", "info", "alternates"))
+	if err != nil {
+		return // standalone
+	}
+	network := s.networkOf(dir)
+	if network == "" {
+		return // not ours to rewrite: verification tells whether it is whole
+	}
+	pool := s.PoolPath(network)
+	was := strings.TrimSpace(string(b))
+	if want, err := filepath.Rel(filepath.Join(dir, "objects"), filepath.Join(pool, "objects")); err != nil || was == want {
+		return
+	}
+	if _, err := s.data.Stat(filepath.Join(pool, "objects")); err != nil {
+		s.log.Warn("a member's pool is not there: its link is left as it is", "key", key, "network", network, "err", err)
+		return
+	}
+	if err := s.link(dir, dir, pool); err != nil {
+		s.log.Warn("could not rewrite a member's link to its pool", "key", key, "network", network, "err", err)
+		return
+	}
+	s.log.Info("member's link to its pool rewritten relative", "key", key, "network", network, "was", was)
 }
 
 // linked tells whether the repository at dir borrows from a pool.
@@ -266,7 +324,7 @@ func (s *Store) JoinNetwork(ctx context.Context, key, network string) error {
 	if err := s.absorb(ctx, pool, key, dir); err != nil {
 		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
 	}
-	if err := s.link(dir, pool); err != nil {
+	if err := s.link(dir, dir, pool); err != nil {
 		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
 	}
 	if err := s.data.WriteFile(filepath.Join(dir, networkFile), []byte(network+"\n")); err != nil {
@@ -331,9 +389,12 @@ func (s *Store) leave(ctx context.Context, key string) (string, error) {
 		if err := s.data.Remove(filepath.Join(dir, "objects", "info", "alternates")); err != nil {
 			return "", fmt.Errorf("mirror %s: leave network %q: %w", key, network, err)
 		}
+		if s.testHookCut != nil {
+			s.testHookCut(key)
+		}
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list", Flags: []string{"--objects", "--all", "--quiet"}}); err != nil {
 			// Put the link back: the mirror stays whole as a member.
-			_ = s.link(dir, s.PoolPath(network))
+			_ = s.link(dir, dir, s.PoolPath(network))
 			return "", fmt.Errorf("mirror %s: leave network %q: %w: not whole without the pool: %w", key, network, ErrCorrupt, err)
 		}
 	}

@@ -129,6 +129,11 @@ func (s *Store) PullVerifiedIn(ctx context.Context, key, network string, src Sou
 		if err := s.data.MkdirAll(filepath.Dir(dir)); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
+		if network != "" {
+			if err := s.placeLink(key, q, dir, s.PoolPath(network)); err != nil {
+				return res, err
+			}
+		}
 		if err := s.data.Rename(q, dir); err != nil {
 			return res, fmt.Errorf("mirror %s: move first pull into place: %w", key, err)
 		}
