@@ -62,7 +62,9 @@ func (e *packEntry) ReadFrom(r io.Reader) (int64, error) {
 					total += n
 					switch {
 					case rerr != nil:
-						err = rerr
+						// A pipe the poller does not watch cannot be
+						// waited for: the rest goes through Write.
+						err = fmt.Errorf("%w: %w", errNotSpliced, rerr)
 						return
 					case merr != nil:
 						err = merr
