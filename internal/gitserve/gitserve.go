@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,7 +273,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
 	defer pw.clearDeadline()
 	cmd.Stdout = pw
-	_ = h.run(r.Context(), w, pw, key, cmd, func(err error) error { return damagedTip(err, view, req.Wants) })
+	_ = h.run(r.Context(), w, pw, key, cmd, view, req.Wants)
 }
 
 // view returns what a request shares with the others that find the refs
@@ -470,17 +471,15 @@ func (h *Handler) logFailure(ctx context.Context, key string, err error) {
 	}
 }
 
-// run runs cmd for one client once it has a run slot, streaming its
-// output to the client; failure, when not nil, tells what a failed run
-// means (damagedTip). A run that failed has had its answer.
-func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd, failure func(error) error) error {
+// run runs cmd, the fetch of wants under view, for one client once it has
+// a run slot, streaming its output to the client. A run that failed has
+// had its answer; a damaged mirror's failure is told as such (damagedTip).
+func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter, key string, cmd gitcmd.Cmd, view *refsView,
+	wants []string) error {
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
-		err = h.Git.Run(ctx, cmd)
-		if err != nil && failure != nil {
-			err = failure(err)
-		}
+		err = damagedTip(h.Git.Run(ctx, cmd), view, wants)
 	}
 	if err == nil || gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
 		pw.release() // git's own error line, if it wrote one: the client hears it as git tells it
@@ -569,18 +568,13 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 }
 
 // isErrLine says whether p begins with a pkt-line that carries git's error
-// ("ERR <message>").
+// ("ERR <message>"), its length read as pktLines and listedTips read it.
 func isErrLine(p []byte) bool {
-	return len(p) >= 8 && string(p[4:8]) == "ERR " && isHex(p[:4])
-}
-
-func isHex(p []byte) bool {
-	for _, c := range p {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
+	if len(p) < 8 || string(p[4:8]) != "ERR " {
+		return false
 	}
-	return true
+	_, err := strconv.ParseUint(string(p[:4]), 16, 16)
+	return err == nil
 }
 
 // release sends what was held.
