@@ -13,8 +13,10 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
-// Purge protection: the removals that catalog changes make are counted over
-// a sliding window (cfg.PurgeWindow); a change whose removals would take
+// Purge protection: the removals that catalog changes make (entries gone
+// from the catalog or made unparsable), and the entries a restart's egress
+// policy refuses although they were placed, are counted over a sliding
+// window (cfg.PurgeWindow); a change whose removals would take
 // the window's count over the allowed share of all repositories has its
 // removals held (the repositories stay placed and served, under their last
 // catalog entry), while its additions and changes are applied. Held
