@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
@@ -218,18 +219,16 @@ func (c *Coordinator) confirmHeld() (int, string) {
 // the catalog's problems.
 
 // refusedEntries returns the entries of c.cat's commit that the current
-// options refuse and a policy that refuses nothing accepts, by key, less
-// those the API's overlay decides and those held already. A catalog
-// without problems refuses nothing, and is not read again. Caller holds
-// c.mu (or is restoring).
+// options refuse and a policy that allows every address accepts, by key,
+// less those the API's overlay decides and those held already. A catalog
+// whose problems include no refusal by the egress policy is not read again
+// (a restart of a large catalog with a few bad lines costs nothing more).
+// Caller holds c.mu (or is restoring).
 func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.Entry, error) {
-	if c.cat == nil || c.problems == 0 {
+	if c.cat == nil || c.problems == 0 || !slices.ContainsFunc(c.cat.Problems(), refusedByPolicy) {
 		return nil, nil
 	}
-	// A policy that refuses nothing, to read the entries the current one
-	// refuses.
-	anyUpstream, err := egress.New(egress.Config{Allow: []string{"0.0.0.0/0", "::/0"}, AllowPrivate: true,
-		Schemes: []string{"https", "http", "git", "ssh"}})
+	anyUpstream, err := egress.New(egress.Config{Allow: []string{"0.0.0.0/0", "::/0"}, AllowPrivate: true})
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +247,13 @@ func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.En
 		return true
 	})
 	return out, nil
+}
+
+// refusedByPolicy tells a catalog problem that is the egress policy's
+// refusal of an entry's host (every *egress.BlockedError's message starts
+// so).
+func refusedByPolicy(p catalog.Problem) bool {
+	return strings.Contains(p.Reason, "blocked destination")
 }
 
 // holdRefused applies purge protection's rule to the entries the current
