@@ -228,3 +228,26 @@ func TestRemovalsUnparsableAndRefusedEntriesCountTogether(t *testing.T) {
 		t.Fatalf("restarted refusing 2 more: held %v, %d problems, %d placed; want the 2 refused held, 3 problems, 38 placed", keys, problems, c.engine.Len())
 	}
 }
+
+// A restart shows the catalog's problems at once, as the run before it did,
+// not 0 until the next catalog commit (issue 33), and holds nothing.
+func TestARestartShowsTheCatalogsProblemsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newPurgeFixture(t, 0)
+	commitFiles(t, f.catDir, "40 upstreams and 2 bad lines", map[string]string{
+		"public.list": urls("https://example.org/g/r%02d", 40) + "not a url\nftp://example.org/x.git\n",
+	})
+	c := f.open(false)
+	if err := c.RefreshCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.stop(c)
+	c = f.open(false)
+	defer c.Close()
+	c.mu.Lock()
+	lines := c.problemLines
+	c.mu.Unlock()
+	if keys, problems := held(c); keys != nil || problems != 2 || len(lines) != 2 || c.engine.Len() != 40 {
+		t.Fatalf("restarted: held %v, %d problems %q, %d placed; want nothing held, the 2 problems, 40 placed", keys, problems, lines, c.engine.Len())
+	}
+}
