@@ -22,7 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -349,6 +351,8 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.log.Warn("restore: stored catalog commit unreadable, reloading from the remote", "commit", string(commit), "err", err)
 		} else {
 			c.cat = cat
+			c.setProblems(cat.Problems())
+			c.unhold(c.listed(slices.Collect(maps.Keys(c.held)))) // listed (and accepted) again
 		}
 	}
 	// The repositories' states, read before the engine: the roots they
@@ -384,6 +388,37 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refused, err := c.refusedEntries(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: restore: %w", err)
+	}
+	wasPlaced := func(cands []string) []string {
+		// The stored placement names its key set by a digest: the refused
+		// entries were all placed if it is the set with them. Without it,
+		// those that were checked were placed.
+		if ok {
+			if _, err := placement.RestoreNetworks(pcfg, snap, slices.Concat(keys, cands), nets); err == nil {
+				return cands
+			}
+		}
+		checked := make(map[string]bool, len(cands))
+		for _, s := range stored {
+			if _, ok := refused[s.key]; ok {
+				checked[s.key] = true
+			}
+		}
+		return slices.DeleteFunc(cands, func(k string) bool { return !checked[k] })
+	}
+	if removed := c.holdRefused(refused, keys, wasPlaced); len(removed) > 0 {
+		stored = slices.DeleteFunc(stored, func(s storedStatus) bool {
+			if _, gone := refused[s.key]; gone {
+				c.dirty[s.key] = false
+				return true
+			}
+			return false
+		})
+	}
+	keys = c.effectiveKeys() // with the removals held
 	if ok {
 		c.engine, err = placement.RestoreNetworks(pcfg, snap, keys, nets)
 		if err != nil {
@@ -559,9 +594,6 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	}
 	read := time.Since(began)
 	problems := next.Problems()
-	for _, p := range problems {
-		c.log.Warn("catalog entry skipped", "problem", p.String())
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := old == nil && c.engine.Len() == 0 // a first start: every key is new
@@ -571,8 +603,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	removed = c.holdOrCount(commit, c.effectiveRemovals(removed))
 	c.unhold(added) // listed again: no longer a removal to hold
 	c.cat = next
-	c.problems = len(problems)
-	c.problemLines = problemLines(problems)
+	c.setProblems(problems)
 	nAdded := len(added)
 	if first {
 		nAdded = c.placeAll(next)

@@ -59,7 +59,8 @@ type classInput struct {
 // serves (served: it holds the repository).
 func (in classInput) freshness(digest string, served bool) freshness {
 	return freshness{served: served, verifiedAt: fromUnixSeconds(in.VerifiedAt), digest: digest, ownerDigest: in.Digest,
-		ownerCheck: msTime0(in.LastCheck), hinted: in.hinted, staleOwner: in.staleOwner}
+		ownerCheck: msTime0(in.LastCheck), hinted: in.hinted, staleOwner: in.staleOwner,
+		emptying: in.State == repostate.Failing && api.PublicError(in.LastError) == api.ErrClassEmpty}
 }
 
 // msTime0 is a time in unix ms (0: the zero time).
