@@ -51,6 +51,7 @@ func (c *Coordinator) decide() {
 		}
 	}
 	c.resplit()
+	c.syncTier() // tier.go
 }
 
 // seedBase is the public URL of a connected full node other than the

@@ -1007,6 +1007,10 @@ func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
 	return e.keys[i].owner, e.keys[i].target, true
 }
 
+// Digest identifies the key set whatever its order: the sum of the keys'
+// ring.Hash. It changes when keys are added or removed.
+func (e *Engine) Digest() uint64 { return e.digest }
+
 // Load returns the number of keys each node owns (confirmed): counts kept
 // as owners change, O(nodes).
 func (e *Engine) Load() map[uint32]int { return maps.Clone(e.owned) }

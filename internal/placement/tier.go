@@ -92,6 +92,12 @@ func NewTier(cfg TierConfig) *Tier {
 // Replicas is the number of replicas the tier keeps of each unit.
 func (t *Tier) Replicas() int { return t.cfg.Replicas }
 
+// Units returns the names of the units, in no order.
+func (t *Tier) Units() []string { return slices.Collect(maps.Keys(t.units)) }
+
+// Members returns the members the tier places on, by ID.
+func (t *Tier) Members() []ring.Member { return slices.Clone(t.members) }
+
 // Len returns the number of units.
 func (t *Tier) Len() int { return len(t.units) }
 
