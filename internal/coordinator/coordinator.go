@@ -125,12 +125,12 @@ type Coordinator struct {
 	src        *catalog.Source
 	flush      chan struct{}
 
-	mu       sync.Mutex
-	cat      *catalog.Catalog
-	table    *membership.Table
-	engine   *placement.Engine
-	nets     *network.Networks // fork networks (network.go), fed to engine
-	members  []ring.Member     // last given to the engine
+	mu      sync.Mutex
+	cat     *catalog.Catalog
+	table   *membership.Table
+	engine  *placement.Engine
+	nets    *network.Networks // fork networks (network.go), fed to engine
+	members []ring.Member     // last given to the engine
 	// The full tier (tier.go): its placement, the units' signature it
 	// was given, the full nodes' weights last known, whether it changed
 	// since the last persist, and a count of fork network changes.
@@ -139,14 +139,14 @@ type Coordinator struct {
 	tierWeight map[uint32]float64
 	tierDirty  bool
 	netGen     uint64
-	placing  bool
-	status   map[string]*repoStatus // repositories that have been checked at least once
-	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
-	nodes    map[uint32]*nodeRecord
-	sessions map[uint32]*session
-	dirty    map[string]bool   // repos to persist (false: delete)
-	meta     map[string]string // meta values to persist
-	forget   []uint32          // forgotten nodes to delete from the store
+	placing    bool
+	status     map[string]*repoStatus // repositories that have been checked at least once
+	errs       *intern.Templates      // their errors' shared texts (repoStatus.setError)
+	nodes      map[uint32]*nodeRecord
+	sessions   map[uint32]*session
+	dirty      map[string]bool   // repos to persist (false: delete)
+	meta       map[string]string // meta values to persist
+	forget     []uint32          // forgotten nodes to delete from the store
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
