@@ -27,6 +27,10 @@
 // the events that led to them, and a coordinator restarted from a Snapshot
 // with the same members moves nothing.
 //
+// The full tier is placed apart, by a Tier (tier.go): each unit (a fork
+// network or a standalone repository) on several full nodes, on the same
+// ring, make-before-break per replica.
+//
 // A move is make-before-break: the target clones and confirms, and only then
 // is the old owner told to drop the key. A key whose owner is no longer a
 // member (gone past its grace) has nobody serving it: its assignment goes to
