@@ -139,14 +139,17 @@ type Coordinator struct {
 	tierWeight map[uint32]float64
 	tierDirty  bool
 	netGen     uint64
-	placing    bool
-	status     map[string]*repoStatus // repositories that have been checked at least once
-	errs       *intern.Templates      // their errors' shared texts (repoStatus.setError)
-	nodes      map[uint32]*nodeRecord
-	sessions   map[uint32]*session
-	dirty      map[string]bool   // repos to persist (false: delete)
-	meta       map[string]string // meta values to persist
-	forget     []uint32          // forgotten nodes to delete from the store
+	// tierMembersDirty: the membership or a full node's disk changed
+	// since the tier's members were last computed.
+	tierMembersDirty bool
+	placing          bool
+	status           map[string]*repoStatus // repositories that have been checked at least once
+	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
+	nodes            map[uint32]*nodeRecord
+	sessions         map[uint32]*session
+	dirty            map[string]bool   // repos to persist (false: delete)
+	meta             map[string]string // meta values to persist
+	forget           []uint32          // forgotten nodes to delete from the store
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool

@@ -210,6 +210,7 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 func (c *Coordinator) heartbeat(id uint32, s *session, hb *fleetv1.Heartbeat) {
 	c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
 	s.disk = hb
+	c.tierDisk(id, hb.GetDiskTotalBytes()) // tier.go
 	if hb.GetDiskTotalBytes() > 0 {
 		c.engine.SetDisk(id, hb.GetDiskUsedBytes(), hb.GetDiskTotalBytes())
 	}

@@ -53,10 +53,19 @@ func diskWeight(total uint64) float64 {
 	return max(math.Round(float64(total)/1e10)/100, 0.01)
 }
 
+// tierDisk records the disk a node reported (its heartbeat). Caller holds
+// c.mu.
+func (c *Coordinator) tierDisk(id uint32, total uint64) {
+	if rec := c.nodes[id]; total > 0 && rec != nil && rec.full() && c.tierWeight[id] != diskWeight(total) {
+		c.tierWeight[id] = diskWeight(total)
+		c.tierMembersDirty = true
+	}
+}
+
 // tierMembers returns the tier's members: the full nodes alive or within
 // their grace, weighted by their disks. A node whose disk is not known yet
-// (no heartbeat since the coordinator started) keeps the weight the tier
-// had for it, or waits for its first heartbeat. Caller holds c.mu.
+// (no heartbeat since the coordinator started, and none in the stored
+// tier) waits for its first heartbeat. Caller holds c.mu.
 func (c *Coordinator) tierMembers() []ring.Member {
 	var ms []ring.Member
 	for _, n := range c.table.Nodes() {
@@ -64,12 +73,7 @@ func (c *Coordinator) tierMembers() []ring.Member {
 		if rec == nil || !rec.full() || (n.State != membership.Alive && n.State != membership.Suspect) {
 			continue
 		}
-		w := c.tierWeight[n.ID]
-		if s := c.sessions[n.ID]; s != nil && s.disk.GetDiskTotalBytes() > 0 {
-			w = diskWeight(s.disk.GetDiskTotalBytes())
-			c.tierWeight[n.ID] = w
-		}
-		if w > 0 {
+		if w := c.tierWeight[n.ID]; w > 0 {
 			ms = append(ms, ring.Member{ID: n.ID, Weight: w})
 		}
 	}
@@ -95,7 +99,10 @@ func (c *Coordinator) syncTier() {
 			c.tier.SetUnit(u, w)
 		}
 	}
-	c.tier.SetMembers(c.tierMembers())
+	if c.tierMembersDirty {
+		c.tierMembersDirty = false
+		c.tier.SetMembers(c.tierMembers())
+	}
 	for _, d := range c.tier.Decisions() {
 		c.tierDirty = true
 		if d.Kind == placement.Assign || d.Kind == placement.Drop {
@@ -153,6 +160,7 @@ func (c *Coordinator) restoreTier(ctx context.Context) error {
 	}
 	c.tier = t
 	c.tierSig = tierSignature{c.engine.Len(), c.engine.Digest(), c.netGen}
+	c.tierMembersDirty = true // the same members, unless some left meanwhile
 	for _, m := range t.Members() {
 		c.tierWeight[m.ID] = m.Weight
 	}
