@@ -6,6 +6,11 @@
 // against the minimum that had to move, the balance of load, the clones in
 // flight and the time the fleet took to converge.
 //
+// With --tier it runs the full tier's placement instead (placement.Tier,
+// tier.go): repositories of heavy-tailed sizes on full nodes, each held by
+// R of them, through a join and a loss, reporting bytes per node against
+// the mean and the replicas moved against the ideal R×K/N.
+//
 // It owns only the simulated nodes (a clone takes simulated time, then the
 // node confirms it; a node that crashes keeps its disk and reports what it
 // holds when it returns) and the report. Every rule of placement and
