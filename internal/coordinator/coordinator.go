@@ -879,8 +879,10 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	}
 	ops = append(ops,
 		store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()},
-		store.Op{Bucket: bucketMeta, Key: "placement", Value: c.engine.Snapshot()},
-		store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
+		store.Op{Bucket: bucketMeta, Key: "placement", Value: c.engine.Snapshot()})
+	if c.tierDirty {
+		ops = append(ops, store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
+	}
 	dirty, meta, overlayDirty, forget := c.dirty, c.meta, c.overlayDirty, c.forget
 	c.dirty, c.meta, c.overlayDirty, c.forget = map[string]bool{}, map[string]string{}, map[string]bool{}, nil
 	c.memberDirty, c.placeDirty, c.tierDirty = false, false, false

@@ -123,8 +123,8 @@ type tierSignature struct {
 
 // tierConfirm records that full node id holds key. Caller holds c.mu.
 func (c *Coordinator) tierConfirm(id uint32, key string) {
-	if c.tier != nil {
-		c.tier.Confirm(id, c.tierUnit(key))
+	if c.tier != nil && c.tier.Confirm(id, c.tierUnit(key)) {
+		c.tierDirty = true
 	}
 }
 

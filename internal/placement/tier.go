@@ -180,18 +180,20 @@ func (t *Tier) place() {
 // Confirm records that node holds a complete copy of unit name (its
 // inventory, or a pull it made). A member that confirms is a replica,
 // wanted or not: a wanted one may let an unwanted one drop the unit.
-// Confirmations from nodes that are not members, and of unknown units,
-// change nothing.
-func (t *Tier) Confirm(node uint32, name string) {
+// Confirmations from nodes that are not members, of unknown units, and
+// of replicas confirmed already change nothing. It reports whether it
+// recorded a replica.
+func (t *Tier) Confirm(node uint32, name string) bool {
 	u := t.units[name]
 	if u == nil || !t.isMember(node) || slices.Contains(u.held, node) {
-		return
+		return false
 	}
 	u.held = append(u.held, node)
 	u.sent = slices.DeleteFunc(u.sent, func(id uint32) bool { return id == node })
 	if !t.dirty {
 		t.settle(name, u)
 	}
+	return true
 }
 
 // settle moves unit name towards its desired replicas: an assign to each

@@ -2,8 +2,10 @@ package placement
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
@@ -226,4 +228,42 @@ func TestTierSnapshotRoundTrip(t *testing.T) {
 	if _, err := RestoreTier(TierConfig{}, tier.Snapshot()[:12], units); err == nil {
 		t.Fatal("a truncated snapshot restored")
 	}
+}
+
+// BenchmarkTierMillion reports the coordinator's memory for the full tier
+// at a million units on 20 full nodes, 2 replicas each, every replica
+// confirmed, and the time to place them all.
+//
+//	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierMillion$' -benchtime 1x
+func BenchmarkTierMillion(b *testing.B) {
+	const n = 1_000_000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
+	}
+	for b.Loop() {
+		base := liveHeap()
+		tier := NewTier(TierConfig{})
+		for _, k := range names {
+			tier.SetUnit(k, 1)
+		}
+		tier.SetMembers(equal(20))
+		start := time.Now()
+		ds := tier.Decisions()
+		b.ReportMetric(time.Since(start).Seconds(), "s/place")
+		for _, d := range ds {
+			tier.Confirm(d.Node, d.Key)
+		}
+		ds = nil
+		tier.Decisions()
+		b.ReportMetric(float64(liveHeap()-base)/n, "bytes/unit")
+		runtime.KeepAlive(tier)
+	}
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
