@@ -70,6 +70,10 @@ type Config struct {
 	Feeds FeedConfig
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
+	// FullReplicas is the number of full nodes that hold each repository
+	// (its fork network as one unit) on the full tier
+	// (placement.DefaultReplicas if <= 0).
+	FullReplicas int
 	// LoadFactor bounds a node's repositories to this many times its fair
 	// share; MaxClonesInFlight bounds the clones a node is asked to make at
 	// once (both: the placement engine's defaults when zero).
@@ -123,20 +127,31 @@ type Coordinator struct {
 	src        *catalog.Source
 	flush      chan struct{}
 
-	mu       sync.Mutex
-	cat      *catalog.Catalog
-	table    *membership.Table
-	engine   *placement.Engine
-	nets     *network.Networks // fork networks (network.go), fed to engine
-	members  []ring.Member     // last given to the engine
-	placing  bool
-	status   map[string]*repoStatus // repositories that have been checked at least once
-	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
-	nodes    map[uint32]*nodeRecord
-	sessions map[uint32]*session
-	dirty    map[string]bool   // repos to persist (false: delete)
-	meta     map[string]string // meta values to persist
-	forget   []uint32          // forgotten nodes to delete from the store
+	mu      sync.Mutex
+	cat     *catalog.Catalog
+	table   *membership.Table
+	engine  *placement.Engine
+	nets    *network.Networks // fork networks (network.go), fed to engine
+	members []ring.Member     // last given to the engine
+	// The full tier (tier.go): its placement, the units' signature it
+	// was given, the full nodes' weights last known, whether it changed
+	// since the last persist, and a count of fork network changes.
+	tier       *placement.Tier
+	tierSig    tierSignature
+	tierWeight map[uint32]float64
+	tierDirty  bool
+	netGen     uint64
+	// tierMembersDirty: the membership or a full node's disk changed
+	// since the tier's members were last computed.
+	tierMembersDirty bool
+	placing          bool
+	status           map[string]*repoStatus // repositories that have been checked at least once
+	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
+	nodes            map[uint32]*nodeRecord
+	sessions         map[uint32]*session
+	dirty            map[string]bool   // repos to persist (false: delete)
+	meta             map[string]string // meta values to persist
+	forget           []uint32          // forgotten nodes to delete from the store
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
@@ -207,6 +222,9 @@ func (cfg Config) Check() error {
 	if cfg.Catalog == "" {
 		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
 	}
+	if cfg.FullReplicas < 0 {
+		return fmt.Errorf("coordinator: --full-replicas %d: want 1 or more", cfg.FullReplicas)
+	}
 	return nil
 }
 
@@ -263,6 +281,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		overlayDirty: make(map[string]bool),
 		tasks:        make(map[string]pendingTask),
 		held:         make(map[string]heldEntry),
+		tierWeight:   make(map[uint32]float64),
 	}
 	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
@@ -431,6 +450,9 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		c.engine = placement.New(pcfg)
 		c.engine.SetNetworks(nets)
 		c.engine.AddKeys(keys...)
+	}
+	if err := c.restoreTier(ctx); err != nil {
+		return err
 	}
 	// Statuses last: their keys are the engine's copies where it has them.
 	for _, st := range stored {
@@ -860,7 +882,7 @@ func (c *Coordinator) persistLoop(ctx context.Context) {
 // always agree with each other.
 func (c *Coordinator) persist(ctx context.Context) error {
 	c.mu.Lock()
-	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty {
+	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty && !c.tierDirty {
 		c.mu.Unlock()
 		return nil
 	}
@@ -889,9 +911,12 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	ops = append(ops,
 		store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()},
 		store.Op{Bucket: bucketMeta, Key: "placement", Value: c.engine.Snapshot()})
+	if c.tierDirty {
+		ops = append(ops, store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
+	}
 	dirty, meta, overlayDirty, forget := c.dirty, c.meta, c.overlayDirty, c.forget
 	c.dirty, c.meta, c.overlayDirty, c.forget = map[string]bool{}, map[string]string{}, map[string]bool{}, nil
-	c.memberDirty, c.placeDirty = false, false
+	c.memberDirty, c.placeDirty, c.tierDirty = false, false, false
 	c.mu.Unlock()
 	err := c.db.Batch(ctx, ops)
 	if err == nil {
@@ -915,7 +940,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		c.overlayDirty[k] = true
 	}
 	c.forget = append(c.forget, forget...)
-	c.memberDirty, c.placeDirty = true, true
+	c.memberDirty, c.placeDirty, c.tierDirty = true, true, true
 	return fmt.Errorf("store the coordinator's state: %w", err)
 }
 
