@@ -272,7 +272,9 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 				return err
 			}
 			r := repos[missing]
-			if r.State != "failing" && r.State != "gone" || r.Error != "not found" { // the public class
+			// The class the owner said, relayed by the coordinator to the full
+			// node: the public sees it as the error.
+			if r.State != "failing" && r.State != "gone" || r.Error != "not found" || r.Class != "not found" {
 				return fmt.Errorf("missing upstream shown as %+v", r)
 			}
 			return nil

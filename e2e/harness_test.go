@@ -218,6 +218,8 @@ type apiRepo struct {
 	Current bool   `json:"current"`
 	Served  bool   `json:"served"`
 	Error   string `json:"last_error"`
+	// Class is the error's class, as the node that failed said it.
+	Class string `json:"error_class"`
 	// Network is the fork network the repository is in ("": standalone);
 	// NetworkParts, above 1, the parts it is split into.
 	Network      string `json:"network"`

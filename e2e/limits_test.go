@@ -103,6 +103,17 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 	if !strings.Contains(api[f.key(big)].Error, "max-repo-size") || !strings.Contains(api[f.key(many)].Error, "max-refs") {
 		t.Errorf("the errors do not name the limits: %q, %q", api[f.key(big)].Error, api[f.key(many)].Error)
 	}
+	// Anyone sees the class the node said of each, relayed by the
+	// coordinator and kept by the full node's view.
+	public, err := apiRepos(f.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, class := range map[int]string{big: "too large", many: "too many refs"} {
+		if r, op := public[f.key(i)], api[f.key(i)]; r.Error != class || r.Class != class || op.Class != class {
+			t.Errorf("%s: the public sees %q (class %q), the operator class %q; want %q", f.key(i), r.Error, r.Class, op.Class, class)
+		}
+	}
 	if left, _ := os.ReadDir(filepath.Join(data, "tmp")); len(left) != 0 {
 		t.Errorf("left in tmp: %d entries", len(left))
 	}

@@ -84,8 +84,9 @@ type CatalogStatus struct {
 	// out of reach, not a git repository), while it cannot, and ErrorAt
 	// since when; Commit is then the last good one, if any. Anonymous
 	// readers see the error's class only.
-	Error   string     `json:"error,omitempty"`
-	ErrorAt *time.Time `json:"error_at,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	ErrorClass repostate.Class `json:"error_class,omitempty"`
+	ErrorAt    *time.Time      `json:"error_at,omitempty"`
 
 	// URL is where the catalog is fetched from (credentials redacted);
 	// LastFetch when it was last fetched, successfully or not; NextFetch
@@ -126,12 +127,15 @@ type Repo struct {
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.
-	VerifiedAt       *time.Time `json:"verified_at,omitempty"`
-	LastCheck        *time.Time `json:"last_check,omitempty"`
-	LastChange       *time.Time `json:"last_change,omitempty"`
-	LastError        string     `json:"last_error,omitempty"`
-	Digest           string     `json:"digest,omitempty"`
-	StalenessSeconds float64    `json:"staleness_seconds"`
+	VerifiedAt *time.Time `json:"verified_at,omitempty"`
+	LastCheck  *time.Time `json:"last_check,omitempty"`
+	LastChange *time.Time `json:"last_change,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
+	// ErrorClass is LastError's class (package repostate), which anonymous
+	// readers see as LastError too.
+	ErrorClass       repostate.Class `json:"error_class,omitempty"`
+	Digest           string          `json:"digest,omitempty"`
+	StalenessSeconds float64         `json:"staleness_seconds"`
 	// Network is the fork network the repository is in (absent:
 	// standalone); NetworkParts, when above 1, says the network is too
 	// large for one node and is split over that many.

@@ -101,6 +101,13 @@ func TestOpenAPIsRepositoryListsEveryState(t *testing.T) {
 	if got := spec.Components.Schemas["Repo"].Properties["state"].Enum; !slices.Equal(got, repostate.Names()) {
 		t.Errorf("Repo.state lists %v, want %v", got, repostate.Names())
 	}
+	var classes []string
+	for _, c := range repostate.Classes() {
+		classes = append(classes, c.String())
+	}
+	if got := spec.Components.Schemas["Repo"].Properties["error_class"].Enum; !slices.Equal(got, classes) {
+		t.Errorf("Repo.error_class lists %v, want %v", got, classes)
+	}
 }
 
 func TestListReposRefusesBadParameters(t *testing.T) {

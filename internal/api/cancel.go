@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // cancelledText is the error of a cancelled task.
@@ -81,7 +83,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "cannot reach the check to stop it: "+s.detail(r, err))
 		return
 	}
-	s.tasks.Finish(id, TaskResult{Err: cancelledText, Cancelled: true})
+	s.tasks.Finish(id, TaskResult{Err: cancelledText, Class: repostate.ClassCancelled, Cancelled: true})
 	s.log.Info("api: on-demand check cancelled", "key", t.Key, "task", id)
 	if t, _ = s.tasks.Get(id); t.State != TaskCancelled {
 		// It ended by itself meanwhile: say how.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // cancelBackend is a fake backend that can stop checks.
@@ -72,7 +73,7 @@ func TestCancellingARunningCheckStopsItAndEndsTheTask(t *testing.T) {
 	wantError(t, e.do(t, http.MethodPost, "/api/v1/tasks/"+first.ID+"/cancel", nil, auth), http.StatusConflict, "cancelled")
 	var public Task
 	e.do(t, http.MethodGet, "/api/v1/tasks/"+first.ID, nil).decode(t, &public)
-	if public.State != TaskCancelled || public.Error != ErrClassCancelled {
+	if public.State != TaskCancelled || public.Error != repostate.ClassCancelled.String() {
 		t.Errorf("the public's view of the task: %+v", public)
 	}
 	e.do(t, http.MethodGet, "/api/v1/tasks", nil).decode(t, &list)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
 
@@ -54,7 +55,7 @@ func TestTheFetchLogOfARepositoryAndOfTheFleet(t *testing.T) {
 			RefsChanged: 1, Refs: []string{"refs/heads/main"}})
 	}
 	l.Append(fetchlog.Entry{Key: "github.com/c/d", At: epoch.Add(10 * time.Minute), Kind: "check", Node: 2,
-		Result: fetchlog.ResultFailed, Error: secret, ErrorClass: PublicError(secret)})
+		Result: fetchlog.ResultFailed, Error: secret, ErrorClass: repostate.ClassUnreachable.String()})
 	l.Append(fetchlog.Entry{Key: "github.com/a/log", At: epoch.Add(11 * time.Minute), Kind: "check", Node: 2})
 
 	var page LogPage
@@ -82,7 +83,7 @@ func TestTheFetchLogOfARepositoryAndOfTheFleet(t *testing.T) {
 	r = e.do(t, http.MethodGet, "/api/v1/log?state=failed&since=2026-03-01T12:05:00Z", nil)
 	page = LogPage{}
 	r.decode(t, &page)
-	if len(page.Entries) != 1 || page.Entries[0].Error != ErrClassUnreachable || page.Entries[0].ErrorClass != ErrClassUnreachable {
+	if len(page.Entries) != 1 || page.Entries[0].Error != "upstream unreachable" || page.Entries[0].ErrorClass != "upstream unreachable" {
 		t.Fatalf("public failures: %s", r.body)
 	}
 	r = e.do(t, http.MethodGet, "/api/v1/log?state=failed", nil, auth)

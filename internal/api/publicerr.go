@@ -6,77 +6,26 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/forge"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
-// Coarse classes of failure that anonymous readers see instead of the
-// error text: git's stderr tells open ports from closed ones and shows
-// volunteers' file paths. The operator (with the API token) sees the text.
-const (
-	ErrClassUnreachable = "upstream unreachable"
-	ErrClassNotFound    = "not found"
-	ErrClassTimeout     = "timeout"
-	ErrClassTooLarge    = "too large"
-	ErrClassTooManyRefs = "too many refs"
-	ErrClassBadObjects  = "bad objects"
-	ErrClassEmpty       = "empty advertisement"
-	ErrClassBlocked     = "blocked destination"
-	ErrClassAuth        = "upstream refused access"
-	ErrClassThrottled   = "upstream throttled"
-	ErrClassInvalid     = "invalid URL"
-	ErrClassInternal    = "mirror error"
-	ErrClassDiskFull    = "disk full"
-	ErrClassOther       = "failed"
-	ErrClassCancelled   = "cancelled"
-	ErrClassLegal       = "unavailable for legal reasons"
-	// A volunteer's pull refused: it served tips the upstream never had
-	// (counted against it), or refs the upstream does not show (a source
-	// that was behind; not counted).
-	ErrClassForged   = "forged refs"
-	ErrClassMismatch = "refs differ from the upstream"
-)
-
-// errorClasses maps what an error text says (in lower case) to its class,
-// first match wins. The git classes are those of gitcmd.Error's text
-// ("git fetch ...: <class>: ...").
-var errorClasses = []struct {
-	class string
-	marks []string
-}{
-	{ErrClassCancelled, []string{cancelledText}},
-	{ErrClassForged, []string{"forged"}},
-	{ErrClassMismatch, []string{"differ from the upstream"}},
-	{ErrClassBlocked, []string{"blocked destination"}},
-	{ErrClassTooManyRefs, []string{"too many refs", "too-many-refs"}},
-	{ErrClassTooLarge, []string{"too large", "too-large", "larger than", "out of memory"}},
-	{ErrClassBadObjects, []string{"bad objects"}},
-	{ErrClassEmpty, []string{"empty-advertisement", "empty advertisement"}},
-	{ErrClassInvalid, []string{"invalid repository url"}},
-	{ErrClassLegal, []string{": legal:", "error: 451", "unavailable for legal reasons"}},
-	{ErrClassTimeout, []string{": timeout:", "timed out", "timeout", "deadline exceeded", "no result after"}},
-	{ErrClassNotFound, []string{": not-found:", "not found", "does not exist", "not mirrored"}},
-	{ErrClassAuth, []string{": auth:", "authentication", "permission denied", "error: 403"}},
-	{ErrClassThrottled, []string{": throttled:", "rate limit", "error: 429"}},
-	{ErrClassUnreachable, []string{": network:", ": tls:", "connection refused", "could not resolve", "unreachable",
-		"connection reset", "no route to host", "unable to access", "could not connect", "failed to connect"}},
-	{ErrClassDiskFull, []string{"disk full"}},
-	{ErrClassInternal, []string{": disk:", "no space left", "could not pull", "cannot start the check"}},
-}
-
-// PublicError is the class of an error text that anyone may see; "" stays
-// "".
-func PublicError(msg string) string {
+// PublicError is what anonymous readers see of the error text msg whose
+// class is c: the class's text (repostate.Class), since git's stderr tells
+// open ports from closed ones and shows volunteers' file paths; the
+// operator (with the API token) sees the text. "" stays "", and a text
+// without a class (one a previous version stored) is "failed".
+func PublicError(msg string, c repostate.Class) string {
 	if msg == "" {
 		return ""
 	}
-	low := strings.ToLower(msg)
-	for _, c := range errorClasses {
-		for _, m := range c.marks {
-			if strings.Contains(low, m) {
-				return c.class
-			}
-		}
-	}
-	return ErrClassOther
+	return c.OrOther().String()
+}
+
+// PublicErrorText is PublicError for a class kept as its text (the fetch
+// log's entries): a text this version does not know is "failed".
+func PublicErrorText(msg, class string) string {
+	c, _ := repostate.ParseClass(class)
+	return PublicError(msg, c)
 }
 
 // operator tells whether r carries the API token: such readers see error
@@ -98,14 +47,14 @@ func PublicCatalogURL(u string) string {
 }
 
 // publicRepo hides the error details of repo from anonymous readers.
-func publicRepo(repo *Repo) { repo.LastError = PublicError(repo.LastError) }
+func publicRepo(repo *Repo) { repo.LastError = PublicError(repo.LastError, repo.ErrorClass) }
 
 // publicDetail hides the error details of d from anonymous readers.
 func publicDetail(d *RepoDetail) {
 	publicRepo(&d.Repo)
 	h := make([]HistoryEntry, len(d.History))
 	for i, e := range d.History {
-		e.Error = PublicError(e.Error)
+		e.Error = PublicErrorText(e.Error, e.ErrorClass)
 		h[i] = e
 	}
 	d.History = h
@@ -113,7 +62,7 @@ func publicDetail(d *RepoDetail) {
 
 // publicTask hides the error details of t from anonymous readers.
 func publicTask(t Task) Task {
-	t.Error = PublicError(t.Error)
+	t.Error = PublicError(t.Error, t.ErrorClass)
 	return t
 }
 

@@ -508,7 +508,7 @@ func (s *Server) start(t Task) {
 		defer cancel()
 		if err := s.fleet.Checks.StartFetch(ctx, t.Key, t.ID); err != nil {
 			s.log.Warn("api: cannot start an on-demand check", "key", t.Key, "task", t.ID, "err", err)
-			s.tasks.Finish(t.ID, TaskResult{Err: "cannot start the check: " + err.Error()})
+			s.tasks.Finish(t.ID, TaskResult{Err: "cannot start the check: " + err.Error(), Class: repostate.ClassInternal})
 		}
 	})
 }
@@ -521,7 +521,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.operator(r) {
 		// The text names the operator's catalog URL or path.
-		st.Error = PublicError(st.Error)
+		st.Error = PublicError(st.Error, st.ErrorClass)
 		st.URL = PublicCatalogURL(st.URL)
 	}
 	writeJSON(w, http.StatusOK, st)

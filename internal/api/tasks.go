@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/config"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // TaskState is the state of an on-demand check.
@@ -42,6 +43,8 @@ type Task struct {
 	OldRefs    map[string]string `json:"old_refs,omitempty"`
 	NewRefs    map[string]string `json:"new_refs,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	// ErrorClass is Error's class, which anonymous readers see as Error.
+	ErrorClass repostate.Class `json:"error_class,omitempty"`
 
 	after     string    // the running task this one follows
 	notBefore time.Time // the check starts no earlier (webhook pacing)
@@ -54,7 +57,8 @@ func (t Task) Final() bool {
 
 // TaskResult is the outcome of a check.
 type TaskResult struct {
-	Err              string // empty: done
+	Err              string          // empty: done
+	Class            repostate.Class // Err's
 	OldRefs, NewRefs map[string]string
 	Cancelled        bool // the operator stopped it (Err says so)
 }
@@ -192,6 +196,9 @@ func (t *Tasks) finishLocked(tk *task, r TaskResult, now time.Time) {
 		tk.State = TaskCancelled
 	}
 	tk.Finished, tk.Error, tk.OldRefs, tk.NewRefs = now, r.Err, r.OldRefs, r.NewRefs
+	if r.Err != "" {
+		tk.ErrorClass = r.Class.OrOther()
+	}
 	tk.DurationMs = now.Sub(tk.Created).Milliseconds()
 	close(tk.done)
 
@@ -229,7 +236,8 @@ func (t *Tasks) expireLocked(tk *task, now time.Time) {
 		return // if prev just expired, tk's time starts now
 	}
 	if !now.Before(tk.since.Add(TaskTimeout)) {
-		t.finishLocked(tk, TaskResult{Err: fmt.Sprintf("no result after %v: the node doing the check may have gone; try again", TaskTimeout)}, now)
+		t.finishLocked(tk, TaskResult{Err: fmt.Sprintf("no result after %v: the node doing the check may have gone; try again", TaskTimeout),
+			Class: repostate.ClassTimeout}, now)
 	}
 }
 

@@ -14,7 +14,7 @@
 // kept as states change, from its series of figures over time (package
 // series) and from listings that cost a page, never a walk of every
 // repository. Reads are public, so error texts are shown as their public
-// classes only (api.PublicError). Everything shown came from strangers
+// classes only (api.PublicError: the class the node that failed said). Everything shown came from strangers
 // (keys, URLs, errors) and is escaped by html/template.
 package console
 

@@ -60,7 +60,7 @@ func (s *fakeSource) GetRepo(_ context.Context, key string) (Detail, bool) {
 			at := time.Unix(1e9, 0).UTC()
 			return Detail{RepoDetail: api.RepoDetail{Repo: r, Attrs: map[string]string{"note": "<b>bold</b>"},
 				Refs:    map[string]string{"refs/heads/<evil>": "0123456789abcdef0123456789abcdef01234567"},
-				History: []api.HistoryEntry{{At: at, Kind: "check", Node: 2, Error: hostileError}}, Checks: 1, Fetches: 1},
+				History: []api.HistoryEntry{{At: at, Kind: "check", Node: 2, Error: hostileError, ErrorClass: unreachable}}, Checks: 1, Fetches: 1},
 				Fallbacks: []string{"https://mirror.example/<x>.git"},
 				RefTimes:  map[string]int64{"refs/heads/<evil>": 1e9 - 86400}, Size: 5 << 20,
 				LastSuccess: at.Add(-time.Hour)}, true
@@ -99,18 +99,21 @@ func (s *fakeSource) Catalog(context.Context) (api.CatalogStatus, error) { retur
 func (s *fakeSource) Overview(r series.Range) Overview {
 	s.lastRange = r
 	return Overview{Total: 3, Current: 2, ByState: map[repostate.State]int{repostate.OK: 2, repostate.Failing: 1},
-		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{api.ErrClassUnreachable: 1},
+		Staleness: []int{1, 1, 0, 0, 0, 0, 1}, Errors: map[string]int{unreachable: 1},
 		Fetching: []string{hostileKey}, FetchingTotal: 1, Trend: s.trend.Window(r, testNow, ChartPoints), Tunnels: 1}
 }
 
 func (s *fakeSource) Tunnels() []uint32 { return []uint32{2} }
+
+// unreachable is the public class of hostileError.
+var unreachable = repostate.ClassUnreachable.String()
 
 // testNow is the console's clock in the tests.
 var testNow = time.Unix(1e9+3600, 0)
 
 func newTestConsole() (*Console, *fakeSource) {
 	src := &fakeSource{
-		repos: []api.Repo{{Key: hostileKey, State: repostate.Failing, Owner: 2, LastError: hostileError, UpstreamURL: "https://" + hostileKey},
+		repos: []api.Repo{{Key: hostileKey, State: repostate.Failing, Owner: 2, LastError: hostileError, ErrorClass: repostate.ClassUnreachable, UpstreamURL: "https://" + hostileKey},
 			{Key: "github.com/a/b", State: repostate.OK, Owner: 2, Current: true}},
 		nodes: []api.Node{{ID: 2, Name: `<i>node</i>`, Mode: "partial", State: "alive", Capacity: 1, EffectiveWeight: 1,
 			History: []api.Transition{{From: "unknown", To: "alive", At: time.Unix(1e9-60, 0)}, {From: "suspect", To: "alive", At: time.Unix(1e9, 0)}}},
@@ -170,8 +173,8 @@ func TestEveryPageRendersWithHostileKeysAndErrorsEscaped(t *testing.T) {
 func TestPublicPagesShowTheErrorClass(t *testing.T) {
 	c, _ := newTestConsole()
 	for _, path := range []string{"/-/repos", "/-/repos/" + hostileKey, "/"} {
-		if _, body := get(t, c, path); !strings.Contains(body, api.ErrClassUnreachable) {
-			t.Errorf("GET %s does not show the class %q:\n%s", path, api.ErrClassUnreachable, body)
+		if _, body := get(t, c, path); !strings.Contains(body, unreachable) {
+			t.Errorf("GET %s does not show the class %q:\n%s", path, unreachable, body)
 		}
 	}
 }
@@ -497,9 +500,9 @@ func TestTheCatalogPageSaysWhereFromAndWhen(t *testing.T) {
 			t.Errorf("the catalog page lacks %s:\n%s", want, body)
 		}
 	}
-	src.catalog.Error, src.catalog.ErrorAt = hostileError, &since
+	src.catalog.Error, src.catalog.ErrorClass, src.catalog.ErrorAt = hostileError, repostate.ClassUnreachable, &since
 	_, body = get(t, c, "/-/catalog")
-	if !strings.Contains(body, "The catalog cannot be read") || !strings.Contains(body, api.ErrClassUnreachable) ||
+	if !strings.Contains(body, "The catalog cannot be read") || !strings.Contains(body, unreachable) ||
 		!strings.Contains(body, "it failed") || strings.Contains(body, "10.0.0.5") {
 		t.Errorf("the catalog's error, as its class:\n%s", body)
 	}
@@ -615,7 +618,8 @@ func TestEveryPageShowsABannerWhileTheCatalogCannotBeRead(t *testing.T) {
 		}
 	}
 	since := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	src.catalog = api.CatalogStatus{Error: "catalog: fetch https://user:pw@git.example.org/catalog.git: unable to access", ErrorAt: &since}
+	src.catalog = api.CatalogStatus{Error: "catalog: fetch https://user:pw@git.example.org/catalog.git: unable to access",
+		ErrorClass: repostate.ClassUnreachable, ErrorAt: &since}
 	for _, path := range pages {
 		_, body := get(t, c, path)
 		if !strings.Contains(body, `<p class="warn" id="catalog-error" role="alert">The catalog cannot be read (upstream unreachable) since 2026-11-27 10:00 UTC: no repository is mirrored until it can be.`) {

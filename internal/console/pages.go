@@ -28,21 +28,22 @@ var pageNames = []string{"overview", "repos", "repo", "nodes", "tasks", "catalog
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
-		"publicError": api.PublicError,
-		"publicURL":   api.PublicCatalogURL,
-		"repoHref":    repoHref,
-		"ago":         ago,
-		"until":       until,
-		"iso":         iso,
-		"staleness":   staleness,
-		"bytes":       bytesOf,
-		"num":         num,
-		"plural":      plural,
-		"percent":     percent,
-		"bar":         bar,
-		"short":       func(s string) string { return s[:min(len(s), 12)] },
-		"add":         func(a, b int) int { return a + b },
-		"transition":  transition,
+		"publicError":     api.PublicError,
+		"publicErrorText": api.PublicErrorText,
+		"publicURL":       api.PublicCatalogURL,
+		"repoHref":        repoHref,
+		"ago":             ago,
+		"until":           until,
+		"iso":             iso,
+		"staleness":       staleness,
+		"bytes":           bytesOf,
+		"num":             num,
+		"plural":          plural,
+		"percent":         percent,
+		"bar":             bar,
+		"short":           func(s string) string { return s[:min(len(s), 12)] },
+		"add":             func(a, b int) int { return a + b },
+		"transition":      transition,
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html"))
 	pages := make(map[string]*template.Template, len(pageNames))
@@ -99,7 +100,7 @@ func (c *Console) banner(ctx context.Context) string {
 	if err != nil || cat.Error == "" {
 		return ""
 	}
-	msg := "The catalog cannot be read (" + api.PublicError(cat.Error) + ")"
+	msg := "The catalog cannot be read (" + api.PublicError(cat.Error, cat.ErrorClass) + ")"
 	if cat.ErrorAt != nil {
 		msg += " since " + cat.ErrorAt.UTC().Format("2006-01-02 15:04 MST")
 	}

@@ -79,7 +79,7 @@ func (c *Console) status(w http.ResponseWriter, r *http.Request) {
 		ErrorClass, ConsoleURL string
 	}{Repo: repo, State: publicStateOf(repo), Badge: base + "-/badge/" + escapeKey(repo.Key) + ".svg",
 		BadgePath: "/-/badge/" + escapeKey(repo.Key) + ".svg",
-		Page:      base + "-/status/" + escapeKey(repo.Key), ErrorClass: api.PublicError(repo.LastError), ConsoleURL: repoHref(repo.Key)}
+		Page:      base + "-/status/" + escapeKey(repo.Key), ErrorClass: api.PublicError(repo.LastError, repo.ErrorClass), ConsoleURL: repoHref(repo.Key)}
 	data.Markdown = fmt.Sprintf("[![mirror: %s](%s)](%s)", data.State.Word, data.Badge, data.Page)
 	w.Header().Set("Cache-Control", statusCache)
 	c.render(w, r, http.StatusOK, "status", repo.Key, data)

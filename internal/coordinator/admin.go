@@ -225,8 +225,12 @@ func (c *Coordinator) taskDone(res *fleetv1.CheckResult) {
 		}
 		delete(c.tasks, id)
 		if s := c.sessions[t.node]; s != nil {
-			s.queueTaskDone(&fleetv1.TaskDone{TaskId: id, Key: res.GetKey(), Ok: res.GetOk(), Error: res.GetError(),
-				Digest: res.GetDigest(), Changed: res.GetChanged()})
+			d := &fleetv1.TaskDone{TaskId: id, Key: res.GetKey(), Ok: res.GetOk(), Error: res.GetError(),
+				Digest: res.GetDigest(), Changed: res.GetChanged()}
+			if !res.GetOk() {
+				d.Class = uint32(resultClass(res))
+			}
+			s.queueTaskDone(d)
 		}
 	}
 }
@@ -309,7 +313,7 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 		resp.ProblemLines = c.problemLines
 	}
 	if c.catalogErr != "" {
-		resp.Error, resp.ErrorAtMs = c.catalogErr, c.catalogErrAt.UnixMilli()
+		resp.Error, resp.ErrorAtMs, resp.ErrorClass = c.catalogErr, c.catalogErrAt.UnixMilli(), uint32(c.catalogClass)
 	}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingCommit, resp.PendingRemoved, resp.PendingTotal = p.commit, uint32(p.removed), uint32(p.total)

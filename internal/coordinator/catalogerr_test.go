@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,6 +46,9 @@ func TestAnUnreadableCatalogIsAnErrorUntilItIsRead(t *testing.T) {
 	if !strings.Contains(st.GetError(), catalogDir) || st.GetErrorAtMs() != began.UnixMilli() || st.GetCommit() != "" || st.GetRepos() != 0 {
 		t.Fatalf("a missing catalog: %v", st)
 	}
+	if c := repostate.ClassFromWire(st.GetErrorClass()); c != repostate.ClassNotFound {
+		t.Errorf("a missing catalog's class is %q, want %q", c, repostate.ClassNotFound)
+	}
 	clk.Advance(time.Minute)
 	if err := c.RefreshCatalog(context.Background()); err == nil {
 		t.Fatal("a catalog path that does not exist was read")
@@ -68,7 +72,7 @@ func TestAnUnreadableCatalogIsAnErrorUntilItIsRead(t *testing.T) {
 		t.Fatalf("the catalog once it exists: %v", err)
 	}
 	st = status()
-	if st.GetError() != "" || st.GetErrorAtMs() != 0 || st.GetCommit() == "" || st.GetRepos() != 1 {
+	if st.GetError() != "" || st.GetErrorAtMs() != 0 || st.GetErrorClass() != 0 || st.GetCommit() == "" || st.GetRepos() != 1 {
 		t.Fatalf("a catalog read: %v", st)
 	}
 	good := st.GetCommit()

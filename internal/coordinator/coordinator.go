@@ -40,6 +40,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/placement"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/ring"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -167,6 +168,7 @@ type Coordinator struct {
 	// catalogErr is why the catalog cannot be read, since catalogErrAt
 	// (the first failure in a row); "" once a refresh succeeds.
 	catalogErr   string
+	catalogClass repostate.Class // catalogErr's
 	catalogErrAt time.Time
 	// The catalog's last fetch and the next one planned (CatalogStatus).
 	catalogFetchAt, catalogNextAt time.Time
@@ -577,11 +579,12 @@ func (c *Coordinator) RefreshCatalog(ctx context.Context) error {
 	c.catalogFetchAt = at
 	switch {
 	case err == nil:
-		c.catalogErr, c.catalogErrAt = "", time.Time{}
+		c.catalogErr, c.catalogClass, c.catalogErrAt = "", repostate.NoClass, time.Time{}
 	case c.catalogErr == "":
-		c.catalogErr, c.catalogErrAt = repokey.Redact(err.Error()), at
+		c.catalogErrAt = at
+		fallthrough
 	default:
-		c.catalogErr = repokey.Redact(err.Error()) // the latest reason, since the first failure
+		c.catalogErr, c.catalogClass = repokey.Redact(err.Error()), gitcmd.ClassOf(err).Public() // the latest reason, since the first failure
 	}
 	return err
 }

@@ -34,6 +34,9 @@ func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {
 		"node", id, "key", key, "err", res.GetError())
 	r := c.statusOf(key)
 	r.setError(fmt.Sprintf("%s: %s", errorClassRefused, res.GetError()), c.errs, key)
+	if r.class = repostate.ClassFromWire(res.GetClass()); r.class == repostate.NoClass {
+		r.class = repostate.ClassBlocked // a node of a previous version: its refusals were its egress policy's
+	}
 	c.dirty[key] = true
 	c.broadcastState(key)
 }

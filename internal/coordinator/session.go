@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/bandwidth"
-	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -353,20 +352,21 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if !r.setDigest(res.GetDigest()) {
 			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
 		}
-		r.state, r.lastError, r.failures, r.notFound = repostate.OK, "", 0, 0
+		r.state, r.lastError, r.class, r.failures, r.notFound = repostate.OK, "", repostate.NoClass, 0, 0
 	} else {
 		r.failures = add16(r.failures)
 		r.setError(fmt.Sprintf("%s: %s", res.GetErrorClass(), res.GetError()), c.errs, key)
+		r.class = resultClass(res)
 		r.state = repostate.Failing
-		r.notFound = add16(r.notFound)
-		if res.GetErrorClass() != "not-found" {
+		r.notFound = add8(r.notFound)
+		if r.class != repostate.ClassNotFound {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= repostate.GoneAfter || res.GetErrorClass() == string(gitcmd.ClassLegal) {
+		if int(r.notFound) >= repostate.GoneAfter || r.class == repostate.ClassLegal {
 			// The owner rechecks it daily; the full node keeps its copy.
 			r.state = repostate.Gone
 		}
-		if st, ok := limitStates[res.GetErrorClass()]; ok {
+		if st, ok := limitState(r.class); ok {
 			r.state = st
 		}
 	}
@@ -613,7 +613,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			net, _, parts := c.engine.Network(k)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
-				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
+				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
 				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})

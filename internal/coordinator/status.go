@@ -7,6 +7,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
 	"github.com/gitfleet/gitfleet/internal/repostate"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // repoStatus is what the coordinator knows of one repository beyond its
@@ -18,17 +19,44 @@ type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
 	lastError             string
 	checks, fetches       uint32
-	failures, notFound    uint16   // in a row; notFound counts "not found" answers
-	lastDuration          packedMs // how long the last check took
-	state                 repostate.State
-	hasDigest             bool
-	digest                [16]byte
+	failures              uint16 // in a row
+	// notFound counts "not found" answers in a row, up to 255: only
+	// whether it reached repostate.GoneAfter matters.
+	notFound     uint8
+	class        repostate.Class // of lastError
+	lastDuration packedMs        // how long the last check took
+	state        repostate.State
+	hasDigest    bool
+	digest       [16]byte
 }
 
-// limitStates are the states of a check that failed on a limit, by the
-// node's error class.
-var limitStates = map[string]repostate.State{string(gitcmd.ClassTooLarge): repostate.TooLarge,
-	string(gitcmd.ClassTooManyRefs): repostate.TooManyRefs}
+// resultClass is the class of the failed check res: the node's, or for a
+// node of a previous version, which sends git's word alone (error_class),
+// that word's class.
+func resultClass(res *fleetv1.CheckResult) repostate.Class {
+	if c := repostate.ClassFromWire(res.GetClass()); c != repostate.NoClass {
+		return c
+	}
+	switch res.GetErrorClass() {
+	case "empty-advertisement":
+		return repostate.ClassEmpty
+	case "cancelled":
+		return repostate.ClassCancelled
+	}
+	return gitcmd.Class(res.GetErrorClass()).Public()
+}
+
+// limitState is the state of a repository whose check failed on a limit,
+// by the failure's class.
+func limitState(c repostate.Class) (repostate.State, bool) {
+	switch c {
+	case repostate.ClassTooLarge:
+		return repostate.TooLarge, true
+	case repostate.ClassTooManyRefs:
+		return repostate.TooManyRefs, true
+	}
+	return repostate.Pending, false
+}
 
 // parseState reads a stored state: one this version does not know is
 // pending (its next check says what it is).
@@ -106,7 +134,9 @@ func (p packedMs) ms() int64 {
 	return int64(p&^packedSeconds) * 1000
 }
 
-// add16 and add32 count up to the type's largest value and stay there.
+// add8, add16 and add32 count up to the type's largest value and stay
+// there.
+func add8(n uint8) uint8    { return n + min(1, ^n) }
 func add16(n uint16) uint16 { return n + min(1, ^n) }
 func add32(n uint32) uint32 { return n + min(1, ^n) }
 
@@ -117,6 +147,10 @@ type statusRecord struct {
 	LastCheck  int64  `json:",omitempty"` // unix ms
 	LastChange int64  `json:",omitempty"`
 	LastError  string `json:",omitempty"`
+	// Class is LastError's (repostate.Class's text). A record a previous
+	// version wrote has none: its error shows as "failed" until the next
+	// check.
+	Class      string `json:",omitempty"`
 	Failures   int    `json:",omitempty"`
 	NotFound   int    `json:",omitempty"` // "not found" answers in a row
 	Checks     uint64 `json:",omitempty"`
@@ -132,7 +166,7 @@ type statusRecord struct {
 
 func (s *repoStatus) record(key string) statusRecord {
 	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
-		LastError: s.errorText(key), Failures: int(s.failures), NotFound: int(s.notFound),
+		LastError: s.errorText(key), Class: s.class.String(), Failures: int(s.failures), NotFound: int(s.notFound),
 		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms()}
 }
 
@@ -141,11 +175,13 @@ func (s *repoStatus) record(key string) statusRecord {
 // brings it back).
 func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
 	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
-		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint16(min(max(r.NotFound, 0), 1<<16-1)),
+		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint8(min(max(r.NotFound, 0), 1<<8-1)),
 		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs)}
 	s.setDigest(r.Digest)
 	if r.LastError != "" {
 		s.setError(r.LastError, errs, key)
+		s.class, _ = repostate.ParseClass(r.Class) // a text this version does not know: ClassOther
+		s.class = s.class.OrOther()
 	}
 	return s
 }

@@ -49,7 +49,7 @@ func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
 func TestStatusRecordRoundTrip(t *testing.T) {
 	digest := gitcmd.Refs{Refs: map[string]string{"refs/tags/v1": strings.Repeat("b", 40)}}.Digest()
 	in := repoStatus{lastCheck: 1_700_000_000_000, lastChange: 1_600_000_000_000, lastError: "timeout: upstream slow",
-		checks: 12, fetches: 3, failures: 2, notFound: 1, state: repostate.Gone, lastDuration: packMs(4321)}
+		class: repostate.ClassTimeout, checks: 12, fetches: 3, failures: 2, notFound: 1, state: repostate.Gone, lastDuration: packMs(4321)}
 	in.setDigest(digest)
 	b, err := json.Marshal(in.record("h/a/b"))
 	if err != nil {
@@ -71,6 +71,16 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 	got := rec.status(nil, "h/a/b")
 	if got.state != repostate.Failing || got.failures != 1<<16-1 || got.notFound != 0 || got.checks != 1<<32-1 || got.hasDigest || got.lastCheck != 5 {
 		t.Fatalf("old record read as %+v", got)
+	}
+	// A failure stored by a previous version, without its class: "failed"
+	// until the next check says more.
+	old = `{"State":"gone","LastError":"not-found: git ls-remote https://h/a/b: not-found: Repository not found.","NotFound":5}`
+	rec = statusRecord{}
+	if err := json.Unmarshal([]byte(old), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.status(nil, "h/a/b"); got.class != repostate.ClassOther || got.state != repostate.Gone || got.notFound != 5 {
+		t.Fatalf("a record without a class read as %+v", got)
 	}
 	if parseState("nonsense") != repostate.Pending || repostate.State(200).String() != repostate.Pending.String() {
 		t.Error("an unknown state is not pending")

@@ -199,7 +199,7 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 		f.log.Debug("alerts: list the nodes", "err", err)
 	}
 	if cat, err := f.backend.Catalog(ctx); err == nil {
-		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error)}
+		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error, cat.ErrorClass)}
 		if cat.ErrorAt != nil {
 			s.Catalog.ErrorAt = *cat.ErrorAt
 		}

@@ -72,7 +72,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
 	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
-		LastError: st.GetLastError(), Digest: st.GetDigest(), Network: st.GetNetwork()}
+		LastError: st.GetLastError(), ErrorClass: repostate.ClassFromWire(st.GetClass()), Digest: st.GetDigest(), Network: st.GetNetwork()}
 	if parts := st.GetNetworkParts(); parts > 1 {
 		r.NetworkParts = parts
 	}
@@ -86,7 +86,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 		r.State, r.Served = broken, false // not served until repaired
 	}
 	if b.f.diskWaiting(key) {
-		r.LastError = fullDiskError // public class "disk full"
+		r.LastError, r.ErrorClass = fullDiskError, repostate.ClassDiskFull
 	}
 	fr := in.freshness(d, r.Served && d != "")
 	r.Current = fr.current()
@@ -276,7 +276,7 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
 	if t := msTime(resp.GetLastFetchMs()); t != nil {
 		st.LastFetch = *t
 	}
@@ -326,7 +326,7 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		return
 	}
 	if !d.GetOk() {
-		b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: d.GetError(), OldRefs: run.oldRefs, NewRefs: run.oldRefs})
+		b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: d.GetError(), Class: repostate.ClassFromWire(d.GetClass()), OldRefs: run.oldRefs, NewRefs: run.oldRefs})
 		return
 	}
 	local, _ := b.f.n.Digest(run.key)
@@ -343,7 +343,8 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 			break
 		}
 		if err := b.f.pullNow(ctx, run.key, d.GetDigest()); err != nil {
-			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), OldRefs: run.oldRefs})
+			b.f.tasks.Finish(d.GetTaskId(), api.TaskResult{Err: "checked, but the full node could not pull the result: " + err.Error(), Class: pullClass(err),
+				OldRefs: run.oldRefs})
 			return
 		}
 	}

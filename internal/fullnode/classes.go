@@ -3,7 +3,6 @@ package fullnode
 import (
 	"time"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 )
@@ -35,7 +34,7 @@ func (f *Node) totals() repoTotals {
 // known). The disk is looked at only when the rest says current.
 func (f *Node) classOf(key string, st classInput) repoview.Class {
 	cl := repoview.Class{State: st.State, Owner: st.Owner, Verified: repoview.VerifiedMinute(int64(st.VerifiedAt) * 1000),
-		ErrClass: api.PublicError(st.LastError)}
+		ErrClass: st.Class}
 	if broken, ok := f.n.BrokenState(key); ok {
 		cl.State = broken
 		return cl
@@ -60,7 +59,7 @@ type classInput struct {
 func (in classInput) freshness(digest string, served bool) freshness {
 	return freshness{served: served, verifiedAt: fromUnixSeconds(in.VerifiedAt), digest: digest, ownerDigest: in.Digest,
 		ownerCheck: msTime0(in.LastCheck), hinted: in.hinted, staleOwner: in.staleOwner,
-		emptying: in.State == repostate.Failing && api.PublicError(in.LastError) == api.ErrClassEmpty}
+		emptying: in.State == repostate.Failing && in.Class == repostate.ClassEmpty}
 }
 
 // msTime0 is a time in unix ms (0: the zero time).

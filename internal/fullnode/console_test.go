@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
@@ -94,12 +93,13 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	src := f.consoleSrc
 	now := f.clk.Now().UnixMilli()
 	key := func(i int) string { return fmt.Sprintf("host%d.example/group%d/repo%d", i%7, i%100, i) }
-	st := func(i int, lastCheck int64, errText string) *fleetv1.RepoState {
+	st := func(i int, lastCheck int64, errText string, class repostate.Class) *fleetv1.RepoState {
 		state := "ok"
 		if errText != "" {
 			state = "failing"
 		}
-		return &fleetv1.RepoState{Key: key(i), Url: "https://" + key(i), State: state, LastCheckMs: lastCheck, LastError: errText, Digest: fmt.Sprintf("d%d", i)}
+		return &fleetv1.RepoState{Key: key(i), Url: "https://" + key(i), State: state, LastCheckMs: lastCheck, LastError: errText,
+			Class: uint32(class), Digest: fmt.Sprintf("d%d", i)}
 	}
 	states := func(rs ...*fleetv1.RepoState) { // checked, and verified by the full node, then
 		f.states(rs)
@@ -109,10 +109,10 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		f.reclass(stateKeys(rs)...)
 	}
 	states(
-		st(5, now-2*time.Hour.Milliseconds(), "git ls-remote: timeout: no answer"),
-		st(6, now-3*time.Hour.Milliseconds(), "git fetch: network: connection refused"),
-		st(7, now-8*24*time.Hour.Milliseconds(), "git fetch: network: could not resolve host"),
-		st(8, 0, ""),
+		st(5, now-2*time.Hour.Milliseconds(), "git ls-remote: timeout: no answer", repostate.ClassTimeout),
+		st(6, now-3*time.Hour.Milliseconds(), "git fetch: network: connection refused", repostate.ClassUnreachable),
+		st(7, now-8*24*time.Hour.Milliseconds(), "git fetch: network: could not resolve host", repostate.ClassUnreachable),
+		st(8, 0, "", repostate.NoClass),
 	)
 	ov := src.Overview(series.Day)
 	// under 10m, 10m-1h, 1h-6h, 6h-1d, 1d-7d, over 7d, never
@@ -120,7 +120,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		t.Errorf("staleness %v, want %v", ov.Staleness, want)
 	}
 	// The bench node's failing repositories (1 in 10) have no error text.
-	if want := map[string]int{api.ErrClassTimeout: 1, api.ErrClassUnreachable: 2}; fmt.Sprint(ov.Errors) != fmt.Sprint(want) {
+	if want := map[string]int{"timeout": 1, "upstream unreachable": 2}; fmt.Sprint(ov.Errors) != fmt.Sprint(want) {
 		t.Errorf("errors %v, want %v", ov.Errors, want)
 	}
 	// The stalest first, never checked before all.
@@ -135,7 +135,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 		t.Errorf("stale, failing, searched: %v", got)
 	}
 	// Checked again: back in the first bucket, its error gone.
-	states(st(5, now, ""), st(7, now, ""))
+	states(st(5, now, "", repostate.NoClass), st(7, now, "", repostate.NoClass))
 	f.removed([]string{key(6)})
 	ov = src.Overview(series.Day)
 	if want := []int{98, 0, 0, 0, 0, 0, 1}; !slices.Equal(ov.Staleness, want) {

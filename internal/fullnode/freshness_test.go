@@ -351,13 +351,14 @@ func TestAnEmptyAdvertisementUnderConfirmationIsNotCurrent(t *testing.T) {
 		name  string
 		state repostate.State
 		err   string
+		class repostate.Class
 		want  bool
 	}{
-		{"ok", repostate.OK, "", true},
-		{"failing with an empty advertisement", repostate.Failing, emptied, false},
-		{"failing otherwise", repostate.Failing, "network: connection refused", true},
+		{"ok", repostate.OK, "", repostate.NoClass, true},
+		{"failing with an empty advertisement", repostate.Failing, emptied, repostate.ClassEmpty, false},
+		{"failing otherwise", repostate.Failing, "network: connection refused", repostate.ClassUnreachable, true},
 	} {
-		in := classInput{Input: repoview.Input{State: c.state, LastError: c.err, Digest: newRefs,
+		in := classInput{Input: repoview.Input{State: c.state, LastError: c.err, Class: c.class, Digest: newRefs,
 			LastCheck: t0.Add(time.Minute).UnixMilli(), VerifiedAt: uint32(t0.Unix())}}
 		if got := in.freshness(newRefs, true).current(); got != c.want {
 			t.Errorf("%s: current %v, want %v", c.name, got, c.want)

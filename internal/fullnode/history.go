@@ -8,6 +8,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -19,7 +20,7 @@ import (
 func refusedEntry(key string, node uint32, start time.Time, r *pullRefusal) fetchlog.Entry {
 	msg := r.Error()
 	return fetchlog.Entry{Key: key, At: start, Kind: "pull", Node: node, From: r.owner, Result: fetchlog.ResultFailed,
-		DurationMs: r.at.Sub(start).Milliseconds(), Error: msg, ErrorClass: api.PublicError(msg)}
+		DurationMs: r.at.Sub(start).Milliseconds(), Error: msg, ErrorClass: r.class().String()}
 }
 
 // ownerCheck is the fetch log's entry of a check that another node (r's
@@ -29,7 +30,7 @@ func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 	e := fetchlog.Entry{Key: r.GetKey(), At: time.UnixMilli(r.GetLastCheckMs()), Kind: "check", Node: r.GetOwner(),
 		Changed: r.GetDigest() != oldDigest, DurationMs: r.GetLastDurationMs()}
 	if msg := r.GetLastError(); msg != "" {
-		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, api.PublicError(msg)
+		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, msg, repostate.ClassFromWire(r.GetClass()).OrOther().String()
 		if strings.Contains(msg, node.ErrCancelled.Error()) {
 			e.Result = fetchlog.ResultCancelled
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -71,8 +72,28 @@ type pullRefusal struct {
 	at       time.Time
 }
 
-// Error says why the pull was refused; its words give the public class
-// (api.ErrClassForged, api.ErrClassMismatch).
+// class is the refusal's public class.
+func (r *pullRefusal) class() repostate.Class {
+	if r.forged > 0 {
+		return repostate.ClassForged
+	}
+	return repostate.ClassMismatch
+}
+
+// pullClass is the public class of err, a failed pull: the refusal's
+// (forged, mismatch), git's, or the full node's own.
+func pullClass(err error) repostate.Class {
+	var r *pullRefusal
+	if errors.As(err, &r) {
+		return r.class()
+	}
+	if c := node.PublicClass(err); c != repostate.ClassOther {
+		return c
+	}
+	return repostate.ClassInternal
+}
+
+// Error says why the pull was refused.
 func (r *pullRefusal) Error() string {
 	if r.forged > 0 {
 		return fmt.Sprintf("pull refused: node %d served %d forged tips, which the upstream never had (%v); fetched from the upstream instead",

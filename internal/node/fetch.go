@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -120,7 +123,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		out.Class = failureClass(err)
 		out.HostThrottled = gitcmd.ClassOf(err) == gitcmd.ClassThrottled
 		out.RetryAfter = gitcmd.RetryAfterOf(err)
-		r.Error, r.ErrorClass = err.Error(), string(gitcmd.ClassOf(err))
+		r.Error, r.ErrorClass, r.Class = err.Error(), string(gitcmd.ClassOf(err)), uint32(PublicClass(err))
 		attrs := []any{"key", key, "class", r.ErrorClass, "err", err}
 		if out.RetryAfter > 0 {
 			attrs = append(attrs, "retry_after", out.RetryAfter) // the host waits that long, up to 6 h
@@ -172,6 +175,26 @@ func (n *Node) check(ctx context.Context, key string) {
 func (n *Node) Unschedule(key string) {
 	n.sched.Done(key, schedule.Outcome{})
 	n.sched.Remove(key)
+}
+
+// PublicClass is the class of err that anyone may see: git's (package
+// gitcmd), or the node's own for what git does not tell (an empty
+// advertisement, a check cancelled, a timeout of the whole check). Nil is
+// repostate.NoClass.
+func PublicClass(err error) repostate.Class {
+	switch {
+	case err == nil:
+		return repostate.NoClass
+	case errors.Is(err, ErrCancelled):
+		return repostate.ClassCancelled
+	case errors.Is(err, mirror.ErrEmptyAdvertisement):
+		return repostate.ClassEmpty
+	case errors.Is(err, repokey.ErrInvalid) && !egress.IsBlocked(err):
+		return repostate.ClassInvalid // a URL the egress policy refused says so
+	case errors.Is(err, context.DeadlineExceeded):
+		return repostate.ClassTimeout
+	}
+	return gitcmd.ClassOf(err).Public()
 }
 
 func failureClass(err error) schedule.FailureClass {

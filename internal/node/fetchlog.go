@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -43,7 +42,7 @@ func (n *Node) WorkEntry(key, kind string, start time.Time, res mirror.Result, e
 	e := fetchlog.Entry{Key: key, At: start, Kind: kind, Node: n.id, DurationMs: n.clk.Now().Sub(start).Milliseconds()}
 	switch {
 	case err != nil:
-		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, err.Error(), api.PublicError(err.Error())
+		e.Result, e.Error, e.ErrorClass = fetchlog.ResultFailed, err.Error(), PublicClass(err).String()
 		if errors.Is(err, ErrCancelled) {
 			e.Result = fetchlog.ResultCancelled
 		}

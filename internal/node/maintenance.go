@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -143,7 +142,7 @@ func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
 	entry := fetchlog.Entry{Key: key, At: start, Kind: "maintenance", Node: n.id, Result: fetchlog.ResultOK, DurationMs: d.Milliseconds()}
 	if err != nil {
 		m.failures.Add(1)
-		entry.Result, entry.Error, entry.ErrorClass = fetchlog.ResultFailed, err.Error(), api.PublicError(err.Error())
+		entry.Result, entry.Error, entry.ErrorClass = fetchlog.ResultFailed, err.Error(), PublicClass(err).String()
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			n.log.Debug("mirror gone during maintenance", "key", key, "err", err)

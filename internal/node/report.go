@@ -38,5 +38,5 @@ func (n *Node) refuseAssignment(key, url, want string, err error) {
 		return // not a key the coordinator could record
 	}
 	n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: n.clk.Now().UnixMilli(),
-		Error: "refused by node: " + err.Error(), ErrorClass: "refused"})
+		Error: "refused by node: " + err.Error(), ErrorClass: "refused", Class: uint32(PublicClass(err))})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -50,7 +51,7 @@ func TestARefusedAssignmentIsReportedAsAnError(t *testing.T) {
 	n := newTestNode()
 	n.assign(&fleetv1.Repo{Key: "127.0.0.1/a/b", Url: "http://127.0.0.1/a/b.git"}) // private: refused
 	r := n.results["127.0.0.1/a/b"]
-	if r == nil || r.GetOk() || r.GetErrorClass() != "refused" || r.GetError() == "" {
+	if r == nil || r.GetOk() || r.GetErrorClass() != "refused" || r.GetError() == "" || r.GetClass() != uint32(repostate.ClassBlocked) {
 		t.Fatalf("result = %v, want a refused error", r)
 	}
 	if len(n.owned) != 0 {

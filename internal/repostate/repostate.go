@@ -3,14 +3,16 @@
 // the coordinator, the nodes, the full node's view, the API, ctl, the
 // console and the alerts use), and when "not found" answers make a
 // repository gone, so that a node's scheduler and the coordinator's status
-// reach the same verdict from the same answers of an upstream; and the
-// words for a repository the fleet does not hold (NotMirrored).
+// reach the same verdict from the same answers of an upstream; why its
+// last check failed, as anyone may see it (Class, the one vocabulary of
+// failures from the node that failed to the API); and the words for a
+// repository the fleet does not hold (NotMirrored).
 //
 // It holds constants and their names only: no state, no I/O, nothing of
 // gitfleet imported, so that every role, pure cores included, may import
 // it. To add a state, add it to the constants and to names; its name is on
 // the wire (the API's JSON, the coordinator's messages and store), so a
-// name never changes.
+// name never changes; so with a class's number and text.
 package repostate
 
 import (

@@ -8,19 +8,18 @@ import (
 )
 
 // classTable holds the class of every repository of the view (counters.go)
-// in 12 bytes: the state, the error class as an index into a table of its
-// few names, the minute of the last check in 32 bits.
+// in 12 bytes: the state, the error class, the minute of the last check
+// in 32 bits.
 type classTable struct {
-	tab   *repoTable // shared with the View
-	n     int
-	names nameTable // error classes
+	tab *repoTable // shared with the View
+	n   int
 }
 
 type packedClass struct {
 	owner    uint32
 	verified int32 // minutes since 1970 of verified_at, or neverVerified
 	state    repostate.State
-	errClass uint8
+	errClass repostate.Class
 	current  bool
 }
 
@@ -30,14 +29,12 @@ func newClassTable(tab *repoTable) *classTable {
 	if tab == nil {
 		tab = newRepoTable()
 	}
-	t := &classTable{tab: tab}
-	t.names.id("") // 0: no error class
-	return t
+	return &classTable{tab: tab}
 }
 
 func (t *classTable) unpack(p packedClass) Class {
 	return Class{State: p.state, Owner: p.owner, Current: p.current, Verified: int64(p.verified),
-		ErrClass: t.names.name(p.errClass)}
+		ErrClass: p.errClass}
 }
 
 // get returns key's class.
@@ -57,7 +54,7 @@ func (t *classTable) put(key string, cl Class) {
 		t.n++
 	}
 	s.class = packedClass{owner: cl.Owner, verified: int32(max(min(cl.Verified, math.MaxInt32), math.MinInt32)),
-		state: cl.State, errClass: t.names.id(cl.ErrClass), current: cl.Current}
+		state: cl.State, errClass: cl.ErrClass, current: cl.Current}
 }
 
 func (t *classTable) del(key string) {

@@ -1,9 +1,10 @@
 package repoview
 
 import (
-	"maps"
 	"slices"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // The console's figures that the counters keep as states change (see
@@ -29,13 +30,13 @@ func VerifiedMinute(ms int64) int64 {
 
 // consoleCounts are the console's counters, kept by Counters.
 type consoleCounts struct {
-	minutes  map[int64]int          // repositories by minute of verified_at
-	byMinute map[int64]*SortedIndex // their keys
-	errors   map[string]int         // repositories by class of last error
+	minutes  map[int64]int           // repositories by minute of verified_at
+	byMinute map[int64]*SortedIndex  // their keys
+	errors   map[repostate.Class]int // repositories by class of last error
 }
 
 func newConsoleCounts() *consoleCounts {
-	return &consoleCounts{minutes: map[int64]int{}, byMinute: map[int64]*SortedIndex{}, errors: map[string]int{}}
+	return &consoleCounts{minutes: map[int64]int{}, byMinute: map[int64]*SortedIndex{}, errors: map[repostate.Class]int{}}
 }
 
 // set follows a change of key's class from old (had: it was listed) to cl
@@ -43,7 +44,7 @@ func newConsoleCounts() *consoleCounts {
 func (c *consoleCounts) set(key string, old Class, had bool, cl Class, listed bool) {
 	moved := !had || !listed || old.Verified != cl.Verified
 	if had {
-		if old.ErrClass != "" {
+		if old.ErrClass != repostate.NoClass {
 			if c.errors[old.ErrClass]--; c.errors[old.ErrClass] == 0 {
 				delete(c.errors, old.ErrClass)
 			}
@@ -60,7 +61,7 @@ func (c *consoleCounts) set(key string, old Class, had bool, cl Class, listed bo
 	if !listed {
 		return
 	}
-	if cl.ErrClass != "" {
+	if cl.ErrClass != repostate.NoClass {
 		c.errors[cl.ErrClass]++
 	}
 	if moved {
@@ -115,9 +116,15 @@ func (c *Counters) Staleness(now time.Time, buckets []time.Duration) []int {
 	return out
 }
 
-// ErrorClasses returns a copy of the counts by public class of the last
-// error.
-func (c *Counters) ErrorClasses() map[string]int { return maps.Clone(c.console.errors) }
+// ErrorClasses returns the counts by public class of the last error, by
+// the class's text.
+func (c *Counters) ErrorClasses() map[string]int {
+	out := make(map[string]int, len(c.console.errors))
+	for cl, n := range c.console.errors {
+		out[cl.String()] = n
+	}
+	return out
+}
 
 // Stalest calls yield for the keys whose verified_at is older than the
 // minute before (VerifiedMinute), the never verified first, then from the

@@ -30,7 +30,7 @@ type Class struct {
 	// For the console (consolecounts.go): the minute of verified_at
 	// (VerifiedMinute) and the public class of the last error.
 	Verified int64
-	ErrClass string
+	ErrClass repostate.Class
 }
 
 // Counters are the counters and per-state and per-owner indexes of a

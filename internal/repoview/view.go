@@ -36,7 +36,8 @@ import (
 // (TestViewIsAFractionOfTheMessages); an Entry keeps the same facts, and
 // the full node's own verified_at (4 bytes), in 80 bytes:
 //   - the URL only when it is not https://KEY (the usual spelling), apart;
-//   - the state as its number (package repostate);
+//   - the state, and the class of the last error, as their numbers
+//     (package repostate), a byte each;
 //   - the digest as its 16 bytes (an unusual spelling is kept as text);
 //   - the error text as one shared copy of its template, the repository's
 //     URL and key replaced by markers (package intern), since most errors
@@ -64,8 +65,9 @@ type Entry struct {
 	// which the entry's padding had.
 	replicas  replicaSet
 	state     repostate.State
-	usual     bool // the URL is "https://" + key
-	hasDigest bool // digest holds a digest of 32 hex digits
+	class     repostate.Class // of errText
+	usual     bool            // the URL is "https://" + key
+	hasDigest bool            // digest holds a digest of 32 hex digits
 	digest    [16]byte
 }
 
@@ -136,7 +138,8 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: parseState(r.GetState()),
 		replicas: t.sets.id(r.GetReplicas())}
 	if msg := r.GetLastError(); msg != "" {
-		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
+		// A coordinator of a previous version sends no class: "failed".
+		v.errText, v.class = t.errs.Pack(msg, r.GetUrl(), key), repostate.ClassFromWire(r.GetClass()).OrOther()
 	}
 	var x viewExtra
 	if u := r.GetUrl(); u == "https://"+key {
@@ -235,6 +238,7 @@ func (t *View) Get(key string) *fleetv1.RepoState {
 // owner's last report and the full node's verified_at.
 type Input struct {
 	State             repostate.State
+	Class             repostate.Class // of LastError
 	LastError, Digest string
 	Owner             uint32
 	LastCheck         int64  // unix ms
@@ -248,7 +252,7 @@ func (t *View) Input(key string) (Input, bool) {
 	if !ok {
 		return Input{}, false
 	}
-	in := Input{State: v.state, Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
+	in := Input{State: v.state, Class: v.class, Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
 		VerifiedAt: v.verifiedAt}
 	if v.errText != "" {
 		in.LastError = intern.Unpack(v.errText, v.Upstream(key), key)
@@ -260,7 +264,7 @@ func (t *View) Input(key string) (Input, bool) {
 func (t *View) state(key string, v Entry) *fleetv1.RepoState {
 	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
 		State: v.state.String(), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
-		Fetches: uint64(v.fetches), Replicas: t.sets.members(v.replicas)}
+		Fetches: uint64(v.fetches), Class: uint32(v.class), Replicas: t.sets.members(v.replicas)}
 	if v.errText != "" {
 		r.LastError = intern.Unpack(v.errText, r.Url, key)
 	}

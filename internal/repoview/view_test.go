@@ -5,11 +5,38 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
 )
+
+// The class of the last error takes a byte of an entry, which stays 80
+// bytes; a state from a coordinator of a previous version, with an error
+// but no class, and a class this version does not know, show "failed"
+// until the next check says more.
+func TestViewKeepsTheClassOfTheLastError(t *testing.T) {
+	if size := unsafe.Sizeof(Entry{}); size != 80 {
+		t.Errorf("an entry takes %d bytes, want 80", size)
+	}
+	tab := newView(nil)
+	for _, tc := range []struct {
+		st   *fleetv1.RepoState
+		want repostate.Class
+	}{
+		{&fleetv1.RepoState{Key: "h/a/over", State: "too-large", LastError: "repository too large", Class: uint32(repostate.ClassTooLarge)}, repostate.ClassTooLarge},
+		{&fleetv1.RepoState{Key: "h/a/old", State: "failing", LastError: "network: git ls-remote https://h/a/old: network: connection refused"}, repostate.ClassOther},
+		{&fleetv1.RepoState{Key: "h/a/newer", State: "failing", LastError: "something new", Class: 250}, repostate.ClassOther},
+		{&fleetv1.RepoState{Key: "h/a/ok", State: "ok", Class: uint32(repostate.ClassTimeout)}, repostate.NoClass}, // no error, no class
+	} {
+		tab.Put(tc.st)
+		in, _ := tab.Input(tc.st.GetKey())
+		if got := repostate.ClassFromWire(tab.Get(tc.st.GetKey()).GetClass()); got != tc.want || in.Class != tc.want {
+			t.Errorf("%s: class %q (input %q), want %q", tc.st.GetKey(), got, in.Class, tc.want)
+		}
+	}
+}
 
 // Every field of a RepoState comes back from the view as it went in, in
 // its usual and unusual spellings.
@@ -20,7 +47,7 @@ func TestViewKeepsEveryField(t *testing.T) {
 			LastCheckMs: 1e12, LastChangeMs: 9e11, Checks: 7, Fetches: 2},
 		{Key: "github.com/a/c", Url: "http://GitHub.com/a/c.git", State: "failing", Digest: "d42",
 			LastError: "git ls-remote http://GitHub.com/a/c.git: fatal: repository 'http://GitHub.com/a/c.git/' not found (github.com/a/c)",
-			Attrs:     map[string]string{"team": "x"}, FallbackUrls: []string{"https://mirror/a/c"}},
+			Class:     uint32(repostate.ClassNotFound), Attrs: map[string]string{"team": "x"}, FallbackUrls: []string{"https://mirror/a/c"}},
 		{Key: "github.com/a/d", State: "pending", Digest: "0123456789ABCDEF0123456789ABCDEF"}, // no URL; upper-case hex
 		{Key: "github.com/a/e", Url: "https://github.com/a/e", State: "gone", Checks: 1 << 40},
 	}

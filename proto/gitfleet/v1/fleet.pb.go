@@ -226,8 +226,10 @@ type CatalogStatusResponse struct {
 	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
 	// The last fetch of the catalog, successful or not (Unix milliseconds;
 	// 0: none since the coordinator started), and the next one planned.
-	LastFetchMs   int64 `protobuf:"varint,12,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
-	NextFetchMs   int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
+	LastFetchMs int64 `protobuf:"varint,12,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
+	NextFetchMs int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
+	// The error's class, as RepoState.class.
+	ErrorClass    uint32 `protobuf:"varint,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +351,13 @@ func (x *CatalogStatusResponse) GetLastFetchMs() int64 {
 func (x *CatalogStatusResponse) GetNextFetchMs() int64 {
 	if x != nil {
 		return x.NextFetchMs
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetErrorClass() uint32 {
+	if x != nil {
+		return x.ErrorClass
 	}
 	return 0
 }
@@ -1758,8 +1767,12 @@ type CheckResult struct {
 	// a clone or a pull, and whenever they change. The coordinator forms fork
 	// networks from the roots full nodes report (served); a partial node's
 	// are not trusted.
-	Roots         []string `protobuf:"bytes,13,rep,name=roots,proto3" json:"roots,omitempty"`
-	RootsKnown    bool     `protobuf:"varint,14,opt,name=roots_known,json=rootsKnown,proto3" json:"roots_known,omitempty"`
+	Roots      []string `protobuf:"bytes,13,rep,name=roots,proto3" json:"roots,omitempty"`
+	RootsKnown bool     `protobuf:"varint,14,opt,name=roots_known,json=rootsKnown,proto3" json:"roots_known,omitempty"`
+	// Why the check failed, as anyone may see it: a repostate.Class's number
+	// (0: none said; a number the reader does not know reads as "failed").
+	// error_class is git's finer word, for the node's logs and metrics.
+	Class         uint32 `protobuf:"varint,15,opt,name=class,proto3" json:"class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1890,6 +1903,13 @@ func (x *CheckResult) GetRootsKnown() bool {
 		return x.RootsKnown
 	}
 	return false
+}
+
+func (x *CheckResult) GetClass() uint32 {
+	if x != nil {
+		return x.Class
+	}
+	return 0
 }
 
 type CoordinatorMessage struct {
@@ -2357,13 +2377,15 @@ func (x *NodeCredential) GetSecretHash() string {
 
 // TaskDone tells the full node that asked for a check (FetchNow) how it went.
 type TaskDone struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Ok            bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
-	Changed       bool                   `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Key     string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Ok      bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error   string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Digest  string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	Changed bool                   `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
+	// The error's class, as RepoState.class.
+	Class         uint32 `protobuf:"varint,7,opt,name=class,proto3" json:"class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2438,6 +2460,13 @@ func (x *TaskDone) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *TaskDone) GetClass() uint32 {
+	if x != nil {
+		return x.Class
+	}
+	return 0
 }
 
 type Welcome struct {
@@ -2790,6 +2819,12 @@ type RepoState struct {
 	// How many nodes the network is split over (0 or 1: one owner holds it
 	// whole).
 	NetworkParts uint32 `protobuf:"varint,15,opt,name=network_parts,json=networkParts,proto3" json:"network_parts,omitempty"`
+	// Why the last check failed, with last_error, as anyone may see it: a
+	// repostate.Class's number (0: none; a number the reader does not know,
+	// or a last_error without a class, reads as "failed"). A number, not a
+	// proto enum, so that repostate's list is the one list: its numbers
+	// never change, and one takes a byte on the wire.
+	Class uint32 `protobuf:"varint,16,opt,name=class,proto3" json:"class,omitempty"`
 	// The full nodes that are to hold the repository (its fork network's
 	// replica set on the full tier, --full-replicas of them), in placement
 	// order. Full nodes still pull every repository; this says where it
@@ -2930,6 +2965,13 @@ func (x *RepoState) GetNetwork() string {
 func (x *RepoState) GetNetworkParts() uint32 {
 	if x != nil {
 		return x.NetworkParts
+	}
+	return 0
+}
+
+func (x *RepoState) GetClass() uint32 {
+	if x != nil {
+		return x.Class
 	}
 	return 0
 }
@@ -3191,7 +3233,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xae\x03\n" +
+	"\x14CatalogStatusRequest\"\xcf\x03\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -3206,7 +3248,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\x03R\terrorAtMs\x12\x10\n" +
 	"\x03url\x18\v \x01(\tR\x03url\x12\"\n" +
 	"\rlast_fetch_ms\x18\f \x01(\x03R\vlastFetchMs\x12\"\n" +
-	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\"\xb2\x01\n" +
+	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\x12\x1f\n" +
+	"\verror_class\x18\x0e \x01(\rR\n" +
+	"errorClass\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
@@ -3309,7 +3353,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xf9\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\x8f\x03\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3328,7 +3372,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x06served\x18\f \x01(\bR\x06served\x12\x14\n" +
 	"\x05roots\x18\r \x03(\tR\x05roots\x12\x1f\n" +
 	"\vroots_known\x18\x0e \x01(\bR\n" +
-	"rootsKnown\"\x84\x05\n" +
+	"rootsKnown\x12\x14\n" +
+	"\x05class\x18\x0f \x01(\rR\x05class\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3362,14 +3407,15 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eNodeCredential\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\tR\n" +
-	"secretHash\"\x8d\x01\n" +
+	"secretHash\"\xa3\x01\n" +
 	"\bTaskDone\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x0e\n" +
 	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
 	"\x06digest\x18\x05 \x01(\tR\x06digest\x12\x18\n" +
-	"\achanged\x18\x06 \x01(\bR\achanged\"y\n" +
+	"\achanged\x18\x06 \x01(\bR\achanged\x12\x14\n" +
+	"\x05class\x18\a \x01(\rR\x05class\"y\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
@@ -3391,7 +3437,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xab\x04\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xc1\x04\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3409,7 +3455,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\afetches\x18\f \x01(\x04R\afetches\x12(\n" +
 	"\x10last_duration_ms\x18\r \x01(\x03R\x0elastDurationMs\x12\x18\n" +
 	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
-	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x1a\n" +
+	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x14\n" +
+	"\x05class\x18\x10 \x01(\rR\x05class\x12\x1a\n" +
 	"\breplicas\x18\x11 \x03(\rR\breplicas\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
