@@ -291,8 +291,28 @@ func (e elector) Campaign(ctx context.Context) (coordinator.Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	go t.CompactHistory(ctx, clock.Real{}, e.compaction, e.log)
-	return t, nil
+	cctx, stop := context.WithCancel(ctx)
+	ct := &compactingTerm{Term: t, stop: stop, compacted: make(chan struct{})}
+	go func() {
+		defer close(ct.compacted)
+		t.CompactHistory(cctx, clock.Real{}, e.compaction, e.log)
+	}()
+	return ct, nil
+}
+
+// compactingTerm is a term whose history compaction is owned by the
+// term: the coordinator resigns every term it is given, and Resign stops
+// the compaction and waits for it before the leadership goes.
+type compactingTerm struct {
+	*ha.Term
+	stop      context.CancelFunc
+	compacted chan struct{} // closed when CompactHistory has returned
+}
+
+func (t *compactingTerm) Resign(ctx context.Context) error {
+	t.stop()
+	<-t.compacted
+	return t.Term.Resign(ctx)
 }
 
 func runNode(ctx context.Context, cfg config.Config, log *slog.Logger) error {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"strings"
 	"sync"
 	"time"
 )
@@ -35,16 +34,9 @@ func (h *hostRate) take(host string, now time.Time) (wait time.Duration, ok bool
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	tokens := h.b.tokens(host, now)
-	if tokens < 1 {
-		return time.Duration((1 - tokens) * float64(h.b.every)), false
+	l := h.b.get(host, now)
+	if l.AllowN(now, 1) {
+		return 0, true
 	}
-	h.b.set(host, tokens-1, now)
-	return 0, true
-}
-
-// hostOf is the upstream host of a repository key.
-func hostOf(key string) string {
-	host, _, _ := strings.Cut(key, "/")
-	return host
+	return time.Duration((1 - l.TokensAt(now)) * float64(h.b.every)), false
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // hookBurst is how many webhook-triggered checks of one repository may
@@ -33,53 +35,40 @@ func (p *pacer) reserve(key string, now time.Time) time.Time {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	tokens := p.b.tokens(key, now)
-	p.b.set(key, tokens-1, now) // below zero: a reservation
-	if tokens >= 1 {
-		return now
-	}
-	return now.Add(time.Duration((1 - tokens) * float64(p.b.every)))
+	r := p.b.get(key, now).ReserveN(now, 1) // below zero tokens: a reservation
+	return now.Add(r.DelayFrom(now))
 }
 
-// buckets are token buckets by key, each holding up to burst tokens and
-// gaining one every every; a key without a bucket has a full one. The
-// caller guards them.
+// buckets are token buckets by key (rate.Limiter, driven by the time the
+// caller gives), each holding up to burst tokens and gaining one every
+// every; a key without a bucket has a full one. The caller guards them.
 type buckets struct {
 	every     time.Duration
-	burst     float64
-	m         map[string]bucket
+	burst     int
+	m         map[string]*rate.Limiter
 	pruneSize int
 }
 
-// bucket is a key's tokens at a time; tokens below zero are reservations.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
 func newBuckets(every time.Duration, burst int) buckets {
-	return buckets{every: every, burst: float64(max(burst, 1)), m: map[string]bucket{}}
+	return buckets{every: every, burst: max(burst, 1), m: map[string]*rate.Limiter{}}
 }
 
-func (b *buckets) tokens(key string, now time.Time) float64 {
-	k, ok := b.m[key]
-	if !ok {
-		return b.burst
+// get returns key's bucket, made full if it has none. When the map has
+// grown well beyond what was kept at the last pruning, the full buckets
+// are forgotten first (a new one is the same).
+func (b *buckets) get(key string, now time.Time) *rate.Limiter {
+	if l := b.m[key]; l != nil {
+		return l
 	}
-	return min(b.burst, k.tokens+float64(now.Sub(k.at))/float64(b.every))
-}
-
-// set records key's tokens at now, and forgets the full buckets when the
-// map has grown well beyond what was kept at the last pruning.
-func (b *buckets) set(key string, tokens float64, now time.Time) {
-	b.m[key] = bucket{tokens: tokens, at: now}
-	if len(b.m) <= 2*b.pruneSize+1024 {
-		return
-	}
-	for k := range b.m {
-		if b.tokens(k, now) >= b.burst {
-			delete(b.m, k)
+	if len(b.m) > 2*b.pruneSize+1024 {
+		for k, l := range b.m {
+			if l.TokensAt(now) >= float64(b.burst) {
+				delete(b.m, k)
+			}
 		}
+		b.pruneSize = len(b.m)
 	}
-	b.pruneSize = len(b.m)
+	l := rate.NewLimiter(rate.Every(b.every), b.burst) // full at its first use
+	b.m[key] = l
+	return l
 }

@@ -407,7 +407,7 @@ func (e *hostBusyError) Error() string {
 
 // admitHost takes a token of key's host for a new urgent check.
 func (s *Server) admitHost(key string, now time.Time) error {
-	host := hostOf(key)
+	host := repokey.Host(key)
 	if wait, ok := s.hostRate.take(host, now); !ok {
 		return &hostBusyError{host: host, wait: wait}
 	}

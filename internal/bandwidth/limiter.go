@@ -20,6 +20,13 @@ import (
 // (a busy machine wakes it tens of milliseconds late) keeps its place in
 // the schedule, up to maxLate, and catches up: its transfer as a whole
 // keeps to the rate rather than losing the time the machine lost.
+//
+// It is gitfleet's one token bucket of its own (the webhook pacing and the
+// scheduler's limits are golang.org/x/time/rate limiters): rate.Limiter
+// cannot hold a connection's place in the schedule when it wakes late
+// (its reservations count from the time given, and a time before its last
+// one does not go back), starts full rather than empty, and its WaitN
+// waits on the wall clock, where this one waits on the injected clock.
 type Limiter struct {
 	rate  Rate
 	chunk int

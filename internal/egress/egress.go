@@ -44,8 +44,26 @@ func IsBlocked(err error) bool {
 	return errors.As(err, &be)
 }
 
-// DefaultPorts are the ports of the schemes gitfleet knows.
+// defaultPorts are the ports of the schemes gitfleet knows: the one table
+// of them (repokey reads it through DefaultPort and SchemeOfPort).
 var defaultPorts = map[string]int{"https": 443, "http": 80, "git": 9418, "ssh": 22}
+
+// DefaultPort is the port of a URL of scheme (lower case) that names none,
+// and whether gitfleet knows the scheme (https, http, git, ssh).
+func DefaultPort(scheme string) (int, bool) {
+	port, ok := defaultPorts[scheme]
+	return port, ok
+}
+
+// SchemeOfPort is the known scheme whose default port is port, if any.
+func SchemeOfPort(port int) (string, bool) {
+	for scheme, p := range defaultPorts {
+		if p == port {
+			return scheme, true
+		}
+	}
+	return "", false
+}
 
 // Config is what an operator sets.
 type Config struct {

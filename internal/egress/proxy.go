@@ -27,6 +27,7 @@ type Proxy struct {
 	log    *slog.Logger
 	ln     net.Listener
 	srv    *http.Server
+	served chan struct{} // closed when srv.Serve has returned
 
 	mu       sync.Mutex
 	sessions map[string]*session // by credential
@@ -48,18 +49,25 @@ func NewProxy(d *Dialer, log *slog.Logger) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress: proxy: listen on loopback: %w", err)
 	}
-	p := &Proxy{dialer: d, log: log, ln: ln, sessions: map[string]*session{}}
+	p := &Proxy{dialer: d, log: log, ln: ln, served: make(chan struct{}), sessions: map[string]*session{}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	go func() { _ = p.srv.Serve(ln) }()
+	go func() {
+		defer close(p.served)
+		if err := p.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("egress proxy stopped serving: git's fetches through it fail", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
 	return p, nil
 }
 
 // Addr is the proxy's address.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Close stops the proxy and ends its connections.
+// Close stops the proxy, ends its connections, and returns once its
+// accepting goroutine has.
 func (p *Proxy) Close() error {
 	err := p.srv.Close()
+	<-p.served
 	p.mu.Lock()
 	sessions := p.sessions
 	p.sessions = map[string]*session{}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 )
 
@@ -29,7 +30,8 @@ const (
 // hostile or broken answer cannot park a feed for a year); errors back
 // off from backoffBase, doubling, up to backoffMax; a secondary limit
 // without Retry-After waits a minute (GitHub's advice), doubling while
-// it repeats; a refused token rests for refusedRest.
+// it repeats (both by package backoff's rule); a refused token rests
+// for refusedRest.
 const (
 	maxWait        = 6 * time.Hour
 	backoffBase    = 10 * time.Second
@@ -132,7 +134,7 @@ type transport struct {
 	mu           sync.Mutex
 	toks         []*tokenState
 	next         int
-	fails        int
+	retry        *backoff.Backoff // the errors in a row
 	backoffUntil time.Time
 	lastErr      error
 	lastReq      time.Time
@@ -156,6 +158,7 @@ func newTransport(f Forge, tokens []Token, opt Options) *transport {
 	if t.clk == nil {
 		t.clk = clock.Real{}
 	}
+	t.retry = backoff.New(t.clk, t.backoff, backoffMax)
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -247,12 +250,7 @@ func (t *transport) failed(err error, now, retryAt time.Time) error {
 	err = fmt.Errorf("forge %s: %w", t.host, t.redact(err))
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fails++
-	d := backoffMax
-	if t.fails < 20 {
-		d = min(t.backoff<<(t.fails-1), backoffMax)
-	}
-	t.backoffUntil = now.Add(d)
+	t.backoffUntil = now.Add(t.retry.Failed())
 	if retryAt.After(t.backoffUntil) {
 		t.backoffUntil = retryAt
 	}
@@ -263,7 +261,8 @@ func (t *transport) failed(err error, now, retryAt time.Time) error {
 func (t *transport) succeeded(ts *tokenState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fails, t.backoffUntil, t.lastErr = 0, time.Time{}, nil
+	t.retry.Reset()
+	t.backoffUntil, t.lastErr = time.Time{}, nil
 	ts.strikes = 0
 }
 
@@ -355,9 +354,9 @@ func (t *transport) noteLimits(ts *tokenState, resp response, now time.Time) (li
 	if resp.status == http.StatusTooManyRequests || bytes.Contains(bytes.ToLower(resp.body), []byte("rate limit")) {
 		t.mu.Lock()
 		ts.strikes++
-		n := min(ts.strikes, 10)
+		wait := backoff.Delay(ts.strikes, secondaryWait, maxWait)
 		t.mu.Unlock()
-		t.spend(ts, now, now.Add(secondaryWait<<(n-1)), fmt.Sprintf("secondary rate limit (%d)", resp.status))
+		t.spend(ts, now, now.Add(wait), fmt.Sprintf("secondary rate limit (%d)", resp.status))
 		return true
 	}
 	return false

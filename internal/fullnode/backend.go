@@ -2,7 +2,6 @@ package fullnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -207,7 +206,7 @@ func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
 		b.mu.Lock()
 		delete(b.tasks, taskID)
 		b.mu.Unlock()
-		return errors.New(status.Convert(err).Message())
+		return fmt.Errorf("coordinator: check %s now: %w", key, err)
 	}
 	b.f.tasks.Running(taskID)
 	return nil

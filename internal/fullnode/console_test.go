@@ -53,7 +53,7 @@ func TestConsoleSearchFindsSubstringsInOrderAndStopsAtThePage(t *testing.T) {
 	}
 	// A key added, and one removed, are seen by the next search.
 	f.states([]*fleetv1.RepoState{{Key: "gitee.com/new/repo99x", Url: "https://gitee.com/new/repo99x", State: "pending"}})
-	f.removed([]string{"host1.example/group99/repo99"})
+	f.removed(context.Background(), []string{"host1.example/group99/repo99"})
 	p = src.Repos(t.Context(), console.Query{Search: "repo99", Limit: 50})
 	if got := keysOf(p); !slices.Contains(got, "gitee.com/new/repo99x") || slices.Contains(got, "host1.example/group99/repo99") || len(got) != 11 {
 		t.Errorf("after an addition and a removal: %v", got)
@@ -136,7 +136,7 @@ func TestConsoleCountsStalenessAndErrorClassesAsStatesChange(t *testing.T) {
 	}
 	// Checked again: back in the first bucket, its error gone.
 	states(st(5, now, "", repostate.NoClass), st(7, now, "", repostate.NoClass))
-	f.removed([]string{key(6)})
+	f.removed(context.Background(), []string{key(6)})
 	ov = src.Overview(series.Day)
 	if want := []int{98, 0, 0, 0, 0, 0, 1}; !slices.Equal(ov.Staleness, want) {
 		t.Errorf("staleness after new checks %v, want %v", ov.Staleness, want)

@@ -1,6 +1,7 @@
 package fullnode
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -65,7 +66,7 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 			}
 			f.states(rs)
 		case 2:
-			f.removed([]string{k})
+			f.removed(context.Background(), []string{k})
 		case 3:
 			f.n.SetDigest(k, digests[rng.IntN(3)])
 		case 4:

@@ -1,6 +1,7 @@
 package fullnode
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,7 +53,7 @@ func TestRetainedDataAndThePackCacheCountTowardsTheDiskQuota(t *testing.T) {
 	}
 
 	// Removed: out of the served tree, kept for the retention.
-	if err := ms.Retire(key); err != nil {
+	if err := ms.Retire(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	f.n.ForgetDigest(key)

@@ -366,7 +366,7 @@ type staleClaim struct {
 
 // removed stops serving repositories that left the catalog; their data is
 // kept for cfg.Retention (see retain.go).
-func (f *Node) removed(keys []string) {
+func (f *Node) removed(ctx context.Context, keys []string) {
 	for _, k := range keys {
 		f.mu.Lock()
 		if old, ok := f.view.Del(k); ok {
@@ -388,7 +388,7 @@ func (f *Node) removed(keys []string) {
 		if f.cfg.Retention <= 0 {
 			remove, msg = f.mirror.Remove, "repository removed from the mirror"
 		}
-		if err := remove(k); err != nil {
+		if err := remove(ctx, k); err != nil {
 			f.log.Error("remove repository", "key", k, "err", err)
 			continue
 		}

@@ -49,7 +49,7 @@ func (f role) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_RepoStates:
 		f.states(m.RepoStates.GetRepos())
 	case *fleetv1.CoordinatorMessage_RepoRemoved:
-		f.removed(m.RepoRemoved.GetKeys())
+		f.removed(ctx, m.RepoRemoved.GetKeys())
 	case *fleetv1.CoordinatorMessage_TaskDone:
 		// Finishing a task may pull from the owner: not on the session's
 		// receiving goroutine, and owned (serve waits for it).

@@ -196,7 +196,7 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 		t.Fatalf("the stale counter after a restart counts %d, want the one repository", stale)
 	}
 	// A repository that leaves the mirror leaves the store too.
-	f.removed([]string{st.Key})
+	f.removed(context.Background(), []string{st.Key})
 	f.persistVerified(t.Context())
 	kept := 0
 	if err := f.db.Scan(t.Context(), bucketUpstreamVerified, "", func(string, []byte) error { kept++; return nil }); err != nil {

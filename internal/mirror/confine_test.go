@@ -61,10 +61,10 @@ func TestASymlinkPlantedInTheDataDirectoryIsNotWrittenThrough(t *testing.T) {
 	if _, err := st.Sync(ctx, key, url); err == nil {
 		t.Error("Sync fetched into a directory outside the data directory")
 	}
-	if err := st.Remove(key); err == nil {
+	if err := st.Remove(context.Background(), key); err == nil {
 		t.Error("Remove moved a directory from outside the data directory")
 	}
-	if err := st.Retire(key); err == nil {
+	if err := st.Retire(context.Background(), key); err == nil {
 		t.Error("Retire moved a directory from outside the data directory")
 	}
 	if _, err := st.Maintain(ctx, key, 0); err == nil {
@@ -94,7 +94,7 @@ func TestARetiredAreaThatLeadsOutsideIsRefused(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(data, "removed")); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Retire(key); err == nil {
+	if err := st.Retire(context.Background(), key); err == nil {
 		t.Error("Retire moved a mirror through a symlink out of the data directory")
 	}
 	if got := entries(t, outside); len(got) != 0 {

@@ -259,7 +259,7 @@ func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{ka, kb} {
-		if err := st.Retire(k); err != nil {
+		if err := st.Retire(context.Background(), k); err != nil {
 			t.Fatal(err)
 		}
 		if st.Has(k) {

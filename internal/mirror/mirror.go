@@ -302,27 +302,22 @@ func (s *Store) SyncIn(ctx context.Context, key, url, network string) (Result, e
 		// asks for branches and tags only, so that an upstream's other
 		// refs never cross the network on a check), and then only when it
 		// may have: see headDue. It is asked beside the fetch, so that the
-		// sync waits for one round trip, not two.
-		type headAnswer struct {
-			head string
-			err  error
-		}
-		headc := make(chan headAnswer, 1)
+		// sync waits for one round trip, not two. Every return waits for
+		// the ask (deferred before the unlock runs), so that no git of this
+		// sync runs once the mirror's lock is released.
+		var head string
+		var headErr error
+		var asking sync.WaitGroup
+		defer asking.Wait()
 		askHead := s.headDue(dir, before, remote.Refs)
-		go func() {
-			if !askHead {
-				headc <- headAnswer{}
-				return
-			}
-			h, err := s.git.RemoteHead(ctx, url)
-			headc <- headAnswer{h, err}
-		}()
+		if askHead {
+			asking.Go(func() { head, headErr = s.git.RemoteHead(ctx, url) })
+		}
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
 			if ctx.Err() != nil {
 				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
 			}
 			s.settleFailed(ctx, key, dir, before, ahead)
-			<-headc
 			return res, err
 		}
 		res.Fetched = true
@@ -341,10 +336,9 @@ func (s *Store) SyncIn(ctx context.Context, key, url, network string) (Result, e
 				s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
 			}
 		}
-		ha := <-headc
-		head, err := ha.head, ha.err
-		if err != nil {
-			return res, err
+		asking.Wait()
+		if headErr != nil {
+			return res, headErr
 		}
 		switch {
 		case head != "" && head != res.After.Head:
@@ -409,19 +403,21 @@ func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
 // Remove deletes key's mirror: it is first renamed out of repos/, so that
 // it is never seen half-deleted.
 // A member of a pool leaves it (its refs are deleted from the pool, which
-// is then repacked without what no other member reaches: pool.go).
-func (s *Store) Remove(key string) error {
+// is then repacked without what no other member reaches: pool.go). ctx
+// bounds the pool's git; a repack it stops is owed, and MaintainPool does
+// it.
+func (s *Store) Remove(ctx context.Context, key string) error {
 	if err := repokey.Check(key); err != nil {
 		return err
 	}
-	network, err := s.remove(key)
+	network, err := s.remove(ctx, key)
 	if err != nil || network == "" {
 		return err
 	}
-	return s.dropPool(context.Background(), network)
+	return s.dropPool(ctx, network)
 }
 
-func (s *Store) remove(key string) (string, error) {
+func (s *Store) remove(ctx context.Context, key string) (string, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
@@ -436,7 +432,7 @@ func (s *Store) remove(key string) (string, error) {
 	s.pruneEmptyParents(filepath.Dir(dir))
 	if network != "" {
 		unlockPool := s.Lock(poolLockKey(network))
-		err := s.forget(context.Background(), network, key)
+		err := s.forget(ctx, network, key)
 		unlockPool()
 		if err != nil {
 			return "", fmt.Errorf("mirror %s: remove: %w", key, err)

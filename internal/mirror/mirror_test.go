@@ -125,7 +125,7 @@ func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
 		t.Fatal("stale lock survived the scan")
 	}
-	if err := st.Remove(key); err != nil {
+	if err := st.Remove(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	if st.Has(key) {

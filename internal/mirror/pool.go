@@ -394,7 +394,9 @@ func (s *Store) leave(ctx context.Context, key string) (string, error) {
 		}
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "rev-list", Flags: []string{"--objects", "--all", "--quiet"}}); err != nil {
 			// Put the link back: the mirror stays whole as a member.
-			_ = s.link(dir, dir, s.PoolPath(network))
+			if lerr := s.link(dir, dir, s.PoolPath(network)); lerr != nil {
+				s.log.Error("mirror cut from its pool and not linked back: it misses the pool's objects until repaired", "key", key, "network", network, "err", lerr)
+			}
 			return "", fmt.Errorf("mirror %s: leave network %q: %w: not whole without the pool: %w", key, network, ErrCorrupt, err)
 		}
 	}

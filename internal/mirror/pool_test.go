@@ -177,7 +177,7 @@ func TestAMemberThatLeavesTakesItsObjectsAndTheOthersStayWhole(t *testing.T) {
 	if err := st.Verify(ctx, keys[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Remove(keys[1]); err != nil {
+	if err := st.Remove(context.Background(), keys[1]); err != nil {
 		t.Fatal(err)
 	}
 	fsck(t, st.Path(keys[2]))
@@ -186,7 +186,7 @@ func TestAMemberThatLeavesTakesItsObjectsAndTheOthersStayWhole(t *testing.T) {
 	if err := gittest.Git("", "--git-dir="+pool, "cat-file", "-e", strings.TrimSpace(own)); err == nil {
 		t.Fatal("the pool still holds the own commit of the member that left, after its repack")
 	}
-	if err := st.Retire(keys[2]); err != nil {
+	if err := st.Retire(context.Background(), keys[2]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(pool); !os.IsNotExist(err) {

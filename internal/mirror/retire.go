@@ -29,12 +29,12 @@ func (s *Store) retiredPath(key string) string {
 // (replacing an older retired copy). A missing mirror is not an error. A
 // pool's member leaves its pool first (LeaveNetwork): the retired copy is
 // whole on its own, and the other members keep theirs.
-func (s *Store) Retire(key string) error {
+func (s *Store) Retire(ctx context.Context, key string) error {
 	if err := repokey.Check(key); err != nil {
 		return err
 	}
 	if s.Network(key) != "" {
-		if err := s.LeaveNetwork(context.Background(), key); err != nil {
+		if err := s.LeaveNetwork(ctx, key); err != nil {
 			return fmt.Errorf("mirror %s: retire: %w", key, err)
 		}
 	}

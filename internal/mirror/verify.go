@@ -117,7 +117,9 @@ func (s *Store) Replace(ctx context.Context, key, url string) (gitcmd.Refs, erro
 	}
 	refs, err := s.clone(ctx, key, url, network)
 	if err != nil {
-		_ = s.data.Rename(old, dst)
+		if rerr := s.data.Rename(old, dst); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			s.log.Error("the broken copy of a mirror was not put back after a failed repair: the mirror is missing until it is cloned again", "key", key, "err", rerr)
+		}
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
 	}
 	_ = s.data.RemoveAll(old)

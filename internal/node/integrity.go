@@ -240,7 +240,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	url := n.upstreamOf(key)
 	if url == "" {
 		n.log.Warn("corrupt mirror of a repository this node does not know: deleting it", "key", key)
-		if err := n.mirror.Remove(key); err != nil {
+		if err := n.mirror.Remove(ctx, key); err != nil {
 			n.log.Error("remove corrupt mirror", "key", key, "err", err)
 		}
 		n.ForgetDigest(key)

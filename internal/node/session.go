@@ -328,7 +328,7 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 		n.kick()
 	case *fleetv1.CoordinatorMessage_Drop:
 		for _, k := range m.Drop.GetKeys() {
-			n.drop(k)
+			n.drop(ctx, k)
 		}
 	case *fleetv1.CoordinatorMessage_CheckNow:
 		if m.CheckNow.GetCancel() {
@@ -404,7 +404,7 @@ func (n *Node) checkBudget() {
 
 // drop stops fetching key and, unless the node holds every repository (a
 // full node serves them all), deletes its mirror.
-func (n *Node) drop(key string) {
+func (n *Node) drop(ctx context.Context, key string) {
 	n.mu.Lock()
 	_, known := n.owned[key]
 	delete(n.owned, key)
@@ -419,7 +419,7 @@ func (n *Node) drop(key string) {
 	if n.reg.HoldsAll {
 		return // the full node keeps its copy: it serves every repository
 	}
-	if err := n.mirror.Remove(key); err != nil {
+	if err := n.mirror.Remove(ctx, key); err != nil {
 		n.log.Error("drop mirror", "key", key, "err", err)
 		return
 	}

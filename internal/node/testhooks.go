@@ -66,3 +66,12 @@ func (h TestHooks) Close() {
 	h.n.db.Close()
 	h.n.proxy.Close()
 }
+
+// Connect sets the coordinator client, node ID and secret that the node's
+// calls to the coordinator use (Coordinator), as a session's registration
+// does.
+func (h TestHooks) Connect(client fleetv1.CoordinatorClient, id uint32, secret string) {
+	h.n.mu.Lock()
+	h.n.client, h.n.id, h.n.secret = client, id, secret
+	h.n.mu.Unlock()
+}

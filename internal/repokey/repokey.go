@@ -45,8 +45,6 @@ type Options struct {
 	Fold Folding
 }
 
-var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418", "ssh": "22"}
-
 // Normalize validates rawURL and returns its key and the URL to fetch
 // (cleaned: scp-like "git@host:path" becomes ssh://git@host/path).
 func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
@@ -83,7 +81,8 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 		return fail("cannot parse: %v", perr)
 	}
 	scheme := strings.ToLower(u.Scheme)
-	if _, ok := defaultPorts[scheme]; !ok {
+	defaultPort, ok := egress.DefaultPort(scheme)
+	if !ok {
 		return fail("scheme %q is not allowed (https, http, git, ssh)", u.Scheme)
 	}
 	if u.User != nil {
@@ -114,12 +113,9 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 			return fail("bad port %q", port)
 		}
 		port = strconv.FormatUint(n, 10) // one spelling: "0443" is 443
-	}
-	if port == defaultPorts[scheme] {
-		port = ""
-	}
-	for other, p := range defaultPorts {
-		if port != "" && port == p {
+		if int(n) == defaultPort {
+			port = ""
+		} else if other, ok := egress.SchemeOfPort(int(n)); ok {
 			return fail("port %s is %s's, not %s's", port, other, scheme)
 		}
 	}

@@ -3,47 +3,27 @@ package schedule
 import (
 	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// bucket is a token bucket: rate tokens a second, holding at most burst.
-// A zero rate means no limit.
-type bucket struct {
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-// newBucket returns a full bucket for perHour tokens an hour that holds a
-// minute's worth of tokens, and at least minBurst.
-func newBucket(perHour, minBurst float64, now time.Time) *bucket {
-	rate := perHour / 3600
-	burst := math.Max(minBurst, rate*60)
-	return &bucket{rate: rate, burst: burst, tokens: burst, last: now}
-}
-
-func (b *bucket) refill(now time.Time) {
-	if b.rate == 0 || !now.After(b.last) {
-		return
+// newBucket returns a token bucket for perHour tokens an hour that holds a
+// minute's worth of whole tokens, and at least minBurst and one; nil (no limit)
+// for perHour <= 0. It is driven by the scheduler's now (the *N methods
+// and TokensAt take the time), and is full at its first use.
+func newBucket(perHour float64, minBurst int) *rate.Limiter {
+	if perHour <= 0 {
+		return nil
 	}
-	b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
+	return rate.NewLimiter(rate.Limit(perHour/3600), max(1, minBurst, int(perHour/60)))
 }
 
-// readyAt returns when the next token is available (now or later).
-func (b *bucket) readyAt(now time.Time) time.Time {
-	if b.rate == 0 {
+// readyAt returns when b has a token (now or later).
+func readyAt(b *rate.Limiter, now time.Time) time.Time {
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
 		return now
 	}
-	b.refill(now)
-	if b.tokens >= 1 {
-		return now
-	}
-	return now.Add(time.Duration(math.Ceil((1 - b.tokens) / b.rate * 1e9)))
-}
-
-func (b *bucket) take() {
-	if b.rate != 0 {
-		b.tokens--
-	}
+	// Rounded up, so that the token is there at the time returned.
+	return now.Add(time.Duration(math.Ceil((1 - tokens) / float64(b.Limit()) * 1e9)))
 }

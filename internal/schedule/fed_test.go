@@ -166,7 +166,7 @@ func TestTheOtherHostsChecksArePricedLowerAtOnceWhenAHostIsFed(t *testing.T) {
 	twoHosts(s, n)
 	s.Stats() // places the first checks: the policy prices them
 	pol := s.pol.(*adaptive)
-	l := rate(s, "polled/0")
+	l := learnedRate(s, "polled/0")
 	before := pol.interval(l)
 	s.SetFed("fed", true)
 	if after := pol.interval(l); after > before*6/10 {

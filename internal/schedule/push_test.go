@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// rate is the change rate the adaptive policy has learned for key.
-func rate(s *Scheduler, key string) float64 { return s.repos[key].est.rate.Rate() }
+// learnedRate is the change rate the adaptive policy has learned for key.
+func learnedRate(s *Scheduler, key string) float64 { return s.repos[key].est.rate.Rate() }
 
 func TestObservedPushesTeachTheAdaptivePolicyTheRate(t *testing.T) {
 	s, clk := newTest(t, Config{Budget: 1, MaxInterval: 7 * 24 * time.Hour})
@@ -17,7 +17,7 @@ func TestObservedPushesTeachTheAdaptivePolicyTheRate(t *testing.T) {
 		clk.Advance(4 * time.Hour)
 		s.ObservePush("told", clk.Now().Add(-time.Minute))
 	}
-	if told, untold := rate(s, "told"), rate(s, "untold"); told < 20*untold {
+	if told, untold := learnedRate(s, "told"), learnedRate(s, "untold"); told < 20*untold {
 		t.Errorf("after 60 pushes in 10 days: rate %.3g/s told of them, %.3g/s not; want the first far higher", told, untold)
 	}
 	if got := s.repos["told"].lastChange; !got.Equal(clk.Now().Add(-time.Minute)) {
@@ -61,7 +61,7 @@ func TestAPushIsCountedOnceWhetherTheFeedOrACheckSeesItFirst(t *testing.T) {
 			}
 			clk.Set(t0.Add(24 * time.Hour))
 			s.ObservePush("a", push) // decays the counts to the same time in every case
-			got := rate(s, "a")
+			got := learnedRate(s, "a")
 			if i == 0 {
 				want = got
 				return
@@ -78,10 +78,10 @@ func TestAPushIsCountedOnceWhetherTheFeedOrACheckSeesItFirst(t *testing.T) {
 func TestObservePushIgnoresUnknownKeysAndZeroTimes(t *testing.T) {
 	s, _ := newTest(t, Config{})
 	s.Add("a", "h", cloned(t0))
-	before := rate(s, "a")
+	before := learnedRate(s, "a")
 	s.ObservePush("a", time.Time{})
 	s.ObservePush("nope", t0)
-	if after := rate(s, "a"); after != before {
+	if after := learnedRate(s, "a"); after != before {
 		t.Errorf("rate moved from %v to %v on a zero push time", before, after)
 	}
 	if _, ok := s.repos["nope"]; ok {
@@ -110,7 +110,7 @@ func TestAPushInTheFutureDoesNotHideTheNextOnes(t *testing.T) {
 	clk.Advance(24 * time.Hour)
 	s.ObservePush("a", clk.Now())
 	s.ObservePush("b", clk.Now())
-	if a, b := rate(s, "a"), rate(s, "b"); a != b {
+	if a, b := learnedRate(s, "a"), learnedRate(s, "b"); a != b {
 		t.Errorf("rate %v after a push dated in 2126, %v after one dated now; want the same", a, b)
 	}
 }
@@ -138,7 +138,7 @@ func TestAPushToldDuringACheckIsCountedOnce(t *testing.T) {
 			t.Fatalf("Next = %q, %v; want a", key, ok)
 		}
 		s.Done("a", Outcome{Changed: true, Fetched: true})
-		return rate(s, "a")
+		return learnedRate(s, "a")
 	}
 	// The same counts, decayed in another order.
 	if during, after := count(true), count(false); math.Abs(during-after) > 1e-4*after {

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/hours"
 )
@@ -213,8 +215,8 @@ type Scheduler struct {
 	live     int              // repositories not removed
 	fedLive  int              // of which on fed hosts
 	hosts    map[string]*host
-	hostList []*host // in order of first use, for deterministic ties
-	budget   *bucket // nil when unlimited
+	hostList []*host       // in order of first use, for deterministic ties
+	budget   *rate.Limiter // nil when unlimited (bucket.go)
 	running  int
 	seq      uint64
 	adds     uint64  // repositories placed, for spread
@@ -259,9 +261,9 @@ type repo struct {
 // host is one upstream host with its queues, limit and backoff.
 type host struct {
 	name         string
-	fed          bool    // its forge feed works: see SetFed
-	members      []*repo // repositories not removed, in no order
-	limit        *bucket // nil when unlimited
+	fed          bool          // its forge feed works: see SetFed
+	members      []*repo       // repositories not removed, in no order
+	limit        *rate.Limiter // nil when unlimited (bucket.go)
 	backoffUntil time.Time
 	throttles    int // throttled answers in a row
 	running      int // checks of its repositories running
@@ -289,7 +291,7 @@ func New(cfg Config, clk clock.Clock) (*Scheduler, error) {
 		healthy: true,
 	}
 	if cfg.Budget > 0 {
-		s.budget = newBucket(cfg.Budget, float64(cfg.Concurrency), clk.Now())
+		s.budget = newBucket(cfg.Budget, cfg.Concurrency)
 	}
 	switch cfg.Policy {
 	case PolicyFixed:
@@ -316,7 +318,7 @@ func (s *Scheduler) hostFor(name string) *host {
 		deadline: repoHeap{kind: deadlineQueue},
 	}
 	if l, ok := s.cfg.HostLimits[name]; ok {
-		h.limit = newBucket(l, 1, s.clk.Now())
+		h.limit = newBucket(l, 1)
 	}
 	s.hosts[name] = h
 	s.hostList = append(s.hostList, h)
@@ -522,7 +524,7 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 
 	budgetAt := now
 	if s.budget != nil {
-		budgetAt = s.budget.readyAt(now)
+		budgetAt = readyAt(s.budget, now)
 	}
 	var best *repo
 	bestOverdue := false
@@ -554,7 +556,7 @@ func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
 		return "", false, durationUntil(now, wake)
 	}
 	if s.budget != nil {
-		s.budget.take()
+		s.budget.ReserveN(now, 1)
 	}
 	s.start(best, now)
 	return best.key, true, 0
@@ -604,7 +606,7 @@ func (s *Scheduler) start(r *repo, now time.Time) {
 	r.runHost = r.host
 	r.host.running++
 	if r.host.limit != nil {
-		r.host.limit.take()
+		r.host.limit.ReserveN(now, 1)
 	}
 }
 
@@ -829,7 +831,7 @@ func (h *host) promote(now time.Time) {
 func (h *host) openAt(now time.Time) time.Time {
 	at := later(now, h.backoffUntil)
 	if h.limit != nil {
-		at = later(at, h.limit.readyAt(now))
+		at = later(at, readyAt(h.limit, now))
 	}
 	return at
 }
