@@ -18,14 +18,18 @@
 // check); the repositories it owns itself its runtime fetches. It never
 // publishes a ref that the upstream does not have.
 //
-// Decisions about time made here: the pull backoff (settlePull), the hint
-// book's wait and the spot checks' pace (freshness.go), the full-disk
-// policy's mark (fulldisk.go), the retention's sweep (retain.go), the
-// alerts' evaluation (alerts.go, with package alert's rules), how long
-// the coordinator's answers are reused (fleetcache.go) and when the
-// console's series is sampled and stored (trends.go). The runtime's
-// (checks, integrity, maintenance) are package node's and package
-// schedule's.
+// Decisions about time made here: the full-disk policy's mark
+// (fulldisk.go), the spot checks' pace (freshLoop, upstreamcheck.go), the
+// retention's sweep (retain.go), the alerts' evaluation (alerts.go, with
+// package alert's rules), how long the coordinator's answers are reused
+// (fleetcache.go) and when the console's series is sampled and stored
+// (trends.go). Which key to pull next and when, the pull backoff, the
+// waits for disk room and for an owner's next digest after a pull over a
+// limit, the hint book's wait, the stale reports and the spot checks'
+// choice are package pullplan's: the full node feeds it the states, the
+// pulls' ends, the disk's measures and the hints under f.mu, and runs
+// what it decides (pullLoop, freshLoop). The runtime's (checks,
+// integrity, maintenance) are package node's and package schedule's.
 //
 // Here to verify is to compare a mirror's refs with its upstream's
 // (verified_at, pullVerified, verifyOnDemand); the integrity scan of the
@@ -109,7 +113,8 @@ type Node struct {
 	stale       repoview.StaleCounter                                     // verified_at of every repository, for alerts
 	alerts      *alerting                                                 // alerts.go
 
-	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
+	// The full node's own word on freshness (upstreamcheck.go; its rules
+	// are plan's).
 	staleReports  mismatchLedger           // stale reports, by node
 	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
 	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
@@ -282,7 +287,7 @@ func (f *Node) serve(ctx context.Context) error {
 
 // states records repository states from the coordinator and queues pulls
 // where the owner's mirror differs from ours. An owner's report weighs on
-// the change hints (freshness.go): one that says "unchanged" after a push
+// the change hints (pullplan.Plan.Seen): one that says "unchanged" after a push
 // makes the full node ask the upstream, or counts against the owner.
 func (f *Node) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)

@@ -19,7 +19,7 @@ import (
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// The full node's own checks of upstreams (freshness.go holds the
+// The full node's own checks of upstreams (package pullplan holds the
 // decisions): verified_at kept and persisted, change hints heard, and the
 // upstream asked directly when a hint is due or a spot check picks a
 // repository. A direct check lists the upstream's refs (through the

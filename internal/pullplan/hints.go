@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// The full node vouches for freshness itself (issue 22): verified_at is
+// when it last saw the upstream's refs equal to what it serves. This file
+// is the book of change hints that weighs an owner's reports against the
+// pushes heard of: which upstream to ask now, and which report is stale.
+
 // hint is an upstream change that the full node heard of (a webhook, a
 // forge feed, or its own check that found the upstream ahead) and has not
 // yet seen settled.

@@ -208,10 +208,10 @@ func (p *Plan) Queue(key string) { p.want(p.get(key), time.Time{}) }
 // Next picks the key to pull at now, the one due first (then the first to
 // arrive), and marks it pulling; false when none is due.
 func (p *Plan) Next(now time.Time) (string, bool) {
-	if len(p.queue) == 0 || now.Before(p.queue[0].due) {
+	if len(p.queue) == 0 || now.Before(p.queue.top().due) {
 		return "", false
 	}
-	e := p.queue[0]
+	e := p.queue.top()
 	p.unwant(e)
 	e.pulling = true
 	p.pulling[e.key] = true
@@ -397,7 +397,7 @@ type Wake struct {
 func (p *Plan) NextWake(now time.Time) Wake {
 	var w Wake
 	if len(p.queue) > 0 {
-		w.Pull = later(p.queue[0].due, now)
+		w.Pull = later(p.queue.top().due, now)
 	}
 	if !p.hints.next.IsZero() {
 		w.Check = later(p.hints.next, now)

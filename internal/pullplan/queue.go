@@ -1,80 +1,115 @@
 package pullplan
 
+import (
+	"math"
+	"time"
+)
+
 // queue is a binary min-heap of the entries waiting for a pull, by due
 // time and then by arrival; each entry knows its index (entry.at), so that
-// a removal or a change of due time is O(log n) too.
-type queue []*entry
+// a removal or a change of due time is O(log n) too. A slot holds what the
+// order needs, so that sifting reads the slice alone, not the entries.
+type queue []slot
 
-func (q queue) less(i, j int) bool {
-	a, b := q[i], q[j]
-	if !a.due.Equal(b.due) {
-		return a.due.Before(b.due)
+type slot struct {
+	due int64 // unix nanoseconds (dueKey)
+	seq uint64
+	e   *entry
+}
+
+// dueKey is t for the order: the zero time (at once) first of all.
+func dueKey(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// before tells whether a comes out before b.
+func (a slot) before(b slot) bool {
+	if a.due != b.due {
+		return a.due < b.due
 	}
 	return a.seq < b.seq
 }
 
-func (q queue) swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].at, q[j].at = i, j
-}
+// top is the entry due first; the queue must not be empty.
+func (q queue) top() *entry { return q[0].e }
 
 func (q *queue) push(e *entry) {
-	e.at = len(*q)
-	*q = append(*q, e)
-	q.up(e.at)
+	*q = append(*q, slot{dueKey(e.due), e.seq, e})
+	q.up(len(*q) - 1)
 }
 
 // remove takes out the entry at i.
 func (q *queue) remove(i int) {
 	old := *q
 	n := len(old) - 1
-	e := old[i]
-	if i != n {
-		old.swap(i, n)
-	}
-	old[n] = nil
+	e := old[i].e
+	last := old[n]
+	old[n] = slot{}
 	*q = old[:n]
 	if i != n {
-		q.fix(i)
+		(*q)[i] = last
+		q.sift(i)
 	}
 	e.at = -1
 }
 
 // fix restores the order after the due time of the entry at i changed.
 func (q queue) fix(i int) {
+	q[i].due = dueKey(q[i].e.due)
+	q.sift(i)
+}
+
+func (q queue) sift(i int) {
 	if !q.down(i) {
 		q.up(i)
 	}
 }
 
+// The heap is 4-ary (children of i: 4i+1 to 4i+4): half the levels of a
+// binary one, whose children's slots share a cache line or two. A slot
+// moves up or down into the hole its neighbour left, and each entry moved
+// learns its index once.
+
 func (q queue) up(i int) {
+	s := q[i]
 	for i > 0 {
-		parent := (i - 1) / 2
-		if !q.less(i, parent) {
-			return
+		parent := (i - 1) / 4
+		if !s.before(q[parent]) {
+			break
 		}
-		q.swap(i, parent)
+		q[i] = q[parent]
+		q[i].e.at = i
 		i = parent
 	}
+	q[i] = s
+	s.e.at = i
 }
 
 // down sinks the entry at i and reports whether it moved.
 func (q queue) down(i int) bool {
-	start := i
+	start, s := i, q[i]
 	for {
-		l := 2*i + 1
-		if l >= len(q) {
+		first := 4*i + 1
+		if first >= len(q) {
 			break
 		}
-		m := l
-		if r := l + 1; r < len(q) && q.less(r, l) {
-			m = r
+		m := first
+		for c := first + 1; c < min(first+4, len(q)); c++ {
+			if q[c].before(q[m]) {
+				m = c
+			}
 		}
-		if !q.less(m, i) {
+		if !q[m].before(s) {
 			break
 		}
-		q.swap(i, m)
+		q[i] = q[m]
+		q[i].e.at = i
 		i = m
 	}
+	q[i] = s
+	s.e.at = i
 	return i > start
 }

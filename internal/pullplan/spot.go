@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// Spot checks ask the upstreams of repositories that no hint names, the
+// oldest verified_at first, at --spot-check-per-hour: they find an owner
+// that is frozen without anyone hearing of a push.
+
 // OldestVerified returns up to n keys that pass keep, the oldest
 // verified_at first (never verified: 0, first of all), from all (key and
 // verified_at in unix seconds): a bounded heap, O(len(all) log n).
