@@ -23,6 +23,7 @@ package pullplan
 
 import (
 	"cmp"
+	"math"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
@@ -98,24 +99,25 @@ type Plan struct {
 	pending int               // keys pending (queued or to pull again after their pull)
 	pulling map[string]bool
 	waiting map[string]*entry // keys waiting for disk room
-	full    bool              // the disk is above its high water
-	hints   hintBook
-	stale   []StaleReport // for the next Tick
+	// overLimit holds the owner's digest whose pull went over a limit,
+	// by key: few keys, so not a field of every entry.
+	overLimit map[string]string
+	full      bool // the disk is above its high water
+	hints     hintBook
+	stale     []StaleReport // for the next Tick
 }
 
-// entry is one key's pull bookkeeping. An entry with nothing to tell is
-// dropped (tidy).
+// entry is one key's pull bookkeeping, kept small (32 bytes): a million
+// keys may wait at once. Its due time is in its queue slot. An entry with
+// nothing to tell is dropped (tidy).
 type entry struct {
-	key       string
-	due       time.Time // not before (zero: at once)
-	seq       uint64
-	at        int    // its index in the queue; -1: not in it
-	fails     int    // failed pulls in a row: its backoff
-	overLimit string // the owner's digest whose pull went over a limit
-	pending   bool   // to pull (queued, or again after the pull under way)
-	pulling   bool
-	diskWait  bool // refused for disk: waits for room, without retry
-	gone      bool // removed while pulling: dropped when the pull ends
+	key      string
+	at       int32  // its index in the queue; -1: not in it
+	fails    uint32 // failed pulls in a row: its backoff
+	pending  bool   // to pull (queued, or again at once after the pull under way)
+	pulling  bool
+	diskWait bool // refused for disk: waits for room, without retry
+	gone     bool // removed while pulling: dropped when the pull ends
 }
 
 // New returns an empty plan.
@@ -123,7 +125,7 @@ func New(cfg Config) *Plan {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryLimit = max(cmp.Or(cfg.RetryLimit, 30*time.Second), cfg.RetryBase)
 	return &Plan{cfg: cfg, keys: map[string]*entry{}, pulling: map[string]bool{}, waiting: map[string]*entry{},
-		hints: newHintBook(cfg.HintWait, cfg.MaxHints)}
+		overLimit: map[string]string{}, hints: newHintBook(cfg.HintWait, cfg.MaxHints)}
 }
 
 func (p *Plan) get(key string) *entry {
@@ -137,27 +139,25 @@ func (p *Plan) get(key string) *entry {
 
 // tidy drops e when it has nothing left to tell.
 func (p *Plan) tidy(e *entry) {
-	if !e.pending && !e.pulling && !e.diskWait && e.fails == 0 && e.overLimit == "" {
+	if !e.pending && !e.pulling && !e.diskWait && e.fails == 0 {
 		delete(p.keys, e.key)
 	}
 }
 
-// want makes e pending, due at due.
+// want makes e pending, due at due (zero: at once). One pulling is queued
+// at once when its pull ends, unless the pull's end decides otherwise.
 func (p *Plan) want(e *entry, due time.Time) {
 	if !e.pending {
 		e.pending = true
 		p.pending++
 	}
-	e.due = due
-	if e.pulling {
-		return // queued when its pull ends
-	}
-	if e.at < 0 {
+	switch {
+	case e.pulling:
+	case e.at < 0:
 		p.seq++
-		e.seq = p.seq
-		p.queue.push(e)
-	} else {
-		p.queue.fix(e.at)
+		p.queue.push(e, dueKey(due), p.seq)
+	default:
+		p.queue.fix(int(e.at), dueKey(due))
 	}
 }
 
@@ -168,7 +168,7 @@ func (p *Plan) unwant(e *entry) {
 		p.pending--
 	}
 	if e.at >= 0 {
-		p.queue.remove(e.at)
+		p.queue.remove(int(e.at))
 	}
 }
 
@@ -195,7 +195,7 @@ func (p *Plan) Seen(s State, now time.Time) Action {
 		return act
 	}
 	if s.NetworkChanged || s.Digest != s.Served && s.Digest != p.hints.stale(s.Key) && !p.hints.claims(s.Key, s.Digest) &&
-		(e == nil || e.overLimit != s.Digest) {
+		p.overLimit[s.Key] != s.Digest {
 		p.want(p.get(s.Key), time.Time{})
 	}
 	return act
@@ -208,7 +208,7 @@ func (p *Plan) Queue(key string) { p.want(p.get(key), time.Time{}) }
 // Next picks the key to pull at now, the one due first (then the first to
 // arrive), and marks it pulling; false when none is due.
 func (p *Plan) Next(now time.Time) (string, bool) {
-	if len(p.queue) == 0 || now.Before(p.queue.top().due) {
+	if len(p.queue) == 0 || dueKey(now) < p.queue[0].due {
 		return "", false
 	}
 	e := p.queue.top()
@@ -233,7 +233,7 @@ func (p *Plan) Refused(key string, now time.Time) bool {
 		p.want(e, now.Add(diskRetry))
 	}
 	if e.pending && e.at < 0 {
-		p.want(e, e.due)
+		p.want(e, time.Time{})
 	}
 	return e.diskWait
 }
@@ -254,12 +254,21 @@ func (p *Plan) stop(key string) *entry {
 	return e
 }
 
-// NoteOverLimit records, while key's pull runs, that the owner's digest
-// went over a limit: whatever the rest of the pull gives (the upstream
-// fetched instead), that digest is not pulled again.
+// NoteOverLimit records that a pull of key (Next's, or an on-demand one
+// the plan did not pick) found the owner's digest over a limit: whatever
+// the rest of the pull gives (the upstream fetched instead), that digest
+// is not pulled again.
 func (p *Plan) NoteOverLimit(key, digest string) {
-	if e := p.keys[key]; e != nil && !e.gone {
-		e.overLimit = digest
+	if e := p.keys[key]; e == nil || !e.gone {
+		p.setOverLimit(key, digest)
+	}
+}
+
+func (p *Plan) setOverLimit(key, digest string) {
+	if digest == "" {
+		delete(p.overLimit, key)
+	} else {
+		p.overLimit[key] = digest
 	}
 }
 
@@ -274,23 +283,24 @@ func (p *Plan) Ended(key, digest string, o Outcome, now time.Time) {
 	if e == nil {
 		return
 	}
-	tooBig := digest != "" && e.overLimit == digest
+	tooBig := digest != "" && p.overLimit[key] == digest
 	switch {
 	case o == Stopped:
 	case o == OverLimit || o == Failed && tooBig:
-		e.fails, e.due, e.overLimit = 0, time.Time{}, digest
+		e.fails = 0
+		p.setOverLimit(key, digest)
 	case o == Failed:
 		e.fails++
-		wait := backoff.Jitter(backoff.Delay(e.fails, p.cfg.RetryBase, p.cfg.RetryLimit), p.cfg.Jitter)
+		wait := backoff.Jitter(backoff.Delay(int(e.fails), p.cfg.RetryBase, p.cfg.RetryLimit), p.cfg.Jitter)
 		p.want(e, now.Add(wait))
 	default:
-		e.fails, e.due = 0, time.Time{}
+		e.fails = 0
 		if !tooBig { // fetched from the upstream instead: the owner's digest stays refused
-			e.overLimit = ""
+			delete(p.overLimit, key)
 		}
 	}
 	if e.pending && e.at < 0 {
-		p.want(e, e.due)
+		p.want(e, time.Time{})
 	}
 	p.tidy(e)
 }
@@ -329,6 +339,7 @@ func (p *Plan) DiskWaiting(key string) bool { return p.waiting[key] != nil }
 // its failures and its hint. A pull under way ends unheeded.
 func (p *Plan) Removed(key string) {
 	p.hints.forget(key)
+	delete(p.overLimit, key)
 	e := p.keys[key]
 	if e == nil {
 		return
@@ -397,7 +408,10 @@ type Wake struct {
 func (p *Plan) NextWake(now time.Time) Wake {
 	var w Wake
 	if len(p.queue) > 0 {
-		w.Pull = later(p.queue.top().due, now)
+		w.Pull = now
+		if d := p.queue[0].due; d != math.MinInt64 {
+			w.Pull = later(time.Unix(0, d), now)
+		}
 	}
 	if !p.hints.next.IsZero() {
 		w.Check = later(p.hints.next, now)

@@ -170,6 +170,17 @@ func TestAPullOverALimitWaitsForAnotherDigest(t *testing.T) {
 	}
 }
 
+// An on-demand pull (not picked by the plan) that went over a limit keeps
+// the owner's digest from the queue too.
+func TestAnOnDemandPullOverALimitKeepsTheDigestFromTheQueue(t *testing.T) {
+	p := newPlan()
+	p.NoteOverLimit("a", "d1")
+	p.Seen(owner("a", "d1", "d0"), t0)
+	next(t, p, t0, "")
+	p.Seen(owner("a", "d2", "d0"), t0)
+	next(t, p, t0, "a")
+}
+
 // Refused for disk while the disk is full, a key waits without retry (a
 // new state does not queue it) until a measure below the mark releases
 // it; refused while clones under way hold the room, it is tried again a

@@ -36,8 +36,9 @@ func (a slot) before(b slot) bool {
 // top is the entry due first; the queue must not be empty.
 func (q queue) top() *entry { return q[0].e }
 
-func (q *queue) push(e *entry) {
-	*q = append(*q, slot{dueKey(e.due), e.seq, e})
+// push adds e, due at due (dueKey), arrived seq-th.
+func (q *queue) push(e *entry, due int64, seq uint64) {
+	*q = append(*q, slot{due, seq, e})
 	q.up(len(*q) - 1)
 }
 
@@ -56,9 +57,9 @@ func (q *queue) remove(i int) {
 	e.at = -1
 }
 
-// fix restores the order after the due time of the entry at i changed.
-func (q queue) fix(i int) {
-	q[i].due = dueKey(q[i].e.due)
+// fix makes the entry at i due at due.
+func (q queue) fix(i int, due int64) {
+	q[i].due = due
 	q.sift(i)
 }
 
@@ -81,11 +82,11 @@ func (q queue) up(i int) {
 			break
 		}
 		q[i] = q[parent]
-		q[i].e.at = i
+		q[i].e.at = int32(i)
 		i = parent
 	}
 	q[i] = s
-	s.e.at = i
+	s.e.at = int32(i)
 }
 
 // down sinks the entry at i and reports whether it moved.
@@ -106,10 +107,10 @@ func (q queue) down(i int) bool {
 			break
 		}
 		q[i] = q[m]
-		q[i].e.at = i
+		q[i].e.at = int32(i)
 		i = m
 	}
 	q[i] = s
-	s.e.at = i
+	s.e.at = int32(i)
 	return i > start
 }
