@@ -219,7 +219,7 @@ func (p *Plan) Next(now time.Time) (string, bool) {
 }
 
 // Refused follows the refusal of a pull Next picked, for disk room: while
-// the disk is full the key waits (DiskFree releases it), else clones under
+// the disk is full the key waits (Disk releases it), else clones under
 // way hold the room and it is tried again shortly. It reports whether the
 // key waits for room.
 func (p *Plan) Refused(key string, now time.Time) bool {
