@@ -40,7 +40,7 @@ func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 		FullToken: cfg.FullToken,
 		Grace:     cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
 		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge, PurgeWindow: cfg.PurgeWindow,
-		LoadFactor: cfg.LoadFactor, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
+		LoadFactor: cfg.LoadFactor, FullReplicas: cfg.FullReplicas, BatchSize: cfg.AssignBatch, MaxClonesInFlight: cfg.MaxClonesInFlight,
 		BulkLoad: bulkLoadGC, PrepareHeap: prepareHeapOnce(),
 	}
 }

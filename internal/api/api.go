@@ -137,6 +137,9 @@ type Repo struct {
 	// large for one node and is split over that many.
 	Network      string `json:"network,omitempty"`
 	NetworkParts uint32 `json:"network_parts,omitempty"`
+	// Replicas are the full nodes that are to hold the repository on the
+	// full tier (--full-replicas of them), in placement order.
+	Replicas []uint32 `json:"replicas,omitempty"`
 }
 
 // RepoDetail is a repository with its attributes, the refs the full node

@@ -142,7 +142,7 @@ func lsPaths(ctx context.Context, git *gitcmd.Runner, repoDir, commit string, pa
 		args = append(args, "./"+p) // see lsTree; a glob may match more: filtered below
 	}
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: repoDir, Name: "ls-tree",
-		Flags: []string{"-z", "--full-tree"}, Args: args, EndOfOptions: true})
+		Flags: []string{"-z", "--full-tree"}, Args: args})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: list %d files of %s: %w", len(paths), commit, err)
 	}

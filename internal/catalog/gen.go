@@ -50,7 +50,7 @@ func Generate(ctx context.Context, git *gitcmd.Runner, dir string, repos, perFil
 		return "", fmt.Errorf("catalog: generate in %s: %w", dir, err)
 	}
 	if err := git.Run(ctx, gitcmd.Cmd{GitDir: gitDir, Dir: dir, Name: "read-tree",
-		Flags: []string{"--reset", "-u"}, Args: []string{"HEAD"}, EndOfOptions: true}); err != nil {
+		Flags: []string{"--reset", "-u"}, Args: []string{"HEAD"}}); err != nil {
 		return "", fmt.Errorf("catalog: generate in %s: check out: %w", dir, err)
 	}
 	return resolveCommit(ctx, git, gitDir, "HEAD")

@@ -18,7 +18,7 @@ import (
 // resolveCommit turns a revision into a full commit ID.
 func resolveCommit(ctx context.Context, git *gitcmd.Runner, repoDir, rev string) (string, error) {
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: repoDir, Name: "rev-parse",
-		Flags: []string{"--verify", "--quiet"}, Args: []string{rev + "^{commit}"}, EndOfOptions: true})
+		Flags: []string{"--verify", "--quiet"}, Args: []string{rev + "^{commit}"}})
 	if err != nil {
 		return "", fmt.Errorf("catalog: %q is not a commit of %s: %w", rev, repoDir, err)
 	}
@@ -43,7 +43,7 @@ func lsTree(ctx context.Context, git *gitcmd.Runner, repoDir, commit, dir string
 		args = append(args, "./"+dir)
 	}
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: repoDir, Name: "ls-tree",
-		Flags: []string{"-r", "-z", "--full-tree"}, Args: args, EndOfOptions: true})
+		Flags: []string{"-r", "-z", "--full-tree"}, Args: args})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: list the files of %s: %w", commit, err)
 	}
@@ -88,7 +88,7 @@ type treeChange struct {
 // diffTree lists the catalog paths that differ between two commits.
 func diffTree(ctx context.Context, git *gitcmd.Runner, repoDir, oldCommit, newCommit string) ([]treeChange, error) {
 	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: repoDir, Name: "diff-tree",
-		Flags: []string{"-r", "-z", "--no-renames", "--no-commit-id"}, Args: []string{oldCommit, newCommit}, EndOfOptions: true})
+		Flags: []string{"-r", "-z", "--no-renames", "--no-commit-id"}, Args: []string{oldCommit, newCommit}})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: diff %s..%s: %w", oldCommit, newCommit, err)
 	}

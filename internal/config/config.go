@@ -72,9 +72,10 @@ type Config struct {
 	WarmupNodes           int           `name:"warmup-nodes" roles:"coordinator,up" topic:"fleet" help:"end the warm-up early once this many nodes are alive (0: time only)"`
 	Heartbeat             time.Duration `name:"heartbeat" roles:"coordinator,up" topic:"fleet" help:"how often nodes send heartbeats (a node is suspect after 3 missed)"`
 	LoadFactor            float64       `name:"load-factor" roles:"coordinator,up" topic:"fleet" help:"no node holds more than this many times its fair share of repositories"`
+	FullReplicas          int           `name:"full-replicas" roles:"coordinator,up" topic:"fleet" help:"full nodes that hold each repository (a fork network as one); with fewer full nodes, each holds everything. Full nodes still pull every repository: the placement is shown (replicas in the API) and serves relays next"`
 	AssignBatch           int           `name:"assign-batch" roles:"coordinator,up" topic:"fleet" help:"repositories per assignment message on a node's session"`
 	MaxClonesInFlight     int           `name:"max-clones-in-flight" roles:"coordinator,up" topic:"fleet" help:"clones a node is asked to make at once; more follow as it confirms them or they fail (a failed clone frees its slot; the node retries it on its own backoff)"`
-	MaxPurge              float64       `name:"max-purge" roles:"coordinator,up" topic:"catalog" help:"largest share of repositories that catalog changes may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
+	MaxPurge              float64       `name:"max-purge" roles:"coordinator,up" topic:"catalog" help:"largest share of repositories that catalog changes, and entries a restart's egress policy now refuses, may remove within --purge-window without confirmation (more is held; the rest of the change is applied)"`
 	PurgeWindow           time.Duration `name:"purge-window" roles:"coordinator,up" topic:"catalog" help:"the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" roles:"coordinator,partial,full,up" topic:"freshness" help:"the longest a repository may go unchecked"`
 	FedMaxInterval        time.Duration `name:"fed-max-interval" roles:"partial,full,up" topic:"freshness" help:"the longest a repository may go unchecked by its node when the coordinator says its host's forge feed works (the feed asks about it at least every --max-interval; 0: the longer of 7 days and --max-interval)"`
@@ -189,6 +190,7 @@ func Default() Config {
 		LoadFactor:        ring.DefaultLoadFactor,
 		AssignBatch:       DefaultAssignBatch,
 		MaxClonesInFlight: placement.DefaultMaxInFlight,
+		FullReplicas:      placement.DefaultReplicas,
 		MaxInterval:       24 * time.Hour,
 		MinInterval:       time.Minute,
 		Policy:            "adaptive",

@@ -22,7 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -68,6 +70,10 @@ type Config struct {
 	Feeds FeedConfig
 	// BatchSize bounds the repositories in one Assign, Drop or RepoStates message.
 	BatchSize int
+	// FullReplicas is the number of full nodes that hold each repository
+	// (its fork network as one unit) on the full tier
+	// (placement.DefaultReplicas if <= 0).
+	FullReplicas int
 	// LoadFactor bounds a node's repositories to this many times its fair
 	// share; MaxClonesInFlight bounds the clones a node is asked to make at
 	// once (both: the placement engine's defaults when zero).
@@ -121,20 +127,31 @@ type Coordinator struct {
 	src        *catalog.Source
 	flush      chan struct{}
 
-	mu       sync.Mutex
-	cat      *catalog.Catalog
-	table    *membership.Table
-	engine   *placement.Engine
-	nets     *network.Networks // fork networks (network.go), fed to engine
-	members  []ring.Member     // last given to the engine
-	placing  bool
-	status   map[string]*repoStatus // repositories that have been checked at least once
-	errs     *intern.Templates      // their errors' shared texts (repoStatus.setError)
-	nodes    map[uint32]*nodeRecord
-	sessions map[uint32]*session
-	dirty    map[string]bool   // repos to persist (false: delete)
-	meta     map[string]string // meta values to persist
-	forget   []uint32          // forgotten nodes to delete from the store
+	mu      sync.Mutex
+	cat     *catalog.Catalog
+	table   *membership.Table
+	engine  *placement.Engine
+	nets    *network.Networks // fork networks (network.go), fed to engine
+	members []ring.Member     // last given to the engine
+	// The full tier (tier.go): its placement, the units' signature it
+	// was given, the full nodes' weights last known, whether it changed
+	// since the last persist, and a count of fork network changes.
+	tier       *placement.Tier
+	tierSig    tierSignature
+	tierWeight map[uint32]float64
+	tierDirty  bool
+	netGen     uint64
+	// tierMembersDirty: the membership or a full node's disk changed
+	// since the tier's members were last computed.
+	tierMembersDirty bool
+	placing          bool
+	status           map[string]*repoStatus // repositories that have been checked at least once
+	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
+	nodes            map[uint32]*nodeRecord
+	sessions         map[uint32]*session
+	dirty            map[string]bool   // repos to persist (false: delete)
+	meta             map[string]string // meta values to persist
+	forget           []uint32          // forgotten nodes to delete from the store
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
@@ -205,6 +222,9 @@ func (cfg Config) Check() error {
 	if cfg.Catalog == "" {
 		return errors.New("coordinator: a catalog is required (--catalog PATH_OR_URL)")
 	}
+	if cfg.FullReplicas < 0 {
+		return fmt.Errorf("coordinator: --full-replicas %d: want 1 or more", cfg.FullReplicas)
+	}
 	return nil
 }
 
@@ -261,6 +281,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		overlayDirty: make(map[string]bool),
 		tasks:        make(map[string]pendingTask),
 		held:         make(map[string]heldEntry),
+		tierWeight:   make(map[uint32]float64),
 	}
 	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
@@ -349,6 +370,8 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			c.log.Warn("restore: stored catalog commit unreadable, reloading from the remote", "commit", string(commit), "err", err)
 		} else {
 			c.cat = cat
+			c.setProblems(cat.Problems())
+			c.unhold(c.listed(slices.Collect(maps.Keys(c.held)))) // listed (and accepted) again
 		}
 	}
 	// The repositories' states, read before the engine: the roots they
@@ -384,6 +407,37 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refused, err := c.refusedEntries(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: restore: %w", err)
+	}
+	wasPlaced := func(cands []string) []string {
+		// The stored placement names its key set by a digest: the refused
+		// entries were all placed if it is the set with them. Without it,
+		// those that were checked were placed.
+		if ok {
+			if _, err := placement.RestoreNetworks(pcfg, snap, slices.Concat(keys, cands), nets); err == nil {
+				return cands
+			}
+		}
+		checked := make(map[string]bool, len(cands))
+		for _, s := range stored {
+			if _, ok := refused[s.key]; ok {
+				checked[s.key] = true
+			}
+		}
+		return slices.DeleteFunc(cands, func(k string) bool { return !checked[k] })
+	}
+	if removed := c.holdRefused(refused, keys, wasPlaced); len(removed) > 0 {
+		stored = slices.DeleteFunc(stored, func(s storedStatus) bool {
+			if _, gone := refused[s.key]; gone {
+				c.dirty[s.key] = false
+				return true
+			}
+			return false
+		})
+	}
+	keys = c.effectiveKeys() // with the removals held
 	if ok {
 		c.engine, err = placement.RestoreNetworks(pcfg, snap, keys, nets)
 		if err != nil {
@@ -396,6 +450,9 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		c.engine = placement.New(pcfg)
 		c.engine.SetNetworks(nets)
 		c.engine.AddKeys(keys...)
+	}
+	if err := c.restoreTier(ctx); err != nil {
+		return err
 	}
 	// Statuses last: their keys are the engine's copies where it has them.
 	for _, st := range stored {
@@ -559,9 +616,6 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	}
 	read := time.Since(began)
 	problems := next.Problems()
-	for _, p := range problems {
-		c.log.Warn("catalog entry skipped", "problem", p.String())
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := old == nil && c.engine.Len() == 0 // a first start: every key is new
@@ -571,8 +625,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	removed = c.holdOrCount(commit, c.effectiveRemovals(removed))
 	c.unhold(added) // listed again: no longer a removal to hold
 	c.cat = next
-	c.problems = len(problems)
-	c.problemLines = problemLines(problems)
+	c.setProblems(problems)
 	nAdded := len(added)
 	if first {
 		nAdded = c.placeAll(next)
@@ -829,7 +882,7 @@ func (c *Coordinator) persistLoop(ctx context.Context) {
 // always agree with each other.
 func (c *Coordinator) persist(ctx context.Context) error {
 	c.mu.Lock()
-	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty {
+	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty && !c.tierDirty {
 		c.mu.Unlock()
 		return nil
 	}
@@ -858,9 +911,12 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	ops = append(ops,
 		store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()},
 		store.Op{Bucket: bucketMeta, Key: "placement", Value: c.engine.Snapshot()})
+	if c.tierDirty {
+		ops = append(ops, store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
+	}
 	dirty, meta, overlayDirty, forget := c.dirty, c.meta, c.overlayDirty, c.forget
 	c.dirty, c.meta, c.overlayDirty, c.forget = map[string]bool{}, map[string]string{}, map[string]bool{}, nil
-	c.memberDirty, c.placeDirty = false, false
+	c.memberDirty, c.placeDirty, c.tierDirty = false, false, false
 	c.mu.Unlock()
 	err := c.db.Batch(ctx, ops)
 	if err == nil {
@@ -884,7 +940,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		c.overlayDirty[k] = true
 	}
 	c.forget = append(c.forget, forget...)
-	c.memberDirty, c.placeDirty = true, true
+	c.memberDirty, c.placeDirty, c.tierDirty = true, true, true
 	return fmt.Errorf("store the coordinator's state: %w", err)
 }
 

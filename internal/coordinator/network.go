@@ -110,6 +110,7 @@ func (c *Coordinator) applyNetworks(changes []network.Change) {
 	}
 	c.engine.SetNetworks(set)
 	c.placeDirty = true
+	c.netGen++ // the full tier's units (tier.go)
 	for _, ch := range changes {
 		if !c.engine.Has(ch.Key) {
 			continue

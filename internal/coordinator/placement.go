@@ -51,6 +51,7 @@ func (c *Coordinator) decide() {
 		}
 	}
 	c.resplit()
+	c.syncTier() // tier.go
 }
 
 // seedBase is the public URL of a connected full node other than the
@@ -96,6 +97,7 @@ func (c *Coordinator) applyChanges(changes []membership.Change) {
 		return
 	}
 	c.memberDirty = true
+	c.tierMembersDirty = true // tier.go
 	for _, ch := range changes {
 		c.log.Info("node state changed", "node", ch.ID, "from", ch.From.String(), "to", ch.To.String())
 		if rec := c.nodes[ch.ID]; ch.To == membership.Forgotten && (rec == nil || !rec.Revoked) {

@@ -1,6 +1,10 @@
 package coordinator
 
-import "github.com/gitfleet/gitfleet/internal/catalog"
+import (
+	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+)
 
 // maxProblemLines bounds the catalog problems the coordinator keeps to
 // show (the console's catalog page); the count covers them all.
@@ -13,4 +17,22 @@ func problemLines(problems []catalog.Problem) []string {
 		out = append(out, p.String())
 	}
 	return out
+}
+
+// setProblems logs and keeps the problems of the catalog applied: at each
+// catalog change and at a restart, whose options (the egress policy) may
+// refuse entries the last run accepted. Caller holds c.mu (or is
+// restoring).
+func (c *Coordinator) setProblems(problems []catalog.Problem) {
+	for _, p := range problems {
+		c.log.Warn("catalog entry skipped", "problem", p.String())
+	}
+	c.problems = len(problems)
+	c.problemLines = problemLines(problems)
+}
+
+// listed are those of keys that the catalog applied lists. Caller holds
+// c.mu (or is restoring).
+func (c *Coordinator) listed(keys []string) []string {
+	return slices.DeleteFunc(keys, func(k string) bool { return c.cat == nil || !c.cat.Has(k) })
 }

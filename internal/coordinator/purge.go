@@ -1,17 +1,23 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/egress"
 )
 
-// Purge protection: the removals that catalog changes make are counted over
-// a sliding window (cfg.PurgeWindow); a change whose removals would take
+// Purge protection: the removals that catalog changes make (entries gone
+// from the catalog or made unparsable), and the entries a restart's egress
+// policy refuses although they were placed, are counted over a sliding
+// window (cfg.PurgeWindow); a change whose removals would take
 // the window's count over the allowed share of all repositories has its
 // removals held (the repositories stay placed and served, under their last
 // catalog entry), while its additions and changes are applied. Held
@@ -66,32 +72,51 @@ const (
 // It returns the removals to apply now. Caller holds c.mu; c.cat is still
 // the previous catalog (the held entries are read from it).
 func (c *Coordinator) holdOrCount(commit string, removed []string) []string {
+	removed, inWindow, err := c.checkRemovals(removed, c.engine.Len())
+	if err == nil {
+		return removed
+	}
+	c.hold(commit, removed, c.entry)
+	c.log.Error("catalog change applied WITHOUT its removals: they would remove too many repositories within the purge window; confirm them to apply",
+		"commit", commit, "held", len(removed), "held_total", len(c.held), "removed_in_window", inWindow,
+		"window", c.cfg.PurgeWindow, "total", c.engine.Len(), "err", err)
+	return nil
+}
+
+// checkRemovals is purge protection's rule, whatever makes repositories
+// leave what is served (a catalog removal, an entry newly refused by the
+// egress policy, an entry newly unparsable): removed, less those held
+// already, counted with the window's removals against the allowed share of
+// total. Within the share, the removals are counted in the window and
+// returned to apply; past it, err wraps catalog.ErrPurge and the caller
+// holds them. Caller holds c.mu.
+func (c *Coordinator) checkRemovals(removed []string, total int) (apply []string, inWindow int, err error) {
 	removed = slices.DeleteFunc(removed, func(k string) bool {
 		_, held := c.held[k] // held already (a restart that re-read the catalog)
 		return held
 	})
 	if len(removed) == 0 {
-		return removed
+		return removed, 0, nil
 	}
 	now := c.clk.Now()
-	total := c.engine.Len()
-	inWindow := c.removals.count(now, c.cfg.PurgeWindow)
-	err := catalog.CheckPurge(total, inWindow+len(removed), c.cfg.MaxPurgeShare)
-	if err == nil {
-		c.removals.add(now, len(removed))
-		c.dirtyPurge()
-		return removed
+	inWindow = c.removals.count(now, c.cfg.PurgeWindow)
+	if err := catalog.CheckPurge(total, inWindow+len(removed), c.cfg.MaxPurgeShare); err != nil {
+		return removed, inWindow, err
 	}
-	for _, k := range removed {
-		e, _ := c.entry(k)
+	c.removals.add(now, len(removed))
+	c.dirtyPurge()
+	return removed, inWindow, nil
+}
+
+// hold holds the removal of keys at catalog commit, each under the entry
+// entryOf gives (its last one). Caller holds c.mu.
+func (c *Coordinator) hold(commit string, keys []string, entryOf func(string) (catalog.Entry, bool)) {
+	for _, k := range keys {
+		e, _ := entryOf(k)
 		c.held[k] = heldEntry{URL: e.URL, Fallbacks: e.Fallbacks, Attrs: e.Attrs, Commit: commit}
 	}
 	c.heldCommit = commit
 	c.dirtyPurge()
-	c.log.Error("catalog change applied WITHOUT its removals: they would remove too many repositories within the purge window; confirm them to apply",
-		"commit", commit, "held", len(removed), "held_total", len(c.held), "removed_in_window", inWindow,
-		"window", c.cfg.PurgeWindow, "total", total, "err", err)
-	return nil
 }
 
 // unhold forgets held removals of keys that are listed again (or removed
@@ -183,4 +208,80 @@ func (c *Coordinator) confirmHeld() (int, string) {
 	c.dirtyPurge()
 	c.applyChange(nil, keys, nil)
 	return len(keys), commit
+}
+
+// Purge protection at a restart: the coordinator reads the catalog at the
+// commit it last applied again, with the options it starts with now. An
+// entry that was placed before and that these options refuse (a stricter
+// egress policy, --allow-private-upstreams left out) leaves what is served
+// as a catalog removal does, so it is counted and held by the same rule,
+// under its entry as that commit lists it; the refusal itself is one of
+// the catalog's problems.
+
+// refusedEntries returns the entries of c.cat's commit that the current
+// options refuse and a policy that allows every address accepts, by key,
+// less those the API's overlay decides and those held already. A catalog
+// whose problems include no refusal by the egress policy is not read again
+// (a restart of a large catalog with a few bad lines costs nothing more).
+// Caller holds c.mu (or is restoring).
+func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.Entry, error) {
+	if c.cat == nil || c.problems == 0 || !slices.ContainsFunc(c.cat.Problems(), refusedByPolicy) {
+		return nil, nil
+	}
+	anyUpstream, err := egress.New(egress.Config{Allow: []string{"0.0.0.0/0", "::/0"}, AllowPrivate: true})
+	if err != nil {
+		return nil, err
+	}
+	opt := catalog.Options{Egress: anyUpstream, Fold: c.cfg.Fold}
+	all, err := catalog.Load(ctx, c.git, c.src.Dir(), c.cat.Commit(), opt)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog commit %s again for the entries it refuses: %w", c.cat.Commit(), err)
+	}
+	out := make(map[string]catalog.Entry)
+	all.Keys(func(k string) bool {
+		_, api := c.overlay[k]
+		_, held := c.held[k]
+		if !api && !held && !c.cat.Has(k) {
+			out[k], _ = all.Get(k)
+		}
+		return true
+	})
+	return out, nil
+}
+
+// refusedByPolicy tells a catalog problem that is the egress policy's
+// refusal of an entry's host (every *egress.BlockedError's message starts
+// so).
+func refusedByPolicy(p catalog.Problem) bool {
+	return strings.Contains(p.Reason, "blocked destination")
+}
+
+// holdRefused applies purge protection's rule to the entries the current
+// options refuse, at a restart: those that were placed before (wasPlaced)
+// are removals, applied within the share and held past it. It returns the
+// removals applied. Caller is restoring: keys is the key set of the
+// catalog and the overlay, without the refused entries.
+func (c *Coordinator) holdRefused(refused map[string]catalog.Entry, keys []string, wasPlaced func(cands []string) []string) []string {
+	if len(refused) == 0 {
+		return nil
+	}
+	cands := slices.Sorted(maps.Keys(refused))
+	placed := wasPlaced(cands)
+	if len(placed) == 0 {
+		return nil
+	}
+	commit := c.cat.Commit()
+	total := len(keys) + len(placed)
+	apply, inWindow, err := c.checkRemovals(placed, total)
+	if err == nil {
+		c.log.Warn("restart: repositories the current egress policy refuses are removed (within the purge share)",
+			"commit", commit, "removed", len(apply), "removed_in_window", inWindow, "total", total)
+		return apply
+	}
+	c.hold(commit, apply, func(k string) (catalog.Entry, bool) { e, ok := refused[k]; return e, ok })
+	c.log.Error("restart: repositories the current egress policy refuses are held, still served: they would remove too many repositories within the purge window; "+
+		"restore the policy they were placed under (--allow-private-upstreams, --egress-allow, --egress-ports), or confirm their removal",
+		"commit", commit, "held", len(apply), "held_total", len(c.held), "removed_in_window", inWindow,
+		"window", c.cfg.PurgeWindow, "total", total, "first", apply[:min(len(apply), catalog.HeldShown)], "err", err)
+	return nil
 }

@@ -210,6 +210,7 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 func (c *Coordinator) heartbeat(id uint32, s *session, hb *fleetv1.Heartbeat) {
 	c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
 	s.disk = hb
+	c.tierDisk(id, hb.GetDiskTotalBytes()) // tier.go
 	if hb.GetDiskTotalBytes() > 0 {
 		c.engine.SetDisk(id, hb.GetDiskUsedBytes(), hb.GetDiskTotalBytes())
 	}
@@ -233,6 +234,7 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 		}
 		s.held = append(s.held, key)
 		if s.full {
+			c.tierConfirm(id, key) // tier.go
 			continue
 		}
 		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest() == "" {
@@ -299,8 +301,11 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	defer c.taskDone(res)
 	if res.GetServed() {
-		// A full node's pull: nothing to record yet but the roots it
-		// found, which make fork networks.
+		// A full node's pull: it holds the repository (tier.go), and the
+		// roots it found make fork networks.
+		if res.GetOk() {
+			c.tierConfirm(id, key)
+		}
 		if res.GetRootsKnown() {
 			c.networkRoots(id, key, res.GetRoots())
 			c.decide()
@@ -609,7 +614,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
-				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts)})
+				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -165,7 +165,7 @@ func show(ctx context.Context, c *client, out *printer, key string) error {
 	tw := out.table()
 	for _, kv := range [][2]string{
 		{"key", d.Key}, {"upstream", d.UpstreamURL}, {"clone", d.CloneURL}, {"owner", ownerOrNone(d.Owner)},
-		{"network", network(d.Repo)}, {"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
+		{"network", network(d.Repo)}, {"replicas", replicas(d.Replicas)}, {"state", d.State.String()}, {"served", served(d.Repo)}, {"last check", when(d.LastCheck)}, {"last change", when(d.LastChange)},
 		{"verified", when(d.VerifiedAt)}, {"staleness", staleness(d.Repo)}, {"last error", indented(d.LastError)}, {"digest", d.Digest},
 	} {
 		if kv[1] != "" && kv[1] != "-" {
@@ -551,6 +551,15 @@ func confirmPurge(ctx context.Context, c *client, out *printer) error {
 	_ = json.Unmarshal(data, &r)
 	fmt.Fprintln(out.w, r.Message)
 	return nil
+}
+
+// replicas lists the full nodes that are to hold a repository.
+func replicas(ids []uint32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 // network is a repository's fork network as show prints it: its name, and

@@ -144,7 +144,7 @@ func newFixture(t *testing.T) *fixture {
 	b := &backend{repos: map[string]api.RepoDetail{
 		"github.com/a/b": {
 			Repo: api.Repo{Key: "github.com/a/b", UpstreamURL: "https://github.com/a/b.git", Owner: 2, State: repostate.OK,
-				Served: true, Current: true, LastCheck: &check, VerifiedAt: &check, StalenessSeconds: 90},
+				Served: true, Current: true, LastCheck: &check, VerifiedAt: &check, StalenessSeconds: 90, Replicas: []uint32{3, 1}},
 			Attrs:   map[string]string{"team": "kernel"},
 			Refs:    map[string]string{"refs/heads/main": strings.Repeat("1", 40)},
 			History: []api.HistoryEntry{{At: check, Kind: "check", Changed: true, DurationMs: 120}},
@@ -247,6 +247,7 @@ func TestShowPrintsTheDetail(t *testing.T) {
 upstream    https://github.com/a/b.git
 clone       http://mirror/github.com/a/b.git
 owner       2
+replicas    3, 1
 state       ok
 served      current
 last check  2026-03-01 11:58:30

@@ -327,7 +327,7 @@ func proxyURL(t *testing.T, env []string) *url.URL {
 	return nil
 }
 
-// Only a peer's commands (gitcmd.Peer) skip the proxy: the same runner
+// Only a peer's commands (gitcmd.Cmd.Peer) skip the proxy: the same runner
 // refuses the same 127.0.0.1 upstream for an upstream-facing command.
 func TestPeerCommandsBypassTheProxyAndOthersDoNot(t *testing.T) {
 	f := setup(t)
@@ -340,7 +340,7 @@ func TestPeerCommandsBypassTheProxyAndOthersDoNot(t *testing.T) {
 	if _, err := git.LsRemote(context.Background(), f.url("127.0.0.1")); gitcmd.ClassOf(err) != gitcmd.ClassBlocked {
 		t.Errorf("upstream-facing ls-remote of 127.0.0.1 under the default policy: %v, want blocked", err)
 	}
-	if _, err := git.LsRemote(gitcmd.Peer(context.Background()), f.url("127.0.0.1")); err != nil {
+	if err := git.Run(context.Background(), gitcmd.Cmd{Name: "ls-remote", Args: []string{f.url("127.0.0.1")}, Peer: true}); err != nil {
 		t.Errorf("a peer's ls-remote of 127.0.0.1: %v, want it to bypass the egress proxy", err)
 	}
 }

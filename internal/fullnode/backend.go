@@ -77,6 +77,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	if parts := st.GetNetworkParts(); parts > 1 {
 		r.NetworkParts = parts
 	}
+	r.Replicas = st.GetReplicas()
 	if f.cfg.PublicURL != "" {
 		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key + ".git"
 	}

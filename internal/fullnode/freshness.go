@@ -18,14 +18,19 @@ type freshness struct {
 	ownerCheck  time.Time // its time
 	hinted      bool      // a change heard of and not served yet (pullplan.Plan.HintPending)
 	staleOwner  string    // a digest of the owner found behind the upstream (pullplan.Plan.Stale)
+	// emptying: the owner's last check found the upstream advertising no
+	// refs, which waits for a later check to confirm it (mirror's empty
+	// guard); the refs served may be gone upstream.
+	emptying bool
 }
 
 // current tells whether the full node serves what the upstream had when
-// last verified, with no newer change known: none heard of, and no owner
-// check after verified_at that saw other refs (unless the full node found
-// those refs behind the upstream).
+// last verified, with no newer change known: none heard of, no empty
+// advertisement waiting for its confirmation (the repository's last_error
+// says so meanwhile), and no owner check after verified_at that saw other
+// refs (unless the full node found those refs behind the upstream).
 func (s freshness) current() bool {
-	if !s.served || s.verifiedAt.IsZero() || s.hinted {
+	if !s.served || s.verifiedAt.IsZero() || s.hinted || s.emptying {
 		return false
 	}
 	// verified_at is kept to the second: an owner's check within that

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repostate"
+	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -27,6 +30,7 @@ func TestCurrentIsDerivedFromVerifiedAt(t *testing.T) {
 		{"never verified, although the owner agrees", func(s *freshness) { s.verifiedAt = time.Time{} }, false},
 		{"not served", func(s *freshness) { s.served = false }, false},
 		{"a change heard of, not yet served", func(s *freshness) { s.hinted = true }, false},
+		{"an empty advertisement waits for its confirmation", func(s *freshness) { s.emptying = true }, false},
 		{"the owner saw other refs after verified_at", func(s *freshness) { s.ownerDigest, s.ownerCheck = oldRefs, t0.Add(time.Minute) }, false},
 		{"the owner saw other refs within verified_at's second", func(s *freshness) { s.ownerDigest, s.ownerCheck = oldRefs, t0.Add(time.Second/2) }, true},
 		{"the owner saw other refs before verified_at", func(s *freshness) { s.ownerDigest = oldRefs }, true},
@@ -41,6 +45,30 @@ func TestCurrentIsDerivedFromVerifiedAt(t *testing.T) {
 				t.Fatalf("current %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// The owner's check that found the upstream advertising no refs (held by
+// the mirror's empty guard until a later check confirms it) makes the
+// repository not current while it is the last word on it.
+func TestAnEmptyAdvertisementUnderConfirmationIsNotCurrent(t *testing.T) {
+	t0 := time.Unix(1e9, 0)
+	emptied := "empty-advertisement: mirror 127.0.0.1:9/a/b: " + mirror.ErrEmptyAdvertisement.Error()
+	for _, c := range []struct {
+		name  string
+		state repostate.State
+		err   string
+		want  bool
+	}{
+		{"ok", repostate.OK, "", true},
+		{"failing with an empty advertisement", repostate.Failing, emptied, false},
+		{"failing otherwise", repostate.Failing, "network: connection refused", true},
+	} {
+		in := classInput{Input: repoview.Input{State: c.state, LastError: c.err, Digest: newRefs,
+			LastCheck: t0.Add(time.Minute).UnixMilli(), VerifiedAt: uint32(t0.Unix())}}
+		if got := in.freshness(newRefs, true).current(); got != c.want {
+			t.Errorf("%s: current %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

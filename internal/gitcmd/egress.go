@@ -1,6 +1,10 @@
 package gitcmd
 
-import "context"
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+)
 
 // ClassBlocked is a connection the egress policy refused: the destination
 // (an address, a name's answer, a port or a scheme) may not be reached.
@@ -35,7 +39,8 @@ const (
 )
 
 // Through routes every connection through e (the node's egress proxy),
-// except the commands run under a context marked by Peer.
+// except those of a command marked Peer (Cmd.Peer), which reach this
+// machine only.
 func Through(e Egress) Route {
 	if e == nil {
 		panic("gitcmd: Through(nil): give the egress policy, or choose LocalOnly()")
@@ -53,21 +58,33 @@ func Direct() Route { return Route{kind: direct} }
 // the mirrors on disk, serving them, and reading repositories by path.
 func LocalOnly() Route { return Route{kind: localOnly} }
 
-type peerKey struct{}
-
-// Peer marks ctx: git commands run under it reach a gitfleet peer on this
-// machine (a full node's pull from an owner, through its loopback tunnel
-// proxy), not an upstream, and so do not go through the Runner's Egress.
-// Everything not marked does.
-func Peer(ctx context.Context) context.Context {
-	return context.WithValue(ctx, peerKey{}, true)
+// beginEgress routes c's connections: through the runner's Egress, unless
+// the route is another or c reaches a peer (Cmd.Peer), whose URL must then
+// name this machine, so that the way around the policy leads nowhere else.
+func (r *Runner) beginEgress(c *Cmd) ([]string, func() error, error) {
+	none := func() error { return nil }
+	if r.route.kind != through {
+		return nil, none, nil
+	}
+	if c.Peer {
+		if len(c.Args) == 0 || !loopbackHTTP(c.Args[0]) {
+			return nil, nil, fmt.Errorf("gitcmd: git %s to a peer names no http URL on a loopback address: a peer is reached through this machine's tunnel proxy", c.Name)
+		}
+		return nil, none, nil
+	}
+	env, end := r.route.egress.Begin()
+	return env, end, nil
 }
 
-func (r *Runner) beginEgress(ctx context.Context) ([]string, func() error) {
-	if r.route.kind != through || ctx.Value(peerKey{}) != nil {
-		return nil, func() error { return nil }
+// loopbackHTTP tells whether u is an http URL whose host is a loopback
+// address (an IP, not a name that a resolver could answer otherwise).
+func loopbackHTTP(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme != "http" {
+		return false
 	}
-	return r.route.egress.Begin()
+	ip, err := netip.ParseAddr(p.Hostname())
+	return err == nil && ip.IsLoopback()
 }
 
 // Local is r with its options (git, timeout, memory limit) routed

@@ -1,19 +1,26 @@
 // Package gitcmd is the only place in gitfleet that runs git. Every git
-// process is built from a Cmd description and checked before it runs:
-// flags come from gitfleet's own code and must look like flags, positional
-// values (URLs, paths, revisions) can never be read as options, and the
-// environment is hardened once (no prompts, no credential helpers, no hooks,
-// no system or global configuration, a protocol allow-list, a timeout), and
-// every process is bounded: its own process group, killed with its node,
-// a memory limit where the system has one (proc_*.go). git never looks for
-// a repository where gitfleet happens to run: a command without a Dir runs
-// in "/" with discovery stopped there, repositories are named by absolute
-// --git-dir paths, and a bare repository is used only when named so
-// (safe.bareRepository=explicit). Where git's connections may go is
-// chosen when a Runner is built (New): through an egress policy (Through;
-// a peer's commands are marked with Peer), to an operator's own remotes
-// only (Direct), or nowhere but this machine (LocalOnly). A Runner made
-// without that choice runs nothing.
+// process is built from a Cmd description and checked before it runs, as
+// Gitaly's command descriptions are: the subcommand must be one of
+// commands, each of its flags one that commands lists for it (a value, where
+// a flag takes one, in the same word), and positional values (URLs, paths,
+// revisions) come after the separator the table gives the subcommand ("--",
+// or --end-of-options where "--" means "paths follow") and can never be read
+// as options. The environment is hardened once (no prompts, no credential
+// helpers, no hooks, no system or global configuration, a protocol
+// allow-list, a timeout): its -c settings come after the caller's Config,
+// and its variables after the caller's Env, so that git, which takes the
+// last of each, keeps the hardening whatever a caller sets. Every process is
+// bounded: its own process group, killed with its node, a memory limit
+// where the system has one (proc_*.go). git never looks for a repository
+// where gitfleet happens to run: a command without a Dir runs in "/" with
+// discovery stopped there, repositories are named by absolute --git-dir
+// paths, and a bare repository is used only when named so
+// (safe.bareRepository=explicit). Where git's connections may go is chosen
+// when a Runner is built (New): through an egress policy (Through; a
+// command that reaches a peer on this machine says so with Cmd.Peer and
+// must name a loopback http URL), to an operator's own remotes only
+// (Direct), or nowhere but this machine (LocalOnly). A Runner made without
+// that choice runs nothing.
 //
 // It knows nothing about repositories, nodes or the catalog.
 package gitcmd
@@ -27,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -89,40 +97,129 @@ type Cmd struct {
 	Dir string
 	// Name is the subcommand, e.g. "fetch".
 	Name string
-	// Flags are options written by gitfleet's code. Each must start with "-".
+	// Flags are options written by gitfleet's code, each one that commands
+	// lists for Name: a flag that takes a value carries it in the same
+	// word ("--depth=1").
 	Flags []string
 	// Args are positional values (URLs, paths, refspecs, revisions). They
-	// come after "--" (or --end-of-options when EndOfOptions is set) and none
-	// may start with "-".
+	// come after the separator commands gives Name ("--", or
+	// --end-of-options where "--" means "paths follow") and none may start
+	// with "-".
 	Args []string
-	// EndOfOptions separates Args with --end-of-options instead of "--", for
-	// commands where "--" means "paths follow" (rev-parse, diff-tree).
-	EndOfOptions bool
-	// Config are extra -c key=value settings.
+	// Config are extra -c key=value settings. They come before the
+	// runner's own (hardening), which git then reads last: a caller cannot
+	// undo the hardening.
 	Config []string
-	// Env are extra environment variables (KEY=value).
-	Env    []string
+	// Env are extra environment variables (KEY=value). The runner's own
+	// (the protocol allow-list, no prompts, no system or global
+	// configuration, the egress proxy) are set after them and win.
+	Env []string
+	// Peer: the command reaches a gitfleet peer on this machine (a full
+	// node's pull from an owner, through its loopback tunnel proxy), not an
+	// upstream, so its connection does not go through the runner's Egress.
+	// Its first argument must then be an http URL on a loopback address.
+	Peer   bool
 	Stdin  io.Reader
 	Stdout io.Writer
 	// Timeout overrides the runner's timeout when positive.
 	Timeout time.Duration
 }
 
-// subcommands gitfleet may run. Anything else is refused.
-var subcommands = map[string]bool{
-	"init": true, "fetch": true, "ls-remote": true, "for-each-ref": true,
-	"symbolic-ref": true, "rev-parse": true, "cat-file": true, "diff-tree": true,
-	"ls-tree": true, "upload-pack": true, "config": true, "gc": true,
-	"update-ref": true, "fsck": true, "rev-list": true, "log": true, "clone": true, "count-objects": true,
+// A flag's arity: whether it takes a value from the caller.
+type arity uint8
+
+const (
+	// asWritten: the flag is allowed only exactly as the table writes it,
+	// a fixed value included ("--template=", "--split=replace").
+	asWritten arity = iota
+	// valued: "--name=<value>", in one word, the value the caller's.
+	valued
+)
+
+// command is what gitfleet may give one subcommand, as Gitaly's command
+// descriptions: the flags it may take, and the separator before the
+// positional arguments.
+type command struct {
+	flags map[string]arity
+	// sep goes before Args: "--end-of-options" where "--" would mean
+	// "paths follow" (rev-parse, diff-tree, ls-tree, read-tree, cat-file,
+	// merge-base), "--" elsewhere. Empty: the subcommand is given no
+	// positional arguments (revisions come on stdin).
+	sep string
+}
+
+const (
+	dashDash     = "--"
+	endOfOptions = "--end-of-options"
+)
+
+// commands are the subcommands gitfleet may run and their flags: anything
+// else is refused before git starts. A name of two words is a subcommand
+// and its verb. Add a flag here when code needs it, never one that names a
+// program to run (--upload-pack, --exec) or a configuration to read.
+var commands = map[string]command{
+	"version": {},
+	"init": {sep: dashDash, flags: map[string]arity{
+		"--bare": asWritten, "--quiet": asWritten, "--initial-branch": valued,
+		"--template=": asWritten, // no template: its hooks would be copied in
+	}},
+	"clone": {sep: dashDash, flags: map[string]arity{"--bare": asWritten, "--quiet": asWritten}},
+	"fetch": {sep: dashDash, flags: map[string]arity{
+		"--quiet": asWritten, "--no-tags": asWritten, "--no-write-fetch-head": asWritten, "--no-auto-gc": asWritten,
+		"--prune": asWritten, "--atomic": asWritten, "--stdin": asWritten, "--depth": valued, "--filter": valued,
+	}},
+	"ls-remote":    {sep: dashDash, flags: map[string]arity{"--heads": asWritten, "--tags": asWritten, "--symref": asWritten}},
+	"upload-pack":  {sep: dashDash, flags: map[string]arity{"--stateless-rpc": asWritten, "--advertise-refs": asWritten, "--timeout": valued}},
+	"for-each-ref": {sep: dashDash, flags: map[string]arity{"--format": valued, "--count": valued, "--points-at": valued}},
+	"symbolic-ref": {sep: dashDash, flags: map[string]arity{"-q": asWritten}},
+	"update-ref":   {sep: dashDash, flags: map[string]arity{"--stdin": asWritten, "-d": asWritten}},
+	"config":       {sep: dashDash},
+	"rev-parse": {sep: endOfOptions, flags: map[string]arity{
+		"--verify": asWritten, "--quiet": asWritten, "--absolute-git-dir": asWritten,
+	}},
+	"cat-file": {sep: endOfOptions, flags: map[string]arity{
+		"--batch": asWritten, "--buffer": asWritten, "--batch-check": valued, "-e": asWritten, "-p": asWritten,
+	}},
+	"diff-tree": {sep: endOfOptions, flags: map[string]arity{
+		"-r": asWritten, "-z": asWritten, "-p": asWritten, "--no-renames": asWritten, "--no-commit-id": asWritten,
+	}},
+	"ls-tree": {sep: endOfOptions, flags: map[string]arity{"-r": asWritten, "-z": asWritten, "--full-tree": asWritten}},
+	"rev-list": {flags: map[string]arity{
+		"--objects": asWritten, "--all": asWritten, "--branches": asWritten, "--tags": asWritten, "--not": asWritten,
+		"--stdin": asWritten, "--quiet": asWritten, "--count": asWritten, "--use-bitmap-index": asWritten,
+		"--max-count": valued, "--max-parents": valued, "--exclude": valued,
+	}},
 	// catalog gen writes synthetic catalogs in one stream and checks them out.
-	"fast-import": true, "read-tree": true,
-	// the installed git's version, for the settings it supports.
-	"version": true,
-	// pruning what the upstream dropped (mirror/prune.go).
-	"merge-base": true, "repack": true, "prune": true,
-	// keeping mirrors cheap to serve (mirror/maintain.go); a name of two
-	// words is a subcommand and its verb.
-	"pack-refs": true, "commit-graph write": true,
+	"fast-import": {flags: map[string]arity{"--quiet": asWritten, "--done": asWritten}},
+	"read-tree":   {sep: endOfOptions, flags: map[string]arity{"--reset": asWritten, "-u": asWritten}},
+	// pruning what the upstream dropped (mirror/prune.go) and pools (mirror/pool.go).
+	"merge-base": {sep: endOfOptions, flags: map[string]arity{"--is-ancestor": asWritten, "--octopus": asWritten}},
+	"repack": {flags: map[string]arity{
+		"-a": asWritten, "-d": asWritten, "-b": asWritten, "-i": asWritten, "-l": asWritten, "-n": asWritten, "-q": asWritten,
+		"--write-midx": asWritten, "--write-bitmap-index": asWritten, "--keep-unreachable": asWritten,
+		"--geometric": valued, "--threads": valued,
+	}},
+	"prune": {flags: map[string]arity{"--expire": valued}},
+	// keeping mirrors cheap to serve (mirror/maintain.go).
+	"pack-refs": {flags: map[string]arity{"--all": asWritten}},
+	"commit-graph write": {flags: map[string]arity{
+		"--reachable": asWritten, "--no-progress": asWritten, "--split": asWritten, "--split=replace": asWritten,
+	}},
+}
+
+// checkFlag refuses the flag f unless git name may take it.
+func (c command) checkFlag(name, f string) error {
+	if a, ok := c.flags[f]; ok && a == asWritten {
+		return nil
+	}
+	k, _, hasValue := strings.Cut(f, "=")
+	if c.flags[k] == valued { // asWritten is the zero value: an unknown k is not valued
+		if hasValue {
+			return nil
+		}
+		return fmt.Errorf("gitcmd: flag %q of git %s takes its value in the same word (%s=<value>)", f, name, k)
+	}
+	return fmt.Errorf("gitcmd: flag %q is not one git %s may take (see commands in package gitcmd)", f, name)
 }
 
 // hardening is applied to every command as -c settings.
@@ -275,21 +372,24 @@ func (r *Runner) timeout(c *Cmd) time.Duration {
 }
 
 func (r *Runner) argv(c *Cmd) ([]string, error) {
-	if !subcommands[c.Name] {
+	desc, ok := commands[c.Name]
+	if !ok {
 		return nil, fmt.Errorf("gitcmd: subcommand %q is not allowed", c.Name)
 	}
-	args := make([]string, 0, 2*len(hardening)+len(c.Flags)+len(c.Args)+6)
-	for _, kv := range hardening {
-		args = append(args, "-c", kv)
-	}
-	if r.opt.MaxTreeDepth > 0 {
-		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.opt.MaxTreeDepth))
-	}
+	args := make([]string, 0, 2*len(c.Config)+2*len(hardening)+len(c.Flags)+len(c.Args)+8)
+	// The caller's settings first: git takes the last -c of a key, and the
+	// hardening below must be it.
 	for _, kv := range c.Config {
 		if strings.HasPrefix(kv, "-") || !strings.Contains(kv, "=") {
 			return nil, fmt.Errorf("gitcmd: bad config setting %q", kv)
 		}
 		args = append(args, "-c", kv)
+	}
+	for _, kv := range hardening {
+		args = append(args, "-c", kv)
+	}
+	if r.opt.MaxTreeDepth > 0 {
+		args = append(args, "-c", fmt.Sprintf("core.maxTreeDepth=%d", r.opt.MaxTreeDepth))
 	}
 	if c.GitDir != "" || c.Dir == "" {
 		// Every repository gitfleet works on is named by --git-dir (or, for
@@ -305,17 +405,16 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	}
 	args = append(args, strings.Fields(c.Name)...)
 	for _, f := range c.Flags {
-		if !strings.HasPrefix(f, "-") {
-			return nil, fmt.Errorf("gitcmd: flag %q of git %s does not start with '-'", f, c.Name)
+		if err := desc.checkFlag(c.Name, f); err != nil {
+			return nil, err
 		}
 		args = append(args, f)
 	}
 	if len(c.Args) > 0 {
-		if c.EndOfOptions {
-			args = append(args, "--end-of-options")
-		} else {
-			args = append(args, "--")
+		if desc.sep == "" {
+			return nil, fmt.Errorf("gitcmd: git %s is given no positional arguments (%q)", c.Name, c.Args[0])
 		}
+		args = append(args, desc.sep)
 		for _, a := range c.Args {
 			if a == "" || strings.HasPrefix(a, "-") {
 				return nil, fmt.Errorf("gitcmd: argument %q of git %s may not be empty or start with '-'", a, c.Name)
@@ -326,6 +425,8 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	return args, nil
 }
 
+// env is the environment of c's process: the caller's variables first, then
+// the runner's, which os/exec keeps over the caller's of the same name.
 func (r *Runner) env(c *Cmd) []string {
 	protocols := r.opt.Protocols
 	switch {
@@ -334,11 +435,11 @@ func (r *Runner) env(c *Cmd) []string {
 	case protocols == "":
 		protocols = DefaultProtocols
 	}
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
+	env := append(slices.Clip(c.Env),
+		"PATH="+os.Getenv("PATH"),
 		"HOME=/nonexistent",
 		"LC_ALL=C",
-		"GIT_ALLOW_PROTOCOL=" + protocols,
+		"GIT_ALLOW_PROTOCOL="+protocols,
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_ASKPASS=false",
 		"SSH_ASKPASS=false",
@@ -347,14 +448,14 @@ func (r *Runner) env(c *Cmd) []string {
 		"GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_NO_REPLACE_OBJECTS=1",
 		"GIT_OPTIONAL_LOCKS=0",
-	}
+	)
 	if tmp := os.Getenv("TMPDIR"); tmp != "" {
 		env = append(env, "TMPDIR="+tmp)
 	}
 	if c.Dir == "" {
 		env = append(env, "GIT_CEILING_DIRECTORIES="+neutralDir)
 	}
-	return append(env, c.Env...)
+	return env
 }
 
 // Run runs c. Stdout goes to c.Stdout (discarded when nil). On failure the
@@ -378,7 +479,10 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if cmd.Dir == "" {
 		cmd.Dir = neutralDir
 	}
-	egressEnv, endEgress := r.beginEgress(ctx)
+	egressEnv, endEgress, err := r.beginEgress(&c)
+	if err != nil {
+		return err
+	}
 	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
 	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)
 	if c.Stdin != nil {

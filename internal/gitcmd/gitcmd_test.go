@@ -19,7 +19,6 @@ func TestUnsafeCommandsAreRefusedBeforeGitRuns(t *testing.T) {
 		{"unknown subcommand", Cmd{Name: "daemon"}, "not allowed"},
 		{"unknown verb of a known subcommand", Cmd{Name: "commit-graph verify"}, "not allowed"},
 		{"a subcommand without its verb", Cmd{Name: "commit-graph"}, "not allowed"},
-		{"flag without a dash", Cmd{Name: "fetch", Flags: []string{"origin"}}, "does not start with '-'"},
 		{"option smuggled as a URL", Cmd{Name: "ls-remote", Args: []string{"--upload-pack=touch /tmp/x"}}, "may not be empty or start with '-'"},
 		{"empty argument", Cmd{Name: "ls-remote", Args: []string{""}}, "may not be empty"},
 		{"config that is an option", Cmd{Name: "init", Config: []string{"-x"}}, "bad config"},

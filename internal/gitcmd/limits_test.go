@@ -182,7 +182,7 @@ func TestMemoryLimitBoundsAllocationsNotPackMaps(t *testing.T) {
 	const empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 	// diff-tree -p reads both sides of a blob into memory (cat-file
 	// would stream it).
-	diff := Cmd{GitDir: dir, Name: "diff-tree", Flags: []string{"-p"}, Args: []string{empty, tree}, EndOfOptions: true}
+	diff := Cmd{GitDir: dir, Name: "diff-tree", Flags: []string{"-p"}, Args: []string{empty, tree}}
 	if out, err := exec.Command("git", "--git-dir="+dir, "repack", "-adq").CombinedOutput(); err != nil {
 		t.Fatalf("repack: %v %s", err, out)
 	}

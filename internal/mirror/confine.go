@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/atomicfile"
 )
 
 // dataDir does the store's own file operations on the paths it derives
 // from keys (mirrors, the retired area, markers, quarantines moved into
-// place) through an os.Root opened on the data directory. A symlink planted
+// place) through an os.Root opened on the data directory, and writes every
+// file whole (WriteFile). A symlink planted
 // inside the data directory (a key's parent replaced by a link to /etc, say)
 // then makes the operation fail instead of creating, renaming or deleting
 // anything outside it. Paths are given absolute, as the store computes
@@ -81,12 +84,15 @@ func (d dataDir) RemoveAll(p string) error {
 	return d.root.RemoveAll(r)
 }
 
+// WriteFile replaces the file p with b whole (atomicfile): a reader (git
+// reading a link to a pool) or a restart after a crash finds the old
+// content or the new, never an empty or half-written file.
 func (d dataDir) WriteFile(p string, b []byte) error {
 	r, err := d.rel(p)
 	if err != nil {
 		return err
 	}
-	return d.root.WriteFile(r, b, 0o644)
+	return atomicfile.WriteIn(d.root, r, b, 0o644)
 }
 
 func (d dataDir) ReadFile(p string) ([]byte, error) {
@@ -125,4 +131,25 @@ func (d dataDir) exists(key, p string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("mirror %s: %w", key, err)
+}
+
+// removeCutWrites removes from the directories dirs what a WriteFile cut
+// short by a crash left there: the new file, not yet renamed into place
+// (atomicfile names it "."+name+".<random>.tmp"; git names nothing so). It
+// returns the paths it removed.
+func (d dataDir) removeCutWrites(dirs ...string) []string {
+	var removed []string
+	for _, dir := range dirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if n := e.Name(); e.Type().IsRegular() && strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp") &&
+				d.Remove(filepath.Join(dir, n)) == nil {
+				removed = append(removed, filepath.Join(dir, n))
+			}
+		}
+	}
+	return removed
 }

@@ -198,13 +198,8 @@ func readMaintMarker(p string) (last, full time.Time) {
 }
 
 func (s *Store) writeMaintMarker(dir string, last, full time.Time) error {
-	p := filepath.Join(dir, maintMarker)
-	tmp := p + ".tmp"
 	body := fmt.Sprintf("%d %d\n", last.Unix(), full.Unix())
-	if err := s.data.WriteFile(tmp, []byte(body)); err != nil {
-		return err
-	}
-	return s.data.Rename(tmp, p)
+	return s.data.WriteFile(filepath.Join(dir, maintMarker), []byte(body))
 }
 
 // MaintenanceReport says what a Maintain run did.

@@ -24,7 +24,10 @@
 // repacks them whole without what no ref reaches (maintain.go). Its own
 // file operations on the paths it derives from keys go through an os.Root
 // on the data directory (confine.go), so a symlink planted there cannot
-// make it write outside.
+// make it write outside, and the files it writes (markers, a member's
+// alternates) are written whole: a new file renamed over the old
+// (atomicfile), so that git reading it, or a start after a crash, finds the
+// old content or the new; a write cut short is removed at the next start.
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror
@@ -570,6 +573,9 @@ func (s *Store) cleanLocks(repo string) {
 		if s.data.Remove(filepath.Join(repo, filepath.FromSlash(rel))) == nil {
 			s.log.Info("removed stale lock", "path", filepath.Join(repo, filepath.FromSlash(rel)))
 		}
+	}
+	for _, p := range s.data.removeCutWrites(repo, filepath.Join(repo, "objects", "info")) {
+		s.log.Info("removed a marker's write cut short", "path", p)
 	}
 	if ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack")); err == nil {
 		for _, e := range ents {

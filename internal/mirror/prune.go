@@ -170,7 +170,7 @@ func (s *Store) dropped(ctx context.Context, dir string, before, after gitcmd.Re
 			continue // one commit on top: a fast-forward, no need to ask git
 		}
 		err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "merge-base", Flags: []string{"--is-ancestor"},
-			Args: []string{m.Old, m.New}, EndOfOptions: true})
+			Args: []string{m.Old, m.New}})
 		var ge *gitcmd.Error
 		switch {
 		case err == nil: // a fast-forward

@@ -25,8 +25,7 @@ var ErrPullTooLarge = errors.New("the pull would pass --max-repo-size")
 func (s *Store) fetchQuarantine(ctx context.Context, key, dir, q string, src Source, first bool) error {
 	// The source is a peer's copy (a node's, through the full node's tunnel
 	// proxy), not an upstream: it does not go through the egress policy.
-	ctx = gitcmd.Peer(ctx)
-	c := gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(), Env: src.Env,
+	c := gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(), Env: src.Env, Peer: true,
 		Flags: []string{"--no-write-fetch-head", "--no-tags", "--quiet", "--no-auto-gc"},
 		Args:  append([]string{src.URL}, gitcmd.FetchRefspecs...)}
 	limit := s.limits.MaxRepoSize

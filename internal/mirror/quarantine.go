@@ -305,7 +305,7 @@ func (s *Store) HasObject(ctx context.Context, key, oid string) (bool, error) {
 	if !gitcmd.IsOID(oid) {
 		return false, fmt.Errorf("mirror %s: %q is not an object ID", key, oid)
 	}
-	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: s.Path(key), Name: "cat-file", Flags: []string{"-e"}, Args: []string{oid}, EndOfOptions: true})
+	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: s.Path(key), Name: "cat-file", Flags: []string{"-e"}, Args: []string{oid}})
 	var ge *gitcmd.Error
 	if errors.As(err, &ge) && ge.ExitCode == 1 {
 		return false, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -68,7 +67,7 @@ func (s *Store) writeTombstones(ctx context.Context, key, dir string, refs map[s
 	at, ok := readMarker(p)
 	if !ok {
 		at = now
-		if err := writeUnix(p, now); err != nil {
+		if err := s.writeUnix(p, now); err != nil {
 			return fmt.Errorf("mirror %s: %w", key, err)
 		}
 	}
@@ -114,12 +113,12 @@ func (s *Store) expireTombstones(ctx context.Context, dir string) (next time.Tim
 		}
 	}
 	if oldest.IsZero() {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.data.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return time.Time{}, del.Len() > 0, fmt.Errorf("remove the tombstone marker: %w", err)
 		}
 		return time.Time{}, del.Len() > 0, nil
 	}
-	if err := writeUnix(p, oldest); err != nil {
+	if err := s.writeUnix(p, oldest); err != nil {
 		return time.Time{}, del.Len() > 0, err
 	}
 	return oldest.Add(s.tombstone), del.Len() > 0, nil
@@ -133,9 +132,10 @@ func (s *Store) loadTombstones(key, dir string) {
 	}
 }
 
-// writeUnix writes t as Unix seconds to the file p, as the markers hold it.
-func writeUnix(p string, t time.Time) error {
-	if err := os.WriteFile(p, []byte(strconv.FormatInt(t.Unix(), 10)+"\n"), 0o644); err != nil {
+// writeUnix writes t as Unix seconds to the file p, as the markers hold it,
+// whole and inside the data directory.
+func (s *Store) writeUnix(p string, t time.Time) error {
+	if err := s.data.WriteFile(p, []byte(strconv.FormatInt(t.Unix(), 10)+"\n")); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(p), err)
 	}
 	return nil

@@ -27,6 +27,10 @@
 // the events that led to them, and a coordinator restarted from a Snapshot
 // with the same members moves nothing.
 //
+// The full tier is placed apart, by a Tier (tier.go): each unit (a fork
+// network or a standalone repository) on several full nodes, on the same
+// ring, make-before-break per replica.
+//
 // A move is make-before-break: the target clones and confirms, and only then
 // is the old owner told to drop the key. A key whose owner is no longer a
 // member (gone past its grace) has nobody serving it: its assignment goes to
@@ -1006,6 +1010,10 @@ func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
 	}
 	return e.keys[i].owner, e.keys[i].target, true
 }
+
+// Digest identifies the key set whatever its order: the sum of the keys'
+// ring.Hash. It changes when keys are added or removed.
+func (e *Engine) Digest() uint64 { return e.digest }
 
 // Load returns the number of keys each node owns (confirmed): counts kept
 // as owners change, O(nodes).

@@ -59,10 +59,14 @@ type Entry struct {
 	// to what it serves, in unix seconds (0: never): its own, kept across
 	// the coordinator's updates (SetVerified).
 	verifiedAt uint32
-	state      repostate.State
-	usual      bool // the URL is "https://" + key
-	hasDigest  bool // digest holds a digest of 32 hex digits
-	digest     [16]byte
+	// replicas indexes the view's table of replica sets (replicas.go):
+	// a fleet has few distinct sets, so a repository's costs 4 bytes,
+	// which the entry's padding had.
+	replicas  replicaSet
+	state     repostate.State
+	usual     bool // the URL is "https://" + key
+	hasDigest bool // digest holds a digest of 32 hex digits
+	digest    [16]byte
 }
 
 // viewExtra holds what few repositories have.
@@ -80,6 +84,7 @@ type View struct {
 	n    int
 	errs *intern.Templates
 	nets map[string]*netIndex // the members of each fork network
+	sets replicaSets          // the distinct replica sets (replicas.go)
 }
 
 // maxErrTemplates bounds the error templates a view shares; texts past it
@@ -128,7 +133,8 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 	s := t.tab.slot(key)
 	old, had = s.view, s.inView
 	v := Entry{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
-		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: parseState(r.GetState())}
+		fetches: sat32(r.GetFetches()), owner: r.GetOwner(), state: parseState(r.GetState()),
+		replicas: t.sets.id(r.GetReplicas())}
 	if msg := r.GetLastError(); msg != "" {
 		v.errText = t.errs.Pack(msg, r.GetUrl(), key)
 	}
@@ -254,7 +260,7 @@ func (t *View) Input(key string) (Input, bool) {
 func (t *View) state(key string, v Entry) *fleetv1.RepoState {
 	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
 		State: v.state.String(), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
-		Fetches: uint64(v.fetches)}
+		Fetches: uint64(v.fetches), Replicas: t.sets.members(v.replicas)}
 	if v.errText != "" {
 		r.LastError = intern.Unpack(v.errText, r.Url, key)
 	}

@@ -16,7 +16,19 @@ import (
 //
 //	go test ./internal/repoview/ -run '^$' -bench '^BenchmarkViewMillion$' -benchtime 1x -benchmem
 func BenchmarkViewMillion(b *testing.B) {
-	viewMillion(b, func(int) string { return "" })
+	viewMillion(b, func(int) string { return "" }, nil)
+}
+
+// BenchmarkViewMillionOnTheTier is BenchmarkViewMillion with every
+// repository's replica set on a full tier of 20 nodes, 2 replicas each:
+// what the tier adds to a full node's memory.
+//
+//	go test ./internal/repoview/ -run '^$' -bench '^BenchmarkViewMillionOnTheTier$' -benchtime 1x -benchmem
+func BenchmarkViewMillionOnTheTier(b *testing.B) {
+	viewMillion(b, func(int) string { return "" }, func(i int) []uint32 {
+		a := uint32(1 + i%20)
+		return []uint32{a, 1 + (a+uint32(i/20)%19)%20}
+	})
 }
 
 // BenchmarkViewMillionTenthInNetworks is BenchmarkViewMillion with a tenth
@@ -39,12 +51,13 @@ func BenchmarkViewMillionTenthInNetworks(b *testing.B) {
 		}
 		left--
 		return fmt.Sprintf("root:%040x", id)
-	})
+	}, nil)
 }
 
 // viewMillion fills a view and its classes with a million repositories,
-// the i-th in network(i) ("": none), and reports the bytes a repository.
-func viewMillion(b *testing.B, network func(i int) string) {
+// the i-th in network(i) ("": none) and with replicas(i) (nil: none), and
+// reports the bytes a repository.
+func viewMillion(b *testing.B, network func(i int) string, replicas func(i int) []uint32) {
 	const n = 1_000_000
 	live := func() uint64 {
 		runtime.GC()
@@ -57,10 +70,14 @@ func viewMillion(b *testing.B, network func(i int) string) {
 		tab := newRepoTable()
 		view, classes := newView(tab), newClassTable(tab)
 		for i := range n {
+			var set []uint32
+			if replicas != nil {
+				set = replicas(i)
+			}
 			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
 			view.Put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
 				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1,
-				Network: network(i)})
+				Network: network(i), Replicas: set})
 			classes.put(key, Class{State: repostate.OK, Owner: uint32(1 + i%5), Current: true})
 		}
 		b.ReportMetric(float64(live()-base)/n, "bytes/repo")

@@ -3,6 +3,7 @@ package repoview
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/repostate"
@@ -128,5 +129,27 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	}
 	if len(keys) != 10 {
 		t.Fatalf("the view yields %d keys, want 10", len(keys))
+	}
+}
+
+// A repository's replica set comes back as it was sent, and repositories
+// with the same set share one copy of it.
+func TestViewKeepsReplicaSets(t *testing.T) {
+	v, _ := New()
+	v.Put(&fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{3, 1}})
+	v.Put(&fleetv1.RepoState{Key: "example.com/b", Replicas: []uint32{3, 1}})
+	v.Put(&fleetv1.RepoState{Key: "example.com/c", Replicas: []uint32{1, 3}})
+	v.Put(&fleetv1.RepoState{Key: "example.com/d"})
+	for key, want := range map[string][]uint32{"example.com/a": {3, 1}, "example.com/b": {3, 1}, "example.com/c": {1, 3}, "example.com/d": nil} {
+		if got := v.Get(key).GetReplicas(); !slices.Equal(got, want) {
+			t.Errorf("%s: replicas %v, want %v", key, got, want)
+		}
+	}
+	if got := len(v.sets.sets) - 1; got != 2 {
+		t.Errorf("the view keeps %d replica sets, want 2", got)
+	}
+	v.Put(&fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{2}})
+	if got := v.Get("example.com/a").GetReplicas(); !slices.Equal(got, []uint32{2}) {
+		t.Errorf("after an update: replicas %v, want [2]", got)
 	}
 }

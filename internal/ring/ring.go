@@ -381,3 +381,87 @@ func (r *Ring) PlaceUnits(units []Unit) (owners []uint32, displaced bool) {
 	}
 	return owners, displaced
 }
+
+// PlaceReplicas places every unit on n distinct members (all members if
+// there are fewer), under a load bound in weight: member m may hold at
+// most ceil(LoadFactor * m.Weight / total weight * n * the total weight
+// of the units). Units are taken in ascending order of (Hash(Name), Name);
+// each goes to the first n distinct members clockwise from its position
+// that have room for its whole weight, and, if fewer than n have, to those
+// with the most room among the others. Weighted by bytes, the bound
+// balances bytes, which counting keys does not when sizes are
+// heavy-tailed (see package placement/sim). The result is flat: the
+// members of unit i, in the order chosen, are out[i*k:(i+1)*k], where k is
+// n or the number of members if that is smaller (k = 0 without members).
+func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
+	k = min(n, len(r.members))
+	if k <= 0 || len(r.points) == 0 {
+		return nil, 0
+	}
+	refs := make([]keyRef, len(units))
+	var sum float64
+	for i, u := range units {
+		refs[i] = keyRef{Hash(u.Name), uint32(i)}
+		sum += float64(max(u.Weight, 0))
+	}
+	slices.SortFunc(refs, func(a, b keyRef) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return strings.Compare(units[a.index].Name, units[b.index].Name)
+	})
+	var total float64
+	for _, m := range r.members {
+		total += m.Weight
+	}
+	room := make([]int, len(r.members))
+	for i, m := range r.members {
+		room[i] = int(math.Ceil(r.factor * m.Weight / total * float64(k) * sum))
+	}
+	out = make([]uint32, len(units)*k)
+	chosen := make([]int, 0, k)
+	seen := make([]bool, len(r.members))
+	p := 0
+	for _, ref := range refs {
+		for p < len(r.points) && r.points[p] < ref.hash {
+			p++
+		}
+		j := p % len(r.points)
+		w := max(units[ref.index].Weight, 0)
+		chosen = chosen[:0]
+		met := 0
+		for steps := 0; len(chosen) < k && met < len(r.members) && steps < len(r.points); steps++ {
+			if o := int(r.owners[j]); !seen[o] {
+				seen[o] = true
+				met++
+				if room[o] >= w {
+					chosen = append(chosen, o)
+				}
+			}
+			if j++; j == len(r.points) {
+				j = 0
+			}
+		}
+		clear(seen)
+		for _, o := range chosen {
+			seen[o] = true
+		}
+		for len(chosen) < k {
+			// Nobody else has room for it: the others with the most room.
+			most := -1
+			for o := range r.members {
+				if !seen[o] && (most < 0 || room[o] > room[most]) {
+					most = o
+				}
+			}
+			seen[most] = true
+			chosen = append(chosen, most)
+		}
+		clear(seen)
+		for i, o := range chosen {
+			room[o] -= w
+			out[int(ref.index)*k+i] = r.members[o].ID
+		}
+	}
+	return out, k
+}

@@ -422,3 +422,46 @@ func TestPlaceUnitsKeepsTheBoundAndPlacesHeavyUnits(t *testing.T) {
 		}
 	}
 }
+
+// PlaceReplicas gives each unit n distinct members, and no member more
+// weight than its bound, even with a few units far heavier than the rest.
+func TestPlaceReplicasIsDistinctAndBoundedByWeight(t *testing.T) {
+	r := New([]Member{{ID: 1, Weight: 1}, {ID: 2, Weight: 1}, {ID: 3, Weight: 1}, {ID: 4, Weight: 1}, {ID: 5, Weight: 2}}, Options{LoadFactor: 1.1})
+	units := make([]Unit, 5000)
+	sum := 0
+	for i := range units {
+		units[i] = Unit{Name: fmt.Sprintf("u%d", i), Weight: 1 + i%10}
+		if i%1000 == 0 {
+			units[i].Weight = 500
+		}
+		sum += units[i].Weight
+	}
+	out, k := r.PlaceReplicas(units, 2)
+	if k != 2 || len(out) != 2*len(units) {
+		t.Fatalf("k = %d, %d owners, want 2 and %d", k, len(out), 2*len(units))
+	}
+	held := map[uint32]int{}
+	for i, u := range units {
+		a, b := out[2*i], out[2*i+1]
+		if a == b || a == 0 || b == 0 {
+			t.Fatalf("%s: members %d and %d, want two distinct", u.Name, a, b)
+		}
+		held[a] += u.Weight
+		held[b] += u.Weight
+	}
+	for id, w := range held {
+		share := 1.0 / 6
+		if id == 5 {
+			share = 2.0 / 6
+		}
+		if bound := math.Ceil(1.1 * share * 2 * float64(sum)); float64(w) > bound {
+			t.Errorf("member %d holds %d, above its bound %.0f", id, w, bound)
+		}
+	}
+	if out, k := New(nil, Options{}).PlaceReplicas(units, 2); out != nil || k != 0 {
+		t.Errorf("without members: %d owners, k = %d", len(out), k)
+	}
+	if _, k := New([]Member{{ID: 7, Weight: 1}}, Options{}).PlaceReplicas(units, 2); k != 1 {
+		t.Errorf("one member, 2 replicas: k = %d, want 1", k)
+	}
+}

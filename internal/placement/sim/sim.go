@@ -6,6 +6,11 @@
 // against the minimum that had to move, the balance of load, the clones in
 // flight and the time the fleet took to converge.
 //
+// With --tier it runs the full tier's placement instead (placement.Tier,
+// tier.go): repositories of heavy-tailed sizes on full nodes, each held by
+// R of them, through a join and a loss, reporting bytes per node against
+// the mean and the replicas moved against the ideal R×K/N.
+//
 // It owns only the simulated nodes (a clone takes simulated time, then the
 // node confirms it; a node that crashes keeps its disk and reports what it
 // holds when it returns) and the report. Every rule of placement and
@@ -52,6 +57,8 @@ import (
 
 const usage = `usage: gitfleet sim placement [--keys K] [--nodes N] [--scenario FILE] [--json]
                                 [--seed S] [--clone-time D] [--max-in-flight M]
+       gitfleet sim placement --tier [--keys K] [--nodes N] [--replicas R]
+                                [--terabytes T] [--sigma S] [--by-count] [--seed S] [--json]
 
 Runs the coordinator's real membership and placement code in one process with
 a simulated clock, over N nodes of weight 1 (IDs 1..N) and K synthetic keys,
@@ -68,6 +75,17 @@ flags:
   --seed S           seeds the clone times (default 1)
   --clone-time D     mean simulated time of a clone (default 30s)
   --max-in-flight M  clones in flight per node (default 50)
+
+  --tier             simulate the full tier instead: K repositories of sizes drawn
+                     from a lognormal (seeded by --seed), N full nodes of equal disks,
+                     each repository on --replicas of them; reports bytes per node
+                     against the mean, the repositories a join of node N+1 and the
+                     loss of node 1 move against the ideal R*K/N, and the time to
+                     restore R after the loss at 1 Gbit/s per node
+  --replicas R       replicas per repository (default 2)
+  --terabytes T      total size of the repositories (default 50)
+  --sigma S          sigma of the sizes' lognormal (default 2: heavy-tailed)
+  --by-count         weight repositories by count, not by bytes
 
 scenario: one step per line, '#' starts a comment; every step takes for=D, the
 least simulated time it lasts, then runs until the moves it caused are done.
@@ -113,6 +131,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.DurationVar(&o.cloneTime, "clone-time", 30*time.Second, "")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", placement.DefaultMaxInFlight, "")
+	tier := fs.Bool("tier", false, "")
+	to := tierOptions{link: 1e9 / 8}
+	fs.IntVar(&to.replicas, "replicas", placement.DefaultReplicas, "")
+	terabytes := fs.Float64("terabytes", 50, "")
+	fs.Float64Var(&to.sigma, "sigma", 2, "")
+	fs.BoolVar(&to.byCount, "by-count", false, "")
 	bad := func(err error) int {
 		fmt.Fprintf(stderr, "gitfleet sim placement: %v\n%s%s", err, usage, defaultScenario(50))
 		return 2
@@ -134,6 +158,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad(fmt.Errorf("--clone-time %v: want 2s to 24h", o.cloneTime))
 	case o.maxInFlight < 1:
 		return bad(fmt.Errorf("--max-in-flight %d: want at least 1", o.maxInFlight))
+	}
+
+	if *tier {
+		switch {
+		case o.nodes < 2:
+			return bad(fmt.Errorf("--tier needs --nodes 2 or more"))
+		case to.replicas < 1 || to.replicas > o.nodes:
+			return bad(fmt.Errorf("--replicas %d: want 1 to --nodes", to.replicas))
+		case !(*terabytes > 0) || !(to.sigma >= 0 && to.sigma <= 5):
+			return bad(fmt.Errorf("--terabytes must be > 0 and --sigma within 0 to 5"))
+		}
+		to.keys, to.nodes, to.seed, to.totalBytes = o.keys, o.nodes, o.seed, *terabytes*1e12
+		report := tierReport(stdout)
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			report = func(s tierStep) error { return enc.Encode(s) }
+		}
+		if err := runTier(to, report); err != nil {
+			fmt.Fprintf(stderr, "gitfleet sim placement: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 
 	var steps []step

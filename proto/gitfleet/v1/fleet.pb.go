@@ -2789,7 +2789,12 @@ type RepoState struct {
 	Network string `protobuf:"bytes,14,opt,name=network,proto3" json:"network,omitempty"`
 	// How many nodes the network is split over (0 or 1: one owner holds it
 	// whole).
-	NetworkParts  uint32 `protobuf:"varint,15,opt,name=network_parts,json=networkParts,proto3" json:"network_parts,omitempty"`
+	NetworkParts uint32 `protobuf:"varint,15,opt,name=network_parts,json=networkParts,proto3" json:"network_parts,omitempty"`
+	// The full nodes that are to hold the repository (its fork network's
+	// replica set on the full tier, --full-replicas of them), in placement
+	// order. Full nodes still pull every repository; this says where it
+	// lives once they serve through relays.
+	Replicas      []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2927,6 +2932,13 @@ func (x *RepoState) GetNetworkParts() uint32 {
 		return x.NetworkParts
 	}
 	return 0
+}
+
+func (x *RepoState) GetReplicas() []uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
 }
 
 type RepoStates struct {
@@ -3379,7 +3391,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\x8f\x04\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xab\x04\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3397,7 +3409,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\afetches\x18\f \x01(\x04R\afetches\x12(\n" +
 	"\x10last_duration_ms\x18\r \x01(\x03R\x0elastDurationMs\x12\x18\n" +
 	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
-	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x1a8\n" +
+	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x1a\n" +
+	"\breplicas\x18\x11 \x03(\rR\breplicas\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

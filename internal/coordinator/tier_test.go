@@ -1,0 +1,157 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/etcdtest"
+	"github.com/gitfleet/gitfleet/internal/ha"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// tierFleet registers and connects n full nodes of 1 TB each and adds the
+// keys (linux/* in the network "linux"), and ends the warm-up. It returns
+// the full nodes.
+func tierFleet(t *testing.T, c *Coordinator, n int, keys []string) []*fleetv1.RegisterResponse {
+	t.Helper()
+	var full []*fleetv1.RegisterResponse
+	for i := range n {
+		full = append(full, mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull,
+			Name: fmt.Sprintf("full%d", i)}))
+	}
+	for _, k := range keys {
+		var attrs map[string]string
+		if filepath.Dir(k) == "example.org/linux" {
+			attrs = map[string]string{catalog.AttrNetwork: "linux"}
+		}
+		if _, err := c.AddRepo(as(full[0]), &fleetv1.AddRepoRequest{Url: "https://" + k, Attrs: attrs}); err != nil {
+			t.Fatalf("add %s: %v", k, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.placing = true
+	for _, f := range full {
+		s := connect(c, f)
+		c.heartbeat(f.GetNodeId(), s, &fleetv1.Heartbeat{DiskTotalBytes: 1e12})
+	}
+	return full
+}
+
+func tierKeys() []string {
+	var keys []string
+	for i := range 30 {
+		keys = append(keys, fmt.Sprintf("example.org/g/r%02d", i))
+	}
+	for i := range 4 {
+		keys = append(keys, fmt.Sprintf("example.org/linux/tree%d", i))
+	}
+	return keys
+}
+
+// Every repository is on two of three full nodes, a fork network's members
+// on the same two, and the full nodes are told so with the states.
+func TestTheFullTierHoldsEachRepositoryOnTwoFullNodesAndANetworkAsOne(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 3, keys)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := []uint32{full[0].GetNodeId(), full[1].GetNodeId(), full[2].GetNodeId()}
+	load := map[uint32]int{}
+	for _, k := range keys {
+		r := c.replicas(k)
+		if len(r) != 2 || r[0] == r[1] || !slices.Contains(ids, r[0]) || !slices.Contains(ids, r[1]) {
+			t.Fatalf("%s: replicas %v, want two distinct full nodes of %v", k, r, ids)
+		}
+		load[r[0]]++
+		load[r[1]]++
+	}
+	linux := c.replicas("example.org/linux/tree0")
+	for i := 1; i < 4; i++ {
+		if r := c.replicas(fmt.Sprintf("example.org/linux/tree%d", i)); !slices.Equal(r, linux) {
+			t.Errorf("linux/tree%d is on %v, tree0 on %v: a network is one unit", i, r, linux)
+		}
+	}
+	if len(load) != 3 {
+		t.Errorf("the replicas are on %v: want all three full nodes used", load)
+	}
+	s := c.sessions[ids[0]]
+	s.sweep = append(s.sweep, keys[0])
+	if st := networkSent(s, keys[0]); st == nil || !slices.Equal(st.GetReplicas(), c.replicas(keys[0])) {
+		t.Errorf("the state sent for %s has replicas %v, want %v", keys[0], st.GetReplicas(), c.replicas(keys[0]))
+	}
+}
+
+// With fewer full nodes than --full-replicas, each holds everything.
+func TestWithOneFullNodeItHoldsEveryRepository(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 1, keys)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if r := c.replicas(k); !slices.Equal(r, []uint32{full[0].GetNodeId()}) {
+			t.Fatalf("%s: replicas %v, want the one full node", k, r)
+		}
+	}
+}
+
+// The full tier's placement is kept in the etcd store with the rest: the
+// next leader has it before any full node reconnects.
+func TestTheFullTierIsKeptInTheEtcdStore(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := ha.Dial(ctx, []string{etcd.Endpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	lead := func() (c *Coordinator, end func()) {
+		term, err := ha.NewElector(client, "/tier-test", 10*time.Second, "a:7070").Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		c, err = New(ctx, Config{DataDir: dir, Catalog: filepath.Join(dir, "no-catalog"), JoinToken: testJoin, FullToken: testFull,
+			Store: term.Store()}, slog.New(slog.DiscardHandler), clock.NewFake(time.Unix(1.7e9, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() { c.Close(); _ = term.Resign(ctx) }
+	}
+	c, end := lead()
+	keys := tierKeys()
+	tierFleet(t, c, 3, keys)
+	c.mu.Lock()
+	before := map[string][]uint32{}
+	for _, k := range keys {
+		before[k] = c.replicas(k)
+	}
+	c.mu.Unlock()
+	if err := c.persist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end()
+
+	c, end = lead() // the next term, on another machine's empty disk
+	defer end()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.tier.Members()); n != 3 {
+		t.Fatalf("the next leader's tier has %d members, want the 3 stored", n)
+	}
+	for _, k := range keys {
+		if got := c.replicas(k); !slices.Equal(got, before[k]) {
+			t.Errorf("%s: the next leader has replicas %v, want %v", k, got, before[k])
+		}
+	}
+}
