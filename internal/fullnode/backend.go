@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
@@ -101,7 +102,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 func (f *Node) freshInput(key string) classInput {
 	v, _ := f.view.Input(key)
 	in := classInput{Input: v}
-	in.hinted, in.staleOwner = f.hints.pending(key), f.hints.stale(key)
+	in.hinted, in.staleOwner = f.plan.HintPending(key), f.plan.Stale(key)
 	return in
 }
 
@@ -330,13 +331,13 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 	}
 	local, _ := b.f.n.Digest(run.key)
 	switch b.f.taskAnswer(run.key, run.asked, d.GetDigest()) {
-	case hintCheckNow:
+	case pullplan.CheckNow:
 		// The owner says "unchanged" after a push heard of: the answer
 		// waits for the full node's own question to the upstream.
 		if err := b.f.checkUpstream(ctx, run.key, "hint"); err != nil {
 			b.f.log.Warn("could not check a hinted change against the upstream", "key", run.key, "err", err)
 		}
-	case hintCountStale: // its copy was found behind before: nothing to pull
+	case pullplan.CountStale: // its copy was found behind before: nothing to pull
 	default:
 		if local == d.GetDigest() || b.f.knownStale(run.key, d.GetDigest()) {
 			break

@@ -47,11 +47,11 @@ func (f *Node) classOf(key string, st classInput) repoview.Class {
 
 // classInput is what a repository's class depends on, read under f.mu:
 // the view's part (repoview.View.Input) and the hints' part from the full
-// node's hintBook, without building its whole state.
+// node's plan (package pullplan), without building its whole state.
 type classInput struct {
 	repoview.Input
-	hinted     bool   // hintBook.pending
-	staleOwner string // hintBook.stale
+	hinted     bool   // pullplan.Plan.HintPending
+	staleOwner string // pullplan.Plan.Stale
 }
 
 // freshness is what current depends on, given the digest the full node

@@ -43,10 +43,8 @@ func (s *consoleSource) Overview(r series.Range) console.Overview {
 	f.mu.Lock()
 	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)
 	ov.Errors = f.counts.ErrorClasses()
-	ov.FetchingTotal = len(f.pulling)
-	for k := range f.pulling {
-		ov.Fetching = append(ov.Fetching, k)
-	}
+	ov.Fetching = f.plan.Pulling()
+	ov.FetchingTotal = len(ov.Fetching)
 	f.mu.Unlock()
 	slices.Sort(ov.Fetching)
 	ov.Fetching = ov.Fetching[:min(len(ov.Fetching), maxFetchingShown)]

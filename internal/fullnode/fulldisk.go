@@ -73,22 +73,15 @@ func (f *Node) measureDisk() {
 	f.mu.Lock()
 	crossed := f.mark.observe(used, total, f.cfg.DiskHighWater, f.clk.Now())
 	full := f.mark.full
-	var released []string
-	if !full {
-		// Keys wait here only while the mark is up, or for one measure
-		// when an own clone found the room reserved by clones under way.
-		for k := range f.diskWait {
-			released = append(released, k)
-		}
-		clear(f.diskWait)
-	}
+	// Keys wait only while the mark is up, or for one measure when an own
+	// clone found the room reserved by clones under way.
+	released := f.plan.Disk(full)
 	f.mu.Unlock()
 	own := f.n.OwnedOf(released)
 	f.mu.Lock()
 	for _, k := range released {
 		if !own[k] {
-			f.pending[k] = true
-			delete(f.retryAt, k)
+			f.plan.Queue(k)
 		}
 	}
 	f.mu.Unlock()
@@ -129,23 +122,16 @@ func (f *Node) gate(held bool) (func(), bool) {
 // admit decides whether the pull of key may start now. A first pull also
 // reserves its room (reserveClone), so that parallel clones cannot all slip
 // under the mark; the returned function ends the reservation. A key refused
-// while the disk is above the mark waits in diskWait, without retry.
+// while the disk is above the mark waits for room, without retry.
 func (f *Node) admit(key string) (func(), bool) {
 	_, held := f.n.Digest(key)
 	if done, ok := f.gate(held); ok {
 		return done, true
 	}
+	// Refused while clones under way are counted (their size is not
+	// known yet), it is tried again shortly (Plan.Refused).
 	f.mu.Lock()
-	delete(f.pulling, key)
-	if f.mark.full {
-		f.diskWait[key] = true
-	} else {
-		// Refused while clones under way are counted (their size is
-		// not known yet): tried again once they end.
-		f.pending[key] = true
-		f.retryAt[key] = f.clk.Now().Add(time.Second)
-	}
-	waits := f.diskWait[key]
+	waits := f.plan.Refused(key, f.clk.Now())
 	f.mu.Unlock()
 	if waits {
 		f.log.Debug("pull waits for disk room", "key", key)
@@ -169,7 +155,7 @@ func (f *Node) admitNow(key string) (func(), error) {
 // back (measureDisk).
 func (f *Node) waitOwn(key string) {
 	f.mu.Lock()
-	f.diskWait[key] = true
+	f.plan.WaitDisk(key)
 	f.mu.Unlock()
 	f.log.Debug("own fetch waits for disk room", "key", key)
 	f.reclass(key)
@@ -179,7 +165,7 @@ func (f *Node) waitOwn(key string) {
 func (f *Node) diskWaiting(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.diskWait[key]
+	return f.plan.DiskWaiting(key)
 }
 
 // diskFigures are the full node's disk metrics: the last measure, whether
@@ -187,5 +173,5 @@ func (f *Node) diskWaiting(key string) bool {
 func (f *Node) diskFigures() (used, total uint64, full bool, waiting int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mark.used, f.mark.total, f.mark.full, len(f.diskWait)
+	return f.mark.used, f.mark.total, f.mark.full, f.plan.DiskWaitCount()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -103,7 +104,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 					admitted[k] = true
 					done()
 					f.mu.Lock()
-					delete(f.pulling, k)
+					f.plan.Ended(k, "", pullplan.Stopped, clk.Now())
 					f.mu.Unlock()
 				}
 			}

@@ -18,14 +18,18 @@
 // check); the repositories it owns itself its runtime fetches. It never
 // publishes a ref that the upstream does not have.
 //
-// Decisions about time made here: the pull backoff (settlePull), the hint
-// book's wait and the spot checks' pace (freshness.go), the full-disk
-// policy's mark (fulldisk.go), the retention's sweep (retain.go), the
-// alerts' evaluation (alerts.go, with package alert's rules), how long
-// the coordinator's answers are reused (fleetcache.go) and when the
-// console's series is sampled and stored (trends.go). The runtime's
-// (checks, integrity, maintenance) are package node's and package
-// schedule's.
+// Decisions about time made here: the full-disk policy's mark
+// (fulldisk.go), the spot checks' pace (freshLoop, upstreamcheck.go), the
+// retention's sweep (retain.go), the alerts' evaluation (alerts.go, with
+// package alert's rules), how long the coordinator's answers are reused
+// (fleetcache.go) and when the console's series is sampled and stored
+// (trends.go). Which key to pull next and when, the pull backoff, the
+// waits for disk room and for an owner's next digest after a pull over a
+// limit, the hint book's wait, the stale reports and the spot checks'
+// choice are package pullplan's: the full node feeds it the states, the
+// pulls' ends, the disk's measures and the hints under f.mu, and runs
+// what it decides (pullLoop, freshLoop). The runtime's (checks,
+// integrity, maintenance) are package node's and package schedule's.
 //
 // Here to verify is to compare a mirror's refs with its upstream's
 // (verified_at, pullVerified, verifyOnDemand); the integrity scan of the
@@ -48,7 +52,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gitfleet/gitfleet/internal/api"
-	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
@@ -56,6 +59,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/store"
@@ -95,17 +99,12 @@ type Node struct {
 	sorted  repoview.SortedIndex // the keys of view, for the API's listings
 	counts  *repoview.Counters   // of view, by state and owner (classes.go)
 	classMu sync.Mutex           // serializes reclass
-	pending map[string]bool      // keys waiting for a pull
-	pulling map[string]bool
-	retryAt map[string]time.Time
-	// pullFails counts the failed pulls of a key in a row (its backoff).
-	pullFails map[string]int
-	signal    chan struct{}
-	mark      diskMark        // the disk against its high water (fulldisk.go)
-	diskWait  map[string]bool // keys refused for disk, waiting for room
-	// overLimit holds the owner's digest whose pull was over a limit: not
-	// pulled again until the owner reports another (overlimit.go).
-	overLimit map[string]string
+	// plan decides the pulls and the upstream checks: the queue and its
+	// backoff, the keys waiting for disk room or for the owner's next
+	// digest (over a limit), the change hints and the stale reports.
+	plan   *pullplan.Plan
+	signal chan struct{}
+	mark   diskMark // the disk against its high water (fulldisk.go)
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
@@ -114,13 +113,12 @@ type Node struct {
 	stale       repoview.StaleCounter                                     // verified_at of every repository, for alerts
 	alerts      *alerting                                                 // alerts.go
 
-	// The full node's own word on freshness (freshness.go, upstreamcheck.go).
-	hints         hintBook                 // changes heard of, not yet settled
+	// The full node's own word on freshness (upstreamcheck.go; its rules
+	// are plan's).
 	staleReports  mismatchLedger           // stale reports, by node
 	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
 	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
 	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
-	claims        []staleClaim             // stale reports for freshLoop to count
 	freshWake     chan struct{}
 	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
 	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
@@ -139,11 +137,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if cfg.HintWait <= 0 {
 		cfg.HintWait = 3 * time.Minute
 	}
-	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), pending: map[string]bool{},
-		pulling: map[string]bool{}, retryAt: map[string]time.Time{}, pullFails: map[string]int{}, diskWait: map[string]bool{},
-		overLimit: map[string]string{}, signal: make(chan struct{}, 1),
-		hints: newHintBook(cfg.HintWait, maxHints), checking: map[string]chan struct{}{},
-		freshWake: make(chan struct{}, 1), series: series.New()}
+	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), plan: pullplan.New(pullplan.Config{HintWait: cfg.HintWait}),
+		signal: make(chan struct{}, 1), checking: map[string]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -292,7 +287,7 @@ func (f *Node) serve(ctx context.Context) error {
 
 // states records repository states from the coordinator and queues pulls
 // where the owner's mirror differs from ours. An owner's report weighs on
-// the change hints (freshness.go): one that says "unchanged" after a push
+// the change hints (pullplan.Plan.Seen): one that says "unchanged" after a push
 // makes the full node ask the upstream, or counts against the owner.
 func (f *Node) states(rs []*fleetv1.RepoState) {
 	f.unretireNew(rs)
@@ -315,36 +310,28 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 				delete(f.restored, key)
 			}
 		}
+		s := pullplan.State{Key: key, Owner: r.GetOwner(), Own: r.GetOwner() == self, Digest: r.GetDigest(),
+			// A network set or changed after the last pull (found from
+			// the roots, or renamed when networks merged) with nothing
+			// new to pull: a pull puts the mirror in its network's pool
+			// all the same (pull shares it), else it stays a whole copy
+			// of its own.
+			NetworkChanged: had && old.Network() != r.GetNetwork()}
 		if had && r.GetLastCheckMs() > old.LastCheck() && r.GetOwner() != self {
 			f.flog.Append(ownerCheck(r, old.Digest())) // the owner's own check, as the coordinator tells it
 			if r.GetLastError() == "" {
-				switch f.hints.reported(key, r.GetOwner(), time.UnixMilli(r.GetLastCheckMs()), r.GetDigest(), now) {
-				case hintCheckNow:
-					wake = true
-				case hintCountStale: // counted by freshLoop, which can revoke
-					f.claims = append(f.claims, staleClaim{key, r.GetOwner()})
-					wake = true
-				}
+				s.Checked = time.UnixMilli(r.GetLastCheckMs())
 			}
 		}
-		// Not pulled: a copy of the owner's found behind the upstream, or
-		// one that claims "unchanged" after a push (the full node asks the
-		// upstream instead).
-		if r.GetOwner() != 0 && r.GetOwner() != self && r.GetDigest() != "" && r.GetDigest() != f.hints.stale(key) &&
-			!f.hints.claims(key, r.GetDigest()) {
-			if d, _ := f.n.Digest(key); d != r.GetDigest() && !f.diskWait[key] && f.overLimit[key] != r.GetDigest() {
-				f.pending[key] = true
-				delete(f.retryAt, key)
-			}
+		if !s.Own && s.Owner != 0 && s.Digest != "" {
+			s.Served, _ = f.n.Digest(key)
 		}
-		// A network set or changed after the last pull (found from the
-		// roots, or renamed when networks merged) with nothing new to
-		// pull: a pull puts the mirror in its network's pool all the
-		// same (pull shares it), else it stays a whole copy of its own.
-		if had && old.Network() != r.GetNetwork() && r.GetOwner() != 0 && r.GetOwner() != self && r.GetDigest() != "" &&
-			!f.diskWait[key] {
-			f.pending[key] = true
-			delete(f.retryAt, key)
+		// Not pulled: a copy of the owner's found behind the upstream, one
+		// that claims "unchanged" after a push (the full node asks the
+		// upstream instead: CheckNow), or one over a limit. A stale report
+		// is counted by freshLoop, which can revoke.
+		if act := f.plan.Seen(s, now); act == pullplan.CheckNow || act == pullplan.CountStale {
+			wake = true
 		}
 	}
 	f.mu.Unlock()
@@ -356,12 +343,6 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	if wake {
 		f.wakeFresh()
 	}
-}
-
-// staleClaim is an owner's report that the hint book counts as stale.
-type staleClaim struct {
-	key   string
-	owner uint32
 }
 
 // removed stops serving repositories that left the catalog; their data is
@@ -376,12 +357,7 @@ func (f *Node) removed(ctx context.Context, keys []string) {
 				f.markVerified(k, 0)
 			}
 		}
-		f.hints.forget(k)
-		delete(f.pending, k)
-		delete(f.diskWait, k)
-		delete(f.overLimit, k)
-		delete(f.pullFails, k)
-		delete(f.retryAt, k)
+		f.plan.Removed(k)
 		f.mu.Unlock()
 		f.reclass(k)
 		remove, msg := f.mirror.Retire, "repository removed from the mirror; its data is kept for a re-addition"
@@ -402,8 +378,7 @@ func (f *Node) removed(ctx context.Context, keys []string) {
 // upstream's refs as of then.
 func (f *Node) ownSynced(key string, start time.Time) {
 	f.mu.Lock()
-	delete(f.pending, key)
-	f.hints.verified(key, start)
+	f.plan.OwnSynced(key, start)
 	f.mu.Unlock()
 	f.setVerified(key, start)
 }
@@ -415,20 +390,16 @@ func (f *Node) kick() {
 	}
 }
 
-// nextPull picks a pending key that is not being pulled and not waiting
-// for a retry.
+// nextPull picks the pending key due first that is not being pulled
+// (pullplan.Plan.Next), and marks it pulling.
 func (f *Node) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for k := range f.pending {
-		if f.pulling[k] || now.Before(f.retryAt[k]) {
-			continue
-		}
-		delete(f.pending, k)
-		f.pulling[k] = true
-		return k, f.view.Get(k), true
+	k, ok := f.plan.Next(now)
+	if !ok {
+		return "", nil, false
 	}
-	return "", nil, false
+	return k, f.view.Get(k), true
 }
 
 func (f *Node) pullLoop(ctx context.Context) {
@@ -451,10 +422,7 @@ func (f *Node) pullLoop(ctx context.Context) {
 		err := f.pull(ctx, key, st)
 		done()
 		f.mu.Lock()
-		delete(f.pulling, key)
-		if ctx.Err() == nil {
-			f.settlePull(key, st, err)
-		}
+		f.plan.Ended(key, st.GetDigest(), pullOutcome(ctx, err), f.clk.Now())
 		f.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			f.log.Warn("pull from owner failed; will retry", "key", key, "err", err)
@@ -463,34 +431,22 @@ func (f *Node) pullLoop(ctx context.Context) {
 	}
 }
 
-// settlePull records the end of a pull of key (state st) that ended with
-// err. Caller holds f.mu.
-func (f *Node) settlePull(key string, st *fleetv1.RepoState, err error) {
-	// The owner served more than a limit allows (pullTooLarge noted its
-	// digest), whatever the upstream fetch after it gave.
-	tooBig := st.GetDigest() != "" && f.overLimit[key] == st.GetDigest()
+// pullOutcome is how a pull that ended with err went, for the plan: over
+// --max-repo-size or --max-refs waits for the owner's next digest, never a
+// timer (each try could move as much as the limit); another failure backs
+// off (from 2 s, doubling to 30 s: a pull whose upstream check keeps
+// failing must not ask the owner and the upstream every 2 s; a new state
+// from the coordinator tries at once).
+func pullOutcome(ctx context.Context, err error) pullplan.Outcome {
 	switch {
-	case err != nil && (node.OverLimit(err) || tooBig):
-		// Over --max-repo-size or --max-refs: tried again when the
-		// owner reports another digest (or on demand), never on a
-		// timer: each try could move as much as the limit.
-		delete(f.pullFails, key)
-		delete(f.retryAt, key)
-		f.overLimit[key] = st.GetDigest()
-	case err != nil:
-		// From 2 s, doubling to 30 s: a pull whose upstream check
-		// keeps failing must not ask the owner and the upstream every
-		// 2 s. A new state from the coordinator tries at once.
-		f.pullFails[key]++
-		f.pending[key] = true
-		f.retryAt[key] = f.clk.Now().Add(backoff.Jitter(backoff.Delay(f.pullFails[key], 2*time.Second, 30*time.Second), nil))
-	default:
-		delete(f.pullFails, key)
-		delete(f.retryAt, key)
-		if !tooBig { // fetched from the upstream instead: the owner's digest stays refused
-			delete(f.overLimit, key)
-		}
+	case ctx.Err() != nil:
+		return pullplan.Stopped
+	case err == nil:
+		return pullplan.Pulled
+	case node.OverLimit(err):
+		return pullplan.OverLimit
 	}
+	return pullplan.Failed
 }
 
 // pull fetches key's new objects from its owner through the owner's tunnel.

@@ -1,12 +1,9 @@
 package fullnode
 
 import (
-	"errors"
 	"testing"
-	"time"
 
-	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/repoview"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -19,7 +16,7 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	pending := func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.pending[key]
+		return f.plan.IsPending(key)
 	}
 	f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 1}})
 	if !pending() {
@@ -27,8 +24,7 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	}
 	// What pullLoop records of a pull over a limit.
 	f.mu.Lock()
-	delete(f.pending, key)
-	f.overLimit[key] = "d1"
+	pull(t, f, key, "d1", pullplan.OverLimit)
 	f.mu.Unlock()
 	f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 1}})
 	if pending() {
@@ -40,28 +36,14 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 	}
 }
 
-// After a pull over a limit, the owner's digest is not pulled again on a
-// timer, whether the upstream fetch that followed it failed or worked; a
-// plain failure backs off and is tried again.
-func TestAnOversizedPullIsNotRetriedWhateverTheUpstreamAnswered(t *testing.T) {
-	view, _ := repoview.New()
-	f := &Node{clk: clock.NewFake(time.Unix(1e9, 0)), view: view, pending: map[string]bool{}, retryAt: map[string]time.Time{},
-		pullFails: map[string]int{}, overLimit: map[string]string{}}
-	st := &fleetv1.RepoState{Key: "example.com/team/big", Owner: 2, Digest: "d1"}
-	upstreamDown := errors.New("fetch from the upstream: connection refused")
-	for _, upstream := range []error{upstreamDown, nil} {
-		f.overLimit[st.Key] = st.Digest // as pullTooLarge notes it
-		f.settlePull(st.Key, st, upstream)
-		if f.pending[st.Key] || !f.retryAt[st.Key].IsZero() || f.overLimit[st.Key] != "d1" {
-			t.Fatalf("upstream %v: pending %v, retry at %v, over limit %q: want no retry and d1 kept",
-				upstream, f.pending[st.Key], f.retryAt[st.Key], f.overLimit[st.Key])
-		}
+// pull runs key's queued pull of the owner's digest in f's plan to the
+// outcome o, as pullLoop does. Caller holds f.mu.
+func pull(t *testing.T, f *Node, key, digest string, o pullplan.Outcome) {
+	t.Helper()
+	if k, ok := f.plan.Next(f.clk.Now()); !ok || k != key {
+		t.Fatalf("next pull %q %v, want %s", k, ok, key)
 	}
-	delete(f.overLimit, st.Key)
-	f.settlePull(st.Key, st, upstreamDown)
-	if !f.pending[st.Key] || f.retryAt[st.Key].IsZero() {
-		t.Fatal("a failed pull under the limits is not tried again")
-	}
+	f.plan.Ended(key, digest, o, f.clk.Now())
 }
 
 // A network that the coordinator sets on a repository the full node holds
@@ -75,7 +57,7 @@ func TestANetworkSetOnAPulledRepositoryPullsItIntoThePool(t *testing.T) {
 	pending := func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.pending[key]
+		return f.plan.IsPending(key)
 	}
 	f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 1}})
 	if !pending() {
@@ -83,7 +65,7 @@ func TestANetworkSetOnAPulledRepositoryPullsItIntoThePool(t *testing.T) {
 	}
 	// What a pull of d1 leaves.
 	f.mu.Lock()
-	delete(f.pending, key)
+	pull(t, f, key, "d1", pullplan.Pulled)
 	f.mu.Unlock()
 	f.n.SetDigest(key, "d1")
 	for _, nw := range []string{"root:0123", "forks"} {
@@ -92,7 +74,7 @@ func TestANetworkSetOnAPulledRepositoryPullsItIntoThePool(t *testing.T) {
 			t.Fatalf("the network %q set on a pulled repository is not pulled into", nw)
 		}
 		f.mu.Lock()
-		delete(f.pending, key)
+		pull(t, f, key, "d1", pullplan.Pulled)
 		f.mu.Unlock()
 		f.states([]*fleetv1.RepoState{{Key: key, Owner: 2, Digest: "d1", LastCheckMs: 2, Network: nw}})
 		if pending() {

@@ -108,7 +108,7 @@ func (f *Node) collect(ch chan<- prometheus.Metric) {
 	if f.alerts != nil {
 		gauge(descReposStale, float64(f.stale.Count(f.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
 	}
-	pending, pulling := len(f.pending), len(f.pulling)
+	pending, pulling := f.plan.Pending(), len(f.plan.Pulling())
 	f.mu.Unlock()
 	gauge(descPullQueue, float64(pending), "pending")
 	gauge(descPullQueue, float64(pulling), "running")

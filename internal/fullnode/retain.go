@@ -76,8 +76,7 @@ func (f *Node) sweepLoop(ctx context.Context) {
 func (f *Node) repaired(key, digest string) {
 	f.mu.Lock()
 	if st, ok := f.view.Entry(key); ok && st.Owner() != 0 && st.Owner() != f.n.ID() && st.Digest() != digest {
-		f.pending[key] = true
-		delete(f.retryAt, key)
+		f.plan.Queue(key)
 	}
 	f.mu.Unlock()
 	f.kick()

@@ -13,12 +13,13 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
-// The full node's own checks of upstreams (freshness.go holds the
+// The full node's own checks of upstreams (package pullplan holds the
 // decisions): verified_at kept and persisted, change hints heard, and the
 // upstream asked directly when a hint is due or a spot check picks a
 // repository. A direct check lists the upstream's refs (through the
@@ -28,10 +29,6 @@ import (
 // bucketUpstreamVerified keeps each repository's verified_at (unix seconds,
 // decimal) across restarts.
 const bucketUpstreamVerified = "upstream-verified"
-
-// maxHints bounds the change hints the full node keeps open; past it a
-// hint is dropped (logged), and the spot checks remain.
-const maxHints = 100_000
 
 // errNotMirrored is a change hint's answer for a key the mirror does not
 // hold.
@@ -76,22 +73,22 @@ func (f *Node) setFeeds(working, failing []string) {
 // report against the owner. It returns at once; the work is done by the
 // full node's own loop.
 func (f *Node) changeHint(key string, pushedAt time.Time) error {
-	return f.hint(key, func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction {
-		return b.hear(key, pushedAt, now, fromUnixSeconds(v.VerifiedAt()), served, v.Owner())
+	return f.hint(key, func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action {
+		return p.Hear(key, pushedAt, now, fromUnixSeconds(v.VerifiedAt()), served, v.Owner())
 	})
 }
 
 // verifyOnDemand makes an on-demand check of key vouch for its answer: an
 // owner that reports it unchanged is checked against the upstream.
 func (f *Node) verifyOnDemand(key string) error {
-	return f.hint(key, func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction {
-		return b.verifyOnDemand(key, now, served, v.Owner())
+	return f.hint(key, func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action {
+		return p.VerifyOnDemand(key, now, served, v.Owner())
 	})
 }
 
 // hint records a hint of key with open, given the time, key's view and
 // the digest served, and acts on the answer.
-func (f *Node) hint(key string, open func(b *hintBook, now time.Time, v repoview.Entry, served string) hintAction) error {
+func (f *Node) hint(key string, open func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action) error {
 	now := f.clk.Now()
 	d, _ := f.n.Digest(key)
 	f.mu.Lock()
@@ -100,14 +97,14 @@ func (f *Node) hint(key string, open func(b *hintBook, now time.Time, v repoview
 		f.mu.Unlock()
 		return fmt.Errorf("change hint for %s: %w", key, errNotMirrored)
 	}
-	act := open(&f.hints, now, v, d)
-	f.hints.ownerHad(key, v.Digest())
+	act := open(f.plan, now, v, d)
+	f.plan.OwnerHad(key, v.Digest())
 	f.mu.Unlock()
 	switch act {
-	case hintVerified:
+	case pullplan.Verified:
 		f.setVerified(key, now)
-	case hintRefusedFull:
-		f.log.Warn("too many change hints open: this one is dropped (the spot checks remain)", "key", key, "max", maxHints)
+	case pullplan.RefusedFull:
+		f.log.Warn("too many change hints open: this one is dropped (the spot checks remain)", "key", key, "max", pullplan.DefaultMaxHints)
 	default:
 		f.reclass(key) // a pending change: not current
 		f.wakeFresh()
@@ -234,16 +231,16 @@ func (f *Node) afterPull(key string, owner uint32, res mirror.Result, seen upstr
 	if maps.Equal(seen.refs.Refs, res.After.Refs) {
 		f.setVerified(key, seen.at)
 		f.mu.Lock()
-		f.hints.verified(key, seen.at)
+		f.plan.Verified(key, seen.at)
 		f.mu.Unlock()
 		f.reclass(key)
 		return
 	}
 	f.log.Info("the upstream is ahead of what the owner served: checking it again", "key", key, "node", owner)
 	f.mu.Lock()
-	act := f.hints.hear(key, seen.at, f.clk.Now(), time.Time{}, res.After.Digest(), owner)
+	act := f.plan.Hear(key, seen.at, f.clk.Now(), time.Time{}, res.After.Digest(), owner)
 	f.mu.Unlock()
-	if act != hintRefusedFull {
+	if act != pullplan.RefusedFull {
 		f.reclass(key)
 		f.wakeFresh()
 	}
@@ -290,7 +287,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		// Its own checks verify what it owns; a repository not held (or
 		// broken) is served by nothing the upstream could contradict.
 		f.mu.Lock()
-		f.hints.forget(key)
+		f.plan.ForgetHint(key)
 		f.mu.Unlock()
 		f.reclass(key)
 		return nil
@@ -324,32 +321,30 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 			f.log.Warn("the upstream has refs its owner did not bring: fetched from the upstream", "key", key, "node", st.GetOwner(),
 				"check", why, "digest", res.After.Digest())
 			f.mu.Lock()
-			f.hints.ensure(key, asked, local.Digest(), st.GetOwner())
+			f.plan.Ensure(key, asked, local.Digest(), st.GetOwner())
 			f.mu.Unlock()
 		}
 	}
 	f.setVerified(key, asked)
 	f.mu.Lock()
-	act, owner := f.hints.checked(key, asked, differed, up.Digest())
+	act, owner := f.plan.Checked(key, asked, differed, up.Digest())
 	f.mu.Unlock()
 	f.reclass(key)
-	if act == hintCountStale {
+	if act == pullplan.CountStale {
 		f.countStale(ctx, key, owner)
 	}
 	return nil
 }
 
 // taskAnswer weighs an on-demand check's answer digest for key, asked for
-// at asked, against the hints (hintBook.taskClaim): a claim of "unchanged"
-// to check now, or a stale report (queued for freshLoop to count).
-func (f *Node) taskAnswer(key string, asked time.Time, digest string) hintAction {
+// at asked, against the hints (pullplan.Plan.TaskClaim): a claim of
+// "unchanged" to check now, or a stale report (queued for freshLoop to
+// count).
+func (f *Node) taskAnswer(key string, asked time.Time, digest string) pullplan.Action {
 	f.mu.Lock()
-	act := f.hints.taskClaim(key, asked, digest, f.clk.Now())
-	if act == hintCountStale {
-		f.claims = append(f.claims, staleClaim{key, f.hints.hints[key].owner})
-	}
+	act := f.plan.TaskClaim(key, asked, digest, f.clk.Now())
 	f.mu.Unlock()
-	if act == hintCountStale {
+	if act == pullplan.CountStale {
 		f.wakeFresh()
 	}
 	return act
@@ -360,14 +355,14 @@ func (f *Node) taskAnswer(key string, asked time.Time, digest string) hintAction
 func (f *Node) knownStale(key, digest string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.hints.stale(key)
+	s := f.plan.Stale(key)
 	return s != "" && s == digest
 }
 
 // retryHint makes key's hint due again after a failed check.
 func (f *Node) retryHint(key string, at time.Time) {
 	f.mu.Lock()
-	f.hints.retry(key, at.Add(f.hints.wait))
+	f.plan.RetryCheck(key, at.Add(f.plan.HintWait()))
 	f.mu.Unlock()
 }
 
@@ -415,7 +410,7 @@ func (f *Node) freshLoop(ctx context.Context) {
 		})
 		return true
 	}
-	gap := spotGap(f.cfg.SpotCheckPerHour)
+	gap := pullplan.SpotGap(f.cfg.SpotCheckPerHour)
 	var nextSpot time.Time
 	if gap > 0 {
 		nextSpot = f.clk.Now().Add(gap)
@@ -425,21 +420,21 @@ func (f *Node) freshLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := f.clk.Now()
 		f.mu.Lock()
-		keys, next := f.hints.due(now)
-		claims := f.claims
-		f.claims = nil
+		due := f.plan.Tick(now)
 		f.mu.Unlock()
-		for _, c := range claims {
-			f.countStale(ctx, c.key, c.owner)
+		for _, c := range due.Stale {
+			f.countStale(ctx, c.Key, c.Node)
 		}
-		for _, k := range keys {
+		for _, k := range due.Check {
 			if !start(k, "hint") { // every slot taken: due again in a second
 				f.mu.Lock()
-				f.hints.retry(k, now.Add(time.Second))
+				f.plan.RetryCheck(k, now.Add(time.Second))
 				f.mu.Unlock()
-				next = now.Add(time.Second)
 			}
 		}
+		f.mu.Lock()
+		next := f.plan.NextWake(now).Check
+		f.mu.Unlock()
 		if gap > 0 && !now.Before(nextSpot) {
 			if len(batch) == 0 {
 				batch, picked = f.spotBatch(f.cfg.SpotCheckPerHour), unixSeconds(now)
@@ -474,7 +469,7 @@ func (f *Node) spotBatch(n int) []string {
 	self := f.n.ID()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return oldestVerified(f.view.VerifiedTimes(), n, func(key string) bool {
+	return pullplan.OldestVerified(f.view.VerifiedTimes(), n, func(key string) bool {
 		v, _ := f.view.Entry(key)
 		if v.Owner() == 0 || v.Owner() == self {
 			return false

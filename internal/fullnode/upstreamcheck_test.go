@@ -136,7 +136,7 @@ func TestASilentOwnerIsOvertakenAfterTheHintWaitAndCountedAtItsStaleReport(t *te
 	r.advanceUntil(t, time.Second, "the stale report counted", func() bool { return r.f.staleReportCount(rigOwner) == 1 })
 	r.report(r.old)
 	r.f.mu.Lock()
-	pending := r.f.pending[r.key]
+	pending := r.f.plan.IsPending(r.key)
 	r.f.mu.Unlock()
 	if pending {
 		t.Fatal("the owner's copy found behind is queued for a pull")
