@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule/feedplan"
@@ -524,8 +526,8 @@ func (c *Coordinator) feedCheckDone(res *fleetv1.CheckResult) []string {
 	if fc == nil || fc.result != nil || !slices.Contains(res.GetTaskIds(), fc.task) {
 		return nil
 	}
-	fc.result = &fleetv1.CheckResult{Key: res.GetKey(), Ok: res.GetOk(), Error: res.GetError(), Digest: res.GetDigest(),
-		Changed: res.GetChanged()}
+	fc.result = proto.CloneOf(res) // answers the riders that come later, as it answers those here
+	fc.result.TaskIds = nil
 	riders := fc.riders
 	fc.riders = nil
 	return riders
