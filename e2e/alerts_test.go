@@ -92,7 +92,10 @@ func TestAlertsReachEveryReceiver(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // four more evaluations: nothing more may come
+	evaluated(t, f.base, 4) // four more evaluations: nothing more may come
+	if fired, resolved := logged(f.procs["full"], key); fired != 1 || resolved != 0 {
+		t.Fatalf("while the node is gone, the full node's log tells the alert fired %d times and resolved %d times; want 1 firing", fired, resolved)
+	}
 	if hf, hr, mf, mr := counts(); hf != 1 || mf != 1 || hr != 0 || mr != 0 {
 		t.Fatalf("while the node is gone: webhook %d fired %d resolved, mail %d fired %d resolved; want 1 firing each", hf, hr, mf, mr)
 	}
@@ -104,7 +107,10 @@ func TestAlertsReachEveryReceiver(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second)
+	evaluated(t, f.base, 4)
+	if fired, resolved := logged(f.procs["full"], key); fired != 1 || resolved != 1 {
+		t.Fatalf("after the node came back, the full node's log tells the alert fired %d times and resolved %d times; want 1 and 1", fired, resolved)
+	}
 	if hf, hr, mf, mr := counts(); hf != 1 || mf != 1 || hr != 1 || mr != 1 {
 		t.Fatalf("after the node came back: webhook %d fired %d resolved, mail %d fired %d resolved; want 1 and 1 each", hf, hr, mf, mr)
 	}
@@ -113,4 +119,42 @@ func TestAlertsReachEveryReceiver(t *testing.T) {
 			t.Errorf("mail from %s to %v", m.From, m.To)
 		}
 	}
+}
+
+// evaluated waits until the full node at base has evaluated its alert rules
+// n more times: what they decided is in its log (logged says how many
+// times an alert fired or resolved), and their deliveries, queued then, had
+// the evaluations after theirs to come.
+func evaluated(t *testing.T, base string, n int) {
+	t.Helper()
+	count := func() (float64, error) {
+		fams, err := scrape(base + "/metrics")
+		if err != nil {
+			return 0, err
+		}
+		v, ok := sample(fams, "gitfleet_alert_evaluations_total")
+		if !ok {
+			return 0, fmt.Errorf("no gitfleet_alert_evaluations_total")
+		}
+		return v, nil
+	}
+	from, err := count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("%d more evaluations of the alert rules", n), func() error {
+		v, err := count()
+		if err != nil {
+			return err
+		}
+		if v < from+float64(n) {
+			return fmt.Errorf("%v evaluations, want %v", v, from+float64(n))
+		}
+		return nil
+	})
+}
+
+// logged is how many times p's log says the alert key fired and resolved.
+func logged(p *proc, key string) (fired, resolved int) {
+	return p.count(`msg="alert firing" alert=` + key + " "), p.count(`msg="alert resolved" alert=` + key + " ")
 }

@@ -79,13 +79,14 @@ func TestFullNodeDiskQuota(t *testing.T) {
 	}
 
 	// No retry loop: while the partial node checks every 1-3 s and new
-	// states reach the full node, the waiting repositories are not pulled.
+	// states reach the full node, the waiting repositories are not pulled,
+	// nor put to the disk's gate again.
 	p := f.procs["full"]
 	attempts := func() int {
 		b, _ := os.ReadFile(p.log)
 		n := 0
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, "pulling from owner") {
+			if !strings.Contains(line, "pulling from owner") && !strings.Contains(line, "pull waits for disk room") {
 				continue
 			}
 			for _, i := range waiting {
@@ -96,11 +97,34 @@ func TestFullNodeDiskQuota(t *testing.T) {
 		}
 		return n
 	}
+	// The owner's digest of a repository, as the full node has it.
+	digest := func(i int) (string, error) {
+		var r struct {
+			Digest string `json:"digest"`
+		}
+		if code := call(t, "GET", f.base+"/api/v1/repos/"+f.key(i), "", nil, &r); code != 200 {
+			return "", fmt.Errorf("%s: %d", f.key(i), code)
+		}
+		return r.Digest, nil
+	}
 	before := attempts()
+	old, err := digest(waiting[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.up.Commit(f.name(waiting[0]), "main"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second) // a window for retries to show; nothing is timed
+	// The full node takes the owner's new state (and decides whether to
+	// pull it at once), then settles every pull it decided on.
+	eventually(t, 60*time.Second, "the owner's new state at the full node", func() error {
+		d, err := digest(waiting[0])
+		if err != nil || d == old {
+			return fmt.Errorf("digest %q (%v), want another than %q", d, err, old)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "the full node's pull queue empty", func() error { return pullQueueEmpty(f.base) })
 	if after := attempts(); after != before {
 		t.Errorf("the full node tried %d pulls of repositories waiting for disk room", after-before)
 	}

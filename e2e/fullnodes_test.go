@@ -45,6 +45,21 @@ func pulled(p *proc) []string {
 	return keys
 }
 
+// pullQueueEmpty says whether the full node at base has no pull pending or
+// running: what it decided to pull from the states it has is done.
+func pullQueueEmpty(base string) error {
+	fams, err := scrape(base + "/metrics")
+	if err != nil {
+		return err
+	}
+	pending, ok1 := sample(fams, "gitfleet_pull_queue", "state", "pending")
+	running, ok2 := sample(fams, "gitfleet_pull_queue", "state", "running")
+	if !ok1 || !ok2 || pending+running > 0 {
+		return fmt.Errorf("pull queue: %v pending, %v running", pending, running)
+	}
+	return nil
+}
+
 // Two full nodes, each a complete mirror, serve the same fleet: both serve
 // every repository with the upstream's refs, an API change made on one is
 // served by both, and one killed while the upstreams move on catches up
@@ -106,7 +121,9 @@ func TestTwoFullNodesServeTheSameFleet(t *testing.T) {
 	start := time.Now()
 	eventually(t, 60*time.Second, "the restarted full node serves every repository again", func() error { return f.servedAt(baseB, all) })
 	t.Logf("caught up %s after its restart", time.Since(start).Round(10*time.Millisecond))
-	time.Sleep(2 * time.Second) // pulls that would follow, if any
+	// Pulls that would follow, if any, are done once its pull queue is
+	// empty: every state it was sent is in (it serves them all).
+	eventually(t, 30*time.Second, "the restarted full node's pull queue empty", func() error { return pullQueueEmpty(baseB) })
 	again := f.procs["full-b-again"]
 	keys := pulled(again)
 	for _, k := range keys {

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,19 +131,34 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	// The old leader comes back as a follower: the fleet stays with b.
 	a = startCoordinator("coord-a", addrA)
 	// It says it waits as a candidate (however long a busy machine takes
-	// to start it), and three seconds after, it still has not led.
+	// to start it), and its candidacy is in etcd, queued behind coord-b's:
+	// the election's oldest key, its leader, is still coord-b's.
 	logSays(t, a, "candidate leader")
-	time.Sleep(3 * time.Second)
-	if n := leads(a); n != 0 {
-		t.Errorf("the restarted coord-a took the leadership from a live leader (%d elections)", n)
-	}
-
-	// The leaders compacted etcd's history: its first revisions are gone.
 	client, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	eventually(t, 30*time.Second, "coord-a's candidacy queued behind coord-b's leadership", func() error {
+		resp, err := client.Get(context.Background(), "/e2e-fleet/leader/", clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			return err
+		}
+		var candidates []string
+		for _, kv := range resp.Kvs {
+			candidates = append(candidates, string(kv.Value))
+		}
+		if !slices.Equal(candidates, []string{addrB, addrA}) {
+			return fmt.Errorf("candidates in etcd, oldest first: %v; want coord-b (%s), then coord-a (%s)", candidates, addrB, addrA)
+		}
+		return nil
+	})
+	if n := leads(a); n != 0 {
+		t.Errorf("the restarted coord-a took the leadership from a live leader (%d elections)", n)
+	}
+
+	// The leaders compacted etcd's history: its first revisions are gone.
 	if _, err := client.Get(context.Background(), "/e2e-fleet/", clientv3.WithPrefix(), clientv3.WithRev(2)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Errorf("a read of etcd's second revision: %v, want compacted", err)
 	}

@@ -288,7 +288,34 @@ func TestPurgeProtectionHoldsOnlyTheRemovals(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // three catalog intervals
+	// Two more fetches of the same catalog (last_fetch is set once a
+	// fetch is applied): each would have held the removals again.
+	fetched := func() (time.Time, error) {
+		var cs struct {
+			LastFetch time.Time `json:"last_fetch"`
+		}
+		if code := call(t, "GET", api+"/catalog", "", nil, &cs); code != 200 {
+			return time.Time{}, fmt.Errorf("catalog status %d", code)
+		}
+		return cs.LastFetch, nil
+	}
+	last, err := fetched()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		eventually(t, 30*time.Second, fmt.Sprintf("fetch %d of the unchanged catalog", i+1), func() error {
+			at, err := fetched()
+			if err != nil {
+				return err
+			}
+			if !at.After(last) {
+				return fmt.Errorf("last fetched at %v", at)
+			}
+			last = at
+			return nil
+		})
+	}
 	if n := f.procs["up"].count("WITHOUT its removals"); n != 2 {
 		t.Fatalf("the log tells of held removals %d times, want once per change (2)", n)
 	}

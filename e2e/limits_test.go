@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -118,15 +120,37 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 		t.Errorf("left in tmp: %d entries", len(left))
 	}
 	// Not retried in a loop: the over-limit repositories wait --max-interval
-	// (a minute here) while the others are checked every few seconds.
+	// (a minute here) while the others are checked every few seconds: two
+	// more checks of the normal one, and none of them.
 	countFor := func(i int) int { return p.count("key=" + f.key(i) + " class=") }
 	before := [2]int{countFor(big), countFor(many)}
 	if before[0] == 0 || before[1] == 0 {
 		t.Fatalf("the failed checks are not in the log as expected (%v): the test below would prove nothing", before)
 	}
-	time.Sleep(5 * time.Second)
+	checksBefore := [3]uint64{}
+	for j, i := range []int{normal, big, many} {
+		if checksBefore[j], err = checksOf(f.base, f.key(i), apiToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 60*time.Second, "two more checks of the normal repository", func() error {
+		n, err := checksOf(f.base, f.key(normal), apiToken)
+		if err != nil || n < checksBefore[0]+2 {
+			return fmt.Errorf("%d checks (%v), want %d", n, err, checksBefore[0]+2)
+		}
+		return nil
+	})
+	for j, i := range []int{big, many} {
+		n, err := checksOf(f.base, f.key(i), apiToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != checksBefore[j+1] {
+			t.Errorf("%s, over a limit, was checked again meanwhile: %d checks, then %d", f.key(i), checksBefore[j+1], n)
+		}
+	}
 	if after := [2]int{countFor(big), countFor(many)}; after != before {
-		t.Errorf("over-limit repositories were checked again within 5 s: %v -> %v", before, after)
+		t.Errorf("over-limit repositories were checked again meanwhile: %v -> %v", before, after)
 	}
 	if p.count("skipping refs that cannot be mirrored") != 1 {
 		t.Errorf("the skipped ref was logged %d times, want once", p.count("skipping refs that cannot be mirrored"))
@@ -134,6 +158,27 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 	if v, err := versionOfGit(); err == nil && !v.AtLeast(2, 43) && p.count("does not bound tree depth") != 1 {
 		t.Errorf("git %v: the missing core.maxTreeDepth was logged %d times, want once", v, p.count("does not bound tree depth"))
 	}
+}
+
+// checksOf is how many checks of key the full node at base tells of.
+func checksOf(base, key, token string) (uint64, error) {
+	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/repos/"+key, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Checks uint64 `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return r.Checks, nil
 }
 
 func versionOfGit() (gitcmd.Version, error) {

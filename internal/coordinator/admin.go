@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,9 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"repository %s is unplaceable: every node refuses its URL (their egress policies); it waits for a node that takes it", req.GetKey())
 	}
+	if id, ok := c.rideFeedCheck(from, req.GetKey(), req.GetTaskId()); ok {
+		return &fleetv1.FetchNowResponse{Owner: id}, nil // the feed's push asked it already
+	}
 	// Asked for while its first clone waits behind the rest of a new
 	// catalog: its assign goes out now, ahead of the check sent below
 	// (which the node keeps until the assign arrives).
@@ -216,9 +220,16 @@ func (c *Coordinator) gcTasks() {
 	}
 }
 
-// taskDone tells the full nodes that asked for these tasks. Caller holds c.mu.
+// taskDone tells the full nodes that asked for the tasks res answers,
+// with those that rode on a feed's check it answers. Caller holds c.mu.
 func (c *Coordinator) taskDone(res *fleetv1.CheckResult) {
-	for _, id := range res.GetTaskIds() {
+	c.answerTasks(res, slices.Concat(res.GetTaskIds(), c.feedCheckDone(res)))
+}
+
+// answerTasks tells the full nodes that asked for tasks of res. Caller
+// holds c.mu.
+func (c *Coordinator) answerTasks(res *fleetv1.CheckResult, tasks []string) {
+	for _, id := range tasks {
 		t, ok := c.tasks[id]
 		if !ok {
 			continue

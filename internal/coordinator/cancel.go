@@ -16,6 +16,10 @@ func (c *Coordinator) cancelCheck(req *fleetv1.FetchNowRequest, owner, target ui
 		return nil, status.Error(codes.InvalidArgument, "a cancellation names the task to cancel")
 	}
 	delete(c.tasks, req.GetTaskId())
+	if id, ok := c.unrideFeedCheck(req.GetKey(), req.GetTaskId()); ok {
+		c.log.Info("on-demand check cancelled; the feed's check it rode on goes on", "key", req.GetKey(), "task", req.GetTaskId(), "node", id)
+		return &fleetv1.FetchNowResponse{Owner: id}, nil
+	}
 	var reached uint32
 	for i, id := range []uint32{owner, target} {
 		if i == 1 && id == owner {

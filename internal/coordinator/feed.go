@@ -2,11 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -27,7 +30,9 @@ import (
 // than the owner's last check becomes an urgent check on its owner, with
 // the push time for its scheduler; a push the feed had not seen goes to
 // every full node, which takes it on the webhook's path and holds the owner
-// to it (see feedPush). Both are paced per repository. Every node is told
+// to it (see feedPush): the full node's check of the push rides on the
+// owner's (rideFeedCheck), so that a push is one check of the owner. Both
+// are paced per repository. Every node is told
 // which feeds work (FeedStatus): their hosts' background checks become a
 // safety net, and a full node leaves them out of its spot checks.
 
@@ -74,7 +79,31 @@ type feedHost struct {
 	// failures in a row, for the log and the health metric
 	failures int
 	state    feedState // under the coordinator's mu
+	// checks are the urgent checks the feed asked of owners, by key, for
+	// the full nodes' checks of the same push to ride on (rideFeedCheck);
+	// under the coordinator's mu, at most one a key.
+	checks map[string]*feedCheck
 }
+
+// feedCheck is the urgent check that a feed's push asked of a key's owner.
+// The full nodes told of the push ask for a check of their own, on the
+// webhook's path (FetchNow): theirs is this one, not a second, and its
+// result answers their tasks.
+type feedCheck struct {
+	task   string    // the check's own task: its result carries it
+	node   uint32    // the node asked
+	at     time.Time // when
+	hinted map[uint32]bool
+	// riders are the tasks of the full nodes that asked, waiting for the
+	// result; result is the result once in.
+	riders []string
+	result *fleetv1.CheckResult
+}
+
+// maxFeedChecks is how many feed checks a host keeps before those older
+// than an hour are let go (their riders' routes are gone by then too:
+// gcTasks).
+const maxFeedChecks = 1024
 
 // feedState is what the nodes are told of a feed.
 type feedState uint8
@@ -169,7 +198,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
 			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time), renamed: make(map[string]bool),
-			wake: make(chan struct{}, 1)})
+			wake: make(chan struct{}, 1), checks: make(map[string]*feedCheck)})
 	}
 	if len(feeds) == 0 {
 		return nil
@@ -362,8 +391,10 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 // feed had not seen before (newPush), or that the owner has not checked
 // since, goes to every full node, which takes it on the webhook's path: a
 // change hint, and an urgent check of the owner whose answer is held against
-// the push. Not the owner's last check alone decides: that is the owner's own
-// claim, and a frozen owner claims fresh checks. Paced per repository.
+// the push; when the coordinator asked the owner already, the full nodes'
+// checks ride on that one (rideFeedCheck). Not the owner's last check alone
+// decides: that is the owner's own claim, and a frozen owner claims fresh
+// checks. Paced per repository.
 func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, newPush bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -401,18 +432,105 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 	f.sent[key] = now
 	f.mu.Unlock()
 	owner, target := c.owner(key)
+	var fc *feedCheck
 	for _, id := range []uint32{owner, target} {
 		if s := c.sessions[id]; id != 0 && s != nil && ownerBehind {
-			s.queueCheckPushed(key, pushed)
+			fc = &feedCheck{task: rand.Text(), node: id, at: now, hinted: make(map[uint32]bool)}
+			s.queueCheckPushed(key, fc.task, pushed)
 			break
 		}
 	}
 	for _, s := range c.fullSessions() {
 		s.queueHint(&fleetv1.ChangeHint{Key: key, PushedAtUnix: pushed.Unix()})
+		if fc != nil {
+			fc.hinted[s.id] = true
+		}
+	}
+	if fc != nil {
+		f.keepCheck(key, fc)
 	}
 	c.log.Debug("forge feed: a push newer than the last check", "host", f.host, "key", key, "pushed_at", pushed, "owner", owner,
 		"owner_behind", ownerBehind, "new_push", newPush)
 	return true
+}
+
+// keepCheck records fc, the feed's check of key. The riders of an earlier
+// check of key not answered yet ride on fc. Caller holds c.mu.
+func (f *feedHost) keepCheck(key string, fc *feedCheck) {
+	if old := f.checks[key]; old != nil && old.result == nil {
+		fc.riders = old.riders
+	}
+	if len(f.checks) >= maxFeedChecks {
+		for k, o := range f.checks {
+			if fc.at.Sub(o.at) >= time.Hour {
+				delete(f.checks, k)
+			}
+		}
+	}
+	f.checks[key] = fc
+}
+
+// rideFeedCheck takes a full node's on-demand check of a key (FetchNow)
+// onto the check a feed's push asked of its owner, when the full node was
+// told of that push (it asks on the webhook's path) and asks within the
+// feeds' spacing, which paces the urgent checks of a repository anyway:
+// its task is answered by that check's result, at once if it is in. It
+// returns the node asked. Caller holds c.mu.
+func (c *Coordinator) rideFeedCheck(from uint32, key, task string) (uint32, bool) {
+	f := c.feeds[repokey.Host(key)]
+	if f == nil || task == "" {
+		return 0, false
+	}
+	fc := f.checks[key]
+	now := c.clk.Now()
+	if fc == nil || !fc.hinted[from] || now.Sub(fc.at) >= c.feedSpacing() {
+		return 0, false
+	}
+	delete(fc.hinted, from) // once: the full node's next ask is a check of its own
+	c.gcTasks()
+	c.tasks[task] = pendingTask{node: from, at: now}
+	if fc.result != nil {
+		c.answerTasks(fc.result, []string{task})
+	} else {
+		fc.riders = append(fc.riders, task)
+	}
+	c.log.Debug("forge feed: a full node's check of a push rides on the owner's", "key", key, "task", task, "node", fc.node)
+	return fc.node, true
+}
+
+// unrideFeedCheck takes task off the feed's check of key it rides on, when
+// it does: the check goes on for the feed. It returns the node asked.
+// Caller holds c.mu.
+func (c *Coordinator) unrideFeedCheck(key, task string) (uint32, bool) {
+	f := c.feeds[repokey.Host(key)]
+	if f == nil || f.checks[key] == nil {
+		return 0, false
+	}
+	fc := f.checks[key]
+	i := slices.Index(fc.riders, task)
+	if i < 0 {
+		return 0, false
+	}
+	fc.riders = slices.Delete(fc.riders, i, i+1)
+	return fc.node, true
+}
+
+// feedCheckDone records res when it answers a feed's check, and returns
+// the tasks that rode on it. Caller holds c.mu.
+func (c *Coordinator) feedCheckDone(res *fleetv1.CheckResult) []string {
+	f := c.feeds[repokey.Host(res.GetKey())]
+	if f == nil {
+		return nil
+	}
+	fc := f.checks[res.GetKey()]
+	if fc == nil || fc.result != nil || !slices.Contains(res.GetTaskIds(), fc.task) {
+		return nil
+	}
+	fc.result = proto.CloneOf(res) // answers the riders that come later, as it answers those here
+	fc.result.TaskIds = nil
+	riders := fc.riders
+	fc.riders = nil
+	return riders
 }
 
 // feedSpacing is the least time between two urgent checks of one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -398,8 +399,13 @@ type session struct {
 	sweepAt int
 	removed map[string]bool
 	held    []string // inventory waiting for the catalog
-	checks  []*fleetv1.CheckNow
-	hints   []*fleetv1.ChangeHint
+	// checks is the queue of checks asked of the node: one entry a key
+	// (in checkOrder, the order they were first asked), which a second
+	// ask merges into, so that it is bounded by the keys as assign is.
+	checks     map[string]*queuedCheck
+	checkOrder []string
+	cancels    []*fleetv1.CheckNow
+	hints      []*fleetv1.ChangeHint
 	// feedDirty: the feeds' status is to be sent (feed.go).
 	feedDirty bool
 	done      []*fleetv1.TaskDone
@@ -418,7 +424,7 @@ type session struct {
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
 	return &session{c: c, id: rec.ID, full: rec.full(), cancel: cancel,
 		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
-		creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
+		checks: map[string]*queuedCheck{}, creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
 }
 
 func (s *session) kick() {
@@ -472,15 +478,35 @@ func (s *session) queueSweep(keys iter.Seq[string]) {
 	s.kick()
 }
 
-func (s *session) queueCheck(key, taskID string) {
-	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, TaskId: taskID})
-	s.kick()
+// queuedCheck is the check of one key waiting to be sent: the newest push
+// a forge's feed saw (0: none) and the tasks it answers.
+type queuedCheck struct {
+	pushed int64 // unix seconds
+	tasks  []string
 }
 
-// queueCheckPushed asks the owner for an urgent check of key, which a
-// forge's feed says was pushed at pushed.
-func (s *session) queueCheckPushed(key string, pushed time.Time) {
-	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, PushedAtUnix: pushed.Unix()})
+// queueCheck asks the node for an urgent check of key, answering task
+// taskID ("": none). A check of key already queued takes the task: the
+// node runs one check for both.
+func (s *session) queueCheck(key, taskID string) { s.queueCheckPushed(key, taskID, time.Time{}) }
+
+// queueCheckPushed asks the node for an urgent check of key, which a
+// forge's feed says was pushed at pushed (zero: no push known), answering
+// task taskID ("": none). A check of key already queued is merged with
+// it: the newest push, and every task.
+func (s *session) queueCheckPushed(key, taskID string, pushed time.Time) {
+	q := s.checks[key]
+	if q == nil {
+		q = &queuedCheck{}
+		s.checks[key] = q
+		s.checkOrder = append(s.checkOrder, key)
+	}
+	if !pushed.IsZero() {
+		q.pushed = max(q.pushed, pushed.Unix())
+	}
+	if taskID != "" && !slices.Contains(q.tasks, taskID) {
+		q.tasks = append(q.tasks, taskID)
+	}
 	s.kick()
 }
 
@@ -497,8 +523,22 @@ func (s *session) queueHint(h *fleetv1.ChangeHint) {
 // find.
 const maxQueuedHints = 100_000
 
+// queueCancel tells the node to stop the check of key that task taskID
+// asked for. A task whose check is still queued is taken out of it
+// instead: the node never hears of it (and a check left without a task or
+// a push is not sent).
 func (s *session) queueCancel(key, taskID string) {
-	s.checks = append(s.checks, &fleetv1.CheckNow{Key: key, TaskId: taskID, Cancel: true})
+	if q := s.checks[key]; q != nil {
+		if i := slices.Index(q.tasks, taskID); i >= 0 {
+			q.tasks = slices.Delete(q.tasks, i, i+1)
+			if len(q.tasks) == 0 && q.pushed == 0 {
+				delete(s.checks, key)
+				s.checkOrder = slices.DeleteFunc(s.checkOrder, func(k string) bool { return k == key })
+			}
+			return
+		}
+	}
+	s.cancels = append(s.cancels, &fleetv1.CheckNow{Key: key, TaskId: taskID, Cancel: true})
 	s.kick()
 }
 
@@ -535,10 +575,9 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 	if nc := s.credentials(); nc != nil {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_NodeCredentials{NodeCredentials: nc}})
 	}
-	for _, ch := range s.checks {
+	for _, ch := range s.checksToSend() {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_CheckNow{CheckNow: ch}})
 	}
-	s.checks = nil
 	if s.feedDirty {
 		s.feedDirty = false
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_FeedStatus{FeedStatus: c.feedStatus()}})
@@ -618,6 +657,31 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}
+	return out
+}
+
+// checksToSend empties the check queue into its messages: one CheckNow a
+// key, with its push and its first task; a further task of the key rides
+// on a CheckNow of its own, which the node adds to the same check. The
+// cancellations come last: a task asked again after its cancellation is
+// a new task, with an ID of its own. Caller holds c.mu.
+func (s *session) checksToSend() []*fleetv1.CheckNow {
+	var out []*fleetv1.CheckNow
+	for _, key := range s.checkOrder {
+		q := s.checks[key]
+		delete(s.checks, key)
+		ch := &fleetv1.CheckNow{Key: key, PushedAtUnix: q.pushed}
+		if len(q.tasks) > 0 {
+			ch.TaskId = q.tasks[0]
+		}
+		out = append(out, ch)
+		for _, t := range q.tasks[min(1, len(q.tasks)):] {
+			out = append(out, &fleetv1.CheckNow{Key: key, TaskId: t})
+		}
+	}
+	s.checkOrder = s.checkOrder[:0]
+	out = append(out, s.cancels...)
+	s.cancels = nil
 	return out
 }
 

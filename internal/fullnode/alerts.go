@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/alert"
@@ -47,6 +48,9 @@ type alerting struct {
 	notifier *alert.Notifier
 	watch    alert.MismatchWatch
 	stale    alert.MismatchWatch // stale reports, as watch is forged tips
+	// evaluations of the rules so far, for the metrics (a test waits for
+	// them where it proves that nothing fired)
+	evaluations atomic.Uint64
 }
 
 func newAlerting(fc Config, dialer *egress.Dialer, clk clock.Clock, log *slog.Logger) (*alerting, error) {
@@ -106,6 +110,7 @@ func (f *Node) evaluateAlerts(ctx context.Context) []alert.Event {
 		f.log.Warn("alert "+string(e.Status), "alert", e.Key, "summary", e.Summary, "figure", e.Figure, "threshold", e.Threshold, "since", e.Since)
 		f.keepAlert(ctx, e)
 	}
+	f.alerts.evaluations.Add(1)
 	return events
 }
 

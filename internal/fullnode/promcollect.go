@@ -69,11 +69,12 @@ var (
 	descProblems     = prometheus.NewDesc("gitfleet_catalog_problems", "Catalog entries skipped as bad.", nil, nil)
 	descCatalogRepos = prometheus.NewDesc("gitfleet_catalog_repos", "Repositories in the applied catalog, with those added through the API.", nil, nil)
 	descPullQueue    = prometheus.NewDesc("gitfleet_pull_queue", "Repositories waiting for a pull from their owner (pending), and being pulled (running).", []string{"state"}, nil)
+	descAlertEvals   = prometheus.NewDesc("gitfleet_alert_evaluations_total", "Evaluations of the alert rules (every --alert-interval).", nil, nil)
 )
 
 func describeFull(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRepos, descReposTotal, descReposCurrent, descReposStale, descStaleReports, descTunnels, descMismatches, descDiskUsed,
-		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descPullQueue} {
+		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descPullQueue, descAlertEvals} {
 		ch <- d
 	}
 }
@@ -107,6 +108,7 @@ func (f *Node) collect(ch chan<- prometheus.Metric) {
 	}
 	if f.alerts != nil {
 		gauge(descReposStale, float64(f.stale.Count(f.clk.Now().Add(-f.alerts.cfg.StaleAfter).UnixMilli())))
+		ch <- prometheus.MustNewConstMetric(descAlertEvals, prometheus.CounterValue, float64(f.alerts.evaluations.Load()))
 	}
 	pending, pulling := f.plan.Pending(), len(f.plan.Pulling())
 	f.mu.Unlock()
