@@ -11,7 +11,7 @@ import (
 
 // RotPack plays a disk's bit rot on the repository at gitDir: it
 // overwrites 64 bytes in the middle of the compressed data of the largest
-// whole (not delta) blob of its first pack, with each byte changed, and
+// whole (not delta) blob of its packs, with each byte changed, and
 // returns the pack's path and the blob. Git still walks the repository
 // (rev-list never reads a blob) and upload-pack copies the bytes to a
 // client as they are: the client's index-pack is the first to fail. The
@@ -21,26 +21,27 @@ func RotPack(gitDir string) (pack, blob string, err error) {
 	if len(idxs) == 0 {
 		return "", "", errors.New("rot: no pack in " + gitDir)
 	}
-	out, err := Output("", "--git-dir="+gitDir, "verify-pack", "-v", idxs[0])
-	if err != nil {
-		return "", "", fmt.Errorf("rot: %w", err)
-	}
 	var off, disk int64
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 5 || f[1] != "blob" { // a delta has its depth and base after
-			continue
+	for _, idx := range idxs {
+		out, err := Output("", "--git-dir="+gitDir, "verify-pack", "-v", idx)
+		if err != nil {
+			return "", "", fmt.Errorf("rot: %w", err)
 		}
-		d, _ := strconv.ParseInt(f[3], 10, 64)
-		o, _ := strconv.ParseInt(f[4], 10, 64)
-		if d > disk {
-			blob, disk, off = f[0], d, o
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) != 5 || f[1] != "blob" { // a delta has its depth and base after
+				continue
+			}
+			d, _ := strconv.ParseInt(f[3], 10, 64)
+			o, _ := strconv.ParseInt(f[4], 10, 64)
+			if d > disk {
+				pack, blob, disk, off = strings.TrimSuffix(idx, ".idx")+".pack", f[0], d, o
+			}
 		}
 	}
 	if disk < 256 {
-		return "", "", fmt.Errorf("rot: no whole blob of 256 bytes or more in %s", idxs[0])
+		return "", "", fmt.Errorf("rot: no whole blob of 256 bytes or more in %s", gitDir)
 	}
-	pack = strings.TrimSuffix(idxs[0], ".idx") + ".pack"
 	if err := os.Chmod(pack, 0o644); err != nil {
 		return "", "", err
 	}
