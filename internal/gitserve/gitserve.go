@@ -479,7 +479,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
-		err = damagedTip(h.Git.Run(ctx, cmd), view, wants)
+		err = packError(damagedTip(h.Git.Run(ctx, cmd), view, wants))
 	}
 	if err == nil || gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
 		pw.release() // git's own error line, if it wrote one: the client hears it as git tells it

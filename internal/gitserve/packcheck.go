@@ -10,6 +10,9 @@ import (
 	"hash"
 	"io"
 	"strconv"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 // checkAnswer reads an upload-pack answer (v0 or v2, with or without
@@ -239,4 +242,29 @@ func (d *demux) fill() {
 	case len(line) > 0 && line[0] == 3:
 		d.done, d.err = true, fmt.Errorf("answer: git's error band: %q", line[1:])
 	}
+}
+
+// packError tells the failure of an upload-pack that died reading the
+// mirror's packs for what it is: damage, class bad objects, which the node
+// hears of (OnFailure) and verifies the mirror for at once (a verification
+// of a key at most once per ten minutes, whoever asks). git classifies
+// some of these already ("... is corrupt"); these are the others that
+// upload-pack and its pack-objects leave on its stderr when the
+// repository's data, not the client, is at fault. Any other error, and
+// one git already classified, is returned as it is.
+func packError(err error) error {
+	var ge *gitcmd.Error
+	if err == nil || !errors.As(err, &ge) || ge.Class != gitcmd.ClassOther {
+		return err // a timeout, git's memory bound: not damage
+	}
+	s := strings.ToLower(ge.Stderr)
+	for _, sign := range []string{"inflate:", "unable to unpack", "possible repository corruption", "bad packed object",
+		"packfile", "delta base offset", "pack-objects died"} {
+		if strings.Contains(s, sign) {
+			d := *ge
+			d.Class = gitcmd.ClassBadObjects
+			return &d
+		}
+	}
+	return err
 }

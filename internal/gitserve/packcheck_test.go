@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
 // FuzzCheckAnswer feeds checkAnswer any bytes: it must return, and never
@@ -43,6 +45,26 @@ func TestCheckAnswerTakesAnEmptyPackOfEitherFraming(t *testing.T) {
 	} {
 		if err := checkAnswer(bytes.NewReader([]byte(answer))); err == nil {
 			t.Errorf("%s was taken", name)
+		}
+	}
+}
+
+func TestAnUploadPackThatDiesReadingAPackIsDamage(t *testing.T) {
+	for _, tc := range []struct {
+		stderr string
+		class  gitcmd.Class
+		damage bool
+	}{
+		{"error: inflate: data stream error (incorrect data check)\nfatal: unable to unpack 4e65d8fd contents", gitcmd.ClassOther, true},
+		{"fatal: git upload-pack: git-pack-objects died with error.\nfatal: git upload-pack: aborting due to possible repository corruption on the remote side.", gitcmd.ClassOther, true},
+		{"error: bad packed object CRC for 4e65d8fd", gitcmd.ClassOther, true},
+		{"fatal: git upload-pack: not our ref 4e65d8fd", gitcmd.ClassOther, false},
+		{"fatal: the remote end hung up unexpectedly", gitcmd.ClassOther, false},
+		{"fatal: git upload-pack: git-pack-objects died with error. fatal: out of memory", gitcmd.ClassTooLarge, false},
+	} {
+		got := packError(&gitcmd.Error{Args: []string{"upload-pack"}, ExitCode: 128, Stderr: tc.stderr, Class: tc.class})
+		if damage := gitcmd.ClassOf(got) == gitcmd.ClassBadObjects; damage != tc.damage {
+			t.Errorf("%q: class %q, want damage %v", tc.stderr, gitcmd.ClassOf(got), tc.damage)
 		}
 	}
 }

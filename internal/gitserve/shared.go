@@ -74,7 +74,7 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 			err = checkKept(path)
 		}
 	} else {
-		err = damagedTip(err, view, wants)
+		err = packError(damagedTip(err, view, wants))
 	}
 	if err != nil {
 		keep = false
