@@ -10,7 +10,8 @@
 // refs alone (the refs advertisement, ls-refs listings, whether wanted
 // commits are reachable) is made once per state of the refs and shared
 // (refsView); with a PackCache, identical fetches share one run, whose
-// output it keeps in files for a while and sends from them with sendfile.
+// output it keeps in files for a while, once its pack is checked whole
+// (checkAnswer), and sends from them with sendfile.
 package gitserve
 
 import (
