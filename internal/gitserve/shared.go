@@ -53,7 +53,8 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 // sharedRun runs one upload-pack of wants for every client of e and keeps
 // its output, unless it failed, the refs moved from view while it ran, or
 // its pack is not whole (checkKept: an answer is checked once, before it
-// is kept, so that a corrupt one is never replayed).
+// is kept, so that a corrupt one is never replayed). The run's clients
+// have every byte by then; their answers end when the check does.
 func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *packEntry, key string, view *refsView, wants []string,
 	cmd gitcmd.Cmd) {
 	defer cancel()
