@@ -114,6 +114,9 @@ type Tier struct {
 	check bool     // units changed since the load was last held to the bound
 	touch []string // units to move towards their replicas at Decisions
 	out   []Decision
+	// placings counts the times every unit was placed (the tests check
+	// that diffs do not).
+	placings int
 }
 
 // NewTier returns a tier with no units and no members.
@@ -324,6 +327,7 @@ func (t *Tier) overBound() bool {
 // members' loads.
 func (t *Tier) place() {
 	t.dirty, t.check = false, false
+	t.placings++
 	clear(t.load)
 	if t.ring == nil || t.Everyone() {
 		clear(t.want)
