@@ -586,21 +586,10 @@ func (t *Tier) Snapshot() []byte {
 	return b
 }
 
-func sameSet(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // RestoreTier rebuilds a tier from a Snapshot and its units (name ->
 // weight): the members it had, and every unit's confirmed replicas (its
-// desired ones unless the snapshot records others). Units recorded that
+// desired ones, or every member when there are no more than Replicas,
+// unless the snapshot records others). Units recorded that
 // are no longer given are skipped, and units given that were not there
 // are placed as new ones. The assigns of moves under way are sent again
 // by the next Decisions. It refuses a damaged snapshot.

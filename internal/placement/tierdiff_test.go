@@ -176,3 +176,16 @@ func TestTierDiffOverTheBoundPlacesEveryUnitAgain(t *testing.T) {
 		}
 	}
 }
+
+// sameSet reports whether a and b hold the same members.
+func sameSet(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
