@@ -110,6 +110,7 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 		c.applyChange(nil, nil, []string{key})
 	} else {
 		c.engine.AddKeys(key)
+		c.tierTouch(key)
 		c.feedKeysChanged([]string{key}, nil)
 		c.placeDirty = true
 		c.applyChange(nil, nil, []string{key})

@@ -134,14 +134,14 @@ type Coordinator struct {
 	engine  *placement.Engine
 	nets    *network.Networks // fork networks (network.go), fed to engine
 	members []ring.Member     // last given to the engine
-	// The full tier (tier.go): its placement, the units' signature it
-	// was given, the full nodes' weights last known, whether it changed
-	// since the last persist, and a count of fork network changes.
-	tier       *placement.Tier
-	tierSig    tierSignature
-	tierWeight map[uint32]float64
-	tierDirty  bool
-	netGen     uint64
+	// The full tier (tier.go): its placement, whether it holds the
+	// units and which changed since, the full nodes' weights last known,
+	// and whether it changed since the last persist.
+	tier        *placement.Tier
+	tierFed     bool                // the tier was given every unit
+	tierTouched map[string]struct{} // units changed since the last sync
+	tierWeight  map[uint32]float64
+	tierDirty   bool
 	// tierMembersDirty: the membership or a full node's disk changed
 	// since the tier's members were last computed.
 	tierMembersDirty bool
@@ -284,6 +284,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		tasks:        make(map[string]pendingTask),
 		held:         make(map[string]heldEntry),
 		tierWeight:   make(map[uint32]float64),
+		tierTouched:  make(map[string]struct{}),
 	}
 	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
@@ -665,6 +666,7 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 	}
 	c.engine.SetNetworks(networkMap(c.nets))
 	c.engine.AddKeySeq(next.Len(), keys)
+	c.tierFed = false // every unit given again, if the tier needs them
 	for _, s := range c.fullSessions() {
 		s.queueSweep(keys)
 	}
@@ -802,10 +804,12 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 	if len(add) > 0 {
 		c.declareNetworks(add) // placed with their network from the start
 		c.engine.AddKeys(add...)
+		c.tierTouch(add...)
 		c.placeDirty = true
 	}
 	if len(rm) > 0 {
 		c.engine.RemoveKeys(rm...) // drops at owners and targets
+		c.tierTouch(rm...)
 		c.forgetNetworks(rm)
 		c.placeDirty = true
 	}

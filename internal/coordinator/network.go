@@ -104,13 +104,13 @@ func (c *Coordinator) applyNetworks(changes []network.Change) {
 	set := make(map[string]string, len(changes))
 	for _, ch := range changes {
 		set[ch.Key] = ch.To
+		c.tierTouchNetwork(ch.Key, ch.From, ch.To)
 		if ch.From != "" || ch.To != "" {
 			c.log.Info("network changed", "key", ch.Key, "from", ch.From, "to", ch.To)
 		}
 	}
 	c.engine.SetNetworks(set)
 	c.placeDirty = true
-	c.netGen++ // the full tier's units (tier.go)
 	for _, ch := range changes {
 		if !c.engine.Has(ch.Key) {
 			continue

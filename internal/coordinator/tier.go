@@ -14,8 +14,9 @@ import (
 // The full tier: the rules live in placement.Tier (a pure engine); this
 // file feeds it the full nodes and the units (a fork network, or a
 // standalone repository, weighted by its repositories: the coordinator
-// knows no sizes yet), confirms what full nodes hold, and sends each
-// repository's replicas with its state. Full nodes still pull every
+// knows no sizes yet) as the catalog and the networks change them,
+// confirms what full nodes hold, and sends each repository's replicas with
+// its state. Full nodes still pull every
 // repository, so the tier's assigns and drops ask nothing of them yet:
 // they change what the full nodes are told (RepoState.replicas).
 
@@ -80,28 +81,55 @@ func (c *Coordinator) tierMembers() []ring.Member {
 	return ms
 }
 
-// syncTier gives the tier the current members and, when the key set or
-// the fork networks changed, the units; then sends the replicas that
-// changed to the full nodes. Caller holds c.mu.
+// syncTier gives the tier the current members and the units that
+// changed, then sends the replicas that changed to the full nodes. With no
+// more full nodes than replicas the tier is given no units at all: every
+// full node holds everything, and replicas answers with the full nodes.
+// Past that, the first sync gives it every unit, and the ones after only
+// those touched since (tierTouch): a catalog diff costs the tier in
+// proportion to the keys it changes. Caller holds c.mu.
 func (c *Coordinator) syncTier() {
 	if c.tier == nil || !c.placing {
 		return
 	}
-	if sig := (tierSignature{c.engine.Len(), c.engine.Digest(), c.netGen}); sig != c.tierSig {
-		c.tierSig = sig
-		units := c.tierUnits()
-		for _, u := range c.tier.Units() {
-			if units[u] == 0 {
-				c.tier.SetUnit(u, 0)
-			}
-		}
-		for u, w := range units {
-			c.tier.SetUnit(u, w)
-		}
-	}
 	if c.tierMembersDirty {
 		c.tierMembersDirty = false
-		c.tier.SetMembers(c.tierMembers())
+		ms := c.tierMembers()
+		if len(ms) > c.tier.Replicas() && !c.tierFed {
+			// Given while every full node still holds everything, the
+			// units are taken to be held by the members that stay.
+			c.tierFeed()
+		}
+		before := c.tier.Members()
+		c.tier.SetMembers(ms)
+		if c.tier.Everyone() && c.tier.Len() > 0 {
+			c.tier = placement.NewTier(c.tierConfig())
+			c.tier.SetMembers(ms)
+			c.tierFed, c.tierDirty = false, true
+			clear(c.tierTouched)
+		}
+		if c.tier.Everyone() && !slices.Equal(before, c.tier.Members()) {
+			// Every repository's replicas are the full nodes: each
+			// changed, and the tier decides nothing to say so.
+			c.tierDirty = true
+			for _, s := range c.fullSessions() {
+				s.queueSweep(c.engineKeys)
+			}
+		}
+	}
+	if !c.tierFed && !c.tier.Everyone() {
+		c.tierFeed()
+	}
+	if c.tierFed {
+		for u := range c.tierTouched {
+			c.tier.SetUnit(u, c.tierUnitWeight(u))
+		}
+		clear(c.tierTouched)
+		if w, n := c.tier.Weight(), c.engine.Len(); w != n {
+			// Every key is in one unit: a change that was not touched.
+			c.log.Warn("full tier: units out of step with the keys; giving them all again", "units_weight", w, "keys", n)
+			c.tierFeed()
+		}
 	}
 	for _, d := range c.tier.Decisions() {
 		c.tierDirty = true
@@ -113,12 +141,72 @@ func (c *Coordinator) syncTier() {
 	}
 }
 
-// tierSignature changes when the tier's units may have: the key set or
-// the fork networks.
-type tierSignature struct {
-	keys   int
-	digest uint64
-	nets   uint64
+// engineKeys yields every key of the engine. Caller holds c.mu.
+func (c *Coordinator) engineKeys(yield func(string) bool) {
+	more := true
+	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+		more = more && yield(k)
+	})
+}
+
+// tierFeed gives the tier every unit, and removes those it has that are no
+// longer units. Caller holds c.mu.
+func (c *Coordinator) tierFeed() {
+	units := c.tierUnits()
+	for _, u := range c.tier.Units() {
+		if units[u] == 0 {
+			c.tier.SetUnit(u, 0)
+		}
+	}
+	for u, w := range units {
+		c.tier.SetUnit(u, w)
+	}
+	c.tierFed = true
+	clear(c.tierTouched)
+}
+
+// tierTouch records that the units of keys may have changed: keys added
+// or removed. Caller holds c.mu.
+func (c *Coordinator) tierTouch(keys ...string) {
+	if !c.tierFed {
+		return
+	}
+	for _, k := range keys {
+		c.tierTouched[c.tierUnit(k)] = struct{}{}
+	}
+}
+
+// tierTouchNetwork records that key moved from fork network from to to
+// ("" for none). Caller holds c.mu.
+func (c *Coordinator) tierTouchNetwork(key, from, to string) {
+	if !c.tierFed {
+		return
+	}
+	for _, n := range []string{from, to} {
+		u := key
+		if n != "" {
+			u = tierUnitPrefix + n
+		}
+		c.tierTouched[u] = struct{}{}
+	}
+}
+
+// tierUnitWeight is unit's weight now: its repositories, 0 if it is no
+// longer a unit. Caller holds c.mu.
+func (c *Coordinator) tierUnitWeight(unit string) int {
+	if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
+		w := 0
+		for _, k := range c.nets.Members(name) {
+			if c.engine.Has(k) {
+				w++
+			}
+		}
+		return w
+	}
+	if c.engine.Has(unit) && c.nets.Of(unit) == "" {
+		return 1
+	}
+	return 0
 }
 
 // tierConfirm records that full node id holds key. Caller holds c.mu.
@@ -134,8 +222,7 @@ func (c *Coordinator) replicas(key string) []uint32 {
 	if c.tier == nil {
 		return nil
 	}
-	want, _, _ := c.tier.ReplicasOf(c.tierUnit(key))
-	return slices.Clip(want)
+	return slices.Clip(c.tier.Where(c.tierUnit(key)))
 }
 
 // metaTier is the meta key of the tier's snapshot.
@@ -146,23 +233,31 @@ const metaTier = "tier"
 // snapshot that cannot be read is logged and replaced: the full nodes'
 // inventories confirm again what they hold.
 func (c *Coordinator) restoreTier(ctx context.Context) error {
-	tcfg := placement.TierConfig{Replicas: c.cfg.FullReplicas}
-	c.tier = placement.NewTier(tcfg)
+	c.tier = placement.NewTier(c.tierConfig())
 	snap, ok, err := c.readMeta(ctx, metaTier, "the placement of the full tier")
 	if err != nil || !ok {
 		return err
 	}
-	units := c.tierUnits()
-	t, err := placement.RestoreTier(tcfg, snap, units)
+	t, err := placement.RestoreTier(c.tierConfig(), snap, nil)
 	if err != nil {
 		c.log.Warn("restore: stored full tier unreadable; placing it again", "err", err)
 		return nil
 	}
+	if !t.Everyone() {
+		// Its units, unless every full node holds everything.
+		if t, err = placement.RestoreTier(c.tierConfig(), snap, c.tierUnits()); err != nil {
+			return err // read once already
+		}
+		c.tierFed = true
+	}
 	c.tier = t
-	c.tierSig = tierSignature{c.engine.Len(), c.engine.Digest(), c.netGen}
 	c.tierMembersDirty = true // the same members, unless some left meanwhile
 	for _, m := range t.Members() {
 		c.tierWeight[m.ID] = m.Weight
 	}
 	return nil
+}
+
+func (c *Coordinator) tierConfig() placement.TierConfig {
+	return placement.TierConfig{Replicas: c.cfg.FullReplicas}
 }

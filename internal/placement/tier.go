@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -31,8 +30,29 @@ import (
 // Like the Engine it is pure: no I/O, no clock, no goroutine; and the
 // desired replicas are a function of the members and the units alone, so a
 // tier restored from its Snapshot with the same members moves nothing.
-// Placing is over every unit; it runs once per batch of changes, in
-// Decisions. A Tier is not safe for concurrent use.
+//
+// Its cost follows the Engine's rule. SetMembers places every unit again
+// (once, at the next Decisions). SetUnit costs time in proportion to the
+// units it changes: as long as no member holds more than its load bound
+// with every unit on its first Replicas distinct members clockwise (its
+// plain replicas, ring.LookupN), the bound changes nothing, each unit's
+// replicas are its plain ones, and a unit added or removed leaves the
+// others where they are. Only a change made while the bound displaced a
+// unit, or one that puts a member over its bound, places every unit again
+// (with the same result: placing never depends on the order of changes).
+//
+// With no more members than Replicas (one or two full nodes, `gitfleet up`)
+// every member holds every unit and the tier does no per-unit work: it
+// places nothing and decides nothing, and Where answers for any unit, known
+// or not, with the members. When a member joins past Replicas, every unit
+// is taken to be held by the members that were there: in that mode each
+// of them holds everything.
+//
+// Memory: a unit is its name, its weight and three set IDs (desired,
+// confirmed, told to take it), the sets interned once in a table, so that
+// a million units on twenty members share a few hundred sets.
+// BenchmarkTierMillion reports the bytes a unit. A Tier is not safe for
+// concurrent use.
 
 // Defaults of TierConfig.
 const (
@@ -68,66 +88,153 @@ func (c TierConfig) withDefaults() TierConfig {
 // Tier holds the replicas of every unit on the full tier. Create it with
 // NewTier or RestoreTier.
 type Tier struct {
-	cfg     TierConfig
-	units   map[string]*tierUnit
+	cfg TierConfig
+
+	// The units, by index; removing one moves the last into its hole.
+	index   unitIndex
+	names   []string
+	weights []int
+	want    []uint32 // set IDs: the desired replicas, in the order placed
+	held    []uint32 // set IDs: confirmed replicas that are members
+	sent    []uint32 // set IDs: members told to take it, not confirmed
+	sets    setTable
+	sum     int // the units' total weight
+
 	members []ring.Member // by ID, weights > 0
 	ring    *ring.Ring    // nil without members
-	dirty   bool          // units or members changed since the last placing
-	out     []Decision
-}
+	k       int           // replicas a unit has: min(Replicas, members)
 
-// tierUnit is what the tier knows of a unit.
-type tierUnit struct {
-	weight int
-	want   []uint32 // the desired replicas, in the order placed
-	held   []uint32 // confirmed replicas that are members
-	sent   []uint32 // members told to take it that have not confirmed
+	// load is the weight each member (by index in members) is to hold;
+	// it is kept only while plain.
+	load []int
+	// plain: every unit's desired replicas are its plain ones and load is
+	// up to date, so units can be placed one at a time.
+	plain bool
+	dirty bool     // every unit must be placed again
+	check bool     // units changed since the load was last held to the bound
+	touch []string // units to move towards their replicas at Decisions
+	out   []Decision
+	// placings counts the times every unit was placed (the tests check
+	// that diffs do not).
+	placings int
 }
 
 // NewTier returns a tier with no units and no members.
 func NewTier(cfg TierConfig) *Tier {
-	return &Tier{cfg: cfg.withDefaults(), units: map[string]*tierUnit{}}
+	return &Tier{cfg: cfg.withDefaults(), index: newUnitIndex(), sets: newSetTable()}
 }
 
 // Replicas is the number of replicas the tier keeps of each unit.
 func (t *Tier) Replicas() int { return t.cfg.Replicas }
 
+// Everyone reports whether every member holds every unit: there are no
+// more members than Replicas. The tier then keeps nothing per unit that
+// its caller needs: Where answers for any unit.
+func (t *Tier) Everyone() bool { return len(t.members) <= t.cfg.Replicas }
+
 // Units returns the names of the units, in no order.
-func (t *Tier) Units() []string { return slices.Collect(maps.Keys(t.units)) }
+func (t *Tier) Units() []string { return slices.Clone(t.names) }
 
 // Members returns the members the tier places on, by ID.
 func (t *Tier) Members() []ring.Member { return slices.Clone(t.members) }
 
 // Len returns the number of units.
-func (t *Tier) Len() int { return len(t.units) }
+func (t *Tier) Len() int { return len(t.names) }
+
+// Weight returns the units' total weight.
+func (t *Tier) Weight() int { return t.sum }
+
+// incremental reports whether a unit can be placed alone.
+func (t *Tier) incremental() bool { return t.plain && !t.dirty && !t.Everyone() }
 
 // SetUnit adds unit name with a weight (its bytes, or its number of
 // repositories: whatever the members' weights are shares of), or changes
 // its weight; a weight <= 0 removes it. A removed unit's holders are told
 // nothing: the repositories' removal reaches the full nodes on its own.
+// It costs time in proportion to the one unit, unless the load bound
+// makes the next Decisions place every unit again (see above).
 func (t *Tier) SetUnit(name string, weight int) {
-	u := t.units[name]
+	if name == "" {
+		return
+	}
+	i, ok := t.index.get(t.names, name)
 	switch {
-	case name == "":
 	case weight <= 0:
-		if u != nil {
-			delete(t.units, name)
-			t.dirty = true
+		if ok {
+			t.unplace(i)
+			t.remove(i)
 		}
-	case u == nil:
-		t.units[name] = &tierUnit{weight: weight}
+	case !ok:
+		i = int32(len(t.names))
+		t.names = append(t.names, name)
+		t.index.insert(t.names, name, i)
+		t.weights = append(t.weights, weight)
+		t.want = append(t.want, 0)
+		t.held = append(t.held, 0)
+		t.sent = append(t.sent, 0)
+		t.sum += weight
+		t.placeOne(i)
+	case t.weights[i] != weight:
+		t.unplace(i)
+		t.weights[i] = weight
+		t.sum += weight
+		t.placeOne(i)
+	}
+}
+
+// placeOne places unit i alone, on its plain replicas, if the tier can;
+// otherwise every unit is placed again at the next Decisions. Unit i's
+// weight is counted in sum.
+func (t *Tier) placeOne(i int32) {
+	switch {
+	case t.ring == nil || t.Everyone():
+	case !t.incremental():
 		t.dirty = true
-	case u.weight != weight:
-		u.weight = weight
+	default:
+		want := t.ring.LookupN(t.names[i], t.k)
+		t.want[i] = t.sets.id(want)
+		for _, id := range want {
+			t.load[t.memberIndex(id)] += t.weights[i]
+		}
+		t.check = true
+		t.touch = append(t.touch, t.names[i])
+	}
+}
+
+// unplace takes unit i's weight out of sum and, while plain, of the load
+// of its replicas.
+func (t *Tier) unplace(i int32) {
+	w := t.weights[i]
+	t.sum -= w
+	if t.incremental() {
+		for _, id := range t.sets.get(t.want[i]) {
+			t.load[t.memberIndex(id)] -= w
+		}
+		t.check = true
+	} else if t.ring != nil && !t.Everyone() {
 		t.dirty = true
 	}
+}
+
+// remove deletes unit i, moving the last unit into its place.
+func (t *Tier) remove(i int32) {
+	last := int32(len(t.names) - 1)
+	t.index.remove(t.names, t.names[i])
+	if i != last {
+		t.index.move(t.names, t.names[last], i)
+		t.names[i], t.weights[i] = t.names[last], t.weights[last]
+		t.want[i], t.held[i], t.sent[i] = t.want[last], t.held[last], t.sent[last]
+	}
+	t.names[last] = ""
+	t.names, t.weights = t.names[:last], t.weights[:last]
+	t.want, t.held, t.sent = t.want[:last], t.held[:last], t.sent[:last]
 }
 
 // SetMembers sets the members of the tier: the full nodes alive or within
 // their grace, weighted by their disks (members with an ID of 0 or a
 // weight <= 0 are left out; IDs must be distinct). A replica on a node no
 // longer a member is lost: it no longer counts, and the unit gets a new
-// one.
+// one. Every unit is placed again at the next Decisions.
 func (t *Tier) SetMembers(members []ring.Member) {
 	ms := make([]ring.Member, 0, len(members))
 	for _, m := range members {
@@ -139,16 +246,60 @@ func (t *Tier) SetMembers(members []ring.Member) {
 	if slices.Equal(ms, t.members) {
 		return
 	}
+	before, everyone := t.members, t.Everyone()
 	t.members = ms
 	t.ring = nil
 	if len(ms) > 0 {
 		t.ring = ring.New(ms, ring.Options{LoadFactor: t.cfg.LoadFactor, VnodesPerWeight: t.cfg.VnodesPerWeight})
 	}
-	for _, u := range t.units {
-		u.held = slices.DeleteFunc(u.held, func(id uint32) bool { return !t.isMember(id) })
-		u.sent = slices.DeleteFunc(u.sent, func(id uint32) bool { return !t.isMember(id) })
+	t.k = min(t.cfg.Replicas, len(ms))
+	t.load = make([]int, len(ms))
+	t.plain = false
+
+	// Each set becomes the set of the members it holds (and, leaving the
+	// mode where every member holds everything, the members there were);
+	// a unit's sets are rewritten through a table of the sets in use.
+	var stayed []uint32
+	if everyone && !t.Everyone() {
+		for _, m := range before {
+			if t.isMember(m.ID) {
+				stayed = append(stayed, m.ID)
+			}
+		}
 	}
-	t.dirty = true
+	old := t.sets
+	t.sets = newSetTable()
+	memo := map[uint32]uint32{}
+	remap := func(id uint32, add []uint32) uint32 {
+		if nid, ok := memo[id]; ok {
+			return nid
+		}
+		var s []uint32
+		for _, x := range old.get(id) {
+			if t.isMember(x) {
+				s = append(s, x)
+			}
+		}
+		for _, x := range add {
+			if !slices.Contains(s, x) {
+				s = append(s, x)
+			}
+		}
+		slices.Sort(s)
+		nid := t.sets.id(s)
+		memo[id] = nid
+		return nid
+	}
+	for i := range t.held {
+		t.held[i] = remap(t.held[i], stayed)
+	}
+	clear(memo)
+	for i := range t.sent {
+		t.sent[i] = remap(t.sent[i], nil)
+	}
+	clear(t.want) // placed again, from scratch, by the next Decisions
+	t.touch = nil
+	t.dirty = !t.Everyone()
 }
 
 func (t *Tier) isMember(id uint32) bool {
@@ -156,25 +307,46 @@ func (t *Tier) isMember(id uint32) bool {
 	return ok
 }
 
-// place computes every unit's desired replicas.
-func (t *Tier) place() {
-	t.dirty = false
-	names := slices.Collect(maps.Keys(t.units))
-	if t.ring == nil {
-		for _, n := range names {
-			t.units[n].want = nil
+// memberIndex is the index of member id in members (and in load).
+func (t *Tier) memberIndex(id uint32) int {
+	j, _ := slices.BinarySearchFunc(t.members, id, func(m ring.Member, id uint32) int { return cmp.Compare(m.ID, id) })
+	return j
+}
+
+// overBound reports whether a member holds more than its bound.
+func (t *Tier) overBound() bool {
+	for j, b := range t.ring.ReplicaBounds(t.k, float64(t.sum)) {
+		if t.load[j] > b {
+			return true
 		}
+	}
+	return false
+}
+
+// place computes every unit's desired replicas from scratch, and the
+// members' loads.
+func (t *Tier) place() {
+	t.dirty, t.check = false, false
+	t.placings++
+	clear(t.load)
+	if t.ring == nil || t.Everyone() {
+		clear(t.want)
+		t.plain = false
 		return
 	}
-	units := make([]ring.Unit, len(names))
-	for i, n := range names {
-		units[i] = ring.Unit{Name: n, Weight: t.units[n].weight}
+	units := make([]ring.Unit, len(t.names))
+	for i, n := range t.names {
+		units[i] = ring.Unit{Name: n, Weight: t.weights[i]}
 	}
-	out, k := t.ring.PlaceReplicas(units, t.cfg.Replicas)
-	for i, n := range names {
-		u := t.units[n]
-		u.want = append(u.want[:0], out[i*k:(i+1)*k]...)
+	out, k, displaced := t.ring.PlaceReplicasDisplaced(units, t.cfg.Replicas)
+	for i := range t.names {
+		want := out[i*k : (i+1)*k]
+		t.want[i] = t.sets.id(want)
+		for _, id := range want {
+			t.load[t.memberIndex(id)] += t.weights[i]
+		}
 	}
+	t.plain = !displaced
 }
 
 // Confirm records that node holds a complete copy of unit name (its
@@ -184,93 +356,199 @@ func (t *Tier) place() {
 // of replicas confirmed already change nothing. It reports whether it
 // recorded a replica.
 func (t *Tier) Confirm(node uint32, name string) bool {
-	u := t.units[name]
-	if u == nil || !t.isMember(node) || slices.Contains(u.held, node) {
+	i, ok := t.index.get(t.names, name)
+	if !ok || !t.isMember(node) {
 		return false
 	}
-	u.held = append(u.held, node)
-	u.sent = slices.DeleteFunc(u.sent, func(id uint32) bool { return id == node })
-	if !t.dirty {
-		t.settle(name, u)
+	held := t.sets.get(t.held[i])
+	if slices.Contains(held, node) {
+		return false
+	}
+	t.held[i] = t.sets.id(sortedWith(held, node))
+	t.sent[i] = t.sets.id(without(t.sets.get(t.sent[i]), node))
+	if !t.Everyone() {
+		t.touch = append(t.touch, name)
 	}
 	return true
 }
 
-// settle moves unit name towards its desired replicas: an assign to each
+// sortedWith returns the sorted set s with x added, in a new slice.
+func sortedWith(s []uint32, x uint32) []uint32 {
+	out := append(make([]uint32, 0, len(s)+1), s...)
+	j, _ := slices.BinarySearch(out, x)
+	return slices.Insert(out, j, x)
+}
+
+// without returns s without x, in a new slice if x is in it.
+func without(s []uint32, x uint32) []uint32 {
+	if !slices.Contains(s, x) {
+		return s
+	}
+	return slices.DeleteFunc(slices.Clone(s), func(y uint32) bool { return y == x })
+}
+
+// settle moves unit i towards its desired replicas: an assign to each
 // desired member that neither holds it nor was told to, a drop to a
 // member told to that is no longer desired, and a drop to each undesired
 // replica as long as enough confirmed replicas remain without it.
-func (t *Tier) settle(name string, u *tierUnit) {
-	var from uint32
-	if len(u.held) > 0 {
-		from = u.held[0]
+func (t *Tier) settle(i int32) {
+	want := t.sets.get(t.want[i])
+	if t.sent[i] == 0 && t.held[i] == t.sets.sortedID(t.want[i]) {
+		return
 	}
-	for _, w := range u.want {
-		if !slices.Contains(u.held, w) && !slices.Contains(u.sent, w) {
-			u.sent = append(u.sent, w)
-			t.out = append(t.out, Decision{Kind: Assign, Node: w, Key: name, Urgent: len(u.held) < len(u.want), From: from})
+	held := slices.Clone(t.sets.get(t.held[i]))
+	sent := slices.Clone(t.sets.get(t.sent[i]))
+	name := t.names[i]
+	var from uint32
+	if len(held) > 0 {
+		from = held[0]
+	}
+	for _, w := range want {
+		if !slices.Contains(held, w) && !slices.Contains(sent, w) {
+			sent = append(sent, w)
+			t.out = append(t.out, Decision{Kind: Assign, Node: w, Key: name, Urgent: len(held) < len(want), From: from})
 		}
 	}
-	u.sent = slices.DeleteFunc(u.sent, func(id uint32) bool {
-		if slices.Contains(u.want, id) {
+	sent = slices.DeleteFunc(sent, func(id uint32) bool {
+		if slices.Contains(want, id) {
 			return false
 		}
 		t.out = append(t.out, Decision{Kind: Drop, Node: id, Key: name})
 		return true
 	})
-	for i := 0; i < len(u.held) && len(u.held) > len(u.want); {
-		if h := u.held[i]; !slices.Contains(u.want, h) {
+	for j := 0; j < len(held) && len(held) > len(want); {
+		if h := held[j]; !slices.Contains(want, h) {
 			t.out = append(t.out, Decision{Kind: Drop, Node: h, Key: name})
-			u.held = slices.Delete(u.held, i, i+1)
+			held = slices.Delete(held, j, j+1)
 			continue
 		}
-		i++
+		j++
 	}
+	slices.Sort(sent)
+	t.held[i], t.sent[i] = t.sets.id(held), t.sets.id(sent)
 }
 
-// Decisions places the units again if they or the members changed, and
-// returns the decisions taken since the last call. Call it after each
-// batch of events.
+// Decisions places the units that changed (or, if the load bound or the
+// members require it, every unit), and returns the decisions taken since
+// the last call. Call it after each batch of events. With no more members
+// than Replicas it decides nothing: every member holds everything.
 func (t *Tier) Decisions() []Decision {
-	if t.dirty {
-		t.replace()
-	}
+	t.update()
 	out := t.out
 	t.out = nil
 	return out
 }
 
-// replace places every unit and moves each towards its desired replicas.
-func (t *Tier) replace() {
-	t.place()
-	for _, n := range slices.Sorted(maps.Keys(t.units)) {
-		t.settle(n, t.units[n])
+// update brings the desired replicas up to date and moves the units that
+// changed towards them.
+func (t *Tier) update() {
+	if t.check && t.incremental() && t.overBound() {
+		t.dirty = true
 	}
+	t.check = false
+	if t.dirty {
+		t.place()
+		for i := range t.names {
+			t.settle(int32(i))
+		}
+	} else if !t.Everyone() {
+		for _, n := range t.touch {
+			if i, ok := t.index.get(t.names, n); ok {
+				t.settle(i)
+			}
+		}
+	}
+	t.touch = nil // a batch of a million confirmations leaves no 16 MB behind
 }
 
 // ReplicasOf returns the desired replicas of unit name as last placed (by
 // Decisions), and those that confirmed a copy; false if the unit is
 // unknown.
 func (t *Tier) ReplicasOf(name string) (want, held []uint32, ok bool) {
-	u := t.units[name]
-	if u == nil {
+	i, ok := t.index.get(t.names, name)
+	if !ok {
 		return nil, nil, false
 	}
-	return slices.Clone(u.want), slices.Clone(u.held), true
+	if t.Everyone() {
+		return t.Where(name), slices.Clone(t.sets.get(t.held[i])), true
+	}
+	return slices.Clone(t.sets.get(t.want[i])), slices.Clone(t.sets.get(t.held[i])), true
+}
+
+// Where returns the desired replicas of unit name, as last placed: with no
+// more members than Replicas, every member, in the order met clockwise
+// from the unit, whether the tier knows the unit or not; otherwise those
+// of a known unit, nil for an unknown one.
+func (t *Tier) Where(name string) []uint32 {
+	if t.Everyone() {
+		if t.ring == nil {
+			return nil
+		}
+		return t.ring.LookupN(name, t.k)
+	}
+	if i, ok := t.index.get(t.names, name); ok {
+		return slices.Clone(t.sets.get(t.want[i]))
+	}
+	return nil
 }
 
 // Held returns, for each member, the number of units and the weight of the
 // units it is to hold (desired replicas, as last placed).
 func (t *Tier) Held() map[uint32][2]int {
 	out := map[uint32][2]int{}
-	for _, u := range t.units {
-		for _, id := range u.want {
+	if t.Everyone() {
+		for _, m := range t.members {
+			out[m.ID] = [2]int{len(t.names), t.sum}
+		}
+		return out
+	}
+	for i, w := range t.want {
+		for _, id := range t.sets.get(w) {
 			c := out[id]
-			out[id] = [2]int{c[0] + 1, c[1] + u.weight}
+			out[id] = [2]int{c[0] + 1, c[1] + t.weights[i]}
 		}
 	}
 	return out
 }
+
+// setTable interns the sets of members: a unit keeps the ID of each of its
+// sets. ID 0 is the empty set. Sets are never removed; SetMembers starts a
+// new table with the sets still in use.
+type setTable struct {
+	sets   [][]uint32
+	sorted []uint32 // the ID of each set's sorted copy
+	ids    map[string]uint32
+	buf    []byte
+}
+
+func newSetTable() setTable {
+	return setTable{sets: [][]uint32{nil}, sorted: []uint32{0}, ids: map[string]uint32{"": 0}}
+}
+
+// id returns the ID of set s (in its order), interning a copy if new.
+func (st *setTable) id(s []uint32) uint32 {
+	st.buf = st.buf[:0]
+	for _, x := range s {
+		st.buf = binary.LittleEndian.AppendUint32(st.buf, x)
+	}
+	if id, ok := st.ids[string(st.buf)]; ok {
+		return id
+	}
+	id := uint32(len(st.sets))
+	st.ids[string(st.buf)] = id
+	st.sets = append(st.sets, slices.Clone(s))
+	st.sorted = append(st.sorted, id)
+	if !slices.IsSorted(s) {
+		st.sorted[id] = st.id(slices.Sorted(slices.Values(s)))
+	}
+	return id
+}
+
+// get returns set id; the caller must not modify it.
+func (st *setTable) get(id uint32) []uint32 { return st.sets[id] }
+
+// sorted returns the ID of set id's sorted copy.
+func (st *setTable) sortedID(id uint32) uint32 { return st.sorted[id] }
 
 // tierMagic starts a tier snapshot; its last byte is the format version.
 const tierMagic = "gftier\x01"
@@ -280,49 +558,38 @@ const tierMagic = "gftier\x01"
 // their desired ones (a move under way). A settled tier's snapshot is a
 // few bytes per member, whatever the number of units.
 func (t *Tier) Snapshot() []byte {
-	if t.dirty {
-		t.replace() // its decisions wait for the next Decisions
-	}
+	t.update() // its decisions wait for the next Decisions
 	b := []byte(tierMagic)
 	b = binary.AppendUvarint(b, uint64(len(t.members)))
 	for _, m := range t.members {
 		b = binary.AppendUvarint(b, uint64(m.ID))
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
 	}
-	var moving []string
-	for n, u := range t.units {
-		if !sameSet(u.held, u.want) {
-			moving = append(moving, n)
+	var moving []int32
+	if !t.Everyone() {
+		for i := range t.names {
+			if t.held[i] != t.sets.sortedID(t.want[i]) {
+				moving = append(moving, int32(i))
+			}
 		}
 	}
-	slices.Sort(moving)
+	slices.SortFunc(moving, func(a, b int32) int { return cmp.Compare(t.names[a], t.names[b]) })
 	b = binary.AppendUvarint(b, uint64(len(moving)))
-	for _, n := range moving {
-		u := t.units[n]
-		b = appendString(b, n)
-		b = binary.AppendUvarint(b, uint64(len(u.held)))
-		for _, id := range u.held {
+	for _, i := range moving {
+		held := t.sets.get(t.held[i])
+		b = appendString(b, t.names[i])
+		b = binary.AppendUvarint(b, uint64(len(held)))
+		for _, id := range held {
 			b = binary.AppendUvarint(b, uint64(id))
 		}
 	}
 	return b
 }
 
-func sameSet(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // RestoreTier rebuilds a tier from a Snapshot and its units (name ->
 // weight): the members it had, and every unit's confirmed replicas (its
-// desired ones unless the snapshot records others). Units recorded that
+// desired ones, or every member when there are no more than Replicas,
+// unless the snapshot records others). Units recorded that
 // are no longer given are skipped, and units given that were not there
 // are placed as new ones. The assigns of moves under way are sent again
 // by the next Decisions. It refuses a damaged snapshot.
@@ -358,15 +625,25 @@ func RestoreTier(cfg TierConfig, data []byte, units map[string]int) (*Tier, erro
 	}
 	t.SetMembers(ms)
 	t.place()
-	for n, u := range t.units {
-		if held, ok := recorded[n]; ok {
-			u.held = slices.DeleteFunc(held, func(id uint32) bool { return !t.isMember(id) })
-		} else {
-			u.held = slices.Clone(u.want)
+	all := t.sets.id(slices.Collect(func(yield func(uint32) bool) {
+		for _, m := range t.members {
+			if !yield(m.ID) {
+				return
+			}
+		}
+	}))
+	for i, n := range t.names {
+		switch held, ok := recorded[n]; {
+		case ok:
+			held = slices.DeleteFunc(held, func(id uint32) bool { return !t.isMember(id) })
+			slices.Sort(held)
+			t.held[i] = t.sets.id(slices.Compact(held))
+			t.touch = append(t.touch, n) // a move under way: sent again
+		case t.Everyone():
+			t.held[i] = all
+		default:
+			t.held[i] = t.sets.sortedID(t.want[i])
 		}
 	}
-	// Moves under way are sent again, and new units placed, by the next
-	// Decisions.
-	t.dirty = true
 	return t, nil
 }

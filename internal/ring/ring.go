@@ -385,18 +385,31 @@ func (r *Ring) PlaceUnits(units []Unit) (owners []uint32, displaced bool) {
 // PlaceReplicas places every unit on n distinct members (all members if
 // there are fewer), under a load bound in weight: member m may hold at
 // most ceil(LoadFactor * m.Weight / total weight * n * the total weight
-// of the units). Units are taken in ascending order of (Hash(Name), Name);
-// each goes to the first n distinct members clockwise from its position
-// that have room for its whole weight, and, if fewer than n have, to those
-// with the most room among the others. Weighted by bytes, the bound
-// balances bytes, which counting keys does not when sizes are
-// heavy-tailed (see package placement/sim). The result is flat: the
-// members of unit i, in the order chosen, are out[i*k:(i+1)*k], where k is
-// n or the number of members if that is smaller (k = 0 without members).
+// of the units) (ReplicaBounds). Units are taken in ascending order of
+// (Hash(Name), Name); each goes to the first n distinct members clockwise
+// from its position that have room for its whole weight, and, if fewer
+// than n have, to those with the most room among the others. Weighted by
+// bytes, the bound balances bytes, which counting keys does not when
+// sizes are heavy-tailed (see package placement/sim). The result is flat:
+// the members of unit i, in the order chosen, are out[i*k:(i+1)*k], where
+// k is n or the number of members if that is smaller (k = 0 without
+// members).
+//
+// When no member holds more than its bound with each unit on its first k
+// distinct members clockwise (LookupN), every unit goes there: the bound
+// then changes nothing, and a unit's members do not depend on the others.
 func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
+	out, k, _ = r.PlaceReplicasDisplaced(units, n)
+	return out, k
+}
+
+// PlaceReplicasDisplaced is PlaceReplicas, and reports whether the bound
+// sent any unit elsewhere than its first k distinct members clockwise.
+// When it did not, every unit's members are LookupN(unit.Name, k).
+func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int, displaced bool) {
 	k = min(n, len(r.members))
 	if k <= 0 || len(r.points) == 0 {
-		return nil, 0
+		return nil, 0, false
 	}
 	refs := make([]keyRef, len(units))
 	var sum float64
@@ -410,14 +423,7 @@ func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
 		}
 		return strings.Compare(units[a.index].Name, units[b.index].Name)
 	})
-	var total float64
-	for _, m := range r.members {
-		total += m.Weight
-	}
-	room := make([]int, len(r.members))
-	for i, m := range r.members {
-		room[i] = int(math.Ceil(r.factor * m.Weight / total * float64(k) * sum))
-	}
+	room := r.ReplicaBounds(k, sum)
 	out = make([]uint32, len(units)*k)
 	chosen := make([]int, 0, k)
 	seen := make([]bool, len(r.members))
@@ -436,6 +442,8 @@ func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
 				met++
 				if room[o] >= w {
 					chosen = append(chosen, o)
+				} else {
+					displaced = true
 				}
 			}
 			if j++; j == len(r.points) {
@@ -448,6 +456,7 @@ func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
 		}
 		for len(chosen) < k {
 			// Nobody else has room for it: the others with the most room.
+			displaced = true
 			most := -1
 			for o := range r.members {
 				if !seen[o] && (most < 0 || room[o] > room[most]) {
@@ -463,5 +472,22 @@ func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
 			out[int(ref.index)*k+i] = r.members[o].ID
 		}
 	}
-	return out, k
+	return out, k, displaced
+}
+
+// ReplicaBounds returns the most weight PlaceReplicas lets each member (in
+// the order of Members) hold when it places units of total weight sum on
+// k members each: ceil(LoadFactor * m.Weight / total weight * k * sum).
+// An incremental placement compares its loads with these, computed the
+// same way to the last bit.
+func (r *Ring) ReplicaBounds(k int, sum float64) []int {
+	var total float64
+	for _, m := range r.members {
+		total += m.Weight
+	}
+	room := make([]int, len(r.members))
+	for i, m := range r.members {
+		room[i] = int(math.Ceil(r.factor * m.Weight / total * float64(k) * sum))
+	}
+	return room
 }
