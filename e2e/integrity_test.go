@@ -69,6 +69,65 @@ func emptyPack(t *testing.T, repo string) int {
 	return n
 }
 
+// 64 bytes rot in the middle of a blob's compressed data in the full
+// node's mirror, where git's own walk never looks and upload-pack copies
+// them out unchecked. The pack cache's check of the first clone's answer
+// finds it: that answer is not kept, the node verifies the mirror at once
+// (the scheduled scan is an hour away), takes it out of service and
+// repairs it from the upstream. Clones fail until then, and are whole
+// after.
+func TestBitRotInsideAPackIsNotReplayedAndIsRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	repos := seq(0, 2)
+	for _, i := range repos {
+		if err := f.up.Create(f.name(i), []string{"main"}, []string{"v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.up.AddBlob(f.name(1), "main", 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	f.writeCatalog(repos, "2 repositories")
+	data := f.startUp("--verify-interval", "1h")
+	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
+
+	victim := f.key(1)
+	want, err := f.up.Refs(f.name(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gittest.RotPack(filepath.Join(data, "node", "repos", filepath.FromSlash(victim)+".git")); err != nil {
+		t.Fatal(err)
+	}
+	url := f.base + "/" + victim + ".git"
+	failed := 0
+	eventually(t, 90*time.Second, "the rotten mirror repaired and served whole", func() error {
+		got, err := cloneOf(t, url)
+		if err != nil {
+			failed++
+			return err
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("a clone from the mirror has %v, the upstream %v", got, want)
+		}
+		return nil
+	})
+	up := f.procs["up"]
+	if failed == 0 {
+		t.Fatal("no clone failed: the rot was not served, so this test tested nothing")
+	}
+	if up.count("mirror is corrupt") == 0 || up.count("corrupt mirror repaired") == 0 {
+		t.Fatalf("the log does not tell of the corruption and its repair (%d failed clones)", failed)
+	}
+	t.Logf("%d clones failed while the mirror was rotten", failed)
+	if err := f.servedLikeUpstream(repos); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An emptied object file on the full node is found by the first clone that
 // fails on it (the background verification is an hour away), the mirror
 // is not served while it is broken, and it is repaired from the upstream.

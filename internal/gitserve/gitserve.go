@@ -10,7 +10,8 @@
 // refs alone (the refs advertisement, ls-refs listings, whether wanted
 // commits are reachable) is made once per state of the refs and shared
 // (refsView); with a PackCache, identical fetches share one run, whose
-// output it keeps in files for a while and sends from them with sendfile.
+// output it keeps in files for a while, once its pack is checked whole
+// (checkAnswer), and sends from them with sendfile.
 package gitserve
 
 import (
@@ -479,7 +480,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	release, err := h.slots.acquire(ctx, key)
 	if err == nil {
 		defer release()
-		err = damagedTip(h.Git.Run(ctx, cmd), view, wants)
+		err = packError(damagedTip(h.Git.Run(ctx, cmd), view, wants))
 	}
 	if err == nil || gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
 		pw.release() // git's own error line, if it wrote one: the client hears it as git tells it

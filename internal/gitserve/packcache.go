@@ -318,6 +318,14 @@ func (e *packEntry) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// keepable returns the path of e's file when finish would keep it: the
+// run is whole on file (it did not spill) and answers are kept.
+func (e *packEntry) keepable() (string, bool) {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	return e.path, e.indexed && !e.spilled && e.c.ttl > 0
+}
+
 // finish ends e's run: err is nil when it succeeded, keep is false when its
 // output must not serve later requests (the repository changed under it).
 func (e *packEntry) finish(err error, keep bool) {

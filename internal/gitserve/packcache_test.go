@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
@@ -568,5 +569,51 @@ func TestAKeptPackDoesNotServeWhatAPruneDropped(t *testing.T) {
 	}
 	if code, _, resp := f.post(t, body, v2); code == http.StatusOK {
 		t.Fatalf("the pruned blob was served (%d %q)", code, resp)
+	}
+}
+
+func TestAnAnswerWithBitRotIsNeitherKeptNorReplayed(t *testing.T) {
+	var mu sync.Mutex
+	var classes []gitcmd.Class
+	f := newFixture(t, cached(t, 1<<30, func(h *gitserve.Handler) {
+		h.OnFailure = func(_ string, err error) {
+			mu.Lock()
+			classes = append(classes, gitcmd.ClassOf(err))
+			mu.Unlock()
+		}
+	}))
+	addBlobCommit(t, f.repo, "main", 1<<16, 1)
+	// Whole answers, of either protocol, are checked and kept.
+	for _, v := range []string{"0", "2", "0", "2"} {
+		if out, err := gittest.Output("", "-c", "protocol.version="+v, "clone", "-q", "--bare", f.url, filepath.Join(t.TempDir(), "c.git")); err != nil {
+			t.Fatalf("clone (protocol v%s) of a whole mirror: %v: %s", v, err, out)
+		}
+	}
+	if s := f.h.Cache.Stats(); s.Runs != 2 || s.Hits != 2 {
+		t.Fatalf("two clones of each protocol: %+v, want 2 runs kept and 2 hits", s)
+	}
+	// A new commit, packed with the rest, then 64 bytes of the blob's
+	// compressed data rot on disk.
+	addBlobCommit(t, f.repo, "main", 1<<16, 2)
+	if err := gittest.Git(f.repo, "repack", "-a", "-d", "-q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gittest.RotPack(f.repo); err != nil {
+		t.Fatal(err)
+	}
+	before := f.h.Cache.Stats()
+	for _, v := range []string{"2", "2", "0"} {
+		if _, err := gittest.Output("", "-c", "protocol.version="+v, "clone", "-q", "--bare", f.url, filepath.Join(t.TempDir(), "c.git")); err == nil {
+			t.Fatalf("a clone (protocol v%s) of a mirror with bit rot in its pack succeeded", v)
+		}
+	}
+	s := f.h.Cache.Stats()
+	if s.Runs-before.Runs != 3 || s.Hits != before.Hits || s.Entries != before.Entries {
+		t.Fatalf("three clones of a rotten mirror: %+v after %+v, want 3 new runs, none kept nor replayed", s, before)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(classes) != 3 || classes[0] != gitcmd.ClassBadObjects || classes[2] != gitcmd.ClassBadObjects {
+		t.Fatalf("OnFailure heard %v, want three failures of class %q", classes, gitcmd.ClassBadObjects)
 	}
 }

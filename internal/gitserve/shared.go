@@ -51,7 +51,10 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 }
 
 // sharedRun runs one upload-pack of wants for every client of e and keeps
-// its output, unless it failed or the refs moved from view while it ran.
+// its output, unless it failed, the refs moved from view while it ran, or
+// its pack is not whole (checkKept: an answer is checked once, before it
+// is kept, so that a corrupt one is never replayed). The run's clients
+// have every byte by then; their answers end when the check does.
 func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *packEntry, key string, view *refsView, wants []string,
 	cmd gitcmd.Cmd) {
 	defer cancel()
@@ -68,11 +71,35 @@ func (h *Handler) sharedRun(ctx context.Context, cancel context.CancelFunc, e *p
 	if err == nil {
 		after, serr := readRefs(cmd.Args[0])
 		keep = serr == nil && bytes.Equal(after.digest, view.state)
+		if path, ok := e.keepable(); keep && ok {
+			err = checkKept(path)
+		}
 	} else {
-		err = damagedTip(err, view, wants)
+		err = packError(damagedTip(err, view, wants))
+	}
+	if err != nil {
+		keep = false
 		h.runFailed(ctx, key, err)
 	}
 	e.finish(err, keep)
+}
+
+// checkKept checks the answer of a run in the file at path before it is
+// kept (checkAnswer): one that fails is of a damaged mirror, whose packed
+// data git copied out as it found it. Its clients, still following the
+// run, are broken off, and the node hears of it as of any failure on a
+// mirror's objects.
+func checkKept(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCacheFile, err)
+	}
+	defer f.Close()
+	if err := checkAnswer(f); err != nil {
+		return &gitcmd.Error{Args: []string{"upload-pack"}, Class: gitcmd.ClassBadObjects,
+			Stderr: "the answer's pack is corrupt (its objects do not inflate whole): the mirror is damaged: " + err.Error()}
+	}
+	return nil
 }
 
 // follow streams a run's output to one client, from the first byte, as it

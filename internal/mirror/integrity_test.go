@@ -144,6 +144,41 @@ func TestVerifyFindsAnEmptiedObjectAndReplaceRepairsIt(t *testing.T) {
 	}
 }
 
+func TestVerifyFindsBitRotInsideAPackAndReplaceRepairsIt(t *testing.T) {
+	up, st := setup(t)
+	if err := up.Create("a", []string{"main"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.AddBlob("a", "main", 8192); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	url := up.RepoURL("a")
+	key := keyOf(t, url)
+	if _, err := st.Sync(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Verify(ctx, key); err != nil {
+		t.Fatalf("a whole mirror failed verification: %v", err)
+	}
+	if _, _, err := gittest.RotPack(st.Path(key)); err != nil {
+		t.Fatal(err)
+	}
+	err := st.Verify(ctx, key)
+	if !errors.Is(err, mirror.ErrCorrupt) || !strings.Contains(err.Error(), "fails its CRC") {
+		t.Fatalf("verify of a mirror with 64 bytes rotten inside a blob of its pack = %v, want ErrCorrupt naming the object", err)
+	}
+	if _, err := st.Replace(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Verify(ctx, key); err != nil {
+		t.Fatalf("the repaired mirror failed verification: %v", err)
+	}
+	if err := gittest.Git(st.Path(key), "fsck", "--no-dangling", "--no-progress"); err != nil {
+		t.Fatalf("git fsck of the repaired mirror: %v", err)
+	}
+}
+
 func TestVerifyFindsARefToAMissingCommit(t *testing.T) {
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {

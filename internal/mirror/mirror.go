@@ -22,8 +22,9 @@
 //     <data>/pools (pool.go).
 //   - Maintenance repacks mirrors geometrically, with bitmaps and a commit
 //     graph, and now and then whole without what no ref reaches
-//     (maintain.go). A mirror can be verified and replaced by a fresh copy
-//     (verify.go).
+//     (maintain.go). A mirror can be verified (every packed object against
+//     its index's CRC-32, every object the refs reach present) and
+//     replaced by a fresh copy (verify.go).
 //   - Removal renames a mirror out of repos/ and deletes it (Remove), or
 //     moves it to <data>/removed, to be undone (retire.go).
 //   - After a crash, Open empties tmp, and Scan removes the lock files and

@@ -16,9 +16,10 @@ import (
 
 // The integrity scan of the mirrors on disk (every role): each mirror is
 // read whole in the background (mirror.Store.Verify: its objects present
-// and readable) about once per --verify-interval, and at once when a clone
-// or maintenance failed on its objects, or when it was written shortly
-// before an unclean stop. A mirror that fails is not served (the full node
+// and readable, every packed object's CRC-32 right) about once per
+// --verify-interval, and at once when a clone or maintenance failed on its
+// objects (a pack cache's answer that failed its check among them), or
+// when it was written shortly before an unclean stop. A mirror that fails is not served (the full node
 // answers 404 for it, a partial node refuses it to the full nodes' pulls)
 // until it is repaired: copied again from its upstream into tmp and
 // swapped in.
