@@ -193,10 +193,12 @@ func servePackCache(cfg config.Config) (gitserve.CacheConfig, error) {
 
 func apiConfig(cfg config.Config) api.Config {
 	secrets := map[string]string{}
-	for host, s := range map[string]string{"": cfg.WebhookSecret, "github": cfg.WebhookSecretGitHub,
-		"gitlab": cfg.WebhookSecretGitLab, "gitee": cfg.WebhookSecretGitee} {
+	if cfg.WebhookSecret != "" {
+		secrets[""] = cfg.WebhookSecret
+	}
+	for kind, s := range cfg.WebhookSecrets {
 		if s != "" {
-			secrets[host] = s
+			secrets[string(kind)] = s
 		}
 	}
 	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,

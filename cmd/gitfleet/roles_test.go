@@ -1,10 +1,14 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/config"
+	"github.com/gitfleet/gitfleet/internal/forge"
 )
 
 func TestParseHostLimits(t *testing.T) {
@@ -65,5 +69,31 @@ func TestPrepareHeapBacksAShareOfTheLimitAtMost(t *testing.T) {
 	}
 	if again := prepareHeap(1 << 30); again != 0 {
 		t.Errorf("a second load in the same process: %d bytes backed, want none", again)
+	}
+}
+
+// Each forge kind's webhook secret reaches the API under the kind's name,
+// beside the secret of every kind; a kind with no secret is left out.
+func TestWebhookSecretsReachTheAPIByKind(t *testing.T) {
+	args := []string{"--webhook-secret", "every"}
+	want := map[string]string{"": "every"}
+	skipped := false
+	for _, k := range forge.Kinds() {
+		if forge.WebhookOf(k) == nil {
+			continue
+		}
+		if !skipped {
+			skipped = true // the first kind keeps the shared secret
+			continue
+		}
+		args = append(args, "--webhook-secret-"+string(k), "secret-of-"+string(k))
+		want[string(k)] = "secret-of-" + string(k)
+	}
+	cfg, err := config.Load(config.UpCommand, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apiConfig(cfg).WebhookSecrets; !maps.Equal(got, want) {
+		t.Fatalf("the API's webhook secrets are %q, want %q", got, want)
 	}
 }

@@ -222,9 +222,9 @@ type Config struct {
 	// Token is the bearer token that write requests must carry. Empty
 	// refuses every write.
 	Token string
-	// WebhookSecrets maps "github", "gitlab", "gitee" to the secret of that
-	// host's webhooks; the "" entry is the default for every host. A host
-	// with no secret refuses its webhooks.
+	// WebhookSecrets maps a forge kind that takes webhooks (forge's
+	// table) to the secret of its webhooks; the "" entry is the default for
+	// every kind. A kind with no secret refuses its webhooks.
 	WebhookSecrets map[string]string
 	// AutoAdd adds the repository of a webhook that names an unknown one
 	// (never from Gitee, whose signature does not cover the body).

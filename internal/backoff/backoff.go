@@ -1,8 +1,8 @@
 // Package backoff is gitfleet's one rule for waiting after failures: the
 // wait doubles with each failure in a row from a base up to a limit, may be
 // jittered so that peers that failed together do not come back together,
-// and starts again from the base after a success. Retry is the one loop
-// that retries a delivery with it.
+// and starts again from the base after a success (Reset). Retry is the
+// one loop that retries a delivery with it.
 //
 // The arithmetic (Delay, Jitter) is pure, so that a pure core such as the
 // freshness scheduler uses the same rule with its own random source. The

@@ -4,16 +4,19 @@
 //
 // A Clock tells the time (Now) and makes what waits on it: After for one
 // wait, NewTimer for a wait that may be stopped or moved, NewTicker for a
-// period. A shell gets its Clock when it is built and makes every timer and
-// ticker of its rules from it; only plumbing that is about real time by
-// nature (I/O deadlines on sockets, a watch of the disk while git runs)
-// keeps package time.
+// period; Sleep waits on one until a context ends. A shell gets its Clock
+// when it is built and makes the timers and tickers of its rules from it.
+// Package time stays where time is real by nature: I/O deadlines and the
+// pace of a connection, the age of files on disk, a watch of the disk
+// while git runs, an etcd lease, how long a step took (for a log), and
+// the command-line tools.
 //
-// Real is the wall clock. Fake moves only when Advance or Set is called,
-// and fires what is due then: a test drives the waits of the code under
-// test instead of sleeping. Timers and tickers of
-// both follow the channel rules of package time since Go 1.23: after Stop
-// or Reset returns, no value from before is received.
+// Real is the wall clock. Fake moves only when Advance or Set is called
+// (Drive calls Advance whenever something waits on the clock), and fires
+// what is due then: a test drives the waits of the code under test
+// instead of sleeping, and Timers tells it when that code waits. Timers
+// and tickers of both follow the channel rules of package time since Go
+// 1.23: after Stop or Reset returns, no value from before is received.
 package clock
 
 import (

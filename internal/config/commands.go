@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 )
@@ -223,10 +222,9 @@ func flagNames(cmd Command) []string {
 // rolesOf returns the roles of the setting named name, and whether there
 // is one.
 func rolesOf(name string) ([]Role, bool) {
-	t := reflect.TypeOf(Config{})
-	for i := 0; i < t.NumField(); i++ {
-		if t.Field(i).Tag.Get("name") == name {
-			return parseRoles(t.Field(i).Tag.Get("roles")), true
+	for _, s := range settings() {
+		if s.name == name {
+			return s.roles(), true
 		}
 	}
 	return nil, false

@@ -99,7 +99,7 @@ type Config struct {
 	MaxTreeDepth          int           `name:"max-tree-depth" roles:"partial,full,up" topic:"limits" help:"deepest tree git may walk (core.maxTreeDepth; needs git 2.43, logged at start when missing; 0: git's default)"`
 	AllowPrivateUpstreams bool          `name:"allow-private-upstreams" roles:"coordinator,partial,full,up" topic:"egress" help:"shorthand: upstreams and webhooks may reach loopback and private networks and localhost names, on any port (tests, demo)"`
 	EgressAllow           List          `name:"egress-allow" roles:"coordinator,partial,full,up" topic:"egress" help:"CIDR prefixes, addresses, host names or *.suffixes that upstreams and webhooks may reach although the egress policy refuses them, on any port, e.g. 10.1.0.0/16 or git.corp.example (repeatable)"`
-	Forge                 List          `name:"forge" roles:"coordinator,up" topic:"feeds" help:"a forge whose change feed tells of pushes, HOST=KIND[,api=URL] with KIND github, gitlab, gitea or gitee (repeatable; github.com, gitlab.com, gitee.com and codeberg.org are configured already; see docs/forges.md)"`
+	Forge                 List          `name:"forge" roles:"coordinator,up" topic:"feeds" help:"a forge whose change feed tells of pushes, HOST=KIND[,api=URL] with KIND {forge-kinds} (repeatable; {forge-hosts} are configured already; see docs/forges.md)"`
 	ForgeToken            List          `name:"forge-token" roles:"coordinator,up" topic:"feeds" help:"a token of a forge's API, HOST=TOKEN (repeatable, used in turn; also env GITFLEET_FORGE_TOKENS); never sent to nodes, logged or shown"`
 	ForgeBackoff          time.Duration `name:"forge-backoff" roles:"coordinator,up" topic:"feeds" help:"how long a forge's change feed waits after a failed request, doubling with each failure in a row up to 30m"`
 	ForgeRequestsPerHour  float64       `name:"forge-requests-per-hour" roles:"coordinator,up" topic:"feeds" help:"requests a forge's change feed makes an hour, per token"`
@@ -121,10 +121,8 @@ type Config struct {
 	LogMaxAge             time.Duration `name:"log-max-age" roles:"partial,full,up" topic:"storage" help:"entries of the fetch log older than this are dropped"`
 	APIToken              string        `name:"api-token" roles:"full,up" topic:"api" help:"bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
 	WebhookSecret         string        `name:"webhook-secret" roles:"full,up" topic:"api" help:"secret of incoming webhooks, for every host"`
-	WebhookSecretGitHub   string        `name:"webhook-secret-github" roles:"full,up" topic:"api" help:"secret of GitHub webhooks (overrides --webhook-secret)"`
-	WebhookSecretGitLab   string        `name:"webhook-secret-gitlab" roles:"full,up" topic:"api" help:"secret of GitLab webhooks (overrides --webhook-secret)"`
-	WebhookSecretGitee    string        `name:"webhook-secret-gitee" roles:"full,up" topic:"api" help:"secret of Gitee webhooks (overrides --webhook-secret)"`
-	WebhookAutoAdd        bool          `name:"webhook-auto-add" roles:"full,up" topic:"api" help:"a signed GitHub or GitLab push for an unknown repository adds it"`
+	WebhookSecrets        PerForge      `name:"webhook-secret-{kind}" roles:"full,up" topic:"api" help:"secret of {forge} webhooks (overrides --webhook-secret)"`
+	WebhookAutoAdd        bool          `name:"webhook-auto-add" roles:"full,up" topic:"api" help:"a signed {auto-add-forges} push for an unknown repository adds it"`
 	WebhookCheckSpacing   time.Duration `name:"webhook-check-spacing" roles:"full,up" topic:"api" help:"after a burst of 5 webhook-triggered checks of one repository, at most one more per this time; pushes in between fold into one check (0: no pacing)"`
 	WebhookHostRate       int           `name:"webhook-host-rate" roles:"full,up" topic:"api" help:"urgent checks a minute of one upstream host, from webhooks and API fetches together, after a burst of --webhook-host-burst (over it: 429 with Retry-After; 0: no bound)"`
 	WebhookHostBurst      int           `name:"webhook-host-burst" roles:"full,up" topic:"api" help:"urgent checks of one upstream host that may start back to back before --webhook-host-rate spaces them"`
@@ -260,13 +258,11 @@ type Field struct {
 // Fields lists every setting with its default.
 func Fields() []Field {
 	d := Default()
-	v := reflect.ValueOf(d)
-	t := v.Type()
-	out := make([]Field, 0, t.NumField())
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		out = append(out, Field{Name: f.Tag.Get("name"), Type: typeName(f.Type), Default: format(v.Field(i)), Help: f.Tag.Get("help"),
-			Roles: parseRoles(f.Tag.Get("roles")), Essential: parseRoles(f.Tag.Get("essential")), Topic: f.Tag.Get("topic")})
+	all := settings()
+	out := make([]Field, 0, len(all))
+	for _, s := range all {
+		out = append(out, Field{Name: s.name, Type: typeName(s.field.Type), Default: s.value(&d), Help: s.help,
+			Roles: s.roles(), Essential: parseRoles(s.field.Tag.Get("essential")), Topic: s.field.Tag.Get("topic")})
 	}
 	return out
 }
@@ -320,6 +316,8 @@ func typeName(t reflect.Type) string {
 		return "duration"
 	case listType:
 		return "list"
+	case perForgeType:
+		return "string"
 	}
 	return t.Kind().String()
 }
@@ -410,22 +408,21 @@ func (c *Config) loadYAML(path string, cmd Command, g given) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	v := reflect.ValueOf(c).Elem()
-	t := v.Type()
-	byName := map[string]int{}
-	for i := 0; i < t.NumField(); i++ {
-		byName[t.Field(i).Tag.Get("name")] = i
+	byName := map[string]setting{}
+	for _, s := range settings() {
+		byName[s.name] = s
 	}
 	for k, node := range raw {
-		i, ok := byName[k]
+		s, ok := byName[k]
 		if !ok {
 			return fmt.Errorf("config %s:%d: unknown key %q", path, node.Line, k)
 		}
-		if roles := parseRoles(t.Field(i).Tag.Get("roles")); !cmd.takes(roles) {
+		if roles := s.roles(); !cmd.takes(roles) {
 			return fmt.Errorf("config %s:%d: %q is a setting of %s, not of %s: remove it from the file %s reads",
 				path, node.Line, k, commandsOf(roles), cmd.Name, cmd.Name)
 		}
 		g[k] = true
-		if v.Field(i).Type() == listType {
+		if i := s.index; s.field.Type == listType {
 			var l List
 			if node.Kind == yaml.SequenceNode {
 				for _, item := range node.Content {
@@ -437,7 +434,7 @@ func (c *Config) loadYAML(path string, cmd Command, g given) error {
 			v.Field(i).Set(reflect.ValueOf(l))
 			continue
 		}
-		if err := set(v.Field(i), node.Value); err != nil {
+		if err := s.set(c, node.Value); err != nil {
 			return fmt.Errorf("config %s:%d: %s: %w", path, node.Line, k, err)
 		}
 	}
@@ -482,14 +479,12 @@ func set(f reflect.Value, s string) error {
 // value as default.
 func (c *Config) register(fs *flag.FlagSet, cmd Command) {
 	v := reflect.ValueOf(c).Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !cmd.takes(parseRoles(f.Tag.Get("roles"))) {
+	for _, s := range settings() {
+		if !cmd.takes(s.roles()) {
 			continue
 		}
-		name, help := f.Tag.Get("name"), f.Tag.Get("help")
-		p := v.Field(i).Addr().Interface()
+		name, help := s.name, s.help
+		p := v.Field(s.index).Addr().Interface()
 		switch p := p.(type) {
 		case *time.Duration:
 			fs.DurationVar(p, name, *p, help)
@@ -503,6 +498,8 @@ func (c *Config) register(fs *flag.FlagSet, cmd Command) {
 			fs.Float64Var(p, name, *p, help)
 		case *List:
 			fs.Var(&listFlag{l: p}, name, help)
+		case *PerForge:
+			fs.Var(perForgeFlag{m: p, kind: s.kind}, name, help)
 		}
 	}
 }

@@ -12,12 +12,16 @@
 // URLs, ref, push time). Callers look a kind up and use what its row
 // says; nothing outside the table tests a kind's name.
 //
-// To add a forge: add one row here. TestEveryRowOfTheTableIsComplete
-// checks that it is whole and that the real payloads of its webhooks,
-// when the shared test data has them, parse. One thing the row cannot
-// say: if the forge's public host treats repository paths without regard
-// to case, repokey's foldedByDefault must name it too (repokey sits below
-// this package).
+// To add a forge: add its row here, its client (github.go and rest.go
+// hold the others') and its test. TestEveryRowOfTheTableIsComplete checks
+// that the row is whole and that the real payloads of its webhooks, when
+// the shared test data has them, parse. What other packages do per forge
+// follows from the table: the API's route for its webhooks, the setting
+// of its webhook secret and the help that names kinds and hosts (package
+// config); docs' TestNoListOfForgesOutsideTheTable keeps it so. One thing
+// the row cannot say: if the forge's public host treats repository paths
+// without regard to case, repokey's foldedByDefault must name it too
+// (repokey sits below this package).
 //
 // It parses the operator's configuration (--forge, --forge-token,
 // GITFLEET_FORGE_TOKENS) and keeps tokens out of logs and error texts.

@@ -10,8 +10,9 @@
 // allow-list, a timeout): its -c settings come after the caller's Config,
 // and its variables after the caller's Env, so that git, which takes the
 // last of each, keeps the hardening whatever a caller sets. Every process is
-// bounded: its own process group, killed with its node, a memory limit
-// where the system has one (proc_*.go). git never looks for a repository
+// bounded: its own process group, killed with gitfleet, a memory limit
+// where the system has one (proc_*.go; on Linux, package spawn sets it
+// before git's first instruction). git never looks for a repository
 // where gitfleet happens to run: a command without a Dir runs in "/" with
 // discovery stopped there, repositories are named by absolute --git-dir
 // paths, and a bare repository is used only when named so
@@ -22,7 +23,11 @@
 // (Direct), or nowhere but this machine (LocalOnly). A Runner made without
 // that choice runs nothing.
 //
-// It knows nothing about repositories, nodes or the catalog.
+// It also reads what git says: refs (an upstream's listing under
+// RefLimits, a mirror's stored refs, their Digest), failures (Error and
+// its Class, and Public, the class anyone may see, in repostate's
+// words), and the Retry-After of an upstream that throttles. It knows
+// nothing of keys, nodes or the catalog.
 package gitcmd
 
 import (

@@ -13,9 +13,9 @@ import (
 )
 
 // dataDir does the store's own file operations on the paths it derives
-// from keys (mirrors, the retired area, markers, quarantines moved into
-// place) through an os.Root opened on the data directory, and writes every
-// file whole (WriteFile). A symlink planted
+// from keys (mirrors, pools, the retired area, markers, quarantines moved
+// into place, what a failed fetch left) through an os.Root opened on the
+// data directory, and writes every file whole (WriteFile). A symlink planted
 // inside the data directory (a key's parent replaced by a link to /etc, say)
 // then makes the operation fail instead of creating, renaming or deleting
 // anything outside it. Paths are given absolute, as the store computes
@@ -109,6 +109,14 @@ func (d dataDir) Stat(p string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return d.root.Stat(r)
+}
+
+func (d dataDir) Lstat(p string) (fs.FileInfo, error) {
+	r, err := d.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	return d.root.Lstat(r)
 }
 
 func (d dataDir) Chtimes(p string, t time.Time) error {

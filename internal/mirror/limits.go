@@ -114,7 +114,7 @@ func (s *Store) runFetch(ctx context.Context, c gitcmd.Cmd, dir, url, refsBefore
 	if limit <= 0 {
 		err := s.git.Run(ctx, c)
 		if err != nil {
-			removeTemporary(dir)
+			s.data.removeTemporary(dir)
 		}
 		return err
 	}
@@ -140,12 +140,12 @@ func (s *Store) runFetch(ctx context.Context, c gitcmd.Cmd, dir, url, refsBefore
 	if err == nil {
 		return nil
 	}
-	removeTemporary(dir)
+	s.data.removeTemporary(dir)
 	if gitcmd.ClassOf(err) == gitcmd.ClassTooLarge {
 		// The watch may have fired as the refs moved: only a fetch that
 		// moved no ref owns the packs that appeared.
 		if refs, rerr := s.git.StoredRefs(context.WithoutCancel(ctx), dir); rerr == nil && refs.Digest() == refsBefore {
-			removeNewPacks(packDir, before)
+			s.data.removeNewPacks(packDir, before)
 		}
 	}
 	return err
@@ -267,27 +267,27 @@ func TreeSize(dir string) (int64, error) {
 // removeTemporary deletes what a failed fetch left in the repository at
 // dir: index-pack's temporary files and quarantines. Nothing points into
 // them.
-func removeTemporary(dir string) {
+func (d dataDir) removeTemporary(dir string) {
 	packDir := filepath.Join(dir, "objects", "pack")
 	now, _ := packFiles(packDir)
 	for name := range now {
 		if strings.HasPrefix(name, "tmp_") {
-			_ = os.Remove(filepath.Join(packDir, name))
+			_ = d.Remove(filepath.Join(packDir, name))
 		}
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "objects", "incoming-*"))
 	for _, m := range matches {
-		_ = os.RemoveAll(m)
+		_ = d.RemoveAll(m)
 	}
 }
 
 // removeNewPacks deletes the packs that were not in packDir before a
 // failed fetch that moved no ref.
-func removeNewPacks(packDir string, before map[string]int64) {
+func (d dataDir) removeNewPacks(packDir string, before map[string]int64) {
 	now, _ := packFiles(packDir)
 	for name := range now {
 		if _, old := before[name]; !old {
-			_ = os.Remove(filepath.Join(packDir, name))
+			_ = d.Remove(filepath.Join(packDir, name))
 		}
 	}
 }

@@ -309,7 +309,7 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 	if full {
 		// Any .keep is one a killed fetch left (no fetch runs under the
 		// lock): it would keep its pack, and what it holds, out of -a.
-		if kept := removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
+		if kept := s.data.removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
 			s.log.Warn("removed .keep files that a killed fetch left", "dir", filepath.Base(dir), "files", kept)
 		}
 		// -a -d: one pack of what the refs reach, the old packs deleted

@@ -1,33 +1,45 @@
-// Package mirror keeps the bare mirrors of a node on disk, one directory per
-// repository key under <data>/repos/<key>.git. It owns their life cycle:
-// a clone is made in <data>/tmp, with one ref listing and one fetch of
-// what it listed, its bitmap written at once, and renamed into place only
-// when complete (firstmirror.go),
-// fetches update refs atomically and check every object received (fsck),
-// git work on one repository is serialised, removal is a rename out of the
-// tree followed by deletion (or a move to <data>/removed, to be undone),
-// stale lock files left by a killed process are cleaned when the store
-// opens and when a fetch meets one, and a mirror can be verified and
-// replaced by a fresh copy. So a directory under repos/ is always a
-// complete repository. It also bounds what an upstream can make it store
-// (Limits: size, while the pack streams in; number of refs; ref names),
-// and drops, within a bounded time, the objects that a fetch which deleted
-// or rewrote refs left unreachable (prune.go).
-// What a volunteer serves enters a mirror only through a verified pull
-// (quarantine.go): only the ref changes its upstream confirms, and no more
-// than the size limit allows (pullsize.go); and a source
-// that suddenly advertises nothing is believed only when it says so again
-// an hour later (emptyguard.go), the old tips then kept, hidden, for a
-// tombstone period (tombstone.go). After an unclean stop it names the
-// mirrors written just before it, to be verified first (cleanstop.go). It keeps mirrors cheap to serve: maintenance repacks
-// them (geometrically, with bitmaps and a commit graph) and, now and then,
-// repacks them whole without what no ref reaches (maintain.go). Its own
-// file operations on the paths it derives from keys go through an os.Root
-// on the data directory (confine.go), so a symlink planted there cannot
-// make it write outside, and the files it writes (markers, a member's
-// alternates) are written whole: a new file renamed over the old
-// (atomicfile), so that git reading it, or a start after a crash, finds the
-// old content or the new; a write cut short is removed at the next start.
+// Package mirror keeps a node's bare mirrors on disk, one a repository key
+// at <data>/repos/<the key's directory>.git (repokey.Dir), and makes every
+// change to them. A directory under repos/ is always a complete repository:
+//
+//   - A first mirror is made in <data>/tmp, with one ref listing and one
+//     fetch of what it listed, its bitmap written at once, and renamed into
+//     place when complete (firstmirror.go).
+//   - A sync lists the upstream's refs and fetches only when they differ,
+//     moving every ref at once (--atomic) and checking every object
+//     received (fsck.go). Git work on one key is serialised (Lock).
+//   - What an upstream can make it store is bounded (Limits: the size,
+//     while the pack streams in; the number of refs; their names), and the
+//     objects that a fetch which deleted or rewrote refs left unreachable
+//     are dropped within a bounded time (prune.go).
+//   - What a volunteer serves enters a mirror only through a verified pull
+//     (quarantine.go): only the ref changes its upstream confirms, and no
+//     more than the size limit allows (pullsize.go).
+//   - A source that suddenly advertises nothing is believed only when it
+//     says so again at a check an hour later or more (emptyguard.go), the
+//     old tips then kept, hidden, for a tombstone period (tombstone.go).
+//   - The mirrors of a fork network share one object pool under
+//     <data>/pools (pool.go).
+//   - Maintenance repacks mirrors geometrically, with bitmaps and a commit
+//     graph, and now and then whole without what no ref reaches
+//     (maintain.go). A mirror can be verified (every packed object against
+//     its index's CRC-32, every object the refs reach present) and
+//     replaced by a fresh copy (verify.go).
+//   - Removal renames a mirror out of repos/ and deletes it (Remove), or
+//     moves it to <data>/removed, to be undone (retire.go).
+//   - After a crash, Open empties tmp, and Scan removes the lock files and
+//     the writes cut short that a killed git or process left and, after an
+//     unclean stop, names the mirrors written just before it, to be
+//     verified first (cleanstop.go). A fetch that meets a lock file older
+//     than the git timeout removes it and tries once more (locks.go).
+//
+// Its own file operations on mirrors, pools, quarantines and the retired
+// area go through an os.Root on the data directory (confine.go), so a
+// symlink planted there cannot make it create, rename or delete anything
+// outside; the files it writes there (markers, a member's alternates) are
+// written whole (atomicfile), so that git reading one, or a start after a
+// crash, finds the old content or the new. git is given paths: the store
+// checks a mirror's through the root before it runs git on it.
 //
 // It decides nothing about when to fetch or from where: callers pass URLs.
 package mirror

@@ -551,7 +551,7 @@ func (s *Store) repackPool(ctx context.Context, network, dir string, drop bool) 
 	if err := s.setPoolCore(ctx, network, dir); err != nil {
 		return err
 	}
-	removeKeeps(filepath.Join(dir, "objects", "pack"))
+	s.data.removeKeeps(filepath.Join(dir, "objects", "pack"))
 	flags := []string{"-a", "-d", "-b", "-i", "-n", "-q", maintThreads}
 	if !drop {
 		flags = append(flags, "--keep-unreachable")

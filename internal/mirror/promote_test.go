@@ -43,7 +43,12 @@ func TestPromoteObjectsMovesLooseObjectsAndPacksAndKeepsWhatIsThere(t *testing.T
 		}
 	}
 	loose2 := blob(q, "loose after the repack\n")
-	if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(served, "objects")); err != nil {
+	data, err := openDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.root.Close()
+	if err := data.promoteObjects(filepath.Join(q, "objects"), filepath.Join(served, "objects")); err != nil {
 		t.Fatal(err)
 	}
 	for _, oid := range []string{loose, both, packed, loose2} {
@@ -56,5 +61,40 @@ func TestPromoteObjectsMovesLooseObjectsAndPacksAndKeepsWhatIsThere(t *testing.T
 	}
 	if err := gittest.Git("", "--git-dir="+served, "fsck", "--strict"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A symlink planted in a mirror's objects directory does not lead the
+// quarantine's objects out of the data directory: promoting refuses it.
+func TestPromoteObjectsDoesNotMoveThroughASymlinkOutOfTheDataDirectory(t *testing.T) {
+	data, outside := t.TempDir(), t.TempDir()
+	served, q := filepath.Join(data, "repos", "x.git"), filepath.Join(data, "tmp", "q.git")
+	for _, d := range []string{served, q} {
+		if err := gittest.Git("", "init", "-q", "--bare", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := filepath.Join(data, "content")
+	if err := os.WriteFile(f, []byte("a loose object\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := gittest.Output("", "--git-dir="+q, "hash-object", "-w", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oid := strings.TrimSpace(out)
+	if err := os.Symlink(outside, filepath.Join(served, "objects", oid[:2])); err != nil {
+		t.Fatal(err)
+	}
+	d, err := openDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.root.Close()
+	if err := d.promoteObjects(filepath.Join(q, "objects"), filepath.Join(served, "objects")); err == nil {
+		t.Error("promoting through a symlink that leaves the data directory succeeded")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("an object was moved outside the data directory: %v", ents)
 	}
 }

@@ -288,7 +288,7 @@ func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
 	// A .keep would exclude its pack from the repack, with whatever
 	// unreachable object it holds. Under the lock no fetch of ours runs
 	// here, so any .keep is one that a killed fetch left.
-	if kept := removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
+	if kept := s.data.removeKeeps(filepath.Join(dir, "objects", "pack")); len(kept) > 0 {
 		s.log.Warn("removed .keep files that a killed fetch left", "key", key, "files", kept)
 	}
 	// -a -d: one pack of every object the refs reach, the old packs
@@ -333,11 +333,11 @@ func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
 }
 
 // removeKeeps removes the .keep files of packDir and returns their names.
-func removeKeeps(packDir string) []string {
+func (d dataDir) removeKeeps(packDir string) []string {
 	files, _ := packFiles(packDir)
 	var removed []string
 	for name := range files {
-		if strings.HasSuffix(name, ".keep") && os.Remove(filepath.Join(packDir, name)) == nil {
+		if strings.HasSuffix(name, ".keep") && d.Remove(filepath.Join(packDir, name)) == nil {
 			removed = append(removed, name)
 		}
 	}

@@ -140,7 +140,7 @@ func (s *Store) PullVerifiedIn(ctx context.Context, key, network string, src Sou
 		res.Cloned = true
 		s.sharePulled(ctx, key, dir, network)
 	} else {
-		if err := promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
+		if err := s.data.promoteObjects(filepath.Join(q, "objects"), filepath.Join(dir, "objects")); err != nil {
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
 		ahead := s.markAhead(key, dir, before.Refs, next.Refs)
@@ -235,7 +235,7 @@ func (s *Store) quarantine(ctx context.Context, key, dir string, first bool, net
 // object directory src into dst as git's own quarantine does: loose objects
 // first, then each pack's data (.pack, .rev, .bitmap) before its .idx, which
 // is what makes a pack visible. An object already in dst is left as it is.
-func promoteObjects(src, dst string) error {
+func (d dataDir) promoteObjects(src, dst string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return fmt.Errorf("promote objects: %w", err)
@@ -244,11 +244,11 @@ func promoteObjects(src, dst string) error {
 		if !e.IsDir() || len(e.Name()) != 2 {
 			continue // info/, pack/ and stray files
 		}
-		if err := moveFiles(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), nil); err != nil {
+		if err := d.moveFiles(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), nil); err != nil {
 			return err
 		}
 	}
-	return moveFiles(filepath.Join(src, "pack"), filepath.Join(dst, "pack"), func(name string) int {
+	return d.moveFiles(filepath.Join(src, "pack"), filepath.Join(dst, "pack"), func(name string) int {
 		switch {
 		case strings.HasSuffix(name, ".idx"):
 			return 2
@@ -261,7 +261,7 @@ func promoteObjects(src, dst string) error {
 
 // moveFiles renames the files of src into dst in the order that rank gives
 // (lowest first; a negative rank skips the file).
-func moveFiles(src, dst string, rank func(string) int) error {
+func (d dataDir) moveFiles(src, dst string, rank func(string) int) error {
 	ents, err := os.ReadDir(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -282,15 +282,15 @@ func moveFiles(src, dst string, rank func(string) int) error {
 	if len(names) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := d.MkdirAll(dst); err != nil {
 		return fmt.Errorf("promote objects: %w", err)
 	}
 	for _, n := range names {
 		to := filepath.Join(dst, n)
-		if _, err := os.Lstat(to); err == nil {
+		if _, err := d.Lstat(to); err == nil {
 			continue // the same object is there already
 		}
-		if err := os.Rename(filepath.Join(src, n), to); err != nil {
+		if err := d.Rename(filepath.Join(src, n), to); err != nil {
 			return fmt.Errorf("promote objects: %w", err)
 		}
 	}
