@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkMemberWants compares what serving costs a member of an object
@@ -36,13 +37,13 @@ func BenchmarkMemberWants(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { solo.Close() })
-	if _, err := solo.Sync(ctx, n.keys["a"], n.up.RepoURL("a")); err != nil {
+	if _, err := solo.Sync(ctx, repokey.Key(n.keys["a"]), n.up.RepoURL("a")); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := solo.Maintain(ctx, n.keys["a"], 0); err != nil {
+	if _, err := solo.Maintain(ctx, repokey.Key(n.keys["a"]), 0); err != nil {
 		b.Fatal(err)
 	}
-	soloURL := serveDir(b, solo.Path(n.keys["a"]))
+	soloURL := serveDir(b, solo.Path(repokey.Key(n.keys["a"])))
 
 	out, err := gittest.Output("", "--git-dir="+filepath.Join(n.up.Dir, "a.git"), "log", "--format=", "--raw", "--no-abbrev", "main")
 	if err != nil {

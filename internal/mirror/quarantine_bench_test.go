@@ -58,7 +58,8 @@ func BenchmarkPullUpdate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, _, err := repokey.Normalize(upURL, repokey.Options{AllowPrivate: true})
+	k, _, err := repokey.Normalize(upURL, repokey.Options{AllowPrivate: true})
+	key := repokey.Key(k)
 	if err != nil {
 		b.Fatal(err)
 	}

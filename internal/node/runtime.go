@@ -113,12 +113,13 @@ func (n *Node) ServeFailed(key string, err error) {
 func (n *Node) tunnelHandler() http.Handler {
 	served := n.met.addServed("full-node")
 	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key string) (string, bool) {
-		if !n.mirror.Has(key) {
+		k, err := repokey.Parse(key) // gitserve's Canonical gives a bare string
+		if err != nil || !n.mirror.Has(k) {
 			return "", false
 		}
 		if _, broken := n.integrity.brokenState(key); broken {
 			return "", false
 		}
-		return n.mirror.Path(key), true
+		return n.mirror.Path(k), true
 	}}, func(b int) { served(b); n.traffic.add(true, b) })
 }

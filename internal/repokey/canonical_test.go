@@ -157,8 +157,8 @@ func TestCaseIsFoldedOnlyWhereTheHostFoldsIt(t *testing.T) {
 	// case.
 	a, _, _ := Normalize("https://gitlab.com/u/Case.git", Options{})
 	b, _, _ := Normalize("https://gitlab.com/u/case.git", Options{})
-	if a == b || strings.EqualFold(Dir(a), Dir(b)) {
-		t.Fatalf("keys %q and %q, directories %q and %q", a, b, Dir(a), Dir(b))
+	if a == b || strings.EqualFold(Key(a).Dir(), Key(b).Dir()) {
+		t.Fatalf("keys %q and %q, directories %q and %q", a, b, Key(a).Dir(), Key(b).Dir())
 	}
 	for _, bad := range []string{"Git.Corp", "host/x", "", "-h"} {
 		if _, err := NewFolding([]string{bad}); err == nil {
@@ -173,10 +173,10 @@ func TestDirIsReversibleAndKeepsOldDirectories(t *testing.T) {
 		"gitlab.com/U/Case":  "gitlab.com/!u/!case",
 		"h.example/A-b.c/XY": "h.example/!a-b.c/!x!y",
 	} {
-		if got := Dir(key); got != dir {
+		if got := Key(key).Dir(); got != dir {
 			t.Errorf("Dir(%q) = %q, want %q", key, got, dir)
 		}
-		if back, err := KeyOfDir(dir); err != nil || back != key {
+		if back, err := KeyOfDir(dir); err != nil || string(back) != key {
 			t.Errorf("KeyOfDir(%q) = %q, %v", dir, back, err)
 		}
 	}
@@ -228,11 +228,11 @@ func FuzzCanonicalKey(f *testing.F) {
 		}
 		// The directory is lower case (a case-insensitive file system
 		// keeps it apart from every other key's) and gives the key back.
-		dir := Dir(key)
+		dir := Key(key).Dir()
 		if strings.ToLower(dir) != dir {
 			t.Fatalf("Dir(%q) = %q has upper case", key, dir)
 		}
-		if back, err := KeyOfDir(dir); err != nil || back != key {
+		if back, err := KeyOfDir(dir); err != nil || string(back) != key {
 			t.Fatalf("KeyOfDir(Dir(%q)) = %q, %v", key, back, err)
 		}
 		for _, seg := range strings.Split(dir, "/") {
