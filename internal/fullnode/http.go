@@ -17,21 +17,17 @@ import (
 
 // resolve serves a repository only when the catalog lists it and a
 // complete mirror is on disk.
-func (f *Node) resolve(key string) (string, bool) {
+func (f *Node) resolve(key repokey.Key) (string, bool) {
 	f.mu.Lock()
-	listed := f.view.Has(key)
+	listed := f.view.Has(key.String())
 	f.mu.Unlock()
-	if !listed {
+	if !listed || !f.mirror.Has(key) {
 		return "", false
 	}
-	k, err := repokey.Parse(key) // gitserve's Canonical gives a bare string
-	if err != nil || !f.mirror.Has(k) {
+	if _, broken := f.n.BrokenState(key.String()); broken {
 		return "", false
 	}
-	if _, broken := f.n.BrokenState(key); broken {
-		return "", false
-	}
-	return f.mirror.Path(k), true
+	return f.mirror.Path(key), true
 }
 
 // held tells whether key's mirror is complete on disk. key comes from the

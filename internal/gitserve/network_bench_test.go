@@ -90,7 +90,7 @@ func BenchmarkMemberWants(b *testing.B) {
 // serveDir serves the bare repository dir as example.com/a, and returns
 // its clone URL.
 func serveDir(b *testing.B, dir string) string {
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		return dir, key == "example.com/a"
 	}}
 	h.TipGrace = -1

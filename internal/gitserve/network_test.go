@@ -71,7 +71,7 @@ func newForkNetwork(t testing.TB, history string, before func(up *gittest.Upstre
 		n.keys[name] = key
 		n.sync(t, name)
 	}
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		return n.st.Path(repokey.Key(n.keys["a"])), key == "example.com/a"
 	}}
 	h.TipGrace = -1

@@ -477,7 +477,7 @@ func (s *Store) Scan() ([]repokey.Key, error) {
 		if err != nil {
 			// An older layout: the key written as it is, upper case
 			// unescaped, or a spelling that is not canonical.
-			if canon, err := canonicalOf(dir); err == nil && (string(canon) != dir || canon.Dir() != dir) {
+			if canon, err := (repokey.Folding{}).Canonical(dir); err == nil && (string(canon) != dir || canon.Dir() != dir) {
 				moves = append(moves, move{dir, canon})
 				return fs.SkipDir
 			}
@@ -539,15 +539,6 @@ func (s *Store) moveToCanonical(old string, canon repokey.Key) bool {
 	s.pruneEmptyParents(filepath.Dir(from))
 	s.log.Info("scan: mirror moved to its canonical key", "from", old, "key", canon)
 	return true
-}
-
-// canonicalOf is the key that an older layout's directory dir stands for.
-func canonicalOf(dir string) (repokey.Key, error) {
-	c, err := repokey.Folding{}.Canonical(dir)
-	if err != nil {
-		return "", err
-	}
-	return repokey.Parse(c)
 }
 
 // cleanLocks removes *.lock files and fetch quarantines in one repository.

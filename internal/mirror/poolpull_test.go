@@ -333,8 +333,8 @@ func second[T any](_ T, err error) error { return err }
 // members through their pool), behind a proxy that counts what it sent.
 func fullNodeServer(t testing.TB, st *mirror.Store) (string, *atomic.Int64) {
 	t.Helper()
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
-		return st.Path(repokey.Key(key)), st.Has(repokey.Key(key))
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
+		return st.Path(key), st.Has(key)
 	}}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

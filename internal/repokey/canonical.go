@@ -168,12 +168,13 @@ func canonicalPath(path string, fold bool) (string, error) {
 	return strings.Join(segs, "/"), nil
 }
 
-// Canonical returns the canonical form of a key given directly (from an
-// HTTP path, a peer or a store), or an error wrapping ErrInvalid: the host
-// is lower-cased, and so is the path on a host that folds case
-// (`github.com/Git/Git` is `github.com/git/git`); anything that Normalize
-// could not have produced is refused.
-func (f Folding) Canonical(key string) (string, error) {
+// Canonical parses a key as a person or a forge writes it (an HTTP path, a
+// webhook's or a forge API's repository name) into its canonical form, or
+// returns an error wrapping ErrInvalid: the host is lower-cased, and so is
+// the path on a host that folds case (`github.com/Git/Git` is
+// `github.com/git/git`); anything that Normalize could not have produced
+// is refused. What it returns passes Check, under any Folding.
+func (f Folding) Canonical(key string) (Key, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return "", fmt.Errorf("%w: key %q: empty or too long", ErrInvalid, truncate(key))
 	}
@@ -189,7 +190,7 @@ func (f Folding) Canonical(key string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: key %q: %v", ErrInvalid, truncate(key), err)
 	}
-	return host + "/" + path, nil
+	return Key(host + "/" + path), nil
 }
 
 // Check validates a key given directly (from a peer, a store or a
@@ -202,8 +203,8 @@ func Check(key string) error {
 	if err != nil {
 		return err
 	}
-	if c != key {
-		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(c))
+	if string(c) != key {
+		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(string(c)))
 	}
 	return nil
 }

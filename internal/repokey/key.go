@@ -10,8 +10,10 @@ import (
 // another key's directory. Only this package makes one, through the
 // parsers at the edges:
 //
-//   - Parse: a key received as it is written (from a peer in proto, an
-//     HTTP path, a store), checked as strictly as Check;
+//   - Parse: a key received as it is written (from a peer in proto, a
+//     store), checked as strictly as Check;
+//   - Folding.Canonical: a key as a person or a forge writes it (an HTTP
+//     path, a webhook's repository name), mapped to its canonical form;
 //   - KeyOfDir: a mirror's directory on disk.
 //
 // Inside, a Key is trusted and not validated again: code that holds one
