@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -94,8 +95,8 @@ func startHostile(t *testing.T, f *fleet) *forger {
 	}
 	h.send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Hello{Hello: &fleetv1.Hello{NodeId: reg.GetNodeId(), NodeSecret: reg.GetNodeSecret()}}})
 	h.send(&fleetv1.NodeMessage{Msg: &fleetv1.NodeMessage_Inventory{Inventory: &fleetv1.Inventory{Done: true}}})
-	h.plain = &gitserve.Handler{Git: h.git, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolve: func(key string) (string, bool) {
-		p := h.path(key)
+	h.plain = &gitserve.Handler{Git: h.git, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolve: func(key repokey.Key) (string, bool) {
+		p := h.path(key.String())
 		_, err := os.Stat(p)
 		return p, err == nil
 	}}

@@ -38,7 +38,7 @@ func (s *Server) isLogPath(raw string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full) {
+	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full.String()) {
 		return "", false
 	}
 	return base, true

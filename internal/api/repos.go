@@ -157,12 +157,12 @@ func fillCloneURL(repo *Repo, base string) {
 // pathKey returns the repository key of the request path in canonical
 // form, answering 400 itself when it is not a valid key.
 func (s *Server) pathKey(w http.ResponseWriter, key string) (string, bool) {
-	key, err := s.cfg.Fold.Canonical(key)
+	k, err := s.cfg.Fold.Canonical(key)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
 	}
-	return key, true
+	return k.String(), true
 }
 
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {

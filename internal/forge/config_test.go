@@ -194,7 +194,7 @@ func TestPushTimesKeysAnAnswerAsTheMirrorDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if refused != 1 || len(times) != 2 || !times[key].Equal(t0) || !times["git.example.org:8443/group/sub/project"].Equal(t0) {
+	if refused != 1 || len(times) != 2 || !times[key.String()].Equal(t0) || !times["git.example.org:8443/group/sub/project"].Equal(t0) {
 		t.Errorf("push times %v, %d refused; want the canonical keys, the latest time, 1 refused", times, refused)
 	}
 }

@@ -311,11 +311,11 @@ func Parents(fold repokey.Folding, host string, a Answer) (parents map[string]st
 			continue
 		}
 		parent, err := fold.Canonical(host + "/" + f.Parent)
-		if err != nil || parent == key || repokey.Host(parent) != repokey.Host(key) {
+		if err != nil || parent == key || parent.Host() != key.Host() {
 			refused++
 			continue
 		}
-		parents[key] = parent
+		parents[key.String()] = parent.String()
 	}
 	return parents, refused
 }
@@ -333,8 +333,8 @@ func PushTimes(fold repokey.Folding, host string, a Answer) (times map[string]ti
 			refused++
 			continue
 		}
-		if t, ok := times[key]; !ok || p.At.After(t) {
-			times[key] = p.At
+		if t, ok := times[key.String()]; !ok || p.At.After(t) {
+			times[key.String()] = p.At
 		}
 	}
 	return times, refused

@@ -81,7 +81,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key + ".git"
 	}
 	d, held := f.n.Digest(key)
-	r.Served = held && f.mirror.Has(key)
+	r.Served = held && f.held(key)
 	if broken, ok := f.n.BrokenState(key); ok {
 		r.State, r.Served = broken, false // not served until repaired
 	}
@@ -135,7 +135,7 @@ func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcm
 	}
 	d := api.RepoDetail{Repo: b.repo(key, st, b.f.clk.Now()), Attrs: st.GetAttrs(),
 		Checks: st.GetChecks(), Fetches: st.GetFetches()}
-	refs, err := b.f.mirror.Refs(ctx, key)
+	refs, err := b.f.refs(ctx, key)
 	if err == nil {
 		d.Refs = refs.Refs
 	}
@@ -190,7 +190,7 @@ func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
 		return err
 	}
 	run := &taskRun{key: key}
-	if refs, err := b.f.mirror.Refs(ctx, key); err == nil {
+	if refs, err := b.f.refs(ctx, key); err == nil {
 		run.oldRefs = refs.Refs
 	}
 	// An on-demand check (the operator's, or a webhook's) vouches for
@@ -349,7 +349,7 @@ func (b *backend) taskDone(ctx context.Context, d *fleetv1.TaskDone) {
 		}
 	}
 	res := api.TaskResult{OldRefs: run.oldRefs}
-	if refs, err := b.f.mirror.Refs(ctx, run.key); err == nil {
+	if refs, err := b.f.refs(ctx, run.key); err == nil {
 		res.NewRefs = refs.Refs
 	}
 	b.f.tasks.Finish(d.GetTaskId(), res)

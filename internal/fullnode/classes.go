@@ -41,7 +41,7 @@ func (f *Node) classOf(key string, st classInput) repoview.Class {
 	}
 	d, held := f.n.Digest(key)
 	fr := st.freshness(d, held && d != "")
-	cl.Current = fr.current() && f.mirror.Has(key)
+	cl.Current = fr.current() && f.held(key)
 	return cl
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/series"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -65,8 +66,8 @@ func (s *consoleSource) GetRepo(ctx context.Context, key string) (console.Detail
 	fallbacks := f.view.Get(key).GetFallbackUrls()
 	f.mu.Unlock()
 	out := console.Detail{RepoDetail: d, Fallbacks: fallbacks, RefTimes: refs.Times, Size: -1}
-	if f.mirror.Has(key) {
-		if size, err := mirror.TreeSize(f.mirror.Path(key)); err == nil {
+	if k, err := repokey.Parse(key); err == nil && f.mirror.Has(k) {
+		if size, err := mirror.TreeSize(f.mirror.Path(k)); err == nil {
 			out.Size = size
 		}
 	}

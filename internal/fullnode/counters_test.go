@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -81,12 +82,12 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 				f.n.TestHooks().SetBroken(k, repostate.Repairing)
 			}
 		case 6: // a mirror cloned: on disk, then its digest noted
-			if err := os.MkdirAll(f.mirror.Path(k), 0o755); err != nil {
+			if err := os.MkdirAll(f.mirror.Path(repokey.Key(k)), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			f.n.SetDigest(k, digests[1+rng.IntN(2)])
 		case 7: // a mirror deleted, then its digest forgotten
-			if err := os.RemoveAll(f.mirror.Path(k)); err != nil {
+			if err := os.RemoveAll(f.mirror.Path(repokey.Key(k))); err != nil {
 				t.Fatal(err)
 			}
 			f.n.ForgetDigest(k)

@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Under --disk-quota a full node counts, beside its served mirrors, the
@@ -81,7 +82,7 @@ func TestRetainedDataAndThePackCacheCountTowardsTheDiskQuota(t *testing.T) {
 	if _, err := up.AddBlob("c", "main", 200<<10); err != nil {
 		t.Fatal(err)
 	}
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Cache: cache, Resolve: func(string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Cache: cache, Resolve: func(repokey.Key) (string, bool) {
 		return filepath.Join(up.Dir, "c.git"), true
 	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

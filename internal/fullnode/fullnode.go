@@ -60,6 +60,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/pullplan"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/store"
@@ -364,7 +365,11 @@ func (f *Node) removed(ctx context.Context, keys []string) {
 		if f.cfg.Retention <= 0 {
 			remove, msg = f.mirror.Remove, "repository removed from the mirror"
 		}
-		if err := remove(ctx, k); err != nil {
+		key, err := repokey.Parse(k) // a key from the coordinator's removals
+		if err == nil {
+			err = remove(ctx, key)
+		}
+		if err != nil {
 			f.log.Error("remove repository", "key", k, "err", err)
 			continue
 		}
@@ -461,11 +466,17 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if !f.tunnels.Connected(owner) {
 		return fmt.Errorf("owner node %d has no tunnel open", owner)
 	}
+	// The one check of the key on a pull: the plan's books hold bare
+	// strings; from here to the mirror store it is a repokey.Key.
+	k, err := repokey.Parse(key)
+	if err != nil {
+		return err
+	}
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.clk.Now()
 	f.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
-	had := f.mirror.Has(key)
-	res, seen, refused, err := f.pullVerified(ctx, key, st, owner, url)
+	had := f.mirror.Has(k)
+	res, seen, refused, err := f.pullVerified(ctx, k, st, owner, url)
 	f.pulled(node.KindOf(had, res), f.clk.Now().Sub(start), err)
 	if refused != nil {
 		// The pull is shown refused; what changed came from the upstream.
@@ -491,7 +502,7 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
 	// The roots the coordinator tells networks by: a full node's, on its
 	// served result, are the ones it trusts.
-	if roots, err := f.mirror.Roots(ctx, key, res); err == nil {
+	if roots, err := f.mirror.Roots(ctx, k, res); err == nil {
 		r.Roots, r.RootsKnown = roots, true
 	} else {
 		f.log.Warn("could not count the mirror's root commits", "key", key, "err", err)

@@ -1,11 +1,14 @@
 package fullnode
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The public HTTP of the full node: git at /<host>/<path>.git, the JSON
@@ -14,17 +17,33 @@ import (
 
 // resolve serves a repository only when the catalog lists it and a
 // complete mirror is on disk.
-func (f *Node) resolve(key string) (string, bool) {
+func (f *Node) resolve(key repokey.Key) (string, bool) {
 	f.mu.Lock()
-	listed := f.view.Has(key)
+	listed := f.view.Has(key.String())
 	f.mu.Unlock()
 	if !listed || !f.mirror.Has(key) {
 		return "", false
 	}
-	if _, broken := f.n.BrokenState(key); broken {
+	if _, broken := f.n.BrokenState(key.String()); broken {
 		return "", false
 	}
 	return f.mirror.Path(key), true
+}
+
+// held tells whether key's mirror is complete on disk. key comes from the
+// view or the API, whose books hold bare strings: it is parsed here.
+func (f *Node) held(key string) bool {
+	k, err := repokey.Parse(key)
+	return err == nil && f.mirror.Has(k)
+}
+
+// refs reads the refs of key's mirror (key as in held).
+func (f *Node) refs(ctx context.Context, key string) (gitcmd.Refs, error) {
+	k, err := repokey.Parse(key)
+	if err != nil {
+		return gitcmd.Refs{}, err
+	}
+	return f.mirror.Refs(ctx, k)
 }
 
 func (f *Node) publicHandler() http.Handler {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -21,14 +22,14 @@ import (
 // in transfer per change it reports, nothing kept on disk, and no retry
 // loop (a pull over a limit waits for the owner's next change: package
 // pullplan's Plan.Ended).
-func (f *Node) pullTooLarge(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, cause error) (mirror.Result, error) {
+func (f *Node) pullTooLarge(ctx context.Context, key repokey.Key, st *fleetv1.RepoState, owner uint32, cause error) (mirror.Result, error) {
 	f.log.Warn("the pull from the owner went over --max-repo-size: dropped; fetching from the upstream instead",
 		"key", key, "node", owner, "max_repo_size", f.cfg.Limits.MaxRepoSize, "err", cause)
 	// Whatever the upstream answers, this digest of the owner's is not
 	// pulled again (pullplan.Plan.NoteOverLimit): a failing upstream must
 	// not turn an oversized owner into a transfer every 30 s.
 	f.mu.Lock()
-	f.plan.NoteOverLimit(key, st.GetDigest())
+	f.plan.NoteOverLimit(key.String(), st.GetDigest())
 	f.mu.Unlock()
 	res, err := f.syncUpstream(ctx, key, st)
 	if err != nil {

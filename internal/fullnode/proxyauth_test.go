@@ -11,6 +11,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // A proxy into the tunnels that serves a real repository as a partial node
@@ -28,7 +29,7 @@ func proxyRig(t *testing.T) (f *Node, url string, leaked *bool) {
 	secret := rand.Text()
 	f = &Node{proxySecret: secret}
 	leaked = new(bool)
-	git := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) {
+	git := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(repokey.Key) (string, bool) {
 		return filepath.Join(up.Dir, "r.git"), true
 	}}
 	srv := httptest.NewServer(requireProxySecret(secret, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -28,10 +29,10 @@ import (
 // listing, and a repository with many refs sends more bytes): the answer
 // is then the whole upstream, which the repository's verified_at needs
 // (afterPull). It is returned as seen.
-func (f *Node) pullVerified(ctx context.Context, key string, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, *pullRefusal, error) {
+func (f *Node) pullVerified(ctx context.Context, key repokey.Key, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, *pullRefusal, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
 	var seen upstreamSeen
-	list := f.upstreamRefs(st)
+	list := f.upstreamRefs(key, st)
 	whole := func(ctx context.Context, _ []string) (gitcmd.Refs, error) {
 		at := f.clk.Now()
 		refs, err := list(ctx, nil)
@@ -105,7 +106,7 @@ func (r *pullRefusal) Error() string {
 // upstreamRefs asks key's upstream, then its fallbacks, for refs (all its
 // branches and tags under the node's ref limits when names is nil:
 // mirror.ListUpstream), each URL checked against the egress policy first.
-func (f *Node) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
+func (f *Node) upstreamRefs(key repokey.Key, st *fleetv1.RepoState) mirror.UpstreamRefs {
 	return func(ctx context.Context, names []string) (gitcmd.Refs, error) {
 		err := errors.New("no upstream URL known")
 		for _, u := range append([]string{st.GetUrl()}, st.GetFallbackUrls()...) {
@@ -116,7 +117,7 @@ func (f *Node) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 				continue
 			}
 			var refs gitcmd.Refs
-			if refs, err = f.mirror.ListUpstream(ctx, st.GetKey(), u, names); err == nil {
+			if refs, err = f.mirror.ListUpstream(ctx, key, u, names); err == nil {
 				return refs, nil
 			}
 			if node.OverLimit(err) {
@@ -130,7 +131,7 @@ func (f *Node) upstreamRefs(st *fleetv1.RepoState) mirror.UpstreamRefs {
 // upstreamHas asks key's upstream, then its fallbacks, whether it holds an
 // object (mirror.UpstreamHas), each URL checked against the egress policy
 // first. The first answer counts; an error only when none answers.
-func (f *Node) upstreamHas(key string, st *fleetv1.RepoState) func(context.Context, string) (bool, error) {
+func (f *Node) upstreamHas(key repokey.Key, st *fleetv1.RepoState) func(context.Context, string) (bool, error) {
 	return func(ctx context.Context, oid string) (bool, error) {
 		err := errors.New("no upstream URL known")
 		for _, u := range append([]string{st.GetUrl()}, st.GetFallbackUrls()...) {
@@ -151,7 +152,7 @@ func (f *Node) upstreamHas(key string, st *fleetv1.RepoState) func(context.Conte
 
 // syncUpstream fetches key from its upstream, then its fallbacks, each URL
 // checked against the egress policy first as a node's own checks are.
-func (f *Node) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoState) (mirror.Result, error) {
+func (f *Node) syncUpstream(ctx context.Context, key repokey.Key, st *fleetv1.RepoState) (mirror.Result, error) {
 	res, err := f.n.SyncUpstream(ctx, key, st.GetUrl())
 	for i := 0; err != nil && i < len(st.GetFallbackUrls()) && ctx.Err() == nil; i++ {
 		res, err = f.n.SyncUpstream(ctx, key, st.GetFallbackUrls()[i])
@@ -177,7 +178,7 @@ func (f *Node) syncUpstream(ctx context.Context, key string, st *fleetv1.RepoSta
 // A forgery is counted once per owner, repository and tip: the same forged
 // report pulled twice (at once, or again after a failure) is one fault. It
 // returns the number of forged tips of this pull.
-func (f *Node) classify(ctx context.Context, key string, owner uint32, ms []mirror.Mismatch, before map[string]string,
+func (f *Node) classify(ctx context.Context, key repokey.Key, owner uint32, ms []mirror.Mismatch, before map[string]string,
 	upstreamHas func(context.Context, string) (bool, error)) int {
 	var tips []string
 	for _, m := range ms {
@@ -218,7 +219,7 @@ func (f *Node) classify(ctx context.Context, key string, owner uint32, ms []mirr
 		return 0
 	}
 	f.mu.Lock()
-	fresh := f.forgeries.add(owner, key, tips)
+	fresh := f.forgeries.add(owner, key.String(), tips)
 	f.mu.Unlock()
 	if !fresh {
 		f.log.Info("forged tips already counted against the node", "key", key, "node", owner, "tips", len(tips))

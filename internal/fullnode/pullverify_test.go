@@ -41,14 +41,14 @@ func TestMismatchLedgerRevokesOnceAtTheLimit(t *testing.T) {
 }
 
 // A full node whose mirror holds one repository from a real upstream.
-func classifyRig(t *testing.T, limit int) (*Node, string, string) {
+func classifyRig(t *testing.T, limit int) (*Node, repokey.Key, string) {
 	t.Helper()
 	f, key, tip, _ := classifyRigUpstream(t, limit)
 	return f, key, tip
 }
 
 // classifyRigUpstream is classifyRig with the upstream, to change it.
-func classifyRigUpstream(t *testing.T, limit int) (*Node, string, string, *gittest.Upstreams) {
+func classifyRigUpstream(t *testing.T, limit int) (*Node, repokey.Key, string, *gittest.Upstreams) {
 	t.Helper()
 	up, err := gittest.Start(t.TempDir())
 	if err != nil {
@@ -66,10 +66,11 @@ func classifyRigUpstream(t *testing.T, limit int) (*Node, string, string, *gitte
 	}
 	t.Cleanup(f.n.TestHooks().Close)
 	f.revoke = nil // no coordinator to revoke with: a test sets its own
-	key, _, err := repokey.Normalize(up.RepoURL("c"), repokey.Options{AllowPrivate: true})
+	k, _, err := repokey.Normalize(up.RepoURL("c"), repokey.Options{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := repokey.Key(k)
 	res, err := f.mirror.Sync(context.Background(), key, up.RepoURL("c"))
 	if err != nil {
 		t.Fatal(err)

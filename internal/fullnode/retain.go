@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -33,10 +34,14 @@ func (f *Node) unretireNew(rs []*fleetv1.RepoState) {
 // unretire moves key's retired copy back into the served tree, if there is
 // one; the usual pull or check then brings it up to date.
 func (f *Node) unretire(key string) {
-	if !f.mirror.AnyRetired() || f.mirror.Has(key) {
+	if !f.mirror.AnyRetired() {
 		return
 	}
-	back, err := f.mirror.Unretire(key)
+	k, err := repokey.Parse(key) // a key from the coordinator's states
+	if err != nil || f.mirror.Has(k) {
+		return
+	}
+	back, err := f.mirror.Unretire(k)
 	if err != nil {
 		f.log.Error("bring back a removed repository's data", "key", key, "err", err)
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/pullplan"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -283,7 +284,8 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		delete(f.checking, key)
 		f.mu.Unlock()
 	}()
-	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || !f.mirror.Has(key) {
+	k, err := repokey.Parse(key) // from a hint or the spot checks' books
+	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || err != nil || !f.mirror.Has(k) {
 		// Its own checks verify what it owns; a repository not held (or
 		// broken) is served by nothing the upstream could contradict.
 		f.mu.Lock()
@@ -293,12 +295,12 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		return nil
 	}
 	asked := f.clk.Now()
-	up, err := f.upstreamRefs(st)(ctx, nil)
+	up, err := f.upstreamRefs(k, st)(ctx, nil)
 	if err != nil {
 		f.retryHint(key, asked)
 		return fmt.Errorf("full node: ask the upstream of %s: %w", key, err)
 	}
-	local, err := f.mirror.Refs(ctx, key)
+	local, err := f.mirror.Refs(ctx, k)
 	if err != nil {
 		f.retryHint(key, asked)
 		return fmt.Errorf("full node: read the refs of %s: %w", key, err)
@@ -306,7 +308,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 	differed := !maps.Equal(up.Refs, local.Refs)
 	if differed {
 		start := f.clk.Now()
-		res, err := f.syncUpstream(ctx, key, st)
+		res, err := f.syncUpstream(ctx, k, st)
 		f.flog.Append(f.n.WorkEntry(key, "upstream-"+why, start, res, err))
 		if err != nil {
 			f.retryHint(key, asked)

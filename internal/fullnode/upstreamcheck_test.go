@@ -51,7 +51,7 @@ func newUpstreamRig(t *testing.T, cfg Config) *upstreamRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.n.TestHooks().Close)
-	res, err := f.n.SyncUpstream(t.Context(), key, up.RepoURL("c"))
+	res, err := f.n.SyncUpstream(t.Context(), repokey.Key(key), up.RepoURL("c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func (r *upstreamRig) servesUpstream(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.f.mirror.Refs(t.Context(), r.key)
+	got, err := r.f.mirror.Refs(t.Context(), repokey.Key(r.key))
 	return err == nil && maps.Equal(got.Refs, want)
 }
 

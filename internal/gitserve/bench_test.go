@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // synthRepo makes a bare repository of about mb MiB of incompressible
@@ -101,7 +102,7 @@ func (f flushWriter) Write(p []byte) (int, error) {
 func BenchmarkClone100MiB(b *testing.B) {
 	dir := synthRepo(b, 100)
 	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
-	checked := httptest.NewServer(&gitserve.Handler{Git: git, Resolve: func(string) (string, bool) { return dir, true },
+	checked := httptest.NewServer(&gitserve.Handler{Git: git, Resolve: func(repokey.Key) (string, bool) { return dir, true },
 		Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerClient: 4}})
 	defer checked.Close()
 	baseline := httptest.NewServer(streamingHandler(git, dir))

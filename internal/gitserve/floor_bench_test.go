@@ -22,6 +22,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // benchRepoEnv names a bare repository for the serving benchmarks to run on
@@ -107,7 +108,7 @@ func (fb *floorBench) gitfleet(b *testing.B) (url string, h *gitserve.Handler, s
 		b.Fatal(err)
 	}
 	// Every client comes from 127.0.0.1: no per-client cap.
-	h = &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return fb.dir, true }, Cache: c,
+	h = &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(repokey.Key) (string, bool) { return fb.dir, true }, Cache: c,
 		Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 	srv := httptest.NewServer(h)
 	return srv.URL + "/example.com/r.git", h, srv.Close

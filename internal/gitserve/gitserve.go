@@ -38,8 +38,9 @@ import (
 )
 
 // Resolver maps a repository key to its directory on disk; ok is false when
-// the repository is not served (a 404).
-type Resolver func(key string) (dir string, ok bool)
+// the repository is not served (a 404). The key was parsed from the request
+// path (repokey.Folding.Canonical): a Resolver need not check it again.
+type Resolver func(key repokey.Key) (dir string, ok bool)
 
 // Handler serves git smart HTTP for the keys that resolve. A request is
 // read whole and checked before any upload-pack starts: the Git-Protocol
@@ -172,11 +173,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "percent-escapes are not allowed in a repository path", http.StatusBadRequest)
 		return
 	}
-	key, err := h.Fold.Canonical(key) // github.com/Git/Git.git is github.com/git/git
+	k, err := h.Fold.Canonical(key) // github.com/Git/Git.git is github.com/git/git
 	if err != nil {
 		http.Error(w, "not a repository path: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	key = k.String()
 	gp := r.Header.Get("Git-Protocol")
 	v2, err := checkProtocol(gp)
 	if err != nil {
@@ -196,7 +198,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only smart HTTP (service=git-upload-pack) is served", http.StatusForbidden)
 		return
 	}
-	dir, found := h.Resolve(key)
+	dir, found := h.Resolve(k)
 	if !found {
 		http.Error(w, "repository not found", http.StatusNotFound)
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // synthHistory makes a bare repository with a history of text files, as a
@@ -201,7 +202,7 @@ func benchIdenticalClones(b *testing.B, loose bool) {
 			b.Fatal(err)
 		}
 		// Every clone comes from 127.0.0.1: no per-client cap.
-		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
+		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(repokey.Key) (string, bool) { return dir, true }, Cache: c,
 			Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 		srv := httptest.NewServer(h)
 		return srv.URL + "/example.com/history.git", h, srv.Close

@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkIdenticalFetchesServed measures what the server spends on 8
@@ -80,7 +81,7 @@ func BenchmarkIdenticalFetchesServed(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(string) (string, bool) { return dir, true }, Cache: c,
+		h = &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(repokey.Key) (string, bool) { return dir, true }, Cache: c,
 			Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
 		srv := httptest.NewServer(h)
 		return srv.URL + "/example.com/history.git", h, srv.Close

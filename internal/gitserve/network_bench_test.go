@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkMemberWants compares what serving costs a member of an object
@@ -36,13 +37,13 @@ func BenchmarkMemberWants(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { solo.Close() })
-	if _, err := solo.Sync(ctx, n.keys["a"], n.up.RepoURL("a")); err != nil {
+	if _, err := solo.Sync(ctx, repokey.Key(n.keys["a"]), n.up.RepoURL("a")); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := solo.Maintain(ctx, n.keys["a"], 0); err != nil {
+	if _, err := solo.Maintain(ctx, repokey.Key(n.keys["a"]), 0); err != nil {
 		b.Fatal(err)
 	}
-	soloURL := serveDir(b, solo.Path(n.keys["a"]))
+	soloURL := serveDir(b, solo.Path(repokey.Key(n.keys["a"])))
 
 	out, err := gittest.Output("", "--git-dir="+filepath.Join(n.up.Dir, "a.git"), "log", "--format=", "--raw", "--no-abbrev", "main")
 	if err != nil {
@@ -89,7 +90,7 @@ func BenchmarkMemberWants(b *testing.B) {
 // serveDir serves the bare repository dir as example.com/a, and returns
 // its clone URL.
 func serveDir(b *testing.B, dir string) string {
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		return dir, key == "example.com/a"
 	}}
 	h.TipGrace = -1

@@ -71,8 +71,8 @@ func newForkNetwork(t testing.TB, history string, before func(up *gittest.Upstre
 		n.keys[name] = key
 		n.sync(t, name)
 	}
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
-		return n.st.Path(n.keys["a"]), key == "example.com/a"
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
+		return n.st.Path(repokey.Key(n.keys["a"])), key == "example.com/a"
 	}}
 	h.TipGrace = -1
 	srv := httptest.NewServer(h)
@@ -84,7 +84,7 @@ func newForkNetwork(t testing.TB, history string, before func(up *gittest.Upstre
 // sync brings the mirror of fork name up to date with its upstream.
 func (n *forkNetwork) sync(t testing.TB, name string) {
 	t.Helper()
-	if _, err := n.st.SyncIn(context.Background(), n.keys[name], n.up.RepoURL(name), "base"); err != nil {
+	if _, err := n.st.SyncIn(context.Background(), repokey.Key(n.keys[name]), n.up.RepoURL(name), "base"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // fixture is one upstream repository served by a Handler on 127.0.0.1.
@@ -47,7 +48,7 @@ func newFixture(t *testing.T, tune func(h *gitserve.Handler)) *fixture {
 		t.Fatal(err)
 	}
 	repo := filepath.Join(up.Dir, "r.git")
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		return repo, key == "example.com/r"
 	}}
 	if tune != nil {

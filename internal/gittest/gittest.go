@@ -18,6 +18,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Upstreams is a directory of bare repositories served over HTTP.
@@ -52,10 +53,10 @@ func Start(dir string) (*Upstreams, error) {
 		return nil, err
 	}
 	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, sent: map[string]int64{}, names: map[string]string{}}
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
 		// name, whatever its case, as GitHub does.
-		_, name, _ := strings.Cut(key, "/")
+		_, name, _ := strings.Cut(key.String(), "/")
 		u.mu.Lock()
 		if real, ok := u.names[name]; ok {
 			name = real

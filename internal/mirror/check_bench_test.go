@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // cpuNow is the CPU time of this process and of its children that ended.
@@ -71,7 +72,7 @@ func BenchmarkCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys := make([]string, repos)
+	keys := make([]repokey.Key, repos)
 	for i, u := range urls {
 		keys[i] = keyOf(b, u)
 		if _, err := st.Sync(ctx, keys[i], u); err != nil {

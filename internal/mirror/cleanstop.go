@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Unclean start: a machine that crashes (power, kernel, OOM killer) can
@@ -77,10 +79,10 @@ func (s *Store) CleanStart() bool { return s.clean }
 // Unchecked lists, sorted, the mirrors that the last Scan found written
 // shortly before an unclean stop: they are to be verified before they are
 // served. It is empty after a clean stop.
-func (s *Store) Unchecked() []string {
+func (s *Store) Unchecked() []repokey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.unchecked...)
+	return append([]repokey.Key(nil), s.unchecked...)
 }
 
 // lastWrite is when the mirror at dir was last written, as far as a few
@@ -99,19 +101,19 @@ func lastWrite(dir string) time.Time {
 
 // recentlyWritten picks, from when each mirror was last written, the keys
 // written within RecentWindow of the newest write, sorted.
-func recentlyWritten(written map[string]time.Time) []string {
+func recentlyWritten(written map[repokey.Key]time.Time) []repokey.Key {
 	var newest time.Time
 	for _, t := range written {
 		if t.After(newest) {
 			newest = t
 		}
 	}
-	var keys []string
+	var keys []repokey.Key
 	for k, t := range written {
 		if !t.Before(newest.Add(-RecentWindow)) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }

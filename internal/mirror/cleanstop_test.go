@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *testing.T) {
@@ -55,7 +56,7 @@ func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *
 	if st.CleanStart() {
 		t.Fatal("a start after a crash taken for a clean one")
 	}
-	if got := st.Unchecked(); !slices.Equal(got, []string{recent}) {
+	if got := st.Unchecked(); !slices.Equal(got, []repokey.Key{recent}) {
 		t.Fatalf("unchecked after an unclean stop: %v, want only %s", got, recent)
 	}
 
@@ -69,7 +70,7 @@ func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *
 	}
 	// The marker was used up: a crash now is an unclean stop again.
 	st = open()
-	if st.CleanStart() || !slices.Equal(st.Unchecked(), []string{recent}) {
+	if st.CleanStart() || !slices.Equal(st.Unchecked(), []repokey.Key{recent}) {
 		t.Fatalf("a second start without a clean stop: clean %v, unchecked %v", st.CleanStart(), st.Unchecked())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/atomicfile"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // dataDir does the store's own file operations on the paths it derives
@@ -130,7 +131,7 @@ func (d dataDir) Chtimes(p string, t time.Time) error {
 // exists tells whether key's mirror (or retired copy) at p is there. A path
 // that leaves the data directory through a symlink is an error, so that
 // nothing, git included, is run on it.
-func (d dataDir) exists(key, p string) (bool, error) {
+func (d dataDir) exists(key repokey.Key, p string) (bool, error) {
 	_, err := d.Stat(p)
 	switch {
 	case err == nil:

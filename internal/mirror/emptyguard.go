@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // ErrEmptyAdvertisement is a Sync refused because its source suddenly
@@ -26,7 +27,7 @@ const DefaultEmptyConfirmAfter = time.Hour
 type emptyGuard struct {
 	mu    sync.Mutex
 	after time.Duration // 0: DefaultEmptyConfirmAfter
-	seen  map[string]emptySeen
+	seen  map[repokey.Key]emptySeen
 }
 
 type emptySeen struct {
@@ -38,7 +39,7 @@ type emptySeen struct {
 // mirror that holds refs, unless url said so first at least g.after before
 // now, with nothing but empty advertisements from it in between. confirmed
 // tells that it lets an emptying through.
-func (g *emptyGuard) admit(key, url string, before, remote gitcmd.Refs, now time.Time) (confirmed bool, err error) {
+func (g *emptyGuard) admit(key repokey.Key, url string, before, remote gitcmd.Refs, now time.Time) (confirmed bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(remote.Refs) > 0 || len(before.Refs) == 0 {
@@ -57,7 +58,7 @@ func (g *emptyGuard) admit(key, url string, before, remote gitcmd.Refs, now time
 		return false, ErrEmptyAdvertisement // the first sighting stands: checks in between do not move it
 	}
 	if g.seen == nil {
-		g.seen = map[string]emptySeen{}
+		g.seen = map[repokey.Key]emptySeen{}
 	}
 	g.seen[key] = emptySeen{url: url, first: now}
 	return false, ErrEmptyAdvertisement

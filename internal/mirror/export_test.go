@@ -1,6 +1,10 @@
 package mirror
 
-import "context"
+import (
+	"context"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // Probe looks at the mirror in dir, for tests that hold copies of mirrors
 // outside a store's keys.
@@ -8,14 +12,14 @@ var Probe = probe
 
 // SetHookPlaced makes s call f when a clone has been moved into place,
 // before it is shared with its pool.
-func SetHookPlaced(s *Store, f func(key string)) { s.testHookPlaced = f }
+func SetHookPlaced(s *Store, f func(key repokey.Key)) { s.testHookPlaced = f }
 
 // SetHookCut makes s call f when a leaving member's link to its pool has
 // been cut, before the member is checked whole without it.
-func SetHookCut(s *Store, f func(key string)) { s.testHookCut = f }
+func SetHookCut(s *Store, f func(key repokey.Key)) { s.testHookCut = f }
 
 // LeaveWithoutDrop is LeaveNetwork without the pool's drop that follows
 // it: the pool still holds what only the member that left reached.
-func LeaveWithoutDrop(s *Store, key string) (string, error) {
+func LeaveWithoutDrop(s *Store, key repokey.Key) (string, error) {
 	return s.leave(context.Background(), key)
 }

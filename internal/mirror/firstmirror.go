@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // A first mirror is made as `git clone --mirror` makes one, with gitfleet's
@@ -56,7 +57,7 @@ import (
 // listFirst lists url's branches and tags under the limits, with the branch
 // its HEAD points to, in one listing (see above), and logs the refs it
 // skips once per repository.
-func (s *Store) listFirst(ctx context.Context, key, url string) (gitcmd.Listing, error) {
+func (s *Store) listFirst(ctx context.Context, key repokey.Key, url string) (gitcmd.Listing, error) {
 	l, err := s.git.ListRefsAndHead(ctx, url, s.refLimits())
 	if err != nil {
 		return gitcmd.Listing{}, err
@@ -104,7 +105,7 @@ func (s *Store) fetchListed(ctx context.Context, dir, url string, refs map[strin
 // fetch, so that only what the pool lacks is downloaded (the pool's tips
 // are haves, and a listed object the pool has is not asked for), and its
 // refs are fetched into the pool once it is in place (pool.go).
-func (s *Store) clone(ctx context.Context, key, url, network string) (gitcmd.Refs, error) {
+func (s *Store) clone(ctx context.Context, key repokey.Key, url, network string) (gitcmd.Refs, error) {
 	tmp, err := os.MkdirTemp(s.tmp, "clone-")
 	if err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The environment of BenchmarkFirstMirrors.
@@ -165,7 +166,7 @@ func BenchmarkFirstMirrors(b *testing.B) {
 				defer wg.Done()
 				for name := range work {
 					u := url + "/" + name + ".git"
-					if _, err := st.Sync(context.Background(), strings.TrimPrefix(u[:len(u)-4], "http://"), u); err != nil {
+					if _, err := st.Sync(context.Background(), repokey.Key(strings.TrimPrefix(u[:len(u)-4], "http://")), u); err != nil {
 						errs <- fmt.Errorf("%s: %w", name, err)
 					}
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // craft makes a bare upstream repository name whose main branch is one
@@ -283,8 +284,8 @@ func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
 	}
 	ctx := context.Background()
 	ka, kb := keyOf(t, up.RepoURL("a")), keyOf(t, up.RepoURL("b"))
-	for _, k := range []string{ka, kb} {
-		url := up.RepoURL(strings.TrimPrefix(k[strings.LastIndex(k, "/"):], "/"))
+	for _, k := range []repokey.Key{ka, kb} {
+		url := up.RepoURL(strings.TrimPrefix(string(k[strings.LastIndex(string(k), "/"):]), "/"))
 		if _, err := st.Sync(ctx, k, url); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +294,7 @@ func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{ka, kb} {
+	for _, k := range []repokey.Key{ka, kb} {
 		if err := st.Retire(context.Background(), k); err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +318,7 @@ func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(expired, []string{kb}) {
+	if !reflect.DeepEqual(expired, []repokey.Key{kb}) {
 		t.Fatalf("expired = %v, want [%s]", expired, kb)
 	}
 	if back, _ := st.Unretire(kb); back {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Limits bound what an upstream can make a mirror store. The zero value
@@ -47,7 +48,7 @@ func (s *Store) refLimits() gitcmd.RefLimits {
 
 // listRefs lists url's branches and tags under the limits, and logs the
 // refs it skips once per repository.
-func (s *Store) listRefs(ctx context.Context, key, url string) (gitcmd.Listing, error) {
+func (s *Store) listRefs(ctx context.Context, key repokey.Key, url string) (gitcmd.Listing, error) {
 	l, err := s.git.ListRefs(ctx, url, s.refLimits())
 	if err != nil {
 		return l, err
@@ -58,7 +59,7 @@ func (s *Store) listRefs(ctx context.Context, key, url string) (gitcmd.Listing, 
 
 // logSkipped logs, once per repository, the refs of its upstream that a
 // listing skipped.
-func (s *Store) logSkipped(key string, skipped []string) {
+func (s *Store) logSkipped(key repokey.Key, skipped []string) {
 	if len(skipped) == 0 {
 		return
 	}

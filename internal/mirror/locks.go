@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // fetchClearingLocks fetches url into key's mirror at dir. When git fails
@@ -15,7 +17,7 @@ import (
 // than the git timeout (so no git process of ours can still hold it: each
 // is killed at that age), the locks are removed, the event logged, and the
 // fetch retried once. Caller holds key's lock.
-func (s *Store) fetchClearingLocks(ctx context.Context, key, dir, url string, skipped []string, refsBefore string) error {
+func (s *Store) fetchClearingLocks(ctx context.Context, key repokey.Key, dir, url string, skipped []string, refsBefore string) error {
 	err := s.fetch(ctx, dir, url, skipped, refsBefore)
 	if err == nil || !lockedOut(err) {
 		return err

@@ -104,10 +104,7 @@ func NeedOf(sh Shape, now time.Time, fullInterval time.Duration) Need {
 // objects/pack, a few stats; no git) and says what shape it is in. A
 // mirror that is gone gives an error wrapping fs.ErrNotExist. It takes no
 // lock: a probe that races a fetch only misjudges the need a little.
-func (s *Store) Probe(key string) (Shape, error) {
-	if err := repokey.Check(key); err != nil {
-		return Shape{}, err
-	}
+func (s *Store) Probe(key repokey.Key) (Shape, error) {
 	return probe(s.Path(key))
 }
 
@@ -214,10 +211,7 @@ type MaintenanceReport struct {
 // one is older than fullInterval (or there was none), an incremental one
 // otherwise (see the comment at the top of this file). It holds key's lock
 // throughout. A mirror that is gone is not an error.
-func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Duration) (MaintenanceReport, error) {
-	if err := repokey.Check(key); err != nil {
-		return MaintenanceReport{}, err
-	}
+func (s *Store) Maintain(ctx context.Context, key repokey.Key, fullInterval time.Duration) (MaintenanceReport, error) {
 	rep, err := s.maintainKey(ctx, key, fullInterval)
 	if network := s.Network(key); err == nil && network != "" {
 		// The pool, after its member: what the member's fetches shared
@@ -229,7 +223,7 @@ func (s *Store) Maintain(ctx context.Context, key string, fullInterval time.Dura
 	return rep, err
 }
 
-func (s *Store) maintainKey(ctx context.Context, key string, fullInterval time.Duration) (MaintenanceReport, error) {
+func (s *Store) maintainKey(ctx context.Context, key repokey.Key, fullInterval time.Duration) (MaintenanceReport, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)

@@ -17,6 +17,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkCloneAfterFetches measures what a clone costs the server (the
@@ -46,7 +47,7 @@ func BenchmarkCloneAfterFetches(b *testing.B) {
 	name := synthRepo(b, up, "medium", 2000, 5000, 10)
 	bare := filepath.Join(up.Dir, name+".git")
 	url := up.RepoURL(name)
-	key := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git")
+	key := repokey.Key(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git"))
 	st := open()
 	if _, err := st.Sync(ctx, key, url); err != nil {
 		b.Fatal(err)

@@ -1,6 +1,9 @@
 // Package mirror keeps a node's bare mirrors on disk, one a repository key
-// at <data>/repos/<the key's directory>.git (repokey.Dir), and makes every
-// change to them. A directory under repos/ is always a complete repository:
+// at <data>/repos/<the key's directory>.git (Key.Dir), and makes every
+// change to them. Its API takes keys as repokey.Key, parsed where they
+// entered the process, and does not validate them again; the keys it
+// reads from disk (Scan, a pool's member files, retired copies) it parses
+// itself. A directory under repos/ is always a complete repository:
 //
 //   - A first mirror is made in <data>/tmp, with one ref listing and one
 //     fetch of what it listed, its bitmap written at once, and renamed into
@@ -75,28 +78,28 @@ type Store struct {
 
 	mu         sync.Mutex
 	locks      map[string]*keyLock
-	skipLogged map[string]bool // keys whose skipped refs were logged
-	empty      emptyGuard      // emptyguard.go
-	retired    retiredSize     // retiredsize.go
+	skipLogged map[repokey.Key]bool // keys whose skipped refs were logged
+	empty      emptyGuard           // emptyguard.go
+	retired    retiredSize          // retiredsize.go
 
-	pruneAfter time.Duration        // prune.go
-	tombstone  time.Duration        // tombstone.go
-	prunes     map[string]time.Time // marked keys -> when to prune them
+	pruneAfter time.Duration             // prune.go
+	tombstone  time.Duration             // tombstone.go
+	prunes     map[repokey.Key]time.Time // marked keys -> when to prune them
 	pruneWake  chan struct{}
 
 	foldsCase bool // the file system treats Master and master as one name
 
-	suspects map[string]bool // members of a pool made anew (pool.go)
+	suspects map[repokey.Key]bool // members of a pool made anew (pool.go)
 
 	// testHookPlaced, when set (by tests only), runs when a clone has been
 	// moved into place, before it is shared with its pool.
-	testHookPlaced func(key string)
+	testHookPlaced func(key repokey.Key)
 	// testHookCut, when set (by tests only), runs when a leaving member's
 	// link to its pool has been cut, before it is checked whole without it.
-	testHookCut func(key string)
+	testHookCut func(key repokey.Key)
 
-	clean     bool     // opened after a clean stop (cleanstop.go)
-	unchecked []string // written shortly before an unclean stop, found by Scan
+	clean     bool          // opened after a clean stop (cleanstop.go)
+	unchecked []repokey.Key // written shortly before an unclean stop, found by Scan
 }
 
 type keyLock struct {
@@ -144,8 +147,8 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) 
 		clk:   clock.Real{},
 		locks: make(map[string]*keyLock),
 
-		skipLogged: make(map[string]bool),
-		prunes:     make(map[string]time.Time),
+		skipLogged: make(map[repokey.Key]bool),
+		prunes:     make(map[repokey.Key]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
 	}
@@ -205,29 +208,29 @@ func (s *Store) FoldsCaseOnDisk() bool { return s.foldsCase }
 // Root is the directory that holds the repositories.
 func (s *Store) Root() string { return s.root }
 
-// Path is the directory of key's mirror. The key must be valid. Upper-case
-// letters are escaped (repokey.Dir), so that keys that differ only in case
+// Path is the directory of key's mirror. Upper-case letters are escaped
+// (repokey.Key.Dir), so that keys that differ only in case
 // stay apart on a case-insensitive file system.
-func (s *Store) Path(key string) string {
-	return filepath.Join(s.root, filepath.FromSlash(repokey.Dir(key))+".git")
+func (s *Store) Path(key repokey.Key) string {
+	return filepath.Join(s.root, filepath.FromSlash(key.Dir())+".git")
 }
 
 // Has reports whether key's mirror exists (and so is complete).
-func (s *Store) Has(key string) bool {
-	if repokey.Check(key) != nil {
-		return false
-	}
+func (s *Store) Has(key repokey.Key) bool {
 	fi, err := s.data.Stat(s.Path(key))
 	return err == nil && fi.IsDir()
 }
 
 // Lock serialises git work on key; call the returned function to unlock.
-func (s *Store) Lock(key string) func() {
+func (s *Store) Lock(key repokey.Key) func() { return s.lock(string(key)) }
+
+// lock serialises the work on name: a key, or a pool (poolLockKey).
+func (s *Store) lock(name string) func() {
 	s.mu.Lock()
-	l := s.locks[key]
+	l := s.locks[name]
 	if l == nil {
 		l = &keyLock{}
-		s.locks[key] = l
+		s.locks[name] = l
 	}
 	l.refs++
 	s.mu.Unlock()
@@ -237,7 +240,7 @@ func (s *Store) Lock(key string) func() {
 		s.mu.Lock()
 		l.refs--
 		if l.refs == 0 {
-			delete(s.locks, key)
+			delete(s.locks, name)
 		}
 		s.mu.Unlock()
 	}
@@ -258,7 +261,7 @@ type Result struct {
 
 // Sync brings key's mirror up to date with url: a clone if there is none,
 // otherwise a cheap ref listing and a fetch only when the refs differ.
-func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
+func (s *Store) Sync(ctx context.Context, key repokey.Key, url string) (Result, error) {
 	return s.SyncIn(ctx, key, url, "")
 }
 
@@ -267,10 +270,7 @@ func (s *Store) Sync(ctx context.Context, key, url string) (Result, error) {
 // pools first (JoinNetwork), a clone starts from the pool, and what a
 // fetch brought is shared with the pool at once, so that the next member
 // to fetch it has it.
-func (s *Store) SyncIn(ctx context.Context, key, url, network string) (Result, error) {
-	if err := repokey.Check(key); err != nil {
-		return Result{}, err
-	}
+func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string) (Result, error) {
 	if s.Has(key) && s.Network(key) != network {
 		if err := s.JoinNetwork(ctx, key, network); err != nil {
 			return Result{}, err
@@ -405,7 +405,7 @@ func (s *Store) setHead(ctx context.Context, dir, head string) error {
 }
 
 // Refs reads the refs of key's mirror.
-func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
+func (s *Store) Refs(ctx context.Context, key repokey.Key) (gitcmd.Refs, error) {
 	if !s.Has(key) {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: %w", key, fs.ErrNotExist)
 	}
@@ -418,10 +418,7 @@ func (s *Store) Refs(ctx context.Context, key string) (gitcmd.Refs, error) {
 // is then repacked without what no other member reaches: pool.go). ctx
 // bounds the pool's git; a repack it stops is owed, and MaintainPool does
 // it.
-func (s *Store) Remove(ctx context.Context, key string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
+func (s *Store) Remove(ctx context.Context, key repokey.Key) error {
 	network, err := s.remove(ctx, key)
 	if err != nil || network == "" {
 		return err
@@ -429,7 +426,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	return s.dropPool(ctx, network)
 }
 
-func (s *Store) remove(ctx context.Context, key string) (string, error) {
+func (s *Store) remove(ctx context.Context, key repokey.Key) (string, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
@@ -443,7 +440,7 @@ func (s *Store) remove(ctx context.Context, key string) (string, error) {
 	}
 	s.pruneEmptyParents(filepath.Dir(dir))
 	if network != "" {
-		unlockPool := s.Lock(poolLockKey(network))
+		unlockPool := s.lock(poolLockKey(network))
 		err := s.forget(ctx, network, key)
 		unlockPool()
 		if err != nil {
@@ -470,10 +467,14 @@ func (s *Store) pruneEmptyParents(dir string) {
 // the mirrors marked for pruning to the pruner (prune.go) and, after an
 // unclean stop, finds the mirrors written shortly before it (Unchecked). A mirror stored
 // under an older spelling of its key is moved to the canonical one.
-func (s *Store) Scan() ([]string, error) {
-	var keys []string
-	var moves [][2]string // non-canonical key, canonical key
-	written := map[string]time.Time{}
+func (s *Store) Scan() ([]repokey.Key, error) {
+	var keys []repokey.Key
+	type move struct {
+		old   string // the directory, a non-canonical key
+		canon repokey.Key
+	}
+	var moves []move
+	written := map[repokey.Key]time.Time{}
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			s.log.Warn("scan: skip unreadable entry", "path", path, "err", err)
@@ -485,11 +486,11 @@ func (s *Store) Scan() ([]string, error) {
 		rel, _ := filepath.Rel(s.root, path)
 		dir := strings.TrimSuffix(filepath.ToSlash(rel), ".git")
 		key, err := repokey.KeyOfDir(dir)
-		if err != nil || repokey.Check(key) != nil {
+		if err != nil {
 			// An older layout: the key written as it is, upper case
 			// unescaped, or a spelling that is not canonical.
-			if canon, err := (repokey.Folding{}).Canonical(dir); err == nil && (canon != dir || repokey.Dir(canon) != dir) {
-				moves = append(moves, [2]string{dir, canon})
+			if canon, err := (repokey.Folding{}).Canonical(dir); err == nil && (string(canon) != dir || canon.Dir() != dir) {
+				moves = append(moves, move{dir, canon})
 				return fs.SkipDir
 			}
 			s.log.Warn("scan: not a repository key, left alone", "path", path)
@@ -508,13 +509,13 @@ func (s *Store) Scan() ([]string, error) {
 		return nil, fmt.Errorf("mirror: scan %s: %w", s.root, err)
 	}
 	for _, m := range moves {
-		if s.moveToCanonical(m[0], m[1]) {
-			s.cleanLocks(s.Path(m[1]))
-			s.healLink(m[1], s.Path(m[1]))
-			s.loadMark(m[1], s.Path(m[1]))
-			keys = append(keys, m[1])
+		if s.moveToCanonical(m.old, m.canon) {
+			s.cleanLocks(s.Path(m.canon))
+			s.healLink(m.canon, s.Path(m.canon))
+			s.loadMark(m.canon, s.Path(m.canon))
+			keys = append(keys, m.canon)
 			if !s.clean {
-				written[m[1]] = lastWrite(s.Path(m[1]))
+				written[m.canon] = lastWrite(s.Path(m.canon))
 			}
 		}
 	}
@@ -533,7 +534,7 @@ func (s *Store) Scan() ([]string, error) {
 // key spelled otherwise (upper case, NFD) to its canonical key, so that an
 // upgrade neither clones it again nor leaves it behind. A mirror already
 // at the canonical key wins; the other is left alone and logged.
-func (s *Store) moveToCanonical(old, canon string) bool {
+func (s *Store) moveToCanonical(old string, canon repokey.Key) bool {
 	from, to := filepath.Join(s.root, filepath.FromSlash(old)+".git"), s.Path(canon)
 	if _, err := s.data.Stat(to); err == nil {
 		s.log.Warn("scan: a mirror under an older spelling of a key that is already held; left alone", "path", from, "key", canon)

@@ -31,13 +31,13 @@ func setup(t *testing.T, opts ...mirror.Option) (*gittest.Upstreams, *mirror.Sto
 	return up, st
 }
 
-func keyOf(t testing.TB, url string) string {
+func keyOf(t testing.TB, url string) repokey.Key {
 	t.Helper()
 	k, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k
+	return repokey.Key(k)
 }
 
 func TestSyncClonesThenFetchesOnlyWhenRefsDiffer(t *testing.T) {
@@ -119,7 +119,7 @@ func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(keys, []string{key}) {
+	if !reflect.DeepEqual(keys, []repokey.Key{key}) {
 		t.Fatalf("scan = %v, want [%s]", keys, key)
 	}
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
@@ -144,7 +144,7 @@ func TestScanMovesAMirrorStoredUnderAnOlderLayoutToItsDirectory(t *testing.T) {
 	}
 	url := up.RepoURL("X/Y")
 	key := keyOf(t, url)
-	if !strings.HasSuffix(key, "/X/Y") {
+	if !strings.HasSuffix(string(key), "/X/Y") {
 		t.Fatalf("key %s: the case of a host that does not fold it is not kept", key)
 	}
 	if _, err := st.Sync(context.Background(), key, url); err != nil {
@@ -154,7 +154,7 @@ func TestScanMovesAMirrorStoredUnderAnOlderLayoutToItsDirectory(t *testing.T) {
 		t.Fatalf("mirror of %s at %s: upper case is not escaped", key, st.Path(key))
 	}
 	// What an older gitfleet, which wrote upper case as it is, left on disk.
-	oldDir := filepath.Join(st.Root(), filepath.FromSlash(key)+".git")
+	oldDir := filepath.Join(st.Root(), filepath.FromSlash(string(key))+".git")
 	if err := os.MkdirAll(filepath.Dir(oldDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestScanMovesAMirrorStoredUnderAnOlderLayoutToItsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(keys, []string{key}) {
+	if !reflect.DeepEqual(keys, []repokey.Key{key}) {
 		t.Fatalf("scan = %v, want [%s]", keys, key)
 	}
 	if !st.Has(key) {

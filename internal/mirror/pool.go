@@ -89,7 +89,7 @@ func poolDirName(network string) string {
 }
 
 // memberID names key in a pool's refs: hex, as the island regex wants.
-func memberID(key string) string {
+func memberID(key repokey.Key) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:10])
 }
@@ -103,10 +103,7 @@ func poolLockKey(network string) string { return "\x00pool\x00" + network }
 
 // Network is the network key's mirror belongs to ("" for a standalone
 // mirror or none).
-func (s *Store) Network(key string) string {
-	if repokey.Check(key) != nil {
-		return ""
-	}
+func (s *Store) Network(key repokey.Key) string {
 	return s.networkOf(s.Path(key))
 }
 
@@ -166,8 +163,8 @@ func (s *Store) ensurePool(ctx context.Context, network string) (string, error) 
 // it from its place before it is moved there) and marked as a member of
 // network, so that it is one once it is moved into place. It returns the
 // pool.
-func (s *Store) borrowPool(ctx context.Context, key, dir, network string) (string, error) {
-	unlockPool := s.Lock(poolLockKey(network))
+func (s *Store) borrowPool(ctx context.Context, key repokey.Key, dir, network string) (string, error) {
+	unlockPool := s.lock(poolLockKey(network))
 	pool, err := s.ensurePool(ctx, network)
 	if err == nil {
 		err = s.enlist(pool, key) // before the fetch: see enlist
@@ -207,7 +204,7 @@ func (s *Store) link(dir, place, pool string) error {
 // placeLink rewrites the link of the new member at tmp (borrowPool's, which
 // is relative to tmp) for dst, where tmp is renamed next: no git runs in
 // tmp in between, and the member appears at dst already linked right.
-func (s *Store) placeLink(key, tmp, dst, pool string) error {
+func (s *Store) placeLink(key repokey.Key, tmp, dst, pool string) error {
 	if err := s.link(tmp, dst, pool); err != nil {
 		return fmt.Errorf("mirror %s: link to the pool from its place: %w", key, err)
 	}
@@ -221,7 +218,7 @@ func (s *Store) placeLink(key, tmp, dst, pool string) error {
 // corrupt), or the mirror was moved to another place in the data
 // directory (moveToCanonical). A mirror with no link costs one failed
 // open: Scan, which visits every mirror before any is served, calls it.
-func (s *Store) healLink(key, dir string) {
+func (s *Store) healLink(key repokey.Key, dir string) {
 	// Read directly, not through the data directory's root (a walk of
 	// every component, 8x the cost, on every mirror): nothing is
 	// written on what it says, and the rewrite goes through the root.
@@ -258,7 +255,7 @@ func linked(dir string) bool {
 // absorb fetches the refs of the member at dir into pool's
 // refs/virtual/<id>/ (the objects the pool lacks come with them) and
 // records the member. The caller holds the member's and the pool's locks.
-func (s *Store) absorb(ctx context.Context, pool, key, dir string) error {
+func (s *Store) absorb(ctx context.Context, pool string, key repokey.Key, dir string) error {
 	id := memberID(key)
 	c := gitcmd.Cmd{GitDir: pool, Name: "fetch",
 		// Each fetch one pack (no loose objects to sweep); no fsck: the
@@ -277,7 +274,7 @@ func (s *Store) absorb(ctx context.Context, pool, key, dir string) error {
 // waits for its lock and counts its refs: its fetch may have taken as had
 // an object of the pool that no member's refs reached any more, and the
 // drop must not let that object go. The caller holds the pool's lock.
-func (s *Store) enlist(pool, key string) error {
+func (s *Store) enlist(pool string, key repokey.Key) error {
 	return s.data.WriteFile(filepath.Join(pool, membersDir, memberID(key)), []byte(key+"\n"))
 }
 
@@ -295,10 +292,7 @@ func (s *Store) dedup(ctx context.Context, dir string) error {
 // pool holds is dropped from it. A member of another network leaves it
 // first; network "" makes it standalone (LeaveNetwork). A mirror that is
 // not there is not an error: its clone joins (SyncIn).
-func (s *Store) JoinNetwork(ctx context.Context, key, network string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
+func (s *Store) JoinNetwork(ctx context.Context, key repokey.Key, network string) error {
 	if cur := s.Network(key); cur == network {
 		return nil
 	} else if cur != "" {
@@ -315,7 +309,7 @@ func (s *Store) JoinNetwork(ctx context.Context, key, network string) error {
 	if ok, err := s.data.exists(key, dir); err != nil || !ok {
 		return err
 	}
-	unlockPool := s.Lock(poolLockKey(network))
+	unlockPool := s.lock(poolLockKey(network))
 	defer unlockPool()
 	pool, err := s.ensurePool(ctx, network)
 	if err != nil {
@@ -357,10 +351,7 @@ func (s *Store) dropMidx(dir string) {
 // object its refs reach from the pool, its link is cut, its refs leave the
 // pool, and the pool is repacked without what no member reaches any more
 // (dropPool). The other members are untouched.
-func (s *Store) LeaveNetwork(ctx context.Context, key string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
+func (s *Store) LeaveNetwork(ctx context.Context, key repokey.Key) error {
 	network, err := s.leave(ctx, key)
 	if err != nil || network == "" {
 		return err
@@ -370,7 +361,7 @@ func (s *Store) LeaveNetwork(ctx context.Context, key string) error {
 
 // leave is LeaveNetwork up to the pool's repack, whose network it returns
 // ("" when the mirror was no member).
-func (s *Store) leave(ctx context.Context, key string) (string, error) {
+func (s *Store) leave(ctx context.Context, key repokey.Key) (string, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
@@ -378,7 +369,7 @@ func (s *Store) leave(ctx context.Context, key string) (string, error) {
 	if network == "" {
 		return "", nil
 	}
-	unlockPool := s.Lock(poolLockKey(network))
+	unlockPool := s.lock(poolLockKey(network))
 	defer unlockPool()
 	if linked(dir) {
 		// Without -l: the objects the refs reach in the pool are copied in.
@@ -417,7 +408,7 @@ func (s *Store) leave(ctx context.Context, key string) (string, error) {
 // forget deletes key's refs from network's pool and marks the pool for a
 // repack that drops what no member reaches. The caller holds the pool's
 // lock.
-func (s *Store) forget(ctx context.Context, network, key string) error {
+func (s *Store) forget(ctx context.Context, network string, key repokey.Key) error {
 	pool := s.PoolPath(network)
 	if _, err := s.data.Stat(pool); err != nil {
 		return nil
@@ -445,16 +436,17 @@ func (s *Store) forget(ctx context.Context, network, key string) error {
 }
 
 // poolMembers lists the keys of network's members, sorted.
-func (s *Store) poolMembers(network string) []string {
+func (s *Store) poolMembers(network string) []repokey.Key {
 	dir := filepath.Join(s.PoolPath(network), membersDir)
 	ents, _ := os.ReadDir(dir)
-	var keys []string
+	var keys []repokey.Key
 	for _, e := range ents {
 		b, err := s.data.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			continue
 		}
-		if key := strings.TrimSpace(string(b)); repokey.Check(key) == nil && memberID(key) == e.Name() {
+		// A file on disk: the key is parsed, as any from outside.
+		if key, err := repokey.Parse(strings.TrimSpace(string(b))); err == nil && memberID(key) == e.Name() {
 			keys = append(keys, key)
 		}
 	}
@@ -475,7 +467,7 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 	for _, m := range locked {
 		defer s.Lock(m)()
 	}
-	defer s.Lock(poolLockKey(network))()
+	defer s.lock(poolLockKey(network))()
 	// Another member's leave may have dropped (or removed) the pool while
 	// this one waited for the locks: the last members leaving at once.
 	if _, err := s.data.Stat(filepath.Join(pool, poolDropFile)); err != nil {
@@ -490,7 +482,7 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 			return nil
 		}
 	}
-	var kept []string
+	var kept []repokey.Key
 	for _, m := range members {
 		dir := s.Path(m)
 		if s.networkOf(dir) != network {
@@ -619,7 +611,7 @@ func (s *Store) MaintainPool(ctx context.Context, network string) error {
 	if err := s.dropPool(ctx, network); err != nil {
 		return err
 	}
-	defer s.Lock(poolLockKey(network))()
+	defer s.lock(poolLockKey(network))()
 	dir := s.PoolPath(network)
 	sh, err := probe(dir)
 	if err != nil {
@@ -639,14 +631,14 @@ func (s *Store) MaintainPool(ctx context.Context, network string) error {
 
 // VerifyPool checks network's pool as Verify checks a mirror.
 func (s *Store) VerifyPool(ctx context.Context, network string) error {
-	defer s.Lock(poolLockKey(network))()
+	defer s.lock(poolLockKey(network))()
 	return s.verifyDir(ctx, "pool "+network, s.PoolPath(network))
 }
 
 // share fetches the member at dir's refs into its pool and drops from it
 // what the pool then holds. The caller holds the member's lock.
-func (s *Store) share(ctx context.Context, key, dir, network string) error {
-	defer s.Lock(poolLockKey(network))()
+func (s *Store) share(ctx context.Context, key repokey.Key, dir, network string) error {
+	defer s.lock(poolLockKey(network))()
 	pool := s.PoolPath(network)
 	if err := s.absorb(ctx, pool, key, dir); err != nil {
 		return err
@@ -660,7 +652,7 @@ func (s *Store) share(ctx context.Context, key, dir, network string) error {
 // broken pool held, is named by Suspects, to be verified (and repaired)
 // before it is served again.
 func (s *Store) repairPool(ctx context.Context, network string) error {
-	defer s.Lock(poolLockKey(network))()
+	defer s.lock(poolLockKey(network))()
 	pool := s.PoolPath(network)
 	if _, err := s.data.Stat(pool); err != nil {
 		return nil
@@ -679,7 +671,7 @@ func (s *Store) repairPool(ctx context.Context, network string) error {
 	}
 	s.mu.Lock()
 	if s.suspects == nil {
-		s.suspects = map[string]bool{}
+		s.suspects = map[repokey.Key]bool{}
 	}
 	for _, m := range members {
 		s.suspects[m] = true
@@ -695,10 +687,10 @@ func (s *Store) repairPool(ctx context.Context, network string) error {
 // Suspects returns, and forgets, the mirrors whose pool was found broken
 // and made anew (repairPool): they miss objects until they are repaired,
 // and must be verified before they are served again.
-func (s *Store) Suspects() []string {
+func (s *Store) Suspects() []repokey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.suspects))
+	keys := make([]repokey.Key, 0, len(s.suspects))
 	for k := range s.suspects {
 		keys = append(keys, k)
 	}

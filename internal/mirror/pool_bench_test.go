@@ -297,7 +297,7 @@ func benchNetworkPull(b *testing.B, n int) {
 	for i, f := range forks {
 		key := keyOf(b, up.RepoURL(f))
 		sent.Store(0)
-		if _, err := moved.SyncIn(ctx, key, seedBase+"/"+key+".git", "base"); err != nil {
+		if _, err := moved.SyncIn(ctx, key, seedBase+"/"+string(key)+".git", "base"); err != nil {
 			b.Fatal(err)
 		}
 		if i == 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // network makes an upstream "base" (two branches, a tag) and n forks of
@@ -71,9 +72,9 @@ func localObjects(t *testing.T, dir string) int {
 	return n
 }
 
-func syncForks(t *testing.T, st *mirror.Store, up *gittest.Upstreams, forks []string, net string) []string {
+func syncForks(t *testing.T, st *mirror.Store, up *gittest.Upstreams, forks []string, net string) []repokey.Key {
 	t.Helper()
-	var keys []string
+	var keys []repokey.Key
 	for _, f := range forks {
 		url := up.RepoURL(f)
 		key := keyOf(t, url)

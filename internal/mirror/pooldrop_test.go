@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // A new member's clone may take as had an object of the pool that no
@@ -36,7 +37,7 @@ func TestAPoolDropDuringANewMembersCloneKeepsWhatTheCloneTookFromThePool(t *test
 		t.Fatal(err)
 	}
 	dropped := make(chan error, 1)
-	mirror.SetHookPlaced(st, func(string) {
+	mirror.SetHookPlaced(st, func(repokey.Key) {
 		go func() { dropped <- st.MaintainPool(ctx, "base") }()
 		// A drop that does not wait for the new member ends at once; one
 		// that does waits for this clone's lock. Either way the clone goes

@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // openAt opens a store on the data directory data (closed at the test's
@@ -59,7 +60,7 @@ func alternates(t *testing.T, dir string) string {
 
 // linkedRelative fails the test unless key's mirror borrows network's pool
 // through a relative link that names the pool from where the mirror is.
-func linkedRelative(t *testing.T, st *mirror.Store, key, network, when string) {
+func linkedRelative(t *testing.T, st *mirror.Store, key repokey.Key, network, when string) {
 	t.Helper()
 	got := alternates(t, st.Path(key))
 	want, err := filepath.Rel(filepath.Join(st.Path(key), "objects"), filepath.Join(st.PoolPath(network), "objects"))
@@ -97,7 +98,7 @@ func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
 	keys := syncForks(t, st, up, forks, "base")
 	packs := map[string][]string{"pool": packNames(t, st.PoolPath("base"))}
 	for _, k := range keys {
-		packs[k] = packNames(t, st.Path(k))
+		packs[string(k)] = packNames(t, st.Path(k))
 	}
 
 	st = openAt(t, moveData(t, st, data))
@@ -121,7 +122,7 @@ func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
 	base, _ := fullNodeServer(t, st)
 	for i, k := range keys {
 		clone := filepath.Join(t.TempDir(), "clone.git")
-		if err := gittest.Git("", "clone", "-q", "--mirror", base+"/"+k+".git", clone); err != nil {
+		if err := gittest.Git("", "clone", "-q", "--mirror", base+"/"+string(k)+".git", clone); err != nil {
 			t.Fatalf("clone of %s served after the move: %v", k, err)
 		}
 		got, err := gittest.RefsOf(clone)
@@ -144,8 +145,8 @@ func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
 		t.Fatalf("the pool's packs after the move: %v, want %v", got, packs["pool"])
 	}
 	for _, k := range keys {
-		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[k]) {
-			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[k])
+		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[string(k)]) {
+			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[string(k)])
 		}
 	}
 	tip, err := up.Commit(forks[0], "main")
@@ -179,7 +180,7 @@ func TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove(t *testing.T)
 		if err := os.WriteFile(filepath.Join(st.Path(k), "objects", "info", "alternates"), []byte(old+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		packs[k] = packNames(t, st.Path(k))
+		packs[string(k)] = packNames(t, st.Path(k))
 	}
 
 	st = openAt(t, moveData(t, st, data))
@@ -202,8 +203,8 @@ func TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove(t *testing.T)
 		if err != nil || res.Cloned || res.Fetched {
 			t.Fatalf("sync of %s after the move: %+v, %v; want nothing fetched", k, res, err)
 		}
-		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[k]) {
-			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[k])
+		if got := packNames(t, st.Path(k)); !reflect.DeepEqual(got, packs[string(k)]) {
+			t.Fatalf("%s's packs after the move: %v, want %v (not copied again)", k, got, packs[string(k)])
 		}
 	}
 }
@@ -216,7 +217,7 @@ func TestAMembersLinkIsRelativeWhereverItIsWritten(t *testing.T) {
 	up, st := setup(t)
 	forks := network(t, up, 4)
 	ctx := context.Background()
-	keys := make([]string, len(forks))
+	keys := make([]repokey.Key, len(forks))
 	for i, f := range forks {
 		keys[i] = keyOf(t, up.RepoURL(f))
 	}
@@ -245,7 +246,7 @@ func TestAMembersLinkIsRelativeWhereverItIsWritten(t *testing.T) {
 	if _, err := st.SyncIn(ctx, keys[3], up.RepoURL(forks[3]), "base"); err != nil {
 		t.Fatal(err)
 	}
-	mirror.SetHookCut(st, func(key string) {
+	mirror.SetHookCut(st, func(key repokey.Key) {
 		packs, err := filepath.Glob(filepath.Join(st.Path(key), "objects", "pack", "pack-*"))
 		if err != nil || len(packs) == 0 {
 			t.Errorf("the leaving member's repack: packs %v, %v", packs, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // sharedSize is the incompressible history every fork of bigNetwork
@@ -252,7 +253,7 @@ func TestAForgedPullOfAMemberLeavesItsPoolUntouched(t *testing.T) {
 	forks := bigNetwork(t, up, 2)
 	owner := newHostileOwner(t, up, forks)
 	ctx := context.Background()
-	keys := []string{keyOf(t, up.RepoURL(forks[0])), keyOf(t, up.RepoURL(forks[1]))}
+	keys := []repokey.Key{keyOf(t, up.RepoURL(forks[0])), keyOf(t, up.RepoURL(forks[1]))}
 	pull := func(i int) (mirror.Result, error) {
 		return st.PullVerifiedIn(ctx, keys[i], "base", mirror.Source{URL: owner.src.RepoURL(forks[i])}, upstreamOf(up, forks[i]))
 	}
@@ -332,7 +333,7 @@ func second[T any](_ T, err error) error { return err }
 // members through their pool), behind a proxy that counts what it sent.
 func fullNodeServer(t testing.TB, st *mirror.Store) (string, *atomic.Int64) {
 	t.Helper()
-	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key string) (string, bool) {
+	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		return st.Path(key), st.Has(key)
 	}}
 	srv := httptest.NewServer(h)
@@ -353,7 +354,7 @@ func TestASeedFromTheFullNodeSendsANetworksPoolOnce(t *testing.T) {
 	for i, key := range keys {
 		sent.Store(0)
 		// As node.check seeds a repository that moved to it.
-		res, err := owner.SyncIn(ctx, key, seedBase+"/"+key+".git", "base")
+		res, err := owner.SyncIn(ctx, key, seedBase+"/"+string(key)+".git", "base")
 		if err != nil {
 			t.Fatalf("seed %s: %v", forks[i], err)
 		}

@@ -7,12 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Pruning what the upstream dropped: a fetch that deletes a ref, moves a
@@ -71,7 +73,7 @@ func pruneDue(markedAt time.Time, after time.Duration) time.Time {
 
 // nextPrune picks, among the due times of marked mirrors, the key to prune
 // now (the earliest due, ties by key), or how long to wait for one.
-func nextPrune(due map[string]time.Time, now time.Time) (key string, ok bool, wait time.Duration) {
+func nextPrune(due map[repokey.Key]time.Time, now time.Time) (key repokey.Key, ok bool, wait time.Duration) {
 	first := time.Time{}
 	for k, t := range due {
 		if key == "" || t.Before(first) || (t.Equal(first) && k < key) {
@@ -97,7 +99,7 @@ func (s *Store) SetPruneAfter(d time.Duration) { s.pruneAfter = max(d, 0) }
 // when an existing ref will move or go. It reports whether it wrote the
 // mark: markIfDropped removes it again when the fetch dropped nothing.
 // Caller holds the key's lock.
-func (s *Store) markAhead(key, dir string, before, next map[string]string) bool {
+func (s *Store) markAhead(key repokey.Key, dir string, before, next map[string]string) bool {
 	if sure, moved := pruneCandidates(before, next); !sure && len(moved) == 0 {
 		return false
 	}
@@ -115,7 +117,7 @@ func (s *Store) markAhead(key, dir string, before, next map[string]string) bool 
 // took its refs from before to after dropped objects from their reach, and
 // otherwise removes the mark that markAhead wrote (ahead). It returns the
 // refs whose old tips were dropped (see dropped). Caller holds key's lock.
-func (s *Store) markIfDropped(ctx context.Context, key, dir string, before, after gitcmd.Refs, ahead bool) []RefChange {
+func (s *Store) markIfDropped(ctx context.Context, key repokey.Key, dir string, before, after gitcmd.Refs, ahead bool) []RefChange {
 	gone, why := s.dropped(ctx, dir, before, after)
 	if len(gone) == 0 {
 		if ahead {
@@ -216,16 +218,16 @@ func readMarker(p string) (time.Time, bool) {
 }
 
 // notePrune records key's mark for the pruner and wakes it.
-func (s *Store) notePrune(key string, markedAt time.Time) {
+func (s *Store) notePrune(key repokey.Key, markedAt time.Time) {
 	s.notePruneAt(key, pruneDue(markedAt, s.pruneAfter))
 }
 
 // notePruneAt has the pruner look at key by due (or sooner, when it is due
 // sooner already) and wakes it.
-func (s *Store) notePruneAt(key string, due time.Time) {
+func (s *Store) notePruneAt(key repokey.Key, due time.Time) {
 	s.mu.Lock()
 	if s.prunes == nil {
-		s.prunes = map[string]time.Time{}
+		s.prunes = map[repokey.Key]time.Time{}
 	}
 	if t, ok := s.prunes[key]; !ok || due.Before(t) {
 		s.prunes[key] = due
@@ -239,7 +241,7 @@ func (s *Store) notePruneAt(key string, due time.Time) {
 
 // loadMark records the mark and the tombstones of the mirror at dir, if
 // it has them (Scan calls it at start, so that they survive a restart).
-func (s *Store) loadMark(key, dir string) {
+func (s *Store) loadMark(key repokey.Key, dir string) {
 	if at, ok := readMarker(filepath.Join(dir, pruneMarker)); ok {
 		s.notePrune(key, at)
 	}
@@ -247,14 +249,14 @@ func (s *Store) loadMark(key, dir string) {
 }
 
 // PrunePending lists the keys of the mirrors marked for pruning.
-func (s *Store) PrunePending() []string {
+func (s *Store) PrunePending() []repokey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.prunes))
+	keys := make([]repokey.Key, 0, len(s.prunes))
 	for k := range s.prunes {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -262,14 +264,14 @@ func (s *Store) PrunePending() []string {
 // marked or a tombstone of it expired (tombstone.go), and removes the mark.
 // It holds key's lock, so no fetch of key runs meanwhile. A mirror that is
 // gone is not an error.
-func (s *Store) Prune(ctx context.Context, key string) error {
+func (s *Store) Prune(ctx context.Context, key repokey.Key) error {
 	_, err := s.prune(ctx, key)
 	return err
 }
 
 // prune is Prune, which also tells when the mirror's next tombstone
 // expires (zero: none is left).
-func (s *Store) prune(ctx context.Context, key string) (time.Time, error) {
+func (s *Store) prune(ctx context.Context, key repokey.Key) (time.Time, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)
@@ -393,7 +395,7 @@ func (s *Store) PruneDue(ctx context.Context) int {
 	return n
 }
 
-func (s *Store) pruneOne(ctx context.Context, key string) {
+func (s *Store) pruneOne(ctx context.Context, key repokey.Key) {
 	start := time.Now()
 	next, err := s.prune(ctx, key)
 	s.mu.Lock()
@@ -436,7 +438,7 @@ func (s *Store) RunPruner(ctx context.Context) {
 // fetch or ref update that failed: when the refs are still as before
 // (--atomic, update-ref's transaction) nothing was dropped and the mark
 // goes; when they cannot be read, or moved, it is kept for the pruner.
-func (s *Store) settleFailed(ctx context.Context, key, dir string, before gitcmd.Refs, ahead bool) {
+func (s *Store) settleFailed(ctx context.Context, key repokey.Key, dir string, before gitcmd.Refs, ahead bool) {
 	if !ahead {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkPrune measures one pruning (git repack -a -d -b, git prune
@@ -32,7 +33,7 @@ func BenchmarkPrune(b *testing.B) {
 	name := synthRepo(b, up, "medium", 2000, 5000, 10)
 	bare := filepath.Join(up.Dir, name+".git")
 	url := up.RepoURL(name)
-	key := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git")
+	key := repokey.Key(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git"))
 	if _, err := st.Sync(ctx, key, url); err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package mirror
 import (
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestPruneCandidates(t *testing.T) {
@@ -40,7 +42,7 @@ func TestNextPrune(t *testing.T) {
 	if _, ok, _ := nextPrune(nil, now); ok {
 		t.Fatal("nothing marked, yet something to prune")
 	}
-	due := map[string]time.Time{"b": now.Add(-time.Second), "a": now.Add(-time.Second), "c": now.Add(time.Minute)}
+	due := map[repokey.Key]time.Time{"b": now.Add(-time.Second), "a": now.Add(-time.Second), "c": now.Add(time.Minute)}
 	if k, ok, _ := nextPrune(due, now); !ok || k != "a" {
 		t.Fatalf("next = %q %v, want a", k, ok)
 	}

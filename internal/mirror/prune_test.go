@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // pruneRig is an upstream repository "a" and a store (reopenable, on data)
@@ -25,7 +26,7 @@ type pruneRig struct {
 	st   *mirror.Store
 	clk  *clock.Fake
 	url  string
-	key  string
+	key  repokey.Key
 }
 
 func newPruneRig(t *testing.T, branches []string, after time.Duration, lim mirror.Limits) *pruneRig {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // ErrPullTooLarge marks a verified pull whose fetch from the source was
@@ -22,7 +23,7 @@ var ErrPullTooLarge = errors.New("the pull would pass --max-repo-size")
 // MaxRepoSize, and a fetch that completed within one interval is measured
 // once done. Like every git process it is also bounded by the runner's
 // timeout (--git-timeout). The caller deletes q.
-func (s *Store) fetchQuarantine(ctx context.Context, key, dir, q string, src Source, first bool) error {
+func (s *Store) fetchQuarantine(ctx context.Context, key repokey.Key, dir, q string, src Source, first bool) error {
 	// The source is a peer's copy (a node's, through the full node's tunnel
 	// proxy), not an upstream: it does not go through the egress policy.
 	c := gitcmd.Cmd{GitDir: q, Name: "fetch", Config: FsckConfig(), Env: src.Env, Peer: true,

@@ -45,7 +45,7 @@ const emptyPullSource = "verified pull"
 // bounded by MaxRepoSize as a fetch from an upstream is: a source that
 // serves more is stopped while its pack streams in, and the error wraps
 // ErrPullTooLarge.
-func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstream UpstreamRefs) (Result, error) {
+func (s *Store) PullVerified(ctx context.Context, key repokey.Key, src Source, upstream UpstreamRefs) (Result, error) {
 	return s.PullVerifiedIn(ctx, key, "", src, upstream)
 }
 
@@ -58,10 +58,7 @@ func (s *Store) PullVerified(ctx context.Context, key string, src Source, upstre
 // later one borrows the member, which borrows the pool. Nothing the pull
 // brought enters the pool before it is verified and applied: it is then
 // shared with the pool at once, so the next member to be pulled has it.
-func (s *Store) PullVerifiedIn(ctx context.Context, key, network string, src Source, upstream UpstreamRefs) (Result, error) {
-	if err := repokey.Check(key); err != nil {
-		return Result{}, err
-	}
+func (s *Store) PullVerifiedIn(ctx context.Context, key repokey.Key, network string, src Source, upstream UpstreamRefs) (Result, error) {
 	if s.Has(key) && s.Network(key) != network {
 		if err := s.JoinNetwork(ctx, key, network); err != nil {
 			return Result{}, err
@@ -105,7 +102,7 @@ func (s *Store) PullVerifiedIn(ctx context.Context, key, network string, src Sou
 		return res, fmt.Errorf("mirror %s: ask the upstream: %w", key, err)
 	}
 	if bad := verify(cs, up.Refs, first, served.Refs); len(bad) > 0 {
-		return res, &MismatchError{Key: key, Mismatches: bad}
+		return res, &MismatchError{Key: key.String(), Mismatches: bad}
 	}
 	next := applied(before, cs, "")
 	if !first {
@@ -186,7 +183,7 @@ func applied(before gitcmd.Refs, cs []RefChange, head string) gitcmd.Refs {
 // with network's pool ("": none). The mirror is whole without it (its
 // objects are its own or the pool's): a failure leaves the pool to catch
 // up at the next change. The caller holds the member's lock.
-func (s *Store) sharePulled(ctx context.Context, key, dir, network string) {
+func (s *Store) sharePulled(ctx context.Context, key repokey.Key, dir, network string) {
 	if network == "" {
 		return
 	}
@@ -200,7 +197,7 @@ func (s *Store) sharePulled(ctx context.Context, key, dir, network string) {
 // them at its pool's, for a member). A first pull of a member of network
 // points at the pool (made if needed) and is marked as the member, so
 // that it is one once it is moved into place.
-func (s *Store) quarantine(ctx context.Context, key, dir string, first bool, network string) (string, error) {
+func (s *Store) quarantine(ctx context.Context, key repokey.Key, dir string, first bool, network string) (string, error) {
 	q, err := os.MkdirTemp(s.tmp, "quarantine-")
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", key, err)
@@ -298,7 +295,7 @@ func (d dataDir) moveFiles(src, dst string, rank func(string) int) error {
 }
 
 // HasObject reports whether key's mirror holds the object oid.
-func (s *Store) HasObject(ctx context.Context, key, oid string) (bool, error) {
+func (s *Store) HasObject(ctx context.Context, key repokey.Key, oid string) (bool, error) {
 	if !s.Has(key) {
 		return false, nil
 	}

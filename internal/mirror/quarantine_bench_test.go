@@ -43,7 +43,7 @@ func BenchmarkPullUpdate(b *testing.B) {
 	// the same repository, counting every request.
 	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	var requests atomic.Int64
-	serve := &gitserve.Handler{Git: git, Resolve: func(string) (string, bool) { return filepath.Join(up.Dir, "a.git"), true }}
+	serve := &gitserve.Handler{Git: git, Resolve: func(repokey.Key) (string, bool) { return filepath.Join(up.Dir, "a.git"), true }}
 	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		r.URL.Path = "/127.0.0.1" + r.URL.Path // a path the handler parses as a key
@@ -58,7 +58,8 @@ func BenchmarkPullUpdate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, _, err := repokey.Normalize(upURL, repokey.Options{AllowPrivate: true})
+	k, _, err := repokey.Normalize(upURL, repokey.Options{AllowPrivate: true})
+	key := repokey.Key(k)
 	if err != nil {
 		b.Fatal(err)
 	}

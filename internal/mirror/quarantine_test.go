@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // pullRig is an upstream, a volunteer's copy of it served over HTTP (the
@@ -23,7 +24,7 @@ type pullRig struct {
 	up, src  *gittest.Upstreams
 	data     string
 	st       *mirror.Store
-	key      string
+	key      repokey.Key
 	asked    int // upstream listings
 	lastAsk  []string
 	upstream mirror.UpstreamRefs

@@ -21,18 +21,15 @@ import (
 // the retired directory, holds when it was removed (Unix seconds).
 const retiredMarker = "gitfleet-removed-at"
 
-func (s *Store) retiredPath(key string) string {
-	return filepath.Join(filepath.Dir(s.root), "removed", filepath.FromSlash(repokey.Dir(key))+".git")
+func (s *Store) retiredPath(key repokey.Key) string {
+	return filepath.Join(filepath.Dir(s.root), "removed", filepath.FromSlash(key.Dir())+".git")
 }
 
 // Retire moves key's mirror out of the served tree into the removed area
 // (replacing an older retired copy). A missing mirror is not an error. A
 // pool's member leaves its pool first (LeaveNetwork): the retired copy is
 // whole on its own, and the other members keep theirs.
-func (s *Store) Retire(ctx context.Context, key string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
+func (s *Store) Retire(ctx context.Context, key repokey.Key) error {
 	if s.Network(key) != "" {
 		if err := s.LeaveNetwork(ctx, key); err != nil {
 			return fmt.Errorf("mirror %s: retire: %w", key, err)
@@ -80,10 +77,7 @@ func (s *Store) AnyRetired() bool {
 
 // Unretire moves a retired copy of key back into the served tree, if there
 // is one and no mirror of key exists. It reports whether it did.
-func (s *Store) Unretire(key string) (bool, error) {
-	if err := repokey.Check(key); err != nil {
-		return false, err
-	}
+func (s *Store) Unretire(key repokey.Key) (bool, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	src, dst := s.retiredPath(key), s.Path(key)
@@ -108,10 +102,10 @@ func (s *Store) Unretire(key string) (bool, error) {
 
 // SweepRetired deletes the retired copies removed more than keep ago and
 // returns their keys.
-func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
+func (s *Store) SweepRetired(keep time.Duration) ([]repokey.Key, error) {
 	base := filepath.Join(filepath.Dir(s.root), "removed")
 	cutoff := s.now().Add(-keep)
-	var expired []string
+	var expired []repokey.Key
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == base {
@@ -124,7 +118,7 @@ func (s *Store) SweepRetired(keep time.Duration) ([]string, error) {
 		}
 		rel, _ := filepath.Rel(base, p)
 		key, err := repokey.KeyOfDir(strings.TrimSuffix(filepath.ToSlash(rel), ".git"))
-		if err != nil || repokey.Check(key) != nil {
+		if err != nil {
 			return fs.SkipDir
 		}
 		b, _ := s.data.ReadFile(filepath.Join(p, retiredMarker))

@@ -26,10 +26,7 @@ const rootsFile = "gitfleet-roots"
 // counts only the new commits' roots (rev-list --max-parents=0 NEW --not
 // OLD) and adds them to those last counted; a sync that changed nothing
 // reads them back.
-func (s *Store) Roots(ctx context.Context, key string, res Result) ([]string, error) {
-	if err := repokey.Check(key); err != nil {
-		return nil, err
-	}
+func (s *Store) Roots(ctx context.Context, key repokey.Key, res Result) ([]string, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dir := s.Path(key)

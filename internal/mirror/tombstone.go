@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Tombstones: when a source's emptiness is confirmed (emptyguard.go) and
@@ -44,7 +45,7 @@ func (s *Store) SetTombstonePeriod(d time.Duration) { s.tombstone = max(d, 0) }
 // writeTombstones keeps refs (the refs about to be deleted) under
 // TombstoneRefs in the mirror at dir and tells the pruner when they
 // expire. Caller holds key's lock.
-func (s *Store) writeTombstones(ctx context.Context, key, dir string, refs map[string]string) error {
+func (s *Store) writeTombstones(ctx context.Context, key repokey.Key, dir string, refs map[string]string) error {
 	if s.tombstone <= 0 || len(refs) == 0 {
 		return nil
 	}
@@ -126,7 +127,7 @@ func (s *Store) expireTombstones(ctx context.Context, dir string) (next time.Tim
 
 // loadTombstones tells the pruner when the tombstones of the mirror at dir
 // expire, if it has any (Scan calls it at start).
-func (s *Store) loadTombstones(key, dir string) {
+func (s *Store) loadTombstones(key repokey.Key, dir string) {
 	if at, ok := readMarker(filepath.Join(dir, tombstoneMarker)); ok {
 		s.notePruneAt(key, at.Add(s.tombstone))
 	}

@@ -18,10 +18,7 @@ import (
 // upstream that refuses the object (it lacks it, or like gitfleet's own
 // serving, it serves only what its refs reach) gives false and no error;
 // one that cannot be asked, an error (the caller cannot tell).
-func (s *Store) UpstreamHas(ctx context.Context, key, url, oid string) (bool, error) {
-	if err := repokey.Check(key); err != nil {
-		return false, err
-	}
+func (s *Store) UpstreamHas(ctx context.Context, key repokey.Key, url, oid string) (bool, error) {
 	if !gitcmd.IsOID(oid) {
 		return false, fmt.Errorf("mirror %s: %q is not an object ID", key, oid)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // ListUpstream answers a verified pull's question to key's upstream at url
@@ -13,7 +14,7 @@ import (
 // mirror makes (listFirst: past MaxRefs git is stopped with
 // ClassTooManyRefs; names over MaxRefLength, or that git would not write,
 // are left out and logged).
-func (s *Store) ListUpstream(ctx context.Context, key, url string, names []string) (gitcmd.Refs, error) {
+func (s *Store) ListUpstream(ctx context.Context, key repokey.Key, url string, names []string) (gitcmd.Refs, error) {
 	if len(names) > 0 {
 		return s.git.LsRemoteRefs(ctx, url, names)
 	}

@@ -29,13 +29,10 @@ var ErrCorrupt = errors.New("mirror is corrupt")
 // more; git fsck and git verify-pack, which find the same as the CRCs,
 // cost 10-20x more (BenchmarkVerify). A broken mirror gives an error
 // wrapping ErrCorrupt.
-func (s *Store) Verify(ctx context.Context, key string) error {
-	if err := repokey.Check(key); err != nil {
-		return err
-	}
+func (s *Store) Verify(ctx context.Context, key repokey.Key) error {
 	unlock := s.Lock(key)
 	defer unlock()
-	return s.verifyDir(ctx, "mirror "+key, s.Path(key))
+	return s.verifyDir(ctx, "mirror "+key.String(), s.Path(key))
 }
 
 // verifyDir is Verify of the repository at dir (a mirror or a pool), named
@@ -106,10 +103,7 @@ func scanObjects(repo string) string {
 // moved out of the served tree first and the new one is renamed in only
 // when complete; if the copy fails, the broken one is put back, for a later
 // attempt. It returns the new refs.
-func (s *Store) Replace(ctx context.Context, key, url string) (gitcmd.Refs, error) {
-	if err := repokey.Check(key); err != nil {
-		return gitcmd.Refs{}, err
-	}
+func (s *Store) Replace(ctx context.Context, key repokey.Key, url string) (gitcmd.Refs, error) {
 	unlock := s.Lock(key)
 	defer unlock()
 	dst := s.Path(key)

@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // synthRepo writes an upstream of commits commits, each changing filesPer
@@ -73,7 +74,7 @@ func BenchmarkVerify(b *testing.B) {
 		{"medium", 2000, 5000, 10}, // about 49,000 objects
 	} {
 		url := up.RepoURL(synthRepo(b, up, size.name, size.commits, size.files, size.filesPer))
-		key := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git")
+		key := repokey.Key(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git"))
 		if _, err := st.Sync(ctx, key, url); err != nil {
 			b.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
@@ -22,10 +23,10 @@ func TestTheScheduledScanFindsBitRotInsideAPackAndRepairsIt(t *testing.T) {
 	}
 	n := r.start()
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := n.mirror.Sync(ctx, r.key, r.url); err != nil {
+	if _, err := n.mirror.Sync(ctx, repokey.Key(r.key), r.url); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := gittest.RotPack(n.mirror.Path(r.key)); err != nil {
+	if _, _, err := gittest.RotPack(n.mirror.Path(repokey.Key(r.key))); err != nil {
 		t.Fatal(err)
 	}
 	const interval = 7 * 24 * time.Hour
@@ -67,10 +68,10 @@ func TestTheScheduledScanFindsBitRotInsideAPackAndRepairsIt(t *testing.T) {
 	if took := clk.Now().Sub(start); took > interval {
 		t.Fatalf("found %v after the start, later than the interval %v", took, interval)
 	}
-	if err := n.mirror.Verify(context.Background(), r.key); err != nil {
+	if err := n.mirror.Verify(context.Background(), repokey.Key(r.key)); err != nil {
 		t.Fatalf("the repaired mirror: %v", err)
 	}
-	if err := gittest.Git(n.mirror.Path(r.key), "fsck", "--no-dangling", "--no-progress"); err != nil {
+	if err := gittest.Git(n.mirror.Path(repokey.Key(r.key)), "fsck", "--no-dangling", "--no-progress"); err != nil {
 		t.Fatalf("git fsck of the repaired mirror: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ func newCrashRig(t *testing.T) *crashRig {
 		t.Fatal(err)
 	}
 	n := r.start()
-	if _, err := n.mirror.Sync(context.Background(), r.key, r.url); err != nil {
+	if _, err := n.mirror.Sync(context.Background(), repokey.Key(r.key), r.url); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -80,7 +80,7 @@ func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testin
 	r := newCrashRig(t)
 	n := r.start() // no clean stop before it
 	held := n.holdUnchecked()
-	if s, broken := n.integrity.brokenState(r.key); !slices.Equal(held, []string{r.key}) || !broken || s != repostate.Unchecked {
+	if s, broken := n.integrity.brokenState(r.key); !slices.Equal(held, []repokey.Key{repokey.Key(r.key)}) || !broken || s != repostate.Unchecked {
 		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, s, repostate.Unchecked)
 	}
 	n.checkAfterCrash(context.Background(), held)
@@ -93,7 +93,7 @@ func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
 	r := newCrashRig(t)
 	n := r.start()
 	// What a lost write leaves: an object file with nothing in it.
-	dir := n.mirror.Path(r.key)
+	dir := n.mirror.Path(repokey.Key(r.key))
 	empty := filepath.Join(dir, "objects", "ab", "cdef0123456789abcdef0123456789abcdef01")
 	if err := os.MkdirAll(filepath.Dir(empty), 0o755); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,11 @@ import (
 // repoState tells the scheduler what the node knows of key's mirror.
 func (n *Node) repoState(key string) schedule.RepoState {
 	d, ok := n.Digest(key)
-	return schedule.RepoState{Cloned: ok && d != "" && n.mirror.Has(key)}
+	if !ok || d == "" {
+		return schedule.RepoState{}
+	}
+	k, err := repokey.Parse(key) // the scheduler's books hold bare strings
+	return schedule.RepoState{Cloned: err == nil && n.mirror.Has(k)}
 }
 
 // fetchLoop starts checks as the scheduler makes them due, at most
@@ -60,10 +64,11 @@ func (n *Node) fetchLoop(ctx context.Context) {
 func (n *Node) check(ctx context.Context, key string) {
 	n.mu.Lock()
 	o := n.owned[key]
+	var k repokey.Key // the key parsed when it was assigned
 	var url, seed string
 	var fallbacks, taskIDs []string
 	if o != nil {
-		url, fallbacks, taskIDs, seed = o.url, o.fallbacks, o.taskIDs, o.seedURL
+		k, url, fallbacks, taskIDs, seed = o.key, o.url, o.fallbacks, o.taskIDs, o.seedURL
 		o.taskIDs, o.seedURL = nil, ""
 	}
 	// cctx ends when the operator cancels the check (checkcancel.go).
@@ -76,32 +81,32 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	// By the disk's high water: refused, the check ends here and the key
 	// leaves the scheduler (handed back, or waiting for room).
-	release, ok := n.role.AdmitOwn(key, n.mirror.Has(key))
+	release, ok := n.role.AdmitOwn(key, n.mirror.Has(k))
 	if !ok {
 		return
 	}
 	defer release()
 	start := n.clk.Now()
-	had, prev := n.mirror.Has(key), n.sched.LastCheck(key)
+	had, prev := n.mirror.Has(k), n.sched.LastCheck(key)
 	kind := "check"
 	if !had {
 		kind = "clone"
 	}
 	seeded := false
-	if seed != "" && !n.mirror.Has(key) {
+	if seed != "" && !n.mirror.Has(k) {
 		// A repository that moved here: clone the full node's copy, then
 		// ask the upstream only for what is newer. The full node's URL
 		// comes from the coordinator: it goes through the egress policy too.
 		// A member of a network clones into its pool: what the pool already
 		// holds (a network's earlier members) is not sent again.
-		if _, err := n.mirror.SyncIn(cctx, key, seed, n.networkOf(key)); err != nil {
+		if _, err := n.mirror.SyncIn(cctx, k, seed, n.networkOf(key)); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
 			n.log.Info("cloned from the full node", "key", key)
 		}
 	}
-	res, err := n.SyncUpstream(cctx, key, url)
+	res, err := n.SyncUpstream(cctx, k, url)
 	if seeded {
 		res.Cloned, res.Changed, res.Fetched = true, true, true
 	}
@@ -109,7 +114,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	for i := 0; err != nil && cctx.Err() == nil && i < len(fallbacks) && gitcmd.ClassOf(err) != gitcmd.ClassDisk && !OverLimit(err); i++ {
 		n.log.Info("upstream failed, trying a fallback URL", "key", key, "err", err, "fallback", fallbacks[i])
 		tried = fallbacks[i]
-		res, err = n.SyncUpstream(cctx, key, tried)
+		res, err = n.SyncUpstream(cctx, k, tried)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the check did not happen
@@ -144,7 +149,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		// recount only after a clone or a ref that went back (mirror.Roots).
 		// Only a full node's count: the coordinator trusts no other.
 		if n.reg.Mode == fleetv1.Mode_MODE_FULL {
-			if roots, rerr := n.mirror.Roots(cctx, key, res); rerr == nil {
+			if roots, rerr := n.mirror.Roots(cctx, k, res); rerr == nil {
 				r.Roots, r.RootsKnown = roots, true
 			} else {
 				n.log.Warn("could not count the mirror's root commits", "key", key, "err", rerr)

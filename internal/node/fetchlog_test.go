@@ -12,6 +12,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestRefChangesCountsEveryChangeAndNamesTheFirstOnes(t *testing.T) {
@@ -54,7 +55,7 @@ func TestTheFetchLogNamesTheOldAndNewIDsOfAForcePush(t *testing.T) {
 	if err := gittest.Git("", "--git-dir", up.Dir+"/c.git", "update-ref", "refs/heads/main", rewritten); err != nil {
 		t.Fatal(err)
 	}
-	res, err := n.mirror.Sync(context.Background(), key, up.RepoURL("c"))
+	res, err := n.mirror.Sync(context.Background(), repokey.Key(key), up.RepoURL("c"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -78,7 +79,8 @@ func (v *integrityScan) set(key string, state repostate.State, broken bool) {
 // clone of it from this node, or its maintenance) failed on its objects.
 func (n *Node) checkIntegritySoon(key, why string) {
 	v := n.integrity
-	held := n.mirror.Has(key)
+	k, err := repokey.Parse(key) // from a clone's path or the maintenance plan
+	held := err == nil && n.mirror.Has(k)
 	v.mu.Lock()
 	if _, known := v.plan.items[key]; !known && held {
 		v.plan.add(key, time.Time{}, n.clk.Now()) // cloned since the plan last looked
@@ -159,7 +161,10 @@ func (n *Node) integrityLoop(ctx context.Context) {
 			continue
 		}
 		start := n.clk.Now()
-		err := n.mirror.Verify(ctx, key)
+		k, err := repokey.Parse(key) // the plan's books hold bare strings
+		if err == nil {
+			err = n.mirror.Verify(ctx, k)
+		}
 		end := n.clk.Now()
 		if ctx.Err() != nil {
 			return
@@ -172,8 +177,8 @@ func (n *Node) integrityLoop(ctx context.Context) {
 		}
 		switch {
 		case errors.Is(err, mirror.ErrCorrupt):
-			n.repair(ctx, key, err)
-		case err != nil && n.mirror.Has(key):
+			n.repair(ctx, k, err)
+		case err != nil && k != "" && n.mirror.Has(k):
 			n.log.Warn("could not verify the mirror", "key", key, "err", err)
 		case err == nil:
 			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
@@ -184,10 +189,10 @@ func (n *Node) integrityLoop(ctx context.Context) {
 
 // holdUnchecked stops serving the mirrors written shortly before an
 // unclean stop until checkAfterCrash has checked them, and returns them.
-func (n *Node) holdUnchecked() []string {
+func (n *Node) holdUnchecked() []repokey.Key {
 	keys := n.mirror.Unchecked()
 	for _, k := range keys {
-		n.integrity.setBroken(k, repostate.Unchecked)
+		n.integrity.setBroken(k.String(), repostate.Unchecked)
 	}
 	return keys
 }
@@ -196,10 +201,10 @@ func (n *Node) holdUnchecked() []string {
 // before an unclean stop (mirror.Store.Unchecked), which are not served
 // meanwhile: a whole one is served again, a corrupt one is repaired. One
 // that cannot be verified (git failed) is tried again a minute later.
-func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
+func (n *Node) checkAfterCrash(ctx context.Context, keys []repokey.Key) {
 	n.log.Warn("the last stop was not clean: checking the mirrors written shortly before it", "mirrors", len(keys))
 	for len(keys) > 0 {
-		var again []string
+		var again []repokey.Key
 		for _, key := range keys {
 			err := n.mirror.Verify(ctx, key)
 			if ctx.Err() != nil {
@@ -207,12 +212,12 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 			}
 			switch {
 			case err == nil:
-				n.integrity.setWhole(key)
+				n.integrity.setWhole(key.String())
 				n.log.Info("mirror checked after an unclean stop: served", "key", key)
 			case errors.Is(err, mirror.ErrCorrupt):
 				n.repair(ctx, key, err) // served once repaired
 			case !n.mirror.Has(key):
-				n.integrity.setWhole(key) // removed meanwhile
+				n.integrity.setWhole(key.String()) // removed meanwhile
 			default:
 				n.log.Warn("could not check a mirror after an unclean stop; will retry", "key", key, "err", err)
 				again = append(again, key)
@@ -234,14 +239,15 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []string) {
 // upstream (its URL checked against the egress policy first, as at every
 // fetch) and swaps the copy in. A failed repair leaves the mirror
 // unserved and is tried again by the next integrity check, a minute later.
-func (n *Node) repair(ctx context.Context, key string, cause error) {
+func (n *Node) repair(ctx context.Context, k repokey.Key, cause error) {
+	key := k.String()
 	v := n.integrity
 	v.setBroken(key, repostate.Corrupt)
 	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
 	url := n.upstreamOf(key)
 	if url == "" {
 		n.log.Warn("corrupt mirror of a repository this node does not know: deleting it", "key", key)
-		if err := n.mirror.Remove(ctx, key); err != nil {
+		if err := n.mirror.Remove(ctx, k); err != nil {
 			n.log.Error("remove corrupt mirror", "key", key, "err", err)
 		}
 		n.ForgetDigest(key)
@@ -250,7 +256,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	}
 	v.setBroken(key, repostate.Repairing)
 	start := n.clk.Now()
-	refs, err := n.replaceUpstream(ctx, key, url)
+	refs, err := n.replaceUpstream(ctx, k, url)
 	n.flog.Append(n.WorkEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
 		v.setBroken(key, repostate.Corrupt)
@@ -274,7 +280,7 @@ func (n *Node) repair(ctx context.Context, key string, cause error) {
 	// what it held. Each is unserved and repaired from its own upstream,
 	// with what the pool holds again as haves (mirror.Suspects).
 	for _, other := range n.mirror.Suspects() {
-		if other != key && ctx.Err() == nil {
+		if other != k && ctx.Err() == nil {
 			n.repair(ctx, other, fmt.Errorf("mirror %s: its network's object pool was broken and made anew: %w", other, mirror.ErrCorrupt))
 		}
 	}

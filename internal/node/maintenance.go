@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Background maintenance of the mirrors on disk (every role): the mirrors
@@ -89,7 +90,7 @@ func (n *Node) maintainLoop(ctx context.Context) {
 		keys := m.plan.toProbe(maintProbeBatch)
 		m.mu.Unlock()
 		for _, k := range keys {
-			sh, err := n.mirror.Probe(k)
+			sh, err := n.probe(k)
 			m.mu.Lock()
 			if err != nil {
 				m.plan.forget(k) // gone (removed, moved aside): nothing to keep
@@ -122,11 +123,25 @@ func (n *Node) maintainLoop(ctx context.Context) {
 	}
 }
 
+// probe looks at the shape of key's mirror (mirror.Store.Probe); key
+// comes from the maintenance plan, whose books hold bare strings.
+func (n *Node) probe(key string) (mirror.Shape, error) {
+	k, err := repokey.Parse(key)
+	if err != nil {
+		return mirror.Shape{}, err
+	}
+	return n.mirror.Probe(k)
+}
+
 // maintainOne runs maintenance on key's mirror and records it.
 func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
 	m := n.maint
 	start := n.clk.Now()
-	rep, err := n.mirror.Maintain(ctx, key, m.fullInterval)
+	var rep mirror.MaintenanceReport
+	k, err := repokey.Parse(key) // the plan's books hold bare strings
+	if err == nil {
+		rep, err = n.mirror.Maintain(ctx, k, m.fullInterval)
+	}
 	d := n.clk.Now().Sub(start)
 	if ctx.Err() != nil {
 		return // shutting down: the run was cut short, not failed

@@ -43,12 +43,12 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Sync(context.Background(), key, up.RepoURL("m")); err != nil {
+	if _, err := store.Sync(context.Background(), repokey.Key(key), up.RepoURL("m")); err != nil {
 		t.Fatal(err)
 	}
 	// A first mirror is maintained as it is made: make it what an upgrade
 	// finds of a mirror cloned before that, which owes a full run.
-	dir := store.Path(key)
+	dir := store.Path(repokey.Key(key))
 	stale, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "multi-pack-index*"))
 	bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.bitmap"))
 	for _, f := range append(append(stale, bitmaps...), filepath.Join(dir, "gitfleet-maintained")) {
@@ -86,7 +86,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 	}
 	n.maint.note(key)
 	settled("a mirror cloned before first mirrors were maintained", 1)
-	sh, err := store.Probe(key)
+	sh, err := store.Probe(repokey.Key(key))
 	if err != nil {
 		t.Fatal(err)
 	}

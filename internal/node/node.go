@@ -219,6 +219,7 @@ type Node struct {
 }
 
 type owned struct {
+	key       repokey.Key // parsed once, from the Repo that assigned it
 	url       string
 	fallbacks []string
 	taskIDs   []string // on-demand checks waiting for the next check
@@ -391,7 +392,7 @@ func (n *Node) Run(ctx context.Context) error {
 	unchecked := n.holdUnchecked()
 	held := make(map[string]bool, len(keys))
 	for _, k := range keys {
-		held[k] = true
+		held[k.String()] = true
 	}
 	n.mu.Lock()
 	for k := range n.digests {
@@ -400,8 +401,8 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	for _, k := range keys {
-		if _, ok := n.digests[k]; !ok {
-			n.digests[k] = "" // unknown: the first check will tell
+		if _, ok := n.digests[k.String()]; !ok {
+			n.digests[k.String()] = "" // unknown: the first check will tell
 		}
 	}
 	n.mu.Unlock()

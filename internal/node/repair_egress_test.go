@@ -103,7 +103,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := st.Sync(ctx, key, url); err != nil {
+	if _, err := st.Sync(ctx, repokey.Key(key), url); err != nil {
 		t.Fatal(err)
 	}
 	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "node.db"))
@@ -120,7 +120,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	cause := fmt.Errorf("mirror %s: %w", key, mirror.ErrCorrupt)
 
 	before := conns.Load()
-	n.repair(ctx, key, cause)
+	n.repair(ctx, repokey.Key(key), cause)
 	if got := conns.Load() - before; got != 0 {
 		t.Fatalf("the refused repair made %d connections", got)
 	}
@@ -130,12 +130,12 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if !strings.Contains(logs.String(), "blocked destination") || !strings.Contains(logs.String(), "class="+string(gitcmd.ClassBlocked)) {
 		t.Fatalf("the refusal is not logged as a blocked destination:\n%s", logs.String())
 	}
-	if !st.Has(key) {
+	if !st.Has(repokey.Key(key)) {
 		t.Fatal("the refused repair removed the mirror")
 	}
 
 	n.dialer = egressDialer(Config{AllowPrivate: true})
-	n.repair(ctx, key, cause)
+	n.repair(ctx, repokey.Key(key), cause)
 	if conns.Load() == before {
 		t.Fatal("the allowed repair made no connection")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -78,7 +79,7 @@ func TestAnAssignedRepositoryHeldOnDiskIsCheckedAtOnce(t *testing.T) {
 	n.owned, n.digests, n.meta = map[string]*owned{}, map[string]string{}, map[string]*repoMeta{}
 	n.cfg.AllowPrivate = true
 	key := "127.0.0.1/a/b"
-	if err := os.MkdirAll(ms.Path(key), 0o755); err != nil {
+	if err := os.MkdirAll(ms.Path(repokey.Key(key)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	n.digests[key] = "0123456789abcdef0123456789abcdef" // held, with refs known

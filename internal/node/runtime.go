@@ -112,11 +112,11 @@ func (n *Node) ServeFailed(key string, err error) {
 // tunnels it opens to them (counted as served, and as today's uploads).
 func (n *Node) tunnelHandler() http.Handler {
 	served := n.met.addServed("full-node")
-	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key string) (string, bool) {
+	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key repokey.Key) (string, bool) {
 		if !n.mirror.Has(key) {
 			return "", false
 		}
-		if _, broken := n.integrity.brokenState(key); broken {
+		if _, broken := n.integrity.brokenState(key.String()); broken {
 			return "", false
 		}
 		return n.mirror.Path(key), true

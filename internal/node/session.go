@@ -362,6 +362,12 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		n.refuseAssignment(key, r.GetUrl(), want, err)
 		return
 	}
+	// The key as the mirror store takes it, parsed once here, at the edge.
+	k, err := repokey.Parse(key)
+	if err != nil {
+		n.refuseAssignment(key, r.GetUrl(), want, err)
+		return
+	}
 	n.role.Assigned(key) // before a check could clone it anew
 	n.mu.Lock()
 	o, known := n.owned[key]
@@ -369,7 +375,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		o = &owned{}
 		n.owned[key] = o
 	}
-	o.url, o.fallbacks, o.network = r.GetUrl(), r.GetFallbackUrls(), r.GetNetwork()
+	o.key, o.url, o.fallbacks, o.network = k, r.GetUrl(), r.GetFallbackUrls(), r.GetNetwork()
 	if r.GetSeedUrl() != "" && !n.reg.HoldsAll {
 		o.seedURL = r.GetSeedUrl()
 	}
@@ -419,7 +425,11 @@ func (n *Node) drop(ctx context.Context, key string) {
 	if n.reg.HoldsAll {
 		return // the full node keeps its copy: it serves every repository
 	}
-	if err := n.mirror.Remove(ctx, key); err != nil {
+	k, err := repokey.Parse(key)
+	if err == nil {
+		err = n.mirror.Remove(ctx, k)
+	}
+	if err != nil {
 		n.log.Error("drop mirror", "key", key, "err", err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // egressDialer is the dialer of every connection the node makes to an
@@ -25,11 +26,11 @@ func egressDialer(cfg Config) *egress.Dialer {
 // host and, for git:// and ssh://, its answers), at every fetch, and git's
 // connections then go through the egress proxy, which checks the address
 // it dials.
-func (n *Node) SyncUpstream(ctx context.Context, key, url string) (mirror.Result, error) {
+func (n *Node) SyncUpstream(ctx context.Context, key repokey.Key, url string) (mirror.Result, error) {
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
-	return n.mirror.SyncIn(ctx, key, url, n.networkOf(key))
+	return n.mirror.SyncIn(ctx, key, url, n.networkOf(key.String()))
 }
 
 // networkOf is the object pool key's mirror shares history in: the
@@ -52,7 +53,7 @@ func (n *Node) networkOf(key string) string {
 // replaceUpstream copies key's mirror again from an upstream URL (the
 // repair of a corrupt mirror: mirror.Replace), with the same check of the
 // URL against the egress policy first as SyncUpstream.
-func (n *Node) replaceUpstream(ctx context.Context, key, url string) (gitcmd.Refs, error) {
+func (n *Node) replaceUpstream(ctx context.Context, key repokey.Key, url string) (gitcmd.Refs, error) {
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return gitcmd.Refs{}, fmt.Errorf("mirror %s: repair: %w", key, err)
 	}

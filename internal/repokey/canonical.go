@@ -29,13 +29,13 @@ import (
 //     on disk it becomes "<name>.lock.git", and real repositories have
 //     such names.
 //
-// On disk, a key's upper-case letters are escaped (see Dir), so that keys
+// On disk, a key's upper-case letters are escaped (see Key.Dir), so that keys
 // that differ only in case stay apart on a case-insensitive file system.
 
 // MaxSegmentLen bounds one segment of a key's path, in bytes.
 const MaxSegmentLen = 200
 
-// maxDirSegmentLen bounds a segment's directory name (Dir), so that with
+// maxDirSegmentLen bounds a segment's directory name (Key.Dir), so that with
 // ".lock.git" after it, it stays within the 255 bytes of a file name.
 const maxDirSegmentLen = 245
 
@@ -118,7 +118,7 @@ func canonicalSegment(seg string, last, fold bool) (string, error) {
 	}
 	if fold {
 		seg = strings.ToLower(seg)
-	} else if n := len(seg) + strings.Count(Dir(seg), "!"); n > maxDirSegmentLen {
+	} else if n := len(seg) + strings.Count(Key(seg).Dir(), "!"); n > maxDirSegmentLen {
 		return "", fmt.Errorf("segment %q is %d bytes on disk with its upper case escaped, over %d", truncate(seg), n, maxDirSegmentLen)
 	}
 	lower := strings.ToLower(seg)
@@ -168,12 +168,13 @@ func canonicalPath(path string, fold bool) (string, error) {
 	return strings.Join(segs, "/"), nil
 }
 
-// Canonical returns the canonical form of a key given directly (from an
-// HTTP path, a peer or a store), or an error wrapping ErrInvalid: the host
-// is lower-cased, and so is the path on a host that folds case
-// (`github.com/Git/Git` is `github.com/git/git`); anything that Normalize
-// could not have produced is refused.
-func (f Folding) Canonical(key string) (string, error) {
+// Canonical parses a key as a person or a forge writes it (an HTTP path, a
+// webhook's or a forge API's repository name) into its canonical form, or
+// returns an error wrapping ErrInvalid: the host is lower-cased, and so is
+// the path on a host that folds case (`github.com/Git/Git` is
+// `github.com/git/git`); anything that Normalize could not have produced
+// is refused. What it returns passes Check, under any Folding.
+func (f Folding) Canonical(key string) (Key, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return "", fmt.Errorf("%w: key %q: empty or too long", ErrInvalid, truncate(key))
 	}
@@ -189,7 +190,7 @@ func (f Folding) Canonical(key string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: key %q: %v", ErrInvalid, truncate(key), err)
 	}
-	return host + "/" + path, nil
+	return Key(host + "/" + path), nil
 }
 
 // Check validates a key given directly (from a peer, a store or a
@@ -202,45 +203,26 @@ func Check(key string) error {
 	if err != nil {
 		return err
 	}
-	if c != key {
-		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(c))
+	if string(c) != key {
+		return fmt.Errorf("%w: key %q is not in canonical form (%q)", ErrInvalid, truncate(key), truncate(string(c)))
 	}
 	return nil
 }
 
-// Dir returns the relative directory (with "/" separators, without the
-// ".git" suffix) that holds key's mirror: the key with each upper-case
-// letter written as "!" and the letter in lower case, so that keys that
-// differ only in case stay apart on a case-insensitive file system
-// (macOS, Windows). A key without upper case is its own directory. The key
-// must be valid; KeyOfDir reverses it.
-func Dir(key string) string {
-	n := 0
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c >= 'A' && c <= 'Z' {
-			n++
-		}
+// KeyOfDir returns the key whose Dir is dir, or an error when dir is not
+// one (an upper-case letter or a "!" not followed by a lower-case letter: a
+// directory of another layout, or not gitfleet's) or when what it spells
+// is not a valid key (Check).
+func KeyOfDir(dir string) (Key, error) {
+	key, err := unescapeDir(dir)
+	if err != nil {
+		return "", err
 	}
-	if n == 0 {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + n)
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c >= 'A' && c <= 'Z' {
-			b.WriteByte('!')
-			b.WriteByte(c + 'a' - 'A')
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
+	return Parse(key)
 }
 
-// KeyOfDir returns the key whose Dir is dir, or an error when dir is not
-// one (an upper-case letter or a "!" not followed by a lower-case letter:
-// a directory of another layout, or not gitfleet's).
-func KeyOfDir(dir string) (string, error) {
+// unescapeDir reverses Key.Dir.
+func unescapeDir(dir string) (string, error) {
 	if !strings.Contains(dir, "!") {
 		for i := 0; i < len(dir); i++ {
 			if c := dir[i]; c >= 'A' && c <= 'Z' {

@@ -120,10 +120,10 @@ func TestCanonicalMapsAGivenKeyAndCheckWantsItCanonical(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != want {
+		if err != nil || string(got) != want {
 			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
 		}
-		if err := Check(got); err != nil {
+		if err := Check(string(got)); err != nil {
 			t.Errorf("Check(%q): %v", got, err)
 		}
 		if in != want && Check(in) == nil {
@@ -148,7 +148,7 @@ func TestCaseIsFoldedOnlyWhereTheHostFoldsIt(t *testing.T) {
 		if err != nil || key != tc.key {
 			t.Errorf("Normalize(%q) = %q, %v; want %q", tc.url, key, err, tc.key)
 		}
-		if c, err := f.Canonical(strings.ToUpper(tc.key[:1]) + tc.key[1:]); err != nil || c != tc.key {
+		if c, err := f.Canonical(strings.ToUpper(tc.key[:1]) + tc.key[1:]); err != nil || string(c) != tc.key {
 			t.Errorf("Canonical of %q's other spelling = %q, %v", tc.key, c, err)
 		}
 	}
@@ -157,8 +157,8 @@ func TestCaseIsFoldedOnlyWhereTheHostFoldsIt(t *testing.T) {
 	// case.
 	a, _, _ := Normalize("https://gitlab.com/u/Case.git", Options{})
 	b, _, _ := Normalize("https://gitlab.com/u/case.git", Options{})
-	if a == b || strings.EqualFold(Dir(a), Dir(b)) {
-		t.Fatalf("keys %q and %q, directories %q and %q", a, b, Dir(a), Dir(b))
+	if a == b || strings.EqualFold(Key(a).Dir(), Key(b).Dir()) {
+		t.Fatalf("keys %q and %q, directories %q and %q", a, b, Key(a).Dir(), Key(b).Dir())
 	}
 	for _, bad := range []string{"Git.Corp", "host/x", "", "-h"} {
 		if _, err := NewFolding([]string{bad}); err == nil {
@@ -173,10 +173,10 @@ func TestDirIsReversibleAndKeepsOldDirectories(t *testing.T) {
 		"gitlab.com/U/Case":  "gitlab.com/!u/!case",
 		"h.example/A-b.c/XY": "h.example/!a-b.c/!x!y",
 	} {
-		if got := Dir(key); got != dir {
+		if got := Key(key).Dir(); got != dir {
 			t.Errorf("Dir(%q) = %q, want %q", key, got, dir)
 		}
-		if back, err := KeyOfDir(dir); err != nil || back != key {
+		if back, err := KeyOfDir(dir); err != nil || string(back) != key {
 			t.Errorf("KeyOfDir(%q) = %q, %v", dir, back, err)
 		}
 	}
@@ -197,12 +197,13 @@ func FuzzCanonicalKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		key, err := Folding{}.Canonical(in)
+		k, err := Folding{}.Canonical(in)
 		if err != nil {
 			return
 		}
+		key := string(k)
 		again, err := Folding{}.Canonical(key)
-		if err != nil || again != key {
+		if err != nil || again != k {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", in, key, again, err)
 		}
 		if err := Check(key); err != nil {
@@ -228,11 +229,11 @@ func FuzzCanonicalKey(f *testing.F) {
 		}
 		// The directory is lower case (a case-insensitive file system
 		// keeps it apart from every other key's) and gives the key back.
-		dir := Dir(key)
+		dir := Key(key).Dir()
 		if strings.ToLower(dir) != dir {
 			t.Fatalf("Dir(%q) = %q has upper case", key, dir)
 		}
-		if back, err := KeyOfDir(dir); err != nil || back != key {
+		if back, err := KeyOfDir(dir); err != nil || string(back) != key {
 			t.Fatalf("KeyOfDir(Dir(%q)) = %q, %v", key, back, err)
 		}
 		for _, seg := range strings.Split(dir, "/") {

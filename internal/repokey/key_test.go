@@ -1,0 +1,115 @@
+package repokey
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseTakesOnlyCanonicalKeys(t *testing.T) {
+	for _, key := range []string{"github.com/a/b", "gitlab.com/U/Case", "[::1]:8080/a/b", "h.example/x.lock"} {
+		if k, err := Parse(key); err != nil || k.String() != key {
+			t.Errorf("Parse(%q) = %q, %v", key, k, err)
+		}
+	}
+	for _, key := range []string{"", "github.com/A/b", "GitHub.com/a/b", "/etc/passwd", "github.com/../x",
+		"github.com/a/b.git", "h:0080/a", "[fe80::1%eth0]:80/a", "h.example/-x", "h.example/a\u212a"} {
+		if k, err := Parse(key); err == nil {
+			t.Errorf("Parse(%q) = %q, want an error", key, k)
+		}
+	}
+}
+
+func TestAKeyGivesItsHostAndDirectory(t *testing.T) {
+	k, err := Parse("git.example.org:8443/Owner/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Host(); got != "git.example.org:8443" {
+		t.Errorf("Host = %q", got)
+	}
+	if got := k.Dir(); got != "git.example.org:8443/!owner/repo" {
+		t.Errorf("Dir = %q", got)
+	}
+}
+
+func TestKeyOfDirRefusesADirectoryThatSpellsNoKey(t *testing.T) {
+	// Escaped correctly, but not a key that Parse would take: a mirror
+	// store must not trust such a directory's name.
+	for _, dir := range []string{"h.example/.git/x", "h.example/a/b.git", "h.example/../x", "h.example"} {
+		if k, err := KeyOfDir(dir); err == nil {
+			t.Errorf("KeyOfDir(%q) = %q, want an error", dir, k)
+		}
+	}
+}
+
+// TestNoKeyIsMadeFromAnUncheckedString reads the tree: outside this
+// package and outside tests, a Key comes from a parser (Parse, KeyOfDir),
+// never from a conversion of a string that nothing checked. A conversion
+// would let a key from the wire reach a data directory unvalidated, the
+// thing Key exists to rule out.
+func TestNoKeyIsMadeFromAnUncheckedString(t *testing.T) {
+	const self = "github.com/gitfleet/gitfleet/internal/repokey"
+	top := filepath.Join("..", "..")
+	var found []string
+	for _, root := range []string{filepath.Join(top, "internal"), filepath.Join(top, "cmd")} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == "testdata" || p == filepath.Join(top, "internal", "repokey") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return nil
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			var names []string // what this file calls the package
+			for _, imp := range f.Imports {
+				if path, _ := strconv.Unquote(imp.Path.Value); path == self {
+					name := "repokey"
+					if imp.Name != nil {
+						name = imp.Name.Name
+					}
+					names = append(names, name)
+				}
+			}
+			if len(names) == 0 {
+				return nil
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				fun := ast.Unparen(call.Fun)
+				if sel, ok := fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Key" {
+					if pkg, ok := sel.X.(*ast.Ident); ok && slices.Contains(names, pkg.Name) {
+						found = append(found, fset.Position(call.Pos()).String())
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range found {
+		t.Errorf("%s: a repokey.Key converted from a string: parse it at the edge (repokey.Parse)", f)
+	}
+}
