@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
-	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -53,19 +52,17 @@ func TestCurrentIsDerivedFromVerifiedAt(t *testing.T) {
 // repository not current while it is the last word on it.
 func TestAnEmptyAdvertisementUnderConfirmationIsNotCurrent(t *testing.T) {
 	t0 := time.Unix(1e9, 0)
-	emptied := "empty-advertisement: mirror 127.0.0.1:9/a/b: " + mirror.ErrEmptyAdvertisement.Error()
 	for _, c := range []struct {
 		name  string
 		state repostate.State
-		err   string
 		class repostate.Class
 		want  bool
 	}{
-		{"ok", repostate.OK, "", repostate.NoClass, true},
-		{"failing with an empty advertisement", repostate.Failing, emptied, repostate.ClassEmpty, false},
-		{"failing otherwise", repostate.Failing, "network: connection refused", repostate.ClassUnreachable, true},
+		{"ok", repostate.OK, repostate.NoClass, true},
+		{"failing with an empty advertisement", repostate.Failing, repostate.ClassEmpty, false},
+		{"failing otherwise", repostate.Failing, repostate.ClassUnreachable, true},
 	} {
-		in := classInput{Input: repoview.Input{State: c.state, LastError: c.err, Class: c.class, Digest: newRefs,
+		in := classInput{Input: repoview.Input{State: c.state, Class: c.class, Digest: newRefs,
 			LastCheck: t0.Add(time.Minute).UnixMilli(), VerifiedAt: uint32(t0.Unix())}}
 		if got := in.freshness(newRefs, true).current(); got != c.want {
 			t.Errorf("%s: current %v, want %v", c.name, got, c.want)

@@ -237,12 +237,12 @@ func (t *View) Get(key string) *fleetv1.RepoState {
 // Input is what a repository's class depends on in the view: the
 // owner's last report and the full node's verified_at.
 type Input struct {
-	State             repostate.State
-	Class             repostate.Class // of LastError
-	LastError, Digest string
-	Owner             uint32
-	LastCheck         int64  // unix ms
-	VerifiedAt        uint32 // unix seconds
+	State      repostate.State
+	Class      repostate.Class // of the last error
+	Digest     string
+	Owner      uint32
+	LastCheck  int64  // unix ms
+	VerifiedAt uint32 // unix seconds
 }
 
 // Input returns what key's class depends on, without building its whole
@@ -254,9 +254,6 @@ func (t *View) Input(key string) (Input, bool) {
 	}
 	in := Input{State: v.state, Class: v.class, Owner: v.owner, LastCheck: v.lastCheck, Digest: v.Digest(),
 		VerifiedAt: v.verifiedAt}
-	if v.errText != "" {
-		in.LastError = intern.Unpack(v.errText, v.Upstream(key), key)
-	}
 	return in, true
 }
 
