@@ -77,6 +77,11 @@ type Options struct {
 	// MaxTreeDepth, when positive, is passed as core.maxTreeDepth. Set it
 	// only for a git that knows the setting (see Version).
 	MaxTreeDepth int
+	// TempDir is where the commands that talk to upstreams write curl's
+	// trace of the headers (retryafter.go); default os.TempDir(). Give a
+	// directory the process empties at its start (the mirror's tmp), so
+	// that a trace a kill -9 left behind does not outlive the process.
+	TempDir string
 }
 
 // New returns a Runner whose git processes connect as route says, with
@@ -488,7 +493,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if err != nil {
 		return err
 	}
-	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
+	traceEnv, endTrace := beginTrace(c.Name, r.opt.TempDir) // retryafter.go
 	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)
 	if c.Stdin != nil {
 		// os/exec waits for its stdin copier even after the process died,

@@ -83,3 +83,37 @@ func TestAThrottledFetchCarriesItsRetryAfter(t *testing.T) {
 		t.Errorf("err = %v, RetryAfterOf = %v; want throttled, 0", err, RetryAfterOf(err))
 	}
 }
+
+// While a command talks to an upstream, its trace is in Options.TempDir
+// (a directory the process empties at its start: a kill -9 mid-fetch
+// leaves nothing in the machine's /tmp), not in TMPDIR.
+func TestATraceIsWrittenInTheRunnersTempDir(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	sys, own := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", sys)
+	seen := make(chan []string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// git is connected: its trace file exists now.
+		in, _ := filepath.Glob(filepath.Join(own, "gitfleet-curl-trace-*"))
+		out, _ := filepath.Glob(filepath.Join(sys, "gitfleet-curl-trace-*"))
+		select {
+		case seen <- append(in, out...):
+		default:
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	err := New(Direct(), Options{TempDir: own}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"}})
+	if err == nil {
+		t.Fatal("ls-remote of a 503 succeeded")
+	}
+	got := <-seen
+	if len(got) != 1 || filepath.Dir(got[0]) != own {
+		t.Errorf("trace files during the command: %v; want one, in the runner's TempDir %s", got, own)
+	}
+	if left, _ := filepath.Glob(filepath.Join(own, "gitfleet-curl-trace-*")); len(left) != 0 {
+		t.Errorf("trace files left behind: %v", left)
+	}
+}
