@@ -323,7 +323,11 @@ func ClassOf(err error) Class {
 func classify(stderr string, err error) Class {
 	s := strings.ToLower(stderr)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded),
+		// curl's low-speed cut (http.lowSpeedTime): an upstream that
+		// stalled, not one that could not be reached. Before the network
+		// case, whose "unable to access" prefixes curl's message.
+		strings.Contains(s, "operation too slow"), strings.Contains(s, "operation timed out"):
 		return ClassTimeout
 	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
 		strings.Contains(s, "read-only file system"):
@@ -365,7 +369,7 @@ func classify(stderr string, err error) Class {
 		strings.Contains(s, "failed to connect") || strings.Contains(s, "connection timed out") ||
 		strings.Contains(s, "connection reset") || strings.Contains(s, "unable to access") ||
 		strings.Contains(s, "early eof") || strings.Contains(s, "the remote end hung up") ||
-		strings.Contains(s, "operation too slow") || strings.Contains(s, "couldn't connect"):
+		strings.Contains(s, "couldn't connect"):
 		return ClassNetwork
 	}
 	return ClassOther

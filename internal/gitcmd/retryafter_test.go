@@ -117,3 +117,31 @@ func TestATraceIsWrittenInTheRunnersTempDir(t *testing.T) {
 		t.Errorf("trace files left behind: %v", left)
 	}
 }
+
+// An upstream that sends the start of an answer and then nothing is cut
+// by curl's low-speed limit (60 s in production, 1 s here through git's
+// environment): the failure is class timeout, not network.
+func TestAStalledUpstreamIsATimeout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("001e# service=git-upload-pack\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	err := New(Direct(), Options{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"},
+		Env: []string{"GIT_HTTP_LOW_SPEED_LIMIT=1000", "GIT_HTTP_LOW_SPEED_TIME=1"}})
+	if ClassOf(err) != ClassTimeout {
+		t.Errorf("err = %v (class %s), want class timeout", err, ClassOf(err))
+	}
+}
