@@ -2,6 +2,7 @@ package gitserve_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -615,5 +616,40 @@ func TestAnAnswerWithBitRotIsNeitherKeptNorReplayed(t *testing.T) {
 	defer mu.Unlock()
 	if len(classes) != 3 || classes[0] != gitcmd.ClassBadObjects || classes[2] != gitcmd.ClassBadObjects {
 		t.Fatalf("OnFailure heard %v, want three failures of class %q", classes, gitcmd.ClassBadObjects)
+	}
+}
+
+// A kept answer leaves once unused for the TTL although no request comes
+// (the cache's Run, on its clock): an idle node does not keep the files.
+func TestAnIdleCacheExpiresItsFilesAfterTheTTL(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	f := newFixture(t, func(h *gitserve.Handler) {
+		h.Clock = clk
+		cached(t, 1<<30, nil)(h)
+	})
+	if _, err := cloneInto(t, f.url); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.h.Cache.Stats(); s.Entries != 1 || s.Bytes == 0 {
+		t.Fatalf("after a clone: %+v, want one kept entry", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.h.Cache.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the expiry's ticker", func() bool { return clk.Timers() > 0 })
+	start := clk.Now()
+	// A tick the loop is not ready for is dropped: advance a little at
+	// each look until the entry went.
+	waitFor(t, "the kept entry to expire with no request", func() bool {
+		s := f.h.Cache.Stats()
+		if s.Entries == 0 && s.Expired == 1 && s.Bytes == 0 {
+			return true
+		}
+		clk.Advance(10 * time.Second)
+		return false
+	})
+	if waited := clk.Now().Sub(start); waited < 5*time.Minute {
+		t.Errorf("expired after %v, before its TTL of 5 minutes", waited)
 	}
 }
