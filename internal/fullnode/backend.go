@@ -261,7 +261,7 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
 			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId()),
-			StaleReports: b.f.staleReportCount(n.GetId())}
+			StaleReports: b.f.staleReportCount(n.GetId()), TierRepos: int(n.GetTierRepos()), TierHeldRepos: int(n.GetTierHeldRepos())}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			an.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
@@ -286,7 +286,8 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl(),
+		UnderReplicated: int(resp.GetUnderReplicated())}
 	if t := msTime(resp.GetLastFetchMs()); t != nil {
 		st.LastFetch = *t
 	}
