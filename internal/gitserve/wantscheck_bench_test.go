@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
@@ -20,17 +22,18 @@ import (
 // synthetic history (200 files, 1,000 commits, repacked with a bitmap and
 // a commit graph, as a mirror's maintenance leaves it) and, with
 // GITFLEET_BENCH_REPO, on a real mirror (only read; it must have its
-// bitmap and commit graph):
+// bitmap and commit graph). Each reports the CPU time of its git processes
+// (git-cpu-ms/op) besides the wall time:
 //
 //   - exists: one cat-file, all that a standalone mirror's tree or blob
 //     want cost before they were checked against the refs;
-//   - blob, tree: a want of a blob, or a tree, of main's history, a
-//     different one each time (no answer kept from before helps);
+//   - blob, tree: a want of a blob, or a tree, of main's last 2,000
+//     commits, picked at random (the check alone keeps no answer);
 //   - commit: a want of a commit of main's history (main~n, n random);
 //   - have50, have5000: a client's tip 50 or 5,000 commits behind main,
 //     sent as a have (one of the 500 commits from there).
 //
-// Without a bitmap (synthetic/…/nobitmap) a tree or blob that the first
+// Without a bitmap (synthetic/blob/nobitmap) a tree or blob that the first
 // walk does not mark costs a listing of what the refs reach.
 func BenchmarkWantsCheck(b *testing.B) {
 	repos := []struct{ name, dir string }{{"synthetic", ""}}
@@ -60,6 +63,7 @@ func BenchmarkWantsCheck(b *testing.B) {
 			pick := func(ids []string) string { return ids[rng.IntN(len(ids))] }
 			want := func(ids []string) func(b *testing.B) {
 				return func(b *testing.B) {
+					defer gitCPU(b)()
 					for range b.N {
 						if err := gitserve.CheckWants(ctx, git, dir, []string{pick(ids)}); err != nil {
 							b.Fatal(err)
@@ -72,6 +76,7 @@ func BenchmarkWantsCheck(b *testing.B) {
 					if behind+500 > len(commits) {
 						b.Skipf("main has %d commits", len(commits))
 					}
+					defer gitCPU(b)()
 					for i := range b.N {
 						c := commits[behind+i%500]
 						unreached, err := gitserve.UnreachedHaves(ctx, git, dir, []string{c})
@@ -82,6 +87,7 @@ func BenchmarkWantsCheck(b *testing.B) {
 				}
 			}
 			b.Run("exists", func(b *testing.B) {
+				defer gitCPU(b)()
 				for range b.N {
 					if err := gitserve.ObjectTypes(ctx, git, dir, []string{pick(blobs)}); err != nil {
 						b.Fatal(err)
@@ -100,6 +106,16 @@ func BenchmarkWantsCheck(b *testing.B) {
 				b.Run("blob/nobitmap", want(blobs))
 			}
 		})
+	}
+}
+
+// gitCPU reports the CPU time of the git processes that the benchmark
+// ran, a run (git-cpu-ms/op): on a loaded machine a process's wall time
+// is mostly its wait for a core. Call the function it returns at the end.
+func gitCPU(b *testing.B) func() {
+	before := rusage(syscall.RUSAGE_CHILDREN)
+	return func() {
+		b.ReportMetric(float64(rusage(syscall.RUSAGE_CHILDREN)-before)/float64(time.Millisecond)/float64(b.N), "git-cpu-ms/op")
 	}
 }
 
