@@ -536,25 +536,30 @@ func TestRunsQueueForABoundedWaitThen503(t *testing.T) {
 
 // Found by an end-to-end test: a blob fetched by its id (as a partial
 // clone does) was kept as a pack, and after the upstream force-pushed it
-// away and the mirror was pruned (the refs the same as when it was kept),
-// the very same request was still answered from the kept pack. Every
-// request is checked against what is on disk now, kept pack or not.
-func TestAKeptPackDoesNotServeWhatAPruneDropped(t *testing.T) {
+// away and the mirror was pruned, the very same request was still
+// answered from the kept pack. Every request is checked against the refs
+// and the disk as they are now, kept pack or not: the blob is refused as
+// soon as the force-push is in (its object still on disk), and after the
+// prune.
+func TestAKeptPackDoesNotServeWhatAForcePushTookAway(t *testing.T) {
 	f := newFixture(t, cached(t, 1<<30, nil))
 	before := revParse(t, f.repo, "refs/heads/main")
 	secret := addBlobCommit(t, f.repo, "main", 4096, 9)
 	blob := revParse(t, f.repo, secret+":blob-9")
 	body := v2Fetch("want "+blob, "done")
-	if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
-		t.Fatalf("the blob while main reaches it: %d %q", code, resp)
+	for range 2 { // the second is answered from the kept pack
+		if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
+			t.Fatalf("the blob while main reaches it: %d %q", code, resp)
+		}
 	}
-	// The force-push away, then a pack of the same request kept under the
-	// new refs (before the prune: the blob is still on disk).
 	if err := gittest.Git(f.repo, "update-ref", "refs/heads/main", before); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
-		t.Fatalf("the blob before the prune: %d %q", code, resp)
+	if _, err := gittest.Output(f.repo, "cat-file", "-e", blob); err != nil {
+		t.Fatal("the force-push dropped the blob from disk: the test proves nothing")
+	}
+	if code, _, resp := f.post(t, body, v2); code != http.StatusForbidden || !strings.Contains(resp, "not our ref") {
+		t.Fatalf("the blob that a force-push took away, before the prune: %d %q, want 403 not our ref", code, resp)
 	}
 	if err := gittest.Git(f.repo, "reflog", "expire", "--expire=now", "--all"); err != nil {
 		t.Fatal(err)
