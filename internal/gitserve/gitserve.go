@@ -3,15 +3,17 @@
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
 // serves only what its Resolver says exists and what its refs reach (or
 // reached in a listing of the last seconds: see recentTips), never
-// receive-pack, and checks each request whole before git sees it. It
-// serves each client address a share of requests at once, and caps the
-// upload-packs it runs, in all and per repository; a request over either
-// waits its turn in a fair queue, for a bounded time. What depends on the
-// refs alone (the refs advertisement, ls-refs listings, whether wanted
-// commits are reachable) is made once per state of the refs and shared
-// (refsView); with a PackCache, identical fetches share one run, whose
+// receive-pack, and checks each request whole before git sees it (a
+// malformed one gets a 4xx, never a 500). It serves each client (an IPv4
+// address or an IPv6 /64: ClientAddr) a share of requests at once, and
+// caps the upload-packs it runs, in all and per repository; a request
+// over either waits its turn in a fair queue, for a bounded time. What
+// depends on the refs alone (the refs advertisement, ls-refs listings,
+// whether wanted commits are reachable) is made once per state of the
+// refs and shared (refsView); with a PackCache, identical fetches share one run, whose
 // output it keeps in files for a while, once its pack is checked whole
-// (checkAnswer), and sends from them with sendfile.
+// (checkAnswer), and sends from them with sendfile. ConnLimit caps the
+// connections that one client holds open to the server it wraps.
 package gitserve
 
 import (
