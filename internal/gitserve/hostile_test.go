@@ -1,9 +1,11 @@
 package gitserve_test
 
 import (
+	"log/slog"
 	"net/http"
 	"path/filepath"
 
+	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"strings"
 	"testing"
@@ -39,9 +41,12 @@ func repeat(line string, n int) []string {
 }
 
 // A hostile client sends each malformed request over protocol v0 and v2:
-// each gets a 4xx, never a 500 (issue 33, item 6).
+// each gets a 4xx, never a 500 (issue 33, item 6), none is logged as the
+// repository's failure, and those that git itself refused are logged once
+// for the client in the minute.
 func TestEveryMalformedRequestGets4xxOverV0AndV2(t *testing.T) {
-	f := newFixture(t, nil)
+	var logs lockedBuffer
+	f := newFixture(t, func(h *gitserve.Handler) { h.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
 	if err := gittest.Git(f.repo, "tag", "dev", "refs/heads/dev"); err != nil { // dev: a branch and a tag
 		t.Fatal(err)
 	}
@@ -94,6 +99,12 @@ func TestEveryMalformedRequestGets4xxOverV0AndV2(t *testing.T) {
 				t.Errorf("%s over %s: got %d %q, want a 4xx", tc.name, p.name, code, body)
 			}
 		}
+	}
+	if n := strings.Count(logs.String(), "upload-pack failed"); n > 0 {
+		t.Errorf("%d malformed requests logged as the repository's failure:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "git request refused by upload-pack"); n != 1 {
+		t.Errorf("%d log lines about the client's requests that git refused, want 1 (one a client a minute):\n%s", n, logs.String())
 	}
 }
 
