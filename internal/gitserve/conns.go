@@ -1,6 +1,7 @@
 package gitserve
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -130,7 +131,7 @@ func (c *ConnLimit) refuse(client string) {
 	}
 	logs := c.logs
 	c.mu.Unlock()
-	logs.warn(client, "connection refused: the client holds as many open as it may",
+	logs.log(slog.LevelWarn, client, "connection refused: the client holds as many open as it may",
 		"client", client, "max_conns_per_client", c.PerClient)
 }
 
@@ -157,7 +158,7 @@ const clientLogEvery = time.Minute
 // client (rate.Limiter, driven by the clock), forgotten once full again.
 // A nil *clientLog logs nothing. It is safe for concurrent use.
 type clientLog struct {
-	log *slog.Logger
+	out *slog.Logger
 	clk clock.Clock
 
 	mu        sync.Mutex
@@ -177,13 +178,13 @@ func newClientLog(log *slog.Logger, clk clock.Clock) *clientLog {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &clientLog{log: log, clk: clk, m: map[string]*clientBucket{}}
+	return &clientLog{out: log, clk: clk, m: map[string]*clientBucket{}}
 }
 
-// warn logs msg with args about client, unless the client had its line
-// within clientLogEvery: then it is only counted, and the next line that
-// is logged says how many were not ("not_logged").
-func (l *clientLog) warn(client, msg string, args ...any) {
+// log logs msg with args about client at level, unless the client had
+// its line within clientLogEvery: then it is only counted, and the next
+// line that is logged says how many were not ("not_logged").
+func (l *clientLog) log(level slog.Level, client, msg string, args ...any) {
 	if l == nil {
 		return
 	}
@@ -213,5 +214,5 @@ func (l *clientLog) warn(client, msg string, args ...any) {
 	if missed > 0 {
 		args = append(args, "not_logged", missed)
 	}
-	l.log.Warn(msg, args...)
+	l.out.Log(context.Background(), level, msg, args...)
 }

@@ -10,10 +10,11 @@
 // over either waits its turn in a fair queue, for a bounded time. What
 // depends on the refs alone (the refs advertisement, ls-refs listings,
 // whether wanted commits are reachable) is made once per state of the
-// refs and shared (refsView); with a PackCache, identical fetches share one run, whose
-// output it keeps in files for a while, once its pack is checked whole
-// (checkAnswer), and sends from them with sendfile. ConnLimit caps the
-// connections that one client holds open to the server it wraps.
+// refs and shared (refsView); with a PackCache, identical fetches share
+// one run, whose output it keeps in files for a while, once its pack is
+// checked whole (checkAnswer), and sends from them with sendfile.
+// ConnLimit caps the connections that one client holds open to the
+// server it wraps.
 package gitserve
 
 import (
@@ -505,7 +506,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		// The client stopped reading or left: not the repository's failure.
 		if ctx.Err() == nil {
 			client := clientOf(ctx)
-			h.clientLog.warn(client, "git client stopped reading; its upload-pack was stopped", "client", client, "key", key, "err", pw.err)
+			h.clientLog.log(slog.LevelInfo, client, "git client stopped reading; its upload-pack was stopped", "client", client, "key", key, "err", pw.err)
 		}
 	} else {
 		h.runFailed(ctx, key, err)
@@ -551,7 +552,7 @@ func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 	}
 	if msg, fault := clientFault(err); fault {
 		client := clientOf(ctx)
-		h.clientLog.warn(client, "git request refused by upload-pack", "client", client, "key", key, "err", msg)
+		h.clientLog.log(slog.LevelWarn, client, "git request refused by upload-pack", "client", client, "key", key, "err", msg)
 		return
 	}
 	h.logFailure(ctx, key, err)
