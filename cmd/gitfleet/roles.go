@@ -170,6 +170,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait,
 		API: apiConfig(cfg), Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
+		IdleConnTimeout: cfg.ServeIdleConnTimeout, MaxConnsPerClient: cfg.ServeConnsPerClient,
 	}, nil
 }
 

@@ -56,6 +56,8 @@ type Config struct {
 	ServeQueueWait        time.Duration `name:"serve-queue-wait" roles:"full,up" topic:"serve" help:"longest wait of a git request, for its turn behind its client's other requests and then for a run slot together (past it: 429, or 503 for a run slot, with Retry-After; 0: no wait)"`
 	ServeQueueLength      int           `name:"serve-queue-length" roles:"full,up" topic:"serve" help:"git requests that may wait their client's turn, and runs that may wait for a slot (beyond: 429 or 503 at once, but a client with fewer waiting takes the place of the newest request of the client with the most)"`
 	ServeMaxPerClient     int           `name:"serve-max-per-client" roles:"full,up" topic:"serve" help:"a client address's share: git requests served to it at once, from a run or the pack cache; more wait their turn, oldest first, for up to --serve-queue-wait (then 429 with Retry-After), their bodies holding at most this many times --serve-max-request (0: no cap)"`
+	ServeIdleConnTimeout  time.Duration `name:"serve-idle-conn-timeout" roles:"full,up" topic:"serve" help:"how long the public HTTP server keeps a client's keep-alive connection open with no request on it (0: as long as the client keeps it)"`
+	ServeConnsPerClient   int           `name:"serve-max-conns-per-client" roles:"full,up" topic:"serve" help:"connections a client address (an IPv6 /64 counts as one) may hold open to the public HTTP server at once; beyond, a new one is closed as it is accepted, unread (0: no cap)"`
 	ServePackCacheSize    string        `name:"serve-pack-cache-size" roles:"full,up" topic:"serve" help:"disk bound of the pack cache in <data>/tmp/packcache, where identical git fetches share one run and its answer is kept (0: no cache)"`
 	ServePackCacheTTL     time.Duration `name:"serve-pack-cache-ttl" roles:"full,up" topic:"serve" help:"how long the pack cache keeps an answer that no request uses"`
 	TLSCert               string        `name:"tls-cert" roles:"coordinator,full,up" topic:"tls" help:"certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
@@ -243,6 +245,10 @@ func Default() Config {
 		WebhookCheckSpacing: 5 * time.Second,
 		WebhookHostRate:     600,
 		WebhookHostBurst:    100,
+		// A browser opens 6 connections a host, a CI farm behind one
+		// address some dozens; 4,000 held idle took 62 MB (issue 33).
+		ServeIdleConnTimeout: time.Minute,
+		ServeConnsPerClient:  64,
 	}
 }
 

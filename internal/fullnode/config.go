@@ -52,6 +52,12 @@ type Config struct {
 	API api.Config
 	// Serve bounds the public git serving.
 	Serve gitserve.Limits
+	// IdleConnTimeout bounds how long the public HTTP server keeps a
+	// keep-alive connection with no request on it (0: no bound), and
+	// MaxConnsPerClient the connections one client address holds open
+	// (gitserve.ConnLimit; 0: no cap).
+	IdleConnTimeout   time.Duration
+	MaxConnsPerClient int
 	// Alerts configures the alerts (alerts.go).
 	Alerts AlertConfig
 	// ServeCache bounds the pack cache (MaxBytes 0: none).

@@ -92,6 +92,7 @@ type Node struct {
 	console                   http.Handler             // the operator's console (http.go)
 	consoleSrc                *consoleSource           // what it shows (console.go)
 	packs                     *gitserve.PackCache      // nil: no pack cache (packcache.go)
+	conns                     *gitserve.ConnLimit      // the public server's connections per client address
 	pulls                     *prometheus.HistogramVec // kind, result (promcollect.go)
 	work                      work                     // goroutines the session's messages start
 
@@ -178,6 +179,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	}
 	f.consoleSrc = newConsoleSource(f)
 	f.console = console.New(f.consoleSrc, f.log, f.clk)
+	f.conns = &gitserve.ConnLimit{PerClient: f.cfg.MaxConnsPerClient, Log: f.log, Clock: f.clk}
 	f.registerMetrics(f.cfg.Metrics)
 	return role{f}, nil
 }
@@ -244,13 +246,13 @@ func (f *Node) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	servers := []*http.Server{
-		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: f.publicHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: f.cfg.IdleConnTimeout},
 		{Handler: metrics.CountBytes(requireProxySecret(f.proxySecret, f.tunnels.ReverseProxy()), f.n.CountFetched("owner")),
 			ReadHeaderTimeout: 10 * time.Second},
 	}
 	errc := make(chan error, 3)
 	var listening sync.WaitGroup
-	listening.Go(func() { errc <- servers[0].Serve(f.httpLn) })
+	listening.Go(func() { errc <- servers[0].Serve(f.conns.Listen(f.httpLn)) })
 	listening.Go(func() { errc <- servers[1].Serve(f.proxyLn) })
 	listening.Go(func() { errc <- f.tunnels.Serve(ctx, f.tunnelLn) })
 	var wg sync.WaitGroup

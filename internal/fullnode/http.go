@@ -51,7 +51,7 @@ func (f *Node) publicHandler() http.Handler {
 		OnFailure: f.n.ServeFailed, Cache: f.packs, Clock: f.clk}
 	// Its slots and its pack cache on /metrics (servecollect.go); a
 	// handler made again (benchmarks) keeps the first one's figures.
-	_ = f.cfg.Metrics.Register(serveCollector{gs, f.packs})
+	_ = f.cfg.Metrics.Register(serveCollector{gs, f.packs, f.conns})
 	git := metrics.CountBytes(gs, f.countServed(f.n.CountServed("public")))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 type serveCollector struct {
 	git   *gitserve.Handler
 	packs *gitserve.PackCache // nil: no pack cache
+	conns *gitserve.ConnLimit
 }
 
 var (
@@ -31,6 +32,10 @@ var (
 		"Git requests over their client's share answered 429 at once: the queue full, or the client's waiting bodies at their bound.", nil, nil)
 	descQueueWait = prometheus.NewDesc("gitfleet_serve_queue_wait_seconds",
 		"How long git requests waited, by queue (client: their client's turn; run: an upload-pack slot).", []string{"queue"}, nil)
+	descConns = prometheus.NewDesc("gitfleet_serve_conns",
+		"Connections open to the public HTTP server now.", nil, nil)
+	descConnsRefused = prometheus.NewDesc("gitfleet_serve_conns_refused_total",
+		"Connections to the public HTTP server closed as they were accepted, unread: their client address (an IPv6 /64) held --serve-max-conns-per-client already.", nil, nil)
 	descPackRequests = prometheus.NewDesc("gitfleet_serve_pack_requests_total",
 		"Pack requests by how they were served: run (a pack-objects of their own), shared (joined an identical run in progress), cached (an identical pack kept on disk).", []string{"how"}, nil)
 	descPackDropped = prometheus.NewDesc("gitfleet_serve_pack_cache_dropped_total",
@@ -41,7 +46,7 @@ var (
 
 func (c serveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServeRunning, descServeWaiting, descServeQueued, descServeRefused,
-		descClientWaiting, descClientQueued, descClientRefused, descQueueWait, descPackRequests, descPackDropped, descPackBytes} {
+		descClientWaiting, descClientQueued, descClientRefused, descQueueWait, descConns, descConnsRefused, descPackRequests, descPackDropped, descPackBytes} {
 		ch <- d
 	}
 }
@@ -58,6 +63,9 @@ func (c serveCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descClientRefused, prometheus.CounterValue, float64(cq.Refused))
 	ch <- waitHistogram(cq.Waits, "client")
 	ch <- waitHistogram(q.Waits, "run")
+	cs := c.conns.Stats()
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(cs.Open))
+	ch <- prometheus.MustNewConstMetric(descConnsRefused, prometheus.CounterValue, float64(cs.Refused))
 	if c.packs == nil {
 		return
 	}

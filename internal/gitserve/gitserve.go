@@ -3,15 +3,18 @@
 // gitcmd. A stock `git clone http://host/<key>.git` works against it. It
 // serves only what its Resolver says exists and what its refs reach (or
 // reached in a listing of the last seconds: see recentTips), never
-// receive-pack, and checks each request whole before git sees it. It
-// serves each client address a share of requests at once, and caps the
-// upload-packs it runs, in all and per repository; a request over either
-// waits its turn in a fair queue, for a bounded time. What depends on the
-// refs alone (the refs advertisement, ls-refs listings, whether wanted
-// commits are reachable) is made once per state of the refs and shared
-// (refsView); with a PackCache, identical fetches share one run, whose
-// output it keeps in files for a while, once its pack is checked whole
-// (checkAnswer), and sends from them with sendfile.
+// receive-pack, and checks each request whole before git sees it (a
+// malformed one gets a 4xx, never a 500). It serves each client (an IPv4
+// address or an IPv6 /64: ClientAddr) a share of requests at once, and
+// caps the upload-packs it runs, in all and per repository; a request
+// over either waits its turn in a fair queue, for a bounded time. What
+// depends on the refs alone (the refs advertisement, ls-refs listings,
+// whether wanted commits are reachable) is made once per state of the
+// refs and shared (refsView); with a PackCache, identical fetches share
+// one run, whose output it keeps in files for a while, once its pack is
+// checked whole (checkAnswer), and sends from them with sendfile.
+// ConnLimit caps the connections that one client holds open to the
+// server it wraps.
 package gitserve
 
 import (
@@ -88,6 +91,7 @@ type Handler struct {
 	slots     *runSlots
 	tips      *recentTips // nil when TipGrace is negative
 	views     *refsViews
+	clientLog *clientLog // nil without Log
 }
 
 // Limits bound what a client may make the Handler do.
@@ -252,6 +256,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := req.checkIDs(view.hexLen); err != nil {
+		h.refuse(w, r, key, err)
+		return
+	}
+	if len(req.DeepenNot) > 0 {
+		if err := deepenNotServed(r.Context(), h.Git, dir, req.DeepenNot); err != nil {
+			h.refuse(w, r, key, err)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
 	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(data)
@@ -350,6 +364,7 @@ func (h *Handler) init() {
 		h.slots = &runSlots{global: h.MaxUploadPacks, perRepo: h.MaxPerRepo, wait: h.QueueWait,
 			waitQueue: waitQueue{clk: clk, q: fairQueue{maxLen: h.QueueLength}}}
 		h.views = newRefsViews()
+		h.clientLog = newClientLog(h.Log, clk)
 		switch {
 		case h.TipGrace == 0:
 			h.tips = newRecentTips(clk, DefaultTipGrace)
@@ -365,10 +380,7 @@ func (h *Handler) init() {
 // answers 429 with Retry-After (or nothing: the client went away).
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, size int) (*http.Request, func(), bool) {
 	h.init()
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
+	client := ClientAddr(r.RemoteAddr) // an IPv6 /64 is one client, as ConnLimit counts them
 	t := turn{client: client, until: h.clk.Now().Add(h.QueueWait)}
 	release, err := h.clients.acquire(r.Context(), client, int64(size), t.until)
 	if err != nil {
@@ -491,7 +503,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 		defer release()
 		err = packError(damagedTip(h.Git.Run(ctx, cmd), view, wants))
 	}
-	if err == nil || gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
+	if _, fault := clientFault(err); err == nil || (gitcmd.ClassOf(err) != gitcmd.ClassBadObjects && !fault) {
 		pw.release() // git's own error line, if it wrote one: the client hears it as git tells it
 	}
 	if err == nil {
@@ -499,8 +511,9 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	}
 	if pw.err != nil {
 		// The client stopped reading or left: not the repository's failure.
-		if h.Log != nil && ctx.Err() == nil {
-			h.Log.Info("git client stopped reading; its upload-pack was stopped", "key", key, "err", pw.err)
+		if ctx.Err() == nil {
+			client := clientOf(ctx)
+			h.clientLog.log(slog.LevelInfo, client, "git client stopped reading; its upload-pack was stopped", "client", client, "key", key, "err", pw.err)
 		}
 	} else {
 		h.runFailed(ctx, key, err)
@@ -509,8 +522,10 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, pw *lazyWriter
 	return err
 }
 
-// failed answers a client whose run failed: 503 when no slot came, 500
-// when git failed before any output, and a broken connection after.
+// failed answers a client whose run failed: 503 when no slot came, 400
+// when git found the request at fault before any output (clientFault),
+// 500 when git failed otherwise before any output, and a broken
+// connection after.
 func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started bool, key string, err error) {
 	var busy *busyError
 	if errors.As(err, &busy) {
@@ -521,6 +536,10 @@ func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started boo
 	if ctx.Err() != nil {
 		return // the client went away
 	}
+	if msg, fault := clientFault(err); fault && !started {
+		http.Error(w, "git upload-pack refused the request: "+msg, http.StatusBadRequest)
+		return
+	}
 	if !started {
 		http.Error(w, "git upload-pack failed", http.StatusInternalServerError)
 		return
@@ -530,10 +549,17 @@ func (h *Handler) failed(ctx context.Context, w http.ResponseWriter, started boo
 }
 
 // runFailed logs a failed run and tells OnFailure, unless it was stopped
-// (its clients went away) or refused for want of a slot.
+// (its clients went away) or refused for want of a slot. A run that git
+// failed for the request's fault is the client's error, not the
+// repository's: it is logged as such, within the client's log limit.
 func (h *Handler) runFailed(ctx context.Context, key string, err error) {
 	var busy *busyError
 	if errors.As(err, &busy) || ctx.Err() != nil {
+		return
+	}
+	if msg, fault := clientFault(err); fault {
+		client := clientOf(ctx)
+		h.clientLog.log(slog.LevelWarn, client, "git request refused by upload-pack", "client", client, "key", key, "err", msg)
 		return
 	}
 	h.logFailure(ctx, key, err)
@@ -560,12 +586,24 @@ type lazyWriter struct {
 // maxHeld bounds a held answer: git's error line and little else.
 const maxHeld = 64 << 10
 
+// A protocol v2 fetch that deepens begins its answer with the shallow
+// boundary, before git has walked the history: a deepen-not that
+// excludes every commit fails after it. Such an answer is held until
+// its pack section begins, so that the failure can still answer 400.
+var shallowInfo, packfileLine = []byte("0011shallow-info\n"), []byte("000dpackfile\n")
+
 func (l *lazyWriter) Write(p []byte) (int, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	if !l.started && (l.held != nil || isErrLine(p)) && len(l.held)+len(p) <= maxHeld {
+	if !l.started && (l.held != nil || isErrLine(p) || bytes.HasPrefix(p, shallowInfo)) && len(l.held)+len(p) <= maxHeld {
 		l.held = append(l.held, p...)
+		if bytes.HasPrefix(l.held, shallowInfo) && bytes.Contains(l.held, packfileLine) {
+			l.release() // the shallow boundary was drawn: the pack follows
+			if l.err != nil {
+				return 0, l.err
+			}
+		}
 		return len(p), nil
 	}
 	if l.held != nil {

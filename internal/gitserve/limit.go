@@ -33,6 +33,13 @@ func turnOf(ctx context.Context) (turn, bool) {
 	return t, ok
 }
 
+// clientOf is the client of the request whose context ctx is ("" before
+// its turn).
+func clientOf(ctx context.Context) string {
+	t, _ := turnOf(ctx)
+	return t.client
+}
+
 // busyError is a request refused for want of room: its status (429 for
 // its client's queue, 503 for the run queue) with Retry-After.
 type busyError struct {

@@ -28,6 +28,7 @@ type refsSnapshot struct {
 	packed []byte     // packed-refs
 	head   []byte
 	config [sha256.Size]byte // the digest of the configuration alone
+	hexLen int               // of the repository's object ids: 40, or 64 for SHA-256
 }
 
 type looseRef struct {
@@ -96,6 +97,7 @@ func readRefs(dir string) (refsSnapshot, error) {
 			s.packed = b
 		case "config":
 			s.config = sha256.Sum256(b)
+			s.hexLen = hexLenOf(b)
 		}
 	}
 	s.digest = h.Sum(nil)
@@ -151,4 +153,16 @@ func (s refsSnapshot) tips() map[string]bool {
 		tips[oid] = true // a detached HEAD, which upload-pack advertises
 	}
 	return tips
+}
+
+// hexLenOf reads the length of a repository's object ids from its
+// configuration: 64 when extensions.objectFormat is sha256 (git writes
+// "objectformat = sha256" under [extensions]), else 40.
+func hexLenOf(config []byte) int {
+	for line := range strings.Lines(strings.ToLower(string(config))) {
+		if strings.Join(strings.Fields(line), "") == "objectformat=sha256" {
+			return 64
+		}
+	}
+	return 40
 }

@@ -53,6 +53,7 @@ type refsView struct {
 	config [sha256.Size]byte // the configuration's
 	stamp  refsStamp         // of the latest read that found this state; guarded by views.mu
 	tips   map[string]bool   // see refsSnapshot.tips
+	hexLen int               // of the object ids: 40, or 64 for SHA-256
 
 	mu        sync.Mutex
 	answers   map[string]*flight[sharedAnswer]
@@ -98,7 +99,7 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	}
 	vs.mu.Unlock()
 	tips := snap.tips()
-	v = &refsView{views: vs, dir: dir, state: snap.digest, config: snap.config, stamp: snap.stamp, tips: tips,
+	v = &refsView{views: vs, dir: dir, state: snap.digest, config: snap.config, stamp: snap.stamp, tips: tips, hexLen: snap.hexLen,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
 		size: int64(len(tips)) * 100}
 	vs.mu.Lock()

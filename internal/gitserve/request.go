@@ -28,11 +28,26 @@ func refused(format string, a ...any) error {
 
 // uploadRequest is what the checks need from an upload-pack request body.
 type uploadRequest struct {
-	Command string   // "fetch" or "ls-refs" (v2); "fetch" for v0
-	Wants   []string // object ids
-	Haves   []string // object ids the client says it has
-	Filter  string   // the filter spec, "" for none
+	Command   string   // "fetch" or "ls-refs" (v2); "fetch" for v0
+	Wants     []string // object ids
+	Haves     []string // object ids the client says it has
+	Filter    string   // the filter spec, "" for none
+	DeepenNot []string // the ref names of deepen-not lines
+
+	idLens   [2]bool // ids of 40 and of 64 hex digits seen (want, have, shallow)
+	shallows int
+	deepen   bool // a deepen line
+	since    bool // a deepen-since line
 }
+
+// maxShallows bounds the shallow lines of one request as maxWants bounds
+// its wants, and maxDeepenNot its deepen-not lines, each of which costs
+// upload-pack a look-up among the refs (100,000 took it 30 s): git's
+// fetch sends one per --shallow-exclude.
+const (
+	maxShallows  = maxWants
+	maxDeepenNot = 256
+)
 
 // maxPkts bounds the pkt-lines of one request (a have line is 50 bytes:
 // the body's size bound is the real limit; this one bounds the work).
@@ -82,10 +97,16 @@ func parseRequest(body []byte, v2 bool) (uploadRequest, error) {
 	if len(pkts) == 0 {
 		return uploadRequest{}, malformed("empty request")
 	}
+	var req uploadRequest
 	if v2 {
-		return parseV2(pkts)
+		req, err = parseV2(pkts)
+	} else {
+		req, err = parseV0(pkts)
 	}
-	return parseV0(pkts)
+	if err == nil && req.deepen && (req.since || len(req.DeepenNot) > 0) {
+		err = malformed("deepen cannot be used with deepen-since or deepen-not")
+	}
+	return req, err
 }
 
 // v2 arguments of the commands served; a value follows a space when the
@@ -148,12 +169,36 @@ func (req *uploadRequest) arg(args map[string]bool, line string) error {
 		if !gitcmd.IsOID(val) {
 			return malformed("%s line without an object id: %q", name, truncate(line))
 		}
+		req.sawID(val)
 		switch name {
 		case "want":
 			req.Wants = append(req.Wants, val)
 		case "have":
 			req.Haves = append(req.Haves, val)
+		case "shallow":
+			if req.shallows++; req.shallows > maxShallows {
+				return refused("more than %d shallow lines in one request", maxShallows)
+			}
 		}
+	case "deepen":
+		// git's fetch --unshallow asks for 2147483647 (INFINITE_DEPTH).
+		if n, err := strconv.ParseUint(val, 10, 31); err != nil || n == 0 || val[0] == '0' {
+			return malformed("bad deepen %q: a depth from 1 to 2147483647", truncate(val))
+		}
+		req.deepen = true
+	case "deepen-since":
+		if n, err := strconv.ParseUint(val, 10, 62); err != nil || n == 0 || val[0] == '0' {
+			return malformed("bad deepen-since %q: a time in seconds since 1970", truncate(val))
+		}
+		req.since = true
+	case "deepen-not":
+		if len(req.DeepenNot) >= maxDeepenNot {
+			return refused("more than %d deepen-not lines in one request", maxDeepenNot)
+		}
+		if !refNameOK(val) {
+			return malformed("bad deepen-not %q: not a ref name", truncate(val))
+		}
+		req.DeepenNot = append(req.DeepenNot, val)
 	case "filter":
 		if err := checkFilter(val); err != nil {
 			return err
@@ -183,6 +228,7 @@ func parseV0(pkts []string) (uploadRequest, error) {
 			// The first want carries the capabilities after the id.
 			if want, ok := strings.CutPrefix(p, "want "); ok && len(want) > 40 {
 				if oid, _, _ := strings.Cut(want, " "); gitcmd.IsOID(oid) {
+					req.sawID(oid)
 					req.Wants = append(req.Wants, oid)
 					continue
 				}
@@ -193,6 +239,40 @@ func parseV0(pkts []string) (uploadRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+func (req *uploadRequest) sawID(oid string) { req.idLens[len(oid)/64] = true }
+
+// checkIDs refuses object ids of another length than the repository's
+// (hexLen: 40 for SHA-1, 64 for SHA-256), which git would take for a
+// protocol error or a malformed name and fail on.
+func (req *uploadRequest) checkIDs(hexLen int) error {
+	if other := (hexLen/64 + 1) % 2; req.idLens[other] {
+		return malformed("an object id of %d hex digits: this repository's have %d", 40+24*other, hexLen)
+	}
+	return nil
+}
+
+// refNameOK says whether a deepen-not names a ref as git spells one: no
+// control characters, spaces or any of ~^:?*[\, no "..", "@{", "//" or
+// leading "-" or "/", and a bounded length. (It leaves out what would
+// make the name a pattern or an option for the look-up.)
+func refNameOK(name string) bool {
+	if name == "" || len(name) > 1024 || name[0] == '-' || name[0] == '/' || strings.HasSuffix(name, "/") ||
+		strings.HasSuffix(name, ".") || strings.HasSuffix(name, ".lock") {
+		return false
+	}
+	for _, bad := range []string{"..", "@{", "//", "/."} {
+		if strings.Contains(name, bad) {
+			return false
+		}
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("~^:?*[\\", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // checkFilter allows only the filters that are cheap to serve: no blobs,
@@ -230,6 +310,30 @@ func truncate(s string) string {
 	}
 	return strings.ToValidUTF8(s, "?")
 }
+
+// clientFault says whether a failed upload-pack failed for its request's
+// fault, as its message says (a deepen-not that excludes every commit, a
+// protocol error that the checks before git let through), and returns
+// the message. The client gets 400, and the repository is not at fault.
+func clientFault(err error) (string, bool) {
+	var ge *gitcmd.Error
+	if err == nil || !errors.As(err, &ge) || ge.Class == gitcmd.ClassBadObjects {
+		return "", false
+	}
+	for _, m := range gitFaults {
+		if i := strings.Index(ge.Stderr, m); i >= 0 {
+			msg, _, _ := strings.Cut(ge.Stderr[i:], "\n")
+			return truncate(msg), true
+		}
+	}
+	return "", false
+}
+
+// gitFaults are what upload-pack (git 2.39 and later) says as it dies on
+// a request at fault.
+var gitFaults = []string{"ambiguous deepen-not", "not our ref", "protocol error", "Invalid deepen", "cannot be used together",
+	"no commits selected for shallow requests", "capability not negotiated", "expected SHA1", "invalid shallow line",
+	"unexpected line: ", "expected flush after fetch arguments"}
 
 // errAs returns err as a *requestError when it is one.
 func errAs(err error) (*requestError, bool) {

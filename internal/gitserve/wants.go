@@ -342,3 +342,47 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// deepenNotServed refuses a request whose deepen-not lines do not each
+// name exactly one served ref: upload-pack dies on such a line, in
+// protocol v2 after its answer began. A name is looked up as upload-pack
+// looks it up (git's expand_ref): as it is when it is HEAD or begins with
+// refs/, then under refs/, refs/tags/, refs/heads/, refs/remotes/, and as
+// refs/remotes/<name>/HEAD. One for-each-ref lists what exists of them.
+func deepenNotServed(ctx context.Context, git *gitcmd.Runner, dir string, names []string) error {
+	var patterns []string
+	for _, n := range names {
+		patterns = append(patterns, refCandidates(n)...)
+	}
+	out, err := git.Output(ctx, gitcmd.Cmd{GitDir: dir, Name: "for-each-ref", Flags: []string{"--format=%(refname)"}, Args: patterns})
+	if err != nil {
+		return fmt.Errorf("looking up the refs of deepen-not lines: %w", err)
+	}
+	exists := map[string]bool{"HEAD": true}
+	for line := range strings.Lines(string(out)) {
+		if name := strings.TrimSpace(line); !strings.HasPrefix(name, hiddenRefs) {
+			exists[name] = true // for-each-ref also lists refs below a pattern: only exact names count
+		}
+	}
+	for _, n := range names {
+		found := 0
+		for _, c := range refCandidates(n) {
+			if exists[c] {
+				found++
+			}
+		}
+		if found != 1 {
+			return malformed("deepen-not %q names no served ref, or several", truncate(n))
+		}
+	}
+	return nil
+}
+
+// refCandidates are the refs that a deepen-not name may mean.
+func refCandidates(name string) []string {
+	out := []string{"refs/" + name, "refs/tags/" + name, "refs/heads/" + name, "refs/remotes/" + name, "refs/remotes/" + name + "/HEAD"}
+	if name == "HEAD" || strings.HasPrefix(name, "refs/") {
+		out = append(out, name) // the name as it is
+	}
+	return out
+}
