@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -317,7 +318,12 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 			// new to pull: a pull puts the mirror in its network's pool
 			// all the same (pull shares it), else it stays a whole copy
 			// of its own.
-			NetworkChanged: had && old.Network() != r.GetNetwork()}
+			NetworkChanged: had && old.Network() != r.GetNetwork(),
+			// The full tier holds it on other full nodes, which pull
+			// it; this one does not. With no replicas
+			// (fewer full nodes than --full-replicas, an older
+			// coordinator) every full node holds everything.
+			Elsewhere: elsewhere(r.GetReplicas(), self)}
 		if had && r.GetLastCheckMs() > old.LastCheck() && r.GetOwner() != self {
 			f.flog.Append(ownerCheck(r, old.Digest())) // the owner's own check, as the coordinator tells it
 			if r.GetLastError() == "" {
@@ -344,6 +350,12 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	if wake {
 		f.wakeFresh()
 	}
+}
+
+// elsewhere tells whether replicas (a repository's full nodes on the tier)
+// leave out self; never when there are none.
+func elsewhere(replicas []uint32, self uint32) bool {
+	return len(replicas) > 0 && !slices.Contains(replicas, self)
 }
 
 // removed stops serving repositories that left the catalog; their data is
@@ -521,6 +533,9 @@ func (f *Node) pullNow(ctx context.Context, key, digest string) error {
 	}
 	if st.GetOwner() == f.n.ID() {
 		return nil // fetched by this node itself
+	}
+	if elsewhere(st.GetReplicas(), f.n.ID()) {
+		return nil // its replicas pull it
 	}
 	if digest == "" {
 		return nil // an empty mirror is not pulled, as in states
