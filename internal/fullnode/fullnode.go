@@ -93,6 +93,7 @@ type Node struct {
 	console                   http.Handler             // the operator's console (http.go)
 	consoleSrc                *consoleSource           // what it shows (console.go)
 	packs                     *gitserve.PackCache      // nil: no pack cache (packcache.go)
+	relay                     http.Handler             // to the replicas of what is not served here (relay.go)
 	pulls                     *prometheus.HistogramVec // kind, result (promcollect.go)
 	work                      work                     // goroutines the session's messages start
 
@@ -217,6 +218,7 @@ func (f *Node) listen() (err error) {
 	f.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
 		"proxy", f.proxyLn.Addr().String())
 	f.tunnels = tunnel.NewServer(f.creds.authenticate, f.log, cfg.TunnelTLS)
+	f.relay = f.newRelay(f.tunnels)
 	return nil
 }
 
