@@ -1,12 +1,16 @@
-// Package fullnode is the full node: the aggregator that holds every
-// repository of the fleet and serves the public. It owns a node.Node (the
-// runtime every node runs: session, checks, disk, fetch log, integrity,
-// maintenance) and adds, through the node's Role hooks, what only a full
-// node does: the view of every repository as the coordinator sends its
-// state (package repoview), the pulls from each repository's owner through
-// the owner's tunnel, checked against the upstream (forged tips counted,
-// owners revoked), the full node's own word on freshness (verified_at,
-// change hints, spot checks), the tunnels' credentials, the pack cache,
+// Package fullnode is the full node: the aggregator that holds its share
+// of the fleet's repositories (all of them with no more full nodes than
+// --full-replicas) and serves the public for every repository. It owns a
+// node.Node (the runtime every node runs: session, checks, disk, fetch
+// log, integrity, maintenance) and adds, through the node's Role hooks,
+// what only a full node does: the view of every repository as the
+// coordinator sends its state (package repoview), the pulls of the
+// repositories placed on it (their replicas name it, or none are given)
+// from each one's owner through the owner's tunnel, checked against the
+// upstream (forged tips counted, owners revoked), the relay of git
+// requests for the others to a replica (relay.go), the full node's own
+// word on freshness (verified_at, change hints, spot checks), the
+// tunnels' credentials, the pack cache,
 // the retention of removed repositories, the full-disk policy, the alerts,
 // the console's figures, and the public HTTP: git, the JSON API, webhooks,
 // the console, /metrics and /healthz.

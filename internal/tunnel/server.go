@@ -2,7 +2,9 @@
 // and the full node. The partial node dials one TCP (optionally TLS)
 // connection to the full node, authenticates with a one-line handshake, and
 // then serves HTTP over yamux streams that the full node opens, so that the
-// full node can git-fetch from a worker it cannot dial.
+// full node can git-fetch from a worker it cannot dial. Full nodes open
+// the same tunnel to each other: through it one pulls what another owns,
+// and relays to it the requests for what it holds.
 //
 // The package moves bytes and authenticates peers through a callback. It
 // must not know about repositories or git, and it must not decide who may
