@@ -163,6 +163,9 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	if f.packs, err = openPackCache(f.cfg, f.clk); err != nil {
 		return nil, err
 	}
+	if f.packs != nil {
+		n.SetTunnelCache(f.packs) // what another full node relays to this one
+	}
 	token, err := apiToken(f.cfg.DataDir, f.cfg.API.Token, f.log)
 	if err != nil {
 		return nil, err
