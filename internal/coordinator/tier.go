@@ -16,9 +16,9 @@ import (
 // standalone repository, weighted by its repositories: the coordinator
 // knows no sizes yet) as the catalog and the networks change them,
 // confirms what full nodes hold, and sends each repository's replicas with
-// its state. Full nodes still pull every
-// repository, so the tier's assigns and drops ask nothing of them yet:
-// they change what the full nodes are told (RepoState.replicas).
+// its state (RepoState.replicas). A full node pulls only the repositories
+// whose replicas name it (or have none); a copy it held before it stopped
+// being a replica stays for now: the tier's drops ask nothing of it yet.
 
 // tierUnitPrefix starts the unit name of a fork network: a key is never
 // one (keys are host/path), so a network and a key cannot share a unit.

@@ -1,12 +1,16 @@
-// Package fullnode is the full node: the aggregator that holds every
-// repository of the fleet and serves the public. It owns a node.Node (the
-// runtime every node runs: session, checks, disk, fetch log, integrity,
-// maintenance) and adds, through the node's Role hooks, what only a full
-// node does: the view of every repository as the coordinator sends its
-// state (package repoview), the pulls from each repository's owner through
-// the owner's tunnel, checked against the upstream (forged tips counted,
-// owners revoked), the full node's own word on freshness (verified_at,
-// change hints, spot checks), the tunnels' credentials, the pack cache,
+// Package fullnode is the full node: the aggregator that holds its share
+// of the fleet's repositories (all of them with no more full nodes than
+// --full-replicas) and serves the public for every repository. It owns a
+// node.Node (the runtime every node runs: session, checks, disk, fetch
+// log, integrity, maintenance) and adds, through the node's Role hooks,
+// what only a full node does: the view of every repository as the
+// coordinator sends its state (package repoview), the pulls of the
+// repositories placed on it (their replicas name it, or none are given)
+// from each one's owner through the owner's tunnel, checked against the
+// upstream (forged tips counted, owners revoked), the relay of git
+// requests for the others to a replica (relay.go), the full node's own
+// word on freshness (verified_at, change hints, spot checks), the
+// tunnels' credentials, the pack cache,
 // the retention of removed repositories, the full-disk policy, the alerts,
 // the console's figures, and the public HTTP: git, the JSON API, webhooks,
 // the console, /metrics and /healthz.
@@ -45,6 +49,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +98,7 @@ type Node struct {
 	consoleSrc                *consoleSource           // what it shows (console.go)
 	packs                     *gitserve.PackCache      // nil: no pack cache (packcache.go)
 	conns                     *gitserve.ConnLimit      // the public server's connections per client address
+	relay                     http.Handler             // to the replicas of what is not served here (relay.go)
 	pulls                     *prometheus.HistogramVec // kind, result (promcollect.go)
 	work                      work                     // goroutines the session's messages start
 
@@ -158,6 +164,9 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	if f.packs, err = openPackCache(f.cfg, f.clk); err != nil {
 		return nil, err
 	}
+	if f.packs != nil {
+		n.SetTunnelCache(f.packs) // what another full node relays to this one
+	}
 	token, err := apiToken(f.cfg.DataDir, f.cfg.API.Token, f.log)
 	if err != nil {
 		return nil, err
@@ -218,6 +227,7 @@ func (f *Node) listen() (err error) {
 	f.log.Info("full node listening", "http", f.httpLn.Addr().String(), "tunnel", f.tunnelLn.Addr().String(),
 		"proxy", f.proxyLn.Addr().String())
 	f.tunnels = tunnel.NewServer(f.creds.authenticate, f.log, cfg.TunnelTLS)
+	f.relay = f.newRelay(f.tunnels)
 	return nil
 }
 
@@ -322,7 +332,12 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 			// new to pull: a pull puts the mirror in its network's pool
 			// all the same (pull shares it), else it stays a whole copy
 			// of its own.
-			NetworkChanged: had && old.Network() != r.GetNetwork()}
+			NetworkChanged: had && old.Network() != r.GetNetwork(),
+			// The full tier holds it on other full nodes, which pull
+			// it; this one does not. With no replicas
+			// (fewer full nodes than --full-replicas, an older
+			// coordinator) every full node holds everything.
+			Elsewhere: elsewhere(r.GetReplicas(), self)}
 		if had && r.GetLastCheckMs() > old.LastCheck() && r.GetOwner() != self {
 			f.flog.Append(ownerCheck(r, old.Digest())) // the owner's own check, as the coordinator tells it
 			if r.GetLastError() == "" {
@@ -349,6 +364,12 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	if wake {
 		f.wakeFresh()
 	}
+}
+
+// elsewhere tells whether replicas (a repository's full nodes on the tier)
+// leave out self; never when there are none.
+func elsewhere(replicas []uint32, self uint32) bool {
+	return len(replicas) > 0 && !slices.Contains(replicas, self)
 }
 
 // removed stops serving repositories that left the catalog; their data is
@@ -526,6 +547,9 @@ func (f *Node) pullNow(ctx context.Context, key, digest string) error {
 	}
 	if st.GetOwner() == f.n.ID() {
 		return nil // fetched by this node itself
+	}
+	if elsewhere(st.GetReplicas(), f.n.ID()) {
+		return nil // its replicas pull it
 	}
 	if digest == "" {
 		return nil // an empty mirror is not pulled, as in states

@@ -48,7 +48,7 @@ func (f *Node) refs(ctx context.Context, key string) (gitcmd.Refs, error) {
 
 func (f *Node) publicHandler() http.Handler {
 	gs := &gitserve.Handler{Git: f.n.Git(), Resolve: f.resolve, Log: f.log, Limits: f.cfg.Serve, Fold: f.cfg.Fold,
-		OnFailure: f.n.ServeFailed, Cache: f.packs, Clock: f.clk}
+		OnFailure: f.n.ServeFailed, Cache: f.packs, Clock: f.clk, Relay: f.relayFor}
 	// Its slots and its pack cache on /metrics (servecollect.go); a
 	// handler made again (benchmarks) keeps the first one's figures.
 	_ = f.cfg.Metrics.Register(serveCollector{gs, f.packs, f.conns})

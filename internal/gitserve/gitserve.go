@@ -76,6 +76,11 @@ type Handler struct {
 	// Fold says which hosts' paths are case-insensitive: a request for
 	// github.com/Git/Git.git is one for github.com/git/git.
 	Fold repokey.Folding
+	// Relay, when set, is asked for the handler of a repository that does
+	// not resolve (nil: not served, a 404): the node that holds it, on a
+	// full tier. The request is checked and waits its client's turn as
+	// any (see relay).
+	Relay func(key repokey.Key) http.Handler
 
 	// beforeRun, when set (by tests), is called as a run has its slot,
 	// before git starts; beforeAnswer likewise for the run of a shared
@@ -206,6 +211,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dir, found := h.Resolve(k)
 	if !found {
+		if to := h.relayTo(k); to != nil {
+			h.relay(w, r, key, ep, body, v2, to)
+			return
+		}
 		http.Error(w, "repository not found", http.StatusNotFound)
 		return
 	}

@@ -58,6 +58,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/egress"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -175,8 +176,9 @@ type Node struct {
 	met       *nodeMetrics  // promcollect.go
 	flog      *fetchlog.Log // what this node did, persisted (fetchlog.go)
 	maint     *maintainer
-	bw        *bandwidth.Limiter // the volunteer's cap (nil: none), on upstreams' reads and tunnels' writes
-	traffic   *traffic           // the bytes moved today (volunteer.go)
+	bw        *bandwidth.Limiter  // the volunteer's cap (nil: none), on upstreams' reads and tunnels' writes
+	traffic   *traffic            // the bytes moved today (volunteer.go)
+	packs     *gitserve.PackCache // the tunnels' answers share it (nil: none; SetTunnelCache)
 
 	runCtx context.Context
 	id     uint32

@@ -108,17 +108,23 @@ func (n *Node) ServeFailed(key string, err error) {
 	}
 }
 
+// SetTunnelCache has the git answers served through the tunnels share c,
+// a full node's pack cache: a clone relayed from another full node then
+// costs the holder what one from the public does. Call it before Run.
+func (n *Node) SetTunnelCache(c *gitserve.PackCache) { n.packs = c }
+
 // tunnelHandler serves the node's own mirrors to full nodes through the
 // tunnels it opens to them (counted as served, and as today's uploads).
 func (n *Node) tunnelHandler() http.Handler {
 	served := n.met.addServed("full-node")
-	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Resolve: func(key repokey.Key) (string, bool) {
-		if !n.mirror.Has(key) {
-			return "", false
-		}
-		if _, broken := n.integrity.brokenState(key.String()); broken {
-			return "", false
-		}
-		return n.mirror.Path(key), true
-	}}, func(b int) { served(b); n.traffic.add(true, b) })
+	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Cache: n.packs,
+		Resolve: func(key repokey.Key) (string, bool) {
+			if !n.mirror.Has(key) {
+				return "", false
+			}
+			if _, broken := n.integrity.brokenState(key.String()); broken {
+				return "", false
+			}
+			return n.mirror.Path(key), true
+		}}, func(b int) { served(b); n.traffic.add(true, b) })
 }

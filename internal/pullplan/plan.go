@@ -76,6 +76,11 @@ type State struct {
 	// NetworkChanged: the repository's fork network was set or changed
 	// since the last state: a pull puts the mirror in its network's pool.
 	NetworkChanged bool
+	// Elsewhere: the full tier places the repository on other full nodes
+	// (its replicas do not include this one). It is not pulled here, and a
+	// pull queued for it is let go; a copy held already stays (the relay
+	// serves from a replica all the same).
+	Elsewhere bool
 }
 
 // StaleReport is a stale report to count against Node, about Key.
@@ -117,7 +122,7 @@ type entry struct {
 	pending  bool   // to pull (queued, or again at once after the pull under way)
 	pulling  bool
 	diskWait bool // refused for disk: waits for room, without retry
-	gone     bool // removed while pulling: dropped when the pull ends
+	gone     bool // removed or placed elsewhere while pulling: dropped when the pull ends
 }
 
 // New returns an empty plan.
@@ -178,7 +183,8 @@ func (p *Plan) unwant(e *entry) {
 // queued for the next Tick). A digest of the owner's that differs from
 // the one served is pulled, unless it was found behind the upstream, it
 // claims "unchanged" after a push heard of (the upstream is asked
-// instead), the key waits for disk room, or the digest went over a limit.
+// instead), the key waits for disk room, the digest went over a limit, or
+// the repository is placed elsewhere (then a pull queued is let go).
 func (p *Plan) Seen(s State, now time.Time) Action {
 	var act Action
 	if !s.Checked.IsZero() {
@@ -188,6 +194,12 @@ func (p *Plan) Seen(s State, now time.Time) Action {
 		}
 	}
 	e := p.keys[s.Key]
+	if s.Elsewhere {
+		if e != nil {
+			p.letGo(e)
+		}
+		return act
+	}
 	if e != nil && e.gone {
 		e.gone = false // back in the catalog while its old pull ran
 	}
@@ -340,17 +352,21 @@ func (p *Plan) DiskWaiting(key string) bool { return p.waiting[key] != nil }
 func (p *Plan) Removed(key string) {
 	p.hints.forget(key)
 	delete(p.overLimit, key)
-	e := p.keys[key]
-	if e == nil {
-		return
+	if e := p.keys[key]; e != nil {
+		p.letGo(e)
 	}
+}
+
+// letGo forgets e's pull, its waits and its failures; a pull under way
+// ends unheeded.
+func (p *Plan) letGo(e *entry) {
 	p.unwant(e)
-	delete(p.waiting, key)
+	delete(p.waiting, e.key)
 	if e.pulling {
-		*e = entry{key: key, at: -1, pulling: true, gone: true}
+		*e = entry{key: e.key, at: -1, pulling: true, gone: true}
 		return
 	}
-	delete(p.keys, key)
+	delete(p.keys, e.key)
 }
 
 // OwnSynced follows this node's own fetch of key (it owns it) from the

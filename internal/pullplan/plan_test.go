@@ -332,3 +332,39 @@ func TestHintsAndStaleReportsComeOutAtTheTick(t *testing.T) {
 		t.Fatalf("tick %+v, want the upstream asked, nothing counted", r)
 	}
 }
+
+// A repository the full tier places on other full nodes is not pulled
+// here: a new digest of its owner's queues nothing, a pull queued is let
+// go, one under way ends unheeded (no retry after its failure), and a
+// placement back here pulls it again.
+func TestARepositoryPlacedElsewhereIsNotPulled(t *testing.T) {
+	p := newPlan()
+	elsewhere := owner("a", "d1", "")
+	elsewhere.Elsewhere = true
+	p.Seen(elsewhere, t0)
+	if p.IsPending("a") || p.Pending() != 0 {
+		t.Fatalf("placed elsewhere: pending %v (%d), want none", p.IsPending("a"), p.Pending())
+	}
+
+	p.Seen(owner("a", "d1", ""), t0) // placed here
+	if !p.IsPending("a") {
+		t.Fatal("placed here: not pending")
+	}
+	p.Seen(elsewhere, t0)
+	if p.IsPending("a") || p.Pending() != 0 {
+		t.Fatalf("queued, then placed elsewhere: pending %v (%d), want none", p.IsPending("a"), p.Pending())
+	}
+	next(t, p, t0, "")
+
+	p.Seen(owner("a", "d1", ""), t0)
+	next(t, p, t0, "a")
+	p.Seen(elsewhere, t0)
+	p.Ended("a", "d1", Failed, t0)
+	if w := p.NextWake(t0).Pull; !w.IsZero() {
+		t.Fatalf("a failed pull of a repository placed elsewhere wakes at %v, want never", w.Sub(t0))
+	}
+	next(t, p, t0.Add(time.Hour), "")
+
+	p.Seen(owner("a", "d2", ""), t0.Add(time.Hour))
+	next(t, p, t0.Add(time.Hour), "a")
+}

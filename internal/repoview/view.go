@@ -234,6 +234,16 @@ func (t *View) Get(key string) *fleetv1.RepoState {
 	return t.state(key, v)
 }
 
+// Replicas returns key's full nodes on the full tier, in placement order
+// (a copy; nil when none or unknown), without building its whole state.
+func (t *View) Replicas(key string) []uint32 {
+	v, ok := t.Entry(key)
+	if !ok {
+		return nil
+	}
+	return t.sets.members(v.replicas)
+}
+
 // Input is what a repository's class depends on in the view: the
 // owner's last report and the full node's verified_at.
 type Input struct {

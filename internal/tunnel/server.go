@@ -2,7 +2,9 @@
 // and the full node. The partial node dials one TCP (optionally TLS)
 // connection to the full node, authenticates with a one-line handshake, and
 // then serves HTTP over yamux streams that the full node opens, so that the
-// full node can git-fetch from a worker it cannot dial.
+// full node can git-fetch from a worker it cannot dial. Full nodes open
+// the same tunnel to each other: through it one pulls what another owns,
+// and relays to it the requests for what it holds.
 //
 // The package moves bytes and authenticates peers through a callback. It
 // must not know about repositories or git, and it must not decide who may
@@ -311,6 +313,10 @@ func (s *Server) DialNode(ctx context.Context, nodeID uint32) (net.Conn, error) 
 // hostPrefix makes the HTTP host name of a node: node 7 is "node-7".
 const hostPrefix = "node-"
 
+// NodeHost is the host name by which Transport reaches nodeID through its
+// tunnel.
+func NodeHost(nodeID uint32) string { return hostPrefix + strconv.FormatUint(uint64(nodeID), 10) }
+
 func (s *Server) dialHost(ctx context.Context, _, addr string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -358,7 +364,7 @@ func splitNodePath(p string) (uint32, string, bool) {
 func rewriteToNode(pr *httputil.ProxyRequest) {
 	id, rest, _ := splitNodePath(pr.In.URL.Path)
 	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = hostPrefix + strconv.FormatUint(uint64(id), 10)
+	pr.Out.URL.Host = NodeHost(id)
 	pr.Out.URL.Path = rest
 	pr.Out.URL.RawPath = ""
 	pr.Out.Host = ""

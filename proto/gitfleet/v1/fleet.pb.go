@@ -2857,8 +2857,8 @@ type RepoState struct {
 	Class uint32 `protobuf:"varint,16,opt,name=class,proto3" json:"class,omitempty"`
 	// The full nodes that are to hold the repository (its fork network's
 	// replica set on the full tier, --full-replicas of them), in placement
-	// order. Full nodes still pull every repository; this says where it
-	// lives once they serve through relays.
+	// order. A full node pulls only what names it (or has none), and relays
+	// a request for the rest to the first of them it reaches.
 	Replicas      []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
