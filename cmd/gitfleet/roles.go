@@ -164,7 +164,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,
-			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent, StatusAddr: cfg.StatusAddr,
+			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent,
 		},
 		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,

@@ -44,7 +44,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -152,10 +151,6 @@ type Config struct {
 	// still run, unless DeclineUrgent.
 	ActiveHours   *hours.Window
 	DeclineUrgent bool
-	// StatusAddr is the loopback address of the node's status (gitfleet
-	// node status; "": a free port of 127.0.0.1), written to
-	// <data>/status.addr while the node runs.
-	StatusAddr string
 }
 
 // Node is a running node.
@@ -252,12 +247,6 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	if cfg.Name == "" {
 		h, _ := os.Hostname()
 		cfg.Name = h
-	}
-	if cfg.StatusAddr == "" {
-		cfg.StatusAddr = "127.0.0.1:0"
-	}
-	if err := checkLoopback(cfg.StatusAddr); err != nil {
-		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -407,9 +396,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 
-	statusLn, err := net.Listen("tcp", n.cfg.StatusAddr)
+	statusLn, err := listenStatus(n.cfg.DataDir)
 	if err != nil {
-		return fmt.Errorf("node: status: listen on %s: %w", n.cfg.StatusAddr, err)
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
