@@ -522,21 +522,34 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 }
 
 // validPath checks a repository path of a forge's answer or of a lookup:
-// segments of printable characters, no empty, "." or ".." segment.
+// a repository name (ValidName) of segments segments (0: any number from
+// two).
 func validPath(p string, segments int) bool {
+	return ValidName(p) && (segments == 0 || strings.Count(p, "/") == segments-1)
+}
+
+// ValidName says whether p can be a repository's full name on a forge:
+// two segments or more ("owner/name", GitLab's "group/subgroup/name"),
+// each of the ASCII letters, digits, '.', '_' and '-' that GitHub, GitLab,
+// Gitea and Gitee allow, none "." or "..", 512 bytes at most. A name from
+// a forge's answer or a webhook's payload that is not one is refused:
+// nothing else (a path's "../", a control character, a URL) can then
+// pass as a repository into a key, a log line or the API.
+func ValidName(p string) bool {
 	if p == "" || len(p) > 512 {
 		return false
 	}
 	parts := strings.Split(p, "/")
-	if segments > 0 && len(parts) != segments || len(parts) < 2 {
+	if len(parts) < 2 {
 		return false
 	}
 	for _, s := range parts {
 		if s == "" || s == "." || s == ".." {
 			return false
 		}
-		for _, r := range s {
-			if r <= ' ' || r == 0x7f || r == '?' || r == '#' || r == '%' || r == '\\' {
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 				return false
 			}
 		}
