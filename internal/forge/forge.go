@@ -231,8 +231,14 @@ type Answer struct {
 	// the asked time, so repositories changed in the gap are unknown.
 	Truncated bool
 	// Forks are asked repositories that the forge says are forks, with
-	// their parent as the forge names it (unchecked: see Parents).
+	// their parent as the forge names it (a valid name, whose keys
+	// Parents checks).
 	Forks []Fork
+	// Refused counts the repositories the forge answered with a name
+	// that is not a repository name (ValidName), or that carries one of
+	// the client's tokens or another credential: left out of the answer,
+	// for the caller to report, never to show.
+	Refused int
 }
 
 // Fork is an asked repository (Path, as asked) that is a fork of Parent,

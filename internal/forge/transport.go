@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Defaults of Options.
@@ -280,6 +281,53 @@ func (t *transport) redact(err error) error {
 		return err
 	}
 	return errors.New(out)
+}
+
+// errBadName: a forge answered a name that is not a repository name.
+var errBadName = errors.New("not a repository name")
+
+// screen leaves out of a the repositories whose names, as the forge gave
+// them, carry one of the client's tokens or look like any credential
+// (repokey.Redact would change them): a hostile or broken forge's echo
+// of what it was sent, which would otherwise reach a log line. They
+// count in Refused. The names a was asked with are the caller's own.
+func (t *transport) screen(a Answer) Answer {
+	bad := func(name string) bool {
+		if repokey.Redact(name) != name {
+			return true
+		}
+		for _, ts := range t.toks {
+			if s := ts.tok.secret(); s != "" && strings.Contains(name, s) {
+				return true
+			}
+		}
+		return false
+	}
+	keep := func(n int, drop func(i int) bool) []int {
+		var idx []int
+		for i := range n {
+			if drop(i) {
+				a.Refused++
+				continue
+			}
+			idx = append(idx, i)
+		}
+		return idx
+	}
+	pushed := a.Pushed[:0:0]
+	for _, i := range keep(len(a.Pushed), func(i int) bool { return bad(a.Pushed[i].Path) }) {
+		pushed = append(pushed, a.Pushed[i])
+	}
+	renamed := a.Renamed[:0:0]
+	for _, i := range keep(len(a.Renamed), func(i int) bool { return bad(a.Renamed[i].To) }) {
+		renamed = append(renamed, a.Renamed[i])
+	}
+	forks := a.Forks[:0:0]
+	for _, i := range keep(len(a.Forks), func(i int) bool { return bad(a.Forks[i].Parent) }) {
+		forks = append(forks, a.Forks[i])
+	}
+	a.Pushed, a.Renamed, a.Forks = pushed, renamed, forks
+	return a
 }
 
 // do sends rq with the next usable token and hands a 2xx answer (and a
