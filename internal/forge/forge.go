@@ -31,7 +31,10 @@
 // says so through Ready and WaitError instead of sleeping. A forge's answer
 // is untrusted input: bounded in size, decoded strictly, and only reported
 // (Answer): a repository missing from an answer is not a change, and a
-// renamed or deleted one is reported, never acted on. A webhook's payload
+// renamed or deleted one is reported, never acted on. A name the forge
+// gives that is not a repository name (ValidName), or that carries one of
+// the client's tokens or another credential, is left out and counted
+// (Answer.Refused); errors that quote an answer have the tokens replaced. A webhook's payload
 // is untrusted too: Parse only reads it, the caller validates what it
 // names. Deciding what to check, and when to ask, is the caller's job;
 // this package does no scheduling and keeps no state beyond its clients'

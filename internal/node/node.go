@@ -11,10 +11,11 @@
 //
 // Every connection of a partial node is outbound: it listens on no public
 // port (its git reaches upstreams through an egress proxy on loopback, and
-// its volunteer reads its status on loopback: status.go). What the
-// volunteer says of the machine (volunteer.go) bounds it: a cap on its
-// bandwidth, which its downloads and uploads share, and active hours,
-// outside which it does no background work.
+// its volunteer reads its status on a Unix socket of mode 0600 in the data
+// directory: status.go). What the volunteer says of the machine
+// (volunteer.go) bounds it: a cap on its bandwidth, which its downloads
+// and uploads share, and active hours, outside which it does no
+// background work.
 // This package serves no public request, holds no view of the fleet's
 // other repositories and decides nothing for the fleet: that is the full
 // node's and the coordinator's.
