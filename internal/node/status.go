@@ -112,7 +112,8 @@ func listenStatus(dataDir string) (net.Listener, error) {
 		return nil, fmt.Errorf("node: status socket: %w", err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false) // serveStatus removes status.sock itself
-	if err := os.Chmod(tmp, 0o600); err == nil {
+	err = os.Chmod(tmp, 0o600)
+	if err == nil {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
