@@ -23,6 +23,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/coordinator"
 	"github.com/gitfleet/gitfleet/internal/demo"
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/fullnode"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/ha"
@@ -155,6 +156,10 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 	if err != nil {
 		return fullnode.Config{}, err
 	}
+	apiCfg, err := apiConfig(cfg)
+	if err != nil {
+		return fullnode.Config{}, err
+	}
 	return fullnode.Config{
 		Config: node.Config{
 			DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
@@ -164,12 +169,12 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,
-			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent, StatusAddr: cfg.StatusAddr,
+			MaxBandwidth: maxBandwidth, ActiveHours: activeHours, DeclineUrgent: cfg.DeclineUrgent,
 		},
 		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
 		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait,
-		API: apiConfig(cfg), Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
+		API: apiCfg, Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
 		IdleConnTimeout: cfg.ServeIdleConnTimeout, MaxConnsPerClient: cfg.ServeConnsPerClient,
 	}, nil
 }
@@ -192,7 +197,13 @@ func servePackCache(cfg config.Config) (gitserve.CacheConfig, error) {
 	return gitserve.CacheConfig{MaxBytes: size, TTL: cfg.ServePackCacheTTL}, nil
 }
 
-func apiConfig(cfg config.Config) api.Config {
+func apiConfig(cfg config.Config) (api.Config, error) {
+	// The forges a webhook may auto-add from: the well-known hosts and
+	// --forge (a flag of gitfleet up; a full node alone takes the former).
+	forges, err := forge.Parse(rejoinOptions(cfg.Forge), nil, "")
+	if err != nil {
+		return api.Config{}, err
+	}
 	secrets := map[string]string{}
 	if cfg.WebhookSecret != "" {
 		secrets[""] = cfg.WebhookSecret
@@ -202,9 +213,13 @@ func apiConfig(cfg config.Config) api.Config {
 			secrets[string(kind)] = s
 		}
 	}
-	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd,
+	var webhookForges []forge.Forge
+	for _, h := range forges.Hosts() {
+		webhookForges = append(webhookForges, forges.Forges[h])
+	}
+	return api.Config{Token: cfg.APIToken, WebhookSecrets: secrets, AutoAdd: cfg.WebhookAutoAdd, Forges: webhookForges,
 		OutgoingHooks: cfg.EventsWebhook, OutgoingSecret: cfg.EventsWebhookSecret, CheckSpacing: cfg.WebhookCheckSpacing,
-		HostRate: cfg.WebhookHostRate, HostBurst: cfg.WebhookHostBurst, ReadTimeout: cfg.ServeReadTimeout}
+		HostRate: cfg.WebhookHostRate, HostBurst: cfg.WebhookHostBurst, ReadTimeout: cfg.ServeReadTimeout}, nil
 }
 
 // parseHostLimits reads "host=N/h" settings into checks per hour by host.

@@ -93,7 +93,11 @@ func TestWebhookSecretsReachTheAPIByKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := apiConfig(cfg).WebhookSecrets; !maps.Equal(got, want) {
+	apiCfg, err := apiConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apiCfg.WebhookSecrets; !maps.Equal(got, want) {
 		t.Fatalf("the API's webhook secrets are %q, want %q", got, want)
 	}
 }

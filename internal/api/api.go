@@ -237,8 +237,13 @@ type Config struct {
 	// every kind. A kind with no secret refuses its webhooks.
 	WebhookSecrets map[string]string
 	// AutoAdd adds the repository of a webhook that names an unknown one
-	// (never from Gitee, whose signature does not cover the body).
+	// (never from Gitee, whose signature does not cover the body): the
+	// repository of that full name on the one of Forges of the endpoint's
+	// kind that the payload's URLs name, never a URL of the payload.
 	AutoAdd bool
+	// Forges are the forges whose repositories AutoAdd may add (package
+	// forge's well-known hosts, and the operator's --forge).
+	Forges []forge.Forge
 	// PublicURL is the mirror's base URL for clone URLs; empty: from the
 	// request's Host.
 	PublicURL string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/forge"
@@ -130,30 +131,66 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			return
 		}
 		first := cands[0]
-		if s.cfg.AutoAdd && h.hook.AutoAdd {
-			if err := s.admitHost(first.key, s.clk.Now()); err != nil {
-				s.delivered.forget(c)
-				writeHostBusy(w, err)
-				return
+		if !s.cfg.AutoAdd || !h.hook.AutoAdd {
+			msg := repostate.NotMirrored(first.key)
+			if s.cfg.AutoAdd {
+				msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
 			}
-			s.background(func(ctx context.Context) {
-				ctx, cancel := context.WithTimeout(ctx, startTimeout)
-				defer cancel()
-				if _, err := s.fleet.Catalog.AddRepo(ctx, first.url, nil, false); err != nil {
-					s.log.Warn("webhook: cannot auto-add a repository", "host", h.name, "key", first.key, "err", err)
-					return
-				}
-				s.log.Info("webhook: repository auto-added", "host", h.name, "key", first.key)
-			})
-			writeJSON(w, http.StatusAccepted, hookResponse{Key: first.key, Added: true})
+			writeCodedError(w, http.StatusNotFound, "not_mirrored", msg)
 			return
 		}
-		msg := repostate.NotMirrored(first.key)
-		if s.cfg.AutoAdd {
-			msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
+		add, err := s.autoAdded(h, p, cands)
+		if err != nil {
+			s.log.Info("webhook: repository not auto-added", "host", h.name, "key", first.key, "err", err)
+			writeCodedError(w, http.StatusNotFound, "not_mirrored", repostate.NotMirrored(first.key)+" (not auto-added: "+err.Error()+")")
+			return
 		}
-		writeJSON(w, http.StatusOK, hookResponse{Key: first.key, Ignored: msg})
+		if err := s.admitHost(add.key, s.clk.Now()); err != nil {
+			s.delivered.forget(c)
+			writeHostBusy(w, err)
+			return
+		}
+		s.background(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, startTimeout)
+			defer cancel()
+			if _, err := s.fleet.Catalog.AddRepo(ctx, add.url, nil, false); err != nil {
+				s.log.Warn("webhook: cannot auto-add a repository", "host", h.name, "key", add.key, "err", err)
+				return
+			}
+			s.log.Info("webhook: repository auto-added", "host", h.name, "key", add.key)
+		})
+		writeJSON(w, http.StatusAccepted, hookResponse{Key: add.key, Added: true})
 	}
+}
+
+// autoAdded is the repository that a delivery to h's endpoint may add:
+// the payload's full name, a valid repository name, on the forge of h's
+// kind (Config.Forges) that the payload's URLs name, at the forge's own
+// scheme. The payload's URLs only choose among those forges; none of
+// them is ever fetched, so that a signed payload cannot point the mirror
+// at another host, a private address or a path of its making.
+func (s *Server) autoAdded(h hookHost, p forge.Payload, cands []candidate) (candidate, error) {
+	if !forge.ValidName(p.Name) {
+		return candidate{}, fmt.Errorf("the payload gives no valid repository name (full_name, path_with_namespace)")
+	}
+	for _, c := range cands {
+		host, _, _ := strings.Cut(c.key, "/")
+		for _, f := range s.cfg.Forges {
+			if string(f.Kind) != h.name || f.Host != host {
+				continue
+			}
+			scheme := "https"
+			if f.API != nil && f.API.Scheme == "http" {
+				scheme = "http"
+			}
+			key, fetchURL, err := repokey.Normalize(scheme+"://"+f.Host+"/"+p.Name+".git", s.keyOptions())
+			if err != nil {
+				return candidate{}, err
+			}
+			return candidate{key: key, url: fetchURL}, nil
+		}
+	}
+	return candidate{}, fmt.Errorf("its URLs name no %s forge of this mirror (--forge HOST=%s adds one)", h.name, h.name)
 }
 
 // knownKey returns the first candidate that is mirrored (on a host that

@@ -227,16 +227,65 @@ func TestOversizedWebhookIsRefused(t *testing.T) {
 	wantError(t, e.do(t, "POST", "/hooks/github", body, signed("github", "push", body, e.clk)...), http.StatusRequestEntityTooLarge, "larger than 1024")
 }
 
-func TestUnknownRepositoryIsIgnored(t *testing.T) {
+func TestAnUnknownRepositoryIsNotFound(t *testing.T) {
 	e := newTestEnv(t, Config{WebhookSecrets: hookSecrets}, newFakeBackend("github.com/other/repo"))
-	body := []byte(`{"repository": {"clone_url": "https://github.com/a/b.git"}}`)
+	body := []byte(`{"repository": {"clone_url": "https://github.com/a/b.git", "full_name": "a/b"}}`)
 	r := e.do(t, "POST", "/hooks/github", body, signed("github", "push", body, e.clk)...)
-	if r.status != http.StatusOK || !strings.Contains(r.json(t)["ignored"].(string), "github.com/a/b is not mirrored") {
+	if m := r.json(t); r.status != http.StatusNotFound || m["code"] != "not_mirrored" || !strings.Contains(m["error"].(string), "github.com/a/b is not mirrored") {
 		t.Errorf("status %d body %s", r.status, r.body)
 	}
 	e.b.noStart(t)
 	if n := len(e.b.addedCalls()); n != 0 {
 		t.Errorf("%d repositories added without auto-add", n)
+	}
+}
+
+// wellKnownForges are the forges a full node knows without --forge.
+func wellKnownForges() []forge.Forge {
+	var out []forge.Forge
+	for _, f := range forge.DefaultForges() {
+		out = append(out, f)
+	}
+	return out
+}
+
+// A signed payload cannot choose what auto-add fetches: the URL is the
+// endpoint's forge's and the payload's repository name, which must be a
+// name. A GitHub delivery that names another forge, a private address, a
+// path that climbs or a name with a control character adds nothing, or
+// only github.com/<full_name>.
+func TestAutoAddTakesTheURLFromTheEndpointsForgeNotThePayload(t *testing.T) {
+	tests := []struct {
+		name, body string
+		wantAdded  string // the URL given to AddRepo; "": none
+	}{
+		{"another forge's URL", `{"repository": {"clone_url": "https://gitlab.com/a/b.git", "html_url": "https://gitlab.com/a/b", "full_name": "a/b"}}`, ""},
+		{"a private address beside GitHub's URL", `{"repository": {"clone_url": "http://10.0.0.1/evil/x.git", "html_url": "https://github.com/a/b", "full_name": "a/b"}}`, "https://github.com/a/b.git"},
+		{"a private address alone", `{"repository": {"clone_url": "http://10.0.0.1/a/b.git", "full_name": "a/b"}}`, ""},
+		{"a metadata address", `{"repository": {"clone_url": "http://169.254.169.254/a/b.git", "full_name": "a/b"}}`, ""},
+		{"another repository's URL than its name", `{"repository": {"clone_url": "https://github.com/x/y.git", "full_name": "a/b"}}`, "https://github.com/a/b.git"},
+		{"a name that climbs", `{"repository": {"clone_url": "https://github.com/a/b.git", "full_name": "../../a/b"}}`, ""},
+		{"a name with a control character", `{"repository": {"clone_url": "https://github.com/a/b.git", "full_name": "a/b\u001b[2J"}}`, ""},
+		{"a name that is a URL", `{"repository": {"clone_url": "https://github.com/a/b.git", "full_name": "https://gitlab.com/a/b"}}`, ""},
+		{"no name", `{"repository": {"clone_url": "https://github.com/a/b.git"}}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{WebhookSecrets: hookSecrets, AutoAdd: true, Forges: wellKnownForges()}
+			e := newTestEnv(t, cfg, newFakeBackend())
+			r := e.do(t, "POST", "/hooks/github", []byte(tt.body), signed("github", "push", []byte(tt.body), e.clk)...)
+			e.srv.Close() // waits for background work
+			calls := e.b.addedCalls()
+			if tt.wantAdded == "" {
+				if r.status/100 != 4 || len(calls) != 0 {
+					t.Errorf("status %d body %s, added %+v; want a refusal and nothing added", r.status, r.body, calls)
+				}
+				return
+			}
+			if r.status != http.StatusAccepted || len(calls) != 1 || calls[0].url != tt.wantAdded {
+				t.Errorf("status %d body %s, added %+v; want %s alone", r.status, r.body, calls, tt.wantAdded)
+			}
+		})
 	}
 }
 
@@ -256,18 +305,18 @@ func TestAutoAddAddsUnknownRepositoriesExceptFromGitee(t *testing.T) {
 		body        string
 		wantAdded   string // fetch URL given to AddRepo; "" for none
 	}{
-		{"github", "push", `{"repository": {"ssh_url": "git@github.com:a/b.git", "clone_url": "https://github.com/a/b.git"}}`, "https://github.com/a/b.git"},
-		{"gitlab", "Push Hook", `{"project": {"git_ssh_url": "git@gitlab.com:a/b.git", "git_http_url": "https://gitlab.com/a/b.git"}}`, "https://gitlab.com/a/b.git"},
+		{"github", "push", `{"repository": {"ssh_url": "git@github.com:a/b.git", "clone_url": "https://github.com/a/b.git", "full_name": "a/b"}}`, "https://github.com/a/b.git"},
+		{"gitlab", "Push Hook", `{"project": {"git_ssh_url": "git@gitlab.com:a/b.git", "git_http_url": "https://gitlab.com/a/b.git", "path_with_namespace": "a/b"}}`, "https://gitlab.com/a/b.git"},
 		{"gitee", "Push Hook", `{"repository": {"clone_url": "https://gitee.com/a/b.git"}}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
-			e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, AutoAdd: true}, newFakeBackend())
+			e := newTestEnv(t, Config{WebhookSecrets: hookSecrets, AutoAdd: true, Forges: wellKnownForges()}, newFakeBackend())
 			r := e.do(t, "POST", "/hooks/"+tt.host, []byte(tt.body), signed(tt.host, tt.event, []byte(tt.body), e.clk)...)
 			var got hookResponse
 			r.decode(t, &got)
 			if tt.wantAdded == "" {
-				if r.status != http.StatusOK || !strings.Contains(got.Ignored, "not auto-added") {
+				if r.status != http.StatusNotFound || !strings.Contains(string(r.body), "not auto-added") {
 					t.Errorf("status %d body %s", r.status, r.body)
 				}
 				e.srv.Close() // waits for background work

@@ -2,8 +2,11 @@ package catalog
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // headRef is where Source keeps the remote's HEAD.
@@ -19,7 +23,8 @@ const headRef = "refs/gitfleet/catalog"
 // Source is the coordinator's bare clone of the catalog repository.
 type Source struct {
 	dir    string
-	remote string
+	remote string   // without credentials: git's command line and logs show it
+	auth   []string // the credentials, as git's environment (see remoteOf)
 	git    *gitcmd.Runner
 	log    *slog.Logger
 	mu     sync.Mutex // one fetch at a time
@@ -29,7 +34,7 @@ type Source struct {
 // (created if missing, reused otherwise). remote is a URL or a local path
 // (the operator gave it; git must allow the file protocol for a path).
 func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*Source, error) {
-	remote, err := remoteOf(remote)
+	remote, auth, err := remoteOf(remote)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +47,7 @@ func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*
 		return nil, fmt.Errorf("catalog: data directory %q: %w", dataDir, err)
 	}
 	dataDir = absData
-	s := &Source{dir: filepath.Join(dataDir, "catalog.git"), remote: remote, git: git, log: log}
+	s := &Source{dir: filepath.Join(dataDir, "catalog.git"), remote: remote, auth: auth, git: git, log: log}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -54,20 +59,51 @@ func OpenSource(dataDir, remote string, git *gitcmd.Runner, log *slog.Logger) (*
 	return s, nil
 }
 
-// remoteOf is the catalog repository remote as git is given it: a URL as
-// it is, a path made absolute (git runs in a neutral directory).
-func remoteOf(remote string) (string, error) {
+// remoteOf is the catalog repository remote as git is given it: a URL
+// without its credentials, a path made absolute (git runs in a neutral
+// directory). The user and password of an http(s) URL go to git in auth,
+// its environment (http.<url>.extraHeader, Basic), never on its command
+// line, which every user of the machine can read (ps, /proc/*/cmdline).
+func remoteOf(remote string) (clean string, auth []string, err error) {
 	if remote == "" {
-		return "", fmt.Errorf("catalog: no catalog repository given")
+		return "", nil, fmt.Errorf("catalog: no catalog repository given")
 	}
-	if IsURL(remote) {
-		return remote, nil
+	if !IsURL(remote) {
+		abs, err := filepath.Abs(remote)
+		if err != nil {
+			return "", nil, fmt.Errorf("catalog: catalog repository %q: %w", remote, err)
+		}
+		return abs, nil, nil
 	}
-	abs, err := filepath.Abs(remote)
+	if !strings.Contains(remote, "://") {
+		return remote, nil, nil // scp-like: a user name, never a password
+	}
+	u, err := url.Parse(remote)
 	if err != nil {
-		return "", fmt.Errorf("catalog: catalog repository %q: %w", remote, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text quotes the URL, password and all
+		}
+		return "", nil, fmt.Errorf("catalog: catalog repository %s: %w", repokey.Redact(remote), err)
 	}
-	return abs, nil
+	if u.User == nil {
+		return remote, nil, nil
+	}
+	switch u.Scheme {
+	case "http", "https":
+		user := u.User.Username()
+		pass, _ := u.User.Password()
+		u.User = nil
+		clean = u.String()
+		header := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+		return clean, []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http." + clean + ".extraHeader", "GIT_CONFIG_VALUE_0=" + header}, nil
+	case "ssh", "git+ssh", "ssh+git":
+		if _, hasPass := u.User.Password(); hasPass {
+			return "", nil, fmt.Errorf("catalog: catalog repository %s: a password in an ssh URL is not used: give ssh a key", repokey.Redact(remote))
+		}
+		return remote, nil, nil // the user name ssh logs in as
+	}
+	return "", nil, fmt.Errorf("catalog: catalog repository %s: credentials in a %s URL: only http(s) URLs may carry them", repokey.Redact(remote), u.Scheme)
 }
 
 // SourceGit returns the git that reads a catalog repository: the
@@ -83,11 +119,11 @@ func SourceGit(timeout time.Duration) *gitcmd.Runner {
 // fetch would read it: it lists the remote's HEAD and returns its commit.
 // git must allow the file protocol for a path.
 func CheckSource(ctx context.Context, git *gitcmd.Runner, remote string) (string, error) {
-	remote, err := remoteOf(remote)
+	remote, auth, err := remoteOf(remote)
 	if err != nil {
 		return "", err
 	}
-	out, err := git.Output(ctx, gitcmd.Cmd{Name: "ls-remote", Args: []string{remote, "HEAD"}})
+	out, err := git.Output(ctx, gitcmd.Cmd{Name: "ls-remote", Args: []string{remote, "HEAD"}, Env: auth})
 	if err != nil {
 		return "", fmt.Errorf("catalog: read %s: %w", remote, err)
 	}
@@ -119,7 +155,7 @@ func (s *Source) Fetch(ctx context.Context) (string, error) {
 	defer s.mu.Unlock()
 	err := s.git.Run(ctx, gitcmd.Cmd{GitDir: s.dir, Name: "fetch",
 		Flags: []string{"--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"},
-		Args:  []string{s.remote, "+HEAD:" + headRef}})
+		Args:  []string{s.remote, "+HEAD:" + headRef}, Env: s.auth})
 	if err != nil {
 		// The caller says what it keeps (the previous catalog, or none).
 		return "", fmt.Errorf("catalog: fetch %s: %w", s.remote, err)

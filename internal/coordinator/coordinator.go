@@ -543,7 +543,7 @@ func (c *Coordinator) catalogLoop(ctx context.Context) {
 			if commit := c.catalogCommit(); commit != "" {
 				c.log.Error("catalog refresh failed; keeping the last good catalog", "commit", commit, "err", err)
 			} else {
-				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", c.cfg.Catalog, "err", err)
+				c.log.Error("the catalog cannot be read: no repositories until it can (check --catalog)", "catalog", repokey.Redact(c.cfg.Catalog), "err", err)
 			}
 		}
 		c.mu.Lock()

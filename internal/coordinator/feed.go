@@ -76,6 +76,11 @@ type feedHost struct {
 	deferred map[string]time.Time
 	// renamed are the paths whose rename was logged (once each, bounded)
 	renamed map[string]bool
+	// refused counts the names the forge answered that were not
+	// repository names, since refusedLogged, when that was last logged
+	// (at most once every refusedLogEvery).
+	refused       int
+	refusedLogged time.Time
 	// failures in a row, for the log and the health metric
 	failures int
 	state    feedState // under the coordinator's mu
@@ -116,6 +121,10 @@ const (
 
 // maxRenamesLogged bounds the renamed paths remembered for logging once.
 const maxRenamesLogged = 10_000
+
+// refusedLogEvery is the least time between two log lines about a forge's
+// names that were refused.
+const refusedLogEvery = time.Hour
 
 // failingAfter is how many failed requests in a row make a feed failing
 // (a spent rate limit waited out is not a failure).
@@ -361,7 +370,22 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 		}
 		f.mu.Unlock()
 		if first { // once a repository: the feed asks about it again and again
-			c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", r.To)
+			// To is the forge's word: a repository name (forge.ValidName)
+			// that carries no token, redacted all the same.
+			c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", repokey.Redact(r.To))
+		}
+	}
+	if ans.Refused > 0 {
+		f.mu.Lock()
+		f.refused += ans.Refused
+		n, log := f.refused, f.refusedLogged.IsZero() || now.Sub(f.refusedLogged) >= refusedLogEvery
+		if log {
+			f.refused, f.refusedLogged = 0, now
+		}
+		f.mu.Unlock()
+		if log { // never the names: they are what the forge made up
+			c.log.Warn("forge feed: the forge answered names that are not repository names, or that carry a credential; those repositories are left as they are",
+				"host", f.host, "refused", n)
 		}
 	}
 	if refused > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/store"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -46,7 +47,7 @@ func ServeElected(ctx context.Context, cfg Config, log *slog.Logger, clk clock.C
 	f := &front{el: el}
 	srv := newServer(cfg)
 	fleetv1.RegisterCoordinatorServer(srv, f)
-	log.Info("coordinator listening as a candidate leader", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
+	log.Info("coordinator listening as a candidate leader", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", repokey.Redact(cfg.Catalog))
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		retry := backoff.New(clk, time.Second, 30*time.Second)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -35,7 +36,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ln net.Listener) e
 	var runErr error
 	wg.Add(1)
 	go func() { defer wg.Done(); runErr = c.Run(ctx) }()
-	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", cfg.Catalog)
+	log.Info("coordinator listening", "grpc", ln.Addr().String(), "tls", cfg.TLS != nil, "catalog", repokey.Redact(cfg.Catalog))
 	err = serveUntil(ctx, srv, ln)
 	stop()
 	wg.Wait()

@@ -25,6 +25,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tlsconf"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -123,7 +124,7 @@ func checkCatalog(ctx context.Context, o Options) Result {
 		r.Fix = "give --catalog a git repository with a commit on its default branch that this machine can read (a path, or a URL: check its host, the firewall, the credentials)"
 		return r
 	}
-	r.Detail = fmt.Sprintf("%s: HEAD at %.12s", o.Catalog, commit)
+	r.Detail = fmt.Sprintf("%s: HEAD at %.12s", repokey.Redact(o.Catalog), commit)
 	return r
 }
 

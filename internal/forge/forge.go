@@ -31,7 +31,10 @@
 // says so through Ready and WaitError instead of sleeping. A forge's answer
 // is untrusted input: bounded in size, decoded strictly, and only reported
 // (Answer): a repository missing from an answer is not a change, and a
-// renamed or deleted one is reported, never acted on. A webhook's payload
+// renamed or deleted one is reported, never acted on. A name the forge
+// gives that is not a repository name (ValidName), or that carries one of
+// the client's tokens or another credential, is left out and counted
+// (Answer.Refused); errors that quote an answer have the tokens replaced. A webhook's payload
 // is untrusted too: Parse only reads it, the caller validates what it
 // names. Deciding what to check, and when to ask, is the caller's job;
 // this package does no scheduling and keeps no state beyond its clients'
@@ -231,8 +234,14 @@ type Answer struct {
 	// the asked time, so repositories changed in the gap are unknown.
 	Truncated bool
 	// Forks are asked repositories that the forge says are forks, with
-	// their parent as the forge names it (unchecked: see Parents).
+	// their parent as the forge names it (a valid name, whose keys
+	// Parents checks).
 	Forks []Fork
+	// Refused counts the repositories the forge answered with a name
+	// that is not a repository name (ValidName), or that carries one of
+	// the client's tokens or another credential: left out of the answer,
+	// for the caller to report, never to show.
+	Refused int
 }
 
 // Fork is an asked repository (Path, as asked) that is a fork of Parent,

@@ -60,7 +60,7 @@ func (g *githubClient) PushedAt(ctx context.Context, paths []string) (Answer, er
 	if err != nil {
 		return Answer{}, err
 	}
-	return ans, nil
+	return g.screen(ans), nil
 }
 
 // githubName checks a GitHub owner or repository name: what GitHub
@@ -220,7 +220,8 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 			continue
 		}
 		if r.NameWithOwner == nil || !validPath(*r.NameWithOwner, 2) {
-			return Answer{}, rl, fmt.Errorf("%s: no valid nameWithOwner", alias)
+			a.Refused++ // unknown: not a change, and its name goes nowhere
+			continue
 		}
 		var at time.Time // zero: never pushed
 		if r.PushedAt != nil {

@@ -55,8 +55,11 @@ func (f restRepo) decode(raw json.RawMessage, now time.Time) (string, time.Time,
 		return "", time.Time{}, errors.New("a repository is not a JSON object")
 	}
 	var name string
-	if err := json.Unmarshal(obj[f.nameField], &name); err != nil || !validPath(name, 0) {
-		return "", time.Time{}, fmt.Errorf("a repository has no valid %s", f.nameField)
+	if err := json.Unmarshal(obj[f.nameField], &name); err != nil {
+		return "", time.Time{}, fmt.Errorf("a repository has no %s", f.nameField)
+	}
+	if !validPath(name, 0) {
+		return "", time.Time{}, fmt.Errorf("%s: %w", f.nameField, errBadName)
 	}
 	rawTime, ok := obj[f.timeField]
 	if !ok || string(rawTime) == "null" {
@@ -105,6 +108,10 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			name, at, err := l.repo.decode(resp.body, l.clk.Now())
+			if errors.Is(err, errBadName) {
+				a.Refused++ // unknown: not a change, and its name goes nowhere
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -123,7 +130,7 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 			return Answer{}, err
 		}
 	}
-	return a, nil
+	return l.screen(a), nil
 }
 
 // restLister pages through a listing of repositories, most recently
@@ -180,7 +187,7 @@ func (l *restLister) ChangedSince(ctx context.Context, since time.Time) (Answer,
 		}
 		n = next
 	}
-	return a, nil
+	return l.screen(a), nil
 }
 
 // pageOf sets the page parameter of a copy of u.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Defaults of Options.
@@ -282,6 +283,53 @@ func (t *transport) redact(err error) error {
 	return errors.New(out)
 }
 
+// errBadName: a forge answered a name that is not a repository name.
+var errBadName = errors.New("not a repository name")
+
+// screen leaves out of a the repositories whose names, as the forge gave
+// them, carry one of the client's tokens or look like any credential
+// (repokey.Redact would change them): a hostile or broken forge's echo
+// of what it was sent, which would otherwise reach a log line. They
+// count in Refused. The names a was asked with are the caller's own.
+func (t *transport) screen(a Answer) Answer {
+	bad := func(name string) bool {
+		if repokey.Redact(name) != name {
+			return true
+		}
+		for _, ts := range t.toks {
+			if s := ts.tok.secret(); s != "" && strings.Contains(name, s) {
+				return true
+			}
+		}
+		return false
+	}
+	keep := func(n int, drop func(i int) bool) []int {
+		var idx []int
+		for i := range n {
+			if drop(i) {
+				a.Refused++
+				continue
+			}
+			idx = append(idx, i)
+		}
+		return idx
+	}
+	pushed := a.Pushed[:0:0]
+	for _, i := range keep(len(a.Pushed), func(i int) bool { return bad(a.Pushed[i].Path) }) {
+		pushed = append(pushed, a.Pushed[i])
+	}
+	renamed := a.Renamed[:0:0]
+	for _, i := range keep(len(a.Renamed), func(i int) bool { return bad(a.Renamed[i].To) }) {
+		renamed = append(renamed, a.Renamed[i])
+	}
+	forks := a.Forks[:0:0]
+	for _, i := range keep(len(a.Forks), func(i int) bool { return bad(a.Forks[i].Parent) }) {
+		forks = append(forks, a.Forks[i])
+	}
+	a.Pushed, a.Renamed, a.Forks = pushed, renamed, forks
+	return a
+}
+
 // do sends rq with the next usable token and hands a 2xx answer (and a
 // 404 if rq.accept404) to parse. A spent or refused token is set aside
 // and the request tried with the next one; other failures set the
@@ -522,21 +570,34 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 }
 
 // validPath checks a repository path of a forge's answer or of a lookup:
-// segments of printable characters, no empty, "." or ".." segment.
+// a repository name (ValidName) of segments segments (0: any number from
+// two).
 func validPath(p string, segments int) bool {
+	return ValidName(p) && (segments == 0 || strings.Count(p, "/") == segments-1)
+}
+
+// ValidName says whether p can be a repository's full name on a forge:
+// two segments or more ("owner/name", GitLab's "group/subgroup/name"),
+// each of the ASCII letters, digits, '.', '_' and '-' that GitHub, GitLab,
+// Gitea and Gitee allow, none "." or "..", 512 bytes at most. A name from
+// a forge's answer or a webhook's payload that is not one is refused:
+// nothing else (a path's "../", a control character, a URL) can then
+// pass as a repository into a key, a log line or the API.
+func ValidName(p string) bool {
 	if p == "" || len(p) > 512 {
 		return false
 	}
 	parts := strings.Split(p, "/")
-	if segments > 0 && len(parts) != segments || len(parts) < 2 {
+	if len(parts) < 2 {
 		return false
 	}
 	for _, s := range parts {
 		if s == "" || s == "." || s == ".." {
 			return false
 		}
-		for _, r := range s {
-			if r <= ' ' || r == 0x7f || r == '?' || r == '#' || r == '%' || r == '\\' {
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 				return false
 			}
 		}

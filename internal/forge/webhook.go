@@ -207,6 +207,11 @@ type Payload struct {
 	// PushedAt is when the forge says the repository was pushed (zero
 	// when it does not say: GitLab's payloads carry no push time).
 	PushedAt time.Time
+	// Name is the repository's full name on its forge, as sent ("owner/
+	// name", GitLab's "group/subgroup/name"; "" when the payload gives
+	// none): what an auto-added repository's URL is made of, on the
+	// endpoint's own forge, once ValidName says it is a name.
+	Name string
 }
 
 // Parse reads a delivery's body: JSON, or form-encoded with the JSON in
@@ -242,6 +247,16 @@ func (w *Webhook) Parse(contentType string, body []byte) (Payload, error) {
 	}
 	if out.PushedAt.IsZero() && w.ProjectNamesRepo && p.Project != nil {
 		out.PushedAt = time.Time(p.Project.PushedAt)
+	}
+	var names []text
+	if w.ProjectNamesRepo {
+		names = p.Project.names()
+	}
+	for _, n := range append(names, p.Repository.names()...) {
+		if n != "" {
+			out.Name = string(n)
+			break
+		}
 	}
 	return out, nil
 }
@@ -286,6 +301,18 @@ type payloadRepo struct {
 	// on GitHub and Gitee (see HomepageNamesRepo).
 	Homepage text  `json:"homepage"`
 	PushedAt stamp `json:"pushed_at"`
+	// The repository's full name: GitHub's and Gitee's full_name,
+	// GitLab's (and Gitee's) path_with_namespace.
+	FullName          text `json:"full_name"`
+	PathWithNamespace text `json:"path_with_namespace"`
+}
+
+// names lists the full-name fields in order of preference.
+func (p *payloadRepo) names() []text {
+	if p == nil {
+		return nil
+	}
+	return []text{p.PathWithNamespace, p.FullName}
 }
 
 // urls lists the URL fields in order of preference.

@@ -11,10 +11,11 @@
 //
 // Every connection of a partial node is outbound: it listens on no public
 // port (its git reaches upstreams through an egress proxy on loopback, and
-// its volunteer reads its status on loopback: status.go). What the
-// volunteer says of the machine (volunteer.go) bounds it: a cap on its
-// bandwidth, which its downloads and uploads share, and active hours,
-// outside which it does no background work.
+// its volunteer reads its status on a Unix socket of mode 0600 in the data
+// directory: status.go). What the volunteer says of the machine
+// (volunteer.go) bounds it: a cap on its bandwidth, which its downloads
+// and uploads share, and active hours, outside which it does no
+// background work.
 // This package serves no public request, holds no view of the fleet's
 // other repositories and decides nothing for the fleet: that is the full
 // node's and the coordinator's.
@@ -44,7 +45,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -153,10 +153,6 @@ type Config struct {
 	// still run, unless DeclineUrgent.
 	ActiveHours   *hours.Window
 	DeclineUrgent bool
-	// StatusAddr is the loopback address of the node's status (gitfleet
-	// node status; "": a free port of 127.0.0.1), written to
-	// <data>/status.addr while the node runs.
-	StatusAddr string
 }
 
 // Node is a running node.
@@ -254,12 +250,6 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	if cfg.Name == "" {
 		h, _ := os.Hostname()
 		cfg.Name = h
-	}
-	if cfg.StatusAddr == "" {
-		cfg.StatusAddr = "127.0.0.1:0"
-	}
-	if err := checkLoopback(cfg.StatusAddr); err != nil {
-		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -409,9 +399,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 
-	statusLn, err := net.Listen("tcp", n.cfg.StatusAddr)
+	statusLn, err := listenStatus(n.cfg.DataDir)
 	if err != nil {
-		return fmt.Errorf("node: status: listen on %s: %w", n.cfg.StatusAddr, err)
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -20,9 +20,10 @@ import (
 )
 
 // A node's status for its volunteer (gitfleet node status): served as JSON
-// at /status on a loopback address while the node runs (the address is
-// in <data>/status.addr), and written to <data>/status.json when it stops,
-// so that a node the coordinator refused (revoked) still says why.
+// at /status on a Unix socket, <data>/status.sock with mode 0600, while the
+// node runs, so that only the user the node runs as (and root) can ask
+// it; and written to <data>/status.json when it stops, so that a node the
+// coordinator refused (revoked) still says why.
 
 // Status is what a node tells its volunteer of itself.
 type Status struct {
@@ -84,38 +85,71 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// checkLoopback refuses a status address that is not on loopback: the
-// status is for the machine's own user.
-func checkLoopback(addr string) error {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("node: status address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("node: status address %q is not on loopback (127.0.0.1 or ::1): the status is for this machine only", addr)
-	}
-	return nil
-}
-
 const (
-	statusAddrFile = "status.addr"
-	statusFile     = "status.json"
+	statusSocketFile = "status.sock"
+	statusFile       = "status.json"
+	// maxSocketPath is the longest path a Unix socket's address takes
+	// (sun_path: 108 bytes with its NUL on Linux, 104 on the BSDs).
+	maxSocketPath = 103
 )
 
-// serveStatus serves the node's status on its loopback address until ctx
-// ends, with the address in <data>/status.addr meanwhile; then it writes
-// the last status to <data>/status.json. ln is the listener, open already.
-func (n *Node) serveStatus(ctx context.Context, ln net.Listener) {
-	addrFile := filepath.Join(n.cfg.DataDir, statusAddrFile)
-	if err := atomicfile.Write(addrFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
-		n.log.Warn("status: could not write its address; gitfleet node status will not find the running node", "file", addrFile, "err", err)
+// listenStatus opens the status socket, <dataDir>/status.sock with mode
+// 0600. The socket is made under a name of its own, given its mode, and
+// only then renamed into place (over a dead node's): at no time does
+// status.sock answer another user.
+func listenStatus(dataDir string) (net.Listener, error) {
+	path := filepath.Join(dataDir, statusSocketFile)
+	name := fmt.Sprintf(".status.%d.sock", os.Getpid())
+	tmp := filepath.Join(dataDir, name)
+	_ = os.Remove(tmp) // a node of this pid that died before its rename
+	addr, release, err := socketAddr(dataDir, name)
+	if err != nil {
+		return nil, err
 	}
+	ln, err := net.Listen("unix", addr)
+	release()
+	if err != nil {
+		return nil, fmt.Errorf("node: status socket: %w", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // serveStatus removes status.sock itself
+	err = os.Chmod(tmp, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = ln.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("node: status socket: %w", err)
+	}
+	return ln, nil
+}
+
+// socketAddr is the address of the Unix socket name in dir: its path, or,
+// when that is longer than a socket's address takes, the same file
+// through a descriptor of dir (/proc/self/fd/N/name, on Linux), valid until
+// release.
+func socketAddr(dir, name string) (addr string, release func(), err error) {
+	path := filepath.Join(dir, name)
+	if len(path) <= maxSocketPath {
+		return path, func() {}, nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("node: status socket %s: %w", path, err)
+	}
+	addr = fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), name)
+	if _, err := os.Stat(filepath.Dir(addr)); err != nil {
+		d.Close()
+		return "", nil, fmt.Errorf("node: status socket %s: a path of %d bytes, over the %d a Unix socket takes: give --data a shorter path", path, len(path), maxSocketPath)
+	}
+	return addr, func() { d.Close() }, nil
+}
+
+// serveStatus serves the node's status on ln, its status socket, until ctx
+// ends; then it removes the socket.
+func (n *Node) serveStatus(ctx context.Context, ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		if ip := net.ParseIP(strings.Trim(hostOf(r.RemoteAddr), "[]")); ip == nil || !ip.IsLoopback() {
-			http.Error(w, "this machine only", http.StatusForbidden)
-			return
-		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(n.Status())
 	})
@@ -130,7 +164,7 @@ func (n *Node) serveStatus(ctx context.Context, ln net.Listener) {
 	<-ctx.Done()
 	_ = srv.Close()
 	<-done
-	_ = os.Remove(addrFile)
+	_ = os.Remove(filepath.Join(n.cfg.DataDir, statusSocketFile))
 }
 
 // writeLastStatus writes the node's status to <data>/status.json, for
@@ -144,41 +178,42 @@ func (n *Node) writeLastStatus() {
 	}
 }
 
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
-}
-
 // ReadStatus reads the status of the node whose data directory is dataDir:
 // from the running node, or, when none runs, the status it wrote when it
 // stopped (Running false).
 func ReadStatus(ctx context.Context, dataDir string) (Status, error) {
 	var st Status
-	addr, err := os.ReadFile(filepath.Join(dataDir, statusAddrFile))
-	if err == nil {
-		a := strings.TrimSpace(string(addr))
-		if err := checkLoopback(a); err != nil {
-			return st, err
-		}
+	sock := filepath.Join(dataDir, statusSocketFile)
+	if _, err := os.Stat(sock); err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a+"/status", nil)
-		resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+		tr := &http.Transport{Proxy: nil, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			addr, release, err := socketAddr(dataDir, statusSocketFile)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", addr)
+		}}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://node/status", nil)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
 		if err == nil {
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-				return st, fmt.Errorf("node status at %s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
+				return st, fmt.Errorf("node status at %s: %s: %s", sock, resp.Status, strings.TrimSpace(string(b)))
 			}
 			if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-				return st, fmt.Errorf("node status at %s: %w", a, err)
+				return st, fmt.Errorf("node status at %s: %w", sock, err)
 			}
 			return st, nil
 		}
-		// Not answering: a node that died without removing the file.
+		if errors.Is(err, os.ErrPermission) {
+			return st, fmt.Errorf("node status at %s: %w: run gitfleet node status as the user the node runs as", sock, err)
+		}
+		// Not answering: a node that died without removing its socket.
 	}
 	b, err := os.ReadFile(filepath.Join(dataDir, statusFile))
 	if errors.Is(err, os.ErrNotExist) {

@@ -2,7 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,11 +131,46 @@ func TestTheStatusSaysWhatTheVolunteerSet(t *testing.T) {
 	}
 }
 
-func TestTheStatusIsServedOnLoopbackOnly(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "192.168.1.2:7000", ":0", "example.org:80"} {
-		if _, err := New(Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), StatusAddr: addr},
-			slog.New(slog.DiscardHandler), clock.NewFake(noon), nil); err == nil || !strings.Contains(err.Error(), "loopback") {
-			t.Errorf("status address %q: %v; want a refusal", addr, err)
-		}
+// The status is served on <data>/status.sock, a socket only the node's
+// user may connect to (mode 0600), also when the data directory's path is
+// longer than a socket's address takes; gitfleet node status reads it
+// there, and once the node stops, the socket is gone.
+func TestTheStatusIsServedOnASocketOnlyItsUserMayOpen(t *testing.T) {
+	for _, tt := range []struct{ name, dir string }{
+		{"a short data directory", t.TempDir()},
+		{"a data directory too long for a socket's address", filepath.Join(t.TempDir(), strings.Repeat("d", 120))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := New(Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: tt.dir, Name: "volunteer"},
+				slog.New(slog.DiscardHandler), clock.NewFake(noon), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(n.TestHooks().Close)
+			ln, err := listenStatus(tt.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); n.serveStatus(ctx, ln) }()
+			sock := filepath.Join(tt.dir, "status.sock")
+			fi, err := os.Stat(sock)
+			if err != nil || fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("status socket: %v, %v; want a socket of mode 0600", fi, err)
+			}
+			st, err := ReadStatus(ctx, tt.dir)
+			if err != nil || !st.Running || st.Name != "volunteer" {
+				t.Fatalf("ReadStatus = %+v, %v; want the running node's", st, err)
+			}
+			cancel()
+			<-done
+			if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("after the node stopped, its socket: %v", err)
+			}
+			if entries, _ := os.ReadDir(tt.dir); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.HasSuffix(e.Name(), ".sock") }) {
+				t.Errorf("a socket is left in the data directory: %v", entries)
+			}
+		})
 	}
 }
