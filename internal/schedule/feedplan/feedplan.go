@@ -260,6 +260,10 @@ func (p *Planner) NextDue() time.Time {
 	return time.Unix(int64(p.queue.items[0].at), 0)
 }
 
+// MinInterval returns the least time between two asks about one
+// repository.
+func (p *Planner) MinInterval() time.Duration { return p.opts.MinInterval }
+
 // SetMinInterval raises the shortest time between two asks about one
 // repository to d, when longer (a forge's X-Poll-Interval, say), up to
 // MaxInterval. It returns the interval in force.
