@@ -748,10 +748,14 @@ func (c *Coordinator) feedCoverage(f *feedHost, now time.Time) {
 	defer c.mu.Unlock()
 	for _, keys := range [][]string{gained, lost} {
 		for _, k := range keys {
-			if owner, _ := c.owner(k); owner != 0 && c.engine.Has(k) {
-				if s := c.sessions[owner]; s != nil {
-					s.queueAssign(k, false) // carries Repo.fed
-				}
+			// The owner, and a target cloning it (as a session's start
+			// sends them): an Assign again carries Repo.fed.
+			owner, target := c.owner(k)
+			if s := c.sessions[owner]; owner != 0 && s != nil {
+				s.queueAssign(k, false)
+			}
+			if s := c.sessions[target]; target != 0 && s != nil && c.engine.Sent(k) {
+				s.queueAssign(k, false)
 			}
 		}
 	}
