@@ -468,6 +468,9 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	if pi := f.client.PollInterval(); pi > 0 {
 		f.plan.SetMinInterval(pi) // the forge's X-Poll-Interval, when longer
 	}
+	if err != nil {
+		f.plan.Failed(keys, now) // asked again once the client is ready
+	}
 	f.mu.Unlock()
 	if err != nil {
 		var we *forge.WaitError

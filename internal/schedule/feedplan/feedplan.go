@@ -251,6 +251,18 @@ func (p *Planner) Next(now time.Time, n int) []string {
 	return keys
 }
 
+// Failed reports that the request asking about keys, which Next returned
+// at now, failed: nothing was learnt, so each is due again at once (the
+// caller's backoff paces the retry). Unknown keys are ignored.
+func (p *Planner) Failed(keys []string, now time.Time) {
+	for _, k := range keys {
+		if _, i := p.index.find(k, p.entries); i >= 0 {
+			p.queue.items[p.entries[i].pos].at = unixSeconds(now)
+			heap.Fix(&p.queue, int(p.entries[i].pos))
+		}
+	}
+}
+
 // NextDue returns when the earliest key falls due (zero when none is
 // planned).
 func (p *Planner) NextDue() time.Time {

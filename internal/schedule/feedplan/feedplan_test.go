@@ -319,3 +319,22 @@ func TestFedMaxAgeDefaultsToTwiceTheInterval(t *testing.T) {
 		t.Fatalf("interval %v: want fed for 2x it and no longer", iv)
 	}
 }
+
+// A failed request teaches nothing: its keys are due again at once, not a
+// whole interval later.
+func TestAFailedRequestsKeysAreDueAgainAtOnce(t *testing.T) {
+	p := newTest(t, Options{PerHour: 1e6})
+	p.Add("a", t0, nil)
+	now := t0.Add(time.Hour)
+	keys := p.Next(now, 10)
+	if fmt.Sprint(keys) != "[a]" {
+		t.Fatalf("Next = %v", keys)
+	}
+	if got := p.Next(now.Add(time.Second), 10); got != nil {
+		t.Fatalf("Next a second after an ask = %v; want nothing due", got)
+	}
+	p.Failed(keys, now)
+	if got := p.Next(now.Add(time.Second), 10); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("Next after a failed request = %v; want a again", got)
+	}
+}
