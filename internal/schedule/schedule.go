@@ -11,8 +11,9 @@
 // sourcegraph; failure backoff, lanes, budget, host limits and
 // MaxInterval are the same for all. Outside the volunteer's active hours
 // (Config.Hours, package hours) no background check starts; urgent ones
-// do, unless the volunteer declines them too. The repositories of a host whose forge
-// feed works (SetFed, fed.go) are left to the feed: their background
+// do, unless the volunteer declines them too. The fed repositories, of a
+// host whose forge feed works (SetFed) and that the feed answered for
+// lately (SetAnswered; fed.go), are left to the feed: their background
 // checks are only a safety net every FedMaxInterval, and the adaptive
 // policy spends the budget on the others.
 //
