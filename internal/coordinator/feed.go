@@ -434,6 +434,9 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 			due := f.plan.NextDue()
 			f.mu.Unlock()
 			wait = max(every, due.Sub(now))
+			if due.IsZero() {
+				wait = coverageEvery // none yet: f.wake ends the wait when some come
+			}
 		} else if requests := (n + f.perRequest - 1) / f.perRequest; requests > 1 {
 			wait = time.Duration(requests) * every // the REST forges: a request a repository
 		}
