@@ -61,7 +61,7 @@ const (
 )
 
 // Planner plans the asks of one feed. At a million repositories it takes
-// about 84 bytes a repository besides the key's own bytes (see
+// about 96 bytes a repository besides the key's own bytes (see
 // BenchmarkMemory1M).
 type Planner struct {
 	opts    Options
