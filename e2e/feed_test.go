@@ -154,7 +154,7 @@ func TestAForgeFeedBringsAPushWithoutAWebhook(t *testing.T) {
 		"--allow-private-upstreams", "--catalog-interval", "1s", "--log-level", "debug",
 		// Background checks 12 hours apart: only the feed can bring a push in time.
 		"--max-interval", "12h", "--min-interval", "2s", "--budget", "1",
-		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token)
+		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token, "--forge-min-ask-interval", "1s")
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
 
 	id, err := f.up.Commit(f.name(1), "main")
@@ -214,7 +214,7 @@ func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
 		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
 		"--allow-private-upstreams", "--catalog-interval", "1s", "--log-level", "debug",
 		"--max-interval", "4s", "--min-interval", "1s", "--forge-backoff", "300ms",
-		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token)
+		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token, "--forge-min-ask-interval", "1s")
 	eventually(t, 60*time.Second, "all served", func() error { return f.servedLikeUpstream(repos) })
 	eventually(t, 30*time.Second, "the node told the feed works", func() error {
 		if up.count("forge feed works: background checks") == 0 {

@@ -216,7 +216,8 @@ func TestAForgeFeedHoldsAFrozenOwnerToAPush(t *testing.T) {
 	api := httptest.NewServer(gh)
 	t.Cleanup(api.Close)
 	host := strings.TrimPrefix(f.up.URL, "http://")
-	f.coordArgs = []string{"--forge", host + "=github,api=" + api.URL + "/api", "--forge-token", host + "=" + gh.token}
+	f.coordArgs = []string{"--forge", host + "=github,api=" + api.URL + "/api", "--forge-token", host + "=" + gh.token,
+		"--forge-min-ask-interval", "1s"}
 	f.startCoordinator()
 	f.tunnelAddr = freeAddr(t)
 	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0",

@@ -42,7 +42,7 @@ func withEgress(cfg config.Config, ccfg *coordinator.Config, ncfg *node.Config) 
 			return fmt.Errorf("--forge or --forge-token: %w", err)
 		}
 		ccfg.Feeds = coordinator.FeedConfig{Forges: forges, RequestsPerHour: cfg.ForgeRequestsPerHour,
-			MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval,
+			MaxInterval: cfg.MaxInterval, MinInterval: cfg.ForgeMinAskInterval, FedMaxAge: cfg.FedMaxAge,
 			Client: forge.Options{Backoff: cfg.ForgeBackoff, HTTPClient: &http.Client{Transport: &http.Transport{DialContext: (&egress.Dialer{Policy: policy}).DialContext}}}}
 		ccfg.Egress = policy
 		ccfg.Fold = fold

@@ -45,8 +45,10 @@ type Snapshot struct {
 	// Session is the full node's session to the coordinator.
 	Session Session
 	// FeedsFailing are the forge hosts whose change feed fails, as the
-	// coordinator says.
+	// coordinator says; FeedsLimited those whose feed a rate limit has
+	// held back past --fed-max-age.
 	FeedsFailing []string
+	FeedsLimited []string
 }
 
 // Repos are counters the full node keeps as states change.

@@ -318,3 +318,20 @@ func TestUnderReplicatedRepositoriesFireAfterTheHold(t *testing.T) {
 		t.Fatalf("every repository held again: %v", got)
 	}
 }
+
+// A feed that a rate limit holds back past the fed max age fires one
+// alert a host after the hold, and resolves when it answers again.
+func TestALimitedFeedFiresOneAlertAHostAfterItsHold(t *testing.T) {
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	snap := &Snapshot{Session: Session{Connected: true}, FeedsLimited: []string{"github.com"}}
+	if evs := e.Evaluate(snap, t0); len(evs) != 0 {
+		t.Fatalf("fired at once: %v", statuses(evs))
+	}
+	if got := statuses(e.Evaluate(snap, t0.Add(5*time.Minute))); len(got) != 1 || got[0] != "firing feed-limited/github.com" {
+		t.Fatalf("after the hold: %v", got)
+	}
+	snap.FeedsLimited = nil
+	if got := statuses(e.Evaluate(snap, t0.Add(6*time.Minute))); len(got) != 1 || got[0] != "resolved feed-limited/github.com" {
+		t.Fatalf("github.com answers again: %v", got)
+	}
+}

@@ -59,6 +59,9 @@ const (
 	RuleNoSession    = "no-session"
 	RuleNoLeader     = "no-leader"
 	RuleFeedFailing  = "feed-failing"
+	// RuleFeedLimited: a rate limit has held a forge's change feed back
+	// past --fed-max-age: its repositories are no longer fed.
+	RuleFeedLimited = "feed-limited"
 	// RuleCatalogUnreadable: the coordinator cannot read the catalog (its
 	// repository missing, out of reach, not a git repository).
 	RuleCatalogUnreadable = "catalog-unreadable"
@@ -121,6 +124,21 @@ func Rules(th Thresholds) []Rule {
 				out = append(out, Alert{Key: RuleFeedFailing + "/" + h, Rule: RuleFeedFailing,
 					Summary: fmt.Sprintf("the change feed of %s fails: its repositories are polled only", h),
 					Figure:  "failing", Threshold: fmt.Sprintf("%d failed requests in a row", 3)})
+			}
+			return out, true
+		}},
+		// A forge's change feed that a rate limit holds back past the fed
+		// max age: it asks nothing, so its repositories lost their cover
+		// and are polled. One alert a host.
+		{Name: RuleFeedLimited, For: th.Hold, Check: func(s *Snapshot, _ time.Time) ([]Alert, bool) {
+			if !s.Session.Connected {
+				return nil, false
+			}
+			var out []Alert
+			for _, h := range s.FeedsLimited {
+				out = append(out, Alert{Key: RuleFeedLimited + "/" + h, Rule: RuleFeedLimited,
+					Summary: fmt.Sprintf("the change feed of %s is held by a rate limit: its repositories are polled only", h),
+					Figure:  "limited", Threshold: "held past --fed-max-age"})
 			}
 			return out, true
 		}},

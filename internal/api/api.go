@@ -58,6 +58,7 @@ type Fleet struct {
 	Nodes   NodeAdmin     // nodes.go
 	Log     LogReader     // fetchlog.go
 	Hints   ChangeHinter  // hooks.go
+	Feeds   FeedReader    // feeds.go; nil: no feed
 }
 
 // ChangeHinter hears of upstream changes: a webhook for a mirrored
@@ -388,6 +389,8 @@ func (s *Server) routes() {
 	m.HandleFunc("/api/v1/catalog", methodNotAllowed("GET"))
 	m.HandleFunc("POST /api/v1/catalog/confirm-purge", s.confirmPurge)
 	m.HandleFunc("/api/v1/catalog/confirm-purge", methodNotAllowed("POST"))
+	m.HandleFunc("GET /api/v1/feeds", s.feeds)
+	m.HandleFunc("/api/v1/feeds", methodNotAllowed("GET"))
 	m.HandleFunc("GET /api/v1/openapi.json", serveOpenAPI)
 	m.HandleFunc("/api/v1/openapi.json", methodNotAllowed("GET"))
 	for _, h := range hosts {

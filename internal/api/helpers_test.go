@@ -30,6 +30,7 @@ type fakeBackend struct {
 	nodes    []Node
 	nodesErr error
 	addErr   error
+	feeds    []FeedStatus
 	added    []addCall
 	removed  []string
 	starts   chan startCall // every StartFetch, in order
@@ -44,7 +45,15 @@ type fakeBackend struct {
 }
 
 // fleet is b as every part of a Fleet it can be.
-func (b *fakeBackend) fleet() Fleet { return Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b} }
+func (b *fakeBackend) fleet() Fleet {
+	return Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Feeds: b}
+}
+
+func (b *fakeBackend) Feeds() []FeedStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.feeds
+}
 
 func (b *fakeBackend) Catalog(context.Context) (CatalogStatus, error) {
 	b.mu.Lock()

@@ -103,7 +103,9 @@ type Config struct {
 	Forge                 List          `name:"forge" roles:"coordinator,up" topic:"feeds" help:"a forge whose change feed tells of pushes, HOST=KIND[,api=URL] with KIND {forge-kinds} (repeatable; {forge-hosts} are configured already; see docs/forges.md)"`
 	ForgeToken            List          `name:"forge-token" roles:"coordinator,up" topic:"feeds" help:"a token of a forge's API, HOST=TOKEN (repeatable, used in turn; also env GITFLEET_FORGE_TOKENS); never sent to nodes, logged or shown"`
 	ForgeBackoff          time.Duration `name:"forge-backoff" roles:"coordinator,up" topic:"feeds" help:"how long a forge's change feed waits after a failed request, doubling with each failure in a row up to 30m"`
-	ForgeRequestsPerHour  float64       `name:"forge-requests-per-hour" roles:"coordinator,up" topic:"feeds" help:"requests a forge's change feed makes an hour, per token"`
+	ForgeRequestsPerHour  float64       `name:"forge-requests-per-hour" roles:"coordinator,up" topic:"feeds" help:"the most requests a forge's change feed makes an hour, per token: a ceiling, the feed asks only about repositories due and leaves the rest of the budget unspent"`
+	ForgeMinAskInterval   time.Duration `name:"forge-min-ask-interval" roles:"coordinator,up" topic:"feeds" help:"the least time between two asks of a forge's change feed about one repository (a forge's longer X-Poll-Interval wins)"`
+	FedMaxAge             time.Duration `name:"fed-max-age" roles:"coordinator,up" topic:"feeds" help:"how long a forge feed's answer for a repository keeps it fed (its node's background checks a safety net); past it, or never answered, it is checked as unfed, and a feed held by a rate limit this long is feed-limited (0: twice the repository's planned ask interval)"`
 	CaseInsensitiveHost   List          `name:"case-insensitive-host" roles:"coordinator,full,up" topic:"catalog" help:"a host whose repository paths are case-insensitive, so that keys of its repositories are lower-cased, as github.com's and gitee.com's always are (repeatable; give it to the coordinator and every full node alike)"`
 	EgressSchemes         List          `name:"egress-schemes" roles:"coordinator,partial,full,up" topic:"egress" help:"URL schemes upstreams may use: https, http, git, ssh (git and ssh: see Safety)"`
 	EgressPorts           List          `name:"egress-ports" roles:"coordinator,partial,full,up" topic:"egress" help:"ports upstreams and webhooks may use besides their schemes' own (443, 80; git 9418, ssh 22)"`
@@ -213,6 +215,7 @@ func Default() Config {
 		MismatchRevoke:       3,
 		StaleRevoke:          10,
 		ForgeRequestsPerHour: 4000,
+		ForgeMinAskInterval:  time.Minute,
 		ForgeBackoff:         10 * time.Second,
 		SpotCheckPerHour:     60,
 		HintWait:             3 * time.Minute,

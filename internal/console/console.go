@@ -56,6 +56,8 @@ type Source interface {
 	Overview(r series.Range) Overview
 	// Tunnels lists the nodes with a tunnel open to this full node.
 	Tunnels() []uint32
+	// Feeds are the forges' change feeds as the coordinator last said.
+	Feeds() []api.FeedStatus
 }
 
 // Query selects repositories for a page of /-/repos. Zero values match

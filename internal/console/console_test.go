@@ -44,6 +44,7 @@ type fakeSource struct {
 	lastBefore string
 	// total, if set, is the count of a listing (else it does not count).
 	total *int
+	feeds []api.FeedStatus
 }
 
 func (s *fakeSource) Repos(_ context.Context, q Query) Page {
@@ -104,6 +105,8 @@ func (s *fakeSource) Overview(r series.Range) Overview {
 }
 
 func (s *fakeSource) Tunnels() []uint32 { return []uint32{2} }
+
+func (s *fakeSource) Feeds() []api.FeedStatus { return s.feeds }
 
 // unreachable is the public class of hostileError.
 var unreachable = repostate.ClassUnreachable.String()
@@ -650,5 +653,24 @@ func TestEveryPageShowsABannerWhileTheCatalogCannotBeRead(t *testing.T) {
 	// the operator's catalog is none of their business.
 	if _, body := get(t, c, "/-/status/github.com/a/b"); strings.Contains(body, `id="catalog-error"`) || !strings.Contains(body, "github.com/a/b") {
 		t.Errorf("the public status page shows the catalog's banner, or not the repository:\n%s", body)
+	}
+}
+
+// The overview shows each forge feed: its state, the repositories fed,
+// unfed and unaskable, its requests in the last hour and each token's
+// budget left.
+func TestTheOverviewShowsTheFeedsCoverageAndBudget(t *testing.T) {
+	c, src := newTestConsole()
+	if _, body := get(t, c, "/"); strings.Contains(body, "Forge feeds") {
+		t.Errorf("no feed, yet a feeds section:\n%s", body)
+	}
+	src.feeds = []api.FeedStatus{{Host: "github.com", State: "limited", Repos: 12, Fed: 2, Unaskable: 3, RequestsLastHour: 60,
+		RequestsPerHourMax: 4000, Tokens: []api.TokenBudget{{Name: "token 1 of 2", Remaining: 4940}, {Name: "token 2 of 2", Remaining: -1}}}}
+	_, body := get(t, c, "/")
+	for _, want := range []string{`<tr class="feed-limited"><th>github.com</th><td>limited</td><td class="num">2</td><td class="num">10</td><td class="num">3</td>`,
+		"60 of 4,000", "token 1 of 2: 4,940, token 2 of 2: not said"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview does not show %q:\n%s", want, body)
+		}
 	}
 }

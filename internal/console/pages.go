@@ -191,7 +191,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		NodesError string
 		Held       *api.PendingPurge
 		CatError   string
-	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Trends: trendsOf(rng, ov.Trend, ov.Current, ov.Total)}
+		Feeds      []feedRow
+	}{Overview: ov, States: stateCounts(ov.ByState), Errors: counts(ov.Errors), Stale: st, Trends: trendsOf(rng, ov.Trend, ov.Current, ov.Total),
+		Feeds: feedRows(c.src.Feeds())}
 	for _, s := range st {
 		data.MaxStale = max(data.MaxStale, s.N)
 	}
@@ -210,6 +212,20 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		data.Held = cat.Pending
 	}
 	c.render(w, r, http.StatusOK, "overview", "Overview", data)
+}
+
+// feedRow is a forge feed as the overview shows it.
+type feedRow struct {
+	api.FeedStatus
+	Unfed, Ceiling int
+}
+
+func feedRows(feeds []api.FeedStatus) []feedRow {
+	rows := make([]feedRow, len(feeds))
+	for i, f := range feeds {
+		rows[i] = feedRow{FeedStatus: f, Unfed: f.Repos - f.Fed, Ceiling: int(f.RequestsPerHourMax)}
+	}
+	return rows
 }
 
 // pageSize is the default number of repositories a page lists; maxPage the

@@ -33,8 +33,17 @@ import (
 // to it (see feedPush): the full node's check of the push rides on the
 // owner's (rideFeedCheck), so that a push is one check of the owner. Both
 // are paced per repository. Every node is told
-// which feeds work (FeedStatus): their hosts' background checks become a
-// safety net, and a full node leaves them out of its spot checks.
+// which feeds work (FeedStatus), and an owner which of its repositories a
+// feed covers (Repo.fed): the feed answered for it within --fed-max-age.
+// Only those repositories' background checks become a safety net; one the
+// forge cannot name (unaskable) or did not answer for lately is checked as
+// a repository no feed watches. A full node leaves the working feeds'
+// hosts out of its spot checks.
+//
+// The request budget is a ceiling: a feed asks only about repositories
+// due, none twice within --forge-min-ask-interval (or the forge's longer
+// X-Poll-Interval), and leaves the rest of its tokens' budget unspent. A
+// feed that a rate limit holds back past --fed-max-age is feed-limited.
 
 // FeedConfig configures the forges' change feeds.
 type FeedConfig struct {
@@ -45,6 +54,9 @@ type FeedConfig struct {
 	// MaxInterval: every repository is asked about at least this often
 	// (0: a day); MinInterval: none more often (0: a minute).
 	MaxInterval, MinInterval time.Duration
+	// FedMaxAge is how long an answer for a repository keeps it fed (0:
+	// twice its planned interval).
+	FedMaxAge time.Duration
 	// Spacing paces the urgent checks of one repository (0: a minute).
 	Spacing time.Duration
 	// Options of the forge clients (clock, HTTP client, logger).
@@ -83,6 +95,17 @@ type feedHost struct {
 	refusedLogged time.Time
 	// failures in a row, for the log and the health metric
 	failures int
+	// unaskable counts the host's keys the forge cannot name, which the
+	// plan leaves out.
+	unaskable int
+	// heldSince is when a spent rate limit began to hold the feed back
+	// (zero: it is not held), and lostHeld says a repository lost its
+	// answer since; answeredAt is the last answer.
+	heldSince, answeredAt time.Time
+	lostHeld              bool
+	requests              hourCount
+	// statusAt is when the full nodes were last sent the feed's figures.
+	statusAt time.Time
 	state    feedState // under the coordinator's mu
 	// checks are the urgent checks the feed asked of owners, by key, for
 	// the full nodes' checks of the same push to ride on (rideFeedCheck);
@@ -117,7 +140,52 @@ const (
 	feedUnknown feedState = iota // not answered yet
 	feedWorking
 	feedFailing
+	// feedLimited: a spent rate limit has held the feed back past
+	// --fed-max-age; its repositories are no longer fed.
+	feedLimited
 )
+
+func (st feedState) String() string {
+	switch st {
+	case feedWorking:
+		return "working"
+	case feedFailing:
+		return "failing"
+	case feedLimited:
+		return "limited"
+	}
+	return "starting"
+}
+
+// hourCount counts events in the last hour, a bucket a minute.
+type hourCount struct {
+	minute [60]int64 // the minute (Unix) each bucket counts
+	n      [60]uint32
+}
+
+func (h *hourCount) add(now time.Time, n int) {
+	m := now.Unix() / 60
+	b := m % 60
+	if h.minute[b] != m {
+		h.minute[b], h.n[b] = m, 0
+	}
+	h.n[b] += uint32(n)
+}
+
+func (h *hourCount) last(now time.Time) uint32 {
+	m := now.Unix() / 60
+	var sum uint32
+	for b := range h.n {
+		if m-h.minute[b] < 60 {
+			sum += h.n[b]
+		}
+	}
+	return sum
+}
+
+// coverageEvery is the longest a feed goes without looking at which
+// repositories it still covers, even while a rate limit holds it back.
+const coverageEvery = time.Minute
 
 // maxRenamesLogged bounds the renamed paths remembered for logging once.
 const maxRenamesLogged = 10_000
@@ -138,28 +206,76 @@ func (c *Coordinator) setFeedState(f *feedHost, st feedState) {
 		return
 	}
 	f.state = st
-	if st == feedFailing {
+	switch st {
+	case feedFailing:
 		c.log.Error("forge feed failing: its repositories are polled only until it answers again", "host", f.host)
+	case feedLimited:
+		c.log.Error("forge feed limited: a rate limit has held it back past the fed max age; its repositories are polled only until it answers again", "host", f.host)
 	}
 	for _, s := range c.sessions {
 		s.queueFeedStatus()
 	}
 }
 
-// feedStatus is what nodes are told of the feeds. Caller holds c.mu.
-func (c *Coordinator) feedStatus() *fleetv1.FeedStatus {
+// feedStatus is what nodes are told of the feeds; a full node is also
+// told each feed's figures (detail). Caller holds c.mu.
+func (c *Coordinator) feedStatus(detail bool) *fleetv1.FeedStatus {
 	st := &fleetv1.FeedStatus{}
+	now := c.clk.Now()
 	for host, f := range c.feeds {
 		switch f.state {
 		case feedWorking:
 			st.Working = append(st.Working, host)
 		case feedFailing:
 			st.Failing = append(st.Failing, host)
+		case feedLimited:
+			st.Limited = append(st.Limited, host)
+		}
+		if detail {
+			st.Hosts = append(st.Hosts, f.figures(now))
 		}
 	}
 	slices.Sort(st.Working)
 	slices.Sort(st.Failing)
+	slices.Sort(st.Limited)
+	slices.SortFunc(st.Hosts, func(a, b *fleetv1.FeedHost) int { return strings.Compare(a.GetHost(), b.GetHost()) })
 	return st
+}
+
+// figures are f's coverage, requests and budgets. Caller holds c.mu
+// (f.state).
+func (f *feedHost) figures(now time.Time) *fleetv1.FeedHost {
+	f.mu.Lock()
+	h := &fleetv1.FeedHost{Host: f.host, State: f.state.String(), Repos: uint32(f.plan.Len()), Fed: uint32(f.plan.FedCount()),
+		Unaskable: uint32(f.unaskable), RequestsLastHour: f.requests.last(now), RequestsPerHourMax: f.perHour,
+		MinAskIntervalMs: f.plan.MinInterval().Milliseconds()}
+	if !f.answeredAt.IsZero() {
+		h.AnsweredAtUnix = f.answeredAt.Unix()
+	}
+	f.mu.Unlock()
+	for _, b := range f.client.Budgets() {
+		t := &fleetv1.TokenBudget{Name: b.Name, Remaining: int32(b.Remaining), Limit: int32(b.Limit)}
+		if !b.Reset.IsZero() {
+			t.ResetUnix = b.Reset.Unix()
+		}
+		if b.RestsUntil.After(now) {
+			t.RestsUntilUnix = b.RestsUntil.Unix()
+		}
+		h.Tokens = append(h.Tokens, t)
+	}
+	return h
+}
+
+// feedFed says whether a feed answered for key within its fed max age.
+// Caller holds c.mu.
+func (c *Coordinator) feedFed(key string, now time.Time) bool {
+	f := c.feeds[repokey.Host(key)]
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.plan.Fed(key, now)
 }
 
 // startFeeds makes the feeds of the configured hosts that have a client.
@@ -200,7 +316,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 		perHour *= float64(max(len(tokens), 1))
 		perRequest := forge.PathsPerRequest(f.Kind, lk.BatchSize())
 		plan, err := feedplan.New(feedplan.Options{PerHour: perHour * float64(perRequest),
-			MaxInterval: maxInterval, MinInterval: cfg.MinInterval})
+			MaxInterval: maxInterval, MinInterval: cfg.MinInterval, FedMaxAge: cfg.FedMaxAge})
 		if err != nil {
 			c.log.Error("forge feed off", "host", host, "err", err)
 			continue
@@ -236,16 +352,36 @@ func (c *Coordinator) feedAddAll() {
 	now := c.clk.Now()
 	for _, f := range c.feeds {
 		f.mu.Lock()
+		f.unaskable = 0 // counted again: every key comes
 	}
 	c.engine.Each(func(key string, _, _ uint32, _ bool) {
 		if f := c.feeds[repokey.Host(key)]; f != nil {
-			f.plan.Add(key, now, nil)
+			f.add(key, now)
 		}
 	})
 	for _, f := range c.feeds {
 		f.mu.Unlock()
 		f.wakeUp()
 	}
+}
+
+// add plans key, or counts it when the forge cannot name it. Caller holds
+// f.mu.
+func (f *feedHost) add(key string, now time.Time) {
+	if !f.client.Askable(strings.TrimPrefix(key, f.host+"/")) {
+		f.unaskable++
+		return
+	}
+	f.plan.Add(key, now, nil)
+}
+
+// remove stops planning or counting key. Caller holds f.mu.
+func (f *feedHost) remove(key string) {
+	if !f.client.Askable(strings.TrimPrefix(key, f.host+"/")) {
+		f.unaskable = max(f.unaskable-1, 0)
+		return
+	}
+	f.plan.Remove(key)
 }
 
 // wakeUp ends f's wait, if it waits for repositories to come.
@@ -267,7 +403,7 @@ func (c *Coordinator) feedKeysChanged(added, removed []string) {
 		if f := c.feeds[repokey.Host(k)]; f != nil {
 			f.mu.Lock()
 			empty := f.plan.Len() == 0
-			f.plan.Add(k, now, nil)
+			f.add(k, now)
 			f.mu.Unlock()
 			if empty {
 				f.wakeUp()
@@ -277,14 +413,16 @@ func (c *Coordinator) feedKeysChanged(added, removed []string) {
 	for _, k := range removed {
 		if f := c.feeds[repokey.Host(k)]; f != nil {
 			f.mu.Lock()
-			f.plan.Remove(k)
+			f.remove(k)
 			f.mu.Unlock()
 		}
 	}
 }
 
 // runFeed asks f's forge until ctx ends: a batch of the repositories due,
-// at perHour requests an hour, waiting out spent limits and backoffs.
+// at most perHour requests an hour, waiting out spent limits and backoffs,
+// and looking at least every coverageEvery at which repositories it still
+// covers.
 func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 	every := time.Duration(float64(time.Hour) / f.perHour)
 	for {
@@ -299,10 +437,20 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 				wait = max(wait, we.Until.Sub(now))
 			}
 		} else if n == 0 {
-			wait = max(every, time.Minute) // no repository on this host (yet)
+			// Nothing due (or no repository on this host yet): wait for
+			// the first to fall due, not the budget's pace.
+			f.mu.Lock()
+			due := f.plan.NextDue()
+			f.mu.Unlock()
+			wait = max(every, due.Sub(now))
+			if due.IsZero() {
+				wait = coverageEvery // none yet: f.wake ends the wait when some come
+			}
 		} else if requests := (n + f.perRequest - 1) / f.perRequest; requests > 1 {
 			wait = time.Duration(requests) * every // the REST forges: a request a repository
 		}
+		c.feedCoverage(f, c.clk.Now())
+		wait = min(wait, coverageEvery)
 		select {
 		case <-ctx.Done():
 			return
@@ -327,9 +475,23 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	}
 	ans, err := f.client.PushedAt(ctx, paths)
 	c.cfg.met.feedAsked(f.host, len(keys), err)
+	f.mu.Lock()
+	f.requests.add(now, (len(keys)+f.perRequest-1)/f.perRequest)
+	if pi := f.client.PollInterval(); pi > 0 {
+		f.plan.SetMinInterval(pi) // the forge's X-Poll-Interval, when longer
+	}
+	if err != nil {
+		f.plan.Failed(keys, now) // asked again once the client is ready
+	}
+	f.mu.Unlock()
 	if err != nil {
 		var we *forge.WaitError
 		if errors.As(err, &we) && we.Limited {
+			f.mu.Lock()
+			if f.heldSince.IsZero() {
+				f.heldSince = now
+			}
+			f.mu.Unlock()
 			c.log.Info("forge feed: rate limit spent; waiting for its reset", "host", f.host, "until", we.Until)
 			return len(keys), err
 		}
@@ -352,6 +514,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 		c.log.Info("forge feed: answering again", "host", f.host, "after_failures", f.failures)
 	}
 	f.failures = 0
+	f.heldSince, f.lostHeld, f.answeredAt = time.Time{}, false, now
 	newPush := make(map[string]bool)
 	for _, k := range keys {
 		if f.plan.Observe(k, now, times[k]) { // zero: no answer, not a change
@@ -584,6 +747,64 @@ func (c *Coordinator) feedDeferred(f *feedHost, now time.Time) {
 	for k, t := range due {
 		c.feedPush(f, k, t, now, true)
 	}
+}
+
+// feedCoverage tells the owners of the repositories whose fed state
+// changed (an Assign again carries it), makes the feed limited when a rate
+// limit held it back past the fed max age (--fed-max-age; by default, once
+// a repository lost its answer meanwhile, or when none had one), and, at
+// most once a coverageEvery, sends the full nodes the feed's figures.
+func (c *Coordinator) feedCoverage(f *feedHost, now time.Time) {
+	f.mu.Lock()
+	gained, lost := f.plan.Coverage(now)
+	held := !f.heldSince.IsZero()
+	if held && len(lost) > 0 {
+		f.lostHeld = true
+	}
+	limited := held && now.Sub(f.heldSince) >= c.feedHostMaxAge() &&
+		(f.lostHeld || c.cfg.Feeds.FedMaxAge > 0 || f.plan.FedCount() == 0)
+	figures := now.Sub(f.statusAt) >= coverageEvery
+	if figures {
+		f.statusAt = now
+	}
+	f.mu.Unlock()
+	if limited {
+		c.setFeedState(f, feedLimited)
+	}
+	if len(gained)+len(lost) > 0 {
+		c.log.Debug("forge feed: coverage changed", "host", f.host, "fed", len(gained), "unfed", len(lost))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, keys := range [][]string{gained, lost} {
+		for _, k := range keys {
+			// The owner, and a target cloning it (as a session's start
+			// sends them): an Assign again carries Repo.fed.
+			owner, target := c.owner(k)
+			if s := c.sessions[owner]; owner != 0 && s != nil {
+				s.queueAssign(k, false)
+			}
+			if s := c.sessions[target]; target != 0 && s != nil && c.engine.Sent(k) {
+				s.queueAssign(k, false)
+			}
+		}
+	}
+	if figures {
+		c.cfg.met.feedCovered(f.figures(now))
+		for _, s := range c.fullSessions() {
+			s.queueFeedStatus()
+		}
+	}
+}
+
+// feedHostMaxAge is how long a rate limit may hold a feed back that never
+// answered for a repository before it is limited: --fed-max-age, or twice
+// the least ask interval.
+func (c *Coordinator) feedHostMaxAge() time.Duration {
+	if c.cfg.Feeds.FedMaxAge > 0 {
+		return c.cfg.Feeds.FedMaxAge
+	}
+	return 2 * max(c.cfg.Feeds.MinInterval, time.Minute)
 }
 
 // runFeeds runs every configured feed until ctx ends.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // The coordinator's Prometheus figures: counters updated where things
@@ -27,6 +28,10 @@ type coordMetrics struct {
 	feedRepos   *prometheus.CounterVec      // host
 	feedChanges *prometheus.CounterVec      // host
 	feedFailing *prometheus.GaugeVec        // host
+	feedLimited *prometheus.GaugeVec        // host
+	feedCover   *prometheus.GaugeVec        // host, coverage
+	feedHour    *prometheus.GaugeVec        // host
+	feedBudget  *prometheus.GaugeVec        // host, token
 	running     atomic.Pointer[Coordinator] // the coordinator that leads here, if any
 }
 
@@ -59,6 +64,22 @@ func newCoordMetrics(reg metrics.Registry) *coordMetrics {
 		Name: "gitfleet_forge_feed_failing",
 		Help: "1 while a forge's change feed fails (its last request failed: its repositories are polled only), 0 while it answers.",
 	}, []string{"host"}))
+	m.feedLimited = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gitfleet_forge_feed_limited",
+		Help: "1 while a forge's change feed is feed-limited: a rate limit has held it back past --fed-max-age, so its repositories are no longer fed; 0 otherwise.",
+	}, []string{"host"}))
+	m.feedCover = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gitfleet_forge_feed_repositories",
+		Help: "Repositories of a forge host by coverage: fed (the feed answered for them within --fed-max-age), unfed (asked about, no answer that young), unaskable (the forge's API cannot name them: never asked, never fed).",
+	}, []string{"host", "coverage"}))
+	m.feedHour = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gitfleet_forge_feed_requests_last_hour",
+		Help: "Requests a forge's change feed made in the last hour.",
+	}, []string{"host"}))
+	m.feedBudget = metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gitfleet_forge_token_budget_remaining",
+		Help: "What a feed's token has left of its rate limit, as the forge last said (-1: not said yet); token is \"token N of M\", never the token.",
+	}, []string{"host", "token"}))
 	m.refusals = metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gitfleet_placement_refusals_total",
 		Help: "Assignments a node refused (its egress policy will not fetch the URL): each is remembered, and not offered to that node again until its next session.",
@@ -81,6 +102,23 @@ func (m *coordMetrics) feedAsked(host string, n int, err error) {
 // feedChanged counts the pushes an answer brought.
 func (m *coordMetrics) feedChanged(host string, n int) {
 	m.feedChanges.WithLabelValues(host).Add(float64(n))
+}
+
+// feedCovered records a feed's coverage, requests and budgets.
+func (m *coordMetrics) feedCovered(h *fleetv1.FeedHost) {
+	host := h.GetHost()
+	limited := 0.0
+	if h.GetState() == feedLimited.String() {
+		limited = 1
+	}
+	m.feedLimited.WithLabelValues(host).Set(limited)
+	m.feedCover.WithLabelValues(host, "fed").Set(float64(h.GetFed()))
+	m.feedCover.WithLabelValues(host, "unfed").Set(float64(h.GetRepos() - h.GetFed()))
+	m.feedCover.WithLabelValues(host, "unaskable").Set(float64(h.GetUnaskable()))
+	m.feedHour.WithLabelValues(host).Set(float64(h.GetRequestsLastHour()))
+	for _, t := range h.GetTokens() {
+		m.feedBudget.WithLabelValues(host, t.GetName()).Set(float64(t.GetRemaining()))
+	}
 }
 
 // decided counts one placement decision.

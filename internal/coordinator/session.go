@@ -580,7 +580,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 	}
 	if s.feedDirty {
 		s.feedDirty = false
-		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_FeedStatus{FeedStatus: c.feedStatus()}})
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_FeedStatus{FeedStatus: c.feedStatus(s.full)}})
 	}
 	for _, h := range s.hints {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_ChangeHint{ChangeHint: h}})
@@ -605,6 +605,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 	if len(s.assign) > 0 {
 		a := &fleetv1.Assign{FleetRepos: uint32(c.engine.Len())}
 		seedBase := c.seedBase(s.id)
+		now := c.clk.Now()
 		for k, as := range s.assign {
 			if len(a.Repos) >= n {
 				break
@@ -612,7 +613,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			delete(s.assign, k)
 			if e, ok := c.entry(k); ok {
 				_, pool, _ := c.engine.Network(k)
-				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool}
+				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
+					Fed: c.feedFed(k, now)}
 				if as.seed && seedBase != "" {
 					r.SeedUrl = seedBase + "/" + k + ".git"
 				}

@@ -257,6 +257,25 @@ type Client interface {
 	// request: now or earlier when it may at once, later while every
 	// token's limit is spent or while it backs off after errors.
 	Ready(now time.Time) time.Time
+	// Budgets returns what each token has left of its rate limit, as the
+	// forge last said.
+	Budgets() []TokenBudget
+	// PollInterval is the least time between two polls that the forge
+	// asked for (X-Poll-Interval), 0 when it did not.
+	PollInterval() time.Duration
+}
+
+// TokenBudget is what one token has left of its rate limit.
+type TokenBudget struct {
+	Name string // "token 1 of 2", never the token
+	// Remaining is the requests (GitHub's GraphQL: points) left until
+	// Reset, -1 while the forge has not said.
+	Remaining int
+	Limit     int // the limit's size, 0 when not said
+	Reset     time.Time
+	// RestsUntil is when a token set aside (a spent limit, a refusal)
+	// may be used again; zero or past when it may now.
+	RestsUntil time.Time
 }
 
 // Lookup is a client that answers for given repositories. Every client
@@ -265,6 +284,10 @@ type Lookup interface {
 	Client
 	// BatchSize is the most paths one PushedAt takes.
 	BatchSize() int
+	// Askable says whether PushedAt can ask about path: a path the
+	// forge's API cannot name (GitHub's and Gitea's are owner/name) is
+	// never asked, so no answer can ever cover it.
+	Askable(path string) bool
 	// PushedAt asks when each repository ("owner/name") was last pushed.
 	// Paths that the forge cannot name are not asked. On error the
 	// answer is empty: nothing is learnt from a failed request.

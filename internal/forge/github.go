@@ -44,6 +44,9 @@ func (g *githubClient) PushedAt(ctx context.Context, paths []string) (Answer, er
 	err := g.do(ctx, request{method: http.MethodPost, url: g.endpoint, body: body}, func(resp response, ts *tokenState) error {
 		now := g.clk.Now()
 		a, rl, err := parseGitHub(resp.body, asked, now)
+		if rl.known {
+			g.noteBudget(ts, rl.remaining, 0, rl.resetAt)
+		}
 		if rl.known && rl.remaining == 0 {
 			g.spend(ts, now, rl.resetAt, "GraphQL rateLimit.remaining is 0")
 		}
@@ -61,6 +64,14 @@ func (g *githubClient) PushedAt(ctx context.Context, paths []string) (Answer, er
 		return Answer{}, err
 	}
 	return g.screen(ans), nil
+}
+
+// Askable: GitHub names a repository owner/name, no more segments.
+func (g *githubClient) Askable(path string) bool { return githubAskable(path) }
+
+func githubAskable(path string) bool {
+	owner, name, ok := strings.Cut(path, "/")
+	return ok && githubName(owner, true) && githubName(name, false)
 }
 
 // githubName checks a GitHub owner or repository name: what GitHub
@@ -87,10 +98,10 @@ func githubQuery(paths []string) (body []byte, asked []string) {
 	var decl, sel strings.Builder
 	vars := make(map[string]string, 2*len(paths))
 	for _, p := range paths {
-		owner, name, ok := strings.Cut(p, "/")
-		if !ok || !githubName(owner, true) || !githubName(name, false) {
+		if !githubAskable(p) {
 			continue
 		}
+		owner, name, _ := strings.Cut(p, "/")
 		i := strconv.Itoa(len(asked))
 		if len(asked) > 0 {
 			decl.WriteString(", ")

@@ -37,6 +37,7 @@ type ghServer struct {
 	repos   map[string]ghRepo // by lower-case "owner/name"
 	tokens  map[string]*ghToken
 	mode    string // "", "garbage", "500", "oversized", "secondary", "echo"
+	poll    int    // X-Poll-Interval in seconds, 0: not sent
 	used    []string
 	aliases []int // aliases in each query answered
 	costs   []int // rateLimit.cost of each query answered
@@ -183,6 +184,9 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok.remaining--
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(tok.remaining))
 	h.Set("X-RateLimit-Used", strconv.Itoa(g.limit-tok.remaining))
+	if g.poll > 0 {
+		h.Set("X-Poll-Interval", strconv.Itoa(g.poll))
+	}
 	// GitHub's cost: 1 point for a query whose connections (first:,
 	// last:) ask for no more than 100 nodes; objects such as parent are
 	// free.
@@ -651,4 +655,37 @@ func FuzzGitHubAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The client shows each token's budget left as the forge last said it,
+// and the poll interval the forge asks for; GitHub's GraphQL cannot name a
+// repository of three segments, which is never asked about.
+func TestGitHubShowsEachTokensBudgetAndThePollInterval(t *testing.T) {
+	clk := clock.NewFake(t0)
+	gh, srv := newGHServer(t, clk, "test-token-1", "test-token-2")
+	gh.add("a/b", t0)
+	gh.mu.Lock()
+	gh.poll = 60
+	gh.mu.Unlock()
+	l := ghLookup(t, srv, clk, nil, "test-token-1", "test-token-2")
+	if b := l.Budgets(); len(b) != 2 || b[0].Remaining != -1 || b[1].Remaining != -1 {
+		t.Fatalf("budgets before any answer: %+v; want two, unknown", b)
+	}
+	for range 3 {
+		if _, err := l.PushedAt(context.Background(), []string{"a/b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := l.Budgets()
+	if len(b) != 2 || b[0].Remaining != 4998 || b[1].Remaining != 4999 || b[0].Limit != 5000 || b[0].Name != "token 1 of 2" {
+		t.Errorf("budgets after 3 requests in turn: %+v; want 4998 and 4999 of 5000 left", b)
+	}
+	if got := l.PollInterval(); got != time.Minute {
+		t.Errorf("PollInterval = %v, want X-Poll-Interval's 1m", got)
+	}
+	for path, want := range map[string]bool{"a/b": true, "group/sub/project": false, "a": false, "a/b.c": true} {
+		if got := l.Askable(path); got != want {
+			t.Errorf("Askable(%q) = %v, want %v", path, got, want)
+		}
+	}
 }

@@ -87,6 +87,12 @@ type restLookup struct {
 
 func (l *restLookup) BatchSize() int { return restBatch }
 
+// Askable says whether the forge's API can name path.
+func (l *restLookup) Askable(path string) bool {
+	_, ok := l.repoURL(path)
+	return ok
+}
+
 // PushedAt asks about each repository in turn, paced. A 404 is a missing
 // repository; a name that differs other than in case is a rename.
 func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, error) {
@@ -256,6 +262,10 @@ type gitlabClient struct {
 // Ready is the transport's, which both halves share.
 func (c *gitlabClient) Ready(now time.Time) time.Time { return c.restLookup.Ready(now) }
 
+// Budgets and PollInterval are the transport's too.
+func (c *gitlabClient) Budgets() []TokenBudget      { return c.restLookup.Budgets() }
+func (c *gitlabClient) PollInterval() time.Duration { return c.restLookup.PollInterval() }
+
 // gitlabNext reads X-Next-Page: the next page's number, empty on the last
 // page. The next URL is built here, never taken from a Link header, so
 // that an answer cannot send the token elsewhere. Without the header (a
@@ -295,6 +305,8 @@ type giteaClient struct {
 }
 
 func (c *giteaClient) Ready(now time.Time) time.Time { return c.restLookup.Ready(now) }
+func (c *giteaClient) Budgets() []TokenBudget        { return c.restLookup.Budgets() }
+func (c *giteaClient) PollInterval() time.Duration   { return c.restLookup.PollInterval() }
 
 func newGitea(f Forge, t *transport) Client {
 	t.auth = func(r *http.Request, s string) { r.Header.Set("Authorization", "token "+s) }

@@ -94,6 +94,10 @@ type tokenState struct {
 	until   time.Time
 	why     string // why it rests until until
 	strikes int    // secondary limits in a row
+	// remaining, limit and reset are the forge's last word on the
+	// token's limit (remaining -1: none yet).
+	remaining, limit int
+	reset            time.Time
 }
 
 // response is an answer, read whole (within the bound).
@@ -139,6 +143,7 @@ type transport struct {
 	backoffUntil time.Time
 	lastErr      error
 	lastReq      time.Time
+	poll         time.Duration // X-Poll-Interval, as last sent
 }
 
 func newTransport(f Forge, tokens []Token, opt Options) *transport {
@@ -181,10 +186,10 @@ func newTransport(f Forge, tokens []Token, opt Options) *transport {
 		}
 	}
 	for i, tok := range tokens {
-		t.toks = append(t.toks, &tokenState{tok: tok, name: fmt.Sprintf("token %d of %d", i+1, len(tokens))})
+		t.toks = append(t.toks, &tokenState{tok: tok, name: fmt.Sprintf("token %d of %d", i+1, len(tokens)), remaining: -1})
 	}
 	if len(t.toks) == 0 {
-		t.toks = []*tokenState{{name: "anonymous"}}
+		t.toks = []*tokenState{{name: "anonymous", remaining: -1}}
 	}
 	return t
 }
@@ -201,6 +206,35 @@ func (t *transport) Ready(now time.Time) time.Time {
 		at = e
 	}
 	return at
+}
+
+// Budgets returns each token's budget left, as the forge last said.
+func (t *transport) Budgets() []TokenBudget {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]TokenBudget, len(t.toks))
+	for i, ts := range t.toks {
+		out[i] = TokenBudget{Name: ts.name, Remaining: ts.remaining, Limit: ts.limit, Reset: ts.reset, RestsUntil: ts.until}
+	}
+	return out
+}
+
+// PollInterval returns the X-Poll-Interval the forge last sent.
+func (t *transport) PollInterval() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.poll
+}
+
+// noteBudget records what the forge said of ts's limit (limit 0: not
+// said).
+func (t *transport) noteBudget(ts *tokenState, remaining, limit int, reset time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts.remaining, ts.reset = remaining, reset
+	if limit > 0 {
+		ts.limit = limit
+	}
 }
 
 // earliestLocked returns the token that rests the shortest.
@@ -386,6 +420,18 @@ func (t *transport) do(ctx context.Context, rq request, parse func(response, *to
 // for a limit (403 or 429), which another token may not get.
 func (t *transport) noteLimits(ts *tokenState, resp response, now time.Time) (limited bool) {
 	remaining, reset, ok := rateHeaders(resp.header, now)
+	if ok {
+		limit, _ := strconv.Atoi(strings.TrimSpace(resp.header.Get("X-RateLimit-Limit")))
+		if limit <= 0 {
+			limit, _ = strconv.Atoi(strings.TrimSpace(resp.header.Get("RateLimit-Limit")))
+		}
+		t.noteBudget(ts, remaining, limit, reset)
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(resp.header.Get("X-Poll-Interval"))); err == nil && s > 0 {
+		t.mu.Lock()
+		t.poll = min(time.Duration(s)*time.Second, maxWait)
+		t.mu.Unlock()
+	}
 	if ok && remaining == 0 {
 		t.spend(ts, now, reset, "primary rate limit spent")
 	}

@@ -178,6 +178,7 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 			Stale: f.stale.Count(now.Add(-a.cfg.StaleAfter).UnixMilli()), StaleAfter: a.cfg.StaleAfter}
 	}
 	s.FeedsFailing = slices.Clone(f.feedsFailing)
+	s.FeedsLimited = slices.Clone(f.feedsLimited)
 	mismatches := maps.Clone(f.mismatches.counts)
 	staleReports := maps.Clone(f.staleReports.counts)
 	ownUsed, ownTotal := f.mark.used, f.mark.total

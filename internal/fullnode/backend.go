@@ -52,7 +52,7 @@ func newBackend(f *Node) *backend {
 
 // fleet is the backend as the API's Fleet: all of it.
 func (b *backend) fleet() api.Fleet {
-	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b}
+	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b, Feeds: b.f}
 }
 
 // coordinator returns a client of the coordinator and a context that

@@ -106,6 +106,9 @@ func (s *consoleSource) Catalog(ctx context.Context) (api.CatalogStatus, error) 
 
 func (s *consoleSource) Tunnels() []uint32 { return s.f.tunnels.Nodes() }
 
+// Feeds are the forges' change feeds as the coordinator last said.
+func (s *consoleSource) Feeds() []api.FeedStatus { return s.f.Feeds() }
+
 // maxConsoleExamined bounds the keys one search or staleness page looks
 // at after the index (50 ms of work or so at the worst).
 const maxConsoleExamined = 50000

@@ -128,8 +128,10 @@ type Node struct {
 	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
 	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
 	freshWake     chan struct{}
-	feedCovers    map[string]bool // hosts a working forge feed covers: no spot checks there; under mu
-	feedsFailing  []string        // hosts whose forge feed fails: an alert; under mu
+	feedCovers    map[string]bool     // hosts a working forge feed covers: no spot checks there; under mu
+	feedsFailing  []string            // hosts whose forge feed fails: an alert; under mu
+	feedsLimited  []string            // hosts whose forge feed a rate limit holds back: an alert; under mu
+	feedHosts     []*fleetv1.FeedHost // each feed's figures, for the API; under mu
 
 	// The figures over time that the console draws (trends.go).
 	series         *series.Series

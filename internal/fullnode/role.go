@@ -61,7 +61,7 @@ func (f role) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 	case *fleetv1.CoordinatorMessage_ChangeHint:
 		f.hintFromFeed(ctx, m.ChangeHint)
 	case *fleetv1.CoordinatorMessage_FeedStatus:
-		f.setFeeds(m.FeedStatus.GetWorking(), m.FeedStatus.GetFailing())
+		f.setFeeds(m.FeedStatus)
 	}
 }
 

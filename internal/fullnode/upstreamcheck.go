@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/api"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/pullplan"
@@ -51,17 +52,51 @@ func (f *Node) hintFromFeed(ctx context.Context, h *fleetv1.ChangeHint) {
 }
 
 // setFeeds records the feeds' status the coordinator sent: the hosts whose
-// feed works are left out of the spot checks, and a failing feed is an
-// alert (alerts.go).
-func (f *Node) setFeeds(working, failing []string) {
-	covered := make(map[string]bool, len(working))
-	for _, h := range working {
+// feed works are left out of the spot checks, a failing or limited feed is
+// an alert (alerts.go), and each feed's figures are the API's (Feeds).
+func (f *Node) setFeeds(st *fleetv1.FeedStatus) {
+	covered := make(map[string]bool, len(st.GetWorking()))
+	for _, h := range st.GetWorking() {
 		covered[h] = true
 	}
 	f.mu.Lock()
 	f.feedCovers = covered
-	f.feedsFailing = slices.Clone(failing)
+	f.feedsFailing = slices.Clone(st.GetFailing())
+	f.feedsLimited = slices.Clone(st.GetLimited())
+	f.feedHosts = st.GetHosts()
 	f.mu.Unlock()
+}
+
+// Feeds returns each forge feed as the coordinator last said (the API's
+// GET /api/v1/feeds).
+func (f *Node) Feeds() []api.FeedStatus {
+	f.mu.Lock()
+	hosts := f.feedHosts
+	f.mu.Unlock()
+	out := make([]api.FeedStatus, 0, len(hosts))
+	for _, h := range hosts {
+		st := api.FeedStatus{Host: h.GetHost(), State: h.GetState(), Repos: int(h.GetRepos()), Fed: int(h.GetFed()),
+			Unaskable: int(h.GetUnaskable()), RequestsLastHour: int(h.GetRequestsLastHour()), RequestsPerHourMax: h.GetRequestsPerHourMax(),
+			MinAskIntervalSeconds: float64(h.GetMinAskIntervalMs()) / 1000, Tokens: []api.TokenBudget{}}
+		if at := h.GetAnsweredAtUnix(); at > 0 {
+			t := time.Unix(at, 0).UTC()
+			st.AnsweredAt = &t
+		}
+		for _, tb := range h.GetTokens() {
+			b := api.TokenBudget{Name: tb.GetName(), Remaining: int(tb.GetRemaining()), Limit: int(tb.GetLimit())}
+			if r := tb.GetResetUnix(); r > 0 {
+				t := time.Unix(r, 0).UTC()
+				b.Reset = &t
+			}
+			if r := tb.GetRestsUntilUnix(); r > 0 {
+				t := time.Unix(r, 0).UTC()
+				b.RestsUntil = &t
+			}
+			st.Tokens = append(st.Tokens, b)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // changeHint tells the full node that key's upstream changed no later than

@@ -1,7 +1,8 @@
 package node
 
 // setFeeds applies the feeds' status the coordinator sent: the scheduler
-// checks the repositories of hosts whose feed works only as a safety net
+// checks the repositories of hosts whose feed works, and that the feed
+// answered for lately (Repo.fed, in each Assign), only as a safety net
 // (their pushes come as urgent checks) and gives the budget to the others.
 // (A full node also leaves them out of its spot checks and alerts on a
 // failing feed: its role hears of the status too.) The coordinator sends

@@ -384,6 +384,9 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	if !known {
 		n.addToSchedule(key, repokey.Host(key))
 	}
+	// Fed only while the coordinator's feed answers for it (an Assign
+	// again says when that changes), and its host's feed works (setFeeds).
+	n.sched.SetAnswered(key, r.GetFed())
 	if r.GetUrgent() && known || asked {
 		n.sched.Urgent(key)
 	}

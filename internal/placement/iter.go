@@ -11,6 +11,13 @@ func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
 	}
 }
 
+// Sent reports whether the assign of key to its target has been sent (a
+// clone in flight), as Each does.
+func (e *Engine) Sent(key string) bool {
+	i, ok := e.index.get(e.keys, key)
+	return ok && e.keys[i].flags&flagSent != 0
+}
+
 // Len returns the number of keys.
 func (e *Engine) Len() int { return len(e.keys) }
 

@@ -24,7 +24,7 @@ import (
 // times the budget, kappa being corrected by feedback so that the checks
 // actually planned, and those waiting for the budget, meet the budget.
 //
-// The repositories of a fed host (SetFed) are left out: their rates are not
+// The fed repositories (SetFed, SetAnswered) are left out: their rates are not
 // in the histogram, each is planned one check a FedMaxInterval, and mu is
 // solved for the budget less those checks.
 //
@@ -60,7 +60,7 @@ type adaptive struct {
 func newAdaptive(s *Scheduler) *adaptive { return &adaptive{s: s, kappa: 1} }
 
 func (p *adaptive) count(r *repo) {
-	if r.host.fed {
+	if r.fed() {
 		return
 	}
 	r.est.bin = changerate.Bin(r.est.rate.Rate())
@@ -95,20 +95,18 @@ func (p *adaptive) add(r *repo, st RepoState, now time.Time) {
 // fedPlan is the checks a second planned for a repository of a fed host.
 func (p *adaptive) fedPlan() float64 { return 1 / p.s.cfg.FedMaxInterval.Seconds() }
 
-func (p *adaptive) hostFed(h *host) {
-	for _, r := range h.members {
-		if h.fed {
-			p.uncount(r)
-			p.setPlan(r, p.fedPlan())
-		} else {
-			p.count(r) // and the scheduler calls first, which plans it
-		}
+func (p *adaptive) repoFed(r *repo) {
+	if r.fed() {
+		p.uncount(r)
+		p.setPlan(r, p.fedPlan())
+	} else {
+		p.count(r) // and the scheduler calls first, which plans it
 	}
 	p.solved = false // the budget left to the others changed
 }
 
 func (p *adaptive) first(r *repo, _ time.Time) time.Duration {
-	if r.host.fed {
+	if r.fed() {
 		p.setPlan(r, p.fedPlan())
 		return p.s.cfg.FedMaxInterval
 	}
@@ -126,7 +124,7 @@ func (p *adaptive) next(r *repo, now time.Time, o Outcome) time.Time {
 	// without telling when it happened must not count it again.
 	r.est.observe(now, o.ChangeTimes, o.Changed && !r.told)
 	p.count(r)
-	if r.host.fed {
+	if r.fed() {
 		p.setPlan(r, p.fedPlan())
 		return now.Add(p.s.cfg.FedMaxInterval)
 	}

@@ -97,6 +97,7 @@ func BenchmarkSetFed(b *testing.B) {
 			ChangeTimes: []time.Time{t0.Add(-time.Duration(i%1000+1) * time.Hour)},
 			Cloned:      true,
 		})
+		s.SetAnswered(fmt.Sprint("r/", i), true)
 	}
 	s.Stats() // places the first checks
 	for b.Loop() {

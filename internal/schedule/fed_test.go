@@ -45,13 +45,22 @@ func pastChanges(n int) []time.Time {
 	return ts
 }
 
-// twoHosts adds n repositories on host "fed" and n on host "polled".
+// twoHosts adds n repositories on host "fed" and n on host "polled", each
+// answered for by its host's feed (when it has one that works).
 func twoHosts(s *Scheduler, n int) {
 	for i := range n {
 		for _, h := range []string{"fed", "polled"} {
-			s.Add(fmt.Sprintf("%s/%d", h, i), h, RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
+			key := fmt.Sprintf("%s/%d", h, i)
+			s.Add(key, h, RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
+			s.SetAnswered(key, true)
 		}
 	}
+}
+
+// addAnswered adds key on hostName, answered for by its feed.
+func addAnswered(s *Scheduler, key, hostName string, st RepoState) {
+	s.Add(key, hostName, st)
+	s.SetAnswered(key, true)
 }
 
 // perHost counts the checks of each host's repositories.
@@ -177,8 +186,8 @@ func TestTheOtherHostsChecksArePricedLowerAtOnceWhenAHostIsFed(t *testing.T) {
 func TestUrgentChecksOfAFedHostAreUnchanged(t *testing.T) {
 	s, clk := newTest(t, Config{Budget: 10, FedMaxInterval: 10 * aDay})
 	s.SetFed("h", true)
-	s.Add("a", "h", cloned(t0))
-	s.Add("b", "h", cloned(t0))
+	addAnswered(s, "a", "h", cloned(t0))
+	addAnswered(s, "b", "h", cloned(t0))
 	clk.Advance(time.Hour)
 	s.Urgent("b")
 	if key, ok, _ := s.Next(); !ok || key != "b" {
@@ -193,7 +202,7 @@ func TestUrgentChecksOfAFedHostAreUnchanged(t *testing.T) {
 func TestAFailingRepositoryOfAFedHostRetriesAsAnyOther(t *testing.T) {
 	s, clk := newTest(t, Config{Budget: 10, FedMaxInterval: 10 * aDay})
 	s.SetFed("h", true)
-	s.Add("a", "h", cloned(t0))
+	addAnswered(s, "a", "h", cloned(t0))
 	s.Urgent("a")
 	s.Next()
 	s.Done("a", Outcome{Class: Transient})
@@ -205,9 +214,9 @@ func TestAFailingRepositoryOfAFedHostRetriesAsAnyOther(t *testing.T) {
 func TestFedHostsKeepTheirCountAsRepositoriesMove(t *testing.T) {
 	s, _ := newTest(t, Config{Budget: 10})
 	s.SetFed("fed", true)
-	s.Add("a", "fed", cloned(t0))
-	s.Add("b", "fed", cloned(t0))
-	s.Add("c", "polled", cloned(t0))
+	addAnswered(s, "a", "fed", cloned(t0))
+	addAnswered(s, "b", "fed", cloned(t0))
+	addAnswered(s, "c", "polled", cloned(t0))
 	s.Add("a", "polled", cloned(t0)) // moved
 	s.Remove("b")
 	s.Add("c", "fed", cloned(t0)) // moved
@@ -253,5 +262,38 @@ func TestFedMaxIntervalDefaultsAndBounds(t *testing.T) {
 		case tt.want != 0 && s.cfg.FedMaxInterval != tt.want:
 			t.Errorf("max %v, fed max %v: fed max is %v, want %v", tt.max, tt.fed, s.cfg.FedMaxInterval, tt.want)
 		}
+	}
+}
+
+// A repository of a host whose feed works is fed only while the feed
+// answered for it: one it never answered for (its forge cannot name it, or
+// does not know it) is checked by the policy within MaxInterval, not left
+// to a weekly safety net; one whose answers stop goes back to the policy.
+func TestARepositoryTheFeedDoesNotAnswerForIsCheckedAsUnfed(t *testing.T) {
+	cfg := Config{Budget: 10, MaxInterval: aDay, FedMaxInterval: 14 * aDay}
+	s, clk := newTest(t, cfg)
+	s.SetFed("github.com", true)
+	s.Add("github.com/group/sub/project", "github.com", cloned(t0)) // never answered for
+	addAnswered(s, "github.com/o/answered", "github.com", cloned(t0))
+	addAnswered(s, "github.com/o/stops", "github.com", cloned(t0))
+	if s.fedLive != 2 {
+		t.Fatalf("%d repositories counted fed, want 2", s.fedLive)
+	}
+	starts := drive(t, s, clk, t0.Add(3*aDay), func(string, time.Time) Outcome { return success })
+	if n := len(starts["github.com/group/sub/project"]); n < 3 {
+		t.Errorf("the repository the feed never answered for was checked %d times in 3 days, want at least daily (MaxInterval)", n)
+	}
+	if n := len(starts["github.com/o/answered"]); n > 1 {
+		t.Errorf("the answered repository was checked %d times in 3 days, want its safety net only", n)
+	}
+	// The feed's answers for one stop: it is back to the policy.
+	clk.Set(t0.Add(3 * aDay))
+	s.SetAnswered("github.com/o/stops", false)
+	if s.fedLive != 1 {
+		t.Fatalf("%d repositories counted fed after one lost its answers, want 1", s.fedLive)
+	}
+	starts = drive(t, s, clk, t0.Add(6*aDay), func(string, time.Time) Outcome { return success })
+	if n := len(starts["github.com/o/stops"]); n < 2 {
+		t.Errorf("a repository whose answers stopped was checked %d times in 3 days, want about daily", n)
 	}
 }

@@ -24,10 +24,9 @@ type policy interface {
 	push(r *repo, at, now time.Time, checked bool)
 	// remove forgets r.
 	remove(r *repo)
-	// hostFed tells the policy that h.fed changed, before the scheduler
-	// reschedules h's repositories (calling first for each when h stops
-	// being fed).
-	hostFed(h *host)
+	// repoFed tells the policy that r.fed() changed, before the
+	// scheduler reschedules it (calling first when it stops being fed).
+	repoFed(r *repo)
 	// ranks is true when the policy orders due repositories by the
 	// r.rank it sets; otherwise they go by due time.
 	ranks() bool
@@ -59,7 +58,7 @@ func (p fixed) next(_ *repo, now time.Time, _ Outcome) time.Time { return now.Ad
 
 func (fixed) remove(*repo) {}
 
-func (fixed) hostFed(*host) {}
+func (fixed) repoFed(*repo) {}
 
 func (fixed) push(*repo, time.Time, time.Time, bool) {}
 
@@ -100,7 +99,7 @@ func (p sourcegraph) next(r *repo, now time.Time, o Outcome) time.Time {
 
 func (sourcegraph) remove(*repo) {}
 
-func (sourcegraph) hostFed(*host) {}
+func (sourcegraph) repoFed(*repo) {}
 
 func (sourcegraph) push(*repo, time.Time, time.Time, bool) {}
 
@@ -138,7 +137,7 @@ func (p compass) next(r *repo, now time.Time, _ Outcome) time.Time {
 
 func (compass) remove(*repo) {}
 
-func (compass) hostFed(*host) {}
+func (compass) repoFed(*repo) {}
 
 func (compass) push(*repo, time.Time, time.Time, bool) {}
 

@@ -11,8 +11,9 @@
 // sourcegraph; failure backoff, lanes, budget, host limits and
 // MaxInterval are the same for all. Outside the volunteer's active hours
 // (Config.Hours, package hours) no background check starts; urgent ones
-// do, unless the volunteer declines them too. The repositories of a host whose forge
-// feed works (SetFed, fed.go) are left to the feed: their background
+// do, unless the volunteer declines them too. The fed repositories, of a
+// host whose forge feed works (SetFed) and that the feed answered for
+// lately (SetAnswered; fed.go), are left to the feed: their background
 // checks are only a safety net every FedMaxInterval, and the adaptive
 // policy spends the budget on the others.
 //
@@ -66,8 +67,9 @@ type Config struct {
 	// MinInterval is the shortest time between two background checks of
 	// one repository (default 1m).
 	MinInterval time.Duration
-	// FedMaxInterval replaces MaxInterval for the repositories of a host
-	// whose forge feed works (SetFed): the feed asks for their checks, so
+	// FedMaxInterval replaces MaxInterval for the fed repositories (of a
+	// host whose forge feed works, SetFed, that the feed answered for
+	// lately, SetAnswered): the feed asks for their checks, so
 	// a background check comes only this long after the last successful
 	// one (default 7 days, or MaxInterval if longer; not shorter than
 	// MaxInterval).
@@ -253,6 +255,9 @@ type repo struct {
 
 	fails    int // failures in a row
 	notFound int // NotFound in a row
+	// answered: the coordinator says a forge's feed answered for it
+	// lately (SetAnswered); it is fed while its host's feed works too.
+	answered bool
 
 	interval time.Duration // sourcegraph: the last interval
 	est      estimate      // adaptive: change rate
@@ -385,7 +390,7 @@ func (s *Scheduler) placeAdded(now time.Time) {
 		}
 		r.queue = notQueued
 		first := s.pol.first(r, now)
-		if r.host.fed {
+		if r.fed() {
 			first = s.cfg.FedMaxInterval
 		}
 		s.toBackground(r, base.Add(time.Duration(s.spread()*float64(first))), now)
@@ -678,7 +683,7 @@ func (s *Scheduler) Done(key string, o Outcome) {
 	}
 
 	due := s.pol.next(r, now, o)
-	if r.host.fed && o.Class == None {
+	if r.fed() && o.Class == None {
 		// The feed asks for the checks: this one is the safety net.
 		due = now.Add(s.cfg.FedMaxInterval)
 	}
@@ -776,7 +781,7 @@ func (s *Scheduler) setDeadline(r *repo, now time.Time) {
 		base = now
 	}
 	limit := s.cfg.MaxInterval
-	if r.host.fed {
+	if r.fed() {
 		limit = s.cfg.FedMaxInterval
 	}
 	r.deadline = base.Add(limit)

@@ -41,8 +41,12 @@ type Options struct {
 	// repositories go in the order they fell due.
 	MaxInterval time.Duration
 	// MinInterval is the shortest time between two asks about one
-	// repository (default 1m).
+	// repository (default 1m): Next never returns a key asked about
+	// within it.
 	MinInterval time.Duration
+	// FedMaxAge is how long an answer for a repository keeps it fed (0:
+	// twice its interval, so that one late ask does not unfeed it).
+	FedMaxAge time.Duration
 }
 
 const (
@@ -51,10 +55,13 @@ const (
 	// minResolve: the price is solved again after max(minResolve, Len/8)
 	// changes of the rate histogram.
 	minResolve = 64
+	// coverageScan is the least time between two scans of Coverage for
+	// the repositories whose answer grew too old.
+	coverageScan = time.Minute
 )
 
 // Planner plans the asks of one feed. At a million repositories it takes
-// about 84 bytes a repository besides the key's own bytes (see
+// about 96 bytes a repository besides the key's own bytes (see
 // BenchmarkMemory1M).
 type Planner struct {
 	opts    Options
@@ -71,6 +78,13 @@ type Planner struct {
 	intervals [changerate.Bins]time.Duration
 	updates   int    // histogram changes since mu was solved
 	adds      uint64 // repositories added, for spreading their first asks
+
+	// gained are the keys answered for since Coverage last ran that were
+	// not fed; fed counts the fed entries; scanned is when Coverage last
+	// looked for answers grown too old.
+	gained  []string
+	fed     int
+	scanned time.Time
 }
 
 // entry is one repository. Its rate bin is not kept: it is the bin of
@@ -79,6 +93,10 @@ type entry struct {
 	key string
 	est changerate.Estimate
 	pos int32 // index in the queue, -1 for a removed entry
+	// asked and answered are the last ask and the last answer (Unix
+	// seconds, 0: never); fed says whether Coverage reported it fed.
+	asked, answered uint32
+	fed             bool
 }
 
 // due is an entry's place in the queue. The time is kept here, not in the
@@ -105,6 +123,9 @@ func New(opts Options) (*Planner, error) {
 	if opts.MinInterval > opts.MaxInterval {
 		return nil, fmt.Errorf("feedplan: min interval %v is longer than max interval %v", opts.MinInterval, opts.MaxInterval)
 	}
+	if opts.FedMaxAge < 0 {
+		return nil, fmt.Errorf("feedplan: fed max age %v: must be >= 0", opts.FedMaxAge)
+	}
 	p := &Planner{opts: opts, index: newKeyIndex()}
 	p.queue.entries = &p.entries
 	return p, nil
@@ -112,6 +133,12 @@ func New(opts Options) (*Planner, error) {
 
 func unixSeconds(t time.Time) uint32 {
 	return uint32(min(max(t.Unix(), 0), math.MaxUint32))
+}
+
+// ceilSeconds is unixSeconds rounded up: a time not before t, so that an
+// interval from it is never cut short.
+func ceilSeconds(t time.Time) uint32 {
+	return unixSeconds(t.Add(time.Second - 1))
 }
 
 // Len returns the number of repositories planned.
@@ -145,7 +172,7 @@ func (p *Planner) Add(key string, now time.Time, history []time.Time) {
 
 // push puts entry i in the queue, due at t.
 func (p *Planner) push(i int32, t time.Time) {
-	heap.Push(&p.queue, due{at: unixSeconds(t), i: i})
+	heap.Push(&p.queue, due{at: ceilSeconds(t), i: i})
 }
 
 // begin starts est from a repository's history: its exposure starts at the
@@ -176,6 +203,9 @@ func (p *Planner) Remove(key string) {
 	}
 	e := &p.entries[i]
 	p.uncount(e)
+	if e.fed {
+		p.fed--
+	}
 	heap.Remove(&p.queue, int(e.pos))
 	p.index.delete(s, p.entries)
 	*e = entry{pos: -1}
@@ -183,27 +213,78 @@ func (p *Planner) Remove(key string) {
 }
 
 // Next returns the keys to ask about now, at most n: those due, earliest
-// first, and, to fill the batch, those due soonest after them (a request
-// costs the same for one repository as for n). The caller is expected to
-// call it at the budget's pace, one batch every n/PerHour hours. Each key
-// returned is not due again before its interval has passed; a key the
-// forge does not answer for is asked about again at its usual interval.
+// first, and, to fill the batch when one is due, those due soonest after
+// them that were not asked about within MinInterval (a request costs the
+// same for one repository as for n). Nothing is due: nil, and NextDue says
+// when to call again. The caller calls it at most at the budget's pace,
+// one batch every n/PerHour hours. Each key returned is not due again
+// before its interval has passed; a key the forge does not answer for is
+// asked about again at its usual interval.
 func (p *Planner) Next(now time.Time, n int) []string {
 	n = min(n, p.queue.Len())
-	if n <= 0 {
+	if n <= 0 || p.queue.items[0].at > unixSeconds(now) {
 		return nil
 	}
 	keys := make([]string, 0, n)
-	asked := make([]int32, 0, n)
-	for range n {
-		i := heap.Pop(&p.queue).(due).i
-		keys = append(keys, p.entries[i].key)
-		asked = append(asked, i)
+	var asked, early []int32
+	recent := unixSeconds(now.Add(-p.opts.MinInterval))
+	for len(keys) < n && p.queue.Len() > 0 {
+		d := heap.Pop(&p.queue).(due)
+		e := &p.entries[d.i]
+		if d.at > unixSeconds(now) && e.asked != 0 && e.asked > recent {
+			early = append(early, d.i) // asked about within MinInterval: not to fill a batch
+			if len(early) >= n {
+				break // the rest are due later still
+			}
+			continue
+		}
+		keys = append(keys, e.key)
+		asked = append(asked, d.i)
+	}
+	for _, i := range early {
+		p.push(i, time.Unix(int64(p.entries[i].asked), 0).Add(p.interval(&p.entries[i])))
 	}
 	for _, i := range asked {
+		p.entries[i].asked = ceilSeconds(now)
 		p.push(i, now.Add(p.interval(&p.entries[i])))
 	}
 	return keys
+}
+
+// Failed reports that the request asking about keys, which Next returned
+// at now, failed: nothing was learnt, so each is due again at once (the
+// caller's backoff paces the retry). Unknown keys are ignored.
+func (p *Planner) Failed(keys []string, now time.Time) {
+	for _, k := range keys {
+		if _, i := p.index.find(k, p.entries); i >= 0 {
+			p.queue.items[p.entries[i].pos].at = unixSeconds(now)
+			heap.Fix(&p.queue, int(p.entries[i].pos))
+		}
+	}
+}
+
+// NextDue returns when the earliest key falls due (zero when none is
+// planned).
+func (p *Planner) NextDue() time.Time {
+	if p.queue.Len() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(p.queue.items[0].at), 0)
+}
+
+// MinInterval returns the least time between two asks about one
+// repository.
+func (p *Planner) MinInterval() time.Duration { return p.opts.MinInterval }
+
+// SetMinInterval raises the shortest time between two asks about one
+// repository to d, when longer (a forge's X-Poll-Interval, say), up to
+// MaxInterval. It returns the interval in force.
+func (p *Planner) SetMinInterval(d time.Duration) time.Duration {
+	if d > p.opts.MinInterval {
+		p.opts.MinInterval = min(d, p.opts.MaxInterval)
+		p.solved = false // the intervals of the old bound are forgotten at the next solve
+	}
+	return p.opts.MinInterval
 }
 
 // Observe reports the forge's answer for key, asked about at askedAt:
@@ -223,6 +304,14 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) (newPush bool
 		pushedAt = askedAt
 	}
 	e := &p.entries[i]
+	if at := unixSeconds(askedAt); at > e.answered {
+		e.answered = at
+	}
+	if !e.fed {
+		e.fed = true
+		p.fed++
+		p.gained = append(p.gained, key)
+	}
 	was := changerate.Bin(e.est.Rate())
 	known := !e.est.Seen().IsZero()
 	e.est.Decay(askedAt)
@@ -234,9 +323,54 @@ func (p *Planner) Observe(key string, askedAt, pushedAt time.Time) (newPush bool
 		p.updates++
 	}
 	// Replan from the ask with what the answer taught.
-	p.queue.items[e.pos].at = unixSeconds(askedAt.Add(p.interval(e)))
+	p.queue.items[e.pos].at = ceilSeconds(askedAt.Add(p.interval(e)))
 	heap.Fix(&p.queue, int(e.pos))
 	return newPush
+}
+
+// Fed says whether the forge answered for key within its FedMaxAge of
+// now.
+func (p *Planner) Fed(key string, now time.Time) bool {
+	_, i := p.index.find(key, p.entries)
+	return i >= 0 && p.fresh(&p.entries[i], now)
+}
+
+// fresh says whether e's last answer is within its FedMaxAge of now.
+func (p *Planner) fresh(e *entry, now time.Time) bool {
+	if e.answered == 0 {
+		return false
+	}
+	age := p.opts.FedMaxAge
+	if age == 0 {
+		age = 2 * p.interval(e)
+	}
+	return now.Sub(time.Unix(int64(e.answered), 0)) <= age
+}
+
+// FedCount returns how many repositories Coverage last reported fed.
+func (p *Planner) FedCount() int { return p.fed }
+
+// Coverage returns the keys whose fed state changed since it last ran:
+// gained, answered for when they were not fed; lost, whose last answer
+// grew older than their FedMaxAge. Answers are reported at once; the
+// search for old ones, which reads every repository, runs at most once a
+// minute (it takes milliseconds at a million).
+func (p *Planner) Coverage(now time.Time) (gained, lost []string) {
+	gained, p.gained = p.gained, nil
+	if !p.scanned.IsZero() && now.Sub(p.scanned) < coverageScan {
+		return gained, nil
+	}
+	p.scanned = now
+	for i := range p.entries {
+		e := &p.entries[i]
+		if e.pos < 0 || !e.fed || p.fresh(e, now) {
+			continue
+		}
+		e.fed = false
+		p.fed--
+		lost = append(lost, e.key)
+	}
+	return gained, lost
 }
 
 // Interval returns how often key is asked about at the current price (0

@@ -110,7 +110,7 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			obj := map[string]any{"policy": r.Policy, "freshness": r.Freshness, "stale_share": 1 - r.Freshness,
 				"age_seconds": r.AgeSeconds, "checks": r.Checks, "fetches": r.Fetches}
 			if *feedBudget > 0 {
-				obj["feed_asks"], obj["urgent_checks"] = r.Asks, r.Urgent
+				obj["feed_asks"], obj["feed_requests"], obj["urgent_checks"] = r.Asks, r.Requests, r.Urgent
 			}
 			if unfed {
 				obj["unfed_repositories"], obj["unfed_stale_share"] = r.Unfed, 1-r.UnfedFreshness
@@ -132,7 +132,7 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "policy\tfreshness\tstale share\tmean age\tchecks\tfetches\t"
 	if *feedBudget > 0 {
-		header += "feed asks\turgent checks\t"
+		header += "feed asks\tfeed requests\turgent checks\t"
 	}
 	if unfed {
 		header += "unfed stale\t"
@@ -142,7 +142,7 @@ func Main(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%s\t%d\t%d\t", r.Policy, r.Freshness, 1-r.Freshness,
 			(time.Duration(r.AgeSeconds) * time.Second).Round(time.Second), r.Checks, r.Fetches)
 		if *feedBudget > 0 {
-			fmt.Fprintf(tw, "%d\t%d\t", r.Asks, r.Urgent)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t", r.Asks, r.Requests, r.Urgent)
 		}
 		if unfed {
 			fmt.Fprintf(tw, "%.4f\t", 1-r.UnfedFreshness)

@@ -116,8 +116,10 @@ func TestTheFeedsUrgentChecksAreItsNewPushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res[0]
-	if r.Urgent != 2 || r.Asks != 24 {
-		t.Errorf("%d urgent checks from %d asks, want 2 from 24", r.Urgent, r.Asks)
+	// An ask an hour, the first when it falls due (spread over its first
+	// interval), not at the start.
+	if r.Urgent != 2 || r.Asks < 23 || r.Asks > 24 {
+		t.Errorf("%d urgent checks from %d asks, want 2 from 23 or 24", r.Urgent, r.Asks)
 	}
 	// The fixed policy's one check a day is due at the end of the day:
 	// stale 30 + 45 minutes.

@@ -94,6 +94,7 @@ type Result struct {
 	Checks     int // checks made, urgent ones included
 	Fetches    int // checks that found a change
 	Asks       int // repositories the feed asked about
+	Requests   int // requests the feed made (a batch of asks each)
 	Urgent     int // checks the feed asked for: pushes newer than the last check
 	// Unfed is the number of repositories on hosts the feed does not
 	// cover (Options.FeedHosts), and UnfedFreshness their mean freshness
@@ -335,12 +336,19 @@ func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (R
 		s.Add(r.Key, host, st)
 		fp.Add(r.Key, opts.Start, r.Changes[:lo])
 	}
-	asks, urgent := 0, 0
+	asks, requests, urgent := 0, 0, 0
 	ask := func(now time.Time) {
-		for _, key := range fp.Next(now, opts.FeedBatch) {
+		keys := fp.Next(now, opts.FeedBatch)
+		if len(keys) > 0 {
+			requests++
+		}
+		for _, key := range keys {
 			asks++
 			pushed := latest(tr.Repos[index[key]].Changes, now)
 			fp.Observe(key, now, pushed)
+			if fed {
+				s.SetAnswered(key, true) // the simulated forge answers for every repository
+			}
 			if pushed.IsZero() {
 				continue
 			}
@@ -386,7 +394,7 @@ func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (R
 		clk.Set(wake)
 	}
 	res := result(ms, opts, checks, fetches)
-	res.Asks, res.Urgent = asks, urgent
+	res.Asks, res.Requests, res.Urgent = asks, requests, urgent
 	return res, nil
 }
 

@@ -2172,10 +2172,18 @@ func (*CoordinatorMessage_Standing) isCoordinatorMessage_Msg() {}
 // repositories' background checks can be rarer, and a full node leaves them
 // out of its spot checks. A failing feed's host is polled only (and a full
 // node raises an alert). Each message replaces the one before.
+//
+// A working host's repository is fed only while Repo.fed says so: the feed
+// answered for it within --fed-max-age.
 type FeedStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Working       []string               `protobuf:"bytes,1,rep,name=working,proto3" json:"working,omitempty"`
-	Failing       []string               `protobuf:"bytes,2,rep,name=failing,proto3" json:"failing,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Working []string               `protobuf:"bytes,1,rep,name=working,proto3" json:"working,omitempty"`
+	Failing []string               `protobuf:"bytes,2,rep,name=failing,proto3" json:"failing,omitempty"`
+	// Hosts whose feed a rate limit has held back past --fed-max-age: their
+	// repositories are no longer fed (an alert on a full node).
+	Limited []string `protobuf:"bytes,3,rep,name=limited,proto3" json:"limited,omitempty"`
+	// What each feed covers and spends, for the API and the console.
+	Hosts         []*FeedHost `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2224,6 +2232,227 @@ func (x *FeedStatus) GetFailing() []string {
 	return nil
 }
 
+func (x *FeedStatus) GetLimited() []string {
+	if x != nil {
+		return x.Limited
+	}
+	return nil
+}
+
+func (x *FeedStatus) GetHosts() []*FeedHost {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+// FeedHost is one forge host's feed as the coordinator runs it.
+type FeedHost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// "working", "failing", "limited", or "starting" before its first answer.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Repositories of the host the feed asks about; of them, those it
+	// answered for within --fed-max-age.
+	Repos uint32 `protobuf:"varint,3,opt,name=repos,proto3" json:"repos,omitempty"`
+	Fed   uint32 `protobuf:"varint,4,opt,name=fed,proto3" json:"fed,omitempty"`
+	// Repositories of the host that its forge's API cannot name (GitHub's
+	// and Gitea's are owner/name): never asked about, never fed.
+	Unaskable uint32 `protobuf:"varint,5,opt,name=unaskable,proto3" json:"unaskable,omitempty"`
+	// Requests made in the last hour, and the ceiling an hour (every
+	// token's).
+	RequestsLastHour   uint32  `protobuf:"varint,6,opt,name=requests_last_hour,json=requestsLastHour,proto3" json:"requests_last_hour,omitempty"`
+	RequestsPerHourMax float64 `protobuf:"fixed64,7,opt,name=requests_per_hour_max,json=requestsPerHourMax,proto3" json:"requests_per_hour_max,omitempty"`
+	// The least time between two asks about one repository (the flag, or a
+	// longer X-Poll-Interval).
+	MinAskIntervalMs int64          `protobuf:"varint,8,opt,name=min_ask_interval_ms,json=minAskIntervalMs,proto3" json:"min_ask_interval_ms,omitempty"`
+	Tokens           []*TokenBudget `protobuf:"bytes,9,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// When the feed last had an answer (0: never).
+	AnsweredAtUnix int64 `protobuf:"varint,10,opt,name=answered_at_unix,json=answeredAtUnix,proto3" json:"answered_at_unix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FeedHost) Reset() {
+	*x = FeedHost{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedHost) ProtoMessage() {}
+
+func (x *FeedHost) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedHost.ProtoReflect.Descriptor instead.
+func (*FeedHost) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FeedHost) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *FeedHost) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *FeedHost) GetRepos() uint32 {
+	if x != nil {
+		return x.Repos
+	}
+	return 0
+}
+
+func (x *FeedHost) GetFed() uint32 {
+	if x != nil {
+		return x.Fed
+	}
+	return 0
+}
+
+func (x *FeedHost) GetUnaskable() uint32 {
+	if x != nil {
+		return x.Unaskable
+	}
+	return 0
+}
+
+func (x *FeedHost) GetRequestsLastHour() uint32 {
+	if x != nil {
+		return x.RequestsLastHour
+	}
+	return 0
+}
+
+func (x *FeedHost) GetRequestsPerHourMax() float64 {
+	if x != nil {
+		return x.RequestsPerHourMax
+	}
+	return 0
+}
+
+func (x *FeedHost) GetMinAskIntervalMs() int64 {
+	if x != nil {
+		return x.MinAskIntervalMs
+	}
+	return 0
+}
+
+func (x *FeedHost) GetTokens() []*TokenBudget {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *FeedHost) GetAnsweredAtUnix() int64 {
+	if x != nil {
+		return x.AnsweredAtUnix
+	}
+	return 0
+}
+
+// TokenBudget is what one token of a feed has left of its rate limit.
+type TokenBudget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // "token 1 of 2", never the token
+	// -1 until the forge said.
+	Remaining int32 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Limit     int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	ResetUnix int64 `protobuf:"varint,4,opt,name=reset_unix,json=resetUnix,proto3" json:"reset_unix,omitempty"`
+	// When a token set aside (a spent limit, a refusal) comes back (0: it
+	// is in use).
+	RestsUntilUnix int64 `protobuf:"varint,5,opt,name=rests_until_unix,json=restsUntilUnix,proto3" json:"rests_until_unix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TokenBudget) Reset() {
+	*x = TokenBudget{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenBudget) ProtoMessage() {}
+
+func (x *TokenBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenBudget.ProtoReflect.Descriptor instead.
+func (*TokenBudget) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *TokenBudget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TokenBudget) GetRemaining() int32 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *TokenBudget) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *TokenBudget) GetResetUnix() int64 {
+	if x != nil {
+		return x.ResetUnix
+	}
+	return 0
+}
+
+func (x *TokenBudget) GetRestsUntilUnix() int64 {
+	if x != nil {
+		return x.RestsUntilUnix
+	}
+	return 0
+}
+
 // ChangeHint tells a full node that a forge's change feed saw a push to a
 // repository at pushed_at_unix (seconds): the full node then expects the
 // owner's next report to show it, and asks the upstream itself if it does
@@ -2238,7 +2467,7 @@ type ChangeHint struct {
 
 func (x *ChangeHint) Reset() {
 	*x = ChangeHint{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2479,7 @@ func (x *ChangeHint) String() string {
 func (*ChangeHint) ProtoMessage() {}
 
 func (x *ChangeHint) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2492,7 @@ func (x *ChangeHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeHint.ProtoReflect.Descriptor instead.
 func (*ChangeHint) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ChangeHint) GetKey() string {
@@ -2297,7 +2526,7 @@ type NodeCredentials struct {
 
 func (x *NodeCredentials) Reset() {
 	*x = NodeCredentials{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2538,7 @@ func (x *NodeCredentials) String() string {
 func (*NodeCredentials) ProtoMessage() {}
 
 func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2551,7 @@ func (x *NodeCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredentials.ProtoReflect.Descriptor instead.
 func (*NodeCredentials) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeCredentials) GetNodes() []*NodeCredential {
@@ -2363,7 +2592,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2604,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2617,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeCredential) GetNodeId() uint32 {
@@ -2422,7 +2651,7 @@ type TaskDone struct {
 
 func (x *TaskDone) Reset() {
 	*x = TaskDone{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2663,7 @@ func (x *TaskDone) String() string {
 func (*TaskDone) ProtoMessage() {}
 
 func (x *TaskDone) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2676,7 @@ func (x *TaskDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
 func (*TaskDone) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskDone) GetTaskId() string {
@@ -2511,7 +2740,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2752,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2765,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Welcome) GetNodeId() uint32 {
@@ -2574,14 +2803,19 @@ type Repo struct {
 	// the repository's fork network, or a part of it when the network is
 	// split over several nodes. Empty: a standalone mirror. Any string; a
 	// node names the pool's directory from it safely.
-	Network       string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
+	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
+	// The coordinator's forge feed answered for this repository within
+	// --fed-max-age (and its host's feed works): its pushes come as urgent
+	// checks, and its background checks are a safety net. An Assign of the
+	// key again carries the change.
+	Fed           bool `protobuf:"varint,7,opt,name=fed,proto3" json:"fed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2827,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2840,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Repo) GetKey() string {
@@ -2651,6 +2885,13 @@ func (x *Repo) GetNetwork() string {
 	return ""
 }
 
+func (x *Repo) GetFed() bool {
+	if x != nil {
+		return x.Fed
+	}
+	return false
+}
+
 // Assign gives a node repositories to mirror and keep fresh.
 type Assign struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2664,7 +2905,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2917,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2930,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Assign) GetRepos() []*Repo {
@@ -2716,7 +2957,7 @@ type Drop struct {
 
 func (x *Drop) Reset() {
 	*x = Drop{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2969,7 @@ func (x *Drop) String() string {
 func (*Drop) ProtoMessage() {}
 
 func (x *Drop) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2982,7 @@ func (x *Drop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drop.ProtoReflect.Descriptor instead.
 func (*Drop) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Drop) GetKeys() []string {
@@ -2767,7 +3008,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +3020,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +3033,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -2866,7 +3107,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +3119,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +3132,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RepoState) GetKey() string {
@@ -3022,7 +3263,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3275,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3288,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -3067,7 +3308,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3320,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3333,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{39}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -3113,7 +3354,7 @@ type ReportStandingRequest struct {
 
 func (x *ReportStandingRequest) Reset() {
 	*x = ReportStandingRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3366,7 @@ func (x *ReportStandingRequest) String() string {
 func (*ReportStandingRequest) ProtoMessage() {}
 
 func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3379,7 @@ func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandingRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportStandingRequest) GetNodeId() uint32 {
@@ -3170,7 +3411,7 @@ type ReportStandingResponse struct {
 
 func (x *ReportStandingResponse) Reset() {
 	*x = ReportStandingResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3423,7 @@ func (x *ReportStandingResponse) String() string {
 func (*ReportStandingResponse) ProtoMessage() {}
 
 func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3436,7 @@ func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandingResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 // Standing tells a node what the full nodes counted against it, summed
@@ -3212,7 +3453,7 @@ type Standing struct {
 
 func (x *Standing) Reset() {
 	*x = Standing{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3465,7 @@ func (x *Standing) String() string {
 func (*Standing) ProtoMessage() {}
 
 func (x *Standing) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3478,7 @@ func (x *Standing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Standing.ProtoReflect.Descriptor instead.
 func (*Standing) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Standing) GetMismatches() uint64 {
@@ -3424,11 +3665,32 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	" \x01(\v2\x17.gitfleet.v1.FeedStatusH\x00R\n" +
 	"feedStatus\x123\n" +
 	"\bstanding\x18\v \x01(\v2\x15.gitfleet.v1.StandingH\x00R\bstandingB\x05\n" +
-	"\x03msg\"@\n" +
+	"\x03msg\"\x87\x01\n" +
 	"\n" +
 	"FeedStatus\x12\x18\n" +
 	"\aworking\x18\x01 \x03(\tR\aworking\x12\x18\n" +
-	"\afailing\x18\x02 \x03(\tR\afailing\"D\n" +
+	"\afailing\x18\x02 \x03(\tR\afailing\x12\x18\n" +
+	"\alimited\x18\x03 \x03(\tR\alimited\x12+\n" +
+	"\x05hosts\x18\x04 \x03(\v2\x15.gitfleet.v1.FeedHostR\x05hosts\"\xe6\x02\n" +
+	"\bFeedHost\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05repos\x18\x03 \x01(\rR\x05repos\x12\x10\n" +
+	"\x03fed\x18\x04 \x01(\rR\x03fed\x12\x1c\n" +
+	"\tunaskable\x18\x05 \x01(\rR\tunaskable\x12,\n" +
+	"\x12requests_last_hour\x18\x06 \x01(\rR\x10requestsLastHour\x121\n" +
+	"\x15requests_per_hour_max\x18\a \x01(\x01R\x12requestsPerHourMax\x12-\n" +
+	"\x13min_ask_interval_ms\x18\b \x01(\x03R\x10minAskIntervalMs\x120\n" +
+	"\x06tokens\x18\t \x03(\v2\x18.gitfleet.v1.TokenBudgetR\x06tokens\x12(\n" +
+	"\x10answered_at_unix\x18\n" +
+	" \x01(\x03R\x0eansweredAtUnix\"\x9e\x01\n" +
+	"\vTokenBudget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tremaining\x18\x02 \x01(\x05R\tremaining\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"reset_unix\x18\x04 \x01(\x03R\tresetUnix\x12(\n" +
+	"\x10rests_until_unix\x18\x05 \x01(\x03R\x0erestsUntilUnix\"D\n" +
 	"\n" +
 	"ChangeHint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
@@ -3453,14 +3715,15 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\x9c\x01\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\xae\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
 	"\rfallback_urls\x18\x03 \x03(\tR\ffallbackUrls\x12\x16\n" +
 	"\x06urgent\x18\x04 \x01(\bR\x06urgent\x12\x19\n" +
 	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\x12\x18\n" +
-	"\anetwork\x18\x06 \x01(\tR\anetwork\"R\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\x12\x10\n" +
+	"\x03fed\x18\a \x01(\bR\x03fed\"R\n" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\x12\x1f\n" +
 	"\vfleet_repos\x18\x02 \x01(\rR\n" +
@@ -3544,7 +3807,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                      // 0: gitfleet.v1.Mode
 	(*RevokeNodeRequest)(nil),      // 1: gitfleet.v1.RevokeNodeRequest
@@ -3575,26 +3838,28 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*CheckResult)(nil),            // 26: gitfleet.v1.CheckResult
 	(*CoordinatorMessage)(nil),     // 27: gitfleet.v1.CoordinatorMessage
 	(*FeedStatus)(nil),             // 28: gitfleet.v1.FeedStatus
-	(*ChangeHint)(nil),             // 29: gitfleet.v1.ChangeHint
-	(*NodeCredentials)(nil),        // 30: gitfleet.v1.NodeCredentials
-	(*NodeCredential)(nil),         // 31: gitfleet.v1.NodeCredential
-	(*TaskDone)(nil),               // 32: gitfleet.v1.TaskDone
-	(*Welcome)(nil),                // 33: gitfleet.v1.Welcome
-	(*Repo)(nil),                   // 34: gitfleet.v1.Repo
-	(*Assign)(nil),                 // 35: gitfleet.v1.Assign
-	(*Drop)(nil),                   // 36: gitfleet.v1.Drop
-	(*CheckNow)(nil),               // 37: gitfleet.v1.CheckNow
-	(*RepoState)(nil),              // 38: gitfleet.v1.RepoState
-	(*RepoStates)(nil),             // 39: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),            // 40: gitfleet.v1.RepoRemoved
-	(*ReportStandingRequest)(nil),  // 41: gitfleet.v1.ReportStandingRequest
-	(*ReportStandingResponse)(nil), // 42: gitfleet.v1.ReportStandingResponse
-	(*Standing)(nil),               // 43: gitfleet.v1.Standing
-	nil,                            // 44: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                            // 45: gitfleet.v1.RepoState.AttrsEntry
+	(*FeedHost)(nil),               // 29: gitfleet.v1.FeedHost
+	(*TokenBudget)(nil),            // 30: gitfleet.v1.TokenBudget
+	(*ChangeHint)(nil),             // 31: gitfleet.v1.ChangeHint
+	(*NodeCredentials)(nil),        // 32: gitfleet.v1.NodeCredentials
+	(*NodeCredential)(nil),         // 33: gitfleet.v1.NodeCredential
+	(*TaskDone)(nil),               // 34: gitfleet.v1.TaskDone
+	(*Welcome)(nil),                // 35: gitfleet.v1.Welcome
+	(*Repo)(nil),                   // 36: gitfleet.v1.Repo
+	(*Assign)(nil),                 // 37: gitfleet.v1.Assign
+	(*Drop)(nil),                   // 38: gitfleet.v1.Drop
+	(*CheckNow)(nil),               // 39: gitfleet.v1.CheckNow
+	(*RepoState)(nil),              // 40: gitfleet.v1.RepoState
+	(*RepoStates)(nil),             // 41: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),            // 42: gitfleet.v1.RepoRemoved
+	(*ReportStandingRequest)(nil),  // 43: gitfleet.v1.ReportStandingRequest
+	(*ReportStandingResponse)(nil), // 44: gitfleet.v1.ReportStandingResponse
+	(*Standing)(nil),               // 45: gitfleet.v1.Standing
+	nil,                            // 46: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                            // 47: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	44, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	46, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -3606,46 +3871,48 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	20, // 9: gitfleet.v1.NodeMessage.hand_back:type_name -> gitfleet.v1.HandBack
 	23, // 10: gitfleet.v1.Inventory.repos:type_name -> gitfleet.v1.HeldRepo
 	26, // 11: gitfleet.v1.Results.results:type_name -> gitfleet.v1.CheckResult
-	33, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
-	35, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
-	36, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	37, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	39, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	40, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
-	32, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
-	30, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
-	29, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
+	35, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
+	37, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
+	38, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
+	39, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	41, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	42, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	34, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
+	32, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
+	31, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
 	28, // 21: gitfleet.v1.CoordinatorMessage.feed_status:type_name -> gitfleet.v1.FeedStatus
-	43, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
-	31, // 23: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
-	34, // 24: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	45, // 25: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	38, // 26: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 27: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 28: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 29: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 30: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 31: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 32: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 33: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 34: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 35: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	41, // 36: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
-	18, // 37: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 38: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 39: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 40: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 41: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 42: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 43: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 44: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 45: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	42, // 46: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
-	37, // [37:47] is the sub-list for method output_type
-	27, // [27:37] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	45, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
+	29, // 23: gitfleet.v1.FeedStatus.hosts:type_name -> gitfleet.v1.FeedHost
+	30, // 24: gitfleet.v1.FeedHost.tokens:type_name -> gitfleet.v1.TokenBudget
+	33, // 25: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	36, // 26: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	47, // 27: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	40, // 28: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 29: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 30: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 31: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 32: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 33: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 34: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 35: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 36: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 37: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	43, // 38: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
+	18, // 39: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 40: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 41: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 42: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 43: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 44: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 45: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 46: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 47: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	44, // 48: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
+	39, // [39:49] is the sub-list for method output_type
+	29, // [29:39] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -3679,7 +3946,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
