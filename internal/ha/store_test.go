@@ -343,7 +343,7 @@ func BenchmarkScan(b *testing.B) {
 		ops := make([]store.Op, 0, 10000)
 		for ; stored < n; stored++ {
 			ops = append(ops, store.Op{Bucket: "repos", Key: fmt.Sprintf("github.com/o/r%07d", stored), Value: status})
-			if len(ops) == cap(ops) {
+			if len(ops) == cap(ops) || stored == n-1 {
 				if err := st.Batch(ctx, ops); err != nil {
 					b.Fatal(err)
 				}

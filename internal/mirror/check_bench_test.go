@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -54,7 +55,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(up.Close)
-	const repos, conc = 16, 4
+	repos, conc := benchsize.Of(16, 4), 4
 	branches := []string{"main"}
 	for i := 0; i < 9; i++ {
 		branches = append(branches, fmt.Sprintf("b%d", i))
