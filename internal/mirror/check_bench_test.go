@@ -115,7 +115,7 @@ func BenchmarkCheck(b *testing.B) {
 
 	var wall, cpu [2]time.Duration // [0] gitfleet, [1] plain git
 	var syncWall, syncCPU [2]time.Duration
-	const perRound = 32
+	perRound := benchsize.Of(32, 4)
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		order := [2]int{0, 1}

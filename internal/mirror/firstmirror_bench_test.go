@@ -77,7 +77,7 @@ func TestHTTPBackendServer(t *testing.T) {
 // repacked with a bitmap as a host keeps them; they must be complete), or
 // of a synthetic one. Everything is made under b.TempDir.
 func BenchmarkFirstMirrors(b *testing.B) {
-	n := benchsize.Of(100, 4)
+	n := benchsize.Of(100, 2)
 	if s := os.Getenv(benchFirstMirrorsEnv); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
