@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // percentile returns the p-th percentile (0-100) of ds.
@@ -29,7 +31,7 @@ func BenchmarkPushToEvent(b *testing.B) {
 	ev := subscribe(b, f.base)
 	var lat []time.Duration
 	for n := 0; n < b.N; n++ {
-		for i := 0; i < 100; i++ {
+		for i := range benchsize.Of(100, 5) {
 			r := repos[i%len(repos)]
 			newID, err := f.up.Commit(f.name(r), "main")
 			if err != nil {
@@ -71,7 +73,7 @@ func BenchmarkOnDemandFetchUnchanged(b *testing.B) {
 	f := apiFleet(b, repos)
 	var lat []time.Duration
 	for n := 0; n < b.N; n++ {
-		for i := 0; i < 50; i++ {
+		for i := range benchsize.Of(50, 5) {
 			start := time.Now()
 			var tk task
 			if code := call(b, "POST", f.base+"/api/v1/repos/"+f.key(repos[i%len(repos)])+"/fetch?wait=30s", apiToken, nil, &tk); code != 200 || tk.State != "done" {
