@@ -76,7 +76,7 @@ type floorBench struct {
 
 func newFloorBench(b *testing.B, dir string) *floorBench {
 	if dir == "" {
-		dir = synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 10))
+		dir = synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 60))
 		if err := gittest.Git(dir, "repack", "-a", "-d", "-f", "-b", "-q"); err != nil {
 			b.Fatal(err)
 		}

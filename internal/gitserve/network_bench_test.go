@@ -31,7 +31,7 @@ import (
 //   - clone: a whole fetch of the fork's tip, whose wants are commits
 //     only (no new check), the answer made anew each time.
 func BenchmarkMemberWants(b *testing.B) {
-	n := newForkNetwork(b, synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 10)), nil)
+	n := newForkNetwork(b, synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 60)), nil)
 	ctx := context.Background()
 	solo, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
