@@ -4,9 +4,11 @@
 // (go test ./... -run '^$' -bench . -benchtime 1x -short) on its standard
 // input, passes it through, and fails unless every benchmark that the
 // module's test files declare gave a result: a benchmark that was skipped
-// whole, that a package's failure left unrun, or that reported a figure
-// that is not a number (NaN, Inf: a ratio over an input too small to hold
-// what it counts) fails the build, as one that fails does.
+// whole, that a package's failure left unrun, that reported a figure that
+// is not a number (NaN, Inf: a ratio over an input too small to hold what
+// it counts), or that reports figures of its own (b.ReportMetric) and gave
+// none (it returned before its loop: go test still prints a time for it)
+// fails the build, as one that fails does.
 //
 //	go test ./... -run '^$' -bench . -benchtime 1x -short | go run .ci/benchcheck.go
 package main
@@ -34,7 +36,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchcheck:", err)
 		os.Exit(2)
 	}
-	ran := map[string]bool{} // "package.BenchmarkName"
+	ran := map[string]bool{}      // "package.BenchmarkName"
+	reported := map[string]bool{} // ran, with a figure of its own
 	var problems []string
 	pkg := ""
 	sc := bufio.NewScanner(os.Stdin)
@@ -58,6 +61,9 @@ func main() {
 		}
 		ran[pkg+"."+name] = true
 		for unit, v := range figures {
+			if !goTestUnits[unit] {
+				reported[pkg+"."+name] = true
+			}
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				problems = append(problems, fmt.Sprintf("%s: %s reported %v %s", pkg, strings.Fields(line)[0], v, unit))
 			}
@@ -68,8 +74,11 @@ func main() {
 		os.Exit(2)
 	}
 	for _, b := range declared {
-		if !ran[b] {
-			problems = append(problems, b+" gave no result")
+		switch {
+		case !ran[b.name]:
+			problems = append(problems, b.name+" gave no result")
+		case b.reports && !reported[b.name]:
+			problems = append(problems, b.name+" reported none of its figures (b.ReportMetric): did it return before its loop?")
 		}
 	}
 	if len(problems) > 0 {
@@ -78,6 +87,9 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "benchcheck: all %d benchmarks ran\n", len(declared))
 }
+
+// goTestUnits are the figures go test reports itself.
+var goTestUnits = map[string]bool{"ns/op": true, "B/op": true, "allocs/op": true, "MB/s": true}
 
 // resultLine is a benchmark's result: its name (with the GOMAXPROCS
 // suffix when above 1), its iterations, and figures with their units.
@@ -111,9 +123,14 @@ func result(line string) (string, map[string]float64, bool) {
 	return name, figures, true
 }
 
-// declaredBenchmarks lists the benchmarks of the module at root as
-// "import/path.BenchmarkName".
-func declaredBenchmarks(root string) ([]string, error) {
+// benchmark is one that a test file declares.
+type benchmark struct {
+	name    string // "import/path.BenchmarkName"
+	reports bool   // its body calls ReportMetric
+}
+
+// declaredBenchmarks lists the benchmarks of the module at root.
+func declaredBenchmarks(root string) ([]benchmark, error) {
 	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		return nil, err
@@ -124,7 +141,7 @@ func declaredBenchmarks(root string) ([]string, error) {
 			modPath = strings.TrimSpace(p)
 		}
 	}
-	var out []string
+	var out []benchmark
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		switch {
@@ -146,13 +163,26 @@ func declaredBenchmarks(root string) ([]string, error) {
 		imp := path.Join(modPath, filepath.ToSlash(rel))
 		for _, decl := range f.Decls {
 			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Benchmark") && takesB(fn) {
-				out = append(out, imp+"."+fn.Name.Name)
+				out = append(out, benchmark{name: imp + "." + fn.Name.Name, reports: callsReportMetric(fn)})
 			}
 		}
 		return nil
 	})
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b benchmark) int { return strings.Compare(a.name, b.name) })
 	return out, err
+}
+
+// callsReportMetric reports whether fn's body (its closures too) calls a
+// method named ReportMetric.
+func callsReportMetric(fn *ast.FuncDecl) bool {
+	found := false
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "ReportMetric" {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // takesB reports whether fn is func(b *testing.B), as go test's benchmarks are.
