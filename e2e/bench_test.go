@@ -22,11 +22,11 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p/100))]
 }
 
-// BenchmarkPushToEvent measures, over 100 pushes to upstreams followed by
+// BenchmarkPushToEvent measures, over 100 pushes (5 to 2 under -short) followed by
 // their GitHub webhook, the time until the new commit is servable by the
 // full node and announced on /api/v1/events. Run it with -benchtime=1x.
 func BenchmarkPushToEvent(b *testing.B) {
-	repos := seq(0, 10)
+	repos := seq(0, benchsize.Of(10, 2))
 	f := apiFleet(b, repos)
 	ev := subscribe(b, f.base)
 	var lat []time.Duration
@@ -69,7 +69,7 @@ func BenchmarkPushToEvent(b *testing.B) {
 // repository whose upstream did not move: the owner lists the upstream's
 // refs, finds nothing new, and the task is done.
 func BenchmarkOnDemandFetchUnchanged(b *testing.B) {
-	repos := seq(0, 4)
+	repos := seq(0, benchsize.Of(4, 2))
 	f := apiFleet(b, repos)
 	var lat []time.Duration
 	for n := 0; n < b.N; n++ {
