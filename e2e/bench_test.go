@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // percentile returns the p-th percentile (0-100) of ds.
@@ -20,16 +22,19 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p/100))]
 }
 
-// BenchmarkPushToEvent measures, over 100 pushes to upstreams followed by
+// BenchmarkPushToEvent measures, over 100 pushes (5 to 2 under -short) followed by
 // their GitHub webhook, the time until the new commit is servable by the
 // full node and announced on /api/v1/events. Run it with -benchtime=1x.
 func BenchmarkPushToEvent(b *testing.B) {
-	repos := seq(0, 10)
+	repos := seq(0, benchsize.Of(10, 2))
 	f := apiFleet(b, repos)
 	ev := subscribe(b, f.base)
 	var lat []time.Duration
+	// A bound against a hang, not the measurement: under -short, on CI's
+	// busy machine, a push may take longer.
+	bound := benchsize.Of(30*time.Second, 2*time.Minute)
 	for n := 0; n < b.N; n++ {
-		for i := 0; i < 100; i++ {
+		for i := range benchsize.Of(100, 5) {
 			r := repos[i%len(repos)]
 			newID, err := f.up.Commit(f.name(r), "main")
 			if err != nil {
@@ -50,8 +55,8 @@ func BenchmarkPushToEvent(b *testing.B) {
 			resp.Body.Close()
 			key := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), ".git")
 			for ev.find(key, "refs/heads/main", newID) != nil {
-				if time.Since(start) > 30*time.Second {
-					b.Fatalf("push %d not announced within 30 s", i)
+				if time.Since(start) > bound {
+					b.Fatalf("push %d not announced within %v", i, bound)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -67,11 +72,11 @@ func BenchmarkPushToEvent(b *testing.B) {
 // repository whose upstream did not move: the owner lists the upstream's
 // refs, finds nothing new, and the task is done.
 func BenchmarkOnDemandFetchUnchanged(b *testing.B) {
-	repos := seq(0, 4)
+	repos := seq(0, benchsize.Of(4, 2))
 	f := apiFleet(b, repos)
 	var lat []time.Duration
 	for n := 0; n < b.N; n++ {
-		for i := 0; i < 50; i++ {
+		for i := range benchsize.Of(50, 5) {
 			start := time.Now()
 			var tk task
 			if code := call(b, "POST", f.base+"/api/v1/repos/"+f.key(repos[i%len(repos)])+"/fetch?wait=30s", apiToken, nil, &tk); code != 200 || tk.State != "done" {

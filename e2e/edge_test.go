@@ -58,7 +58,9 @@ func edgeFleet(t *testing.T, repos []int, full ...string) *fleet {
 }
 
 func TestPublicEdgeEndToEnd(t *testing.T) {
-	f := edgeFleet(t, []int{0, 1})
+	// The served tip's grace at 3 s, not its default 30, so that the
+	// force-push's case waits out seconds, not half a minute.
+	f := edgeFleet(t, []int{0, 1}, "--serve-tip-grace", "3s")
 
 	t.Run("30 signed pushes a second apart cost a few upstream checks", func(t *testing.T) {
 		name, url := f.name(0), f.up.RepoURL(f.name(0))
@@ -100,7 +102,7 @@ func TestPublicEdgeEndToEnd(t *testing.T) {
 	})
 
 	// A tip the mirror advertised a moment ago is still served for the
-	// grace (30 s), for clones that raced the force-push (gitserve's
+	// grace (--serve-tip-grace), for clones that raced the force-push (gitserve's
 	// TestACloneRacingAForcePushGetsTheTipItWasAdvertised); past it, never.
 	t.Run("a commit force-pushed away is not served by its id once the grace is over", func(t *testing.T) {
 		name, url := f.name(1), f.up.RepoURL(f.name(1))

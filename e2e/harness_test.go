@@ -70,6 +70,7 @@ func seeSources() {
 // proc is one gitfleet process.
 type proc struct {
 	name    string
+	test    string // the top-level test (or benchmark) that started it
 	cmd     *exec.Cmd
 	log     string
 	done    chan struct{}
@@ -77,20 +78,31 @@ type proc struct {
 	stopped atomic.Bool // the test ended it: not a death to report
 }
 
-// live holds the processes the running test has started, so that eventually
-// stops waiting at once when one of them dies (e2e tests do not run in
-// parallel, so one set serves them all).
+// live holds the processes the running tests have started, so that
+// eventually stops waiting at once when one of its test's dies. Tests that
+// call t.Parallel run beside others: each watches its own processes only.
 var live struct {
 	sync.Mutex
 	procs map[*proc]struct{}
 }
 
-// died returns an error naming the first process that ended while the test
-// still wanted it, or nil.
-func died() error {
+// topTest is the name of the top-level test (or benchmark) that t is or is
+// a subtest of.
+func topTest(t testing.TB) string {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	return name
+}
+
+// died returns an error naming the first process of t's top-level test
+// that ended while the test still wanted it, or nil.
+func died(t testing.TB) error {
+	test := topTest(t)
 	live.Lock()
 	defer live.Unlock()
 	for p := range live.procs {
+		if p.test != test {
+			continue
+		}
 		select {
 		case <-p.done:
 			if !p.stopped.Load() {
@@ -133,7 +145,7 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, test: topTest(t), cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { p.exit = cmd.Wait(); f.Close(); close(p.done) }()
 	live.Lock()
 	if live.procs == nil {
@@ -199,7 +211,7 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 			t.Logf("%s: after %v", what, time.Since(start).Round(10*time.Millisecond))
 			return
 		}
-		if dead := died(); dead != nil {
+		if dead := died(t); dead != nil {
 			t.Fatalf("%s: %v (last: %v)", what, dead, err)
 		}
 		if time.Since(lastLog) > 10*time.Second {

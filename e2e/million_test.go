@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
@@ -36,9 +37,9 @@ func rss(pid int) (float64, error) {
 }
 
 // millionRepos is the size of BenchmarkMillion: GITFLEET_BENCH_REPOS, or a
-// million.
+// million (1,000 under -short).
 func millionRepos(b *testing.B) int {
-	n := 1000000
+	n := benchsize.Of(1000000, 1000)
 	if s := os.Getenv("GITFLEET_BENCH_REPOS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1000 {
@@ -132,7 +133,7 @@ func BenchmarkMillion(b *testing.B) {
 		}
 		startup := time.Since(began)
 		b.ReportMetric(listed.Seconds(), "listed_s")
-		time.Sleep(30 * time.Second) // steady: the first persists done, checks going on
+		time.Sleep(benchsize.Of(30*time.Second, time.Second)) // steady: the first persists done, checks going on
 		steady, err := rss(pid)
 		if err != nil {
 			b.Fatal(err)

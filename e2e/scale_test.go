@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // peakRSS reads a process's peak resident memory (VmHWM) in MiB.
@@ -43,7 +45,7 @@ func peakRSS(pid int) (float64, error) {
 // machine's, whatever the code does with it. Run it with -benchtime=1x;
 // the catalog is generated under b.TempDir.
 func BenchmarkCoordinatorColdLoad(b *testing.B) {
-	const entries, rounds = 1000000, 5
+	entries, rounds := benchsize.Of(1000000, 1000), benchsize.Of(5, 1)
 	cat := filepath.Join(b.TempDir(), "catalog")
 	if out, err := exec.Command(binary, "catalog", "gen", "--repos", fmt.Sprint(entries), "--per-file", "1000", cat).CombinedOutput(); err != nil {
 		b.Fatalf("gen: %v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 )
 
@@ -120,7 +121,7 @@ func liveHeapMB() float64 {
 //
 //	go test -run='^$' -bench=Load -benchtime=3x ./internal/catalog/
 func BenchmarkLoad(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
+	for _, n := range benchsize.Of([]int{100_000, 1_000_000}, []int{10_000}) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			gitDir, commit := benchCatalog(b, n, 1000)
@@ -160,7 +161,7 @@ func BenchmarkLoad(b *testing.B) {
 //
 //	go test -run='^$' -bench=Update ./internal/catalog/
 func BenchmarkUpdate(b *testing.B) {
-	for _, n := range []int{10_000, 100_000, 1_000_000} {
+	for _, n := range benchsize.Of([]int{10_000, 100_000, 1_000_000}, []int{10_000}) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			gitDir, base := benchCatalog(b, n, 1000)
@@ -188,7 +189,7 @@ func BenchmarkUpdate(b *testing.B) {
 //
 //	go test -run='^$' -bench=CompassLayout -benchtime=3x ./internal/catalog/
 func BenchmarkLoadCompassLayout(b *testing.B) {
-	const n = 100_000
+	n := benchsize.Of(100_000, 1000)
 	ctx := context.Background()
 	dir := filepath.Join(b.TempDir(), "catalog")
 	gitDir := filepath.Join(dir, ".git")

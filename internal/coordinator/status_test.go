@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
 	"github.com/gitfleet/gitfleet/internal/repostate"
@@ -90,7 +91,7 @@ func TestStatusRecordRoundTrip(t *testing.T) {
 // BenchmarkStatusMemory reports the heap a million statuses take, with
 // their keys shared with the placement engine as statusOf shares them.
 func BenchmarkStatusMemory(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 1000)
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("github.com/group-%04d/repo-%07d", i/1000, i)
@@ -109,7 +110,7 @@ func BenchmarkStatusMemory(b *testing.B) {
 		}
 		held = heapInUse() - base
 	}
-	b.ReportMetric(float64(held)/n, "B/repo")
+	b.ReportMetric(float64(held)/float64(n), "B/repo")
 	runtime.KeepAlive(m)
 }
 

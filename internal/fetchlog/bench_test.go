@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
@@ -44,7 +45,7 @@ func filledLog(b *testing.B, n, repos int) *Log {
 //
 //	go test ./internal/fetchlog -run '^$' -bench ListPage
 func BenchmarkListPage(b *testing.B) {
-	for _, n := range []int{10_000, 100_000, 400_000} {
+	for _, n := range benchsize.Of([]int{10_000, 100_000, 400_000}, []int{1000}) {
 		l := filledLog(b, n, n/10)
 		end := t0.Add(time.Duration(n) * time.Second)
 		for _, q := range []struct {
@@ -78,7 +79,7 @@ func BenchmarkListPage(b *testing.B) {
 //
 //	go test ./internal/fetchlog -run '^$' -bench Flush
 func BenchmarkFlush(b *testing.B) {
-	l := filledLog(b, 100_000, 1000)
+	l := filledLog(b, benchsize.Of(100_000, 1000), 1000)
 	i := 0
 	for b.Loop() {
 		for range 1000 {

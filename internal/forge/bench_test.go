@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"io"
 	"net"
@@ -31,7 +32,7 @@ const benchServerEnv = "GITFLEET_FORGE_BENCH_SERVER"
 // and the client's CPU a sweep.
 func BenchmarkGitHubSweep(b *testing.B) {
 	api := startBenchServer(b)
-	for _, n := range []int{10_000, 100_000, 1_000_000} {
+	for _, n := range benchsize.Of([]int{10_000, 100_000, 1_000_000}, []int{1000}) {
 		b.Run(fmt.Sprintf("repos=%d", n), func(b *testing.B) {
 			paths := make([]string, n)
 			for i := range paths {

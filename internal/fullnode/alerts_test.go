@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/alert"
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/node"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
@@ -85,7 +86,7 @@ func TestTheFullNodesSnapshotCountsFailingAndStaleRepositories(t *testing.T) {
 //
 //	go test ./internal/fullnode -run '^$' -bench AlertEvaluate -benchtime 1000x
 func BenchmarkAlertEvaluate(b *testing.B) {
-	for _, n := range []int{10_000, 1_000_000} {
+	for _, n := range benchsize.Of([]int{10_000, 1_000_000}, []int{1000}) {
 		f := benchFullNode(b, n)
 		f.alerts.cfg.StaleAfter = 24 * time.Hour
 		spreadLastChecks(b, f)

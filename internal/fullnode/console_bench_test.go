@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // BenchmarkConsole times the console's pages at a million repositories
@@ -15,7 +17,7 @@ import (
 //
 //	go test ./internal/fullnode/ -run '^$' -bench '^BenchmarkConsole$' -benchtime 20x -count=1
 func BenchmarkConsole(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 1000)
 	f := benchFullNode(b, n)
 	h := f.publicHandler()
 	for _, path := range []string{"/", "/-/repos?q=repo999999", "/-/repos?q=example", "/-/repos?state=failing"} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
@@ -83,7 +84,7 @@ func stateKeys(rs []*fleetv1.RepoState) []string {
 //
 //	go test ./internal/fullnode/ -run '^$' -bench '^BenchmarkFullNodeRequests$' -benchtime 20x -count=1
 func BenchmarkFullNodeRequests(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
+	for _, n := range benchsize.Of([]int{100_000, 1_000_000}, []int{1000}) {
 		f := benchFullNode(b, n)
 		h := f.publicHandler()
 		get := func(b *testing.B, path string) {

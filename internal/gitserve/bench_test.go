@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -100,7 +101,7 @@ func (f flushWriter) Write(p []byte) (int, error) {
 // round in one run, and reports both times and their ratio. Run it with
 // -benchtime 3x.
 func BenchmarkClone100MiB(b *testing.B) {
-	dir := synthRepo(b, 100)
+	dir := synthRepo(b, benchsize.Of(100, 2))
 	git := gitcmd.New(gitcmd.Direct(), gitcmd.Options{})
 	checked := httptest.NewServer(&gitserve.Handler{Git: git, Resolve: func(repokey.Key) (string, bool) { return dir, true },
 		Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerClient: 4}})

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -75,7 +76,7 @@ type floorBench struct {
 
 func newFloorBench(b *testing.B, dir string) *floorBench {
 	if dir == "" {
-		dir = synthHistory(b, 200, 1000)
+		dir = synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 60))
 		if err := gittest.Git(dir, "repack", "-a", "-d", "-f", "-b", "-q"); err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -170,7 +171,7 @@ func BenchmarkIdenticalClones(b *testing.B) {
 
 func benchIdenticalClones(b *testing.B, loose bool) {
 	const n = 8
-	dir := synthHistory(b, 200, 1000)
+	dir := synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 60))
 	if err := gittest.Git(dir, "-c", "repack.writeBitmaps=false", "repack", "-a", "-d", "-f", "-q"); err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -31,7 +32,7 @@ import (
 //   - clone: a whole fetch of the fork's tip, whose wants are commits
 //     only (no new check), the answer made anew each time.
 func BenchmarkMemberWants(b *testing.B) {
-	n := newForkNetwork(b, synthHistory(b, 200, 1000), nil)
+	n := newForkNetwork(b, synthHistory(b, benchsize.Of(200, 20), benchsize.Of(1000, 60)), nil)
 	ctx := context.Background()
 	solo, err := mirror.Open(b.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

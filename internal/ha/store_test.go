@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
@@ -338,11 +339,11 @@ func BenchmarkScan(b *testing.B) {
 	base := st.dataPrefix("repos")
 	status := bytes.Repeat([]byte("s"), 150)
 	stored := 0
-	for _, n := range []int{100000, 300000} {
+	for _, n := range benchsize.Of([]int{100000, 300000}, []int{1000}) {
 		ops := make([]store.Op, 0, 10000)
 		for ; stored < n; stored++ {
 			ops = append(ops, store.Op{Bucket: "repos", Key: fmt.Sprintf("github.com/o/r%07d", stored), Value: status})
-			if len(ops) == cap(ops) {
+			if len(ops) == cap(ops) || stored == n-1 {
 				if err := st.Batch(ctx, ops); err != nil {
 					b.Fatal(err)
 				}

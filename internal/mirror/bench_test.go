@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -28,7 +29,7 @@ func BenchmarkCloneSizeWatch(b *testing.B) {
 	}
 	// 32 MiB in 64 commits of 512 KiB: a pack that takes a while to
 	// arrive, many polls of the watch.
-	for i := 0; i < 64; i++ {
+	for range benchsize.Of(64, 2) {
 		if _, err := up.AddBlob("repo", "main", 512<<10); err != nil {
 			b.Fatal(err)
 		}

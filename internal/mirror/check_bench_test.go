@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -54,7 +55,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(up.Close)
-	const repos, conc = 16, 4
+	repos, conc := benchsize.Of(16, 4), 4
 	branches := []string{"main"}
 	for i := 0; i < 9; i++ {
 		branches = append(branches, fmt.Sprintf("b%d", i))
@@ -114,7 +115,7 @@ func BenchmarkCheck(b *testing.B) {
 
 	var wall, cpu [2]time.Duration // [0] gitfleet, [1] plain git
 	var syncWall, syncCPU [2]time.Duration
-	const perRound = 32
+	perRound := benchsize.Of(32, 4)
 	b.ResetTimer()
 	for r := 0; r < b.N; r++ {
 		order := [2]int{0, 1}

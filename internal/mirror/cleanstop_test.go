@@ -16,6 +16,7 @@ import (
 )
 
 func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *testing.T) {
+	t.Parallel()
 	up, _ := setup(t)
 	for _, name := range []string{"recent", "old"} {
 		if err := up.Create(name, []string{"main"}, nil); err != nil {

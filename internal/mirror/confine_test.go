@@ -30,6 +30,7 @@ func plantLink(t *testing.T, path string) string {
 }
 
 func TestASymlinkPlantedInTheDataDirectoryIsNotWrittenThrough(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -79,6 +80,7 @@ func TestASymlinkPlantedInTheDataDirectoryIsNotWrittenThrough(t *testing.T) {
 }
 
 func TestARetiredAreaThatLeadsOutsideIsRefused(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestARetiredAreaThatLeadsOutsideIsRefused(t *testing.T) {
 }
 
 func TestAStoreWhoseReposDirectoryLeadsOutsideDoesNotOpen(t *testing.T) {
+	t.Parallel()
 	data, outside := t.TempDir(), t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(data, "repos")); err != nil {
 		t.Fatal(err)

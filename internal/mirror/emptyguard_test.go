@@ -58,6 +58,7 @@ func (r *emptyRig) trySync() (mirror.Result, error) {
 }
 
 func TestSyncAppliesAnEmptyAdvertisementOnlyWhenASecondCheckConfirmsIt(t *testing.T) {
+	t.Parallel()
 	r := newEmptyRig(t)
 	r.empty()
 	if _, err := r.trySync(); !errors.Is(err, mirror.ErrEmptyAdvertisement) {
@@ -88,6 +89,7 @@ func TestSyncAppliesAnEmptyAdvertisementOnlyWhenASecondCheckConfirmsIt(t *testin
 // The live finding: an on-demand check 2 s after the first empty
 // advertisement deleted every ref and pruned the objects.
 func TestSyncDoesNotDeleteOnAnEmptyAdvertisementConfirmedTooSoon(t *testing.T) {
+	t.Parallel()
 	r := newEmptyRig(t)
 	r.st.SetEmptyConfirmAfter(90 * time.Minute)
 	r.empty()
@@ -110,6 +112,7 @@ func TestSyncDoesNotDeleteOnAnEmptyAdvertisementConfirmedTooSoon(t *testing.T) {
 }
 
 func TestConfirmedDeletionKeepsTheOldTipsHiddenForTheTombstonePeriod(t *testing.T) {
+	t.Parallel()
 	r := newEmptyRig(t)
 	r.st.SetTombstonePeriod(7 * 24 * time.Hour)
 	ctx := context.Background()
@@ -198,6 +201,7 @@ func TestConfirmedDeletionKeepsTheOldTipsHiddenForTheTombstonePeriod(t *testing.
 }
 
 func TestSyncNamesTheOldAndNewTipsOfAForcePush(t *testing.T) {
+	t.Parallel()
 	r := newEmptyRig(t)
 	old := r.full["refs/heads/main"]
 	ff, err := r.up.Commit("a", "dev")

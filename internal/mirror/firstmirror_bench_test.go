@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -76,7 +77,7 @@ func TestHTTPBackendServer(t *testing.T) {
 // repacked with a bitmap as a host keeps them; they must be complete), or
 // of a synthetic one. Everything is made under b.TempDir.
 func BenchmarkFirstMirrors(b *testing.B) {
-	n := 100
+	n := benchsize.Of(100, 2)
 	if s := os.Getenv(benchFirstMirrorsEnv); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {

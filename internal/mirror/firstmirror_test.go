@@ -17,6 +17,7 @@ import (
 // it listed (advertisement and fetch), where a clone lists and fetches in
 // one process.
 func TestAFirstMirrorMakesFourRequestsAsACloneMakesThree(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main", "dev"}, []string{"v1", "v2"}); err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestAFirstMirrorMakesFourRequestsAsACloneMakesThree(t *testing.T) {
 // recorded as a full one (the pack holds only what the refs reach), so
 // that maintenance has nothing to do for it.
 func TestAFirstMirrorHasItsBitmapAndCommitGraphAtOnce(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main", "dev"}, []string{"v1"}); err != nil {
 		t.Fatal(err)
@@ -89,6 +91,7 @@ func TestAFirstMirrorHasItsBitmapAndCommitGraphAtOnce(t *testing.T) {
 // else names (only the fetch's connectivity check, which the refs written
 // before it cut short, finds that).
 func TestAFirstMirrorRefusesAPackThatLeavesOutAnObject(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main", "dev"}, []string{"v1"}); err != nil {
 		t.Fatal(err)

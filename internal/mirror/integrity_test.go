@@ -46,6 +46,7 @@ func craft(t *testing.T, up *gittest.Upstreams, name, entry, author string) stri
 }
 
 func TestFetchRefusesATreeEntryNamedDotGIT(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	craft(t, up, "evil", ".GIT", "author A U Thor <a@example.org> 1700000000 +0000")
 	url := up.RepoURL("evil")
@@ -66,6 +67,7 @@ func TestFetchRefusesATreeEntryNamedDotGIT(t *testing.T) {
 }
 
 func TestFetchMirrorsAHarmlessMalformedAuthorLine(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	// No space between the e-mail and the date: git fsck's
 	// missingSpaceBeforeDate, found in old real repositories.
@@ -114,6 +116,7 @@ func emptyAnObject(t *testing.T, repo string) string {
 }
 
 func TestVerifyFindsAnEmptiedObjectAndReplaceRepairsIt(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main", "dev"}, []string{"v1"}); err != nil {
 		t.Fatal(err)
@@ -146,6 +149,7 @@ func TestVerifyFindsAnEmptiedObjectAndReplaceRepairsIt(t *testing.T) {
 }
 
 func TestVerifyFindsBitRotInsideAPackAndReplaceRepairsIt(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -181,6 +185,7 @@ func TestVerifyFindsBitRotInsideAPackAndReplaceRepairsIt(t *testing.T) {
 }
 
 func TestVerifyFindsARefToAMissingCommit(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -201,6 +206,7 @@ func TestVerifyFindsARefToAMissingCommit(t *testing.T) {
 }
 
 func TestVerifyFindsAnEmptiedLooseObject(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -229,6 +235,7 @@ func TestVerifyFindsAnEmptiedLooseObject(t *testing.T) {
 }
 
 func TestFetchRemovesAStaleRefLockAndRetriesOnce(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	up, st := setup(t, mirror.WithClock(clk))
 	if err := up.Create("a", []string{"main"}, nil); err != nil {
@@ -275,6 +282,7 @@ func TestFetchRemovesAStaleRefLockAndRetriesOnce(t *testing.T) {
 }
 
 func TestRetiredMirrorComesBackAndExpires(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	up, st := setup(t, mirror.WithClock(clk))
 	for _, name := range []string{"a", "b"} {

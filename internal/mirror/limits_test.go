@@ -87,6 +87,7 @@ const (
 // pack streams in: the server sent much less than the pack, and nothing of
 // it is left on disk.
 func TestCloneLargerThanMaxRepoSizeIsStoppedWhileThePackStreams(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("big", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -144,6 +145,7 @@ func TestCloneLargerThanMaxRepoSizeIsStoppedWhileThePackStreams(t *testing.T) {
 // A fetch into an existing mirror that would pass the limit is stopped, and
 // the mirror is left as it was: same refs, no partial pack.
 func TestFetchThatWouldPassMaxRepoSizeLeavesTheMirrorAsItWas(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("grows", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestFetchThatWouldPassMaxRepoSizeLeavesTheMirrorAsItWas(t *testing.T) {
 // A mirror already over the limit (the limit was lowered) is not fetched
 // at all: only the ref listing crosses the network.
 func TestMirrorAlreadyOverMaxRepoSizeIsNotFetched(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("fat", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -218,6 +221,7 @@ func TestMirrorAlreadyOverMaxRepoSizeIsNotFetched(t *testing.T) {
 // before anything is fetched; refs other than branches and tags do not
 // count (they are not asked for).
 func TestMoreRefsThanMaxRefsAreRefusedBeforeFetching(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("many", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -260,6 +264,7 @@ func TestMoreRefsThanMaxRefsAreRefusedBeforeFetching(t *testing.T) {
 // A 4,000-byte ref name no longer keeps a repository from being mirrored:
 // it is skipped (and logged once), and the rest is cloned and fetched.
 func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("long", []string{"main", "dev"}, []string{"v1"}); err != nil {
 		t.Fatal(err)
@@ -316,6 +321,7 @@ func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
 // when the refs move and branches come or go, or a day after it was last
 // asked, and the mirror's HEAD follows the upstream's.
 func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("h", []string{"main", "dev"}, nil); err != nil {
 		t.Fatal(err)
@@ -387,6 +393,7 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 // A clone that arrives whole between two reads of the watch is still
 // refused: it is measured once complete, and discarded.
 func TestCloneThatArrivesWithinOneIntervalIsMeasuredWhole(t *testing.T) {
+	t.Parallel()
 	up := upstreams(t)
 	if err := up.Create("quick", []string{"main"}, nil); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -55,7 +56,7 @@ func BenchmarkCloneAfterFetches(b *testing.B) {
 	if _, err := st.Maintain(ctx, key, week); err != nil { // maintained since its clone
 		b.Fatal(err)
 	}
-	for i := 0; i < 200; i++ {
+	for i := range benchsize.Of(200, 3) {
 		smallCommit(b, bare, i)
 		if _, err := st.Sync(ctx, key, url); err != nil {
 			b.Fatal(err)

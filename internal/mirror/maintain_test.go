@@ -18,6 +18,7 @@ import (
 const week = 7 * 24 * time.Hour
 
 func TestNeedOf(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	kept := mirror.Shape{Packs: 1, Bitmap: true, CommitGraph: true, LastRun: now.Add(-time.Hour), LastFull: now.Add(-time.Hour)}
 	with := func(f func(*mirror.Shape)) mirror.Shape { s := kept; f(&s); return s }
@@ -126,6 +127,7 @@ func (r *pruneRig) servedAsUpstream() {
 }
 
 func TestMaintenanceAfterManyFetchesLeavesFewPacksABitmapAndACommitGraph(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
 	r.unmaintained() // cloned before an upgrade
 	r.fetches(6)
@@ -183,6 +185,7 @@ func TestMaintenanceAfterManyFetchesLeavesFewPacksABitmapAndACommitGraph(t *test
 }
 
 func TestMaintenanceFullRunDropsWhatNoRefReaches(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, week, mirror.Limits{MaxRepoSize: 1 << 30})
 	r.maintain() // the first run, full
 	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
@@ -217,6 +220,7 @@ func TestMaintenanceFullRunDropsWhatNoRefReaches(t *testing.T) {
 }
 
 func TestPruneRewritesTheCommitGraphOfAMaintainedMirror(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, 0, mirror.Limits{MaxRepoSize: 1 << 30})
 	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
 	if err != nil {
@@ -245,6 +249,7 @@ func TestPruneRewritesTheCommitGraphOfAMaintainedMirror(t *testing.T) {
 // and maintained, incremental and full runs in turn, and checks every
 // clone with git fsck.
 func TestClonesAndFetchesDuringMaintenancePassFsck(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{MaxRepoSize: 1 << 30})
 	for i := 0; i < 3; i++ { // some history of some size to pack
 		if _, err := r.up.AddBlob("a", "dev", 256<<10); err != nil {
@@ -329,6 +334,7 @@ func TestClonesAndFetchesDuringMaintenancePassFsck(t *testing.T) {
 // the run is an incremental one (a full one is left for later), the refs
 // stay loose for the next run, and the lock is left to its owner.
 func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
 	r.unmaintained() // cloned before an upgrade
 	r.fetches(4)
@@ -358,6 +364,7 @@ func TestMaintenanceWithPackedRefsHeldElsewherePacksTheObjects(t *testing.T) {
 // TestClonesAndFetchesDuringMaintenancePassFsck: its last run followed a
 // run killed by the test's cancel.)
 func TestAStoppedMaintenanceLeavesNoLockBehind(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main", "dev"}, time.Hour, mirror.Limits{})
 	r.unmaintained() // cloned before an upgrade
 	r.fetches(3)

@@ -33,6 +33,7 @@ func inodeOf(t *testing.T, p string) uint64 {
 // then miss most objects), and empty or half written after a crash. The
 // store writes the new link beside the old and renames it over.
 func TestALinkRewrittenByTheStoreReplacesTheAlternatesFileWhole(t *testing.T) {
+	t.Parallel()
 	up, _ := setup(t)
 	forks := network(t, up, 1)
 	data := t.TempDir()
@@ -60,6 +61,7 @@ func TestALinkRewrittenByTheStoreReplacesTheAlternatesFileWhole(t *testing.T) {
 // The tombstone marker is written inside the data directory, whole: one
 // planted as a symlink to a file outside is replaced, not written through.
 func TestATombstoneMarkerPlantedAsASymlinkIsNotWrittenThrough(t *testing.T) {
+	t.Parallel()
 	r := newEmptyRig(t)
 	r.st.SetTombstonePeriod(7 * 24 * time.Hour)
 	target := filepath.Join(t.TempDir(), "target")
@@ -91,6 +93,7 @@ func TestATombstoneMarkerPlantedAsASymlinkIsNotWrittenThrough(t *testing.T) {
 // A write cut short by a crash leaves the new file beside the old one, not
 // yet renamed: the store removes it when it opens, and keeps the marker.
 func TestAMarkerWriteCutShortIsClearedAtTheNextStart(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, time.Minute, mirror.Limits{})
 	ctx := context.Background()
 	if _, err := r.st.Maintain(ctx, r.key, 0); err != nil {

@@ -41,6 +41,7 @@ func keyOf(t testing.TB, url string) repokey.Key {
 }
 
 func TestSyncClonesThenFetchesOnlyWhenRefsDiffer(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("a", []string{"main", "dev"}, []string{"v1", "v2"}); err != nil {
 		t.Fatal(err)
@@ -86,6 +87,7 @@ func TestSyncClonesThenFetchesOnlyWhenRefsDiffer(t *testing.T) {
 }
 
 func TestSyncOfMissingUpstreamFailsAsNotFoundAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	url := up.RepoURL("nope")
 	key := keyOf(t, url)
@@ -102,6 +104,7 @@ func TestSyncOfMissingUpstreamFailsAsNotFoundAndLeavesNothing(t *testing.T) {
 }
 
 func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("x/y", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -138,6 +141,7 @@ func TestScanFindsMirrorsAndCleansStaleLocks(t *testing.T) {
 }
 
 func TestScanMovesAMirrorStoredUnderAnOlderLayoutToItsDirectory(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("X/Y", []string{"main"}, nil); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -130,7 +131,7 @@ func serveCPU(b *testing.B, dir string) time.Duration {
 //   - convert-s: seconds to make N standalone mirrors of the forks one
 //     network (JoinNetwork each).
 func BenchmarkNetwork(b *testing.B) {
-	for _, n := range []int{2, 20, 200} {
+	for _, n := range benchsize.Of([]int{2, 20, 200}, []int{2}) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
 				benchNetwork(b, n)
@@ -195,7 +196,7 @@ func benchNetwork(b *testing.B, n int) {
 	b.ReportMetric(float64(disk)/float64(1<<20), "disk-MiB")
 
 	var member, standalone time.Duration
-	for i := range serveRuns {
+	for i := range benchsize.Of(serveRuns, 2) {
 		if i%2 == 0 {
 			member += serveCPU(b, st.Path(keyOf(b, urlOf(forks[0]))))
 			standalone += serveCPU(b, ref.Path(solo))
@@ -243,7 +244,7 @@ func treeSize(b *testing.B, dir string) int64 {
 //     the base plus N forks' own (goal <= 1.2);
 //   - later-seeded/own, seeded/ideal: the same for the seeds.
 func BenchmarkNetworkPull(b *testing.B) {
-	for _, n := range []int{20} {
+	for _, n := range benchsize.Of([]int{20}, []int{2}) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
 				benchNetworkPull(b, n)

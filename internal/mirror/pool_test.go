@@ -92,6 +92,7 @@ func syncForks(t *testing.T, st *mirror.Store, up *gittest.Upstreams, forks []st
 }
 
 func TestForksShareOnePoolAndKeepNoneOfItsObjects(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 3)
 	keys := syncForks(t, st, up, forks, "base")
@@ -116,6 +117,7 @@ func TestForksShareOnePoolAndKeepNoneOfItsObjects(t *testing.T) {
 }
 
 func TestAFetchOfAMemberSharesItsNewObjectsAndMaintenanceCopiesNothingBack(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 2)
 	keys := syncForks(t, st, up, forks, "base")
@@ -146,6 +148,7 @@ func TestAFetchOfAMemberSharesItsNewObjectsAndMaintenanceCopiesNothingBack(t *te
 }
 
 func TestAStandaloneMirrorJoinsANetworkAndIsDeduplicated(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 2)
 	keys := syncForks(t, st, up, forks, "")
@@ -160,6 +163,7 @@ func TestAStandaloneMirrorJoinsANetworkAndIsDeduplicated(t *testing.T) {
 }
 
 func TestAMemberThatLeavesTakesItsObjectsAndTheOthersStayWhole(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 3)
 	keys := syncForks(t, st, up, forks, "base")
@@ -196,6 +200,7 @@ func TestAMemberThatLeavesTakesItsObjectsAndTheOthersStayWhole(t *testing.T) {
 }
 
 func TestACorruptPoolIsFoundAndRepairedFromAMembersUpstream(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 2)
 	keys := syncForks(t, st, up, forks, "base")
@@ -233,6 +238,7 @@ func TestACorruptPoolIsFoundAndRepairedFromAMembersUpstream(t *testing.T) {
 }
 
 func TestRootsAreCountedOnCloneAndOnlyForNewCommitsAfter(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	if err := up.Create("r", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
@@ -284,6 +290,7 @@ func TestRootsAreCountedOnCloneAndOnlyForNewCommitsAfter(t *testing.T) {
 }
 
 func TestAPoolIsNamedSafelyWhateverTheNetworkIsCalled(t *testing.T) {
+	t.Parallel()
 	_, st := setup(t)
 	pools := filepath.Join(filepath.Dir(st.Root()), "pools")
 	seen := map[string]bool{}
@@ -305,6 +312,7 @@ func TestAPoolIsNamedSafelyWhateverTheNetworkIsCalled(t *testing.T) {
 // pool's pack as it is (pack.islandCore), as a standalone mirror's clone
 // reuses its whole pack.
 func TestAPoolPacksWhatEveryMemberSharesFirst(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 3)
 	syncForks(t, st, up, forks, "base")
@@ -409,6 +417,7 @@ func packOrder(t *testing.T, idx string) map[string]int {
 // was renamed when it merged with another): both join the new one, and
 // the old pool is removed once, whichever of them removes it.
 func TestTheLastMembersLeavingAtOnceRemoveTheirPoolOnce(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 2)
 	keys := syncForks(t, st, up, forks, "root-a")

@@ -18,6 +18,7 @@ import (
 // member is left broken. Here the drop starts when the clone is in place
 // and not yet shared with the pool, the worst moment.
 func TestAPoolDropDuringANewMembersCloneKeepsWhatTheCloneTookFromThePool(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 2)
 	keys := syncForks(t, st, up, forks, "base")

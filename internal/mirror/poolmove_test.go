@@ -91,6 +91,7 @@ func packNames(t *testing.T, dir string) []string {
 // store opened on the new place finds every member whole (through its
 // pool), pulls and serves it, and copies nothing again from an upstream.
 func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
+	t.Parallel()
 	up, _ := setup(t)
 	forks := network(t, up, 3)
 	data := t.TempDir()
@@ -168,6 +169,7 @@ func TestAMovedDataDirectoryKeepsEveryMemberWholeWithoutACopy(t *testing.T) {
 // the data directory is moved, that path is gone. The store's scan rewrites
 // each link relative, and no member is copied again.
 func TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove(t *testing.T) {
+	t.Parallel()
 	up, _ := setup(t)
 	forks := network(t, up, 2)
 	data := t.TempDir()
@@ -214,6 +216,7 @@ func TestAMemberLinkedAbsoluteByAnEarlierVersionIsHealedAfterAMove(t *testing.T)
 // (the link put back) all link the member to its pool relative to its own
 // objects directory.
 func TestAMembersLinkIsRelativeWhereverItIsWritten(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := network(t, up, 4)
 	ctx := context.Background()

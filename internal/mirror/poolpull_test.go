@@ -94,6 +94,7 @@ func hasObject(dir, oid string) bool {
 }
 
 func TestAPullOfAMemberFromItsOwnerBringsOnlyWhatItAloneHas(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := bigNetwork(t, up, 4)
 	// The owner is honest: it serves what the upstream has.
@@ -249,6 +250,7 @@ func (h *hostileOwner) honest(f string) {
 }
 
 func TestAForgedPullOfAMemberLeavesItsPoolUntouched(t *testing.T) {
+	t.Parallel()
 	up, st := setup(t)
 	forks := bigNetwork(t, up, 2)
 	owner := newHostileOwner(t, up, forks)
@@ -344,6 +346,7 @@ func fullNodeServer(t testing.TB, st *mirror.Store) (string, *atomic.Int64) {
 }
 
 func TestASeedFromTheFullNodeSendsANetworksPoolOnce(t *testing.T) {
+	t.Parallel()
 	up, full := setup(t)
 	forks := bigNetwork(t, up, 4)
 	keys := syncForks(t, full, up, forks, "base")

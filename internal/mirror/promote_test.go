@@ -10,6 +10,7 @@ import (
 )
 
 func TestPromoteObjectsMovesLooseObjectsAndPacksAndKeepsWhatIsThere(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	served, q := filepath.Join(dir, "served.git"), filepath.Join(dir, "q.git")
 	for _, d := range []string{served, q} {
@@ -67,6 +68,7 @@ func TestPromoteObjectsMovesLooseObjectsAndPacksAndKeepsWhatIsThere(t *testing.T
 // A symlink planted in a mirror's objects directory does not lead the
 // quarantine's objects out of the data directory: promoting refuses it.
 func TestPromoteObjectsDoesNotMoveThroughASymlinkOutOfTheDataDirectory(t *testing.T) {
+	t.Parallel()
 	data, outside := t.TempDir(), t.TempDir()
 	served, q := filepath.Join(data, "repos", "x.git"), filepath.Join(data, "tmp", "q.git")
 	for _, d := range []string{served, q} {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPruneCandidates(t *testing.T) {
+	t.Parallel()
 	before := map[string]string{"refs/heads/main": "a", "refs/heads/dev": "b", "refs/tags/v1": "t"}
 	cases := []struct {
 		name  string
@@ -38,6 +39,7 @@ func TestPruneCandidates(t *testing.T) {
 }
 
 func TestNextPrune(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	if _, ok, _ := nextPrune(nil, now); ok {
 		t.Fatal("nothing marked, yet something to prune")

@@ -150,6 +150,7 @@ func (r *pruneRig) whole() {
 }
 
 func TestPruneDropsWhatTheUpstreamDropped(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		lim  mirror.Limits // MaxRepoSize makes every fetch a pack (fetch.unpackLimit=1)
@@ -229,6 +230,7 @@ func TestPruneDropsWhatTheUpstreamDropped(t *testing.T) {
 }
 
 func TestPruneFastForwardAndNewRefsDoNotMark(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, 0, mirror.Limits{})
 	if _, err := r.up.Commit("a", "main"); err != nil {
 		t.Fatal(err)
@@ -244,6 +246,7 @@ func TestPruneFastForwardAndNewRefsDoNotMark(t *testing.T) {
 }
 
 func TestPruneMovedTagMarks(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, 0, mirror.Limits{})
 	old, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/tags/v1")
 	if err != nil {
@@ -265,6 +268,7 @@ func TestPruneMovedTagMarks(t *testing.T) {
 }
 
 func TestPruneWaitsForItsBoundAndSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	const after = time.Hour
 	r := newPruneRig(t, []string{"main"}, after, mirror.Limits{})
 	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
@@ -305,6 +309,7 @@ func TestPruneWaitsForItsBoundAndSurvivesARestart(t *testing.T) {
 }
 
 func TestPrunerRunsInTheBackground(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, 0, mirror.Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -328,6 +333,7 @@ func TestPrunerRunsInTheBackground(t *testing.T) {
 }
 
 func TestPullVerifiedRewindMarks(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	r.follow()
 	if _, err := r.pull(); err != nil {
@@ -369,6 +375,7 @@ func TestPullVerifiedRewindMarks(t *testing.T) {
 // The mark written ahead of a fetch that will move a ref goes when the
 // fetch fails and the refs did not move, and stays for a rewrite.
 func TestPruneMarkAheadOfAFailedFetch(t *testing.T) {
+	t.Parallel()
 	r := newPruneRig(t, []string{"main"}, time.Hour, mirror.Limits{})
 	parent, err := gittest.Output("", "--git-dir="+r.bare(), "rev-parse", "refs/heads/main")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // ends: the pull is stopped while it streams, near --max-repo-size, its
 // data dropped, and the mirror served as it was.
 func TestPullVerifiedFromASourceServingAnEndlessPackIsStoppedAtMaxRepoSize(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)
@@ -69,6 +70,7 @@ func TestPullVerifiedFromASourceServingAnEndlessPackIsStoppedAtMaxRepoSize(t *te
 // volunteer with a larger --max-repo-size) is stopped the same way, on a
 // first pull too.
 func TestPullVerifiedOfARepositoryLargerThanMaxRepoSizeKeepsNothing(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.up.AddBlob("a", "main", 3<<20); err != nil {
 		t.Fatal(err)
@@ -97,6 +99,7 @@ func TestPullVerifiedOfARepositoryLargerThanMaxRepoSizeKeepsNothing(t *testing.T
 // A source that trickles its pack holds the pull no longer than the git
 // timeout (--git-timeout), as an upstream's fetch.
 func TestPullVerifiedFromATricklingSourceEndsAtTheGitTimeout(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)

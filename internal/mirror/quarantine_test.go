@@ -138,6 +138,7 @@ func mismatchOf(t *testing.T, err error) *mirror.MismatchError {
 }
 
 func TestPullVerifiedFirstPullThenOnlyTheChangedRefsAreAsked(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	res, err := r.pull()
 	if err != nil {
@@ -184,6 +185,7 @@ func TestPullVerifiedFirstPullThenOnlyTheChangedRefsAreAsked(t *testing.T) {
 }
 
 func TestPullVerifiedRefusesAForgedTipAndKeepsItsObjectsOut(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)
@@ -209,6 +211,7 @@ func TestPullVerifiedRefusesAForgedTipAndKeepsItsObjectsOut(t *testing.T) {
 }
 
 func TestPullVerifiedRefusesAnEmptySource(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)
@@ -230,6 +233,7 @@ func TestPullVerifiedRefusesAnEmptySource(t *testing.T) {
 }
 
 func TestPullVerifiedRefusesARewind(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	old := r.upRefs()["refs/heads/main"]
 	if _, err := r.up.Commit("a", "main"); err != nil {
@@ -253,6 +257,7 @@ func TestPullVerifiedRefusesARewind(t *testing.T) {
 }
 
 func TestPullVerifiedAppliesADeletionAndARewindTheUpstreamShows(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.up.Commit("a", "main"); err != nil {
 		t.Fatal(err)
@@ -280,6 +285,7 @@ func TestPullVerifiedAppliesADeletionAndARewindTheUpstreamShows(t *testing.T) {
 }
 
 func TestPullVerifiedFirstPullFromAForgedSourceCreatesNothing(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	r.forge("dev")
 	mismatchOf(t, func() error { _, err := r.pull(); return err }())
@@ -290,6 +296,7 @@ func TestPullVerifiedFirstPullFromAForgedSourceCreatesNothing(t *testing.T) {
 }
 
 func TestPullVerifiedFirstPullFromASourceThatLeavesRefsOut(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if err := gittest.Git(r.srcDir(), "update-ref", "-d", "refs/tags/v1"); err != nil {
 		t.Fatal(err)
@@ -304,6 +311,7 @@ func TestPullVerifiedFirstPullFromASourceThatLeavesRefsOut(t *testing.T) {
 }
 
 func TestPullVerifiedHeadFollowsTheUpstreamNotTheSource(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)
@@ -329,6 +337,7 @@ func TestPullVerifiedHeadFollowsTheUpstreamNotTheSource(t *testing.T) {
 }
 
 func TestPullVerifiedPromotesPacks(t *testing.T) {
+	t.Parallel()
 	r := newPullRig(t)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)

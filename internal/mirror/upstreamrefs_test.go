@@ -38,6 +38,7 @@ func refNames(format string, n int) []string {
 // that advertises more than --max-refs is refused as too-many-refs (git
 // is stopped past the bound), and nothing of the pull is kept.
 func TestFirstVerifiedPullOfAnUpstreamWithMoreBranchesThanMaxRefsIsRefused(t *testing.T) {
+	t.Parallel()
 	r := boundedRig(t, 50)
 	if err := r.up.AddRefs("a", "main", refNames("refs/heads/b%03d", 60)); err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ func TestFirstVerifiedPullOfAnUpstreamWithMoreBranchesThanMaxRefsIsRefused(t *te
 // count towards --max-refs and are not asked for; HEAD, which a first
 // pull needs, is still asked.
 func TestFirstVerifiedPullCountsOnlyBranchesAndTagsAndKeepsHead(t *testing.T) {
+	t.Parallel()
 	r := boundedRig(t, 50)
 	if err := r.up.AddRefs("a", "main", refNames("refs/pull/%d/head", 200)); err != nil {
 		t.Fatal(err)
@@ -82,6 +84,7 @@ func TestFirstVerifiedPullCountsOnlyBranchesAndTagsAndKeepsHead(t *testing.T) {
 // A pull that changes more refs than are asked by name lists every branch
 // and tag as a first pull does, under the same bound.
 func TestVerifiedPullOfManyChangesIsBoundedByMaxRefs(t *testing.T) {
+	t.Parallel()
 	r := boundedRig(t, 50)
 	if _, err := r.pull(); err != nil {
 		t.Fatal(err)

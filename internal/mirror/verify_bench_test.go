@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
@@ -19,9 +20,11 @@ import (
 
 // synthRepo writes an upstream of commits commits, each changing filesPer
 // of files files (about 100 bytes each), with git fast-import, and returns
-// its name.
+// its name. Under -short it is at most 20 commits over 50 files.
 func synthRepo(b *testing.B, up *gittest.Upstreams, name string, commits, files, filesPer int) string {
 	b.Helper()
+	commits, files = benchsize.Of(commits, min(commits, 20)), benchsize.Of(files, min(files, 50))
+	filesPer = min(filesPer, files)
 	bare := filepath.Join(up.Dir, name+".git")
 	if err := gittest.Git("", "init", "-q", "--bare", "-b", "main", bare); err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestVerifyAcceptsOnlyWhatTheUpstreamShows(t *testing.T) {
+	t.Parallel()
 	const a, b, c = "aaaa", "bbbb", "cccc"
 	for _, tc := range []struct {
 		name             string
@@ -50,6 +51,7 @@ func TestVerifyAcceptsOnlyWhatTheUpstreamShows(t *testing.T) {
 }
 
 func TestUpstreamQueryListsEverythingAboveTheLimit(t *testing.T) {
+	t.Parallel()
 	cs := make([]RefChange, maxNamedRefs+1)
 	if q := upstreamQuery(cs, false); q != nil {
 		t.Fatalf("want one listing of every branch and tag, got %d names", len(q))

@@ -337,14 +337,14 @@ func benchNetworks(keys []string, share float64) map[string]string {
 // the decisions they lead to (change), as BenchmarkAddKeys100 does for
 // standalone keys.
 func BenchmarkNetworks1M(b *testing.B) {
-	keys := testKeys(benchKeys + 100)
-	nets := benchNetworks(keys[:benchKeys], 0.10)
+	keys := testKeys(benchKeys() + 100)
+	nets := benchNetworks(keys[:benchKeys()], 0.10)
 	ms := equalMembers(span(1, 100)...)
 	b.Run("place", func(b *testing.B) {
 		for b.Loop() {
 			e := New(Config{})
 			e.SetNetworks(nets)
-			e.AddKeys(keys[:benchKeys]...)
+			e.AddKeys(keys[:benchKeys()]...)
 			e.SetMembers(ms)
 		}
 		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/place")
@@ -352,16 +352,16 @@ func BenchmarkNetworks1M(b *testing.B) {
 	b.Run("change", func(b *testing.B) {
 		e := New(Config{})
 		e.SetNetworks(nets)
-		added := keys[benchKeys:]
+		added := keys[benchKeys():]
 		join := map[string]string{}
 		for i, k := range added {
-			join[k] = nets[keys[i*997]] // spread over the networks
+			join[k] = nets[keys[i*997%benchKeys()]] // spread over the networks
 			if join[k] == "" {
 				join[k] = "net1"
 			}
 		}
 		e.SetNetworks(join)
-		e.AddKeys(keys[:benchKeys]...)
+		e.AddKeys(keys[:benchKeys()]...)
 		e.SetMembers(ms)
 		settle(b, e)
 		before := e.placements

@@ -7,10 +7,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
-const benchKeys = 1_000_000
+func benchKeys() int { return benchsize.Of(1_000_000, 10_000) }
 
 // desired is where every key ends once its moves are done.
 func desired(e *Engine) []uint32 {
@@ -40,7 +41,7 @@ func heapInUse() uint64 {
 // members from scratch: catalog loaded, then the members, every key queued
 // for its first clone. It reports the heap the engine holds afterwards.
 func BenchmarkPlace1MKeys1000Members(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	ms := equalMembers(span(1, 1000)...)
 	base := heapInUse()
 	var e *Engine
@@ -53,7 +54,7 @@ func BenchmarkPlace1MKeys1000Members(b *testing.B) {
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/place")
 	held := heapInUse() - base
 	b.ReportMetric(float64(held)/(1<<20), "MB_heap")
-	b.ReportMetric(float64(held)/benchKeys, "B/key")
+	b.ReportMetric(float64(held)/float64(benchKeys()), "B/key")
 	runtime.KeepAlive(e)
 }
 
@@ -62,7 +63,7 @@ func BenchmarkPlace1MKeys1000Members(b *testing.B) {
 // in one ordered pass), and, for comparison, one key first and then the
 // rest (each inserted where its hash says, at random in the table).
 func BenchmarkLoadKeys(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	b.Run("bulk", func(b *testing.B) {
 		for b.Loop() {
 			New(Config{}).AddKeys(keys...)
@@ -92,7 +93,7 @@ func settled(b *testing.B, keys []string, ms []ring.Member) *Engine {
 // every key's owner, and the keys moved over the minimum that had to move
 // (what the members that gain keys gain).
 func BenchmarkChurn(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	hundred := equalMembers(span(1, 100)...)
 	e := settled(b, keys, hundred)
 	before := desired(e)
@@ -128,7 +129,7 @@ func BenchmarkChurn(b *testing.B) {
 // when members hold few keys (100 members at 10k keys: 100 keys each).
 func BenchmarkAddKeys100(b *testing.B) {
 	for _, members := range []uint32{20, 100} {
-		for _, n := range []int{10_000, 100_000, 1_000_000} {
+		for _, n := range benchsize.Of([]int{10_000, 100_000, 1_000_000}, []int{10_000}) {
 			b.Run(fmt.Sprintf("members=%d/keys=%dk", members, n/1000), func(b *testing.B) {
 				keys := testKeys(n + 100)
 				e := settled(b, keys[:n], equalMembers(span(1, members)...))
@@ -154,7 +155,7 @@ func BenchmarkAddKeys100(b *testing.B) {
 // largest gap between a member's share and its capacity share with weights
 // 1, 2, 4 and 8 mixed over 100 members, both at 1,000,000 keys.
 func BenchmarkBalance(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	var mixed []ring.Member
 	for i := range 100 {
 		mixed = append(mixed, ring.Member{ID: uint32(i + 1), Weight: float64(int(1) << (i % 4))})
@@ -192,7 +193,7 @@ func BenchmarkBalance(b *testing.B) {
 
 // BenchmarkOwner is the lookup of a key's owner.
 func BenchmarkOwner(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	e := New(Config{})
 	e.AddKeys(keys...)
 	e.SetMembers(equalMembers(span(1, 100)...))
@@ -209,7 +210,7 @@ func BenchmarkOwner(b *testing.B) {
 // BenchmarkSnapshot encodes a settled engine of 1,000,000 keys over 100
 // members with 100 keys handed back (overrides).
 func BenchmarkSnapshot(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	e := settled(b, keys, equalMembers(span(1, 100)...))
 	var handed []string
 	for _, k := range keys {
@@ -231,7 +232,7 @@ func BenchmarkSnapshot(b *testing.B) {
 // wait for their first clone (a first start), where every key is a record;
 // whole keys is what version 1 of the format would have written for them.
 func BenchmarkSnapshotFirstStart(b *testing.B) {
-	keys := testKeys(benchKeys)
+	keys := testKeys(benchKeys())
 	e := New(Config{})
 	e.AddKeys(keys...)
 	e.SetMembers(equalMembers(span(1, 10)...))

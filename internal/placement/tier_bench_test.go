@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -38,7 +39,7 @@ func millionTier(b *testing.B, n int) (*Tier, []string) {
 //
 //	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierDiff100$' -benchtime 300x
 func BenchmarkTierDiff100(b *testing.B) {
-	tier, _ := millionTier(b, 1_000_000)
+	tier, _ := millionTier(b, benchsize.Of(1_000_000, 10_000))
 	placings, changes := tier.placings, 0
 	round := 0
 	for b.Loop() {
@@ -67,7 +68,7 @@ func BenchmarkTierDiff100(b *testing.B) {
 //
 //	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierJoin$' -benchtime 3x
 func BenchmarkTierJoin(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 10_000)
 	twenty := equal(20)
 	joined := append(slices.Clone(twenty), ring.Member{ID: 21, Weight: 1})
 	b.Run("tier", func(b *testing.B) {

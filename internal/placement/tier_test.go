@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -236,7 +237,7 @@ func TestTierSnapshotRoundTrip(t *testing.T) {
 //
 //	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierMillion$' -benchtime 1x
 func BenchmarkTierMillion(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 10_000)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
@@ -256,7 +257,7 @@ func BenchmarkTierMillion(b *testing.B) {
 		}
 		ds = nil
 		tier.Decisions()
-		b.ReportMetric(float64(liveHeap()-base)/n, "bytes/unit")
+		b.ReportMetric(float64(liveHeap()-base)/float64(n), "bytes/unit")
 		runtime.KeepAlive(tier)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // benchKeys is how many keys wait for a pull in BenchmarkPick: a fleet of
 // a million repositories after a catalog arrives, or with its owners down.
-const benchKeys = 1_000_000
+func benchKeys() int { return benchsize.Of(1_000_000, 10_000) }
 
 func benchKeyNames(n int) []string {
 	keys := make([]string, n)
@@ -34,7 +36,7 @@ func heapBytes() uint64 {
 // the pending keys until one was neither pulling nor waiting. bytes/key is
 // the plan's memory per pending key, the key's text (the view's) aside.
 func BenchmarkPick(b *testing.B) {
-	keys := benchKeyNames(benchKeys)
+	keys := benchKeyNames(benchKeys())
 	for _, retrying := range []bool{false, true} {
 		name := map[bool]string{false: "due", true: "retrying"}[retrying]
 		b.Run("heap/"+name, func(b *testing.B) {
@@ -49,7 +51,7 @@ func BenchmarkPick(b *testing.B) {
 					p.Ended(k, "d", Failed, t0)
 				}
 			}
-			perKey := float64(heapBytes()-before) / benchKeys
+			perKey := float64(heapBytes()-before) / float64(benchKeys())
 			b.ResetTimer()
 			for b.Loop() {
 				k, ok := p.Next(t0)
@@ -74,7 +76,7 @@ func BenchmarkPick(b *testing.B) {
 					s.retryAt[k] = t0.Add(30 * time.Second)
 				}
 			}
-			perKey := float64(heapBytes()-before) / benchKeys
+			perKey := float64(heapBytes()-before) / float64(benchKeys())
 			b.ResetTimer()
 			for b.Loop() {
 				k, ok := s.next(t0)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
@@ -146,7 +147,7 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 //	go test ./internal/repoview -run '^$' -bench ListPage
 func BenchmarkListPage(b *testing.B) {
 	view, counts := New()
-	for k, st := range testView(1_000_000, rand.New(rand.NewPCG(1, 2))) {
+	for k, st := range testView(benchsize.Of(1_000_000, 10_000), rand.New(rand.NewPCG(1, 2))) {
 		st.Key = k
 		view.Put(st)
 		s, _ := repostate.Parse(st.GetState())

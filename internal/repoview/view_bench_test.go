@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -58,7 +59,7 @@ func BenchmarkViewMillionTenthInNetworks(b *testing.B) {
 // the i-th in network(i) ("": none) and with replicas(i) (nil: none), and
 // reports the bytes a repository.
 func viewMillion(b *testing.B, network func(i int) string, replicas func(i int) []uint32) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 10_000)
 	live := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -80,7 +81,7 @@ func viewMillion(b *testing.B, network func(i int) string, replicas func(i int) 
 				Network: network(i), Replicas: set})
 			classes.put(key, Class{State: repostate.OK, Owner: uint32(1 + i%5), Current: true})
 		}
-		b.ReportMetric(float64(live()-base)/n, "bytes/repo")
+		b.ReportMetric(float64(live()-base)/float64(n), "bytes/repo")
 		runtime.KeepAlive(view)
 		runtime.KeepAlive(classes)
 	}

@@ -5,12 +5,14 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
-const benchKeys = 1_000_000
+func benchKeys() int { return benchsize.Of(1_000_000, 10_000) }
 
 func benchKeySet() []string {
-	keys := make([]string, benchKeys)
+	keys := make([]string, benchKeys())
 	for i := range keys {
 		keys[i] = fmt.Sprintf("github.com/org%d/repo-%d", i%20_000, i)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 )
 
@@ -14,9 +15,9 @@ import (
 func BenchmarkCheck(b *testing.B) {
 	for _, policy := range []string{PolicyAdaptive, PolicyFixed, PolicyCompass, PolicySourcegraph} {
 		b.Run(policy, func(b *testing.B) {
-			const repos = 100_000
+			repos := benchsize.Of(100_000, 1000)
 			clk := clock.NewFake(t0)
-			s, err := New(Config{Policy: policy, Budget: repos / 24.0, MaxInterval: 7 * 24 * time.Hour}, clk)
+			s, err := New(Config{Policy: policy, Budget: float64(repos) / 24, MaxInterval: 7 * 24 * time.Hour}, clk)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,9 +86,10 @@ func TestConcurrentUse(t *testing.T) {
 // becoming fed and then not, with the adaptive policy: the cost is per
 // repository of the host, reported as ns/repo.
 func BenchmarkSetFed(b *testing.B) {
-	const repos, hostRepos = 100_000, 50_000
+	repos := benchsize.Of(100_000, 1000)
+	hostRepos := repos / 2
 	clk := clock.NewFake(t0)
-	s, err := New(Config{Budget: repos / 24.0, MaxInterval: 24 * time.Hour}, clk)
+	s, err := New(Config{Budget: float64(repos) / 24, MaxInterval: 24 * time.Hour}, clk)
 	if err != nil {
 		b.Fatal(err)
 	}

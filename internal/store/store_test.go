@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 func openTemp(t testing.TB) (*Bolt, string) {
@@ -340,7 +342,7 @@ func TestBatchAppliesOpsOnOneKeyInOrder(t *testing.T) {
 // 200,000).
 func BenchmarkBatchRandomKeys(b *testing.B) {
 	ctx := context.Background()
-	const n = 100_000
+	n := benchsize.Of(100_000, 1000)
 	value := make([]byte, 150)
 	for b.Loop() {
 		b.StopTimer()

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/testnet"
 	"github.com/hashicorp/yamux"
@@ -386,7 +387,7 @@ func TestClientConfigErrorsReturnAtOnce(t *testing.T) {
 }
 
 func BenchmarkTransfer64MiB(b *testing.B) {
-	const size = 64 << 20
+	size := benchsize.Of(64<<20, 4<<20)
 	chunk := randomBytes(1<<20, 3)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
@@ -411,7 +412,7 @@ func BenchmarkTransfer64MiB(b *testing.B) {
 		{name: "reverse-proxy", transport: http.DefaultTransport, url: proxy.URL + "/7/pack"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(size)
+			b.SetBytes(int64(size))
 			client := &http.Client{Transport: bc.transport}
 			for b.Loop() {
 				resp, err := client.Get(bc.url)
@@ -420,7 +421,7 @@ func BenchmarkTransfer64MiB(b *testing.B) {
 				}
 				n, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if err != nil || n != size {
+				if err != nil || n != int64(size) {
 					b.Fatalf("read %d bytes, %v; want %d", n, err, size)
 				}
 			}

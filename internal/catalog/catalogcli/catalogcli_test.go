@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -194,7 +195,7 @@ func TestUsageMistakes(t *testing.T) {
 //
 //	go test -run='^$' -bench=Check -benchtime=3x ./internal/catalog/catalogcli/
 func BenchmarkCheck(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 1000)
 	dir := filepath.Join(b.TempDir(), "catalog")
 	if _, err := catalog.Generate(context.Background(), gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), dir, n, 1000); err != nil {
 		b.Fatal(err)

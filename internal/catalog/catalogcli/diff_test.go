@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
@@ -88,7 +89,7 @@ func benchDiffCatalog(b *testing.B, n int) (dir, base, next string) {
 //
 //	go test ./internal/catalog/catalogcli -run '^$' -bench Diff
 func BenchmarkDiff(b *testing.B) {
-	const n = 1_000_000
+	n := benchsize.Of(1_000_000, 10_000)
 	dir, base, next := benchDiffCatalog(b, n)
 	for _, mode := range []struct {
 		name string

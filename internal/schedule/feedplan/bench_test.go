@@ -5,12 +5,14 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
-const benchKeys = 1_000_000
+func benchKeys() int { return benchsize.Of(1_000_000, 10_000) }
 
 func benchKeyList() []string {
-	keys := make([]string, benchKeys)
+	keys := make([]string, benchKeys())
 	for i := range keys {
 		keys[i] = fmt.Sprintf("github.com/owner%d/repo%d", i/10, i)
 	}
@@ -51,7 +53,7 @@ func BenchmarkMemory1M(b *testing.B) {
 		p := benchPlanner(b, keys)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/benchKeys, "bytes/key")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(benchKeys()), "bytes/key")
 		runtime.KeepAlive(p)
 	}
 }
@@ -84,7 +86,7 @@ func BenchmarkObserve1M(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		now = now.Add(7 * time.Millisecond)
-		p.Observe(keys[i%benchKeys], now, now.Add(-time.Second))
+		p.Observe(keys[i%benchKeys()], now, now.Add(-time.Second))
 		i += 7919 // a prime: keys in no particular order
 	}
 }

@@ -6,15 +6,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/benchsize"
 )
 
 // BenchmarkSim10k30d times a whole simulation: 10,000 repositories over 30
 // days, every policy and the oracle, at one check per repository per day.
 func BenchmarkSim10k30d(b *testing.B) {
-	tr := Generate(KindWorkHours, 10000, 30, 1)
+	n := benchsize.Of(10000, 100)
+	tr := Generate(KindWorkHours, n, 30, 1)
 	for b.Loop() {
 		start := time.Now()
-		res, err := Run(tr, Options{Budget: 10000.0 / 24})
+		res, err := Run(tr, Options{Budget: float64(n) / 24})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -42,7 +45,7 @@ func BenchmarkQuality(b *testing.B) {
 		traces = append(traces, trace{"github-365d", tr, time.Time{}})
 	}
 	for _, kind := range []string{KindPoissonHeavyTail, KindWorkHours, KindBursty} {
-		traces = append(traces, trace{kind, Generate(kind, 1000, 90, 1), epoch.Add(30 * 24 * time.Hour)})
+		traces = append(traces, trace{kind, Generate(kind, benchsize.Of(1000, 100), benchsize.Of(90, 40), 1), epoch.Add(30 * 24 * time.Hour)})
 	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| trace | checks/repo/day | %s | adaptive / best baseline | adaptive / optimal |\n|---|--:|%s--:|--:|\n",
@@ -75,7 +78,12 @@ func BenchmarkQuality(b *testing.B) {
 	b.Log(table.String())
 }
 
+// githubTraceIfPresent is the real trace, if present, and none under
+// -short: a year of it is seconds a run.
 func githubTraceIfPresent(b *testing.B) *Trace {
+	if testing.Short() {
+		return nil
+	}
 	var tr *Trace
 	b.Run("read-github-trace", func(b *testing.B) { tr = githubTrace(b) })
 	return tr
@@ -91,7 +99,7 @@ func githubTraceIfPresent(b *testing.B) *Trace {
 func BenchmarkFeedQuality(b *testing.B) {
 	var table strings.Builder
 	table.WriteString("\n| trace | adaptive | adaptive+feed | feed-optimal | feed-uniform | +feed / feed-optimal |\n|---|--:|--:|--:|--:|--:|\n")
-	for _, ft := range feedTraces(b, 2000, 90) {
+	for _, ft := range feedTraces(b, benchsize.Of(2000, 100), benchsize.Of(90, 40)) {
 		b.Run(ft.name, func(b *testing.B) {
 			requests, batch := feedFor(len(ft.tr.Repos))
 			var res []Result
@@ -131,7 +139,7 @@ func BenchmarkFeedQuality(b *testing.B) {
 func BenchmarkFedHosts(b *testing.B) {
 	var table strings.Builder
 	table.WriteString("\n| trace | unfed: adaptive | adaptive+feed | adaptive+fed | fed: adaptive+feed | adaptive+fed |\n|---|--:|--:|--:|--:|--:|\n")
-	for _, ft := range feedTraces(b, 2000, 90) {
+	for _, ft := range feedTraces(b, benchsize.Of(2000, 100), benchsize.Of(90, 40)) {
 		if ft.name == "github-365d" {
 			continue // one host: nothing to move the budget to
 		}
