@@ -221,6 +221,13 @@ func TestTheCommitThatAForcePushTookAwayIsNotAcknowledgedAsAHave(t *testing.T) {
 			t.Errorf("%s: the have of the commit that the force-push took away is acknowledged: %q", proto, body)
 		}
 	}
+	// Only such haves, before done: the answer is upload-pack's to haves
+	// it does not have (a NAK, not ready), byte for byte, and not a pack
+	// the client does not expect yet.
+	unknown := strings.Repeat("1", len(fp.old))
+	if got, want := v2Have(fp.old), v2Have(unknown); got != want {
+		t.Errorf("v2: the answer to a have the refs do not reach is %q, upload-pack's to an unknown have %q", got, want)
+	}
 	// One such have among others: the rest of the request goes through.
 	code, _, body := fp.f.post(t, v2Fetch("want "+fp.tip, "have "+fp.old, "have "+reached, "ofs-delta", "no-progress"), v2)
 	if code != http.StatusOK || strings.Contains(body, "ACK "+fp.old) || !strings.Contains(body, "ACK "+reached) {

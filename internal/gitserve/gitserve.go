@@ -295,8 +295,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, key, err)
 		return
 	}
-	if data, err = h.servedHaves(r.Context(), view, data, req.Haves); err != nil {
+	var noneServed bool
+	if data, noneServed, err = h.servedHaves(r.Context(), view, data, req.Haves); err != nil {
 		h.refuse(w, r, key, err)
+		return
+	}
+	if noneServed && v2 && !req.Done {
+		// Every have dropped: upload-pack, given none, would send the pack
+		// now, where the client waits for the acknowledgments of a round.
+		w.Header().Set("Content-Length", strconv.Itoa(len(noCommonHaves)))
+		_, _ = io.WriteString(w, noCommonHaves)
 		return
 	}
 	cmd.Stdin = bytes.NewReader(data)

@@ -23,25 +23,31 @@ import (
 //
 // A set of haves that the refs were found to reach is not looked at again
 // under the same refs, as wants are not (wantsServed).
-func (h *Handler) servedHaves(ctx context.Context, v *refsView, body []byte, haves []string) ([]byte, error) {
+//
+// none says that every have was dropped: a v2 request that did not end its
+// negotiation must then be answered with a NAK (noCommonHaves), as
+// upload-pack would, not passed on without haves, which upload-pack
+// answers with a pack the client does not expect yet.
+func (h *Handler) servedHaves(ctx context.Context, v *refsView, body []byte, haves []string) (out []byte, none bool, err error) {
 	if len(haves) > maxWants {
-		return nil, refused("more than %d haves in one request", maxWants)
+		return nil, false, refused("more than %d haves in one request", maxWants)
 	}
+	all := haves
 	haves = v.nonTips(haves)
 	if len(haves) == 0 {
-		return body, nil
+		return body, false, nil
 	}
 	k := "have\x00" + wantsKey(haves)
 	v.mu.Lock()
 	known := v.reachable[k]
 	v.mu.Unlock()
 	if known {
-		return body, nil
+		return body, false, nil
 	}
 	h.shares.checks.Add(1)
 	unreached, refsOnly, err := unreachedHaves(ctx, h.Git, v.dir, haves)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(unreached) == 0 {
 		if refsOnly {
@@ -50,10 +56,19 @@ func (h *Handler) servedHaves(ctx context.Context, v *refsView, body []byte, hav
 			v.mu.Unlock()
 			v.views.grow(v, int64(len(k)))
 		}
-		return body, nil
+		return body, false, nil
 	}
-	return dropHaves(body, unreached), nil
+	none = true
+	for _, oid := range all {
+		none = none && unreached[oid]
+	}
+	return dropHaves(body, unreached), none, nil
 }
+
+// noCommonHaves is upload-pack's protocol v2 answer to haves of which none
+// is common, before the client said done: an acknowledgments section with
+// a NAK, and a flush (not ready: the client sends more haves, or done).
+const noCommonHaves = "0014acknowledgments\n0008NAK\n0000"
 
 // unreachedHaves tells which of haves name an object on disk that the
 // served refs do not reach: a commit that no ref reaches, or any object

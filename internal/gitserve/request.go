@@ -34,6 +34,8 @@ type uploadRequest struct {
 	Filter    string   // the filter spec, "" for none
 	DeepenNot []string // the ref names of deepen-not lines
 
+	Done      bool     // the client ended its negotiation ("done")
+
 	idLens   [2]bool // ids of 40 and of 64 hex digits seen (want, have, shallow)
 	shallows int
 	deepen   bool // a deepen line
@@ -204,6 +206,8 @@ func (req *uploadRequest) arg(args map[string]bool, line string) error {
 			return err
 		}
 		req.Filter = val
+	case "done":
+		req.Done = true
 	}
 	return nil
 }
