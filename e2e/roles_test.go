@@ -176,6 +176,19 @@ func TestAPartialNodeCannotCallAnyAdminRPC(t *testing.T) {
 		}
 		return nil
 	})
+	// Adding it again answers with what the mirror knows of it, not as
+	// a new repository.
+	eventually(t, 60*time.Second, "a second add of the served repository answers ok and served", func() error {
+		var again struct {
+			State  string `json:"state"`
+			Served bool   `json:"served"`
+		}
+		body := strings.NewReader(`{"url": "` + f.up.RepoURL("extra/operators") + `"}`)
+		if code := call(t, "POST", f.base+"/api/v1/repos", apiToken, body, &again); code != 200 || again.State != "ok" || !again.Served {
+			return fmt.Errorf("%d state %q served %v", code, again.State, again.Served)
+		}
+		return nil
+	})
 	if err := f.servedLikeUpstream(repos); err != nil {
 		t.Fatalf("after the refused calls: %v", err)
 	}

@@ -81,6 +81,9 @@ type Catalog struct {
 	// catalog's URL), "" when it can; ErrorAt is since when.
 	Error   string
 	ErrorAt time.Time
+	// UnderReplicated counts the repositories confirmed by fewer full
+	// nodes than the tier's replicas.
+	UnderReplicated int
 }
 
 // Mismatch is a node's forged tips: how many in all, and when the last

@@ -300,3 +300,21 @@ func TestAnUnreadableCatalogFiresAfterItsHoldAndResolvesOnceRead(t *testing.T) {
 		t.Fatalf("the catalog is read again: %v", got)
 	}
 }
+
+// Repositories short of replicas fire after the hold, with their count,
+// and resolve once every one is held by enough full nodes again.
+func TestUnderReplicatedRepositoriesFireAfterTheHold(t *testing.T) {
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	snap := &Snapshot{Session: Session{Connected: true}, Catalog: &Catalog{UnderReplicated: 12}}
+	if evs := e.Evaluate(snap, t0); len(evs) != 0 {
+		t.Fatalf("fired at once: %v", statuses(evs))
+	}
+	evs := e.Evaluate(snap, t0.Add(5*time.Minute))
+	if got := statuses(evs); len(got) != 1 || got[0] != "firing under-replicated" || !strings.Contains(evs[0].Alert.Figure, "12") {
+		t.Fatalf("after the hold: %v %+v", got, evs)
+	}
+	snap.Catalog = &Catalog{}
+	if got := statuses(e.Evaluate(snap, t0.Add(6*time.Minute))); len(got) != 1 || got[0] != "resolved under-replicated" {
+		t.Fatalf("every repository held again: %v", got)
+	}
+}

@@ -62,6 +62,9 @@ const (
 	// RuleCatalogUnreadable: the coordinator cannot read the catalog (its
 	// repository missing, out of reach, not a git repository).
 	RuleCatalogUnreadable = "catalog-unreadable"
+	// RuleUnderReplicated: repositories held by fewer full nodes than
+	// --full-replicas (a full node lost, and its share not yet copied).
+	RuleUnderReplicated = "under-replicated"
 )
 
 // Rules returns the rules with the thresholds th.
@@ -90,6 +93,8 @@ func Rules(th Thresholds) []Rule {
 		// A catalog that cannot be read: no repository is added or removed
 		// (on a first start, none is mirrored) until it can.
 		{Name: RuleCatalogUnreadable, For: th.Hold, Check: catalogUnreadable},
+		// Fewer copies than promised: one more loss may lose data.
+		{Name: RuleUnderReplicated, For: th.Hold, Check: underReplicated},
 		{Name: RuleMismatch, Check: func(s *Snapshot, now time.Time) ([]Alert, bool) {
 			return perNode(RuleMismatch, s.Mismatches, now, th.MismatchQuiet,
 				"node %d served a tip the upstream never had (a forged or stale pull, refused)", "forged tips"), true
@@ -195,6 +200,18 @@ func purgeHeld(s *Snapshot, _ time.Time) ([]Alert, bool) {
 	return []Alert{{Key: RulePurgeHeld, Rule: RulePurgeHeld,
 		Summary: fmt.Sprintf("purge protection holds the removal of %d repositories (catalog commit %.12s) until an operator confirms it", c.HeldRemoved, c.HeldCommit),
 		Figure:  fmt.Sprintf("%d of %d repositories to remove", c.HeldRemoved, c.HeldAll), Threshold: "--max-purge within --purge-window"}}, true
+}
+
+func underReplicated(s *Snapshot, _ time.Time) ([]Alert, bool) {
+	if s.Catalog == nil {
+		return nil, false
+	}
+	if n := s.Catalog.UnderReplicated; n > 0 {
+		return []Alert{{Key: RuleUnderReplicated, Rule: RuleUnderReplicated,
+			Summary: fmt.Sprintf("%d repositories are held by fewer full nodes than --full-replicas", n),
+			Figure:  fmt.Sprintf("%d repositories", n), Threshold: "--full-replicas confirmed copies"}}, true
+	}
+	return nil, true
 }
 
 func catalogUnreadable(s *Snapshot, _ time.Time) ([]Alert, bool) {

@@ -94,6 +94,11 @@ type CatalogStatus struct {
 	URL       string    `json:"url,omitempty"`
 	LastFetch time.Time `json:"last_fetch,omitzero"`
 	NextFetch time.Time `json:"next_fetch,omitzero"`
+
+	// UnderReplicated counts the repositories confirmed by fewer full
+	// nodes than they should be on (--full-replicas, or every full node
+	// when there are no more); 0 while every full node holds everything.
+	UnderReplicated int `json:"under_replicated"`
 }
 
 // PendingPurge is the removals that purge protection holds until an
@@ -208,6 +213,11 @@ type Node struct {
 	// repository unchanged while the full node found it changed upstream
 	// (as seen by the full node that answers).
 	StaleReports uint64 `json:"stale_reports"`
+	// A full node's share of the full tier: the repositories it is to
+	// hold (TierRepos) and those it confirmed it holds; every repository,
+	// and no confirmations, while every full node holds everything.
+	TierRepos     int `json:"tier_repos,omitempty"`
+	TierHeldRepos int `json:"tier_held_repos,omitempty"`
 }
 
 // Transition is one change of a node's state.

@@ -91,7 +91,7 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, q fetchlog.Que
 	}
 	if !s.operator(r) {
 		for i := range es {
-			es[i].Error = PublicErrorText(es[i].Error, es[i].ErrorClass)
+			es[i] = PublicEntry(es[i])
 		}
 	}
 	writeJSON(w, http.StatusOK, LogPage{Entries: es, Next: next})

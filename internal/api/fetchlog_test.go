@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,55 @@ func TestAServerWithoutAFetchLogSaysSo(t *testing.T) {
 	e := newTestEnv(t, Config{}, newFakeBackend("github.com/a/b"))
 	if r := e.do(t, http.MethodGet, "/api/v1/log", nil); r.status != http.StatusNotImplemented {
 		t.Errorf("status %d, want 501", r.status)
+	}
+}
+
+// The old IDs of a force-push (the entry's rewrites, and the old ID of
+// the moved ref) are the operator's: an anonymous reader of the log, of a
+// repository's log or of its detail sees the entry, the new IDs and a
+// count of the rewrites, never an old ID.
+func TestTheOldIDsOfAForcePushAreReadOnlyWithTheAPIToken(t *testing.T) {
+	e, l := newLogEnv(t, "github.com/a/b")
+	old, nw, kept := strings.Repeat("1", 40), strings.Repeat("2", 40), strings.Repeat("3", 40)
+	rw := []fetchlog.Rewrite{{Ref: "refs/heads/main", Old: old, New: nw}}
+	l.Append(fetchlog.Entry{Key: "github.com/a/b", At: epoch, Kind: "fetch", Node: 1, Changed: true, RefsChanged: 2,
+		Refs:     []string{"refs/heads/dev", "refs/heads/main"},
+		Moves:    []fetchlog.Move{{Ref: "refs/heads/dev", Old: kept, New: nw}, {Ref: "refs/heads/main", Old: old, New: nw}},
+		Rewrites: rw})
+	e.b.mu.Lock()
+	d := e.b.repos["github.com/a/b"]
+	d.History = []HistoryEntry{{At: epoch, Kind: "fetch", Changed: true, Rewrites: rw}}
+	e.b.repos["github.com/a/b"] = d
+	e.b.mu.Unlock()
+
+	for _, path := range []string{"/api/v1/log", "/api/v1/repos/github.com/a/b/log"} {
+		r := e.do(t, http.MethodGet, path, nil)
+		var page LogPage
+		r.decode(t, &page)
+		if r.status != http.StatusOK || len(page.Entries) != 1 {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		got := page.Entries[0]
+		if strings.Contains(string(r.body), old) || got.Rewrites != nil || got.RewritesOmitted != 1 {
+			t.Errorf("GET %s without the token: %s; want no old ID, rewrites_omitted 1", path, r.body)
+		}
+		if len(got.Moves) != 2 || got.Moves[0].Old != kept || got.Moves[1].New != nw {
+			t.Errorf("GET %s without the token: moves %+v, want dev's old ID and main's new one kept", path, got.Moves)
+		}
+		r = e.do(t, http.MethodGet, path, nil, auth)
+		page = LogPage{}
+		r.decode(t, &page)
+		if len(page.Entries) != 1 || !slices.Equal(page.Entries[0].Rewrites, rw) || page.Entries[0].Moves[1].Old != old {
+			t.Errorf("GET %s with the token: %s; want the rewrites and main's old ID", path, r.body)
+		}
+	}
+	r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b", nil)
+	var detail RepoDetail
+	r.decode(t, &detail)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), old) || len(detail.History) != 1 || detail.History[0].RewritesOmitted != 1 {
+		t.Errorf("the detail without the token: %d %s; want no old ID, rewrites_omitted 1", r.status, r.body)
+	}
+	if r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b", nil, auth); !strings.Contains(string(r.body), old) {
+		t.Errorf("the detail with the token: %s; want the old ID", r.body)
 	}
 }

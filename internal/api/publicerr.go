@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
@@ -46,15 +47,49 @@ func PublicCatalogURL(u string) string {
 	return u
 }
 
+// PublicEntry is what anonymous readers see of a fetch log entry: its
+// error as its class (PublicErrorText), and none of the old IDs of the
+// refs it rewrote (deleted, moved tags, force-pushed branches): its
+// Rewrites are counted in RewritesOmitted, and its Moves of those refs
+// lose their old IDs (all of them, when some rewrites were not listed).
+// An old tip names what the upstream took away, a leaked secret say; the
+// operator, with the API token, sees it to undo a rewrite by hand.
+func PublicEntry(e fetchlog.Entry) fetchlog.Entry {
+	e.Error = PublicErrorText(e.Error, e.ErrorClass)
+	if len(e.Rewrites) == 0 && e.RewritesOmitted == 0 {
+		return e
+	}
+	rewritten := make(map[string]bool, len(e.Rewrites))
+	for _, rw := range e.Rewrites {
+		rewritten[rw.Ref] = true
+	}
+	if len(e.Moves) > 0 {
+		moves := make([]fetchlog.Move, len(e.Moves))
+		for i, m := range e.Moves {
+			if rewritten[m.Ref] || e.RewritesOmitted > 0 {
+				m.Old = ""
+			}
+			moves[i] = m
+		}
+		e.Moves = moves
+	}
+	e.RewritesOmitted += len(e.Rewrites)
+	e.Rewrites = nil
+	return e
+}
+
 // publicRepo hides the error details of repo from anonymous readers.
 func publicRepo(repo *Repo) { repo.LastError = PublicError(repo.LastError, repo.ErrorClass) }
 
-// publicDetail hides the error details of d from anonymous readers.
+// publicDetail hides the error details of d, and the old IDs of the refs
+// its history rewrote, from anonymous readers (see PublicEntry).
 func publicDetail(d *RepoDetail) {
 	publicRepo(&d.Repo)
 	h := make([]HistoryEntry, len(d.History))
 	for i, e := range d.History {
 		e.Error = PublicErrorText(e.Error, e.ErrorClass)
+		e.RewritesOmitted += len(e.Rewrites)
+		e.Rewrites = nil
 		h[i] = e
 	}
 	d.History = h

@@ -59,6 +59,12 @@ type Problem struct {
 	Key      string `json:"key,omitempty"`
 	Reason   string `json:"reason"`
 	Severity string `json:"severity"`
+	// Refused says the entry was refused by the egress policy (an
+	// *egress.BlockedError): its host or address is one this mirror's
+	// options do not allow, although the entry may be well formed. Purge
+	// protection reads it (a changed policy must not drop repositories
+	// in bulk).
+	Refused bool `json:"refused,omitempty"`
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Reason) }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/network"
 	"io"
 	"maps"
 	"path"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/network"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"go.yaml.in/yaml/v3"
 )
@@ -61,6 +62,13 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 
 func (f *fileData) problem(line int, severity, key, reason string) {
 	f.problems = append(f.problems, Problem{File: f.name.path, Line: line, Key: key, Reason: repokey.Redact(reason), Severity: severity})
+}
+
+// urlProblem records err, an entry's URL that repokey.Normalize refused,
+// marked Refused when the egress policy is what refused it.
+func (f *fileData) urlProblem(line int, key, prefix string, err error) {
+	f.problem(line, SeverityError, key, prefix+err.Error())
+	f.problems[len(f.problems)-1].Refused = egress.IsBlocked(err)
 }
 
 // parseEntries fills f from the content of an entry file (.list or YAML).
@@ -115,7 +123,7 @@ func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 		} else {
 			key, fetch, err := repokey.Normalize(string(l), opt)
 			if err != nil {
-				f.problem(line, SeverityError, "", err.Error())
+				f.urlProblem(line, "", "", err)
 				continue
 			}
 			if e.form = formOf(key, fetch); e.form == formExtra {
@@ -335,7 +343,7 @@ func plainURL(s []byte) bool {
 func addEntry(f *fileData, urls []yamlURL, attrs map[string]string, opt repokey.Options) {
 	key, fetch, err := repokey.Normalize(urls[0].value, opt)
 	if err != nil {
-		f.problem(urls[0].line, SeverityError, "", err.Error())
+		f.urlProblem(urls[0].line, "", "", err)
 		return
 	}
 	e := entry{key: key, name: f.name, form: formOf(key, fetch)}
@@ -343,7 +351,7 @@ func addEntry(f *fileData, urls []yamlURL, attrs map[string]string, opt repokey.
 	for _, u := range urls[1:] {
 		_, fb, err := repokey.Normalize(u.value, opt)
 		if err != nil {
-			f.problem(u.line, SeverityError, key, "fallback URL skipped: "+err.Error())
+			f.urlProblem(u.line, key, "fallback URL skipped: ", err)
 			continue
 		}
 		fallbacks = append(fallbacks, fb)

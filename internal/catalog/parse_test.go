@@ -286,3 +286,24 @@ func TestOutermostDropsNestedDirectories(t *testing.T) {
 		}
 	}
 }
+
+// A URL the egress policy refuses is a problem marked Refused, in a list
+// and in YAML, as a first URL and as a fallback; a malformed URL is not:
+// purge protection holds the first kind at a restart and not the second.
+func TestProblemsTheEgressPolicyCausesAreMarkedRefused(t *testing.T) {
+	f := &fileData{name: &fileName{"x.list"}}
+	parseList(f, []byte("http://127.0.0.1:8080/r.git\nhttps://github.com/a/b?x=1\nhttps://github.com/a/b\n"), repokey.Options{})
+	if len(f.problems) != 2 {
+		t.Fatalf("problems %+v, want 2", f.problems)
+	}
+	if !f.problems[0].Refused || f.problems[1].Refused {
+		t.Errorf("refused = %v, %v; want the private address refused and the query string not (%+v)",
+			f.problems[0].Refused, f.problems[1].Refused, f.problems)
+	}
+
+	y := &fileData{name: &fileName{"b.yaml"}}
+	parseYAML(y, []byte("url:\n- https://github.com/a/b\n- http://10.0.0.1/b.git\n"), repokey.Options{})
+	if len(y.problems) != 1 || !y.problems[0].Refused || y.problems[0].Key != "github.com/a/b" {
+		t.Errorf("YAML fallback problems %+v, want one, refused, under github.com/a/b", y.problems)
+	}
+}

@@ -179,6 +179,23 @@ func TestPublicPagesShowTheErrorClass(t *testing.T) {
 	}
 }
 
+// The old tip that a force-push left is the operator's: a repository's
+// page, which anyone reads, shows the move as rewritten, without the old
+// ID, and a fast-forward's old ID as before.
+func TestARepositorysPageDoesNotShowTheOldTipOfAForcePush(t *testing.T) {
+	c, src := newTestConsole()
+	old := "4444444444cccc" + strings.Repeat("0", 26)
+	src.log[0].Moves = append(src.log[0].Moves, fetchlog.Move{Ref: "refs/heads/rewritten", Old: old, New: "5555555555dddd"})
+	src.log[0].Rewrites = []fetchlog.Rewrite{{Ref: "refs/heads/rewritten", Old: old, New: "5555555555dddd"}}
+	_, body := get(t, c, "/-/repos/"+hostileKey)
+	if strings.Contains(body, old[:10]) || !strings.Contains(body, "(rewritten)") {
+		t.Errorf("the page shows the old tip of a force-push, or not its move:\n%s", body)
+	}
+	if !strings.Contains(body, "1111111111") {
+		t.Errorf("the page lost a fast-forward's old ID:\n%s", body)
+	}
+}
+
 func TestHeadersForbidInlineScriptAndSniffing(t *testing.T) {
 	c, _ := newTestConsole()
 	for _, path := range []string{"/", "/-/repos", "/-/static/console.js", "/-/nowhere"} {

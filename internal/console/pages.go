@@ -322,7 +322,8 @@ type logRow struct {
 	Unnamed int
 }
 
-// move is a ref an entry changed, with short IDs ("" : none).
+// move is a ref an entry changed, with short IDs ("" : none; an old ID
+// that a rewrite left is "(rewritten)": see api.PublicEntry).
 type move struct{ Ref, Old, New string }
 
 func shortID(id string) string { return id[:min(len(id), 10)] }
@@ -360,10 +361,15 @@ func (c *Console) repo(w http.ResponseWriter, r *http.Request) {
 	slices.Sort(attrs)
 	entries, next, logErr := c.src.Log(ctx, d.Key, before, logPage)
 	rows := make([]logRow, 0, len(entries))
-	for _, e := range entries {
+	for _, full := range entries {
+		e := api.PublicEntry(full) // an old tip a rewrite left is the operator's
 		row := logRow{Entry: e}
-		for _, m := range e.Moves {
-			row.Moves = append(row.Moves, move{Ref: m.Ref, Old: shortID(m.Old), New: shortID(m.New)})
+		for i, m := range e.Moves {
+			old := shortID(m.Old)
+			if old == "" && full.Moves[i].Old != "" {
+				old = "(rewritten)"
+			}
+			row.Moves = append(row.Moves, move{Ref: m.Ref, Old: old, New: shortID(m.New)})
 		}
 		if len(e.Moves) == 0 {
 			for _, name := range e.Refs {

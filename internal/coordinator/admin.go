@@ -255,6 +255,7 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	counts := c.engine.Load()
+	tier := c.tierLoads()
 	resp := &fleetv1.ListNodesResponse{}
 	if p := c.pendingPurge(); p != nil {
 		resp.PendingPurge = catalog.HeldSummary(p.removed, p.total, p.commit, p.keys) + "; confirm it to apply"
@@ -269,6 +270,11 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 		}
 		if rec != nil {
 			n.Mode = rec.Mode
+		}
+		if l, ok := tier.loads[st.ID]; ok {
+			n.TierRepos, n.TierHeldRepos = uint32(l.Weight), uint32(l.HeldWeight)
+		} else if tier.everyone && rec != nil && rec.full() {
+			n.TierRepos = uint32(c.engine.Len())
 		}
 		if s := c.sessions[st.ID]; s != nil && s.disk != nil {
 			n.DiskUsedBytes, n.DiskTotalBytes = s.disk.GetDiskUsedBytes(), s.disk.GetDiskTotalBytes()
@@ -318,7 +324,7 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len()), Url: repokey.Redact(c.cfg.Catalog),
-		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt)}
+		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt), UnderReplicated: uint32(c.tierLoads().under)}
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)

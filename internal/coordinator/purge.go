@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
@@ -250,11 +249,8 @@ func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.En
 }
 
 // refusedByPolicy tells a catalog problem that is the egress policy's
-// refusal of an entry's host (every *egress.BlockedError's message starts
-// so).
-func refusedByPolicy(p catalog.Problem) bool {
-	return strings.Contains(p.Reason, "blocked destination")
-}
+// refusal of an entry's host.
+func refusedByPolicy(p catalog.Problem) bool { return p.Refused }
 
 // holdRefused applies purge protection's rule to the entries the current
 // options refuse, at a restart: those that were placed before (wasPlaced)

@@ -713,11 +713,12 @@ func (s *session) sendLoop(ctx context.Context, stream fleetv1.Coordinator_Sessi
 		if len(msgs) > 0 {
 			continue
 		}
+		// Everything that queues a message kicks the session (a buffered
+		// signal, never lost), so an idle session waits for it alone.
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.signal:
-		case <-time.After(time.Second):
 		}
 	}
 }

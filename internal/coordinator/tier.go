@@ -225,6 +225,27 @@ func (c *Coordinator) replicas(key string) []uint32 {
 	return slices.Clip(c.tier.Where(c.tierUnit(key)))
 }
 
+// tierShares is what the API shows of the tier: each member's share
+// (placement.TierLoad, in repositories: a unit weighs its repositories),
+// and the repositories confirmed on fewer full nodes than they should be.
+// everyone: every full node is to hold everything (the tier places
+// nothing, and confirms nothing).
+type tierShares struct {
+	loads    map[uint32]placement.TierLoad
+	under    int
+	everyone bool
+}
+
+// tierLoads reads the tier's shares; it walks every unit (a few
+// milliseconds at a million). Caller holds c.mu.
+func (c *Coordinator) tierLoads() tierShares {
+	if c.tier == nil || c.tier.Everyone() || !c.tierFed {
+		return tierShares{everyone: true}
+	}
+	loads, _, under := c.tier.Loads()
+	return tierShares{loads: loads, under: under}
+}
+
 // metaTier is the meta key of the tier's snapshot.
 const metaTier = "tier"
 

@@ -13,6 +13,8 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/ring"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -87,6 +89,76 @@ func TestTheFullTierHoldsEachRepositoryOnTwoFullNodesAndANetworkAsOne(t *testing
 	s.sweep = append(s.sweep, keys[0])
 	if st := networkSent(s, keys[0]); st == nil || !slices.Equal(st.GetReplicas(), c.replicas(keys[0])) {
 		t.Errorf("the state sent for %s has replicas %v, want %v", keys[0], st.GetReplicas(), c.replicas(keys[0]))
+	}
+}
+
+// The API's figures of the tier: each full node's share and what it
+// confirmed (the first two full nodes held everything when the others
+// came, and keep what stays theirs), and the repositories short of
+// replicas: none while settled, a lost full node's share until the
+// others confirm it.
+func TestTheNodesListShowsEachFullNodesShareAndTheShortfall(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	ctx := as(full[0])
+	shares := func() (map[uint32][2]uint32, uint32) {
+		t.Helper()
+		nodes, err := c.ListNodes(ctx, &fleetv1.ListNodesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint32][2]uint32{}
+		for _, n := range nodes.GetNodes() {
+			out[n.GetId()] = [2]uint32{n.GetTierRepos(), n.GetTierHeldRepos()}
+		}
+		cat, err := c.CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, cat.GetUnderReplicated()
+	}
+	got, under := shares()
+	var sum uint32
+	for _, f := range full {
+		sum += got[f.GetNodeId()][0]
+	}
+	third := full[2].GetNodeId()
+	if sum != uint32(2*len(keys)) || under != 0 || got[third][0] == 0 || got[third][1] != 0 {
+		t.Fatalf("shares %v (sum %d), %d short; want a sum of %d, none short, and a later full node to hold none of its share yet",
+			got, sum, under, 2*len(keys))
+	}
+	c.mu.Lock()
+	for _, k := range keys {
+		for _, id := range c.replicas(k) {
+			c.tierConfirm(id, k)
+		}
+	}
+	c.syncTier()
+	c.mu.Unlock()
+	got, under = shares()
+	if s := got[third]; s[0] != s[1] || under != 0 {
+		t.Errorf("a later full node after confirming its share: %v, %d short; want all of it held, none short", s, under)
+	}
+	// The first full node is lost past its grace: its share is short
+	// until the others confirm their copies.
+	c.mu.Lock()
+	lost := got[full[0].GetNodeId()][0]
+	c.tier.SetMembers(slices.DeleteFunc(c.tier.Members(), func(m ring.Member) bool { return m.ID == full[0].GetNodeId() }))
+	ds := c.tier.Decisions()
+	c.mu.Unlock()
+	if _, under = shares(); under != lost {
+		t.Errorf("after a full node holding %d repositories was lost: %d short, want %d", lost, under, lost)
+	}
+	c.mu.Lock()
+	for _, d := range ds {
+		if d.Kind == placement.Assign {
+			c.tier.Confirm(d.Node, d.Key)
+		}
+	}
+	c.mu.Unlock()
+	if _, under = shares(); under != 0 {
+		t.Errorf("after the survivors confirmed the lost share: %d short, want 0", under)
 	}
 }
 

@@ -204,7 +204,7 @@ func (f *Node) alertSnapshot(ctx context.Context, now time.Time) *alert.Snapshot
 		f.log.Debug("alerts: list the nodes", "err", err)
 	}
 	if cat, err := f.backend.Catalog(ctx); err == nil {
-		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error, cat.ErrorClass)}
+		s.Catalog = &alert.Catalog{Error: api.PublicError(cat.Error, cat.ErrorClass), UnderReplicated: cat.UnderReplicated}
 		if cat.ErrorAt != nil {
 			s.Catalog.ErrorAt = *cat.ErrorAt
 		}

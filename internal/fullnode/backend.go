@@ -183,6 +183,16 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	if resp.GetUrl() != "" {
 		url = resp.GetUrl()
 	}
+	// A repository the fleet mirrors already answers with its state
+	// (ok and served, say), not as a new one.
+	b.f.mu.Lock()
+	st := b.f.view.Get(resp.GetKey())
+	b.f.mu.Unlock()
+	if st != nil {
+		r := b.repo(resp.GetKey(), st, b.f.clk.Now())
+		r.UpstreamURL = url
+		return r, nil
+	}
 	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
 
@@ -271,7 +281,7 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
 			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId()),
-			StaleReports: b.f.staleReportCount(n.GetId())}
+			StaleReports: b.f.staleReportCount(n.GetId()), TierRepos: int(n.GetTierRepos()), TierHeldRepos: int(n.GetTierHeldRepos())}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			an.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}
@@ -296,7 +306,8 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 		return api.CatalogStatus{}, fmt.Errorf("coordinator: %s", status.Convert(err).Message())
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
-		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl()}
+		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl(),
+		UnderReplicated: int(resp.GetUnderReplicated())}
 	if t := msTime(resp.GetLastFetchMs()); t != nil {
 		st.LastFetch = *t
 	}

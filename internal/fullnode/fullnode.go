@@ -260,6 +260,9 @@ func (f *Node) serve(ctx context.Context) error {
 	if f.cfg.Retention > 0 {
 		wg.Go(func() { f.sweepLoop(ctx) })
 	}
+	if f.packs != nil {
+		wg.Go(func() { f.packs.Run(ctx) })
+	}
 	wg.Go(func() { f.alertLoop(ctx) })
 	wg.Go(func() { f.freshLoop(ctx) })
 	wg.Go(func() { f.persistLoop(ctx) })

@@ -77,6 +77,11 @@ type Options struct {
 	// MaxTreeDepth, when positive, is passed as core.maxTreeDepth. Set it
 	// only for a git that knows the setting (see Version).
 	MaxTreeDepth int
+	// TempDir is where the commands that talk to upstreams write curl's
+	// trace of the headers (retryafter.go); default os.TempDir(). Give a
+	// directory the process empties at its start (the mirror's tmp), so
+	// that a trace a kill -9 left behind does not outlive the process.
+	TempDir string
 }
 
 // New returns a Runner whose git processes connect as route says, with
@@ -318,7 +323,11 @@ func ClassOf(err error) Class {
 func classify(stderr string, err error) Class {
 	s := strings.ToLower(stderr)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded),
+		// curl's low-speed cut (http.lowSpeedTime): an upstream that
+		// stalled, not one that could not be reached. Before the network
+		// case, whose "unable to access" prefixes curl's message.
+		strings.Contains(s, "operation too slow"), strings.Contains(s, "operation timed out"):
 		return ClassTimeout
 	case strings.Contains(s, "no space left") || strings.Contains(s, "disk quota") ||
 		strings.Contains(s, "read-only file system"):
@@ -360,7 +369,7 @@ func classify(stderr string, err error) Class {
 		strings.Contains(s, "failed to connect") || strings.Contains(s, "connection timed out") ||
 		strings.Contains(s, "connection reset") || strings.Contains(s, "unable to access") ||
 		strings.Contains(s, "early eof") || strings.Contains(s, "the remote end hung up") ||
-		strings.Contains(s, "operation too slow") || strings.Contains(s, "couldn't connect"):
+		strings.Contains(s, "couldn't connect"):
 		return ClassNetwork
 	}
 	return ClassOther
@@ -488,7 +497,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) error {
 	if err != nil {
 		return err
 	}
-	traceEnv, endTrace := beginTrace(c.Name) // retryafter.go
+	traceEnv, endTrace := beginTrace(c.Name, r.opt.TempDir) // retryafter.go
 	cmd.Env = append(append(r.env(&c), egressEnv...), traceEnv...)
 	if c.Stdin != nil {
 		// os/exec waits for its stdin copier even after the process died,

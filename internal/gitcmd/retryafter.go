@@ -24,16 +24,16 @@ var networkCommands = map[string]bool{"fetch": true, "ls-remote": true, "clone":
 // the last one, at the end.
 const maxTraceRead = 64 << 10
 
-// beginTrace makes a trace file for a command named name, if it talks to
-// upstreams: the environment that points git at it, and a function that
-// returns the trace's last Retry-After (0 if none) when throttled and
-// removes the file.
-func beginTrace(name string) ([]string, func(throttled bool) time.Duration) {
+// beginTrace makes a trace file in dir ("": os.TempDir()) for a command
+// named name, if it talks to upstreams: the environment that points git at
+// it, and a function that returns the trace's last Retry-After (0 if none)
+// when throttled and removes the file.
+func beginTrace(name, dir string) ([]string, func(throttled bool) time.Duration) {
 	none := func(bool) time.Duration { return 0 }
 	if !networkCommands[name] {
 		return nil, none
 	}
-	f, err := os.CreateTemp("", "gitfleet-curl-trace-")
+	f, err := os.CreateTemp(dir, "gitfleet-curl-trace-")
 	if err != nil {
 		return nil, none // only a hint is lost
 	}

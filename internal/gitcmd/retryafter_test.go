@@ -83,3 +83,65 @@ func TestAThrottledFetchCarriesItsRetryAfter(t *testing.T) {
 		t.Errorf("err = %v, RetryAfterOf = %v; want throttled, 0", err, RetryAfterOf(err))
 	}
 }
+
+// While a command talks to an upstream, its trace is in Options.TempDir
+// (a directory the process empties at its start: a kill -9 mid-fetch
+// leaves nothing in the machine's /tmp), not in TMPDIR.
+func TestATraceIsWrittenInTheRunnersTempDir(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	sys, own := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", sys)
+	seen := make(chan []string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// git is connected: its trace file exists now.
+		in, _ := filepath.Glob(filepath.Join(own, "gitfleet-curl-trace-*"))
+		out, _ := filepath.Glob(filepath.Join(sys, "gitfleet-curl-trace-*"))
+		select {
+		case seen <- append(in, out...):
+		default:
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	err := New(Direct(), Options{TempDir: own}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"}})
+	if err == nil {
+		t.Fatal("ls-remote of a 503 succeeded")
+	}
+	got := <-seen
+	if len(got) != 1 || filepath.Dir(got[0]) != own {
+		t.Errorf("trace files during the command: %v; want one, in the runner's TempDir %s", got, own)
+	}
+	if left, _ := filepath.Glob(filepath.Join(own, "gitfleet-curl-trace-*")); len(left) != 0 {
+		t.Errorf("trace files left behind: %v", left)
+	}
+}
+
+// An upstream that sends the start of an answer and then nothing is cut
+// by curl's low-speed limit (60 s in production, 1 s here through git's
+// environment): the failure is class timeout, not network.
+func TestAStalledUpstreamIsATimeout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("001e# service=git-upload-pack\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	err := New(Direct(), Options{}).Run(context.Background(), Cmd{Name: "ls-remote", Args: []string{srv.URL + "/a/b.git"},
+		Env: []string{"GIT_HTTP_LOW_SPEED_LIMIT=1000", "GIT_HTTP_LOW_SPEED_TIME=1"}})
+	if ClassOf(err) != ClassTimeout {
+		t.Errorf("err = %v (class %s), want class timeout", err, ClassOf(err))
+	}
+}

@@ -1,5 +1,11 @@
 package gitserve
 
+import (
+	"context"
+
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
+)
+
 // SetBeforeRun sets the function a shared run calls once it has its slot,
 // before git starts: tests hold runs there.
 func SetBeforeRun(h *Handler, f func(key string)) { h.beforeRun = f }
@@ -22,4 +28,23 @@ const RacyMargin = racyMargin
 func RefsReads(h *Handler) int64 {
 	h.init()
 	return h.views.reads.Load()
+}
+
+// CheckWants is the check of a request's wants alone (checkWants, with no
+// recently advertised tips), for benchmarks.
+func CheckWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string) error {
+	_, err := checkWants(ctx, git, dir, wants, nil)
+	return err
+}
+
+// UnreachedHaves counts the haves that the served refs of dir do not
+// reach (unreachedHaves), for benchmarks.
+func UnreachedHaves(ctx context.Context, git *gitcmd.Runner, dir string, haves []string) (int, error) {
+	unreached, _, err := unreachedHaves(ctx, git, dir, haves)
+	return len(unreached), err
+}
+
+// ObjectTypes is the one cat-file that every check starts with.
+func ObjectTypes(ctx context.Context, git *gitcmd.Runner, dir string, oids []string) error {
+	return objectTypes(ctx, git, dir, oids, func(string, string) {})
 }

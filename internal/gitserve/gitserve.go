@@ -45,12 +45,14 @@ type Resolver func(key repokey.Key) (dir string, ok bool)
 // Handler serves git smart HTTP for the keys that resolve. A request is
 // read whole and checked before any upload-pack starts: the Git-Protocol
 // header, the command (ls-refs and fetch only), the filter (cheap ones
-// only) and the wanted objects (only what the served refs reach); the
-// body is bounded in size and in read time. Then the request waits its
-// turn, if it must: behind its client's other requests (each client
-// address has a share of requests in service), then for an upload-pack
-// slot (runs are capped in all and per repository), in fair queues that
-// take clients in turn, for a bounded wait (see turn). Requests that find
+// only) and the wanted objects (only what the served refs reach, commits,
+// tags, trees and blobs alike); a have that the refs do not reach is left
+// out of the request, so that upload-pack never acknowledges it (see
+// servedHaves). The body is bounded in size and in read time. Then the
+// request waits its turn, if it must: behind its client's other requests
+// (each client address has a share of requests in service), then for an
+// upload-pack slot (runs are capped in all and per repository), in fair
+// queues that take clients in turn, for a bounded wait (see turn). Requests that find
 // the refs in one state share the answers and checks that depend on
 // nothing else (see refsView). With a Cache, identical fetch requests
 // share one run (see PackCache). Set the fields before the first request.
@@ -270,6 +272,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, key, err)
 		return
 	}
+	if data, err = h.servedHaves(r.Context(), view, data, req.Haves); err != nil {
+		h.refuse(w, r, key, err)
+		return
+	}
+	cmd.Stdin = bytes.NewReader(data)
 	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, req.Wants, v2, cmd) {
 		return
 	}

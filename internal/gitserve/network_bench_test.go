@@ -19,9 +19,10 @@ import (
 )
 
 // BenchmarkMemberWants compares what serving costs a member of an object
-// pool (whose trees and blobs are checked against its own refs) and a
-// standalone mirror of the same fork (where they are only checked to
-// exist), on a synthetic history (200 files, 1,000 commits):
+// pool (whose trees and blobs are checked against its own refs, with the
+// pool's bitmap) and a standalone mirror of the same fork (checked
+// against its refs too, with its own bitmap), on a synthetic history (200
+// files, 1,000 commits):
 //
 //   - lazyblob: a partial clone's lazy fetch of one blob of history, a
 //     different one each time (no answer kept from before helps); for a

@@ -192,7 +192,31 @@ func (c *PackCache) start(key string, cancel context.CancelFunc) (r *packReader,
 	return e.attach(), true, nil
 }
 
+// Run removes kept entries once they are unused for the TTL, on the
+// cache's clock, until ctx ends: an idle server's cache does not keep its
+// files past the TTL waiting for a request (which expires them too). It
+// checks every quarter of the TTL, so an entry outlives its TTL by at most
+// that. Without a TTL it returns at once.
+func (c *PackCache) Run(ctx context.Context) {
+	if c.ttl <= 0 {
+		return
+	}
+	t := c.clk.NewTicker(max(c.ttl/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			c.mu.Lock()
+			c.expire()
+			c.mu.Unlock()
+		}
+	}
+}
+
 // expire removes the kept entries unused for the TTL that nobody reads.
+// Caller holds c.mu.
 func (c *PackCache) expire() {
 	now := c.clk.Now()
 	for el := c.finished.Front(); el != nil; {

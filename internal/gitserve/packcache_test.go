@@ -2,6 +2,7 @@ package gitserve_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -535,25 +536,30 @@ func TestRunsQueueForABoundedWaitThen503(t *testing.T) {
 
 // Found by an end-to-end test: a blob fetched by its id (as a partial
 // clone does) was kept as a pack, and after the upstream force-pushed it
-// away and the mirror was pruned (the refs the same as when it was kept),
-// the very same request was still answered from the kept pack. Every
-// request is checked against what is on disk now, kept pack or not.
-func TestAKeptPackDoesNotServeWhatAPruneDropped(t *testing.T) {
+// away and the mirror was pruned, the very same request was still
+// answered from the kept pack. Every request is checked against the refs
+// and the disk as they are now, kept pack or not: the blob is refused as
+// soon as the force-push is in (its object still on disk), and after the
+// prune.
+func TestAKeptPackDoesNotServeWhatAForcePushTookAway(t *testing.T) {
 	f := newFixture(t, cached(t, 1<<30, nil))
 	before := revParse(t, f.repo, "refs/heads/main")
 	secret := addBlobCommit(t, f.repo, "main", 4096, 9)
 	blob := revParse(t, f.repo, secret+":blob-9")
 	body := v2Fetch("want "+blob, "done")
-	if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
-		t.Fatalf("the blob while main reaches it: %d %q", code, resp)
+	for range 2 { // the second is answered from the kept pack
+		if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
+			t.Fatalf("the blob while main reaches it: %d %q", code, resp)
+		}
 	}
-	// The force-push away, then a pack of the same request kept under the
-	// new refs (before the prune: the blob is still on disk).
 	if err := gittest.Git(f.repo, "update-ref", "refs/heads/main", before); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, resp := f.post(t, body, v2); code != http.StatusOK {
-		t.Fatalf("the blob before the prune: %d %q", code, resp)
+	if _, err := gittest.Output(f.repo, "cat-file", "-e", blob); err != nil {
+		t.Fatal("the force-push dropped the blob from disk: the test proves nothing")
+	}
+	if code, _, resp := f.post(t, body, v2); code != http.StatusForbidden || !strings.Contains(resp, "not our ref") {
+		t.Fatalf("the blob that a force-push took away, before the prune: %d %q, want 403 not our ref", code, resp)
 	}
 	if err := gittest.Git(f.repo, "reflog", "expire", "--expire=now", "--all"); err != nil {
 		t.Fatal(err)
@@ -615,5 +621,40 @@ func TestAnAnswerWithBitRotIsNeitherKeptNorReplayed(t *testing.T) {
 	defer mu.Unlock()
 	if len(classes) != 3 || classes[0] != gitcmd.ClassBadObjects || classes[2] != gitcmd.ClassBadObjects {
 		t.Fatalf("OnFailure heard %v, want three failures of class %q", classes, gitcmd.ClassBadObjects)
+	}
+}
+
+// A kept answer leaves once unused for the TTL although no request comes
+// (the cache's Run, on its clock): an idle node does not keep the files.
+func TestAnIdleCacheExpiresItsFilesAfterTheTTL(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	f := newFixture(t, func(h *gitserve.Handler) {
+		h.Clock = clk
+		cached(t, 1<<30, nil)(h)
+	})
+	if _, err := cloneInto(t, f.url); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.h.Cache.Stats(); s.Entries != 1 || s.Bytes == 0 {
+		t.Fatalf("after a clone: %+v, want one kept entry", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.h.Cache.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the expiry's ticker", func() bool { return clk.Timers() > 0 })
+	start := clk.Now()
+	// A tick the loop is not ready for is dropped: advance a little at
+	// each look until the entry went.
+	waitFor(t, "the kept entry to expire with no request", func() bool {
+		s := f.h.Cache.Stats()
+		if s.Entries == 0 && s.Expired == 1 && s.Bytes == 0 {
+			return true
+		}
+		clk.Advance(10 * time.Second)
+		return false
+	})
+	if waited := clk.Now().Sub(start); waited < 5*time.Minute {
+		t.Errorf("expired after %v, before its TTL of 5 minutes", waited)
 	}
 }

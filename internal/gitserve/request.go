@@ -30,6 +30,7 @@ func refused(format string, a ...any) error {
 type uploadRequest struct {
 	Command string   // "fetch" or "ls-refs" (v2); "fetch" for v0
 	Wants   []string // object ids
+	Haves   []string // object ids the client says it has
 	Filter  string   // the filter spec, "" for none
 }
 
@@ -147,8 +148,11 @@ func (req *uploadRequest) arg(args map[string]bool, line string) error {
 		if !gitcmd.IsOID(val) {
 			return malformed("%s line without an object id: %q", name, truncate(line))
 		}
-		if name == "want" {
+		switch name {
+		case "want":
 			req.Wants = append(req.Wants, val)
+		case "have":
+			req.Haves = append(req.Haves, val)
 		}
 	case "filter":
 		if err := checkFilter(val); err != nil {

@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -29,20 +27,16 @@ const maxWants = 50000
 // find the refs in v's state: a want that is a served tip needs no process
 // (should its object not be on disk, in a damaged mirror, the run fails
 // and says so: see damagedTip), and a set of wants that the refs were
-// found to reach is not looked at again. What depends on more than the
-// refs is checked anew each time: a tip advertised a moment ago (recent),
-// a tree or a blob of a standalone mirror (only checked to exist, and a
-// prune drops them under the same refs). A pool member's trees and blobs
-// are checked against its refs (objectsReached): their answer is kept as
-// its commits' is. Identical checks in flight are made once.
+// found to reach is not looked at again (a prune drops only what they do
+// not reach). What depends on more than the refs is checked anew each
+// time: a tip advertised a moment ago (recent). Identical checks in
+// flight are made once.
 func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, wants []string, v2 bool) error {
-	if len(wants) == 0 {
-		return nil
-	}
 	if len(wants) > maxWants {
 		return refused("more than %d objects wanted in one request", maxWants)
 	}
-	if v.allTips(wants) {
+	wants = v.nonTips(wants)
+	if len(wants) == 0 {
 		return nil
 	}
 	k := wantsKey(wants)
@@ -73,6 +67,24 @@ func (h *Handler) wantsServed(ctx context.Context, v *refsView, key string, want
 	}
 	f.land(refsOnly, err)
 	return err
+}
+
+// nonTips returns the object ids that are not served tips of v's state,
+// each once.
+func (v *refsView) nonTips(oids []string) []string {
+	var out []string
+	var seen map[string]bool // made once a want is not a tip: most are
+	for _, oid := range oids {
+		if v.tips[oid] || seen[oid] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[oid] = true
+		out = append(out, oid)
+	}
+	return out
 }
 
 // allTips says whether every want is a served tip of v's state.
@@ -135,36 +147,26 @@ func objectTypes(ctx context.Context, git *gitcmd.Runner, dir string, oids []str
 }
 
 // checkWants refuses a request for objects that the served refs do not
-// reach. protocol v2's upload-pack serves any object it has, so a commit
-// that the upstream force-pushed away (a leaked secret, say) could
-// otherwise be fetched by its id until it is dropped from disk. (v0's
-// stateless upload-pack checks wanted commits itself, but lets any tree
-// or blob through: its rev-list walks commits only.)
+// reach. Git's upload-pack serves more: protocol v2's any object it has,
+// and v0's stateless one any tree or blob (its own reachability check
+// walks commits only), so that what an upstream force-pushed away (a
+// leaked secret, say) could otherwise be fetched by its id until the
+// prune drops it from disk, and a pool member would serve every other
+// member's objects. This is what git's uploadpack.allowReachableSHA1InWant
+// means, held for every type of object and both protocols.
 //
-// Commits and tags must be reachable from a ref (a ref's tip is, at no
-// cost), or be a tip that the repository advertised a moment ago (recent,
-// when not nil: see recentTips). Trees and blobs, which a partial clone
-// asks for by id, are only checked to exist in a standalone mirror, where
-// only a reachable commit gives their ids away. A pool member borrows
-// every object of its network, another fork's too, so there they and
-// tags must be reached by its own refs (objectsReached). refsOnly says
-// that the answer depends on the refs alone: every want is an object that
-// they were found to reach.
+// Commits must be reachable from a ref (a ref's tip is, at no cost), or
+// be a tip that the repository advertised a moment ago (recent, when not
+// nil: see recentTips). Tags, trees and blobs (a partial clone asks for
+// blobs by id) must be reached by the refs too (objectsReached); a tag
+// that was advertised a moment ago is served as a commit is. refsOnly
+// says that the answer depends on the refs alone: every want is an
+// object that they were found to reach.
 func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []string, recent func(oid string) bool) (refsOnly bool, err error) {
 	var commits bytes.Buffer
-	var objects []string // of a pool member: checked by an object walk
+	var objects []string // checked by an object walk
 	refsOnly = true
 	missingOID := ""
-	member := -1 // whether dir borrows from a pool, looked at once it matters
-	borrows := func() bool {
-		if member < 0 {
-			member = 0
-			if _, err := os.Stat(filepath.Join(dir, "objects", "info", "alternates")); err == nil {
-				member = 1
-			}
-		}
-		return member == 1
-	}
 	err = objectTypes(ctx, git, dir, wants, func(oid, typ string) {
 		switch typ {
 		case "commit", "tag":
@@ -172,19 +174,15 @@ func checkWants(ctx context.Context, git *gitcmd.Runner, dir string, wants []str
 				refsOnly = false
 				return // on disk, and advertised within the grace
 			}
-			if typ == "tag" && borrows() {
-				// A tag of another member may peel to a commit that
-				// this one's refs reach: the tag itself must be.
+			if typ == "tag" {
+				// A tag may peel to a commit that the refs reach: the
+				// tag itself must be.
 				objects = append(objects, oid)
 				return
 			}
 			commits.WriteString(oid + "\n")
 		case "tree", "blob":
-			if borrows() {
-				objects = append(objects, oid)
-			} else {
-				refsOnly = false
-			}
+			objects = append(objects, oid)
 		default: // "missing"
 			if missingOID == "" {
 				missingOID = oid
@@ -238,14 +236,14 @@ func missing(ctx context.Context, git *gitcmd.Runner, dir, oid string) error {
 	return refused("not our ref %s", truncate(oid))
 }
 
-// objectsReached refuses the wanted objects (trees, blobs, tags) of a pool
-// member that its served refs do not reach, exactly: the pool holds every
-// member's objects, and a client that knows the id of another fork's file
-// must not fetch it through this one.
+// objectsReached refuses the wanted objects (trees, blobs, tags) that the
+// served refs do not reach, exactly: a client that knows the id of a file
+// that a force-push took away, or of another fork's file that a pool
+// member borrows, must not fetch it.
 //
 // A first rev-list asks for the wanted objects that the refs do not reach
-// (the wants, --not the refs). With a bitmap that covers the refs (the
-// pool's, which a member reads) that answer is exact and quick, and the
+// (the wants, --not the refs). With a bitmap that covers the refs (a
+// mirror's own, or the pool's, which a member reads) that answer is exact and quick, and the
 // common case ends there. Without one, rev-list's walk marks only part of
 // what the refs reach (the trees of the commits at its boundary), so what
 // it lists may still be reachable: those wants are looked for in a listing

@@ -74,3 +74,27 @@ func TestAStoreOpenedAfterAnUncleanStopNamesTheMirrorsWrittenShortlyBeforeIt(t *
 		t.Fatalf("a second start without a clean stop: clean %v, unchecked %v", st.CleanStart(), st.Unchecked())
 	}
 }
+
+// What a killed process left in the store's TempDir (a fetch's curl
+// trace, which may name an upstream's headers) is gone after Open.
+func TestOpenEmptiesTheTempDirAKillLeft(t *testing.T) {
+	data := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(mirror.TempDir(data), "gitfleet-curl-trace-123")
+	if err := os.WriteFile(left, []byte("<= Recv header: Retry-After: 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = mirror.Open(data, gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("%s after Open: %v, want it gone", left, err)
+	}
+}

@@ -121,6 +121,11 @@ func WithClock(clk clock.Clock) Option {
 	}
 }
 
+// TempDir is the store's scratch directory under dataDir, emptied by
+// every Open: a file that must not outlive a killed process (a partial
+// clone, a trace of a fetch's headers) is made there.
+func TempDir(dataDir string) string { return filepath.Join(dataDir, "tmp") }
+
 // Open prepares <dataDir>/repos and <dataDir>/tmp, deleting whatever a
 // killed process left in tmp, and removes the clean-stop marker, noting
 // whether it was there (cleanstop.go).
@@ -141,7 +146,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) 
 	s := &Store{
 		data:  data,
 		root:  filepath.Join(dataDir, "repos"),
-		tmp:   filepath.Join(dataDir, "tmp"),
+		tmp:   TempDir(dataDir),
 		git:   git,
 		log:   log,
 		clk:   clock.Real{},

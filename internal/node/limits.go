@@ -22,11 +22,12 @@ type Limits struct {
 	MaxTreeDepth int
 }
 
-// gitRunner is the node's git, its connections routed as route says:
+// gitRunner is the node's git, its connections routed as route says, its
+// curl traces in tmp (the mirror's, emptied at every start):
 // every process bounded by the timeout and the limits, and the tree depth
 // bounded where the installed git can.
-func gitRunner(route gitcmd.Route, timeout time.Duration, l Limits, log *slog.Logger) *gitcmd.Runner {
-	opt := gitcmd.Options{Timeout: timeout, MemoryLimit: l.GitMemory}
+func gitRunner(route gitcmd.Route, timeout time.Duration, l Limits, tmp string, log *slog.Logger) *gitcmd.Runner {
+	opt := gitcmd.Options{Timeout: timeout, MemoryLimit: l.GitMemory, TempDir: tmp}
 	if l.GitMemory > 0 && !gitcmd.MemoryLimitSupported {
 		log.Warn("--git-memory-limit is not supported on this system: git processes run without a memory limit")
 	}

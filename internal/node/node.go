@@ -279,7 +279,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	if err != nil {
 		return nil, err
 	}
-	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, log)
+	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, mirror.TempDir(cfg.DataDir), log)
 	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
 	if err != nil {
 		proxy.Close()

@@ -511,6 +511,39 @@ func (t *Tier) Held() map[uint32][2]int {
 	return out
 }
 
+// TierLoad is a member's share of the tier: the units it is to hold
+// (desired replicas, as last placed) and their weight, and those it
+// confirmed it holds.
+type TierLoad struct {
+	Units, Weight         int
+	HeldUnits, HeldWeight int
+}
+
+// Loads returns each member's TierLoad, and the units (and their weight)
+// confirmed on fewer members than they should be on: Replicas, or every
+// member when there are no more. It walks every unit.
+func (t *Tier) Loads() (loads map[uint32]TierLoad, underUnits, underWeight int) {
+	loads = make(map[uint32]TierLoad, len(t.members))
+	for id, h := range t.Held() {
+		loads[id] = TierLoad{Units: h[0], Weight: h[1]}
+	}
+	need := min(t.cfg.Replicas, len(t.members))
+	for i, h := range t.held {
+		held := t.sets.get(h)
+		for _, id := range held {
+			l := loads[id]
+			l.HeldUnits++
+			l.HeldWeight += t.weights[i]
+			loads[id] = l
+		}
+		if len(held) < need {
+			underUnits++
+			underWeight += t.weights[i]
+		}
+	}
+	return loads, underUnits, underWeight
+}
+
 // setTable interns the sets of members: a unit keeps the ID of each of its
 // sets. ID 0 is the empty set. Sets are never removed; SetMembers starts a
 // new table with the sets still in use.

@@ -267,3 +267,34 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// Loads counts what each member is to hold and holds, and the units short
+// of replicas: none on a settled tier, those of a member that left until
+// others confirm them.
+func TestTierLoadsCountHoldingsAndUnitsShortOfReplicas(t *testing.T) {
+	tier := settledTier(t, 300, equal(4))
+	loads, under, _ := tier.Loads()
+	total := 0
+	for id, l := range loads {
+		if l.HeldUnits != l.Units || l.HeldWeight != l.Weight {
+			t.Errorf("settled: member %d holds %+v", id, l)
+		}
+		total += l.HeldUnits
+	}
+	if under != 0 || total != 2*300 {
+		t.Fatalf("settled: %d units short, %d replicas held; want 0 and 600", under, total)
+	}
+	tier.SetMembers(equal(3)) // member 4 leaves with its share
+	ds := tier.Decisions()
+	loads, under, weight := tier.Loads()
+	if _, ok := loads[4]; ok {
+		t.Errorf("a member that left is counted: %+v", loads[4])
+	}
+	if under == 0 || weight != under {
+		t.Fatalf("after a member left: %d units short (weight %d), want its units", under, weight)
+	}
+	confirmAll(tier, ds)
+	if _, under, _ = tier.Loads(); under != 0 {
+		t.Errorf("after the others confirmed its units: %d short, want 0", under)
+	}
+}

@@ -325,26 +325,8 @@ func (r *Ring) PlaceUnits(units []Unit) (owners []uint32, displaced bool) {
 	if len(r.points) == 0 {
 		return nil, false
 	}
-	refs := make([]keyRef, len(units))
-	var n float64
-	for i, u := range units {
-		refs[i] = keyRef{Hash(u.Name), uint32(i)}
-		n += float64(max(u.Weight, 0))
-	}
-	slices.SortFunc(refs, func(a, b keyRef) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
-			return c
-		}
-		return strings.Compare(units[a.index].Name, units[b.index].Name)
-	})
-	var total float64
-	for _, m := range r.members {
-		total += m.Weight
-	}
-	room := make([]int, len(r.members))
-	for i, m := range r.members {
-		room[i] = int(math.Ceil(r.factor * m.Weight / total * n))
-	}
+	refs, n := unitOrder(units)
+	room := r.ReplicaBounds(1, n)
 	owners = make([]uint32, len(units))
 	p := 0
 	for _, k := range refs {
@@ -411,18 +393,7 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 	if k <= 0 || len(r.points) == 0 {
 		return nil, 0, false
 	}
-	refs := make([]keyRef, len(units))
-	var sum float64
-	for i, u := range units {
-		refs[i] = keyRef{Hash(u.Name), uint32(i)}
-		sum += float64(max(u.Weight, 0))
-	}
-	slices.SortFunc(refs, func(a, b keyRef) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
-			return c
-		}
-		return strings.Compare(units[a.index].Name, units[b.index].Name)
-	})
+	refs, sum := unitOrder(units)
 	room := r.ReplicaBounds(k, sum)
 	out = make([]uint32, len(units)*k)
 	chosen := make([]int, 0, k)
@@ -473,6 +444,24 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 		}
 	}
 	return out, k, displaced
+}
+
+// unitOrder returns the units' positions on the ring in the order
+// PlaceUnits and PlaceReplicas take them, ascending (Hash(Name), Name),
+// and the units' total weight (negative weights count as 0).
+func unitOrder(units []Unit) (refs []keyRef, sum float64) {
+	refs = make([]keyRef, len(units))
+	for i, u := range units {
+		refs[i] = keyRef{Hash(u.Name), uint32(i)}
+		sum += float64(max(u.Weight, 0))
+	}
+	slices.SortFunc(refs, func(a, b keyRef) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return strings.Compare(units[a.index].Name, units[b.index].Name)
+	})
+	return refs, sum
 }
 
 // ReplicaBounds returns the most weight PlaceReplicas lets each member (in

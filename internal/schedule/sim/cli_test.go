@@ -75,6 +75,17 @@ func TestCLIWithAFeedPrintsItsPoliciesAndBaselines(t *testing.T) {
 	if got := strings.Join(policies, " "); got != "adaptive adaptive+feed feed-optimal feed-uniform" {
 		t.Errorf("policies %s", got)
 	}
+	// One policy named, with a feed: it runs as P and as P+feed, as the
+	// help says of every policy.
+	out.Reset()
+	args = []string{"--trace", p, "--budget", "1", "--feed-budget", "2", "--feed-batch", "1", "--policy", "adaptive", "--json"}
+	if code := Main(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if got := strings.Count(out.String(), `"policy":"adaptive"`) + strings.Count(out.String(), `"policy":"adaptive+feed"`); got != 2 ||
+		strings.Count(out.String(), "\n") != 2 {
+		t.Errorf("--policy adaptive with a feed printed %q, want adaptive and adaptive+feed", out.String())
+	}
 	if code := Main(context.Background(), []string{"--trace", p, "--budget", "1", "--feed-batch", "0"}, &out, &errOut); code != 2 {
 		t.Errorf("exit %d for --feed-batch 0, want 2", code)
 	}

@@ -144,8 +144,9 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 	}
 	policies := opts.Policies
 	if len(policies) == 0 {
-		policies = defaultPolicies(opts.FeedRequests > 0, len(opts.FeedHosts) > 0)
+		policies = allPolicies
 	}
+	policies = withFeeds(policies, opts.FeedRequests > 0, len(opts.FeedHosts) > 0, len(opts.Policies) == 0)
 	out := make([]Result, 0, len(policies))
 	for _, p := range policies {
 		base, withFeed := strings.CutSuffix(p, FeedSuffix)
@@ -178,21 +179,33 @@ func Run(tr *Trace, opts Options) ([]Result, error) {
 // feedPerHour is the repositories the feed asks about an hour.
 func (o Options) feedPerHour() float64 { return o.FeedRequests * float64(o.FeedBatch) }
 
-func defaultPolicies(feed, feedHosts bool) []string {
+// withFeeds returns policies, each followed, with a feed, by its run with
+// the feed (P+feed; adaptive+fed too when the feed covers some hosts),
+// as the help promises for every policy named. The oracle has no feed run
+// of its own; with all (every policy), the feed's two baselines close the
+// list.
+func withFeeds(policies []string, feed, feedHosts, all bool) []string {
 	if !feed {
-		return allPolicies
+		return policies
 	}
 	var ps []string
-	for _, p := range allPolicies {
+	for _, p := range policies {
 		ps = append(ps, p)
-		if p != PolicyOptimal {
-			ps = append(ps, p+FeedSuffix)
+		if p == PolicyOptimal || p == PolicyFeedOptimal || p == PolicyFeedUniform ||
+			strings.HasSuffix(p, FeedSuffix) || strings.HasSuffix(p, FedSuffix) {
+			continue
 		}
-		if p == schedule.PolicyAdaptive && feedHosts {
-			ps = append(ps, p+FedSuffix)
+		if feedP := p + FeedSuffix; !slices.Contains(policies, feedP) {
+			ps = append(ps, feedP)
+		}
+		if fedP := p + FedSuffix; p == schedule.PolicyAdaptive && feedHosts && !slices.Contains(policies, fedP) {
+			ps = append(ps, fedP)
 		}
 	}
-	return append(ps, PolicyFeedOptimal, PolicyFeedUniform)
+	if all {
+		ps = append(ps, PolicyFeedOptimal, PolicyFeedUniform)
+	}
+	return ps
 }
 
 // covers says whether the feed covers host.

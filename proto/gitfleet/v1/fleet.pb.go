@@ -229,9 +229,13 @@ type CatalogStatusResponse struct {
 	LastFetchMs int64 `protobuf:"varint,12,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
 	NextFetchMs int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
 	// The error's class, as RepoState.class.
-	ErrorClass    uint32 `protobuf:"varint,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorClass uint32 `protobuf:"varint,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	// Repositories on the full tier confirmed by fewer full nodes than
+	// they should be (--full-replicas, or every full node when there are
+	// no more); 0 while every full node holds everything.
+	UnderReplicated uint32 `protobuf:"varint,15,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CatalogStatusResponse) Reset() {
@@ -358,6 +362,13 @@ func (x *CatalogStatusResponse) GetNextFetchMs() int64 {
 func (x *CatalogStatusResponse) GetErrorClass() uint32 {
 	if x != nil {
 		return x.ErrorClass
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetUnderReplicated() uint32 {
+	if x != nil {
+		return x.UnderReplicated
 	}
 	return 0
 }
@@ -788,6 +799,11 @@ type NodeInfo struct {
 	// A revoked node (state "revoked"): why and when.
 	RevokedReason string `protobuf:"bytes,15,opt,name=revoked_reason,json=revokedReason,proto3" json:"revoked_reason,omitempty"`
 	RevokedAtMs   int64  `protobuf:"varint,16,opt,name=revoked_at_ms,json=revokedAtMs,proto3" json:"revoked_at_ms,omitempty"`
+	// A full node's share of the full tier: the repositories it is to hold
+	// (its desired replicas), and those it confirmed it holds (0 while
+	// every full node holds everything: the tier then places nothing).
+	TierRepos     uint32 `protobuf:"varint,17,opt,name=tier_repos,json=tierRepos,proto3" json:"tier_repos,omitempty"`
+	TierHeldRepos uint32 `protobuf:"varint,18,opt,name=tier_held_repos,json=tierHeldRepos,proto3" json:"tier_held_repos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -930,6 +946,20 @@ func (x *NodeInfo) GetRevokedReason() string {
 func (x *NodeInfo) GetRevokedAtMs() int64 {
 	if x != nil {
 		return x.RevokedAtMs
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetTierRepos() uint32 {
+	if x != nil {
+		return x.TierRepos
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetTierHeldRepos() uint32 {
+	if x != nil {
+		return x.TierHeldRepos
 	}
 	return 0
 }
@@ -3233,7 +3263,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xcf\x03\n" +
+	"\x14CatalogStatusRequest\"\xfa\x03\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -3250,7 +3280,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rlast_fetch_ms\x18\f \x01(\x03R\vlastFetchMs\x12\"\n" +
 	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\x12\x1f\n" +
 	"\verror_class\x18\x0e \x01(\rR\n" +
-	"errorClass\"\xb2\x01\n" +
+	"errorClass\x12)\n" +
+	"\x10under_replicated\x18\x0f \x01(\rR\x0funderReplicated\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
@@ -3276,7 +3307,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eNodeTransition\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xb0\x04\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xf7\x04\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -3294,7 +3325,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\ahistory\x18\r \x03(\v2\x1b.gitfleet.v1.NodeTransitionR\ahistory\x12\x1c\n" +
 	"\tunhealthy\x18\x0e \x01(\bR\tunhealthy\x12%\n" +
 	"\x0erevoked_reason\x18\x0f \x01(\tR\rrevokedReason\x12\"\n" +
-	"\rrevoked_at_ms\x18\x10 \x01(\x03R\vrevokedAtMs\"e\n" +
+	"\rrevoked_at_ms\x18\x10 \x01(\x03R\vrevokedAtMs\x12\x1d\n" +
+	"\n" +
+	"tier_repos\x18\x11 \x01(\rR\ttierRepos\x12&\n" +
+	"\x0ftier_held_repos\x18\x12 \x01(\rR\rtierHeldRepos\"e\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.gitfleet.v1.NodeInfoR\x05nodes\x12#\n" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
