@@ -185,13 +185,15 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	}
 	// A repository the fleet mirrors already answers with its state
 	// (ok and served, say), not as a new one.
-	b.f.mu.Lock()
-	st := b.f.view.Get(resp.GetKey())
-	b.f.mu.Unlock()
-	if st != nil {
-		r := b.repo(resp.GetKey(), st, b.f.clk.Now())
-		r.UpstreamURL = url
-		return r, nil
+	if k, ok := keyOf(resp.GetKey()); ok {
+		b.f.mu.Lock()
+		st := b.f.view.Get(k)
+		b.f.mu.Unlock()
+		if st != nil {
+			r := b.repo(k, st, b.f.clk.Now())
+			r.UpstreamURL = url
+			return r, nil
+		}
 	}
 	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
