@@ -31,7 +31,7 @@ type backend struct {
 }
 
 type taskRun struct {
-	key     string
+	key     repokey.Key
 	oldRefs map[string]string
 	asked   time.Time // when the owner was asked (after the hints it answers)
 }
@@ -64,13 +64,13 @@ func (b *backend) coordinator(ctx context.Context) (fleetv1.CoordinatorClient, c
 // repo is key's state st as the API shows it: current and
 // staleness_seconds derive from the full node's verified_at, not from the
 // owner's report alone.
-func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Repo {
+func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) api.Repo {
 	f := b.f
 	b.f.mu.Lock()
 	in := b.f.freshInput(key)
 	b.f.mu.Unlock()
 	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
-	r := api.Repo{Key: key, UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
+	r := api.Repo{Key: key.String(), UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), ErrorClass: repostate.ClassFromWire(st.GetClass()), Digest: st.GetDigest(), Network: st.GetNetwork()}
 	if parts := st.GetNetworkParts(); parts > 1 {
@@ -78,7 +78,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 	}
 	r.Replicas = st.GetReplicas()
 	if f.cfg.PublicURL != "" {
-		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key + ".git"
+		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key.String() + ".git"
 	}
 	d, held := f.n.Digest(key)
 	r.Served = held && f.held(key)
@@ -99,7 +99,7 @@ func (b *backend) repo(key string, st *fleetv1.RepoState, now time.Time) api.Rep
 }
 
 // freshInput is what key's freshness depends on; caller holds f.mu.
-func (f *Node) freshInput(key string) classInput {
+func (f *Node) freshInput(key repokey.Key) classInput {
 	v, _ := f.view.Input(key)
 	in := classInput{Input: v}
 	in.hinted, in.staleOwner = f.plan.HintPending(key), f.plan.Stale(key)
@@ -120,13 +120,25 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 }
 
 func (b *backend) GetRepo(ctx context.Context, key string) (api.RepoDetail, bool) {
-	d, _, ok := b.detail(ctx, key)
+	k, ok := keyOf(key)
+	if !ok {
+		return api.RepoDetail{}, false
+	}
+	d, _, ok := b.detail(ctx, k)
 	return d, ok
+}
+
+// keyOf parses a key that the API or the console passes (from an HTTP
+// path, a webhook's payload, a task): the full node's one check of it,
+// where it arrives. What is not a key names no repository.
+func keyOf(s string) (repokey.Key, bool) {
+	k, err := repokey.Parse(s)
+	return k, err == nil
 }
 
 // detail is key's detail, and the refs of the full node's copy (with
 // their tips' dates) that it shows, read with one git for-each-ref.
-func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcmd.Refs, bool) {
+func (b *backend) detail(ctx context.Context, key repokey.Key) (api.RepoDetail, gitcmd.Refs, bool) {
 	b.f.mu.Lock()
 	st := b.f.view.Get(key)
 	b.f.mu.Unlock()
@@ -139,14 +151,18 @@ func (b *backend) detail(ctx context.Context, key string) (api.RepoDetail, gitcm
 	if err == nil {
 		d.Refs = refs.Refs
 	}
-	d.History = b.history(ctx, key)
+	d.History = b.history(ctx, key.String())
 	return d, refs, true
 }
 
 func (b *backend) Known(key string) bool {
+	k, ok := keyOf(key)
+	if !ok {
+		return false
+	}
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
-	return b.f.view.Has(key)
+	return b.f.view.Has(k)
 }
 
 func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (api.Repo, error) {
@@ -169,13 +185,15 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	}
 	// A repository the fleet mirrors already answers with its state
 	// (ok and served, say), not as a new one.
-	b.f.mu.Lock()
-	st := b.f.view.Get(resp.GetKey())
-	b.f.mu.Unlock()
-	if st != nil {
-		r := b.repo(resp.GetKey(), st, b.f.clk.Now())
-		r.UpstreamURL = url
-		return r, nil
+	if k, ok := keyOf(resp.GetKey()); ok {
+		b.f.mu.Lock()
+		st := b.f.view.Get(k)
+		b.f.mu.Unlock()
+		if st != nil {
+			r := b.repo(k, st, b.f.clk.Now())
+			r.UpstreamURL = url
+			return r, nil
+		}
 	}
 	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
@@ -195,18 +213,22 @@ func (b *backend) RemoveRepo(ctx context.Context, key string) error {
 }
 
 func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
+	k, err := repokey.Parse(key) // where the API's task arrives
+	if err != nil {
+		return err
+	}
 	client, cctx, err := b.coordinator(ctx)
 	if err != nil {
 		return err
 	}
-	run := &taskRun{key: key}
-	if refs, err := b.f.refs(ctx, key); err == nil {
+	run := &taskRun{key: k}
+	if refs, err := b.f.refs(ctx, k); err == nil {
 		run.oldRefs = refs.Refs
 	}
 	// An on-demand check (the operator's, or a webhook's) vouches for
 	// what it answers: an owner that reports the repository unchanged is
 	// checked against the upstream by the full node itself (taskDone).
-	if err := b.f.verifyOnDemand(key); err != nil {
+	if err := b.f.verifyOnDemand(k); err != nil {
 		b.f.log.Warn("on-demand check: change hint not recorded", "key", key, "err", err)
 	}
 	run.asked = b.f.clk.Now()
@@ -376,19 +398,19 @@ func msTime(ms int64) *time.Time {
 }
 
 // refEvents turns a mirror's ref change into one event per updated ref.
-func refEvents(key string, before, after gitcmd.Refs, at time.Time) []api.Event {
+func refEvents(key repokey.Key, before, after gitcmd.Refs, at time.Time) []api.Event {
 	var evs []api.Event
 	for ref, oid := range after.Refs {
 		if old := before.Refs[ref]; old != oid {
 			if old == "" {
 				old = api.ZeroID
 			}
-			evs = append(evs, api.Event{Key: key, Ref: ref, Old: old, New: oid, Time: at})
+			evs = append(evs, api.Event{Key: key.String(), Ref: ref, Old: old, New: oid, Time: at})
 		}
 	}
 	for ref, old := range before.Refs {
 		if _, ok := after.Refs[ref]; !ok {
-			evs = append(evs, api.Event{Key: key, Ref: ref, Old: old, New: api.ZeroID, Time: at})
+			evs = append(evs, api.Event{Key: key.String(), Ref: ref, Old: old, New: api.ZeroID, Time: at})
 		}
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].Ref < evs[j].Ref })
@@ -396,7 +418,7 @@ func refEvents(key string, before, after gitcmd.Refs, at time.Time) []api.Event 
 }
 
 // served announces that the full node's copy of key changed.
-func (f *Node) served(key string, res mirror.Result) {
+func (f *Node) served(key repokey.Key, res mirror.Result) {
 	if res.Changed {
 		f.events.Publish(refEvents(key, res.Before, res.After, f.clk.Now().UTC())...)
 	}

@@ -3,6 +3,7 @@ package fullnode
 import (
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/repoview"
 )
@@ -32,7 +33,7 @@ func (f *Node) totals() repoTotals {
 // classOf is key's class as the API shows the repository (backend.repo):
 // current as freshness.current says (served, verified, no newer change
 // known). The disk is looked at only when the rest says current.
-func (f *Node) classOf(key string, st classInput) repoview.Class {
+func (f *Node) classOf(key repokey.Key, st classInput) repoview.Class {
 	cl := repoview.Class{State: st.State, Owner: st.Owner, Verified: repoview.VerifiedMinute(int64(st.VerifiedAt) * 1000),
 		ErrClass: st.Class}
 	if broken, ok := f.n.BrokenState(key); ok {
@@ -72,7 +73,7 @@ func msTime0(ms int64) time.Time {
 
 // reclass brings the counters and indexes up to date with keys' inputs.
 // It is called after each change, without f.mu held.
-func (f *Node) reclass(keys ...string) {
+func (f *Node) reclass(keys ...repokey.Key) {
 	if len(keys) == 0 {
 		return
 	}

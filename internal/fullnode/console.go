@@ -44,7 +44,9 @@ func (s *consoleSource) Overview(r series.Range) console.Overview {
 	f.mu.Lock()
 	ov.Staleness = f.counts.Staleness(now, console.StaleBuckets)
 	ov.Errors = f.counts.ErrorClasses()
-	ov.Fetching = f.plan.Pulling()
+	for _, k := range f.plan.Pulling() {
+		ov.Fetching = append(ov.Fetching, k.String())
+	}
 	ov.FetchingTotal = len(ov.Fetching)
 	f.mu.Unlock()
 	slices.Sort(ov.Fetching)
@@ -58,15 +60,19 @@ func (s *consoleSource) Overview(r series.Range) console.Overview {
 // on it that succeeded (one read of its log).
 func (s *consoleSource) GetRepo(ctx context.Context, key string) (console.Detail, bool) {
 	f := s.f
-	d, refs, ok := f.backend.detail(ctx, key)
+	k, ok := keyOf(key)
+	if !ok {
+		return console.Detail{}, false
+	}
+	d, refs, ok := f.backend.detail(ctx, k)
 	if !ok {
 		return console.Detail{}, false
 	}
 	f.mu.Lock()
-	fallbacks := f.view.Get(key).GetFallbackUrls()
+	fallbacks := f.view.Get(k).GetFallbackUrls()
 	f.mu.Unlock()
 	out := console.Detail{RepoDetail: d, Fallbacks: fallbacks, RefTimes: refs.Times, Size: -1}
-	if k, err := repokey.Parse(key); err == nil && f.mirror.Has(k) {
+	if f.mirror.Has(k) {
 		if size, err := mirror.TreeSize(f.mirror.Path(k)); err == nil {
 			out.Size = size
 		}
@@ -89,13 +95,17 @@ func (s *consoleSource) Log(ctx context.Context, key, before string, limit int) 
 // freshness, a stat of its copy; no git.
 func (s *consoleSource) Status(key string) (api.Repo, bool) {
 	f := s.f
+	k, ok := keyOf(key)
+	if !ok {
+		return api.Repo{}, false
+	}
 	f.mu.Lock()
-	st := f.view.Get(key)
+	st := f.view.Get(k)
 	f.mu.Unlock()
 	if st == nil {
 		return api.Repo{}, false
 	}
-	return f.backend.repo(key, st, f.clk.Now()), true
+	return f.backend.repo(k, st, f.clk.Now()), true
 }
 
 func (s *consoleSource) Nodes(ctx context.Context) ([]api.Node, error) { return s.f.fleet.Nodes(ctx) }
@@ -129,7 +139,7 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 	// keep tells whether key matches the filters other than the search
 	// (and the staleness, which the walk by minute already applied);
 	// called with f.mu held.
-	keep := func(key string) *fleetv1.RepoState {
+	keep := func(key repokey.Key) *fleetv1.RepoState {
 		cl, ok := f.counts.Class(key)
 		if !ok || q.State != nil && cl.State != *q.State || q.Owner != 0 && cl.Owner != q.Owner {
 			return nil
@@ -152,7 +162,7 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 		}
 		return false
 	}
-	take := func(key string, st *fleetv1.RepoState) bool {
+	take := func(key repokey.Key, st *fleetv1.RepoState) bool {
 		if skip > 0 {
 			skip--
 			return true
@@ -162,11 +172,11 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 	}
 	now := f.clk.Now()
 	if q.StaleOver > 0 || q.Never {
-		s.stalest(now, q, func(key string) bool {
+		s.stalest(now, q, func(key repokey.Key) bool {
 			if enough() {
 				return false
 			}
-			if needle != "" && !strings.Contains(strings.ToLower(key), needle) {
+			if needle != "" && !strings.Contains(strings.ToLower(key.String()), needle) {
 				return true
 			}
 			if st := keep(key); st != nil {
@@ -178,7 +188,7 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 		f.mu.Lock()
 		keys := f.sorted.Of(f.view)
 		f.mu.Unlock()
-		s.search.each(keys, needle, func(key string) bool {
+		s.search.each(keys, needle, func(key repokey.Key) bool {
 			if enough() {
 				return false
 			}
@@ -202,7 +212,7 @@ func (s *consoleSource) Repos(ctx context.Context, q console.Query) console.Page
 // stalest calls yield with f.mu held for the keys last checked longer
 // than q.StaleOver before now (the never checked first, then from the
 // oldest minute; only those with q.Never), until it returns false.
-func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key string) bool) {
+func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key repokey.Key) bool) {
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -219,10 +229,10 @@ func (s *consoleSource) stalest(now time.Time, q console.Query, yield func(key s
 // catalog change, not each request.
 type searchIndex struct {
 	mu     sync.Mutex
-	keys   []string  // the sorted keys it was built from
-	blob   []byte    // "\n" + key0 + "\n" + key1 + "\n" ...
-	starts []uint32  // where each key starts in blob, and the end
-	masks  []runMask // each key's runs
+	keys   []repokey.Key // the sorted keys it was built from
+	blob   []byte        // "\n" + key0 + "\n" + key1 + "\n" ...
+	starts []uint32      // where each key starts in blob, and the end
+	masks  []runMask     // each key's runs
 }
 
 // runMask is a set of runs of two and three bytes, hashed to 256 bits.
@@ -250,7 +260,7 @@ func (m *runMask) holds(q *runMask) bool {
 
 // each calls yield for the keys that contain needle (in lower case), in
 // order, until it returns false.
-func (x *searchIndex) each(keys []string, needle string, yield func(key string) bool) {
+func (x *searchIndex) each(keys []repokey.Key, needle string, yield func(key repokey.Key) bool) {
 	x.mu.Lock()
 	if len(keys) != len(x.keys) || len(keys) > 0 && &keys[0] != &x.keys[0] {
 		x.build(keys)
@@ -284,7 +294,7 @@ func (x *searchIndex) each(keys []string, needle string, yield func(key string) 
 	}
 }
 
-func (x *searchIndex) build(keys []string) {
+func (x *searchIndex) build(keys []repokey.Key) {
 	size := 1
 	for _, k := range keys {
 		size += len(k) + 1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/series"
 )
 
@@ -113,7 +114,7 @@ func TestConsoleLayoutAtAHundredThousandRepositories(t *testing.T) {
 // and its screenshot.
 func spreadFigures(f *Node, n int) {
 	now := f.clk.Now()
-	keys := make([]string, 0, n)
+	keys := make([]repokey.Key, 0, n)
 	for i := range n {
 		k := fmt.Sprintf("host%d.example/group%d/repo%d", i%7, i%100, i)
 		var age time.Duration
@@ -133,7 +134,7 @@ func spreadFigures(f *Node, n int) {
 		case age > 0:
 			forceVerified(f, k, now.Add(-age).UnixMilli())
 		}
-		keys = append(keys, k)
+		keys = append(keys, repokey.Key(k))
 	}
 	f.reclass(keys...)
 	current := f.totals().current

@@ -15,6 +15,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/series"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
@@ -303,9 +304,9 @@ func TestConsoleStatusDetailAndLogOfARepository(t *testing.T) {
 	key := "host1.example/group1/repo1"
 	r, ok := src.Status(key)
 	f.mu.Lock()
-	st := f.view.Get(key)
+	st := f.view.Get(repokey.Key(key))
 	f.mu.Unlock()
-	want := f.backend.repo(key, st, f.clk.Now())
+	want := f.backend.repo(repokey.Key(key), st, f.clk.Now())
 	if !ok || fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("status %+v, want the listing's %+v", r, want)
 	}

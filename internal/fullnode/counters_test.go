@@ -22,13 +22,13 @@ func recount(f *Node) (repos []api.Repo, byState map[repostate.State]int, curren
 	f.mu.Lock()
 	view := map[string]*fleetv1.RepoState{}
 	for k := range f.view.Keys() {
-		view[k] = f.view.Get(k)
+		view[string(k)] = f.view.Get(k)
 	}
 	f.mu.Unlock()
 	now := f.clk.Now()
 	byState = map[repostate.State]int{}
 	for k, st := range view {
-		r := f.backend.repo(k, st, now)
+		r := f.backend.repo(repokey.Key(k), st, now)
 		repos = append(repos, r)
 		byState[r.State]++
 		if r.Current {
@@ -69,28 +69,28 @@ func TestCountersAgreeWithARecount(t *testing.T) {
 		case 2:
 			f.removed(context.Background(), []string{k})
 		case 3:
-			f.n.SetDigest(k, digests[rng.IntN(3)])
+			f.n.SetDigest(repokey.Key(k), digests[rng.IntN(3)])
 		case 4:
-			f.n.ForgetDigest(k)
+			f.n.ForgetDigest(repokey.Key(k))
 		case 5:
 			switch rng.IntN(3) {
 			case 0:
-				f.n.TestHooks().SetWhole(k)
+				f.n.TestHooks().SetWhole(repokey.Key(k))
 			case 1:
-				f.n.TestHooks().SetBroken(k, repostate.Corrupt)
+				f.n.TestHooks().SetBroken(repokey.Key(k), repostate.Corrupt)
 			case 2:
-				f.n.TestHooks().SetBroken(k, repostate.Repairing)
+				f.n.TestHooks().SetBroken(repokey.Key(k), repostate.Repairing)
 			}
 		case 6: // a mirror cloned: on disk, then its digest noted
 			if err := os.MkdirAll(f.mirror.Path(repokey.Key(k)), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			f.n.SetDigest(k, digests[1+rng.IntN(2)])
+			f.n.SetDigest(repokey.Key(k), digests[1+rng.IntN(2)])
 		case 7: // a mirror deleted, then its digest forgotten
 			if err := os.RemoveAll(f.mirror.Path(repokey.Key(k))); err != nil {
 				t.Fatal(err)
 			}
-			f.n.ForgetDigest(k)
+			f.n.ForgetDigest(repokey.Key(k))
 		}
 		if round%10 != 0 {
 			continue

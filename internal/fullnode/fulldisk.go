@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The full node's own disk. Above the high water (cfg.DiskHighWater of
@@ -123,7 +125,7 @@ func (f *Node) gate(held bool) (func(), bool) {
 // reserves its room (reserveClone), so that parallel clones cannot all slip
 // under the mark; the returned function ends the reservation. A key refused
 // while the disk is above the mark waits for room, without retry.
-func (f *Node) admit(key string) (func(), bool) {
+func (f *Node) admit(key repokey.Key) (func(), bool) {
 	_, held := f.n.Digest(key)
 	if done, ok := f.gate(held); ok {
 		return done, true
@@ -142,7 +144,7 @@ func (f *Node) admit(key string) (func(), bool) {
 
 // admitNow decides whether an on-demand pull of key may run now, as admit
 // does, but answers a refusal with an error instead of queueing the key.
-func (f *Node) admitNow(key string) (func(), error) {
+func (f *Node) admitNow(key repokey.Key) (func(), error) {
 	_, held := f.n.Digest(key)
 	if done, ok := f.gate(held); ok {
 		return done, nil
@@ -153,7 +155,7 @@ func (f *Node) admitNow(key string) (func(), error) {
 // waitOwn makes key, owned here, whose fetch gate refused, wait for disk
 // room out of the scheduler: a measure of the disk below the mark puts it
 // back (measureDisk).
-func (f *Node) waitOwn(key string) {
+func (f *Node) waitOwn(key repokey.Key) {
 	f.mu.Lock()
 	f.plan.WaitDisk(key)
 	f.mu.Unlock()
@@ -162,7 +164,7 @@ func (f *Node) waitOwn(key string) {
 }
 
 // diskWaiting tells whether key waits for disk room.
-func (f *Node) diskWaiting(key string) bool {
+func (f *Node) diskWaiting(key repokey.Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.plan.DiskWaiting(key)

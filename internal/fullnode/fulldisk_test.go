@@ -11,6 +11,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/pullplan"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -79,7 +80,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 			}
 			t.Cleanup(f.n.TestHooks().Close)
 			const fresh, held = "h.example/a/new", "h.example/a/held"
-			f.n.TestHooks().Hold(map[string]string{held: "old"})
+			f.n.TestHooks().Hold(map[repokey.Key]string{held: "old"})
 			state := func(ms int64) {
 				f.states([]*fleetv1.RepoState{
 					{Key: fresh, Url: "https://" + fresh, Owner: 99, State: "ok", Digest: "d1", LastCheckMs: ms},
@@ -101,7 +102,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 					break
 				}
 				if done, ok := f.admit(k); ok {
-					admitted[k] = true
+					admitted[string(k)] = true
 					done()
 					f.mu.Lock()
 					f.plan.Ended(k, "", pullplan.Stopped, clk.Now())

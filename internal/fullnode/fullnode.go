@@ -123,10 +123,10 @@ type Node struct {
 
 	// The full node's own word on freshness (upstreamcheck.go; its rules
 	// are plan's).
-	staleReports  mismatchLedger           // stale reports, by node
-	checking      map[string]chan struct{} // keys whose upstream is being asked; closed when done
-	restored      map[string]uint32        // stored verified_at, until the coordinator sends the key
-	verifiedDirty map[string]uint32        // verified_at to store (0: delete), by persistLoop
+	staleReports  mismatchLedger                // stale reports, by node
+	checking      map[repokey.Key]chan struct{} // keys whose upstream is being asked; closed when done
+	restored      map[string]uint32             // stored verified_at, until the coordinator sends the key
+	verifiedDirty map[repokey.Key]uint32        // verified_at to store (0: delete), by persistLoop
 	freshWake     chan struct{}
 	feedCovers    map[string]bool     // hosts a working forge feed covers: no spot checks there; under mu
 	feedsFailing  []string            // hosts whose forge feed fails: an alert; under mu
@@ -148,7 +148,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		cfg.HintWait = 3 * time.Minute
 	}
 	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), plan: pullplan.New(pullplan.Config{HintWait: cfg.HintWait}),
-		signal: make(chan struct{}, 1), checking: map[string]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
+		signal: make(chan struct{}, 1), checking: map[repokey.Key]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -307,25 +307,36 @@ func (f *Node) serve(ctx context.Context) error {
 // where the owner's mirror differs from ours. An owner's report weighs on
 // the change hints (pullplan.Plan.Seen): one that says "unchanged" after a push
 // makes the full node ask the upstream, or counts against the owner.
+//
+// A state's key is checked here, where it arrives, and nowhere after: the
+// view, the plan, the pull and the mirror store take the repokey.Key.
 func (f *Node) states(rs []*fleetv1.RepoState) {
-	f.unretireNew(rs)
+	keys := make([]repokey.Key, 0, len(rs))
+	valid := rs[:0:0]
+	for _, r := range rs {
+		k, err := repokey.Parse(r.GetKey())
+		if err != nil {
+			f.log.Error("coordinator sent a state with an invalid key; skipped", "key", r.GetKey(), "err", err)
+			continue
+		}
+		keys, valid = append(keys, k), append(valid, r)
+	}
+	f.unretireNew(keys)
 	now, self := f.clk.Now(), f.n.ID()
 	var wake bool
 	var seen series.Counts // the checks the states tell of, for the console's series
 	f.mu.Lock()
-	keys := make([]string, 0, len(rs))
-	for _, r := range rs {
-		key := r.GetKey()
-		keys = append(keys, key)
-		old, had := f.view.Put(r)
+	for i, r := range valid {
+		key := keys[i]
+		old, had := f.view.Put(key, r)
 		if had {
 			seen.Add(stateCounts(old, r))
 		} else {
 			f.sorted.Add(key)
-			if s, ok := f.restored[key]; ok {
+			if s, ok := f.restored[key.String()]; ok {
 				f.view.SetVerified(key, s)
 				f.stale.Move(0, int64(s)*1000)
-				delete(f.restored, key)
+				delete(f.restored, key.String())
 			}
 		}
 		s := pullplan.State{Key: key, Owner: r.GetOwner(), Own: r.GetOwner() == self, Digest: r.GetDigest(),
@@ -377,7 +388,12 @@ func elsewhere(replicas []uint32, self uint32) bool {
 // removed stops serving repositories that left the catalog; their data is
 // kept for cfg.Retention (see retain.go).
 func (f *Node) removed(ctx context.Context, keys []string) {
-	for _, k := range keys {
+	for _, s := range keys {
+		k, err := repokey.Parse(s) // a key from the coordinator's removals, checked where it arrives
+		if err != nil {
+			f.log.Error("coordinator removed an invalid key; skipped", "key", s, "err", err)
+			continue
+		}
 		f.mu.Lock()
 		if old, ok := f.view.Del(k); ok {
 			f.stale.Move(int64(old.VerifiedAt())*1000, 0)
@@ -393,11 +409,7 @@ func (f *Node) removed(ctx context.Context, keys []string) {
 		if f.cfg.Retention <= 0 {
 			remove, msg = f.mirror.Remove, "repository removed from the mirror"
 		}
-		key, err := repokey.Parse(k) // a key from the coordinator's removals
-		if err == nil {
-			err = remove(ctx, key)
-		}
-		if err != nil {
+		if err := remove(ctx, k); err != nil {
 			f.log.Error("remove repository", "key", k, "err", err)
 			continue
 		}
@@ -409,7 +421,7 @@ func (f *Node) removed(ctx context.Context, keys []string) {
 // ownSynced notes that this node, as the owner, fetched key itself from
 // the upstream with a check that started at start: what it serves is the
 // upstream's refs as of then.
-func (f *Node) ownSynced(key string, start time.Time) {
+func (f *Node) ownSynced(key repokey.Key, start time.Time) {
 	f.mu.Lock()
 	f.plan.OwnSynced(key, start)
 	f.mu.Unlock()
@@ -425,7 +437,7 @@ func (f *Node) kick() {
 
 // nextPull picks the pending key due first that is not being pulled
 // (pullplan.Plan.Next), and marks it pulling.
-func (f *Node) nextPull(now time.Time) (string, *fleetv1.RepoState, bool) {
+func (f *Node) nextPull(now time.Time) (repokey.Key, *fleetv1.RepoState, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k, ok := f.plan.Next(now)
@@ -483,7 +495,7 @@ func pullOutcome(ctx context.Context, err error) pullplan.Outcome {
 }
 
 // pull fetches key's new objects from its owner through the owner's tunnel.
-func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) error {
+func (f *Node) pull(ctx context.Context, key repokey.Key, st *fleetv1.RepoState) error {
 	if st == nil {
 		return nil // removed meanwhile
 	}
@@ -494,12 +506,7 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if !f.tunnels.Connected(owner) {
 		return fmt.Errorf("owner node %d has no tunnel open", owner)
 	}
-	// The one check of the key on a pull: the plan's books hold bare
-	// strings; from here to the mirror store it is a repokey.Key.
-	k, err := repokey.Parse(key)
-	if err != nil {
-		return err
-	}
+	k := key // checked where its state arrived (states)
 	url := fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), owner, key)
 	start := f.clk.Now()
 	f.log.Debug("pulling from owner", "key", key, "owner", owner) // one line per attempt
@@ -508,10 +515,10 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	f.pulled(node.KindOf(had, res), f.clk.Now().Sub(start), err)
 	if refused != nil {
 		// The pull is shown refused; what changed came from the upstream.
-		f.flog.Append(refusedEntry(key, f.n.ID(), start, refused))
-		f.flog.Append(f.n.WorkEntry(key, "check", refused.at, res, nil))
+		f.flog.Append(refusedEntry(key.String(), f.n.ID(), start, refused))
+		f.flog.Append(f.n.WorkEntry(key.String(), "check", refused.at, res, nil))
 	} else {
-		e := f.n.WorkEntry(key, "pull", start, res, err)
+		e := f.n.WorkEntry(key.String(), "pull", start, res, err)
 		e.From = owner
 		f.flog.Append(e)
 	}
@@ -525,7 +532,7 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 	if res.Changed {
 		f.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
 	}
-	r := &fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
+	r := &fleetv1.CheckResult{Key: key.String(), CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
 		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
 	// The roots the coordinator tells networks by: a full node's, on its
@@ -540,7 +547,7 @@ func (f *Node) pull(ctx context.Context, key string, st *fleetv1.RepoState) erro
 }
 
 // pullNow pulls key from its owner at once (an on-demand check's result).
-func (f *Node) pullNow(ctx context.Context, key, digest string) error {
+func (f *Node) pullNow(ctx context.Context, key repokey.Key, digest string) error {
 	f.mu.Lock()
 	st := f.view.Get(key)
 	f.mu.Unlock()

@@ -19,31 +19,23 @@ import (
 // complete mirror is on disk.
 func (f *Node) resolve(key repokey.Key) (string, bool) {
 	f.mu.Lock()
-	listed := f.view.Has(key.String())
+	listed := f.view.Has(key)
 	f.mu.Unlock()
 	if !listed || !f.mirror.Has(key) {
 		return "", false
 	}
-	if _, broken := f.n.BrokenState(key.String()); broken {
+	if _, broken := f.n.BrokenState(key); broken {
 		return "", false
 	}
 	return f.mirror.Path(key), true
 }
 
-// held tells whether key's mirror is complete on disk. key comes from the
-// view or the API, whose books hold bare strings: it is parsed here.
-func (f *Node) held(key string) bool {
-	k, err := repokey.Parse(key)
-	return err == nil && f.mirror.Has(k)
-}
+// held tells whether key's mirror is complete on disk.
+func (f *Node) held(key repokey.Key) bool { return f.mirror.Has(key) }
 
-// refs reads the refs of key's mirror (key as in held).
-func (f *Node) refs(ctx context.Context, key string) (gitcmd.Refs, error) {
-	k, err := repokey.Parse(key)
-	if err != nil {
-		return gitcmd.Refs{}, err
-	}
-	return f.mirror.Refs(ctx, k)
+// refs reads the refs of key's mirror.
+func (f *Node) refs(ctx context.Context, key repokey.Key) (gitcmd.Refs, error) {
+	return f.mirror.Refs(ctx, key)
 }
 
 func (f *Node) publicHandler() http.Handler {

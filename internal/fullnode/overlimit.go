@@ -29,7 +29,7 @@ func (f *Node) pullTooLarge(ctx context.Context, key repokey.Key, st *fleetv1.Re
 	// pulled again (pullplan.Plan.NoteOverLimit): a failing upstream must
 	// not turn an oversized owner into a transfer every 30 s.
 	f.mu.Lock()
-	f.plan.NoteOverLimit(key.String(), st.GetDigest())
+	f.plan.NoteOverLimit(key, st.GetDigest())
 	f.mu.Unlock()
 	res, err := f.syncUpstream(ctx, key, st)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/pullplan"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -38,12 +39,12 @@ func TestAPullOverALimitWaitsForTheOwnersNextDigest(t *testing.T) {
 
 // pull runs key's queued pull of the owner's digest in f's plan to the
 // outcome o, as pullLoop does. Caller holds f.mu.
-func pull(t *testing.T, f *Node, key, digest string, o pullplan.Outcome) {
+func pull(t *testing.T, f *Node, key repokey.Key, digest string, o pullplan.Outcome) {
 	t.Helper()
 	if k, ok := f.plan.Next(f.clk.Now()); !ok || k != key {
 		t.Fatalf("next pull %q %v, want %s", k, ok, key)
 	}
-	f.plan.Ended(key, digest, o, f.clk.Now())
+	f.plan.Ended(repokey.Key(key), digest, o, f.clk.Now())
 }
 
 // A network that the coordinator sets on a repository the full node holds

@@ -36,7 +36,7 @@ type relayNode struct{}
 // or 503 with Retry-After when none has one.
 func (f *Node) relayFor(key repokey.Key) http.Handler {
 	f.mu.Lock()
-	replicas := f.view.Replicas(key.String())
+	replicas := f.view.Replicas(key)
 	f.mu.Unlock()
 	self, others := f.n.ID(), false
 	for _, id := range replicas {

@@ -12,6 +12,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -32,7 +33,7 @@ func benchFullNode(tb testing.TB, n int) *Node {
 	self := f.n.ID()
 	const batch = 10_000
 	rs := make([]*fleetv1.RepoState, 0, batch)
-	held := make(map[string]string, batch)
+	held := make(map[repokey.Key]string, batch)
 	for i := range n {
 		k := fmt.Sprintf("host%d.example/group%d/repo%d", i%7, i%100, i)
 		st := "ok"
@@ -43,7 +44,7 @@ func benchFullNode(tb testing.TB, n int) *Node {
 			st = "pending"
 		}
 		d := fmt.Sprintf("d%d", i)
-		held[k] = d
+		held[repokey.Key(k)] = d
 		rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, Owner: self, State: st, Digest: d, LastCheckMs: 1e12})
 		if len(rs) == batch || i == n-1 {
 			f.n.TestHooks().Hold(held)
@@ -65,16 +66,16 @@ func benchFullNode(tb testing.TB, n int) *Node {
 func forceVerified(f *Node, key string, ms int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old, ok := f.view.SetVerified(key, unixSeconds(msTime0(ms)))
+	old, ok := f.view.SetVerified(repokey.Key(key), unixSeconds(msTime0(ms)))
 	if ok {
 		f.stale.Move(int64(old)*1000, int64(unixSeconds(msTime0(ms)))*1000)
 	}
 }
 
-func stateKeys(rs []*fleetv1.RepoState) []string {
-	keys := make([]string, len(rs))
+func stateKeys(rs []*fleetv1.RepoState) []repokey.Key {
+	keys := make([]repokey.Key, len(rs))
 	for i, r := range rs {
-		keys[i] = r.GetKey()
+		keys[i] = repokey.Key(r.GetKey())
 	}
 	return keys
 }
@@ -127,7 +128,7 @@ func BenchmarkFullNodeRequests(b *testing.B) {
 					flip++
 					k := fmt.Sprintf("host%d.example/group%d/repo%d", j%7, j%100, j)
 					st := "failing"
-					if f.view.Get(k).GetState() == "failing" {
+					if f.view.Get(repokey.Key(k)).GetState() == "failing" {
 						st = "ok"
 					}
 					rs = append(rs, &fleetv1.RepoState{Key: k, Url: "https://" + k, State: st, Digest: fmt.Sprintf("d%d", j), LastCheckMs: 1e12})

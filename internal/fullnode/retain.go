@@ -5,24 +5,23 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
-	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // A full node keeps a removed repository's data for cfg.Retention outside
 // the served tree (mirror.Retire), so that a re-addition within that time
 // brings it back without a clone; a periodic sweep deletes what expired.
 
-// unretireNew brings back the retired copies of the keys in rs that the
+// unretireNew brings back the retired copies of the keys that the
 // full node does not know yet (re-added repositories).
-func (f *Node) unretireNew(rs []*fleetv1.RepoState) {
+func (f *Node) unretireNew(keys []repokey.Key) {
 	if !f.mirror.AnyRetired() {
 		return // the usual case: nothing to look for, key by key
 	}
-	var fresh []string
+	var fresh []repokey.Key
 	f.mu.Lock()
-	for _, r := range rs {
-		if !f.view.Has(r.GetKey()) {
-			fresh = append(fresh, r.GetKey())
+	for _, k := range keys {
+		if !f.view.Has(k) {
+			fresh = append(fresh, k)
 		}
 	}
 	f.mu.Unlock()
@@ -33,15 +32,14 @@ func (f *Node) unretireNew(rs []*fleetv1.RepoState) {
 
 // unretire moves key's retired copy back into the served tree, if there is
 // one; the usual pull or check then brings it up to date.
-func (f *Node) unretire(key string) {
+func (f *Node) unretire(key repokey.Key) {
 	if !f.mirror.AnyRetired() {
 		return
 	}
-	k, err := repokey.Parse(key) // a key from the coordinator's states
-	if err != nil || f.mirror.Has(k) {
+	if f.mirror.Has(key) {
 		return
 	}
-	back, err := f.mirror.Unretire(k)
+	back, err := f.mirror.Unretire(key)
 	if err != nil {
 		f.log.Error("bring back a removed repository's data", "key", key, "err", err)
 		return
@@ -78,7 +76,7 @@ func (f *Node) sweepLoop(ctx context.Context) {
 
 // repaired notes that key's mirror was copied again from its upstream: if
 // the owner's copy differs, pull it as usual.
-func (f *Node) repaired(key, digest string) {
+func (f *Node) repaired(key repokey.Key, digest string) {
 	f.mu.Lock()
 	if st, ok := f.view.Entry(key); ok && st.Owner() != 0 && st.Owner() != f.n.ID() && st.Digest() != digest {
 		f.plan.Queue(key)

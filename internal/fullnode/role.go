@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -67,37 +68,37 @@ func (f role) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 
 // Assigned brings back a removed repository's kept data before a check
 // could clone it anew (retain.go).
-func (f role) Assigned(key string) { f.unretire(key) }
+func (f role) Assigned(key repokey.Key) { f.unretire(key) }
 
 // AdmitOwn lets a check of a repository the full node owns start by its
 // full-disk policy (fulldisk.go); refused, the repository waits for room
 // out of the scheduler.
-func (f role) AdmitOwn(key string, held bool) (func(), bool) {
+func (f role) AdmitOwn(key repokey.Key, held bool) (func(), bool) {
 	if release, ok := f.gate(held); ok {
 		return release, true
 	}
-	f.n.Unschedule(key) // before it waits: room may come at once
+	f.n.Unschedule(key.String()) // before it waits: room may come at once
 	f.waitOwn(key)
 	return nil, false
 }
 
 // Fetched: what the full node fetched itself, as the owner, is the
 // upstream's refs as of the check's start, and is served.
-func (f role) Fetched(key string, start time.Time, res mirror.Result) {
+func (f role) Fetched(key repokey.Key, start time.Time, res mirror.Result) {
 	f.ownSynced(key, start)
 	f.served(key, res)
 }
 
 // Changed reclasses key (classes.go).
-func (f role) Changed(key string) { f.reclass(key) }
+func (f role) Changed(key repokey.Key) { f.reclass(key) }
 
 // Repaired pulls the owner's copy when it differs from the repaired one
 // (retain.go).
-func (f role) Repaired(key, digest string) { f.repaired(key, digest) }
+func (f role) Repaired(key repokey.Key, digest string) { f.repaired(key, digest) }
 
 // Network is key's fork network as the coordinator states it
 // (RepoState.network): the full node keeps one object pool per network.
-func (f role) Network(key string) string {
+func (f role) Network(key repokey.Key) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if v, ok := f.view.Entry(key); ok {
@@ -107,7 +108,7 @@ func (f role) Network(key string) string {
 }
 
 // Upstream is key's upstream URL as the coordinator sent it.
-func (f role) Upstream(key string) string {
+func (f role) Upstream(key repokey.Key) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if v, ok := f.view.Entry(key); ok {

@@ -40,7 +40,7 @@ func TestAFullNodePullsOnlyTheRepositoriesPlacedOnIt(t *testing.T) {
 	pending := func(key string) bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.plan.IsPending(key)
+		return f.plan.IsPending(repokey.Key(key))
 	}
 	for key, want := range map[string]bool{mine: true, theirs: false, everyone: true, moved: false} {
 		if got := pending(key); got != want {

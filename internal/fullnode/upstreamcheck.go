@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,7 +107,7 @@ func (f *Node) Feeds() []api.FeedStatus {
 // the upstream itself, fetches what the owner did not, and counts a stale
 // report against the owner. It returns at once; the work is done by the
 // full node's own loop.
-func (f *Node) changeHint(key string, pushedAt time.Time) error {
+func (f *Node) changeHint(key repokey.Key, pushedAt time.Time) error {
 	return f.hint(key, func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action {
 		return p.Hear(key, pushedAt, now, fromUnixSeconds(v.VerifiedAt()), served, v.Owner())
 	})
@@ -116,7 +115,7 @@ func (f *Node) changeHint(key string, pushedAt time.Time) error {
 
 // verifyOnDemand makes an on-demand check of key vouch for its answer: an
 // owner that reports it unchanged is checked against the upstream.
-func (f *Node) verifyOnDemand(key string) error {
+func (f *Node) verifyOnDemand(key repokey.Key) error {
 	return f.hint(key, func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action {
 		return p.VerifyOnDemand(key, now, served, v.Owner())
 	})
@@ -124,7 +123,7 @@ func (f *Node) verifyOnDemand(key string) error {
 
 // hint records a hint of key with open, given the time, key's view and
 // the digest served, and acts on the answer.
-func (f *Node) hint(key string, open func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action) error {
+func (f *Node) hint(key repokey.Key, open func(p *pullplan.Plan, now time.Time, v repoview.Entry, served string) pullplan.Action) error {
 	now := f.clk.Now()
 	d, _ := f.n.Digest(key)
 	f.mu.Lock()
@@ -150,7 +149,11 @@ func (f *Node) hint(key string, open func(p *pullplan.Plan, now time.Time, v rep
 
 // ChangeHint is the webhook's path into the full node (api.ChangeHinter).
 func (b *backend) ChangeHint(_ context.Context, key string, pushedAt time.Time) error {
-	return b.f.changeHint(key, pushedAt)
+	k, err := repokey.Parse(key) // where the webhook's or the feed's key arrives
+	if err != nil {
+		return err
+	}
+	return b.f.changeHint(k, pushedAt)
 }
 
 func (f *Node) wakeFresh() {
@@ -162,7 +165,7 @@ func (f *Node) wakeFresh() {
 
 // setVerified advances key's verified_at to at (never back), for the
 // counters and the stale alert, and marks it for the store (persistVerified).
-func (f *Node) setVerified(key string, at time.Time) {
+func (f *Node) setVerified(key repokey.Key, at time.Time) {
 	s := unixSeconds(at)
 	f.mu.Lock()
 	v, ok := f.view.Entry(key)
@@ -179,9 +182,9 @@ func (f *Node) setVerified(key string, at time.Time) {
 
 // markVerified notes key's verified_at s (0: the key left) for the next
 // persistVerified. Caller holds f.mu.
-func (f *Node) markVerified(key string, s uint32) {
+func (f *Node) markVerified(key repokey.Key, s uint32) {
 	if f.verifiedDirty == nil {
-		f.verifiedDirty = map[string]uint32{}
+		f.verifiedDirty = map[repokey.Key]uint32{}
 	}
 	f.verifiedDirty[key] = s
 }
@@ -204,9 +207,9 @@ func (f *Node) persistVerified(ctx context.Context) {
 	ops := make([]store.Op, 0, len(dirty))
 	for k, s := range dirty {
 		if s == 0 {
-			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Delete: true})
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k.String(), Delete: true})
 		} else {
-			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k, Value: []byte(strconv.FormatUint(uint64(s), 10))})
+			ops = append(ops, store.Op{Bucket: bucketUpstreamVerified, Key: k.String(), Value: []byte(strconv.FormatUint(uint64(s), 10))})
 		}
 	}
 	if err := f.db.Batch(ctx, ops); err != nil {
@@ -260,7 +263,7 @@ func (f *Node) loadVerified(ctx context.Context) error {
 // listing seen (if asked) checked: equal, verified_at is the time of the
 // listing; different, the upstream has moved past what the owner served,
 // which is a hint of a change like a webhook's.
-func (f *Node) afterPull(key string, owner uint32, res mirror.Result, seen upstreamSeen) {
+func (f *Node) afterPull(key repokey.Key, owner uint32, res mirror.Result, seen upstreamSeen) {
 	if !seen.ok {
 		return
 	}
@@ -295,7 +298,7 @@ type upstreamSeen struct {
 // hint book decides whether the owner reported stale refs.
 // One check of a key runs at a time; a caller that finds one running waits
 // for it (an on-demand task's answer then includes it).
-func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
+func (f *Node) checkUpstream(ctx context.Context, key repokey.Key, why string) error {
 	f.mu.Lock()
 	st := f.view.Get(key)
 	running := f.checking[key]
@@ -319,8 +322,8 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 		delete(f.checking, key)
 		f.mu.Unlock()
 	}()
-	k, err := repokey.Parse(key) // from a hint or the spot checks' books
-	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || err != nil || !f.mirror.Has(k) {
+	k := key
+	if _, broken := f.n.BrokenState(key); broken || st.GetOwner() == f.n.ID() || !f.mirror.Has(k) {
 		// Its own checks verify what it owns; a repository not held (or
 		// broken) is served by nothing the upstream could contradict.
 		f.mu.Lock()
@@ -344,7 +347,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 	if differed {
 		start := f.clk.Now()
 		res, err := f.syncUpstream(ctx, k, st)
-		f.flog.Append(f.n.WorkEntry(key, "upstream-"+why, start, res, err))
+		f.flog.Append(f.n.WorkEntry(key.String(), "upstream-"+why, start, res, err))
 		if err != nil {
 			f.retryHint(key, asked)
 			return fmt.Errorf("full node: fetch %s from its upstream: %w", key, err)
@@ -377,7 +380,7 @@ func (f *Node) checkUpstream(ctx context.Context, key, why string) error {
 // at asked, against the hints (pullplan.Plan.TaskClaim): a claim of
 // "unchanged" to check now, or a stale report (queued for freshLoop to
 // count).
-func (f *Node) taskAnswer(key string, asked time.Time, digest string) pullplan.Action {
+func (f *Node) taskAnswer(key repokey.Key, asked time.Time, digest string) pullplan.Action {
 	f.mu.Lock()
 	act := f.plan.TaskClaim(key, asked, digest, f.clk.Now())
 	f.mu.Unlock()
@@ -389,7 +392,7 @@ func (f *Node) taskAnswer(key string, asked time.Time, digest string) pullplan.A
 
 // knownStale tells whether digest is a copy of key's owner that the full
 // node found behind the upstream.
-func (f *Node) knownStale(key, digest string) bool {
+func (f *Node) knownStale(key repokey.Key, digest string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.plan.Stale(key)
@@ -397,7 +400,7 @@ func (f *Node) knownStale(key, digest string) bool {
 }
 
 // retryHint makes key's hint due again after a failed check.
-func (f *Node) retryHint(key string, at time.Time) {
+func (f *Node) retryHint(key repokey.Key, at time.Time) {
 	f.mu.Lock()
 	f.plan.RetryCheck(key, at.Add(f.plan.HintWait()))
 	f.mu.Unlock()
@@ -406,7 +409,7 @@ func (f *Node) retryHint(key string, at time.Time) {
 // countStale counts one stale report against owner (its refs of key were
 // behind the upstream after a change it should have seen), and revokes it
 // at --stale-revoke.
-func (f *Node) countStale(ctx context.Context, key string, owner uint32) {
+func (f *Node) countStale(ctx context.Context, key repokey.Key, owner uint32) {
 	n := f.charge(ctx, &f.staleReports, owner, f.cfg.StaleRevoke, func(n uint64, limit int) string {
 		return fmt.Sprintf("reported stale refs after %d upstream changes (--stale-revoke %d)", n, limit)
 	})
@@ -433,7 +436,7 @@ func (f *Node) freshLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, freshChecks)
-	start := func(key, why string) bool {
+	start := func(key repokey.Key, why string) bool {
 		select {
 		case slots <- struct{}{}:
 		default:
@@ -452,7 +455,7 @@ func (f *Node) freshLoop(ctx context.Context) {
 	if gap > 0 {
 		nextSpot = f.clk.Now().Add(gap)
 	}
-	var batch []string
+	var batch []repokey.Key
 	var picked uint32 // when batch was chosen (unix seconds)
 	for ctx.Err() == nil {
 		now := f.clk.Now()
@@ -502,23 +505,22 @@ func (f *Node) freshLoop(ctx context.Context) {
 
 // spotBatch picks the next n repositories to spot-check: owned by another
 // node, on a host no forge feed covers, the oldest verified_at first.
-func (f *Node) spotBatch(n int) []string {
+func (f *Node) spotBatch(n int) []repokey.Key {
 	self := f.n.ID()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return pullplan.OldestVerified(f.view.VerifiedTimes(), n, func(key string) bool {
+	return pullplan.OldestVerified(f.view.VerifiedTimes(), n, func(key repokey.Key) bool {
 		v, _ := f.view.Entry(key)
 		if v.Owner() == 0 || v.Owner() == self {
 			return false
 		}
-		host, _, _ := strings.Cut(key, "/")
-		return !f.feedCovers[host]
+		return !f.feedCovers[key.Host()]
 	})
 }
 
 // verifiedSince tells whether key's verified_at is after s (unix seconds),
 // or key left the view.
-func (f *Node) verifiedSince(key string, s uint32) bool {
+func (f *Node) verifiedSince(key repokey.Key, s uint32) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.view.Entry(key)

@@ -56,10 +56,10 @@ func newUpstreamRig(t *testing.T, cfg Config) *upstreamRig {
 		t.Fatal(err)
 	}
 	d := res.After.Digest()
-	f.n.SetDigest(key, d)
+	f.n.SetDigest(repokey.Key(key), d)
 	r := &upstreamRig{f: f, clk: clk, up: up, key: key, old: d}
 	r.report(d)
-	f.setVerified(key, clk.Now())
+	f.setVerified(repokey.Key(key), clk.Now())
 	return r
 }
 
@@ -72,7 +72,7 @@ func (r *upstreamRig) report(digest string) {
 func (r *upstreamRig) verifiedAt() time.Time {
 	r.f.mu.Lock()
 	defer r.f.mu.Unlock()
-	v, _ := r.f.view.Entry(r.key)
+	v, _ := r.f.view.Entry(repokey.Key(r.key))
 	return fromUnixSeconds(v.VerifiedAt())
 }
 
@@ -117,7 +117,7 @@ func TestASilentOwnerIsOvertakenAfterTheHintWaitAndCountedAtItsStaleReport(t *te
 		t.Fatal(err)
 	}
 	hinted := r.clk.Now()
-	if err := r.f.changeHint(r.key, hinted); err != nil {
+	if err := r.f.changeHint(repokey.Key(r.key), hinted); err != nil {
 		t.Fatal(err)
 	}
 	before := r.verifiedAt()
@@ -136,7 +136,7 @@ func TestASilentOwnerIsOvertakenAfterTheHintWaitAndCountedAtItsStaleReport(t *te
 	r.advanceUntil(t, time.Second, "the stale report counted", func() bool { return r.f.staleReportCount(rigOwner) == 1 })
 	r.report(r.old)
 	r.f.mu.Lock()
-	pending := r.f.plan.IsPending(r.key)
+	pending := r.f.plan.IsPending(repokey.Key(r.key))
 	r.f.mu.Unlock()
 	if pending {
 		t.Fatal("the owner's copy found behind is queued for a pull")
@@ -175,7 +175,7 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	st := &fleetv1.RepoState{Key: "github.com/a/b", Url: "https://github.com/a/b", Owner: 2, State: "ok", Digest: oldRefs, LastCheckMs: 1}
 	f := open()
 	f.states([]*fleetv1.RepoState{st})
-	f.setVerified(st.Key, clk.Now())
+	f.setVerified(repokey.Key(st.Key), clk.Now())
 	f.persistVerified(t.Context()) // as persistLoop does, and at the end
 	f.n.TestHooks().Close()
 
@@ -186,7 +186,7 @@ func TestVerifiedAtSurvivesARestart(t *testing.T) {
 	}
 	f.states([]*fleetv1.RepoState{st})
 	f.mu.Lock()
-	v, _ := f.view.Entry(st.Key)
+	v, _ := f.view.Entry(repokey.Key(st.Key))
 	stale := f.stale.Count(clk.Now().Add(time.Minute).UnixMilli())
 	f.mu.Unlock()
 	if got := strconv.FormatUint(uint64(v.VerifiedAt()), 10); got != strconv.FormatInt(clk.Now().Unix(), 10) {

@@ -34,7 +34,7 @@ type uploadRequest struct {
 	Filter    string   // the filter spec, "" for none
 	DeepenNot []string // the ref names of deepen-not lines
 
-	Done      bool     // the client ended its negotiation ("done")
+	Done bool // the client ended its negotiation ("done")
 
 	idLens   [2]bool // ids of 40 and of 64 hex digits seen (want, have, shallow)
 	shallows int

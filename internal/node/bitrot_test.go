@@ -32,10 +32,10 @@ func TestTheScheduledScanFindsBitRotInsideAPackAndRepairsIt(t *testing.T) {
 	const interval = 7 * 24 * time.Hour
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	n.clk, n.cfg.IntegrityInterval, n.integrity = clk, interval, newIntegrityScan(interval)
-	n.digests[r.key] = "held"
+	n.digests[repokey.Key(r.key)] = "held"
 	states := make(chan repostate.State, 16)
-	n.integrity.changed = func(key string) {
-		s, broken := n.integrity.brokenState(key)
+	n.integrity.changed = func(key repokey.Key) {
+		s, broken := n.integrity.brokenState(repokey.Key(key))
 		if !broken {
 			s = repostate.OK
 		}

@@ -69,7 +69,7 @@ func (r *crashRig) start() *Node {
 	r.t.Cleanup(func() { db.Close() })
 	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, integrity: newIntegrityScan(time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
-		owned: map[string]*owned{r.key: {url: r.url}}, digests: map[string]string{},
+		owned: map[string]*owned{r.key: {url: r.url}}, digests: map[repokey.Key]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
 		dialer: egressDialer(Config{AllowPrivate: true})}
 	n.role = partial{n}
@@ -80,11 +80,11 @@ func TestAfterACrashTheMirrorsWrittenLastAreCheckedBeforeTheyAreServed(t *testin
 	r := newCrashRig(t)
 	n := r.start() // no clean stop before it
 	held := n.holdUnchecked()
-	if s, broken := n.integrity.brokenState(r.key); !slices.Equal(held, []repokey.Key{repokey.Key(r.key)}) || !broken || s != repostate.Unchecked {
+	if s, broken := n.integrity.brokenState(repokey.Key(r.key)); !slices.Equal(held, []repokey.Key{repokey.Key(r.key)}) || !broken || s != repostate.Unchecked {
 		t.Fatalf("held %v, state %q: want the mirror written before the crash held as %q", held, s, repostate.Unchecked)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s, broken := n.integrity.brokenState(r.key); broken {
+	if s, broken := n.integrity.brokenState(repokey.Key(r.key)); broken {
 		t.Fatalf("a whole mirror is %q after its check, want served", s)
 	}
 }
@@ -102,11 +102,11 @@ func TestAfterACrashACorruptMirrorIsRepairedBeforeItIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := n.holdUnchecked()
-	if s, broken := n.integrity.brokenState(r.key); !broken || s != repostate.Unchecked {
+	if s, broken := n.integrity.brokenState(repokey.Key(r.key)); !broken || s != repostate.Unchecked {
 		t.Fatalf("held %v, state %q", held, s)
 	}
 	n.checkAfterCrash(context.Background(), held)
-	if s, broken := n.integrity.brokenState(r.key); broken {
+	if s, broken := n.integrity.brokenState(repokey.Key(r.key)); broken {
 		t.Fatalf("state %q after the check, want repaired and served", s)
 	}
 	if _, err := os.Stat(empty); err == nil {
@@ -124,7 +124,7 @@ func TestAfterACleanStopNothingIsHeld(t *testing.T) {
 	if held := n.holdUnchecked(); len(held) != 0 {
 		t.Fatalf("after a clean stop: held %v", held)
 	}
-	if s, broken := n.integrity.brokenState(r.key); broken {
+	if s, broken := n.integrity.brokenState(repokey.Key(r.key)); broken {
 		t.Fatalf("after a clean stop: state %q", s)
 	}
 }

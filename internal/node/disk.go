@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Disk returns the space the node uses and may use for mirrors: with a
@@ -85,15 +86,15 @@ func (n *Node) heldCount() int {
 }
 
 // OwnedOf returns which of keys this node owns (is assigned).
-func (n *Node) OwnedOf(keys []string) map[string]bool {
+func (n *Node) OwnedOf(keys []repokey.Key) map[repokey.Key]bool {
 	if len(keys) == 0 {
 		return nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	own := map[string]bool{}
+	own := map[repokey.Key]bool{}
 	for _, k := range keys {
-		if _, ok := n.owned[k]; ok {
+		if _, ok := n.owned[string(k)]; ok {
 			own[k] = true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Bug seen (TestFullDiskHandsRepositoriesBack, now and then): a node with a
@@ -21,7 +22,7 @@ func TestAClonedMirrorCountsAtOnceAgainstTheQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newTestNode()
-	n.mirror, n.digests = ms, map[string]string{}
+	n.mirror, n.digests = ms, map[repokey.Key]string{}
 	n.cfg.DiskQuota, n.cfg.DiskHighWater = 64, 0.85
 
 	release, ok := n.ReserveClone()

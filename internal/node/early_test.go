@@ -7,6 +7,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -27,7 +28,7 @@ func TestACheckAskedBeforeItsAssignmentIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.mirror, n.sched = st, sched
-	n.owned, n.early, n.meta, n.metaDirty = map[string]*owned{}, map[string][]string{}, map[string]*repoMeta{}, map[string]bool{}
+	n.owned, n.early, n.meta, n.metaDirty = map[string]*owned{}, map[string][]string{}, map[string]*repoMeta{}, map[repokey.Key]bool{}
 	n.wakeup = make(chan struct{}, 1)
 	repo := func(i int) *fleetv1.Repo {
 		return &fleetv1.Repo{Key: fmt.Sprintf("example.org/g/r%03d", i), Url: fmt.Sprintf("https://example.org/g/r%03d", i)}

@@ -17,13 +17,12 @@ import (
 )
 
 // repoState tells the scheduler what the node knows of key's mirror.
-func (n *Node) repoState(key string) schedule.RepoState {
+func (n *Node) repoState(key repokey.Key) schedule.RepoState {
 	d, ok := n.Digest(key)
 	if !ok || d == "" {
 		return schedule.RepoState{}
 	}
-	k, err := repokey.Parse(key) // the scheduler's books hold bare strings
-	return schedule.RepoState{Cloned: err == nil && n.mirror.Has(k)}
+	return schedule.RepoState{Cloned: n.mirror.Has(key)}
 }
 
 // fetchLoop starts checks as the scheduler makes them due, at most
@@ -81,7 +80,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	// By the disk's high water: refused, the check ends here and the key
 	// leaves the scheduler (handed back, or waiting for room).
-	release, ok := n.role.AdmitOwn(key, n.mirror.Has(k))
+	release, ok := n.role.AdmitOwn(k, n.mirror.Has(k))
 	if !ok {
 		return
 	}
@@ -99,7 +98,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		// comes from the coordinator: it goes through the egress policy too.
 		// A member of a network clones into its pool: what the pool already
 		// holds (a network's earlier members) is not sent again.
-		if _, err := n.mirror.SyncIn(cctx, k, seed, n.networkOf(key)); err != nil {
+		if _, err := n.mirror.SyncIn(cctx, k, seed, n.networkOf(k)); err != nil {
 			n.log.Warn("could not clone from the full node; cloning from the upstream", "key", key, "err", err)
 		} else {
 			seeded = true
@@ -155,12 +154,12 @@ func (n *Node) check(ctx context.Context, key string) {
 				n.log.Warn("could not count the mirror's root commits", "key", key, "err", rerr)
 			}
 		}
-		out.ChangeTimes = n.changeTimes(key, res)
+		out.ChangeTimes = n.changeTimes(k, res)
 		if res.Changed || res.Cloned {
-			n.SetDigest(key, r.Digest)
+			n.SetDigest(k, r.Digest)
 			n.log.Info("mirror updated", "key", key, "cloned", res.Cloned, "digest", r.Digest)
-		} else if d, _ := n.Digest(key); d != r.Digest {
-			n.SetDigest(key, r.Digest)
+		} else if d, _ := n.Digest(k); d != r.Digest {
+			n.SetDigest(k, r.Digest)
 		}
 	}
 	n.met.checked(roleName(n.reg.Mode), KindOf(had, res), tried, r.ErrorClass, n.clk.Now().Sub(start), err) // promcollect.go
@@ -171,7 +170,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	n.Report(r)
 	n.flog.Append(n.WorkEntry(key, kind, start, res, err))
 	if err == nil {
-		n.role.Fetched(key, start, res)
+		n.role.Fetched(k, start, res)
 	}
 }
 

@@ -36,20 +36,20 @@ const bucketIntegrity = "verified"
 type integrityScan struct {
 	mu     sync.Mutex
 	plan   *integrityPlan
-	broken map[string]repostate.State // key -> Corrupt, Repairing or Unchecked
+	broken map[repokey.Key]repostate.State // key -> Corrupt, Repairing or Unchecked
 	// changed hears of each change of broken, without mu held (the
 	// role's Changed); set before the node runs.
-	changed func(key string)
+	changed func(key repokey.Key)
 	wake    chan struct{}
 }
 
 func newIntegrityScan(interval time.Duration) *integrityScan {
-	return &integrityScan{plan: newIntegrityPlan(interval, 0.1), broken: map[string]repostate.State{}, wake: make(chan struct{}, 1)}
+	return &integrityScan{plan: newIntegrityPlan(interval, 0.1), broken: map[repokey.Key]repostate.State{}, wake: make(chan struct{}, 1)}
 }
 
 // brokenState is key's state while it is not served; false when it is
 // whole.
-func (v *integrityScan) brokenState(key string) (repostate.State, bool) {
+func (v *integrityScan) brokenState(key repokey.Key) (repostate.State, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s, ok := v.broken[key]
@@ -57,12 +57,12 @@ func (v *integrityScan) brokenState(key string) (repostate.State, bool) {
 }
 
 // setBroken stops serving key's mirror, in state.
-func (v *integrityScan) setBroken(key string, state repostate.State) { v.set(key, state, true) }
+func (v *integrityScan) setBroken(key repokey.Key, state repostate.State) { v.set(key, state, true) }
 
 // setWhole serves key's mirror again.
-func (v *integrityScan) setWhole(key string) { v.set(key, 0, false) }
+func (v *integrityScan) setWhole(key repokey.Key) { v.set(key, 0, false) }
 
-func (v *integrityScan) set(key string, state repostate.State, broken bool) {
+func (v *integrityScan) set(key repokey.Key, state repostate.State, broken bool) {
 	v.mu.Lock()
 	if broken {
 		v.broken[key] = state
@@ -77,10 +77,9 @@ func (v *integrityScan) set(key string, state repostate.State, broken bool) {
 
 // checkIntegritySoon asks for a check of key's integrity at once: why (a
 // clone of it from this node, or its maintenance) failed on its objects.
-func (n *Node) checkIntegritySoon(key, why string) {
+func (n *Node) checkIntegritySoon(key repokey.Key, why string) {
 	v := n.integrity
-	k, err := repokey.Parse(key) // from a clone's path or the maintenance plan
-	held := err == nil && n.mirror.Has(k)
+	held := n.mirror.Has(key)
 	v.mu.Lock()
 	if _, known := v.plan.items[key]; !known && held {
 		v.plan.add(key, time.Time{}, n.clk.Now()) // cloned since the plan last looked
@@ -99,7 +98,7 @@ func (n *Node) checkIntegritySoon(key, why string) {
 // syncIntegrityKeys gives the plan the mirrors the node holds now.
 func (n *Node) syncIntegrityKeys(ctx context.Context, stored map[string]time.Time) {
 	n.mu.Lock()
-	held := make(map[string]bool, len(n.digests))
+	held := make(map[repokey.Key]bool, len(n.digests))
 	for k := range n.digests {
 		held[k] = true
 	}
@@ -109,7 +108,7 @@ func (n *Node) syncIntegrityKeys(ctx context.Context, stored map[string]time.Tim
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for k := range held {
-		v.plan.add(k, stored[k], now)
+		v.plan.add(k, stored[k.String()], now)
 	}
 	for k := range v.plan.items {
 		if _, broken := v.broken[k]; !held[k] && !broken {
@@ -161,10 +160,7 @@ func (n *Node) integrityLoop(ctx context.Context) {
 			continue
 		}
 		start := n.clk.Now()
-		k, err := repokey.Parse(key) // the plan's books hold bare strings
-		if err == nil {
-			err = n.mirror.Verify(ctx, k)
-		}
+		err := n.mirror.Verify(ctx, key)
 		end := n.clk.Now()
 		if ctx.Err() != nil {
 			return
@@ -172,13 +168,13 @@ func (n *Node) integrityLoop(ctx context.Context) {
 		v.mu.Lock()
 		v.plan.done(key, end, end.Sub(start))
 		v.mu.Unlock()
-		if err := n.db.Put(ctx, bucketIntegrity, key, []byte(strconv.FormatInt(end.UnixMilli(), 10))); err != nil {
+		if err := n.db.Put(ctx, bucketIntegrity, key.String(), []byte(strconv.FormatInt(end.UnixMilli(), 10))); err != nil {
 			n.log.Warn("store verification time", "key", key, "err", err)
 		}
 		switch {
 		case errors.Is(err, mirror.ErrCorrupt):
-			n.repair(ctx, k, err)
-		case err != nil && k != "" && n.mirror.Has(k):
+			n.repair(ctx, key, err)
+		case err != nil && n.mirror.Has(key):
 			n.log.Warn("could not verify the mirror", "key", key, "err", err)
 		case err == nil:
 			n.log.Debug("mirror verified", "key", key, "ms", end.Sub(start).Milliseconds())
@@ -192,7 +188,7 @@ func (n *Node) integrityLoop(ctx context.Context) {
 func (n *Node) holdUnchecked() []repokey.Key {
 	keys := n.mirror.Unchecked()
 	for _, k := range keys {
-		n.integrity.setBroken(k.String(), repostate.Unchecked)
+		n.integrity.setBroken(k, repostate.Unchecked)
 	}
 	return keys
 }
@@ -212,12 +208,12 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []repokey.Key) {
 			}
 			switch {
 			case err == nil:
-				n.integrity.setWhole(key.String())
+				n.integrity.setWhole(key)
 				n.log.Info("mirror checked after an unclean stop: served", "key", key)
 			case errors.Is(err, mirror.ErrCorrupt):
 				n.repair(ctx, key, err) // served once repaired
 			case !n.mirror.Has(key):
-				n.integrity.setWhole(key.String()) // removed meanwhile
+				n.integrity.setWhole(key) // removed meanwhile
 			default:
 				n.log.Warn("could not check a mirror after an unclean stop; will retry", "key", key, "err", err)
 				again = append(again, key)
@@ -242,40 +238,40 @@ func (n *Node) checkAfterCrash(ctx context.Context, keys []repokey.Key) {
 func (n *Node) repair(ctx context.Context, k repokey.Key, cause error) {
 	key := k.String()
 	v := n.integrity
-	v.setBroken(key, repostate.Corrupt)
+	v.setBroken(k, repostate.Corrupt)
 	n.log.Error("mirror is corrupt: no longer served; repairing it from its upstream", "key", key, "err", cause)
-	url := n.upstreamOf(key)
+	url := n.upstreamOf(k)
 	if url == "" {
 		n.log.Warn("corrupt mirror of a repository this node does not know: deleting it", "key", key)
 		if err := n.mirror.Remove(ctx, k); err != nil {
 			n.log.Error("remove corrupt mirror", "key", key, "err", err)
 		}
-		n.ForgetDigest(key)
-		v.setWhole(key)
+		n.ForgetDigest(k)
+		v.setWhole(k)
 		return
 	}
-	v.setBroken(key, repostate.Repairing)
+	v.setBroken(k, repostate.Repairing)
 	start := n.clk.Now()
 	refs, err := n.replaceUpstream(ctx, k, url)
 	n.flog.Append(n.WorkEntry(key, "repair", start, mirror.Result{Before: refs, After: refs}, err)) // the refs are the upstream's again
 	if err != nil {
-		v.setBroken(key, repostate.Corrupt)
+		v.setBroken(k, repostate.Corrupt)
 		v.mu.Lock()
-		v.plan.retry(key, n.clk.Now(), time.Minute)
+		v.plan.retry(k, n.clk.Now(), time.Minute)
 		v.mu.Unlock()
 		n.log.Error("repair of a corrupt mirror failed; will retry", "key", key, "class", gitcmd.ClassOf(err), "err", err)
 		return
 	}
 	digest := refs.Digest()
-	n.SetDigest(key, digest)
-	v.setWhole(key)
+	n.SetDigest(k, digest)
+	v.setWhole(k)
 	n.log.Info("corrupt mirror repaired from its upstream: served again", "key", key, "digest", digest,
 		"ms", n.clk.Now().Sub(start).Milliseconds())
 	if n.owns(key) {
 		n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: start.UnixMilli(), Ok: true, Cloned: true, Fetched: true,
 			Changed: true, Digest: digest, DurationMs: n.clk.Now().Sub(start).Milliseconds()})
 	}
-	n.role.Repaired(key, digest)
+	n.role.Repaired(k, digest)
 	// A broken pool was made anew for this repair: its other members miss
 	// what it held. Each is unserved and repaired from its own upstream,
 	// with what the pool holds again as haves (mirror.Suspects).
@@ -294,9 +290,9 @@ func (n *Node) owns(key string) bool {
 }
 
 // upstreamOf is key's upstream URL as this node knows it ("" if unknown).
-func (n *Node) upstreamOf(key string) string {
+func (n *Node) upstreamOf(key repokey.Key) string {
 	n.mu.Lock()
-	o := n.owned[key]
+	o := n.owned[key.String()]
 	n.mu.Unlock()
 	if o != nil {
 		return o.url

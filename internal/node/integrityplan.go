@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"math"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // integrityPlan decides which mirror's integrity to check next and when
@@ -18,7 +20,7 @@ type integrityPlan struct {
 	interval time.Duration
 	maxDuty  float64
 
-	items   map[string]*integrityItem
+	items   map[repokey.Key]*integrityItem
 	queue   integrityHeap
 	adds    int
 	lastEnd time.Time     // when the last check ended
@@ -26,7 +28,7 @@ type integrityPlan struct {
 }
 
 type integrityItem struct {
-	key    string
+	key    repokey.Key
 	due    time.Time
 	last   time.Time // last check (zero: never)
 	urgent bool
@@ -39,14 +41,14 @@ func newIntegrityPlan(interval time.Duration, maxDuty float64) *integrityPlan {
 	if maxDuty <= 0 || maxDuty > 1 {
 		maxDuty = 0.1
 	}
-	return &integrityPlan{interval: interval, maxDuty: maxDuty, items: map[string]*integrityItem{}}
+	return &integrityPlan{interval: interval, maxDuty: maxDuty, items: map[repokey.Key]*integrityItem{}}
 }
 
 // add starts checking key. last is its last check (zero: unknown):
 // a mirror never checked becomes due at a point spread over the next
 // interval, so that a node that starts with many mirrors does not check
 // them all at once.
-func (p *integrityPlan) add(key string, last, now time.Time) {
+func (p *integrityPlan) add(key repokey.Key, last, now time.Time) {
 	if _, ok := p.items[key]; ok {
 		return
 	}
@@ -63,7 +65,7 @@ func (p *integrityPlan) add(key string, last, now time.Time) {
 }
 
 // remove stops checking key.
-func (p *integrityPlan) remove(key string) {
+func (p *integrityPlan) remove(key repokey.Key) {
 	it, ok := p.items[key]
 	if !ok {
 		return
@@ -74,7 +76,7 @@ func (p *integrityPlan) remove(key string) {
 
 // urgent makes key due at once, unless it was checked within
 // urgentIntegrityGap. It reports whether it did.
-func (p *integrityPlan) urgent(key string, now time.Time) bool {
+func (p *integrityPlan) urgent(key repokey.Key, now time.Time) bool {
 	it, ok := p.items[key]
 	if !ok || it.urgent || (!it.last.IsZero() && now.Sub(it.last) < urgentIntegrityGap) {
 		return false
@@ -85,7 +87,7 @@ func (p *integrityPlan) urgent(key string, now time.Time) bool {
 }
 
 // retry makes key due again after d (a repair that failed).
-func (p *integrityPlan) retry(key string, now time.Time, d time.Duration) {
+func (p *integrityPlan) retry(key repokey.Key, now time.Time, d time.Duration) {
 	if it, ok := p.items[key]; ok {
 		it.due = now.Add(d)
 		heap.Fix(&p.queue, it.index)
@@ -110,7 +112,7 @@ func (p *integrityPlan) dutyGap() time.Duration {
 
 // next returns the key to check now, or how long to wait. An urgent key
 // waits only for the duty bound.
-func (p *integrityPlan) next(now time.Time) (string, bool, time.Duration) {
+func (p *integrityPlan) next(now time.Time) (repokey.Key, bool, time.Duration) {
 	if len(p.queue) == 0 {
 		return "", false, p.interval
 	}
@@ -131,7 +133,7 @@ func (p *integrityPlan) next(now time.Time) (string, bool, time.Duration) {
 }
 
 // done records a check of key that ended at now after d.
-func (p *integrityPlan) done(key string, now time.Time, d time.Duration) {
+func (p *integrityPlan) done(key repokey.Key, now time.Time, d time.Duration) {
 	p.lastEnd, p.lastDur = now, d
 	if it, ok := p.items[key]; ok {
 		it.last, it.urgent = now, false

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestIntegrityPlanSpreadsMirrorsOverTheInterval(t *testing.T) {
@@ -11,10 +13,10 @@ func TestIntegrityPlanSpreadsMirrorsOverTheInterval(t *testing.T) {
 	week := 7 * 24 * time.Hour
 	p := newIntegrityPlan(week, 0.1)
 	for i := range 1000 {
-		p.add(fmt.Sprintf("h/r%d", i), time.Time{}, t0)
+		p.add(repokey.Key(fmt.Sprintf("h/r%d", i)), time.Time{}, t0)
 	}
 	// Drive a week of simulated time: each verification takes 1 s.
-	now, verified := t0, map[string]int{}
+	now, verified := t0, map[repokey.Key]int{}
 	for now.Before(t0.Add(week)) {
 		key, ok, wait := p.next(now)
 		if !ok {
@@ -39,7 +41,7 @@ func TestIntegrityPlanKeepsToItsShareOfTheTime(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := newIntegrityPlan(time.Hour, 0.1) // far too short for the work: the duty bound wins
 	for i := range 100 {
-		p.add(fmt.Sprintf("h/r%d", i), t0.Add(-2*time.Hour), t0)
+		p.add(repokey.Key(fmt.Sprintf("h/r%d", i)), t0.Add(-2*time.Hour), t0)
 	}
 	now, busy := t0, time.Duration(0)
 	for now.Before(t0.Add(time.Hour)) {

@@ -55,7 +55,7 @@ func newMaintainer(lanes int, duty float64, fullInterval time.Duration) *maintai
 
 // note makes key a candidate for maintenance (its mirror was just written
 // to or read whole).
-func (m *maintainer) note(key string) {
+func (m *maintainer) note(key repokey.Key) {
 	if m.lanes == 0 {
 		return
 	}
@@ -123,25 +123,14 @@ func (n *Node) maintainLoop(ctx context.Context) {
 	}
 }
 
-// probe looks at the shape of key's mirror (mirror.Store.Probe); key
-// comes from the maintenance plan, whose books hold bare strings.
-func (n *Node) probe(key string) (mirror.Shape, error) {
-	k, err := repokey.Parse(key)
-	if err != nil {
-		return mirror.Shape{}, err
-	}
-	return n.mirror.Probe(k)
-}
+// probe looks at the shape of key's mirror (mirror.Store.Probe).
+func (n *Node) probe(key repokey.Key) (mirror.Shape, error) { return n.mirror.Probe(key) }
 
 // maintainOne runs maintenance on key's mirror and records it.
-func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
+func (n *Node) maintainOne(ctx context.Context, key repokey.Key, need mirror.Need) {
 	m := n.maint
 	start := n.clk.Now()
-	var rep mirror.MaintenanceReport
-	k, err := repokey.Parse(key) // the plan's books hold bare strings
-	if err == nil {
-		rep, err = n.mirror.Maintain(ctx, k, m.fullInterval)
-	}
+	rep, err := n.mirror.Maintain(ctx, key, m.fullInterval)
 	d := n.clk.Now().Sub(start)
 	if ctx.Err() != nil {
 		return // shutting down: the run was cut short, not failed
@@ -154,7 +143,7 @@ func (n *Node) maintainOne(ctx context.Context, key string, need mirror.Need) {
 	if rep.Full {
 		m.fullRuns.Add(1)
 	}
-	entry := fetchlog.Entry{Key: key, At: start, Kind: "maintenance", Node: n.id, Result: fetchlog.ResultOK, DurationMs: d.Milliseconds()}
+	entry := fetchlog.Entry{Key: key.String(), At: start, Kind: "maintenance", Node: n.id, Result: fetchlog.ResultOK, DurationMs: d.Milliseconds()}
 	if err != nil {
 		m.failures.Add(1)
 		entry.Result, entry.Error, entry.ErrorClass = fetchlog.ResultFailed, err.Error(), PublicClass(err).String()

@@ -84,7 +84,7 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	n.maint.note(key)
+	n.maint.note(repokey.Key(key))
 	settled("a mirror cloned before first mirrors were maintained", 1)
 	sh, err := store.Probe(repokey.Key(key))
 	if err != nil {
@@ -120,7 +120,7 @@ gitfleet_maintenance_runs_total{kind="incremental"} 0
 		t.Fatalf("log %+v, want one maintenance entry without error", h)
 	}
 
-	n.maint.note(key) // read whole by an integrity check: nothing new
+	n.maint.note(repokey.Key(key)) // read whole by an integrity check: nothing new
 	n.maint.note("127.0.0.1/no/such-mirror")
 	settled("nothing new", 1)
 	if got := n.maint.runs.Load(); got != 1 || n.maint.failures.Load() != 0 {

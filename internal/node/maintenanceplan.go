@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // maintPlan decides which mirror to maintain next (pure: it is fed the
@@ -17,25 +18,25 @@ import (
 // maintained by one lane at a time; one noted again while it runs is probed
 // again after.
 type maintPlan struct {
-	queue   []string        // candidates to probe, oldest first
-	queued  map[string]bool // the keys in queue
-	ready   maintHeap       // probed and due, the most in need first
-	items   map[string]*maintItem
-	running map[string]bool // key -> noted again while it ran
+	queue   []repokey.Key        // candidates to probe, oldest first
+	queued  map[repokey.Key]bool // the keys in queue
+	ready   maintHeap            // probed and due, the most in need first
+	items   map[repokey.Key]*maintItem
+	running map[repokey.Key]bool // key -> noted again while it ran
 }
 
 type maintItem struct {
-	key   string
+	key   repokey.Key
 	need  mirror.Need
 	index int
 }
 
 func newMaintPlan() *maintPlan {
-	return &maintPlan{queued: map[string]bool{}, items: map[string]*maintItem{}, running: map[string]bool{}}
+	return &maintPlan{queued: map[repokey.Key]bool{}, items: map[repokey.Key]*maintItem{}, running: map[repokey.Key]bool{}}
 }
 
 // note makes key a candidate.
-func (p *maintPlan) note(key string) {
+func (p *maintPlan) note(key repokey.Key) {
 	if _, ok := p.running[key]; ok {
 		p.running[key] = true
 		return
@@ -47,9 +48,9 @@ func (p *maintPlan) note(key string) {
 }
 
 // toProbe takes up to n candidates to probe, oldest first.
-func (p *maintPlan) toProbe(n int) []string {
+func (p *maintPlan) toProbe(n int) []repokey.Key {
 	n = min(n, len(p.queue))
-	keys := append([]string(nil), p.queue[:n]...)
+	keys := append([]repokey.Key(nil), p.queue[:n]...)
 	p.queue = p.queue[n:]
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
@@ -62,7 +63,7 @@ func (p *maintPlan) toProbe(n int) []string {
 
 // probed records what a probe of key found: a mirror in need waits for a
 // lane, one without is dropped.
-func (p *maintPlan) probed(key string, need mirror.Need) {
+func (p *maintPlan) probed(key repokey.Key, need mirror.Need) {
 	if _, ok := p.running[key]; ok {
 		return // probed while a lane ran it: done will queue it again
 	}
@@ -82,7 +83,7 @@ func (p *maintPlan) probed(key string, need mirror.Need) {
 }
 
 // forget drops key from the waiting mirrors (gone, or in no need).
-func (p *maintPlan) forget(key string) {
+func (p *maintPlan) forget(key repokey.Key) {
 	if it, ok := p.items[key]; ok {
 		heap.Remove(&p.ready, it.index)
 		delete(p.items, key)
@@ -90,7 +91,7 @@ func (p *maintPlan) forget(key string) {
 }
 
 // take gives a lane the mirror most in need, if one waits.
-func (p *maintPlan) take() (string, mirror.Need, bool) {
+func (p *maintPlan) take() (repokey.Key, mirror.Need, bool) {
 	if len(p.ready) == 0 {
 		return "", mirror.Need{}, false
 	}
@@ -102,7 +103,7 @@ func (p *maintPlan) take() (string, mirror.Need, bool) {
 
 // done records the end of key's run; a key noted meanwhile is a candidate
 // again.
-func (p *maintPlan) done(key string) {
+func (p *maintPlan) done(key repokey.Key) {
 	again := p.running[key]
 	delete(p.running, key)
 	if again {

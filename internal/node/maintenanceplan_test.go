@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestMaintPlanRunsTheMostInNeedFirstAndDropsTheRest(t *testing.T) {
 	p := newMaintPlan()
-	for _, k := range []string{"a", "b", "c", "d"} {
+	for _, k := range []repokey.Key{"a", "b", "c", "d"} {
 		p.note(k)
 	}
 	p.note("a") // noted twice: probed once
@@ -23,7 +24,7 @@ func TestMaintPlanRunsTheMostInNeedFirstAndDropsTheRest(t *testing.T) {
 		t.Fatalf("second probes = %v, want [d]", got)
 	}
 	p.probed("d", mirror.Need{Score: 3})
-	var order []string
+	var order []repokey.Key
 	for {
 		k, need, ok := p.take()
 		if !ok {

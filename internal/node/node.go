@@ -190,8 +190,8 @@ type Node struct {
 	tunnelWG    sync.WaitGroup // the tunnels' goroutines, waited for by Run
 	wakeup      chan struct{}
 	sendNow     chan struct{}
-	digests     map[string]string // key -> digest of the local mirror
-	fedHosts    map[string]bool   // hosts whose forge feed works, as the coordinator says; under mu
+	digests     map[repokey.Key]string // key -> digest of the local mirror
+	fedHosts    map[string]bool        // hosts whose forge feed works, as the coordinator says; under mu
 	meta        map[string]*repoMeta
 	budgetShort atomic.Bool  // the budget cannot cover --max-interval
 	heartbeatMs atomic.Int64 // the coordinator's heartbeat interval
@@ -202,7 +202,7 @@ type Node struct {
 	diskUsed    uint64
 	cloning     int // clones under way (guarded by diskMu)
 	diskHeld    int // mirrors held when diskUsed was measured (guarded by diskMu)
-	metaDirty   map[string]bool
+	metaDirty   map[repokey.Key]bool
 	running     map[string]*runningCheck // checks in progress, by key (guarded by mu; checkcancel.go)
 
 	// What the node keeps beside its mirrors when diskUsed was measured
@@ -301,8 +301,8 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	}
 	n := &Node{cfg: cfg, log: log, clk: clk, git: git, dialer: dialer, proxy: proxy, met: met, mirror: ms, db: db, sched: sched,
 		owned: map[string]*owned{}, early: map[string][]string{}, results: map[string]*fleetv1.CheckResult{}, tunnels: map[string]context.CancelFunc{},
-		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[string]string{},
-		meta: map[string]*repoMeta{}, metaDirty: map[string]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
+		wakeup: make(chan struct{}, 1), sendNow: make(chan struct{}, 1), digests: map[repokey.Key]string{},
+		meta: map[string]*repoMeta{}, metaDirty: map[repokey.Key]bool{}, integrity: newIntegrityScan(cfg.IntegrityInterval),
 		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
 		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval),
 		bw:    bw, traffic: today}
@@ -363,7 +363,8 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Warn("today's traffic could not be read; it is counted from now", "err", err)
 	}
 
-	if err := n.loadDigests(ctx); err != nil {
+	stored, err := n.loadDigests(ctx)
+	if err != nil {
 		return err
 	}
 	if err := n.loadMeta(ctx); err != nil {
@@ -382,9 +383,12 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.reg = n.role.Registration() // its addresses are known now
 	unchecked := n.holdUnchecked()
-	held := make(map[string]bool, len(keys))
+	// The mirrors on disk are the ones held, by the keys the mirror store
+	// read from their directories: a stored digest counts for a mirror
+	// that is still there, and the store's keys are not trusted as keys.
+	held := make(map[repokey.Key]bool, len(keys))
 	for _, k := range keys {
-		held[k.String()] = true
+		held[k] = true
 	}
 	n.mu.Lock()
 	for k := range n.digests {
@@ -393,8 +397,8 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	for _, k := range keys {
-		if _, ok := n.digests[k.String()]; !ok {
-			n.digests[k.String()] = "" // unknown: the first check will tell
+		if _, ok := n.digests[k]; !ok {
+			n.digests[k] = stored[k.String()] // "" when unknown: the first check will tell
 		}
 	}
 	n.mu.Unlock()
@@ -459,40 +463,44 @@ func (n *Node) Run(ctx context.Context) error {
 
 const bucketDigests = "digests"
 
-func (n *Node) loadDigests(ctx context.Context) error {
-	return n.db.Scan(ctx, bucketDigests, "", func(k string, v []byte) error {
-		n.digests[k] = string(v)
+// loadDigests reads the stored digests, by the key as written: Run keeps
+// those of the mirrors on disk.
+func (n *Node) loadDigests(ctx context.Context) (map[string]string, error) {
+	stored := map[string]string{}
+	err := n.db.Scan(ctx, bucketDigests, "", func(k string, v []byte) error {
+		stored[k] = string(v)
 		return nil
 	})
+	return stored, err
 }
 
 // SetDigest records the digest of the refs of key's mirror, which the
 // node holds (a check, a pull, a repair wrote it).
-func (n *Node) SetDigest(key, digest string) {
+func (n *Node) SetDigest(key repokey.Key, digest string) {
 	n.mu.Lock()
 	n.digests[key] = digest
 	n.mu.Unlock()
 	n.maint.note(key) // written to: a candidate for maintenance
 	n.role.Changed(key)
-	if err := n.db.Put(context.Background(), bucketDigests, key, []byte(digest)); err != nil {
+	if err := n.db.Put(context.Background(), bucketDigests, key.String(), []byte(digest)); err != nil {
 		n.log.Warn("store digest", "key", key, "err", err)
 	}
 }
 
 // ForgetDigest records that the node no longer holds key's mirror.
-func (n *Node) ForgetDigest(key string) {
+func (n *Node) ForgetDigest(key repokey.Key) {
 	n.mu.Lock()
 	delete(n.digests, key)
 	n.mu.Unlock()
 	n.role.Changed(key)
-	if err := n.db.Delete(context.Background(), bucketDigests, key); err != nil {
+	if err := n.db.Delete(context.Background(), bucketDigests, key.String()); err != nil {
 		n.log.Warn("delete digest", "key", key, "err", err)
 	}
 }
 
 // Digest returns the digest of key's mirror ("" while unknown), and
 // whether the node holds one.
-func (n *Node) Digest(key string) (string, bool) {
+func (n *Node) Digest(key repokey.Key) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	d, ok := n.digests[key]

@@ -113,7 +113,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	t.Cleanup(func() { db.Close() })
 	n := &Node{log: log, clk: clock.Real{}, mirror: st, db: db, integrity: newIntegrityScan(time.Hour),
 		flog: fetchlog.New(db, fetchlog.Config{}, clock.Real{}, log), maint: newMaintainer(1, 1, 7*24*time.Hour),
-		owned: map[string]*owned{key: {url: url}}, digests: map[string]string{},
+		owned: map[string]*owned{key: {url: url}}, digests: map[repokey.Key]string{},
 		results: map[string]*fleetv1.CheckResult{}, sendNow: make(chan struct{}, 1),
 		dialer: egressDialer(Config{})} // the default policy: loopback refused
 	n.role = partial{n}
@@ -124,7 +124,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if got := conns.Load() - before; got != 0 {
 		t.Fatalf("the refused repair made %d connections", got)
 	}
-	if s, _ := n.integrity.brokenState(key); s != repostate.Corrupt {
+	if s, _ := n.integrity.brokenState(repokey.Key(key)); s != repostate.Corrupt {
 		t.Fatalf("after the refused repair the mirror is %q, want %q (not served)", s, repostate.Corrupt)
 	}
 	if !strings.Contains(logs.String(), "blocked destination") || !strings.Contains(logs.String(), "class="+string(gitcmd.ClassBlocked)) {
@@ -139,7 +139,7 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	if conns.Load() == before {
 		t.Fatal("the allowed repair made no connection")
 	}
-	if s, broken := n.integrity.brokenState(key); broken {
+	if s, broken := n.integrity.brokenState(repokey.Key(key)); broken {
 		t.Fatalf("after the allowed repair the mirror is %q:\n%s", s, logs.String())
 	}
 }

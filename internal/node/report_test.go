@@ -76,13 +76,13 @@ func TestAnAssignedRepositoryHeldOnDiskIsCheckedAtOnce(t *testing.T) {
 	}
 	n := newTestNode()
 	n.clk, n.mirror, n.sched = clk, ms, sched
-	n.owned, n.digests, n.meta = map[string]*owned{}, map[string]string{}, map[string]*repoMeta{}
+	n.owned, n.digests, n.meta = map[string]*owned{}, map[repokey.Key]string{}, map[string]*repoMeta{}
 	n.cfg.AllowPrivate = true
 	key := "127.0.0.1/a/b"
 	if err := os.MkdirAll(ms.Path(repokey.Key(key)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.digests[key] = "0123456789abcdef0123456789abcdef" // held, with refs known
+	n.digests[repokey.Key(key)] = "0123456789abcdef0123456789abcdef" // held, with refs known
 	n.assign(&fleetv1.Repo{Key: key, Url: "http://127.0.0.1/a/b.git"})
 	got, ok, wait := sched.Next()
 	if !ok || got != key {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -37,24 +38,24 @@ type Role interface {
 	Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage)
 	// Assigned hears that key was assigned to this node, before any check
 	// of it.
-	Assigned(key string)
+	Assigned(key repokey.Key)
 	// AdmitOwn decides by the disk whether a check of key (assigned here,
 	// due now; held: its mirror is on disk) may start. When it may,
 	// release ends the room reserved for it. When it may not, AdmitOwn
 	// has done what the refusal asks (the key leaves the scheduler).
-	AdmitOwn(key string, held bool) (release func(), ok bool)
+	AdmitOwn(key repokey.Key, held bool) (release func(), ok bool)
 	// Fetched hears of a check of key, started at start, that brought its
 	// mirror to what the upstream had (res).
-	Fetched(key string, start time.Time, res mirror.Result)
+	Fetched(key repokey.Key, start time.Time, res mirror.Result)
 	// Changed hears that what the node holds of key changed: its digest,
 	// or whether its mirror may be served (broken, repaired).
-	Changed(key string)
+	Changed(key repokey.Key)
 	// Repaired hears that key's mirror was copied again from its upstream,
 	// whose refs have the digest digest.
-	Repaired(key, digest string)
+	Repaired(key repokey.Key, digest string)
 	// Upstream is key's upstream URL as the role knows it, for a
 	// repository that the node does not fetch itself ("": unknown).
-	Upstream(key string) string
+	Upstream(key repokey.Key) string
 	// DiskBeside is what the role keeps on the node's disk besides the
 	// mirrors, in bytes, counted with them against --disk-quota.
 	DiskBeside() int64
@@ -95,12 +96,13 @@ func (partial) Serve(context.Context) error { return nil }
 
 func (partial) Handle(context.Context, *fleetv1.CoordinatorMessage) {}
 
-func (partial) Assigned(string) {}
+func (partial) Assigned(repokey.Key) {}
 
 // AdmitOwn lets a check of a held mirror start; a first clone only with
 // room for one more mirror. Without room, the key is handed back to the
 // coordinator rather than fill the disk.
-func (p partial) AdmitOwn(key string, held bool) (func(), bool) {
+func (p partial) AdmitOwn(k repokey.Key, held bool) (func(), bool) {
+	key := k.String() // the books of what is owned hold the key as written
 	n := p.n
 	if held {
 		return func() {}, true
@@ -118,12 +120,12 @@ func (p partial) AdmitOwn(key string, held bool) (func(), bool) {
 	return nil, false
 }
 
-func (partial) Fetched(string, time.Time, mirror.Result) {}
+func (partial) Fetched(repokey.Key, time.Time, mirror.Result) {}
 
-func (partial) Changed(string) {}
+func (partial) Changed(repokey.Key) {}
 
-func (partial) Repaired(string, string) {}
+func (partial) Repaired(repokey.Key, string) {}
 
-func (partial) Upstream(string) string { return "" }
+func (partial) Upstream(repokey.Key) string { return "" }
 
 func (partial) DiskBeside() int64 { return 0 }

@@ -87,14 +87,16 @@ func (n *Node) NextCheck(key string) (time.Time, bool) { return n.sched.Due(key)
 
 // BrokenState is key's state while its mirror is not served
 // (repostate.Corrupt, Repairing, Unchecked); false when it is whole.
-func (n *Node) BrokenState(key string) (repostate.State, bool) { return n.integrity.brokenState(key) }
+func (n *Node) BrokenState(key repokey.Key) (repostate.State, bool) {
+	return n.integrity.brokenState(key)
+}
 
 // Reschedule puts keys, assigned here, back in the scheduler after they
 // waited out of it (for disk room: the role's AdmitOwn), and wakes the
 // fetchers.
-func (n *Node) Reschedule(keys ...string) {
+func (n *Node) Reschedule(keys ...repokey.Key) {
 	for _, k := range keys {
-		n.addToSchedule(k, repokey.Host(k))
+		n.addToSchedule(k, k.Host())
 	}
 	n.kick()
 }
@@ -103,8 +105,12 @@ func (n *Node) Reschedule(keys ...string) {
 // a full node): one that failed on the mirror's objects has its integrity
 // checked at once.
 func (n *Node) ServeFailed(key string, err error) {
-	if gitcmd.ClassOf(err) == gitcmd.ClassBadObjects {
-		n.checkIntegritySoon(key, "a clone")
+	if gitcmd.ClassOf(err) != gitcmd.ClassBadObjects {
+		return
+	}
+	// gitserve tells the key as written; a rare path, parsed here.
+	if k, perr := repokey.Parse(key); perr == nil {
+		n.checkIntegritySoon(k, "a clone")
 	}
 }
 
@@ -122,7 +128,7 @@ func (n *Node) tunnelHandler() http.Handler {
 			if !n.mirror.Has(key) {
 				return "", false
 			}
-			if _, broken := n.integrity.brokenState(key.String()); broken {
+			if _, broken := n.integrity.brokenState(key); broken {
 				return "", false
 			}
 			return n.mirror.Path(key), true

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
@@ -40,11 +41,12 @@ func (n *Node) loadMeta(ctx context.Context) error {
 // data brought back) is checked at once, like one to clone: the
 // coordinator waits for that check to confirm the node as the owner, and
 // shows the repository pending until then.
-func (n *Node) addToSchedule(key, host string) {
+func (n *Node) addToSchedule(k repokey.Key, host string) {
+	key := k.String() // the scheduler's and the saved schedule's books hold the key as written
 	n.mu.Lock()
 	m := n.meta[key]
 	n.mu.Unlock()
-	st := n.repoState(key)
+	st := n.repoState(k)
 	if m != nil {
 		st.LastCheck = m.Sched.LastCheck
 		for _, t := range m.Changes {
@@ -67,7 +69,7 @@ func (n *Node) addToSchedule(key, host string) {
 
 // changeTimes returns the commit times of the branches a sync moved (all of
 // them after a clone), and records them in the repository's history.
-func (n *Node) changeTimes(key string, res mirror.Result) []time.Time {
+func (n *Node) changeTimes(k repokey.Key, res mirror.Result) []time.Time {
 	var ts []int64
 	for ref, t := range res.After.Times {
 		if res.Cloned || res.Before.Refs[ref] != res.After.Refs[ref] {
@@ -78,6 +80,7 @@ func (n *Node) changeTimes(key string, res mirror.Result) []time.Time {
 		return nil
 	}
 	slices.Sort(ts)
+	key := k.String()
 	n.mu.Lock()
 	m := n.meta[key]
 	if m == nil {
@@ -90,7 +93,7 @@ func (n *Node) changeTimes(key string, res mirror.Result) []time.Time {
 	if len(m.Changes) > maxChangeHist {
 		m.Changes = m.Changes[len(m.Changes)-maxChangeHist:]
 	}
-	n.metaDirty[key] = true
+	n.metaDirty[k] = true
 	n.mu.Unlock()
 	out := make([]time.Time, len(ts))
 	for i, t := range ts {
@@ -120,27 +123,31 @@ func (n *Node) persistSchedule(ctx context.Context) {
 	snap := n.sched.Snapshot()
 	var ops []store.Op
 	n.mu.Lock()
+	dirty := make(map[string]bool, len(n.metaDirty)) // the scheduler's books hold the key as written
+	for k := range n.metaDirty {
+		dirty[k.String()] = true
+	}
 	for _, p := range snap {
 		m := n.meta[p.Key]
 		if m == nil {
 			m = &repoMeta{}
 			n.meta[p.Key] = m
 		}
-		if m.Sched != p || n.metaDirty[p.Key] {
+		if m.Sched != p || dirty[p.Key] {
 			m.Sched = p
 			b, _ := json.Marshal(m)
 			ops = append(ops, store.Op{Bucket: bucketMeta, Key: p.Key, Value: b})
 		}
 	}
 	for k := range n.metaDirty {
-		if _, owned := n.owned[k]; !owned {
+		if _, owned := n.owned[k.String()]; !owned {
 			if _, held := n.digests[k]; !held {
-				delete(n.meta, k)
-				ops = append(ops, store.Op{Bucket: bucketMeta, Key: k, Delete: true})
+				delete(n.meta, k.String())
+				ops = append(ops, store.Op{Bucket: bucketMeta, Key: k.String(), Delete: true})
 			}
 		}
 	}
-	n.metaDirty = map[string]bool{}
+	n.metaDirty = map[repokey.Key]bool{}
 	n.mu.Unlock()
 	if len(ops) == 0 {
 		return

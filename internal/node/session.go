@@ -202,7 +202,7 @@ func (n *Node) sendInventory(stream fleetv1.Coordinator_SessionClient) error {
 	n.mu.Lock()
 	inv := make([]*fleetv1.HeldRepo, 0, len(n.digests))
 	for k, d := range n.digests {
-		inv = append(inv, &fleetv1.HeldRepo{Key: k, Digest: d})
+		inv = append(inv, &fleetv1.HeldRepo{Key: k.String(), Digest: d})
 	}
 	n.mu.Unlock()
 	for len(inv) > 0 {
@@ -368,7 +368,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		n.refuseAssignment(key, r.GetUrl(), want, err)
 		return
 	}
-	n.role.Assigned(key) // before a check could clone it anew
+	n.role.Assigned(k) // before a check could clone it anew
 	n.mu.Lock()
 	o, known := n.owned[key]
 	if !known {
@@ -382,7 +382,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	asked := n.takeEarly(key, o)
 	n.mu.Unlock()
 	if !known {
-		n.addToSchedule(key, repokey.Host(key))
+		n.addToSchedule(k, k.Host())
 	}
 	// Fed only while the coordinator's feed answers for it (an Assign
 	// again says when that changes), and its host's feed works (setFeeds).
@@ -422,21 +422,24 @@ func (n *Node) drop(ctx context.Context, key string) {
 	if known {
 		n.sched.Remove(key)
 	}
+	// The one check of a dropped key, where the coordinator's message
+	// arrives: a key that is not one names no mirror here.
+	k, err := repokey.Parse(key)
+	if err != nil {
+		n.log.Error("coordinator dropped an invalid key", "key", key, "err", err)
+		return
+	}
 	n.mu.Lock()
-	n.metaDirty[key] = true // forgotten at the next save unless still held
+	n.metaDirty[k] = true // forgotten at the next save unless still held
 	n.mu.Unlock()
 	if n.reg.HoldsAll {
 		return // the full node keeps its copy: it serves every repository
 	}
-	k, err := repokey.Parse(key)
-	if err == nil {
-		err = n.mirror.Remove(ctx, k)
-	}
-	if err != nil {
+	if err := n.mirror.Remove(ctx, k); err != nil {
 		n.log.Error("drop mirror", "key", key, "err", err)
 		return
 	}
-	n.ForgetDigest(key)
+	n.ForgetDigest(k)
 	n.log.Info("dropped", "key", key)
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -17,7 +18,7 @@ func (n *Node) TestHooks() TestHooks { return TestHooks{n} }
 
 // Hold records mirrors as held with their digests, as checks would,
 // without the store (a million of them in a benchmark's setup).
-func (h TestHooks) Hold(digests map[string]string) {
+func (h TestHooks) Hold(digests map[repokey.Key]string) {
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
 	for k, d := range digests {
@@ -35,10 +36,12 @@ func (h TestHooks) InSession() {
 
 // SetBroken sets key's broken state (repostate.Corrupt, Repairing), as the
 // integrity scan and a repair do.
-func (h TestHooks) SetBroken(key string, state repostate.State) { h.n.integrity.setBroken(key, state) }
+func (h TestHooks) SetBroken(key repokey.Key, state repostate.State) {
+	h.n.integrity.setBroken(key, state)
+}
 
 // SetWhole serves key's mirror again, as a repair does.
-func (h TestHooks) SetWhole(key string) { h.n.integrity.setWhole(key) }
+func (h TestHooks) SetWhole(key repokey.Key) { h.n.integrity.setWhole(key) }
 
 // Assign takes r as assigned by the coordinator.
 func (h TestHooks) Assign(r *fleetv1.Repo) { h.n.assign(r) }

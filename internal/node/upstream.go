@@ -30,21 +30,21 @@ func (n *Node) SyncUpstream(ctx context.Context, key repokey.Key, url string) (m
 	if err := n.dialer.CheckURL(ctx, url); err != nil {
 		return mirror.Result{}, fmt.Errorf("mirror %s: %w", key, err)
 	}
-	return n.mirror.SyncIn(ctx, key, url, n.networkOf(key.String()))
+	return n.mirror.SyncIn(ctx, key, url, n.networkOf(key))
 }
 
 // networkOf is the object pool key's mirror shares history in: the
 // network the coordinator assigned it with (Repo.network), or, for a
 // repository this node does not own, the one its role knows (a full
 // node's RepoState.network); "" for a standalone mirror.
-func (n *Node) networkOf(key string) string {
+func (n *Node) networkOf(key repokey.Key) string {
 	n.mu.Lock()
-	o := n.owned[key]
+	o := n.owned[key.String()]
 	n.mu.Unlock()
 	if o != nil {
 		return o.network
 	}
-	if nr, ok := n.role.(interface{ Network(key string) string }); ok {
+	if nr, ok := n.role.(interface{ Network(key repokey.Key) string }); ok {
 		return nr.Network(key)
 	}
 	return ""

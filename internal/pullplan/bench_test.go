@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/benchsize"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // benchKeys is how many keys wait for a pull in BenchmarkPick: a fleet of
 // a million repositories after a catalog arrives, or with its owners down.
 func benchKeys() int { return benchsize.Of(1_000_000, 10_000) }
 
-func benchKeyNames(n int) []string {
-	keys := make([]string, n)
+func benchKeyNames(n int) []repokey.Key {
+	keys := make([]repokey.Key, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("github.com/owner%d/repo%d", i%5000, i)
+		keys[i] = repokey.Key(fmt.Sprintf("github.com/owner%d/repo%d", i%5000, i))
 	}
 	return keys
 }
@@ -67,7 +68,7 @@ func BenchmarkPick(b *testing.B) {
 		})
 		b.Run("scan/"+name, func(b *testing.B) {
 			before := heapBytes()
-			s := &scan{pending: map[string]bool{}, pulling: map[string]bool{}, retryAt: map[string]time.Time{}}
+			s := &scan{pending: map[repokey.Key]bool{}, pulling: map[repokey.Key]bool{}, retryAt: map[repokey.Key]time.Time{}}
 			for _, k := range keys {
 				s.pending[k] = true
 			}
@@ -96,11 +97,11 @@ func BenchmarkPick(b *testing.B) {
 // scan is the full node's pick before this package: maps, and a range over
 // the pending keys (the retries' failure counts aside).
 type scan struct {
-	pending, pulling map[string]bool
-	retryAt          map[string]time.Time
+	pending, pulling map[repokey.Key]bool
+	retryAt          map[repokey.Key]time.Time
 }
 
-func (s *scan) next(now time.Time) (string, bool) {
+func (s *scan) next(now time.Time) (repokey.Key, bool) {
 	for k := range s.pending {
 		if s.pulling[k] || now.Before(s.retryAt[k]) {
 			continue

@@ -3,6 +3,8 @@ package pullplan
 import (
 	"cmp"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The full node vouches for freshness itself (issue 22): verified_at is
@@ -65,7 +67,7 @@ const hintWatch = 24 * time.Hour
 type hintBook struct {
 	wait  time.Duration // how long an owner has to report the change (--hint-wait)
 	max   int           // 0: DefaultMaxHints
-	hints map[string]*hint
+	hints map[repokey.Key]*hint
 	// next is no later than the earliest due hint (zero: none): set by
 	// due, and made earlier as hints fall due sooner.
 	next time.Time
@@ -76,9 +78,9 @@ func newHintBook(wait time.Duration, max int) hintBook {
 }
 
 // add opens h for key, unless the book is full.
-func (b *hintBook) add(key string, h *hint) bool {
+func (b *hintBook) add(key repokey.Key, h *hint) bool {
 	if b.hints == nil {
-		b.hints = map[string]*hint{}
+		b.hints = map[repokey.Key]*hint{}
 	}
 	if len(b.hints) >= cmp.Or(b.max, DefaultMaxHints) {
 		return false
@@ -105,7 +107,7 @@ func (b *hintBook) wake(t time.Time) {
 // at now. verifiedAt is key's verified_at, served the digest the full node
 // serves and owner its owner. A push before verifiedAt's second is a feed
 // saying nothing changed since: verified_at can advance to now.
-func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served string, owner uint32) Action {
+func (b *hintBook) hear(key repokey.Key, pushedAt, now, verifiedAt time.Time, served string, owner uint32) Action {
 	// verified_at is kept to the second, and forges give push times in
 	// whole seconds: a push in verified_at's own second may be after it.
 	if !verifiedAt.IsZero() && pushedAt.Before(verifiedAt) {
@@ -144,7 +146,7 @@ func (b *hintBook) hear(key string, pushedAt, now, verifiedAt time.Time, served 
 // none is open: the owner's answer "unchanged" is then checked against the
 // upstream (claims, checked), without counting a claim made before the
 // full node saw the upstream differ.
-func (b *hintBook) verifyOnDemand(key string, now time.Time, served string, owner uint32) Action {
+func (b *hintBook) verifyOnDemand(key repokey.Key, now time.Time, served string, owner uint32) Action {
 	if _, ok := b.hints[key]; ok {
 		return None
 	}
@@ -163,7 +165,7 @@ func (b *hintBook) verifyOnDemand(key string, now time.Time, served string, owne
 // when the full node already found the upstream ahead, the owner is counted
 // (once a hint). An owner that reports something else saw a change: its
 // pull settles the hint (verified), or the due check does.
-func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, digest string, now time.Time) Action {
+func (b *hintBook) reported(key repokey.Key, owner uint32, checkedAt time.Time, digest string, now time.Time) Action {
 	h := b.hints[key]
 	if h == nil || !checkedAt.After(h.pushedAt) {
 		return None
@@ -190,7 +192,7 @@ func (b *hintBook) reported(key string, owner uint32, checkedAt time.Time, diges
 // taskClaim follows an on-demand check's answer digest for key, from a
 // check asked for at asked: causally after the hint when asked is not
 // before its push, whatever the owner's clock says.
-func (b *hintBook) taskClaim(key string, asked time.Time, digest string, now time.Time) Action {
+func (b *hintBook) taskClaim(key repokey.Key, asked time.Time, digest string, now time.Time) Action {
 	h := b.hints[key]
 	if h == nil || asked.Before(h.pushedAt) || !h.claim(digest) {
 		return None
@@ -223,7 +225,7 @@ func (b *hintBook) claimed(h *hint, digest string, now time.Time) Action {
 // push, a copy other than the upstream's; otherwise a differing upstream
 // keeps the hint until the owner's next report, and an equal one settles
 // it.
-func (b *hintBook) checked(key string, at time.Time, differed bool, upstream string) (Action, uint32) {
+func (b *hintBook) checked(key repokey.Key, at time.Time, differed bool, upstream string) (Action, uint32) {
 	h := b.hints[key]
 	if h == nil {
 		return None, 0
@@ -252,14 +254,14 @@ func (b *hintBook) checked(key string, at time.Time, differed bool, upstream str
 // key has none: the full node's own check found the upstream ahead
 // without a hint (a spot check), and the owner's next report is weighed
 // against it.
-func (b *hintBook) ensure(key string, at time.Time, old string, owner uint32) {
+func (b *hintBook) ensure(key repokey.Key, at time.Time, old string, owner uint32) {
 	if _, ok := b.hints[key]; !ok {
 		b.add(key, &hint{pushedAt: at, old: old, owner: owner})
 	}
 }
 
 // retry makes key's hint due at at (a check that failed).
-func (b *hintBook) retry(key string, at time.Time) {
+func (b *hintBook) retry(key repokey.Key, at time.Time) {
 	if h := b.hints[key]; h != nil && !h.fetched {
 		b.setDue(h, at)
 	}
@@ -268,25 +270,25 @@ func (b *hintBook) retry(key string, at time.Time) {
 // verified follows a verified_at that advanced to at by a pull from the
 // owner: the owner served the upstream's refs, so a hint of a change
 // before at is settled.
-func (b *hintBook) verified(key string, at time.Time) {
+func (b *hintBook) verified(key repokey.Key, at time.Time) {
 	if h := b.hints[key]; h != nil && !at.Before(h.pushedAt) {
 		delete(b.hints, key)
 	}
 }
 
 // forget drops key's hint (the repository left the mirror).
-func (b *hintBook) forget(key string) { delete(b.hints, key) }
+func (b *hintBook) forget(key repokey.Key) { delete(b.hints, key) }
 
 // pending tells whether key has a change heard of that the full node has
 // not served yet (an on-demand check's hint tells of none).
-func (b *hintBook) pending(key string) bool {
+func (b *hintBook) pending(key repokey.Key) bool {
 	h := b.hints[key]
 	return h != nil && !h.fetched && !h.verifyOnly
 }
 
 // claims tells whether an owner's answer digest for key says that a
 // change heard of, not yet served, is not there (hint.claim).
-func (b *hintBook) claims(key, digest string) bool {
+func (b *hintBook) claims(key repokey.Key, digest string) bool {
 	h := b.hints[key]
 	return h != nil && !h.fetched && h.claim(digest)
 }
@@ -304,7 +306,7 @@ func (h *hint) claim(digest string) bool {
 // ownerHad records digest, the owner's last report, on key's open hint
 // (when it has none yet): an owner whose copy does not move claims
 // "unchanged", even when the full node serves another copy.
-func (b *hintBook) ownerHad(key, digest string) {
+func (b *hintBook) ownerHad(key repokey.Key, digest string) {
 	if h := b.hints[key]; h != nil && !h.fetched && h.ownerWas == "" {
 		h.ownerWas = digest
 	}
@@ -312,7 +314,7 @@ func (b *hintBook) ownerHad(key, digest string) {
 
 // stale is the digest key's owner reports and the full node found behind
 // the upstream ("" if none).
-func (b *hintBook) stale(key string) string {
+func (b *hintBook) stale(key repokey.Key) string {
 	switch h := b.hints[key]; {
 	case h == nil:
 		return ""
@@ -325,8 +327,8 @@ func (b *hintBook) stale(key string) string {
 
 // due returns the keys whose upstream must be asked at now, drops the
 // expired hints, and returns the time of the next due one (zero: none).
-func (b *hintBook) due(now time.Time) ([]string, time.Time) {
-	var keys []string
+func (b *hintBook) due(now time.Time) ([]repokey.Key, time.Time) {
+	var keys []repokey.Key
 	var next time.Time
 	for k, h := range b.hints {
 		switch {
@@ -351,25 +353,25 @@ func (b *hintBook) due(now time.Time) ([]string, time.Time) {
 // verifiedAt is key's verified_at, served the digest the full node serves
 // and owner its owner. Verified: a feed says nothing changed since
 // verified_at, which can advance to now.
-func (p *Plan) Hear(key string, pushedAt, now, verifiedAt time.Time, served string, owner uint32) Action {
+func (p *Plan) Hear(key repokey.Key, pushedAt, now, verifiedAt time.Time, served string, owner uint32) Action {
 	return p.hints.hear(key, pushedAt, now, verifiedAt, served, owner)
 }
 
 // VerifyOnDemand opens a hint for an on-demand check of key at now, when
 // none is open: the owner's answer "unchanged" is then checked against
 // the upstream.
-func (p *Plan) VerifyOnDemand(key string, now time.Time, served string, owner uint32) Action {
+func (p *Plan) VerifyOnDemand(key repokey.Key, now time.Time, served string, owner uint32) Action {
 	return p.hints.verifyOnDemand(key, now, served, owner)
 }
 
 // OwnerHad records digest, the owner's last report, on key's open hint:
 // an owner whose copy does not move claims "unchanged".
-func (p *Plan) OwnerHad(key, digest string) { p.hints.ownerHad(key, digest) }
+func (p *Plan) OwnerHad(key repokey.Key, digest string) { p.hints.ownerHad(key, digest) }
 
 // TaskClaim weighs an on-demand check's answer digest for key, asked for
 // at asked: a claim of "unchanged" to check now (CheckNow), or a stale
 // report (CountStale: queued for the next Tick).
-func (p *Plan) TaskClaim(key string, asked time.Time, digest string, now time.Time) Action {
+func (p *Plan) TaskClaim(key repokey.Key, asked time.Time, digest string, now time.Time) Action {
 	act := p.hints.taskClaim(key, asked, digest, now)
 	if act == CountStale {
 		p.stale = append(p.stale, StaleReport{key, p.hints.hints[key].owner})
@@ -379,35 +381,35 @@ func (p *Plan) TaskClaim(key string, asked time.Time, digest string, now time.Ti
 
 // Checked follows the full node's own check of key's upstream, asked at
 // at (hintBook.checked): CountStale names the owner to count at once.
-func (p *Plan) Checked(key string, at time.Time, differed bool, upstream string) (Action, uint32) {
+func (p *Plan) Checked(key repokey.Key, at time.Time, differed bool, upstream string) (Action, uint32) {
 	return p.hints.checked(key, at, differed, upstream)
 }
 
 // Ensure opens a hint of a change no later than at, replacing old, when
 // key has none: a spot check found the upstream ahead.
-func (p *Plan) Ensure(key string, at time.Time, old string, owner uint32) {
+func (p *Plan) Ensure(key repokey.Key, at time.Time, old string, owner uint32) {
 	p.hints.ensure(key, at, old, owner)
 }
 
 // RetryCheck makes key's hint due again at at (a check that failed, or
 // found no slot).
-func (p *Plan) RetryCheck(key string, at time.Time) { p.hints.retry(key, at) }
+func (p *Plan) RetryCheck(key repokey.Key, at time.Time) { p.hints.retry(key, at) }
 
 // HintWait is how long an owner has to report a change heard of.
 func (p *Plan) HintWait() time.Duration { return p.hints.wait }
 
 // Verified follows key's verified_at advanced to at by a pull from its
 // owner: a hint of a change before at is settled.
-func (p *Plan) Verified(key string, at time.Time) { p.hints.verified(key, at) }
+func (p *Plan) Verified(key repokey.Key, at time.Time) { p.hints.verified(key, at) }
 
 // ForgetHint drops key's hint (a repository that is not held, or owned
 // here: nothing the upstream could contradict).
-func (p *Plan) ForgetHint(key string) { p.hints.forget(key) }
+func (p *Plan) ForgetHint(key repokey.Key) { p.hints.forget(key) }
 
 // HintPending tells whether key has a change heard of that the full node
 // has not served yet.
-func (p *Plan) HintPending(key string) bool { return p.hints.pending(key) }
+func (p *Plan) HintPending(key repokey.Key) bool { return p.hints.pending(key) }
 
 // Stale is the digest of key's owner that the full node found behind the
 // upstream ("" if none).
-func (p *Plan) Stale(key string) string { return p.hints.stale(key) }
+func (p *Plan) Stale(key repokey.Key) string { return p.hints.stale(key) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 const (
@@ -91,7 +92,7 @@ func TestAnOwnerSilentPastTheWaitIsCheckedThenCountedAtItsStaleReport(t *testing
 		t.Fatalf("before the wait: due %v, next %v; want none, next at %v", keys, next, pushed.Add(hintWait))
 	}
 	clk.Advance(time.Second)
-	if keys, _ := b.due(clk.Now()); !slices.Equal(keys, []string{hintKey}) {
+	if keys, _ := b.due(clk.Now()); !slices.Equal(keys, []repokey.Key{hintKey}) {
 		t.Fatalf("at the wait: due %v, want %s", keys, hintKey)
 	}
 	if keys, _ := b.due(clk.Now()); len(keys) != 0 {
@@ -290,7 +291,7 @@ func TestTheHintBookIsBounded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	b := newTestBook()
 	for i := range 10 {
-		if act := b.hear(fmt.Sprintf("h/%d", i), clk.Now(), clk.Now(), time.Time{}, oldRefs, 1); act != None {
+		if act := b.hear(repokey.Key(fmt.Sprintf("h/%d", i)), clk.Now(), clk.Now(), time.Time{}, oldRefs, 1); act != None {
 			t.Fatalf("hint %d: %v", i, act)
 		}
 	}
@@ -307,10 +308,10 @@ func TestTheHintBookIsBounded(t *testing.T) {
 }
 
 func TestSpotChecksPickTheOldestVerifiedFirst(t *testing.T) {
-	all := map[string]uint32{"a": 500, "b": 0, "c": 100, "d": 300, "e": 200, "own": 1, "feed": 2}
-	keep := func(k string) bool { return k != "own" && k != "feed" }
+	all := map[repokey.Key]uint32{"a": 500, "b": 0, "c": 100, "d": 300, "e": 200, "own": 1, "feed": 2}
+	keep := func(k repokey.Key) bool { return k != "own" && k != "feed" }
 	got := OldestVerified(maps.All(all), 3, keep)
-	if want := []string{"b", "c", "e"}; !slices.Equal(got, want) {
+	if want := []repokey.Key{"b", "c", "e"}; !slices.Equal(got, want) {
 		t.Fatalf("picked %v, want %v (never verified first, then the oldest; own and feed-covered left out)", got, want)
 	}
 	if got := OldestVerified(maps.All(all), 10, keep); len(got) != 5 {

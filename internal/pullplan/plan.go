@@ -14,7 +14,9 @@
 // do I/O, start goroutines or read the clock (every time is passed in;
 // the backoff's jitter source is injected), and it does not know the
 // repositories' states beyond what the events say (package repoview
-// does). A Plan is not safe for concurrent use: the shell holds its lock.
+// does). Its keys are repokey.Keys, parsed where the full node received
+// them: the plan trusts them and checks none. A Plan is not safe for
+// concurrent use: the shell holds its lock.
 //
 // The pulls waiting are a heap ordered by due time (then by arrival): a
 // pick, a removal and a re-queue are O(log n) whatever the number of
@@ -27,6 +29,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/backoff"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // DefaultMaxHints bounds the change hints kept open; past it a hint is
@@ -65,7 +68,7 @@ const diskRetry = time.Second
 // State is an owner's state of one repository, as the coordinator sent it,
 // with what the full node serves.
 type State struct {
-	Key    string
+	Key    repokey.Key
 	Owner  uint32 // the owning node (0: none)
 	Own    bool   // this node owns it (fetches it itself)
 	Digest string // the owner's digest ("": nothing fetched yet)
@@ -85,28 +88,28 @@ type State struct {
 
 // StaleReport is a stale report to count against Node, about Key.
 type StaleReport struct {
-	Key  string
+	Key  repokey.Key
 	Node uint32
 }
 
 // Ready is what falls due at a Tick.
 type Ready struct {
-	Check []string      // ask these keys' upstreams now (why: "hint")
+	Check []repokey.Key // ask these keys' upstreams now (why: "hint")
 	Stale []StaleReport // count these stale reports
 }
 
 // Plan is the full node's plan of pulls and checks.
 type Plan struct {
 	cfg     Config
-	keys    map[string]*entry // every key with a pull queued, running, waiting, failed or over a limit
-	queue   queue             // the keys pending and not being pulled, by due time
-	seq     uint64            // arrivals, for the queue's ties
-	pending int               // keys pending (queued or to pull again after their pull)
-	pulling map[string]bool
-	waiting map[string]*entry // keys waiting for disk room
+	keys    map[repokey.Key]*entry // every key with a pull queued, running, waiting, failed or over a limit
+	queue   queue                  // the keys pending and not being pulled, by due time
+	seq     uint64                 // arrivals, for the queue's ties
+	pending int                    // keys pending (queued or to pull again after their pull)
+	pulling map[repokey.Key]bool
+	waiting map[repokey.Key]*entry // keys waiting for disk room
 	// overLimit holds the owner's digest whose pull went over a limit,
 	// by key: few keys, so not a field of every entry.
-	overLimit map[string]string
+	overLimit map[repokey.Key]string
 	full      bool // the disk is above its high water
 	hints     hintBook
 	stale     []StaleReport // for the next Tick
@@ -116,7 +119,7 @@ type Plan struct {
 // keys may wait at once. Its due time is in its queue slot. An entry with
 // nothing to tell is dropped (tidy).
 type entry struct {
-	key      string
+	key      repokey.Key
 	at       int32  // its index in the queue; -1: not in it
 	fails    uint32 // failed pulls in a row: its backoff
 	pending  bool   // to pull (queued, or again at once after the pull under way)
@@ -129,11 +132,11 @@ type entry struct {
 func New(cfg Config) *Plan {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryLimit = max(cmp.Or(cfg.RetryLimit, 30*time.Second), cfg.RetryBase)
-	return &Plan{cfg: cfg, keys: map[string]*entry{}, pulling: map[string]bool{}, waiting: map[string]*entry{},
-		overLimit: map[string]string{}, hints: newHintBook(cfg.HintWait, cfg.MaxHints)}
+	return &Plan{cfg: cfg, keys: map[repokey.Key]*entry{}, pulling: map[repokey.Key]bool{}, waiting: map[repokey.Key]*entry{},
+		overLimit: map[repokey.Key]string{}, hints: newHintBook(cfg.HintWait, cfg.MaxHints)}
 }
 
-func (p *Plan) get(key string) *entry {
+func (p *Plan) get(key repokey.Key) *entry {
 	e := p.keys[key]
 	if e == nil {
 		e = &entry{key: key, at: -1}
@@ -215,11 +218,11 @@ func (p *Plan) Seen(s State, now time.Time) Action {
 
 // Queue makes key pulled at once (its mirror was repaired, or it came back
 // from retirement): the owner's copy may differ.
-func (p *Plan) Queue(key string) { p.want(p.get(key), time.Time{}) }
+func (p *Plan) Queue(key repokey.Key) { p.want(p.get(key), time.Time{}) }
 
 // Next picks the key to pull at now, the one due first (then the first to
 // arrive), and marks it pulling; false when none is due.
-func (p *Plan) Next(now time.Time) (string, bool) {
+func (p *Plan) Next(now time.Time) (repokey.Key, bool) {
 	if len(p.queue) == 0 || dueKey(now) < p.queue[0].due {
 		return "", false
 	}
@@ -234,7 +237,7 @@ func (p *Plan) Next(now time.Time) (string, bool) {
 // the disk is full the key waits (Disk releases it), else clones under
 // way hold the room and it is tried again shortly. It reports whether the
 // key waits for room.
-func (p *Plan) Refused(key string, now time.Time) bool {
+func (p *Plan) Refused(key repokey.Key, now time.Time) bool {
 	e := p.stop(key)
 	if e == nil {
 		return false
@@ -252,7 +255,7 @@ func (p *Plan) Refused(key string, now time.Time) bool {
 
 // stop ends key's pull in the bookkeeping; nil when it was not pulling or
 // has left meanwhile (then it is dropped).
-func (p *Plan) stop(key string) *entry {
+func (p *Plan) stop(key repokey.Key) *entry {
 	e := p.keys[key]
 	if e == nil || !e.pulling {
 		return nil
@@ -270,13 +273,13 @@ func (p *Plan) stop(key string) *entry {
 // the plan did not pick) found the owner's digest over a limit: whatever
 // the rest of the pull gives (the upstream fetched instead), that digest
 // is not pulled again.
-func (p *Plan) NoteOverLimit(key, digest string) {
+func (p *Plan) NoteOverLimit(key repokey.Key, digest string) {
 	if e := p.keys[key]; e == nil || !e.gone {
 		p.setOverLimit(key, digest)
 	}
 }
 
-func (p *Plan) setOverLimit(key, digest string) {
+func (p *Plan) setOverLimit(key repokey.Key, digest string) {
 	if digest == "" {
 		delete(p.overLimit, key)
 	} else {
@@ -290,7 +293,7 @@ func (p *Plan) setOverLimit(key, digest string) {
 // NoteOverLimit) waits for the owner's next digest, never a timer; a
 // success forgets the failures. A state seen while the pull ran pulls
 // again after it. A key removed while it was pulled is dropped.
-func (p *Plan) Ended(key, digest string, o Outcome, now time.Time) {
+func (p *Plan) Ended(key repokey.Key, digest string, o Outcome, now time.Time) {
 	e := p.stop(key)
 	if e == nil {
 		return
@@ -320,12 +323,12 @@ func (p *Plan) Ended(key, digest string, o Outcome, now time.Time) {
 // Disk follows a measure of the disk: full is whether it is above its
 // high water. Below it, the keys that waited for room are released (the
 // caller queues those it pulls, and reschedules the ones it owns).
-func (p *Plan) Disk(full bool) []string {
+func (p *Plan) Disk(full bool) []repokey.Key {
 	p.full = full
 	if full || len(p.waiting) == 0 {
 		return nil
 	}
-	released := make([]string, 0, len(p.waiting))
+	released := make([]repokey.Key, 0, len(p.waiting))
 	for k, e := range p.waiting {
 		released = append(released, k)
 		e.diskWait = false
@@ -337,7 +340,7 @@ func (p *Plan) Disk(full bool) []string {
 
 // WaitDisk makes key wait for disk room (an own fetch the disk refused):
 // the next Disk below the mark releases it.
-func (p *Plan) WaitDisk(key string) { p.waitDisk(p.get(key)) }
+func (p *Plan) WaitDisk(key repokey.Key) { p.waitDisk(p.get(key)) }
 
 func (p *Plan) waitDisk(e *entry) {
 	e.diskWait = true
@@ -345,11 +348,11 @@ func (p *Plan) waitDisk(e *entry) {
 }
 
 // DiskWaiting tells whether key waits for disk room.
-func (p *Plan) DiskWaiting(key string) bool { return p.waiting[key] != nil }
+func (p *Plan) DiskWaiting(key repokey.Key) bool { return p.waiting[key] != nil }
 
 // Removed forgets key (it left the catalog): its queued pull, its waits,
 // its failures and its hint. A pull under way ends unheeded.
-func (p *Plan) Removed(key string) {
+func (p *Plan) Removed(key repokey.Key) {
 	p.hints.forget(key)
 	delete(p.overLimit, key)
 	if e := p.keys[key]; e != nil {
@@ -372,7 +375,7 @@ func (p *Plan) letGo(e *entry) {
 // OwnSynced follows this node's own fetch of key (it owns it) from the
 // upstream, by a check that started at start: no pull is needed, and a
 // hint of a change before start is settled.
-func (p *Plan) OwnSynced(key string, start time.Time) {
+func (p *Plan) OwnSynced(key repokey.Key, start time.Time) {
 	if e := p.keys[key]; e != nil {
 		p.unwant(e)
 		p.tidy(e)
@@ -385,14 +388,14 @@ func (p *Plan) OwnSynced(key string, start time.Time) {
 func (p *Plan) Pending() int { return p.pending }
 
 // IsPending tells whether key waits for a pull.
-func (p *Plan) IsPending(key string) bool {
+func (p *Plan) IsPending(key repokey.Key) bool {
 	e := p.keys[key]
 	return e != nil && e.pending
 }
 
 // Pulling returns the keys being pulled, in no order.
-func (p *Plan) Pulling() []string {
-	keys := make([]string, 0, len(p.pulling))
+func (p *Plan) Pulling() []repokey.Key {
+	keys := make([]repokey.Key, 0, len(p.pulling))
 	for k := range p.pulling {
 		keys = append(keys, k)
 	}

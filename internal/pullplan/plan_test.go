@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 var t0 = time.Unix(1e9, 0)
@@ -17,12 +19,12 @@ func newPlan() *Plan { return New(Config{HintWait: 3 * time.Minute, Jitter: full
 
 // owner is the state of key as its owner (node 2) reports digest, the
 // full node serving served.
-func owner(key, digest, served string) State {
+func owner(key repokey.Key, digest, served string) State {
 	return State{Key: key, Owner: 2, Digest: digest, Served: served}
 }
 
 // next picks at now and fails the test unless it is want ("": none).
-func next(t *testing.T, p *Plan, now time.Time, want string) {
+func next(t *testing.T, p *Plan, now time.Time, want repokey.Key) {
 	t.Helper()
 	k, ok := p.Next(now)
 	if want == "" && ok {
@@ -198,7 +200,7 @@ func TestAPullRefusedForDiskWaitsForRoom(t *testing.T) {
 	if got := p.Disk(true); len(got) != 0 {
 		t.Fatalf("released %v while the disk is full", got)
 	}
-	if got := p.Disk(false); !slices.Equal(got, []string{"a"}) || p.DiskWaiting("a") {
+	if got := p.Disk(false); !slices.Equal(got, []repokey.Key{"a"}) || p.DiskWaiting("a") {
 		t.Fatalf("released %v below the mark, want [a]", got)
 	}
 	p.Queue("a") // the shell queues what it pulls
@@ -210,7 +212,7 @@ func TestAPullRefusedForDiskWaitsForRoom(t *testing.T) {
 	next(t, p, t0.Add(time.Hour+time.Second), "a")
 
 	p.WaitDisk("own") // an own fetch refused
-	if got := p.Disk(false); !slices.Equal(got, []string{"own"}) {
+	if got := p.Disk(false); !slices.Equal(got, []repokey.Key{"own"}) {
 		t.Fatalf("released %v, want the own key", got)
 	}
 }
@@ -257,7 +259,7 @@ func TestAnOwnSyncDropsAQueuedPull(t *testing.T) {
 // Picks come due first, then in the order the keys came.
 func TestPicksComeByDueTimeThenArrival(t *testing.T) {
 	p := newPlan()
-	for _, k := range []string{"a", "b", "c", "d"} {
+	for _, k := range []repokey.Key{"a", "b", "c", "d"} {
 		p.Seen(owner(k, "d1", ""), t0)
 	}
 	next(t, p, t0, "a")
@@ -268,7 +270,7 @@ func TestPicksComeByDueTimeThenArrival(t *testing.T) {
 	if w := p.NextWake(t0); !w.Pull.Equal(t0) {
 		t.Fatalf("next wake %v, want now", w.Pull)
 	}
-	for _, want := range []string{"c", "d", "b", ""} {
+	for _, want := range []repokey.Key{"c", "d", "b", ""} {
 		next(t, p, t0, want)
 	}
 	if w := p.NextWake(t0); !w.Pull.Equal(t0.Add(2 * time.Second)) {
@@ -297,7 +299,7 @@ func TestHintsAndStaleReportsComeOutAtTheTick(t *testing.T) {
 	if r := p.Tick(t0.Add(3*time.Minute - time.Second)); len(r.Check) != 0 {
 		t.Fatalf("asked %v before the wait ended", r.Check)
 	}
-	if r := p.Tick(t0.Add(3 * time.Minute)); !slices.Equal(r.Check, []string{key}) {
+	if r := p.Tick(t0.Add(3 * time.Minute)); !slices.Equal(r.Check, []repokey.Key{key}) {
 		t.Fatalf("asked %v at the end of the wait, want [%s]", r.Check, key)
 	}
 	at := t0.Add(4 * time.Minute)
@@ -328,7 +330,7 @@ func TestHintsAndStaleReportsComeOutAtTheTick(t *testing.T) {
 	if act := p.Seen(claim, t0.Add(2*time.Minute)); act != CheckNow {
 		t.Fatalf("the owner claims unchanged after the push: %v, want CheckNow", act)
 	}
-	if r := p.Tick(t0.Add(2 * time.Minute)); !slices.Equal(r.Check, []string{key}) || len(r.Stale) != 0 {
+	if r := p.Tick(t0.Add(2 * time.Minute)); !slices.Equal(r.Check, []repokey.Key{key}) || len(r.Stale) != 0 {
 		t.Fatalf("tick %+v, want the upstream asked, nothing counted", r)
 	}
 }

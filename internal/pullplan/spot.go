@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"iter"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Spot checks ask the upstreams of repositories that no hint names, the
@@ -13,7 +15,7 @@ import (
 // OldestVerified returns up to n keys that pass keep, the oldest
 // verified_at first (never verified: 0, first of all), from all (key and
 // verified_at in unix seconds): a bounded heap, O(len(all) log n).
-func OldestVerified(all iter.Seq2[string, uint32], n int, keep func(string) bool) []string {
+func OldestVerified(all iter.Seq2[repokey.Key, uint32], n int, keep func(repokey.Key) bool) []repokey.Key {
 	if n <= 0 {
 		return nil
 	}
@@ -30,7 +32,7 @@ func OldestVerified(all iter.Seq2[string, uint32], n int, keep func(string) bool
 		}
 		heap.Push(h, spotItem{k, v})
 	}
-	out := make([]string, h.Len())
+	out := make([]repokey.Key, h.Len())
 	for i := len(out) - 1; i >= 0; i-- {
 		out[i] = heap.Pop(h).(spotItem).key
 	}
@@ -38,7 +40,7 @@ func OldestVerified(all iter.Seq2[string, uint32], n int, keep func(string) bool
 }
 
 type spotItem struct {
-	key string
+	key repokey.Key
 	at  uint32
 }
 

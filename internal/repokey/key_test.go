@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -111,5 +112,86 @@ func TestNoKeyIsMadeFromAnUncheckedString(t *testing.T) {
 	}
 	for _, f := range found {
 		t.Errorf("%s: a repokey.Key converted from a string: parse it at the edge (repokey.Parse)", f)
+	}
+}
+
+// TestKeysAreCheckedWhereTheyArrive reads the packages that carry a Key
+// inside a process: the pure cores (pullplan, repoview, schedule) never
+// check a key, and the node's and the full node's shells check one only
+// in the functions where it arrives (a coordinator's message, the API's
+// or a webhook's call, gitserve's report), named here with the edge they
+// are. A check anywhere else is a key checked twice on its way, which
+// the Key type exists to end: take the Key from where it was parsed.
+func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
+	edges := map[string]map[string]string{
+		"pullplan": {},
+		"repoview": {},
+		"schedule": {},
+		"node": {
+			"assign":           "an assignment from the coordinator (its URL and key)",
+			"drop":             "a drop from the coordinator",
+			"refuseAssignment": "an assignment refused: whether its key can be reported",
+			"ServeFailed":      "gitserve's report of a failed upload-pack",
+		},
+		"fullnode": {
+			"states":     "the coordinator's repository states",
+			"removed":    "the coordinator's removals",
+			"keyOf":      "a key from the API or the console",
+			"StartFetch": "the API's on-demand check",
+			"ChangeHint": "a webhook's or a forge feed's change hint",
+		},
+	}
+	const self = "github.com/gitfleet/gitfleet/internal/repokey"
+	for pkg, allowed := range edges {
+		dir := filepath.Join("..", pkg)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			p := filepath.Join(dir, name)
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imported := ""
+			for _, imp := range f.Imports {
+				if path, _ := strconv.Unquote(imp.Path.Value); path == self {
+					imported = "repokey"
+					if imp.Name != nil {
+						imported = imp.Name.Name
+					}
+				}
+			}
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || fn.Body == nil {
+					continue
+				}
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					x, _ := sel.X.(*ast.Ident)
+					checks := sel.Sel.Name == "Canonical" ||
+						x != nil && imported != "" && x.Name == imported && slices.Contains([]string{"Parse", "Check", "Normalize", "KeyOfDir"}, sel.Sel.Name)
+					if _, edge := allowed[fn.Name.Name]; checks && !edge {
+						t.Errorf("%s: %s checks a key in %s, not where the key arrives: take the repokey.Key from the edge that parsed it",
+							fset.Position(call.Pos()), sel.Sel.Name, fn.Name.Name)
+					}
+					return true
+				})
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"math"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
@@ -38,7 +39,7 @@ func (t *classTable) unpack(p packedClass) Class {
 }
 
 // get returns key's class.
-func (t *classTable) get(key string) (Class, bool) {
+func (t *classTable) get(key repokey.Key) (Class, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.classed {
 		return Class{}, false
@@ -47,7 +48,7 @@ func (t *classTable) get(key string) (Class, bool) {
 }
 
 // put records key's class.
-func (t *classTable) put(key string, cl Class) {
+func (t *classTable) put(key repokey.Key, cl Class) {
 	s := t.tab.slot(key)
 	if !s.classed {
 		s.classed = true
@@ -57,7 +58,7 @@ func (t *classTable) put(key string, cl Class) {
 		state: cl.State, errClass: cl.ErrClass, current: cl.Current}
 }
 
-func (t *classTable) del(key string) {
+func (t *classTable) del(key repokey.Key) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.classed {
 		return
@@ -68,8 +69,8 @@ func (t *classTable) del(key string) {
 }
 
 // all yields every key and its class, in no order.
-func (t *classTable) all() iter.Seq2[string, Class] {
-	return func(yield func(string, Class) bool) {
+func (t *classTable) all() iter.Seq2[repokey.Key, Class] {
+	return func(yield func(repokey.Key, Class) bool) {
 		for k, s := range t.tab.each() {
 			if s.classed && !yield(k, t.unpack(s.class)) {
 				return

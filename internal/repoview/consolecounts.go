@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
@@ -41,7 +42,7 @@ func newConsoleCounts() *consoleCounts {
 
 // set follows a change of key's class from old (had: it was listed) to cl
 // (listed: it still is).
-func (c *consoleCounts) set(key string, old Class, had bool, cl Class, listed bool) {
+func (c *consoleCounts) set(key repokey.Key, old Class, had bool, cl Class, listed bool) {
 	moved := !had || !listed || old.Verified != cl.Verified
 	if had {
 		if old.ErrClass != repostate.NoClass {
@@ -80,12 +81,12 @@ func (c *consoleCounts) set(key string, old Class, had bool, cl Class, listed bo
 
 // minuteKeys returns the keys last checked in minute m, in order; classes
 // rebuilds the index if its bookkeeping went wrong.
-func (c *consoleCounts) minuteKeys(m int64, classes *classTable) []string {
+func (c *consoleCounts) minuteKeys(m int64, classes *classTable) []repokey.Key {
 	x := c.byMinute[m]
 	if x == nil {
 		return nil
 	}
-	return x.ordered(c.minutes[m], func(keys []string) []string {
+	return x.ordered(c.minutes[m], func(keys []repokey.Key) []repokey.Key {
 		for k, cl := range classes.all() {
 			if cl.Verified == m {
 				keys = append(keys, k)
@@ -130,7 +131,7 @@ func (c *Counters) ErrorClasses() map[string]int {
 // minute before (VerifiedMinute), the never verified first, then from the
 // oldest minute, in order within a minute; with never, only the never
 // verified. It stops when yield returns false.
-func (c *Counters) Stalest(before int64, never bool, yield func(key string) bool) {
+func (c *Counters) Stalest(before int64, never bool, yield func(key repokey.Key) bool) {
 	cc := c.console
 	var minutes []int64
 	for m := range cc.minutes {

@@ -4,9 +4,8 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
-	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
@@ -61,7 +60,7 @@ const maxPending = 4096
 func mergeDue(x *SortedIndex) bool { return len(x.added) > max(maxPending, len(x.keys)) }
 
 // Set records key's class, or that it left the view (listed false).
-func (c *Counters) Set(key string, cl Class, listed bool) {
+func (c *Counters) Set(key repokey.Key, cl Class, listed bool) {
 	old, had := c.classes.get(key)
 	if had && listed && old == cl {
 		return
@@ -121,12 +120,12 @@ func (c *Counters) Set(key string, cl Class, listed bool) {
 }
 
 // stateKeys returns the keys in state, in order.
-func (c *Counters) stateKeys(state repostate.State) []string {
+func (c *Counters) stateKeys(state repostate.State) []repokey.Key {
 	x := c.states[state]
 	if x == nil {
 		return nil
 	}
-	return x.ordered(c.byState[state], func(keys []string) []string {
+	return x.ordered(c.byState[state], func(keys []repokey.Key) []repokey.Key {
 		for k, cl := range c.classes.all() {
 			if cl.State == state {
 				keys = append(keys, k)
@@ -137,12 +136,12 @@ func (c *Counters) stateKeys(state repostate.State) []string {
 }
 
 // ownerKeys returns the keys of owner, in order.
-func (c *Counters) ownerKeys(owner uint32) []string {
+func (c *Counters) ownerKeys(owner uint32) []repokey.Key {
 	x := c.owners[owner]
 	if x == nil {
 		return nil
 	}
-	return x.ordered(c.byOwner[owner], func(keys []string) []string {
+	return x.ordered(c.byOwner[owner], func(keys []repokey.Key) []repokey.Key {
 		for k, cl := range c.classes.all() {
 			if cl.Owner == owner {
 				keys = append(keys, k)
@@ -160,7 +159,7 @@ func (c *Counters) ownerKeys(owner uint32) []string {
 // network's filter reads the view's index of the network's members, merged.
 // Several filters at once walk the smallest of their indexes (under the
 // prefix) and check the others.
-func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
+func (c *Counters) List(all []repokey.Key, view *View, f Filter) ([]Listed, int) {
 	if f.State == nil && f.Owner == 0 && f.Network == "" {
 		return listPage(all, view, f)
 	}
@@ -185,11 +184,7 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 		}
 	}
 	keys, filters := c.smallestIndex(view, f)
-	lo, hi := 0, len(keys)
-	if f.Prefix != "" {
-		lo = sort.SearchStrings(keys, f.Prefix)
-		hi = lo + sort.Search(len(keys)-lo, func(i int) bool { return !strings.HasPrefix(keys[lo+i], f.Prefix) })
-	}
+	lo, hi := prefixRange(keys, f.Prefix)
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	var page []Listed
 	if filters == 1 {
@@ -214,29 +209,29 @@ func (c *Counters) List(all []string, view *View, f Filter) ([]Listed, int) {
 // smallestIndex returns the keys, in order, of the smallest of the indexes
 // of f's filters (a network's members, a state's or an owner's keys; the
 // first of them on a tie), and how many filters f has.
-func (c *Counters) smallestIndex(view *View, f Filter) (keys []string, filters int) {
-	var of func() []string
+func (c *Counters) smallestIndex(view *View, f Filter) (keys []repokey.Key, filters int) {
+	var of func() []repokey.Key
 	least := math.MaxInt
-	consider := func(n int, index func() []string) {
+	consider := func(n int, index func() []repokey.Key) {
 		filters++
 		if n < least {
 			least, of = n, index
 		}
 	}
 	if f.Network != "" {
-		consider(view.networkLen(f.Network), func() []string { return view.networkKeys(f.Network) })
+		consider(view.networkLen(f.Network), func() []repokey.Key { return view.networkKeys(f.Network) })
 	}
 	if f.State != nil {
-		consider(c.byState[*f.State], func() []string { return c.stateKeys(*f.State) })
+		consider(c.byState[*f.State], func() []repokey.Key { return c.stateKeys(*f.State) })
 	}
 	if f.Owner != 0 {
-		consider(c.byOwner[f.Owner], func() []string { return c.ownerKeys(f.Owner) })
+		consider(c.byOwner[f.Owner], func() []repokey.Key { return c.ownerKeys(f.Owner) })
 	}
 	return of(), filters
 }
 
 // match tells whether key passes f's state, owner and network filters.
-func (c *Counters) match(view *View, f Filter, key string) bool {
+func (c *Counters) match(view *View, f Filter, key repokey.Key) bool {
 	if f.State != nil || f.Owner != 0 {
 		cl, _ := c.classes.get(key)
 		if f.State != nil && cl.State != *f.State || f.Owner != 0 && cl.Owner != f.Owner {
@@ -262,12 +257,13 @@ const maxWalkAdded = 1024
 // (limit <= 0: all), without a merge: a walk of the merged keys and of the
 // added ones, sorted, that skips the removed ones. O(offset + limit) and a
 // sort of the keys added since the last merge.
-func (x *SortedIndex) page(offset, limit int) []string {
+func (x *SortedIndex) page(offset, limit int) []repokey.Key {
 	slices.Sort(x.added)
-	var out []string
-	i, j, n, last := 0, 0, 0, ""
+	var out []repokey.Key
+	i, j, n := 0, 0, 0
+	var last repokey.Key
 	for limit <= 0 || len(out) < limit {
-		var k string
+		var k repokey.Key
 		switch {
 		case i < len(x.keys) && (j == len(x.added) || x.keys[i] <= x.added[j]):
 			k = x.keys[i]
@@ -300,7 +296,7 @@ func (c *Counters) ByState() map[repostate.State]int { return maps.Clone(c.bySta
 func (c *Counters) Current() int { return c.current }
 
 // Class returns key's class.
-func (c *Counters) Class(key string) (Class, bool) { return c.classes.get(key) }
+func (c *Counters) Class(key repokey.Key) (Class, bool) { return c.classes.get(key) }
 
 // Rebuilt returns the indexes by state and by owner that lost track of
 // their keys and were rebuilt from the classes, with how many times: none,

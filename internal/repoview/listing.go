@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -29,7 +30,7 @@ type Filter struct {
 // Listed is one repository of a page: its key and its state, a copy built
 // for the page (View.Get), and so safe to read without the lock.
 type Listed struct {
-	Key   string
+	Key   repokey.Key
 	State *fleetv1.RepoState
 }
 
@@ -37,30 +38,30 @@ type Listed struct {
 // since the last listing are merged in at the next one: a sort of the new
 // keys and one pass over the old, not a sort of a million.
 type SortedIndex struct {
-	keys    []string // in order; never modified: a merge makes a new slice
-	added   []string // keys added since, in no order
-	removed map[string]bool
+	keys    []repokey.Key // in order; never modified: a merge makes a new slice
+	added   []repokey.Key // keys added since, in no order
+	removed map[repokey.Key]bool
 	rebuilt int // times a merge disagreed with the view, for tests
 }
 
 // Add notes that key joined the view.
-func (x *SortedIndex) Add(key string) {
+func (x *SortedIndex) Add(key repokey.Key) {
 	delete(x.removed, key)
 	x.added = append(x.added, key)
 }
 
 // Remove notes that key left the view.
-func (x *SortedIndex) Remove(key string) {
+func (x *SortedIndex) Remove(key repokey.Key) {
 	if x.removed == nil {
-		x.removed = make(map[string]bool)
+		x.removed = make(map[repokey.Key]bool)
 	}
 	x.removed[key] = true
 }
 
 // Of returns the keys of view in order. The slice is shared: callers do
 // not change it.
-func (x *SortedIndex) Of(view *View) []string {
-	return x.ordered(view.Len(), func(keys []string) []string {
+func (x *SortedIndex) Of(view *View) []repokey.Key {
+	return x.ordered(view.Len(), func(keys []repokey.Key) []repokey.Key {
 		for k := range view.Keys() {
 			keys = append(keys, k)
 		}
@@ -70,13 +71,13 @@ func (x *SortedIndex) Of(view *View) []string {
 
 // ordered returns the index's keys in order: want of them, which all
 // appends to a slice when the bookkeeping went wrong.
-func (x *SortedIndex) ordered(want int, all func([]string) []string) []string {
+func (x *SortedIndex) ordered(want int, all func([]repokey.Key) []repokey.Key) []repokey.Key {
 	if len(x.added) == 0 && len(x.removed) == 0 && len(x.keys) == want {
 		return x.keys
 	}
 	slices.Sort(x.added)
-	keys := make([]string, 0, want)
-	keep := func(k string) {
+	keys := make([]repokey.Key, 0, want)
+	keep := func(k repokey.Key) {
 		if !x.removed[k] && (len(keys) == 0 || keys[len(keys)-1] != k) {
 			keys = append(keys, k)
 		}
@@ -104,12 +105,8 @@ func (x *SortedIndex) ordered(want int, all func([]string) []string) []string {
 // (every key of view, in order), and how many match in all. Without an
 // owner, state or network filter it costs a binary search and the page;
 // with one, a walk of the keys under the prefix.
-func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) {
-	lo, hi := 0, len(sorted)
-	if f.Prefix != "" {
-		lo = sort.SearchStrings(sorted, f.Prefix)
-		hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(sorted[lo+i], f.Prefix) })
-	}
+func listPage(sorted []repokey.Key, view *View, f Filter) (page []Listed, total int) {
+	lo, hi := prefixRange(sorted, f.Prefix)
 	in := func(i int) bool { return f.Limit <= 0 || i < f.Offset+f.Limit }
 	if f.Owner == 0 && f.State == nil && f.Network == "" {
 		for i := lo + max(f.Offset, 0); i < hi && in(i-lo); i++ {
@@ -128,4 +125,15 @@ func listPage(sorted []string, view *View, f Filter) (page []Listed, total int) 
 		total++
 	}
 	return page, total
+}
+
+// prefixRange returns the bounds of the keys under prefix in sorted ("":
+// all of them), by binary search.
+func prefixRange(sorted []repokey.Key, prefix string) (lo, hi int) {
+	if prefix == "" {
+		return 0, len(sorted)
+	}
+	lo = sort.Search(len(sorted), func(i int) bool { return string(sorted[i]) >= prefix })
+	hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(string(sorted[lo+i]), prefix) })
+	return lo, hi
 }

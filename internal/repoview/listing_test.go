@@ -9,37 +9,38 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/benchsize"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
 )
 
-func testView(n int, rng *rand.Rand) map[string]*fleetv1.RepoState {
-	view := make(map[string]*fleetv1.RepoState, n)
+func testView(n int, rng *rand.Rand) map[repokey.Key]*fleetv1.RepoState {
+	view := make(map[repokey.Key]*fleetv1.RepoState, n)
 	states := []string{"ok", "pending", "failing"}
 	for i := range n {
-		k := fmt.Sprintf("host%d.example/g%d/r%d", rng.IntN(3), rng.IntN(20), i)
-		view[k] = &fleetv1.RepoState{Key: k, Owner: uint32(1 + rng.IntN(4)), State: states[rng.IntN(len(states))]}
+		k := repokey.Key(fmt.Sprintf("host%d.example/g%d/r%d", rng.IntN(3), rng.IntN(20), i))
+		view[repokey.Key(k)] = &fleetv1.RepoState{Key: string(k), Owner: uint32(1 + rng.IntN(4)), State: states[rng.IntN(len(states))]}
 	}
 	return view
 }
 
 // tableOf is the full node's table of view.
-func tableOf(view map[string]*fleetv1.RepoState) *View {
+func tableOf(view map[repokey.Key]*fleetv1.RepoState) *View {
 	t := newView(nil)
 	for k, st := range view {
 		r := proto.Clone(st).(*fleetv1.RepoState)
-		r.Key = k
-		t.Put(r)
+		r.Key = string(k)
+		put(t, r)
 	}
 	return t
 }
 
 // naiveList is what a listing means: every key in order, filtered, paged.
-func naiveList(view map[string]*fleetv1.RepoState, f Filter) (page []string, total int) {
-	var keys []string
+func naiveList(view map[repokey.Key]*fleetv1.RepoState, f Filter) (page []repokey.Key, total int) {
+	var keys []repokey.Key
 	for k, st := range view {
-		if strings.HasPrefix(k, f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == nil || st.GetState() == f.State.String()) &&
+		if strings.HasPrefix(string(k), f.Prefix) && (f.Owner == 0 || st.GetOwner() == f.Owner) && (f.State == nil || st.GetState() == f.State.String()) &&
 			(f.Network == "" || st.GetNetwork() == f.Network) {
 			keys = append(keys, k)
 		}
@@ -59,7 +60,7 @@ var testNetworks = []string{"linux", "root:0123456789abcdef0123456789abcdef01234
 
 // setNetworks puts about a third of view's keys, chosen by rng, in one of
 // testNetworks.
-func setNetworks(view map[string]*fleetv1.RepoState, rng *rand.Rand) {
+func setNetworks(view map[repokey.Key]*fleetv1.RepoState, rng *rand.Rand) {
 	for _, k := range slices.Sorted(maps.Keys(view)) {
 		if rng.IntN(3) == 0 {
 			view[k].Network = testNetworks[rng.IntN(len(testNetworks))]
@@ -97,14 +98,14 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 				}
 			}
 			for i := range rng.IntN(30) {
-				k := fmt.Sprintf("host%d.example/g1/new%d-%d", rng.IntN(3), round, i)
+				k := repokey.Key(fmt.Sprintf("host%d.example/g1/new%d-%d", rng.IntN(3), round, i))
 				if _, ok := view[k]; !ok {
 					view[k] = &fleetv1.RepoState{State: "pending", Owner: 1, Network: testNetworks[i%len(testNetworks)]}
 					x.Add(k)
 				}
 			}
 			// A key that comes and goes between two listings.
-			k := fmt.Sprintf("host0.example/flicker%d", rng.IntN(3))
+			k := repokey.Key(fmt.Sprintf("host0.example/flicker%d", rng.IntN(3)))
 			_, had := view[k]
 			for range rng.IntN(4) {
 				if had {
@@ -120,7 +121,7 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 		tab := tableOf(view)
 		page, total := listPage(x.Of(tab), tab, f)
 		want, wantTotal := naiveList(view, f)
-		var got []string
+		var got []repokey.Key
 		for _, p := range page {
 			got = append(got, p.Key)
 			if p.State.GetState() != view[p.Key].GetState() || p.State.GetOwner() != view[p.Key].GetOwner() ||
@@ -148,8 +149,8 @@ func TestListPageAgreesWithSortingEverything(t *testing.T) {
 func BenchmarkListPage(b *testing.B) {
 	view, counts := New()
 	for k, st := range testView(benchsize.Of(1_000_000, 10_000), rand.New(rand.NewPCG(1, 2))) {
-		st.Key = k
-		view.Put(st)
+		st.Key = string(k)
+		put(view, st)
 		s, _ := repostate.Parse(st.GetState())
 		counts.Set(k, Class{State: s, Owner: st.GetOwner()}, true)
 	}
@@ -168,7 +169,7 @@ func BenchmarkListPage(b *testing.B) {
 		}
 		st := view.Get(k)
 		st.Network = name
-		view.Put(st)
+		put(view, st)
 	}
 	for _, f := range []Filter{{Limit: 50}, {Limit: 50, Offset: 500_000}, {Limit: 50, Prefix: "host1.example/g7/"}, {Limit: 50, State: new(repostate.Failing)}} {
 		state := ""
@@ -203,12 +204,12 @@ func BenchmarkListPage(b *testing.B) {
 	b.Run("merge-100-new-keys-into-1M", func(b *testing.B) {
 		for b.Loop() {
 			for i := range 100 {
-				k := fmt.Sprintf("host1.example/g3/new%d", i)
+				k := repokey.Key(fmt.Sprintf("host1.example/g3/new%d", i))
 				if view.Has(k) {
 					view.Del(k)
 					x.Remove(k)
 				} else {
-					view.Put(&fleetv1.RepoState{Key: k})
+					put(view, &fleetv1.RepoState{Key: string(k)})
 					x.Add(k)
 				}
 			}

@@ -1,6 +1,10 @@
 package repoview
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // A listing of one fork network's members ("which repositories are in
 // torvalds-linux, and which of them fail?") would otherwise walk every key
@@ -32,7 +36,7 @@ func (t *View) netName(name string) string {
 }
 
 // joinNet notes that key joined network name ("": none).
-func (t *View) joinNet(name, key string) {
+func (t *View) joinNet(name string, key repokey.Key) {
 	if name == "" {
 		return
 	}
@@ -47,7 +51,7 @@ func (t *View) joinNet(name, key string) {
 }
 
 // leaveNet notes that key left network name ("": none).
-func (t *View) leaveNet(name, key string) {
+func (t *View) leaveNet(name string, key repokey.Key) {
 	x := t.nets[name]
 	if x == nil {
 		return
@@ -76,7 +80,7 @@ func (t *View) networkLen(name string) int {
 
 // networkKeys returns the keys of network name, in order. The slice is
 // shared: callers do not change it.
-func (t *View) networkKeys(name string) []string {
+func (t *View) networkKeys(name string) []repokey.Key {
 	if x := t.nets[name]; x != nil {
 		return t.netKeys(x)
 	}
@@ -84,8 +88,8 @@ func (t *View) networkKeys(name string) []string {
 }
 
 // netKeys merges x and returns its keys in order.
-func (t *View) netKeys(x *netIndex) []string {
-	return x.keys.ordered(x.n, func(keys []string) []string {
+func (t *View) netKeys(x *netIndex) []repokey.Key {
+	return x.keys.ordered(x.n, func(keys []repokey.Key) []repokey.Key {
 		for k, s := range t.tab.each() {
 			if s.inView && s.view.Network() == x.name {
 				keys = append(keys, k)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -21,15 +22,15 @@ func TestNetworkListingAgreesWithANaiveFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	view, counts := New()
 	var all SortedIndex
-	model := map[string]*fleetv1.RepoState{}
-	keys := make([]string, 400)
+	model := map[repokey.Key]*fleetv1.RepoState{}
+	keys := make([]repokey.Key, 400)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("host%d.example/g%d/r%d", i%3, i%7, i)
+		keys[i] = repokey.Key(fmt.Sprintf("host%d.example/g%d/r%d", i%3, i%7, i))
 	}
 	networks := append(slices.Clone(testNetworks), "") // "": none
 	filterNetworks := append(slices.Clone(testNetworks), "no-members")
 	states := []repostate.State{repostate.OK, repostate.Pending, repostate.Failing}
-	set := func(k string) {
+	set := func(k repokey.Key) {
 		st, ok := model[k]
 		if !ok {
 			counts.Set(k, Class{}, false)
@@ -46,9 +47,9 @@ func TestNetworkListingAgreesWithANaiveFilter(t *testing.T) {
 			}
 			delete(model, k)
 		} else {
-			st := &fleetv1.RepoState{Key: k, State: states[rng.IntN(len(states))].String(), Owner: uint32(1 + rng.IntN(3)),
+			st := &fleetv1.RepoState{Key: string(k), State: states[rng.IntN(len(states))].String(), Owner: uint32(1 + rng.IntN(3)),
 				Network: networks[rng.IntN(len(networks))]}
-			if _, had := view.Put(st); !had {
+			if _, had := put(view, st); !had {
 				all.Add(k)
 			}
 			model[k] = st
@@ -69,7 +70,7 @@ func TestNetworkListingAgreesWithANaiveFilter(t *testing.T) {
 		}
 		page, total := counts.List(all.Of(view), view, f)
 		want, wantTotal := naiveList(model, f)
-		var got []string
+		var got []repokey.Key
 		for _, p := range page {
 			got = append(got, p.Key)
 			if p.State.GetNetwork() != f.Network {

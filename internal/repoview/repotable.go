@@ -1,6 +1,10 @@
 package repoview
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // repoTable holds, for every repository the full node knows, its entry
 // (view.go) and its class (classtable.go) in one slot: one map from key to
@@ -10,7 +14,7 @@ import "iter"
 // view or a class: the counters drop a key's class after the view has
 // dropped the key (the full node reclasses a key after each change).
 type repoTable struct {
-	index  map[string]int32
+	index  map[repokey.Key]int32
 	chunks [][]repoSlot
 	free   []int32
 }
@@ -25,12 +29,12 @@ type repoSlot struct {
 // chunkBits sets the slots of a chunk: 4,096 of 96 bytes.
 const chunkBits = 12
 
-func newRepoTable() *repoTable { return &repoTable{index: map[string]int32{}} }
+func newRepoTable() *repoTable { return &repoTable{index: map[repokey.Key]int32{}} }
 
 func (t *repoTable) at(i int32) *repoSlot { return &t.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
 
 // lookup returns key's slot, or nil.
-func (t *repoTable) lookup(key string) *repoSlot {
+func (t *repoTable) lookup(key repokey.Key) *repoSlot {
 	i, ok := t.index[key]
 	if !ok {
 		return nil
@@ -39,7 +43,7 @@ func (t *repoTable) lookup(key string) *repoSlot {
 }
 
 // slot returns key's slot, taking a free one for a new key.
-func (t *repoTable) slot(key string) *repoSlot {
+func (t *repoTable) slot(key repokey.Key) *repoSlot {
 	if i, ok := t.index[key]; ok {
 		return t.at(i)
 	}
@@ -63,7 +67,7 @@ func (t *repoTable) slot(key string) *repoSlot {
 }
 
 // release frees key's slot s once it holds neither a view nor a class.
-func (t *repoTable) release(key string, s *repoSlot) {
+func (t *repoTable) release(key repokey.Key, s *repoSlot) {
 	if s.inView || s.classed {
 		return
 	}
@@ -74,8 +78,8 @@ func (t *repoTable) release(key string, s *repoSlot) {
 }
 
 // each yields the keys and slots in use, in no order.
-func (t *repoTable) each() iter.Seq2[string, *repoSlot] {
-	return func(yield func(string, *repoSlot) bool) {
+func (t *repoTable) each() iter.Seq2[repokey.Key, *repoSlot] {
+	return func(yield func(repokey.Key, *repoSlot) bool) {
 		for k, i := range t.index {
 			if !yield(k, t.at(i)) {
 				return

@@ -12,8 +12,9 @@
 // class is, and whether a repository is current, the full node says; this
 // package keeps the figures that follow, so that a listing costs a binary
 // search and its page and /metrics O(states), never a walk of the
-// repositories. Its types are not safe for concurrent use: the full node
-// guards them with its lock.
+// repositories. Its keys are repokey.Keys, which the full node parsed
+// where a state arrived: the view trusts them and checks none. Its types
+// are not safe for concurrent use: the full node guards them with its lock.
 package repoview
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -112,14 +114,14 @@ func newView(tab *repoTable) *View {
 func (t *View) Len() int { return t.n }
 
 // Has tells whether the view holds key.
-func (t *View) Has(key string) bool {
+func (t *View) Has(key repokey.Key) bool {
 	s := t.tab.lookup(key)
 	return s != nil && s.inView
 }
 
 // Keys yields every key, in no order.
-func (t *View) Keys() iter.Seq[string] {
-	return func(yield func(string) bool) {
+func (t *View) Keys() iter.Seq[repokey.Key] {
+	return func(yield func(repokey.Key) bool) {
 		for k, s := range t.tab.each() {
 			if s.inView && !yield(k) {
 				return
@@ -128,10 +130,10 @@ func (t *View) Keys() iter.Seq[string] {
 	}
 }
 
-// Put stores r, and returns what was there before. The entry's
+// Put stores r, the state of key (r.Key as the full node parsed it where
+// the state arrived), and returns what was there before. The entry's
 // verified_at is kept: it is the full node's own, not the coordinator's.
-func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
-	key := r.GetKey()
+func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) {
 	s := t.tab.slot(key)
 	old, had = s.view, s.inView
 	v := Entry{lastCheck: r.GetLastCheckMs(), lastChange: r.GetLastChangeMs(), checks: sat32(r.GetChecks()),
@@ -139,10 +141,10 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 		replicas: t.sets.id(r.GetReplicas())}
 	if msg := r.GetLastError(); msg != "" {
 		// A coordinator of a previous version sends no class: "failed".
-		v.errText, v.class = t.errs.Pack(msg, r.GetUrl(), key), repostate.ClassFromWire(r.GetClass()).OrOther()
+		v.errText, v.class = t.errs.Pack(msg, r.GetUrl(), string(key)), repostate.ClassFromWire(r.GetClass()).OrOther()
 	}
 	var x viewExtra
-	if u := r.GetUrl(); u == "https://"+key {
+	if u := r.GetUrl(); u == "https://"+string(key) {
 		v.usual = true
 	} else {
 		x.url = u
@@ -179,7 +181,7 @@ func (t *View) Put(r *fleetv1.RepoState) (old Entry, had bool) {
 
 // SetVerified records key's verified_at (unix seconds) and returns the
 // one it replaces; false when key is not in the view.
-func (t *View) SetVerified(key string, at uint32) (uint32, bool) {
+func (t *View) SetVerified(key repokey.Key, at uint32) (uint32, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
 		return 0, false
@@ -191,8 +193,8 @@ func (t *View) SetVerified(key string, at uint32) (uint32, bool) {
 
 // VerifiedTimes yields every key with its verified_at (unix seconds), in
 // no order.
-func (t *View) VerifiedTimes() iter.Seq2[string, uint32] {
-	return func(yield func(string, uint32) bool) {
+func (t *View) VerifiedTimes() iter.Seq2[repokey.Key, uint32] {
+	return func(yield func(repokey.Key, uint32) bool) {
 		for k, s := range t.tab.each() {
 			if s.inView && !yield(k, s.view.verifiedAt) {
 				return
@@ -202,7 +204,7 @@ func (t *View) VerifiedTimes() iter.Seq2[string, uint32] {
 }
 
 // Del removes key, and returns what was there.
-func (t *View) Del(key string) (Entry, bool) {
+func (t *View) Del(key repokey.Key) (Entry, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
 		return Entry{}, false
@@ -216,7 +218,7 @@ func (t *View) Del(key string) (Entry, bool) {
 }
 
 // Entry returns key's compact state.
-func (t *View) Entry(key string) (Entry, bool) {
+func (t *View) Entry(key repokey.Key) (Entry, bool) {
 	s := t.tab.lookup(key)
 	if s == nil || !s.inView {
 		return Entry{}, false
@@ -226,7 +228,7 @@ func (t *View) Entry(key string) (Entry, bool) {
 
 // Get returns key's state as the coordinator sent it (a copy of the
 // caller's own), or nil.
-func (t *View) Get(key string) *fleetv1.RepoState {
+func (t *View) Get(key repokey.Key) *fleetv1.RepoState {
 	v, ok := t.Entry(key)
 	if !ok {
 		return nil
@@ -236,7 +238,7 @@ func (t *View) Get(key string) *fleetv1.RepoState {
 
 // Replicas returns key's full nodes on the full tier, in placement order
 // (a copy; nil when none or unknown), without building its whole state.
-func (t *View) Replicas(key string) []uint32 {
+func (t *View) Replicas(key repokey.Key) []uint32 {
 	v, ok := t.Entry(key)
 	if !ok {
 		return nil
@@ -257,7 +259,7 @@ type Input struct {
 
 // Input returns what key's class depends on, without building its whole
 // state.
-func (t *View) Input(key string) (Input, bool) {
+func (t *View) Input(key repokey.Key) (Input, bool) {
 	v, ok := t.Entry(key)
 	if !ok {
 		return Input{}, false
@@ -268,12 +270,12 @@ func (t *View) Input(key string) (Input, bool) {
 }
 
 // state builds the RepoState of key from v.
-func (t *View) state(key string, v Entry) *fleetv1.RepoState {
-	r := &fleetv1.RepoState{Key: key, Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
+func (t *View) state(key repokey.Key, v Entry) *fleetv1.RepoState {
+	r := &fleetv1.RepoState{Key: string(key), Url: v.Upstream(key), Owner: v.owner, Digest: v.Digest(),
 		State: v.state.String(), LastCheckMs: v.lastCheck, LastChangeMs: v.lastChange, Checks: uint64(v.checks),
 		Fetches: uint64(v.fetches), Class: uint32(v.class), Replicas: t.sets.members(v.replicas)}
 	if v.errText != "" {
-		r.LastError = intern.Unpack(v.errText, r.Url, key)
+		r.LastError = intern.Unpack(v.errText, r.Url, string(key))
 	}
 	if v.extra != nil {
 		r.Attrs = maps.Clone(v.extra.attrs)
@@ -307,10 +309,10 @@ func (v Entry) Fetches() uint32 { return v.fetches }
 func (v Entry) VerifiedAt() uint32 { return v.verifiedAt }
 
 // Upstream is the repository's URL ("" if the coordinator sent none).
-func (v Entry) Upstream(key string) string {
+func (v Entry) Upstream(key repokey.Key) string {
 	switch {
 	case v.usual:
-		return "https://" + key
+		return "https://" + string(key)
 	case v.extra != nil:
 		return v.extra.url
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/benchsize"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -75,8 +76,8 @@ func viewMillion(b *testing.B, network func(i int) string, replicas func(i int) 
 			if replicas != nil {
 				set = replicas(i)
 			}
-			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
-			view.Put(&fleetv1.RepoState{Key: key, Url: "https://" + key, Owner: uint32(1 + i%5), State: "ok",
+			key := repokey.Key(fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i))
+			put(view, &fleetv1.RepoState{Key: string(key), Url: "https://" + string(key), Owner: uint32(1 + i%5), State: "ok",
 				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1,
 				Network: network(i), Replicas: set})
 			classes.put(key, Class{State: repostate.OK, Owner: uint32(1 + i%5), Current: true})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 	"google.golang.org/protobuf/proto"
@@ -30,9 +31,9 @@ func TestViewKeepsTheClassOfTheLastError(t *testing.T) {
 		{&fleetv1.RepoState{Key: "h/a/newer", State: "failing", LastError: "something new", Class: 250}, repostate.ClassOther},
 		{&fleetv1.RepoState{Key: "h/a/ok", State: "ok", Class: uint32(repostate.ClassTimeout)}, repostate.NoClass}, // no error, no class
 	} {
-		tab.Put(tc.st)
-		in, _ := tab.Input(tc.st.GetKey())
-		if got := repostate.ClassFromWire(tab.Get(tc.st.GetKey()).GetClass()); got != tc.want || in.Class != tc.want {
+		put(tab, tc.st)
+		in, _ := tab.Input(repokey.Key(tc.st.GetKey()))
+		if got := repostate.ClassFromWire(tab.Get(repokey.Key(tc.st.GetKey())).GetClass()); got != tc.want || in.Class != tc.want {
 			t.Errorf("%s: class %q (input %q), want %q", tc.st.GetKey(), got, in.Class, tc.want)
 		}
 	}
@@ -52,10 +53,10 @@ func TestViewKeepsEveryField(t *testing.T) {
 		{Key: "github.com/a/e", Url: "https://github.com/a/e", State: "gone", Checks: 1 << 40},
 	}
 	for _, st := range states {
-		tab.Put(st)
+		put(tab, st)
 	}
 	for _, st := range states {
-		got := tab.Get(st.GetKey())
+		got := tab.Get(repokey.Key(st.GetKey()))
 		want := proto.Clone(st).(*fleetv1.RepoState)
 		if want.Checks > 1<<32-1 {
 			want.Checks = 1<<32 - 1 // counters saturate
@@ -80,9 +81,9 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 	states := func() []*fleetv1.RepoState {
 		out := make([]*fleetv1.RepoState, n)
 		for i := range out {
-			key := fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i)
-			url := "https://" + key
-			out[i] = &fleetv1.RepoState{Key: key, Url: url, Owner: uint32(1 + i%5), State: []string{"ok", "failing", "pending"}[i%3],
+			key := repokey.Key(fmt.Sprintf("github.com/group-%04d/repo-%07d", i%1000, i))
+			url := "https://" + string(key)
+			out[i] = &fleetv1.RepoState{Key: string(key), Url: url, Owner: uint32(1 + i%5), State: []string{"ok", "failing", "pending"}[i%3],
 				Digest: fmt.Sprintf("%032x", i), LastCheckMs: 1e12 + int64(i), LastChangeMs: 1e12, Checks: 10, Fetches: 1,
 				LastError: "git ls-remote " + url + ": network: fatal: unable to access '" + url + "/': CONNECT tunnel failed, response 502"}
 		}
@@ -95,9 +96,9 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 		return m.HeapAlloc
 	}
 	base := live()
-	msgs := map[string]*fleetv1.RepoState{}
+	msgs := map[repokey.Key]*fleetv1.RepoState{}
 	for _, st := range states() {
-		msgs[st.GetKey()] = proto.Clone(st).(*fleetv1.RepoState)
+		msgs[repokey.Key(st.GetKey())] = proto.Clone(st).(*fleetv1.RepoState)
 	}
 	asMessages := live() - base
 	runtime.KeepAlive(msgs)
@@ -105,7 +106,7 @@ func TestViewIsAFractionOfTheMessages(t *testing.T) {
 	base = live()
 	tab := newView(nil)
 	for _, st := range states() {
-		tab.Put(st)
+		put(tab, st)
 	}
 	asView := live() - base
 	runtime.KeepAlive(tab)
@@ -121,8 +122,8 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	tab := newRepoTable()
 	view, classes := newView(tab), newClassTable(tab)
 	for i := range 10 {
-		key := fmt.Sprintf("h/g/r%d", i)
-		view.Put(&fleetv1.RepoState{Key: key, State: "ok", Owner: 2})
+		key := repokey.Key(fmt.Sprintf("h/g/r%d", i))
+		put(view, &fleetv1.RepoState{Key: string(key), State: "ok", Owner: 2})
 		classes.put(key, Class{State: repostate.OK, Owner: 2, Verified: neverVerified})
 	}
 	if len(tab.index) != 10 || view.Len() != 10 || classes.n != 10 {
@@ -140,7 +141,7 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	if st := view.Get("h/g/r4"); st == nil || st.GetOwner() != 2 {
 		t.Fatal("the view went with the class")
 	}
-	view.Put(&fleetv1.RepoState{Key: "h/g/new", State: "pending"})
+	put(view, &fleetv1.RepoState{Key: "h/g/new", State: "pending"})
 	if len(tab.free) != 0 || len(tab.chunks) != 1 || len(tab.chunks[0]) != 10 {
 		t.Fatal("a new key did not reuse the freed slot")
 	}
@@ -150,7 +151,7 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 	if _, ok := classes.get("h/g/new"); ok {
 		t.Fatal("the reused slot kept a class")
 	}
-	var keys []string
+	var keys []repokey.Key
 	for k := range view.Keys() {
 		keys = append(keys, k)
 	}
@@ -163,11 +164,11 @@ func TestViewAndClassesShareASlotAKey(t *testing.T) {
 // with the same set share one copy of it.
 func TestViewKeepsReplicaSets(t *testing.T) {
 	v, _ := New()
-	v.Put(&fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{3, 1}})
-	v.Put(&fleetv1.RepoState{Key: "example.com/b", Replicas: []uint32{3, 1}})
-	v.Put(&fleetv1.RepoState{Key: "example.com/c", Replicas: []uint32{1, 3}})
-	v.Put(&fleetv1.RepoState{Key: "example.com/d"})
-	for key, want := range map[string][]uint32{"example.com/a": {3, 1}, "example.com/b": {3, 1}, "example.com/c": {1, 3}, "example.com/d": nil} {
+	put(v, &fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{3, 1}})
+	put(v, &fleetv1.RepoState{Key: "example.com/b", Replicas: []uint32{3, 1}})
+	put(v, &fleetv1.RepoState{Key: "example.com/c", Replicas: []uint32{1, 3}})
+	put(v, &fleetv1.RepoState{Key: "example.com/d"})
+	for key, want := range map[repokey.Key][]uint32{"example.com/a": {3, 1}, "example.com/b": {3, 1}, "example.com/c": {1, 3}, "example.com/d": nil} {
 		if got := v.Get(key).GetReplicas(); !slices.Equal(got, want) {
 			t.Errorf("%s: replicas %v, want %v", key, got, want)
 		}
@@ -175,7 +176,7 @@ func TestViewKeepsReplicaSets(t *testing.T) {
 	if got := len(v.sets.sets) - 1; got != 2 {
 		t.Errorf("the view keeps %d replica sets, want 2", got)
 	}
-	v.Put(&fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{2}})
+	put(v, &fleetv1.RepoState{Key: "example.com/a", Replicas: []uint32{2}})
 	if got := v.Get("example.com/a").GetReplicas(); !slices.Equal(got, []uint32{2}) {
 		t.Errorf("after an update: replicas %v, want [2]", got)
 	}
