@@ -46,6 +46,11 @@ func planFaults(rng *rand.Rand, d, every time.Duration, nodes, coords []string, 
 	for at := time.Duration(0); ; {
 		at += time.Duration(float64(every) * (0.5 + rng.Float64()))
 		if at >= d {
+			if i := len(plan) / 2; i < len(plan) && !slices.ContainsFunc(plan, func(f soakFault) bool { return f.kind == "bit-rot" }) {
+				// Every run rots one mirror: the fault in the middle becomes one.
+				plan[i] = soakFault{at: plan[i].at, kind: "bit-rot", target: "full", dur: plan[i].dur,
+					repos: []int{soakBlobRepo(rng.IntN(max(repos/soakBlobEvery, 1)))}}
+			}
 			return plan
 		}
 		f := soakFault{at: at, kind: soakFaultKinds[rng.IntN(len(soakFaultKinds))], dur: time.Duration(2+rng.IntN(12)) * time.Second}
