@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // git fsck checks every commit a commit graph names against the objects
@@ -125,4 +127,27 @@ func TestAPoolDropStoppedMidwayLeavesThePoolGuarded(t *testing.T) {
 	for _, k := range keys[:2] {
 		fsck(t, st.Path(k))
 	}
+}
+
+// A leave stopped once the member's link is cut (a shutdown) puts the link
+// back and says it was stopped: the member is not called corrupt (which
+// would have it repaired, cloned anew) and stays a whole member.
+func TestALeaveStoppedMidwayIsNoCorruption(t *testing.T) {
+	up, st := setup(t)
+	forks := network(t, up, 2)
+	keys := syncForks(t, st, up, forks, "base")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mirror.SetHookCut(st, func(repokey.Key) { cancel() })
+	err := st.LeaveNetwork(ctx, keys[0])
+	if err == nil {
+		t.Fatal("a leave stopped midway reported no error")
+	}
+	if errors.Is(err, mirror.ErrCorrupt) {
+		t.Fatalf("a leave stopped midway called the member corrupt: %v", err)
+	}
+	if got := st.Network(keys[0]); got != "base" {
+		t.Fatalf("after a leave stopped midway the mirror is in network %q, want base", got)
+	}
+	fsck(t, st.Path(keys[0]))
 }
