@@ -35,6 +35,10 @@ import (
 //     how long an object that nothing reaches stays, whatever left it (the
 //     pruner, prune.go, handles what a fetch dropped within --prune-after).
 //
+// A pool's member (pool.go) repacks with -l and writes no multi-pack
+// index, bitmap or commit graph: it reads its pool's, and one of its own
+// left by an earlier version is removed.
+//
 // Clones and fetches served from the mirror (upload-pack: readers) run
 // beside it: git writes each new pack, index, multi-pack index, bitmap and
 // commit graph under a temporary name and renames it into place, and removes
@@ -169,7 +173,9 @@ func probe(dir string) (Shape, error) {
 	}
 	sh.LastRun, sh.LastFull = readMaintMarker(filepath.Join(dir, maintMarker))
 	if linked(dir) {
-		sh.Bitmap = true // a pool's member is served with its pool's bitmap
+		// A pool's member is served with its pool's bitmap and commit
+		// graph, and keeps neither of its own (pool.go).
+		sh.Bitmap, sh.CommitGraph = true, true
 	}
 	return sh, nil
 }
@@ -326,13 +332,21 @@ func (s *Store) maintain(ctx context.Context, dir string, full bool) (bool, erro
 				return true, fmt.Errorf("prune: %w", err)
 			}
 		}
+		if member {
+			return true, s.dropCommitGraph(dir)
+		}
 		// Written anew: the old graph may name commits just pruned.
 		return true, writeCommitGraph(ctx, s.git, dir, true)
 	}
 	// The commit graph first: it does not depend on the packs, and the
 	// bitmap's walk reads commits from it instead of inflating each (on a
 	// fresh clone of etcd, 0.8-0.9 s for the bitmap against 1.0-1.1 s).
-	if err := writeCommitGraph(ctx, s.git, dir, false); err != nil {
+	// A member keeps none (pool.go); one an earlier gitfleet wrote goes.
+	graph := func() error { return writeCommitGraph(ctx, s.git, dir, false) }
+	if member {
+		graph = func() error { return s.dropCommitGraph(dir) }
+	}
+	if err := graph(); err != nil {
 		return false, err
 	}
 	// --geometric=2: packs are merged until each is at least twice the

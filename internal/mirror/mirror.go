@@ -97,6 +97,9 @@ type Store struct {
 	// testHookCut, when set (by tests only), runs when a leaving member's
 	// link to its pool has been cut, before it is checked whole without it.
 	testHookCut func(key repokey.Key)
+	// testHookDropped, when set (by tests only), runs when a pool's
+	// repack has dropped what no member reaches, before the rest of its run.
+	testHookDropped func(network string)
 
 	clean     bool          // opened after a clean stop (cleanstop.go)
 	unchecked []repokey.Key // written shortly before an unclean stop, found by Scan

@@ -34,7 +34,17 @@ import (
 //     commit graph, which members' clones use (git reads the bitmaps and
 //     commit graphs of alternates). extensions.preciousObjects guards it
 //     against any git that would prune it; gitfleet's own repack lifts it
-//     for its run only, under the pool's lock.
+//     for its run only, under the pool's lock, and puts it back even when
+//     the run is stopped.
+//   - A member keeps no commit graph (nor bitmap) of its own: it reads its
+//     pool's. One of its own would name the commits its refs reached when
+//     it was written, which it holds only through the pool; once its refs
+//     moved on, a drop lets them go, and every git that reads the graph
+//     (git fsck first) would find the member broken. JoinNetwork removes
+//     the one a standalone mirror had, a member's maintenance writes none,
+//     and a drop removes any left (by an earlier gitfleet) before it lets
+//     objects go. The pool writes its own graph before its repack, so that
+//     it never names a commit the repack just dropped.
 //   - The pool is never served: it is outside repos/, and its refs are
 //     nobody's. A member serves what its own refs reach (gitserve's wants
 //     check walks the member's refs alone).
@@ -325,8 +335,13 @@ func (s *Store) JoinNetwork(ctx context.Context, key repokey.Key, network string
 		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
 	}
 	// The old multi-pack index and bitmap describe packs that dedup
-	// rewrites; a member has neither (it uses the pool's).
+	// rewrites, and the old commit graph commits the member will hold
+	// only through the pool: a member has none of them (it uses the
+	// pool's).
 	s.dropMidx(dir)
+	if err := s.dropCommitGraph(dir); err != nil {
+		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
+	}
 	if err := s.dedup(ctx, dir); err != nil {
 		return fmt.Errorf("mirror %s: join network %q: %w", key, network, err)
 	}
@@ -345,6 +360,23 @@ func (s *Store) dropMidx(dir string) {
 			_ = s.data.Remove(filepath.Join(pack, e.Name()))
 		}
 	}
+}
+
+// dropCommitGraph removes the commit graph of the member at dir, a single
+// file or a chain (see the comment at the top of this file). The chain
+// file goes first: without it git reads none of its layers.
+func (s *Store) dropCommitGraph(dir string) error {
+	info := filepath.Join(dir, "objects", "info")
+	chain := filepath.Join(info, "commit-graphs", "commit-graph-chain")
+	for _, p := range []string{chain, filepath.Join(info, "commit-graph")} {
+		if err := s.data.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the commit graph: %w", err)
+		}
+	}
+	if err := s.data.RemoveAll(filepath.Join(info, "commit-graphs")); err != nil {
+		return fmt.Errorf("remove the commit graph: %w", err)
+	}
+	return nil
 }
 
 // LeaveNetwork makes key's mirror standalone: it repacks taking every
@@ -387,6 +419,10 @@ func (s *Store) leave(ctx context.Context, key repokey.Key) (string, error) {
 			// Put the link back: the mirror stays whole as a member.
 			if lerr := s.link(dir, dir, s.PoolPath(network)); lerr != nil {
 				s.log.Error("mirror cut from its pool and not linked back: it misses the pool's objects until repaired", "key", key, "network", network, "err", lerr)
+			}
+			if ctx.Err() != nil {
+				// Stopped, not found broken: it stays a member.
+				return "", fmt.Errorf("mirror %s: leave network %q: check it whole without the pool: %w", key, network, err)
 			}
 			return "", fmt.Errorf("mirror %s: leave network %q: %w: not whole without the pool: %w", key, network, ErrCorrupt, err)
 		}
@@ -508,6 +544,10 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 		if err := s.absorb(ctx, pool, m, s.Path(m)); err != nil {
 			return err
 		}
+		// One an earlier gitfleet wrote may name what the drop lets go.
+		if err := s.dropCommitGraph(s.Path(m)); err != nil {
+			return fmt.Errorf("mirror %s: %w", m, err)
+		}
 	}
 	if err := s.repackPool(ctx, network, pool, true); err != nil {
 		return fmt.Errorf("pool %q: %w", network, err)
@@ -520,6 +560,12 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 // dropped, otherwise it is kept (-k). The caller holds the pool's lock
 // (and, to drop, every member's).
 //
+// The commit graph is written first, of what the refs reach: the repack
+// keeps all of it, so the graph never names a commit that is gone, as the
+// old graph would between a drop and a graph written after it (the
+// members read the pool's graph without its lock). The bitmap's walk then
+// reads commits from it, too.
+//
 // The history the members share is written first (pack.islandCore over
 // poolCoreRef): a clone of a member then reuses that part of the pack as
 // it is, one copy, as a standalone mirror's clone reuses its whole pack.
@@ -529,18 +575,22 @@ func (s *Store) dropPool(ctx context.Context, network string) error {
 // through the reuse of single objects, 1.4-1.6x a standalone mirror's CPU
 // (BenchmarkNetwork, cpu-member/standalone).
 func (s *Store) repackPool(ctx context.Context, network, dir string, drop bool) (err error) {
-	setPrecious := func(v string) error {
+	setPrecious := func(ctx context.Context, v string) error {
 		return s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "config", Args: []string{"extensions.preciousObjects", v}})
 	}
-	if err := setPrecious("false"); err != nil {
+	if err := setPrecious(ctx, "false"); err != nil {
 		return fmt.Errorf("lift preciousObjects: %w", err)
 	}
 	defer func() {
-		if perr := setPrecious("true"); perr != nil && err == nil {
+		// Put back even when the run was stopped (ctx cancelled).
+		if perr := setPrecious(context.WithoutCancel(ctx), "true"); perr != nil && err == nil {
 			err = fmt.Errorf("restore preciousObjects: %w", perr)
 		}
 	}()
 	if err := s.setPoolCore(ctx, network, dir); err != nil {
+		return err
+	}
+	if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
 		return err
 	}
 	s.data.removeKeeps(filepath.Join(dir, "objects", "pack"))
@@ -552,12 +602,15 @@ func (s *Store) repackPool(ctx context.Context, network, dir string, drop bool) 
 		Config: []string{"pack.island=" + poolCoreIslandRegex, "pack.islandCore=" + poolCoreIsland}}); err != nil {
 		return fmt.Errorf("repack: %w", err)
 	}
+	if drop && s.testHookDropped != nil {
+		s.testHookDropped(network)
+	}
 	if drop && hasLoose(filepath.Join(dir, "objects")) {
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "prune", Flags: []string{"--expire=now"}}); err != nil {
 			return fmt.Errorf("prune: %w", err)
 		}
 	}
-	return writeCommitGraph(ctx, s.git, dir, true)
+	return nil
 }
 
 // setPoolCore points the pool at dir's poolCoreRef at the merge base of

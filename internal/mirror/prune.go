@@ -318,9 +318,14 @@ func (s *Store) prune(ctx context.Context, key repokey.Key) (time.Time, error) {
 		}
 	}
 	// A commit graph (maintain.go) may name the commits just dropped: it is
-	// written anew. The repack was a full one: maintenance need not make
-	// another until its interval has passed again.
-	if sh, err := probe(dir); err == nil && sh.CommitGraph {
+	// written anew, or, in a pool's member, which keeps none of its own
+	// (pool.go), removed. The repack was a full one: maintenance need not
+	// make another until its interval has passed again.
+	if linked(dir) {
+		if err := s.dropCommitGraph(dir); err != nil {
+			return next, fmt.Errorf("mirror %s: prune: %w", key, err)
+		}
+	} else if sh, err := probe(dir); err == nil && sh.CommitGraph {
 		if err := writeCommitGraph(ctx, s.git, dir, true); err != nil {
 			return next, fmt.Errorf("mirror %s: prune: %w", key, err)
 		}
