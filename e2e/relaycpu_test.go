@@ -42,11 +42,15 @@ func cpuTicks(t testing.TB, pid int) int64 {
 // upstream on 127.0.0.1. Run it with -benchtime=1x.
 func BenchmarkRelayedCloneCPU(b *testing.B) {
 	src := os.Getenv("GITFLEET_RELAY_BENCH_REPO")
-	if src == "" {
-		b.Skip("set GITFLEET_RELAY_BENCH_REPO to a bare repository")
+	if src == "" && !testing.Short() {
+		b.Skip("set GITFLEET_RELAY_BENCH_REPO to a bare repository (under -short: a small one of its own)")
 	}
 	f := newFleet(b)
-	if err := gittest.Git("", "clone", "-q", "--bare", "--no-local", src, filepath.Join(f.up.Dir, "bench", "repo.git")); err != nil {
+	if src == "" {
+		if err := f.up.Create("bench/repo", []string{"main"}, []string{"v1"}); err != nil {
+			b.Fatal(err)
+		}
+	} else if err := gittest.Git("", "clone", "-q", "--bare", "--no-local", src, filepath.Join(f.up.Dir, "bench", "repo.git")); err != nil {
 		b.Fatal(err)
 	}
 	key := f.keyOf("bench/repo")

@@ -454,6 +454,12 @@ func (c *soakChecker) networksWhole() (int, error) {
 // tmpLeft names what is left in the nodes' temporary directories (clones,
 // quarantines) when nothing is being fetched. The full node's pack cache
 // (tmp/packcache) is a bounded cache of its own, not a leftover.
+// inFlightTrace tells the curl trace of a git command that talks to an
+// upstream, which lives in <data>/tmp while the command runs (gitcmd's
+// Options.TempDir): a node that checks every few seconds always has one,
+// and a start empties tmp of any a kill left.
+func inFlightTrace(name string) bool { return strings.HasPrefix(name, "gitfleet-curl-trace-") }
+
 func (c *soakChecker) tmpLeft() error {
 	for _, role := range c.s.nodeNames() {
 		entries, err := os.ReadDir(filepath.Join(c.s.dataDirs[role], "tmp"))
@@ -462,7 +468,7 @@ func (c *soakChecker) tmpLeft() error {
 		}
 		var names []string
 		for _, e := range entries {
-			if e.Name() != "packcache" {
+			if e.Name() != "packcache" && !inFlightTrace(e.Name()) {
 				names = append(names, e.Name())
 			}
 		}

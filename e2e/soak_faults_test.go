@@ -5,11 +5,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
 // soakFault is one fault of the plan: its kind, when it starts (from the
@@ -31,6 +34,7 @@ var soakFaultKinds = []string{
 	"partition-coordinator", "partition-tunnel", "latency",
 	"upstream-down", "partition-upstream", "upstream-repo-away",
 	"catalog-commit", "api-add-remove", "webhook-storm", "disk-fill",
+	"bit-rot",
 }
 
 // planFaults draws the faults of a chaos phase of length d, one every
@@ -42,6 +46,11 @@ func planFaults(rng *rand.Rand, d, every time.Duration, nodes, coords []string, 
 	for at := time.Duration(0); ; {
 		at += time.Duration(float64(every) * (0.5 + rng.Float64()))
 		if at >= d {
+			if i := len(plan) / 2; i < len(plan) && !slices.ContainsFunc(plan, func(f soakFault) bool { return f.kind == "bit-rot" }) {
+				// Every run rots one mirror: the fault in the middle becomes one.
+				plan[i] = soakFault{at: plan[i].at, kind: "bit-rot", target: "full", dur: plan[i].dur,
+					repos: []int{soakBlobRepo(rng.IntN(max(repos/soakBlobEvery, 1)))}}
+			}
 			return plan
 		}
 		f := soakFault{at: at, kind: soakFaultKinds[rng.IntN(len(soakFaultKinds))], dur: time.Duration(2+rng.IntN(12)) * time.Second}
@@ -91,6 +100,9 @@ func planFaults(rng *rand.Rand, d, every time.Duration, nodes, coords []string, 
 		case "disk-fill":
 			f.target = fmt.Sprintf("partial-%d", partials)
 			f.dur = time.Duration(5+rng.IntN(20)) * time.Second
+		case "bit-rot": // in the full node's copy of a repository with a blob to rot
+			f.target = "full"
+			f.repos = []int{soakBlobRepo(rng.IntN(max(repos/soakBlobEvery, 1)))}
 		}
 		plan = append(plan, f)
 	}
@@ -119,6 +131,7 @@ type soakChaos struct {
 	mu     sync.Mutex
 	counts map[string]int
 	errs   []string
+	rotten []int // repositories a bit-rot fault hit
 }
 
 func (x *soakChaos) count(kind string) {
@@ -246,6 +259,8 @@ func (x *soakChaos) inject(f soakFault) {
 			i := want[rng.IntN(len(want))]
 			_ = s.hook(i, s.ups.repos[i].current()["refs/heads/main"], fmt.Sprintf("storm-%d-%d", f.at, k))
 		}
+	case "bit-rot":
+		x.rot(f)
 	case "disk-fill":
 		// One file per fault: two fills may overlap.
 		ballast := filepath.Join(s.dataDirs[f.target], "repos", fmt.Sprintf("soak-ballast-%d", f.at))
@@ -262,6 +277,56 @@ func (x *soakChaos) inject(f soakFault) {
 			s.t.Errorf("soak: remove the ballast: %v", err)
 		}
 	}
+}
+
+// rot overwrites 64 bytes inside the largest blob of the full node's pack
+// of f's repository, where git's walk never looks and upload-pack copies
+// them out unchecked. Then a client clones it: the clone fails (the full
+// node finds the rot and repairs it) or is whole and passes git fsck; a
+// clone that is not is a violation. The repository is checked again once
+// the faults stopped (rotRepaired).
+func (x *soakChaos) rot(f soakFault) {
+	i := f.repos[0]
+	if i >= len(x.s.ups.repos) {
+		x.note("%s: no such repository", f)
+		return
+	}
+	dir := filepath.Join(x.s.dataDirs[f.target], "repos", filepath.FromSlash(x.s.ups.key(i))+".git")
+	if _, _, err := gittest.RotPack(dir); err != nil {
+		x.note("%s: %v", f, err) // not mirrored yet, or removed
+		return
+	}
+	x.mu.Lock()
+	x.rotten = append(x.rotten, i)
+	x.mu.Unlock()
+	clone := filepath.Join(x.s.t.TempDir(), "rot")
+	x.c.fsckClone(i, clone)
+	_ = os.RemoveAll(clone)
+}
+
+// rotRepaired clones every repository rot hit that is still listed: each
+// must clone whole and pass git fsck, once the full node repaired it.
+func (x *soakChaos) rotRepaired() error {
+	x.mu.Lock()
+	rotten := slices.Clone(x.rotten)
+	x.mu.Unlock()
+	want, _ := x.s.desired()
+	for _, i := range rotten {
+		if !slices.Contains(want, i) {
+			continue
+		}
+		dir := filepath.Join(x.s.t.TempDir(), "rot")
+		clone := exec.Command("git", "clone", "-q", "--bare", "--", x.s.base+"/"+x.s.ups.key(i)+".git", dir)
+		clone.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+		if out, err := clone.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s, rotten during the chaos: clone: %v: %s", x.s.ups.key(i), err, strings.TrimSpace(string(out)))
+		}
+		if out, err := exec.Command("git", "--git-dir", dir, "fsck", "--strict", "--full", "--no-dangling").CombinedOutput(); err != nil {
+			x.c.violate("%s: a clone after the rot fails git fsck: %v: %s", x.s.ups.key(i), err, strings.TrimSpace(string(out)))
+		}
+		_ = os.RemoveAll(dir)
+	}
+	return nil
 }
 
 // catalogCommit adds, removes and moves (from a .list line to a YAML entry

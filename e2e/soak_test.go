@@ -155,6 +155,7 @@ func TestSoak(t *testing.T) {
 		members, err = c.networksWhole()
 		return err
 	})
+	eventually(t, convergeBound, "every mirror a bit-rot fault hit is repaired and clones whole", x.rotRepaired)
 	t.Logf("soak: %d repositories in fork networks at the end", members)
 	if members == 0 {
 		c.violate("no repository is in a fork network at the end, though %d forks share a root", len(slices.DeleteFunc(seq(0, pool), func(i int) bool { return !soakFork(i) })))

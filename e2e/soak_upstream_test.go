@@ -61,8 +61,17 @@ func soakForkDeclared(i int) bool { return soakFork(i) && i%40 == 3 }
 // soakNetwork is the network the declared forks name.
 const soakNetwork = "soaknet"
 
+// soakBlobEvery: one repository in so many carries a blob of a few KiB
+// that compresses badly (soakBlobRepo), for the bit-rot fault to rot.
+const soakBlobEvery = 10
+
+// soakBlobRepo is the n-th repository that carries a blob to rot; never a
+// fork (soakFork).
+func soakBlobRepo(n int) int { return n*soakBlobEvery + 5 }
+
 // createSoakRepo makes a bare repository with a main branch and a v1 tag in
-// one git fast-import.
+// one git fast-import; every soakBlobEvery-th also a file of 4 KiB of
+// seeded random bytes.
 func createSoakRepo(root string, i int) (*soakRepo, error) {
 	r := &soakRepo{name: soakName(i), dir: filepath.Join(root, soakName(i)+".git"), refs: map[string]string{}, hist: map[string][]string{}}
 	if err := gittest.Git("", "init", "-q", "--bare", "-b", "main", r.dir); err != nil {
@@ -72,8 +81,16 @@ func createSoakRepo(root string, i int) (*soakRepo, error) {
 	if soakFork(i) {
 		content = "the soak's fork network\n" // the same first commit in every fork
 	}
-	stream := fmt.Sprintf("blob\nmark :1\ndata %d\n%s\ncommit refs/heads/main\nmark :2\ncommitter soak <soak@gitfleet.invalid> 1700000000 +0000\ndata 5\nstart\nM 100644 :1 README\n\nreset refs/tags/v1\nfrom :2\n\n",
-		len(content), content)
+	blob := ""
+	if i%soakBlobEvery == soakBlobRepo(0) {
+		noise := make([]byte, 4096)
+		var seed [32]byte
+		seed[0], seed[1] = byte(i), byte(i>>8)
+		_, _ = rand.NewChaCha8(seed).Read(noise)
+		blob = fmt.Sprintf("M 100644 inline NOISE\ndata %d\n%s\n", len(noise), noise)
+	}
+	stream := fmt.Sprintf("blob\nmark :1\ndata %d\n%s\ncommit refs/heads/main\nmark :2\ncommitter soak <soak@gitfleet.invalid> 1700000000 +0000\ndata 5\nstart\nM 100644 :1 README\n%s\nreset refs/tags/v1\nfrom :2\n\n",
+		len(content), content, blob)
 	if soakFork(i) {
 		own := fmt.Sprintf("fork %d\n", i)
 		stream += fmt.Sprintf("commit refs/heads/main\ncommitter soak <soak@gitfleet.invalid> 1700000001 +0000\ndata 4\nown\nfrom :2\nM 100644 inline OWN\ndata %d\n%s\n",

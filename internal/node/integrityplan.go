@@ -25,6 +25,10 @@ type integrityPlan struct {
 	adds    int
 	lastEnd time.Time     // when the last check ended
 	lastDur time.Duration // how long it took
+	// regularStart is when the last check of a key that was not urgent
+	// began: the gap runs from it, so that urgent checks (a repair's
+	// retries, every minute) do not push the scan back.
+	regularStart time.Time
 }
 
 type integrityItem struct {
@@ -86,10 +90,13 @@ func (p *integrityPlan) urgent(key repokey.Key, now time.Time) bool {
 	return true
 }
 
-// retry makes key due again after d (a repair that failed).
+// retry makes key due again after d (a repair that failed), as an urgent
+// key: it waits for d and the duty bound, not for the gap that spreads the
+// other mirrors over the interval (an hour and more with a few hundred
+// mirrors), while the mirror it names is not served.
 func (p *integrityPlan) retry(key repokey.Key, now time.Time, d time.Duration) {
 	if it, ok := p.items[key]; ok {
-		it.due = now.Add(d)
+		it.due, it.urgent = now.Add(d), true
 		heap.Fix(&p.queue, it.index)
 	}
 }
@@ -111,19 +118,23 @@ func (p *integrityPlan) dutyGap() time.Duration {
 }
 
 // next returns the key to check now, or how long to wait. An urgent key
-// waits only for the duty bound.
+// waits only for the duty bound. An urgent key not due yet (a repair's
+// retry) does not hold up the rest of the scan: a regular key that can
+// start sooner goes first.
 func (p *integrityPlan) next(now time.Time) (repokey.Key, bool, time.Duration) {
 	if len(p.queue) == 0 {
 		return "", false, p.interval
 	}
 	it := p.queue[0]
-	start := it.due
-	if !p.lastEnd.IsZero() {
-		lastStart := p.lastEnd.Add(-p.lastDur)
-		if it.urgent {
-			start = maxTime(start, lastStart.Add(p.dutyGap()))
-		} else {
-			start = maxTime(start, lastStart.Add(p.gap()))
+	start := p.start(it)
+	if it.urgent && start.After(now) {
+		for _, o := range p.queue {
+			if o.urgent {
+				continue
+			}
+			if s := p.start(o); s.Before(start) {
+				it, start = o, s
+			}
 		}
 	}
 	if start.After(now) {
@@ -132,10 +143,28 @@ func (p *integrityPlan) next(now time.Time) (repokey.Key, bool, time.Duration) {
 	return it.key, true, 0
 }
 
+// start is when it may be checked: when it is due, no sooner than the
+// duty bound after the last check began, and, unless it is urgent, no
+// sooner than the gap after the last check of a key that was not.
+func (p *integrityPlan) start(it *integrityItem) time.Time {
+	start := it.due
+	if !p.lastEnd.IsZero() {
+		lastStart := p.lastEnd.Add(-p.lastDur)
+		start = maxTime(start, lastStart.Add(p.dutyGap()))
+		if !it.urgent && !p.regularStart.IsZero() {
+			start = maxTime(start, p.regularStart.Add(p.gap()))
+		}
+	}
+	return start
+}
+
 // done records a check of key that ended at now after d.
 func (p *integrityPlan) done(key repokey.Key, now time.Time, d time.Duration) {
 	p.lastEnd, p.lastDur = now, d
 	if it, ok := p.items[key]; ok {
+		if !it.urgent {
+			p.regularStart = now.Add(-d)
+		}
 		it.last, it.urgent = now, false
 		it.due = now.Add(p.interval)
 		heap.Fix(&p.queue, it.index)

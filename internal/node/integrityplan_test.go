@@ -82,3 +82,43 @@ func TestIntegrityPlanUrgentGoesFirstButNotTwiceInAGap(t *testing.T) {
 		t.Fatal("urgent refused after the gap")
 	}
 }
+
+// A failed repair's retry comes after its minute, not after the gap that
+// spreads a week over the mirrors (here 100 minutes), while the mirror is
+// not served; and while it waits, the rest of the scan goes on.
+func TestIntegrityPlanRetriesARepairWithinItsDelayWithoutHoldingTheScan(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	week := 7 * 24 * time.Hour
+	p := newIntegrityPlan(week, 0.1)
+	for i := range 100 {
+		p.add(repokey.Key(fmt.Sprintf("h/r%d", i)), t0.Add(-week+time.Duration(i)*time.Hour), t0)
+	}
+	p.done("h/r0", t0, time.Second) // its check found it corrupt, and the repair failed:
+	p.retry("h/r0", t0, time.Minute)
+	if key, ok, wait := p.next(t0.Add(30 * time.Second)); ok || wait > 31*time.Second {
+		t.Fatalf("half a minute after a failed repair: next = %q %v, wait %v; want a wait of the rest of the minute", key, ok, wait)
+	}
+	if key, ok, _ := p.next(t0.Add(time.Minute + time.Second)); !ok || key != "h/r0" {
+		t.Fatalf("a minute after a failed repair: next = %q %v, want h/r0 again", key, ok)
+	}
+	// A repair that fails for hours: the scan's other mirrors still come
+	// in their turn between its retries.
+	now, others := t0.Add(time.Minute), 0
+	for now.Before(t0.Add(12 * time.Hour)) {
+		key, ok, wait := p.next(now)
+		if !ok {
+			now = now.Add(wait)
+			continue
+		}
+		now = now.Add(time.Second)
+		p.done(key, now, time.Second)
+		if key == "h/r0" {
+			p.retry(key, now, time.Minute)
+		} else {
+			others++
+		}
+	}
+	if others < 3 {
+		t.Errorf("%d other mirrors checked in 12 hours of failed repairs, want the scan to go on (one every %v)", others, week/100)
+	}
+}
