@@ -142,6 +142,7 @@ type Coordinator struct {
 	tierTouched map[string]struct{} // units changed since the last sync
 	tierWeight  map[uint32]float64
 	tierDirty   bool
+	tierShares  *tierShares // the API's figures of the tier, nil when the tier changed since
 	// tierMembersDirty: the membership or a full node's disk changed
 	// since the tier's members were last computed.
 	tierMembersDirty bool

@@ -13,8 +13,6 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/ha"
-	"github.com/gitfleet/gitfleet/internal/placement"
-	"github.com/gitfleet/gitfleet/internal/ring"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -142,20 +140,24 @@ func TestTheNodesListShowsEachFullNodesShareAndTheShortfall(t *testing.T) {
 	}
 	// The first full node is lost past its grace: its share is short
 	// until the others confirm their copies.
+	// (Its weight gone, as the tier's members leave out a node past its
+	// grace, through the coordinator's own sync.)
 	c.mu.Lock()
 	lost := got[full[0].GetNodeId()][0]
-	c.tier.SetMembers(slices.DeleteFunc(c.tier.Members(), func(m ring.Member) bool { return m.ID == full[0].GetNodeId() }))
-	ds := c.tier.Decisions()
+	c.tierWeight[full[0].GetNodeId()] = 0
+	c.tierMembersDirty = true
+	c.syncTier()
 	c.mu.Unlock()
 	if _, under = shares(); under != lost {
 		t.Errorf("after a full node holding %d repositories was lost: %d short, want %d", lost, under, lost)
 	}
 	c.mu.Lock()
-	for _, d := range ds {
-		if d.Kind == placement.Assign {
-			c.tier.Confirm(d.Node, d.Key)
+	for _, k := range keys {
+		for _, id := range c.replicas(k) {
+			c.tierConfirm(id, k)
 		}
 	}
+	c.syncTier()
 	c.mu.Unlock()
 	if _, under = shares(); under != 0 {
 		t.Errorf("after the survivors confirmed the lost share: %d short, want 0", under)

@@ -96,3 +96,19 @@ func BenchmarkTierJoin(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTierLoads is what the API's tier figures cost (each full
+// node's share and the units short of replicas: Tier.Loads, asked by
+// GET /api/v1/nodes and /api/v1/catalog): one walk of a settled tier of a
+// million units over 20 full nodes.
+//
+//	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierLoads$' -benchtime 20x
+func BenchmarkTierLoads(b *testing.B) {
+	tier, _ := millionTier(b, benchsize.Of(1_000_000, 10_000))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, under, _ := tier.Loads(); under != 0 {
+			b.Fatalf("%d units short on a settled tier", under)
+		}
+	}
+}
