@@ -82,7 +82,7 @@ func TestAFeedHeldByARateLimitIsLimitedAndItsRepositoriesPolled(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if feed["state"] != "limited" || feed["fed"] != 0.0 {
+		if feed["state"] != "feed-limited" || feed["fed"] != 0.0 {
 			return fmt.Errorf("feed %v", feed)
 		}
 		fams, err := scrape(f.base + "/metrics")

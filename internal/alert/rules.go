@@ -138,7 +138,7 @@ func Rules(th Thresholds) []Rule {
 			for _, h := range s.FeedsLimited {
 				out = append(out, Alert{Key: RuleFeedLimited + "/" + h, Rule: RuleFeedLimited,
 					Summary: fmt.Sprintf("the change feed of %s is held by a rate limit: its repositories are polled only", h),
-					Figure:  "limited", Threshold: "held past --fed-max-age"})
+					Figure:  "feed-limited", Threshold: "held past --fed-max-age"})
 			}
 			return out, true
 		}},

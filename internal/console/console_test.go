@@ -664,10 +664,10 @@ func TestTheOverviewShowsTheFeedsCoverageAndBudget(t *testing.T) {
 	if _, body := get(t, c, "/"); strings.Contains(body, "Forge feeds") {
 		t.Errorf("no feed, yet a feeds section:\n%s", body)
 	}
-	src.feeds = []api.FeedStatus{{Host: "github.com", State: "limited", Repos: 12, Fed: 2, Unaskable: 3, RequestsLastHour: 60,
+	src.feeds = []api.FeedStatus{{Host: "github.com", State: "feed-limited", Repos: 12, Fed: 2, Unaskable: 3, RequestsLastHour: 60,
 		RequestsPerHourMax: 4000, Tokens: []api.TokenBudget{{Name: "token 1 of 2", Remaining: 4940}, {Name: "token 2 of 2", Remaining: -1}}}}
 	_, body := get(t, c, "/")
-	for _, want := range []string{`<tr class="feed-limited"><th>github.com</th><td>limited</td><td class="num">2</td><td class="num">10</td><td class="num">3</td>`,
+	for _, want := range []string{`<tr class="feed feed-limited"><th>github.com</th><td>feed-limited</td><td class="num">2</td><td class="num">10</td><td class="num">3</td>`,
 		"60 of 4,000", "token 1 of 2: 4,940, token 2 of 2: not said"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the overview does not show %q:\n%s", want, body)

@@ -152,7 +152,7 @@ func (st feedState) String() string {
 	case feedFailing:
 		return "failing"
 	case feedLimited:
-		return "limited"
+		return "feed-limited"
 	}
 	return "starting"
 }

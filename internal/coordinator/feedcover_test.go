@@ -232,7 +232,7 @@ func TestAFeedHeldByARateLimitStopsCoveringItsRepositories(t *testing.T) {
 	}
 	x.run(t, 10*time.Minute)
 	st = x.status()
-	if len(st.GetLimited()) != 1 || st.GetLimited()[0] != "github.com" || len(st.GetWorking()) != 0 || st.GetHosts()[0].GetState() != "limited" {
+	if len(st.GetLimited()) != 1 || st.GetLimited()[0] != "github.com" || len(st.GetWorking()) != 0 || st.GetHosts()[0].GetState() != "feed-limited" {
 		t.Fatalf("feed status after 15 minutes of 429: %v; want github.com limited, not working", st)
 	}
 	fed = x.fed()

@@ -2250,7 +2250,7 @@ func (x *FeedStatus) GetHosts() []*FeedHost {
 type FeedHost struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
-	// "working", "failing", "limited", or "starting" before its first answer.
+	// "working", "failing", "feed-limited", or "starting" before its first answer.
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	// Repositories of the host the feed asks about; of them, those it
 	// answered for within --fed-max-age.
