@@ -77,7 +77,7 @@ func TestACatalogsPasswordNeverReachesGitsCommandLine(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	remote := "http://" + user + ":" + password + "@" + addr + "/catalog.git"
-	git := SourceGit(0)
+	git := SourceGit(0, "")
 	if got, err := CheckSource(context.Background(), git, remote); err != nil || got != first {
 		t.Fatalf("CheckSource = %s, %v; want %s", got, err, first)
 	}

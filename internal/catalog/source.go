@@ -109,9 +109,32 @@ func remoteOf(remote string) (clean string, auth []string, err error) {
 // SourceGit returns the git that reads a catalog repository: the
 // operator's own remote (a path or a URL), reached directly rather than
 // through the egress policy meant for upstreams, with the file protocol
-// allowed for a path. Each git process may run for timeout.
-func SourceGit(timeout time.Duration) *gitcmd.Runner {
-	return gitcmd.New(gitcmd.Direct(), gitcmd.Options{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: timeout})
+// allowed for a path. Each git process may run for timeout. tmp is where
+// its fetches write curl's trace of the headers (TempDir; "": the
+// machine's temporary directory, for a one-off check).
+func SourceGit(timeout time.Duration, tmp string) *gitcmd.Runner {
+	return gitcmd.New(gitcmd.Direct(), gitcmd.Options{Protocols: "file:" + gitcmd.DefaultProtocols, Timeout: timeout, TempDir: tmp})
+}
+
+// TempDir is the directory of dataDir where the catalog's git writes
+// curl's traces (SourceGit), made empty by CleanTempDir.
+func TempDir(dataDir string) string { return filepath.Join(dataDir, "catalog.tmp") }
+
+// CleanTempDir empties TempDir(dataDir) of what a killed process left
+// there, creating it if need be, and returns its absolute path (git runs
+// in a neutral directory).
+func CleanTempDir(dataDir string) (string, error) {
+	dir, err := filepath.Abs(TempDir(dataDir))
+	if err != nil {
+		return "", fmt.Errorf("catalog: temporary directory: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("catalog: empty %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("catalog: %w", err)
+	}
+	return dir, nil
 }
 
 // CheckSource tells whether the catalog repository remote (a URL or a

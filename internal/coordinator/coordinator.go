@@ -265,7 +265,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		}
 		db = metrics.TimeStore(bolt, cfg.met.storeWrites, "coordinator", "bolt")
 	}
-	git := catalog.SourceGit(10 * time.Minute)
+	tmp, err := catalog.CleanTempDir(cfg.DataDir)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	git := catalog.SourceGit(10*time.Minute, tmp)
 	c := &Coordinator{
 		cfg:          cfg,
 		joinTokens:   splitTokens(cfg.JoinToken),
@@ -287,7 +292,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		tierWeight:   make(map[uint32]float64),
 		tierTouched:  make(map[string]struct{}),
 	}
-	var err error
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
 		db.Close()

@@ -118,7 +118,7 @@ func checkCatalog(ctx context.Context, o Options) Result {
 		r.Status, r.Detail, r.Fix = Fail, "--catalog is empty", "give --catalog the catalog repository's URL or path"
 		return r
 	}
-	commit, err := catalog.CheckSource(ctx, catalog.SourceGit(30*time.Second), o.Catalog)
+	commit, err := catalog.CheckSource(ctx, catalog.SourceGit(30*time.Second, ""), o.Catalog)
 	if err != nil {
 		r.Status, r.Detail = Fail, err.Error()
 		r.Fix = "give --catalog a git repository with a commit on its default branch that this machine can read (a path, or a URL: check its host, the firewall, the credentials)"
