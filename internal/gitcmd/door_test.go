@@ -2,6 +2,7 @@ package gitcmd
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -124,7 +125,11 @@ func TestACallersHooksPathDoesNotWin(t *testing.T) {
 		"as GIT_CONFIG_PARAMETERS": {Env: []string{"GIT_CONFIG_PARAMETERS='core.hooksPath'='" + hooks + "'"}},
 	} {
 		c.GitDir, c.Name, c.Args = repo, "update-ref", []string{"refs/tags/t", oid}
-		if err := r.Run(context.Background(), c); err != nil {
+		err := r.Run(context.Background(), c)
+		switch {
+		case len(c.Env) > 0 && (err == nil || !strings.Contains(err.Error(), "environment")):
+			t.Fatalf("%s: err = %v, want the environment refused before git runs", name, err)
+		case len(c.Env) == 0 && err != nil:
 			t.Fatalf("%s: %v", name, err)
 		}
 		if _, err := os.Stat(ran); err == nil {
@@ -192,5 +197,53 @@ func TestAPeerCommandGoesAroundTheEgressOnlyToThisMachine(t *testing.T) {
 	}
 	if requests.Load() != asked || e.begun.Load() != 1 {
 		t.Fatalf("a refused peer command ran git (%d requests, %d routings)", requests.Load()-asked, e.begun.Load())
+	}
+}
+
+// A caller's environment may name only the variables env.go allows: one
+// that would change what git runs or where it connects is refused before
+// git starts, and the allowed ones reach git (an extra header, sent).
+func TestACallersEnvironmentIsAllowListed(t *testing.T) {
+	var headers atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Gitfleet-Test") == "yes" {
+			headers.Add(1)
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	r := New(Direct(), Options{Protocols: "http"})
+	ctx := context.Background()
+	for _, env := range [][]string{
+		{"GIT_EXEC_PATH=/tmp"},
+		{"GIT_SSH_COMMAND=touch /tmp/pwned"},
+		{"LD_PRELOAD=/tmp/evil.so"},
+		{"GIT_CONFIG_PARAMETERS='core.sshCommand'='touch /tmp/pwned'"},
+		{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.sshCommand", "GIT_CONFIG_VALUE_0=touch /tmp/pwned"},
+		{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.http://evil/.insteadOf", "GIT_CONFIG_VALUE_0=" + srv.URL},
+		{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=X-A: b"},
+		{"GIT_CONFIG_KEY_X=http.extraHeader"},
+		{"NOEQUALS"},
+	} {
+		err := r.Run(ctx, Cmd{Name: "ls-remote", Args: []string{srv.URL + "/r.git"}, Env: env})
+		var ge *Error
+		if err == nil || errors.As(err, &ge) {
+			t.Errorf("env %q: err = %v, want a refusal before git runs", env, err)
+		}
+	}
+	for _, env := range [][]string{
+		{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=X-Gitfleet-Test: yes"},
+		{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http." + srv.URL + "/.extraHeader", "GIT_CONFIG_VALUE_0=X-Gitfleet-Test: yes",
+			"GIT_HTTP_LOW_SPEED_LIMIT=1000", "GIT_HTTP_LOW_SPEED_TIME=30", "GIT_PROTOCOL=version=2"},
+	} {
+		before := headers.Load()
+		err := r.Run(ctx, Cmd{Name: "ls-remote", Args: []string{srv.URL + "/r.git"}, Env: env})
+		var ge *Error
+		if !errors.As(err, &ge) {
+			t.Errorf("env %q: err = %v, want git to run (and fail on the 404)", env, err)
+		}
+		if headers.Load() == before {
+			t.Errorf("env %q: the extra header never reached the server", env)
+		}
 	}
 }

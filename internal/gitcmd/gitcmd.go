@@ -9,7 +9,8 @@
 // helpers, no hooks, no system or global configuration, a protocol
 // allow-list, a timeout): its -c settings come after the caller's Config,
 // and its variables after the caller's Env, so that git, which takes the
-// last of each, keeps the hardening whatever a caller sets. Every process is
+// last of each, keeps the hardening whatever a caller sets; and a caller's
+// Env may name only the few variables env.go allows. Every process is
 // bounded: its own process group, killed with gitfleet, a memory limit
 // where the system has one (proc_*.go; on Linux, package spawn sets it
 // before git's first instruction). git never looks for a repository
@@ -120,9 +121,10 @@ type Cmd struct {
 	// runner's own (hardening), which git then reads last: a caller cannot
 	// undo the hardening.
 	Config []string
-	// Env are extra environment variables (KEY=value). The runner's own
-	// (the protocol allow-list, no prompts, no system or global
-	// configuration, the egress proxy) are set after them and win.
+	// Env are extra environment variables (KEY=value), of the few a caller
+	// may set (env.go). The runner's own (the protocol allow-list, no
+	// prompts, no system or global configuration, the egress proxy) are set
+	// after them and win.
 	Env []string
 	// Peer: the command reaches a gitfleet peer on this machine (a full
 	// node's pull from an owner, through its loopback tunnel proxy), not an
@@ -389,6 +391,9 @@ func (r *Runner) argv(c *Cmd) ([]string, error) {
 	desc, ok := commands[c.Name]
 	if !ok {
 		return nil, fmt.Errorf("gitcmd: subcommand %q is not allowed", c.Name)
+	}
+	if err := checkEnv(c.Name, c.Env); err != nil { // env.go
+		return nil, err
 	}
 	args := make([]string, 0, 2*len(c.Config)+2*len(hardening)+len(c.Flags)+len(c.Args)+8)
 	// The caller's settings first: git takes the last -c of a key, and the
