@@ -24,8 +24,9 @@ import (
 // An answer that the requests finding the refs in one state share: the
 // refs advertisement of info/refs (protocol v0 and v1) or the capabilities
 // (v2), and each distinct ls-refs listing. Plain git runs an upload-pack
-// for each; here the first request that needs one runs it and the others
-// get its output.
+// for each; here the first request that needs one writes it from the refs
+// (render), or, for a state that they cannot answer exactly, runs the
+// upload-pack, and the others get its output.
 type answerSpec struct {
 	name   string     // the answer's key in the view
 	cmd    gitcmd.Cmd // the upload-pack that makes it

@@ -10,9 +10,15 @@
 // over either waits its turn in a fair queue, for a bounded time. What
 // depends on the refs alone (the refs advertisement, ls-refs listings,
 // whether wanted commits are reachable) is made once per state of the
-// refs and shared (refsView); with a PackCache, identical fetches share
-// one run, whose output it keeps in files for a while, once its pack is
-// checked whole (checkAnswer), and sends from them with sendfile.
+// refs and shared (refsView); the advertisement, the v2 capabilities and
+// the listings are written from the refs' files without git (refsModel,
+// with what the served git advertises read from it once: capsTemplate),
+// so that a clone runs one upload-pack, for its pack. With a PackCache,
+// identical fetches share one run, whose output it keeps in files for a
+// while, once its pack is checked whole (checkAnswer), and sends from
+// them with sendfile; an answer unlikely to be asked for again (a
+// filtered, shallow or incremental fetch's) is kept only when it is
+// (CacheConfig.Window).
 // ConnLimit caps the connections that one client holds open to the
 // server it wraps.
 package gitserve
@@ -317,7 +323,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd.Stdin = bytes.NewReader(data)
-	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, req.Wants, v2, cmd) {
+	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, &req, v2, cmd) {
 		return
 	}
 	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
