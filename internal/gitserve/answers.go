@@ -201,8 +201,13 @@ const templateBranch = "refs/heads/main"
 // readCaps runs the upload-pack of every answer in a repository made for
 // it: with no refs (the empty answer, and the v2 capabilities), then with
 // HEAD on a branch (the v0 capabilities, split where HEAD's symref goes).
+// The repository is made in the pack cache's directory, if there is one.
 func (h *Handler) readCaps(ctx context.Context, hexLen int) (*capsTemplate, error) {
-	dir, err := os.MkdirTemp("", "gitfleet-caps-*")
+	parent := "" // the machine's temporary directory, without a cache
+	if h.Cache != nil {
+		parent = h.Cache.dir // in the data directory
+	}
+	dir, err := os.MkdirTemp(parent, "caps-*")
 	if err != nil {
 		return nil, fmt.Errorf("making a repository to read git's capabilities: %w", err)
 	}
