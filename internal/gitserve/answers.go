@@ -212,6 +212,9 @@ func (h *Handler) readCaps(ctx context.Context, hexLen int) (*capsTemplate, erro
 		return nil, fmt.Errorf("making a repository to read git's capabilities: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	if dir, err = filepath.Abs(dir); err != nil { // git runs elsewhere
+		return nil, err
+	}
 	oid, err := writeTemplateRepo(dir, hexLen)
 	if err != nil {
 		return nil, fmt.Errorf("making a repository to read git's capabilities: %w", err)
