@@ -71,9 +71,9 @@ func oddRepos(t *testing.T, root string) []string {
 		"missingobject": `git clone -q --bare ../work . && echo 1234567890123456789012345678901234567890 >refs/heads/lost`,
 		// Many refs, packed and loose, some loose ones over packed ones.
 		"many": `git clone -q --bare ../work . && c=$(git rev-parse main) && d=$(git rev-parse dev) && t=$(git rev-parse t1) &&
-			i=0; while [ $i -lt 1500 ]; do echo "create refs/heads/b$i $c"; echo "create refs/tags/x$i $t"; i=$((i+1)); done | git update-ref --stdin &&
+			seq 1500 | awk -v c=$c -v t=$t '{print "create refs/heads/b" $1 " " c; print "create refs/tags/x" $1 " " t}' | git update-ref --stdin &&
 			git pack-refs --all &&
-			i=0; while [ $i -lt 1500 ]; do [ $((i % 3)) = 0 ] && echo "update refs/heads/b$i $d"; echo "create refs/heads/l$i $c"; i=$((i+1)); done | git update-ref --stdin`,
+			seq 1500 | awk -v c=$c -v d=$d '$1 % 3 == 0 {print "update refs/heads/b" $1 " " d} {print "create refs/heads/l" $1 " " c}' | git update-ref --stdin`,
 		// A fork whose objects are in its pool's (alternates).
 		"fork": `git init -q --bare -b main . && echo "$(cd ../tagspacked && pwd)/objects" >objects/info/alternates &&
 			git fetch -q ../tagspacked 'refs/heads/*:refs/heads/*' 'refs/tags/*:refs/tags/*'`,
@@ -186,10 +186,9 @@ func TestAdvertisementsAndListingsWithoutGitAreGitsOwnByteForByte(t *testing.T) 
 		}
 		return string(b)
 	}
-	listings := [][]string{{}, {"peel"}, {"symrefs"}, {"unborn"}, {"symrefs", "unborn"}, {"peel", "symrefs", "unborn"},
-		{"ref-prefix HEAD", "symrefs", "unborn", "peel"}, {"ref-prefix refs/heads/"}, {"ref-prefix refs/tags/", "peel"},
-		{"ref-prefix refs/heads/a", "ref-prefix refs/heads/a/", "ref-prefix refs/tags/t", "symrefs", "peel"},
-		{"ref-prefix refs/nothing/"}, {"ref-prefix refs/gitfleet/"}, {"ref-prefix H", "unborn", "symrefs"}}
+	listings := [][]string{{}, {"unborn"}, {"peel", "symrefs", "unborn"}, {"ref-prefix HEAD", "symrefs", "unborn", "peel"},
+		{"ref-prefix refs/heads/"}, {"ref-prefix refs/heads/a", "ref-prefix refs/heads/a/", "ref-prefix refs/tags/t", "symrefs", "peel"},
+		{"ref-prefix refs/nothing/", "ref-prefix refs/gitfleet/"}, {"ref-prefix H", "unborn", "symrefs"}}
 	service := pkt("# service=git-upload-pack\n") + "0000"
 	for _, name := range names {
 		dir := filepath.Join(root, name)
