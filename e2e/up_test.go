@@ -94,3 +94,49 @@ func TestDeadUpstreamsDoNotHoldTheCloneSlots(t *testing.T) {
 		}
 	}
 }
+
+// A stock clone through `gitfleet up`, whose refs advertisement and ref
+// listing are written without git (issue 35), gets the refs as the
+// upstream advertises them, peeled tags and HEAD's branch included, in
+// protocol v0 and v2, and a blob:none clone works.
+func TestAStockCloneThroughUpGetsTheRefsAsTheUpstreamAdvertisesThem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	if err := f.up.Create(f.name(0), []string{"main", "dev"}, []string{"v1", "v2"}); err != nil {
+		t.Fatal(err)
+	}
+	f.writeCatalog([]int{0}, "1 repository")
+	start(t, "up", "up", "--data", filepath.Join(t.TempDir(), "up"), "--catalog", f.catalog,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--allow-private-upstreams", "--catalog-interval", "1s", "--max-interval", "2s", "--min-interval", "500ms")
+	eventually(t, 60*time.Second, "served by gitfleet up", func() error { return f.servedLikeUpstream([]int{0}) })
+	url := f.base + "/" + f.key(0) + ".git"
+	for _, version := range []string{"0", "2"} {
+		lsRemote := func(url string) string {
+			out, err := gittest.Output("", "-c", "protocol.version="+version, "ls-remote", "--symref", url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		if got, want := lsRemote(url), lsRemote(f.up.RepoURL(f.name(0))); got != want {
+			t.Errorf("protocol v%s: gitfleet up advertises\n%s\nthe upstream\n%s", version, got, want)
+		}
+		dst := filepath.Join(t.TempDir(), "clone")
+		if err := gittest.Git("", "-c", "protocol.version="+version, "clone", "-q", url, dst); err != nil {
+			t.Fatal(err)
+		}
+		if branch, err := gittest.Output(dst, "symbolic-ref", "--short", "HEAD"); err != nil || strings.TrimSpace(branch) != "main" {
+			t.Errorf("protocol v%s: the clone is on %q (%v), want main", version, branch, err)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "partial")
+	if err := gittest.Git("", "-c", "protocol.version=2", "clone", "-q", "--filter=blob:none", url, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git(dst, "fsck", "--strict"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -194,7 +194,7 @@ func servePackCache(cfg config.Config) (gitserve.CacheConfig, error) {
 	if err != nil {
 		return gitserve.CacheConfig{}, fmt.Errorf("--serve-pack-cache-size: %w", err)
 	}
-	return gitserve.CacheConfig{MaxBytes: size, TTL: cfg.ServePackCacheTTL}, nil
+	return gitserve.CacheConfig{MaxBytes: size, TTL: cfg.ServePackCacheTTL, Window: cfg.ServePackCacheWindow}, nil
 }
 
 func apiConfig(cfg config.Config) (api.Config, error) {

@@ -60,6 +60,7 @@ type Config struct {
 	ServeConnsPerClient   int           `name:"serve-max-conns-per-client" roles:"full,up" topic:"serve" help:"connections a client address (an IPv6 /64 counts as one) may hold open to the public HTTP server at once; beyond, a new one is closed as it is accepted, unread (0: no cap)"`
 	ServePackCacheSize    string        `name:"serve-pack-cache-size" roles:"full,up" topic:"serve" help:"disk bound of the pack cache in <data>/tmp/packcache, where identical git fetches share one run and its answer is kept (0: no cache)"`
 	ServePackCacheTTL     time.Duration `name:"serve-pack-cache-ttl" roles:"full,up" topic:"serve" help:"how long the pack cache keeps an answer that no request uses"`
+	ServePackCacheWindow  time.Duration `name:"serve-pack-cache-window" roles:"full,up" topic:"serve" help:"a filtered, shallow or incremental fetch's answer is checked and kept in the pack cache only when another request asks for it while it runs or within this window before (0: 2s; negative: every answer is kept)"`
 	TLSCert               string        `name:"tls-cert" roles:"coordinator,full,up" topic:"tls" help:"certificate (PEM) of the gRPC and tunnel listeners; with --tls-key they speak TLS"`
 	TLSKey                string        `name:"tls-key" roles:"coordinator,full,up" topic:"tls" help:"the private key (PEM) of --tls-cert"`
 	TLS                   bool          `name:"tls" roles:"partial,full,up" topic:"tls" essential:"partial,full" help:"dial the coordinator and full nodes' tunnels over TLS, verified against the system's roots or --tls-ca (up: only with --etcd, to reach the other machines' coordinators)"`
@@ -239,14 +240,15 @@ func Default() Config {
 		// served 4 at a time: 28 × 60 MB over a 100 Mbit/s link take over
 		// two minutes. Twice that, and git, which does not
 		// retry, is better told to come back.
-		ServeQueueWait:      5 * time.Minute,
-		ServeQueueLength:    128,
-		ServeMaxPerClient:   4,
-		ServePackCacheSize:  "1GiB",
-		ServePackCacheTTL:   5 * time.Minute,
-		WebhookCheckSpacing: 5 * time.Second,
-		WebhookHostRate:     600,
-		WebhookHostBurst:    100,
+		ServeQueueWait:       5 * time.Minute,
+		ServeQueueLength:     128,
+		ServeMaxPerClient:    4,
+		ServePackCacheSize:   "1GiB",
+		ServePackCacheTTL:    5 * time.Minute,
+		ServePackCacheWindow: 2 * time.Second,
+		WebhookCheckSpacing:  5 * time.Second,
+		WebhookHostRate:      600,
+		WebhookHostBurst:     100,
 		// A browser opens 6 connections a host, a CI farm behind one
 		// address some dozens; 4,000 held idle took 62 MB (issue 33).
 		ServeIdleConnTimeout: time.Minute,

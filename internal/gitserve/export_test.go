@@ -48,3 +48,12 @@ func UnreachedHaves(ctx context.Context, git *gitcmd.Runner, dir string, haves [
 func ObjectTypes(ctx context.Context, git *gitcmd.Runner, dir string, oids []string) error {
 	return objectTypes(ctx, git, dir, oids, func(string, string) {})
 }
+
+// ReadCapabilities reads what the served git advertises (capsTemplate), as
+// the first request of a process does: benchmarks that make a Handler a
+// round read it before they measure.
+func ReadCapabilities(ctx context.Context, h *Handler) error {
+	h.init()
+	_, err := h.capsFor(ctx, 40)
+	return err
+}

@@ -3,6 +3,7 @@ package gitserve_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,6 +112,10 @@ func (fb *floorBench) gitfleet(b *testing.B) (url string, h *gitserve.Handler, s
 	// Every client comes from 127.0.0.1: no per-client cap.
 	h = &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(repokey.Key) (string, bool) { return fb.dir, true }, Cache: c,
 		Limits: gitserve.Limits{MaxUploadPacks: 32, MaxPerRepo: 8, QueueWait: time.Minute, QueueLength: 128}}
+	// What the served git advertises is read once a process.
+	if err := gitserve.ReadCapabilities(context.Background(), h); err != nil {
+		b.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	return srv.URL + "/example.com/r.git", h, srv.Close
 }
@@ -292,6 +297,7 @@ func (fb *floorBench) full(b *testing.B) {
 		})
 	}
 	var answer int64 // bytes of the clone's pack answer
+	var runs int64   // the upload-packs of the clones
 	serve := func(recorded bool) (string, func()) {
 		_, h, stop := fb.gitfleet(b)
 		var handler http.Handler = h
@@ -299,7 +305,14 @@ func (fb *floorBench) full(b *testing.B) {
 			handler = record(h)
 		}
 		srv := httptest.NewServer(handler)
-		return srv.URL + "/example.com/r.git", func() { answer = h.Cache.Stats().Bytes; srv.Close(); stop() }
+		before, _ := gitserve.SharedRuns(h)
+		return srv.URL + "/example.com/r.git", func() {
+			answer = h.Cache.Stats().Bytes
+			answers, _ := gitserve.SharedRuns(h)
+			runs += answers - before + h.Cache.Stats().Runs
+			srv.Close()
+			stop()
+		}
 	}
 	url, stop := serve(true)
 	serverCost(b, func(scratch string) time.Duration { return clones(b, scratch, url, 1) }) // the page cache, and the requests to replay
@@ -319,6 +332,7 @@ func (fb *floorBench) full(b *testing.B) {
 		return cloneCPU(cmd.ProcessState)
 	}
 	local()
+	runs = 0
 	var ours cost
 	var upload time.Duration
 	b.ResetTimer()
@@ -341,4 +355,5 @@ func (fb *floorBench) full(b *testing.B) {
 	b.ReportMetric(per(ours.self), "relay-cpu-s")
 	b.ReportMetric(ours.cpu().Seconds()/upload.Seconds(), "cpu-ratio")
 	b.ReportMetric(float64(answer)/(1<<20), "MiB/answer")
+	b.ReportMetric(float64(runs)/float64(b.N), "upload-packs/clone")
 }

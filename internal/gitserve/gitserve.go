@@ -10,9 +10,15 @@
 // over either waits its turn in a fair queue, for a bounded time. What
 // depends on the refs alone (the refs advertisement, ls-refs listings,
 // whether wanted commits are reachable) is made once per state of the
-// refs and shared (refsView); with a PackCache, identical fetches share
-// one run, whose output it keeps in files for a while, once its pack is
-// checked whole (checkAnswer), and sends from them with sendfile.
+// refs and shared (refsView); the advertisement, the v2 capabilities and
+// the listings are written from the refs' files without git (refsModel,
+// with what the served git advertises read from it once: capsTemplate),
+// so that a clone runs one upload-pack, for its pack. With a PackCache,
+// identical fetches share one run, whose output it keeps in files for a
+// while, once its pack is checked whole (checkAnswer), and sends from
+// them with sendfile; an answer unlikely to be asked for again (a
+// filtered, shallow or incremental fetch's) is kept only when it is
+// (CacheConfig.Window).
 // ConnLimit caps the connections that one client holds open to the
 // server it wraps.
 package gitserve
@@ -89,6 +95,9 @@ type Handler struct {
 	beforeAnswer func(key string)
 	// shares counts the git runs that shared answers and checks took.
 	shares struct{ answers, checks atomic.Int64 }
+
+	capsMu sync.Mutex
+	caps   map[string]*flight[*capsTemplate] // by the length of object ids
 
 	limitOnce sync.Once
 	clk       clock.Clock
@@ -218,13 +227,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "repository not found", http.StatusNotFound)
 		return
 	}
-	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
-		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false", "uploadpack.hideRefs=" + hiddenRefs,
-			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
-			"transfer.advertiseObjectInfo=false"}}
+	cmd := h.uploadPack(dir, env)
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
 	idle := h.idleTimeout()
-	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(idle/time.Second)))
 	if ep == "info/refs" {
 		r, release, ok := h.admit(w, r, 0)
 		if !ok {
@@ -236,12 +241,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		cmd.Flags = []string{"--stateless-rpc", "--advertise-refs", timeoutFlag}
+		cmd.Flags = append(cmd.Flags, "--advertise-refs")
 		spec := answerSpec{name: "info/refs\x00" + gp, cmd: cmd}
-		if v2 {
+		switch {
+		case v2:
 			spec.name, spec.each = capabilities, servedCapability
-		} else {
+			spec.render = func(t *capsTemplate, _ *refsModel) []byte { return t.v2 }
+		default:
 			spec.prefix = pktLine("# service=git-upload-pack\n") + "0000"
+			version := ""
+			if gp == "version=1" {
+				version = pktLine("version 1\n")
+			}
+			spec.render = func(t *capsTemplate, m *refsModel) []byte {
+				return append([]byte(version), m.writeAdvertisement(t.v0, t.empty)...)
+			}
+			spec.refs = true
 		}
 		h.serveAnswer(w, r, key, view, spec)
 		return
@@ -276,7 +291,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-	cmd.Flags = []string{"--stateless-rpc", timeoutFlag}
 	cmd.Stdin = bytes.NewReader(data)
 	if req.Command == "ls-refs" {
 		name, err := packKey(dir, gp, view.state, data, v2)
@@ -284,7 +298,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, key, err)
 			return
 		}
-		h.serveAnswer(w, r, key, view, answerSpec{name: name, cmd: cmd, lists: true})
+		h.serveAnswer(w, r, key, view, answerSpec{name: name, cmd: cmd, lists: true, refs: true,
+			render: func(t *capsTemplate, m *refsModel) []byte { return m.writeListing(&req, t.unborn) }})
 		return
 	}
 	// Every fetch is checked, even one that joins a run or a kept pack
@@ -308,13 +323,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd.Stdin = bytes.NewReader(data)
-	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, req.Wants, v2, cmd) {
+	if h.Cache != nil && h.serveShared(w, r, key, gp, data, view, &req, v2, cmd) {
 		return
 	}
 	pw := &lazyWriter{w: w, rc: http.NewResponseController(w), idle: idle}
 	defer pw.clearDeadline()
 	cmd.Stdout = pw
 	_ = h.run(r.Context(), w, pw, key, cmd, view, req.Wants)
+}
+
+// uploadPack is the upload-pack of every answer, for the repository at
+// dir with the environment env; an advertisement adds --advertise-refs.
+func (h *Handler) uploadPack(dir string, env []string) gitcmd.Cmd {
+	timeoutFlag := fmt.Sprintf("--timeout=%d", max(1, int(h.idleTimeout()/time.Second)))
+	return gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
+		Flags: []string{"--stateless-rpc", timeoutFlag},
+		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false", "uploadpack.hideRefs=" + hiddenRefs,
+			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
+			"transfer.advertiseObjectInfo=false"}}
 }
 
 // view returns what a request shares with the others that find the refs

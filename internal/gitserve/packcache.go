@@ -21,7 +21,18 @@ import (
 type CacheConfig struct {
 	MaxBytes int64
 	TTL      time.Duration
+	// Window is how close two identical requests that are unlikely to be
+	// shared (a filtered, shallow or incremental fetch: see start) must
+	// come for the answer to be kept: one kept is checked whole first,
+	// which costs about two thirds of the run. Such an answer is kept
+	// when a second request joined its run or the same request came
+	// within Window before it; else it goes to its client alone and is
+	// dropped. 0: DefaultCacheWindow; negative: every answer is kept.
+	Window time.Duration
 }
+
+// DefaultCacheWindow is CacheConfig.Window's default.
+const DefaultCacheWindow = 2 * time.Second
 
 // fileOverhead is what a cache file is charged besides its bytes: its
 // inode and the rest of its last block.
@@ -41,10 +52,11 @@ const fileOverhead = 4096
 // it has one chunk at a time, at the pace of the slowest, as an unshared
 // run would. It is safe for concurrent use.
 type PackCache struct {
-	dir string
-	max int64
-	ttl time.Duration
-	clk clock.Clock
+	dir    string
+	max    int64
+	ttl    time.Duration
+	window time.Duration
+	clk    clock.Clock
 
 	mu       sync.Mutex
 	entries  map[string]*packEntry // runs that may be joined, and kept output
@@ -52,6 +64,9 @@ type PackCache struct {
 	used     int64                 // bytes charged for every file on disk
 	seq      uint64
 	stats    CacheStats
+	// arrivals are when the runs of the last window started, by key, for
+	// the answers that are not kept unless asked for again (see start).
+	arrivals map[string]time.Time
 }
 
 // CacheStats counts what the cache did since it was made.
@@ -59,6 +74,7 @@ type CacheStats struct {
 	Runs     int64 // runs started
 	Shared   int64 // requests that joined a live run
 	Hits     int64 // requests served from a kept file
+	Unkept   int64 // runs of answers unlikely to be shared that nobody else asked for: not checked nor kept
 	Spilled  int64 // runs whose output did not fit the bound
 	Evicted  int64 // kept files removed for room
 	Expired  int64 // kept files removed after the TTL
@@ -82,8 +98,12 @@ func NewPackCache(dir string, cfg CacheConfig, clk clock.Clock) (*PackCache, err
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pack cache: %w", err)
 	}
-	return &PackCache{dir: dir, max: cfg.MaxBytes, ttl: cfg.TTL, clk: clk,
-		entries: map[string]*packEntry{}, finished: list.New()}, nil
+	window := cfg.Window
+	if window == 0 {
+		window = DefaultCacheWindow
+	}
+	return &PackCache{dir: dir, max: cfg.MaxBytes, ttl: cfg.TTL, window: window, clk: clk,
+		entries: map[string]*packEntry{}, finished: list.New(), arrivals: map[string]time.Time{}}, nil
 }
 
 // Stats returns the cache's counters.
@@ -110,6 +130,7 @@ type packEntry struct {
 	end     int64  // bytes produced: size, plus what went through chunk
 	chunk   []byte // after a spill: the bytes [end-len(chunk), end)
 	spilled bool
+	keep    bool // kept if it ends well: likely to be shared, or another request asked for it
 	done    bool
 	err     error // why the run failed
 	indexed bool  // in c.entries: joinable, or kept
@@ -159,6 +180,7 @@ func (c *PackCache) attachTo(e *packEntry) *packReader {
 		c.finished.MoveToBack(e.elem)
 	} else {
 		c.stats.Shared++
+		e.keep = true // a second request asked for it
 	}
 	return e.attach()
 }
@@ -166,12 +188,26 @@ func (c *PackCache) attachTo(e *packEntry) *packReader {
 // start makes the entry of a new run of key and attaches a reader to it;
 // leader is true when the caller must run it (and cancel, which the last
 // reader to leave calls, stops the run), false when an identical request
-// made it first (the reader then follows that one).
-func (c *PackCache) start(key string, cancel context.CancelFunc) (r *packReader, leader bool, err error) {
+// made it first (the reader then follows that one). likely says whether
+// the answer is likely to be asked for again (a full clone's): one that
+// is not is kept only when another request asks for it while it runs, or
+// asked for it within the window before (see CacheConfig.Window).
+func (c *PackCache) start(key string, likely bool, cancel context.CancelFunc) (r *packReader, leader bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[key]; e != nil {
 		return c.attachTo(e), false, nil
+	}
+	keep := likely || c.window < 0
+	if !keep {
+		now := c.clk.Now()
+		for k, at := range c.arrivals {
+			if now.Sub(at) > c.window {
+				delete(c.arrivals, k)
+			}
+		}
+		_, keep = c.arrivals[key]
+		c.arrivals[key] = now
 	}
 	c.seq++
 	path := filepath.Join(c.dir, strconv.FormatUint(c.seq, 10)+".pack")
@@ -179,7 +215,7 @@ func (c *PackCache) start(key string, cancel context.CancelFunc) (r *packReader,
 	if err != nil {
 		return nil, false, fmt.Errorf("pack cache: %w", err)
 	}
-	e := &packEntry{c: c, key: key, path: path, file: f, indexed: true, cancel: cancel,
+	e := &packEntry{c: c, key: key, path: path, file: f, indexed: true, keep: keep, cancel: cancel,
 		readers: map[*packReader]bool{}, changed: make(chan struct{})}
 	c.used += fileOverhead
 	if !c.makeRoom(0) {
@@ -343,11 +379,19 @@ func (e *packEntry) Write(p []byte) (int, error) {
 }
 
 // keepable returns the path of e's file when finish would keep it: the
-// run is whole on file (it did not spill) and answers are kept.
+// run is whole on file (it did not spill), answers are kept, and this one
+// is to be (keep). Once it says no, the entry takes no more readers.
 func (e *packEntry) keepable() (string, bool) {
-	e.c.mu.Lock()
-	defer e.c.mu.Unlock()
-	return e.path, e.indexed && !e.spilled && e.c.ttl > 0
+	c := e.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok := e.indexed && !e.spilled && c.ttl > 0 && e.keep
+	if !ok && e.indexed && !e.keep {
+		c.stats.Unkept++
+		e.indexed = false // nobody joins an answer that is not checked
+		delete(c.entries, e.key)
+	}
+	return e.path, ok
 }
 
 // finish ends e's run: err is nil when it succeeded, keep is false when its
@@ -360,7 +404,7 @@ func (e *packEntry) finish(err error, keep bool) {
 	e.file = nil
 	e.done, e.err = true, err
 	switch {
-	case err == nil && keep && e.indexed && c.ttl > 0:
+	case err == nil && keep && e.keep && e.indexed && c.ttl > 0:
 		e.usedAt = c.clk.Now()
 		e.elem = c.finished.PushBack(e)
 	default:

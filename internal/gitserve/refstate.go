@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
@@ -29,6 +30,9 @@ type refsSnapshot struct {
 	head   []byte
 	config [sha256.Size]byte // the digest of the configuration alone
 	hexLen int               // of the repository's object ids: 40, or 64 for SHA-256
+	// unsure, when set, says why the refs advertisement of this state is
+	// left to git (see refsModel).
+	unsure string
 }
 
 type looseRef struct {
@@ -91,6 +95,10 @@ func readRefs(dir string) (refsSnapshot, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 		h.Write(b)
 		switch name {
+		case "shallow", "reftable/tables.list":
+			if err == nil {
+				s.unsure = "a " + name + " file"
+			}
 		case "HEAD":
 			s.head = b
 		case "packed-refs":
@@ -98,6 +106,9 @@ func readRefs(dir string) (refsSnapshot, error) {
 		case "config":
 			s.config = sha256.Sum256(b)
 			s.hexLen = hexLenOf(b)
+			if sec := advertisingSection(b); sec != "" && s.unsure == "" {
+				s.unsure = "a configuration section that upload-pack reads: " + sec
+			}
 		}
 	}
 	s.digest = h.Sum(nil)
@@ -165,4 +176,28 @@ func hexLenOf(config []byte) int {
 		}
 	}
 	return 40
+}
+
+// advertisingSections are the sections of a repository's configuration
+// that change what upload-pack advertises (include may bring any of them
+// in). The served git's own settings are the same for every repository,
+// and are read once (capsTemplate).
+var advertisingSections = []string{"uploadpack", "transfer", "lsrefs", "protocol", "include", "includeif"}
+
+// advertisingSection returns the first section of config among
+// advertisingSections ("" for none).
+func advertisingSection(config []byte) string {
+	for line := range strings.Lines(string(config)) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "[") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
+		name, _, _ = strings.Cut(name, " ")
+		name, _, _ = strings.Cut(name, "\"")
+		if name = strings.ToLower(strings.TrimSpace(name)); slices.Contains(advertisingSections, name) {
+			return name
+		}
+	}
+	return ""
 }

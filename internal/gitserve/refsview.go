@@ -54,6 +54,12 @@ type refsView struct {
 	stamp  refsStamp         // of the latest read that found this state; guarded by views.mu
 	tips   map[string]bool   // see refsSnapshot.tips
 	hexLen int               // of the object ids: 40, or 64 for SHA-256
+	unsure string            // see refsSnapshot.unsure
+
+	modelOnce sync.Once
+	snap      *refsSnapshot // until the model is made
+	model     *refsModel
+	modelErr  error
 
 	mu        sync.Mutex
 	answers   map[string]*flight[sharedAnswer]
@@ -100,8 +106,9 @@ func (vs *refsViews) get(dir string) (*refsView, error) {
 	vs.mu.Unlock()
 	tips := snap.tips()
 	v = &refsView{views: vs, dir: dir, state: snap.digest, config: snap.config, stamp: snap.stamp, tips: tips, hexLen: snap.hexLen,
+		unsure: snap.unsure, snap: &snap,
 		answers: map[string]*flight[sharedAnswer]{}, checks: map[string]*flight[bool]{}, reachable: map[string]bool{},
-		size: int64(len(tips)) * 100}
+		size: int64(len(tips))*100 + int64(len(snap.packed))}
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
 	if old := vs.byDir[dir]; old != nil {
@@ -135,6 +142,16 @@ func (v *refsView) inherit(old *refsView) {
 		v.answers[capabilities] = f
 		v.size += int64(len(f.val.body))
 	}
+}
+
+// refs returns the model of the view's refs, made by the first request
+// that needs it (see refsModel).
+func (v *refsView) refs() (*refsModel, error) {
+	v.modelOnce.Do(func() {
+		v.model, v.modelErr = modelRefs(v.dir, v.snap)
+		v.snap = nil
+	})
+	return v.model, v.modelErr
 }
 
 // touch marks v as just used, if it is still kept.

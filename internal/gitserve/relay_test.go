@@ -39,7 +39,7 @@ func TestAnAnswerIsFramedForSendfileAndBrokenOffWhenItsRunFails(t *testing.T) {
 	srv := relayServer(t, c)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 3*framingBytes/16)
 
-	kept, _, err := c.start("/kept", func() {})
+	kept, _, err := c.start("/kept", true, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestAnAnswerIsFramedForSendfileAndBrokenOffWhenItsRunFails(t *testing.T) {
 		t.Fatalf("the kept answer: Content-Length %d, close %v; want 100000 on a connection kept open", resp.ContentLength, resp.Close)
 	}
 
-	live, _, err := c.start("/live", func() {})
+	live, _, err := c.start("/live", true, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,10 @@ type uploadRequest struct {
 
 	Done bool // the client ended its negotiation ("done")
 
+	// The arguments of ls-refs.
+	Prefixes              []string
+	Symrefs, Peel, Unborn bool
+
 	idLens   [2]bool // ids of 40 and of 64 hex digits seen (want, have, shallow)
 	shallows int
 	deepen   bool // a deepen line
@@ -208,6 +212,14 @@ func (req *uploadRequest) arg(args map[string]bool, line string) error {
 		req.Filter = val
 	case "done":
 		req.Done = true
+	case "ref-prefix":
+		req.Prefixes = append(req.Prefixes, val)
+	case "symrefs":
+		req.Symrefs = true
+	case "peel":
+		req.Peel = true
+	case "unborn":
+		req.Unborn = true
 	}
 	return nil
 }

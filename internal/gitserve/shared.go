@@ -22,7 +22,8 @@ import (
 // returns false when the cache cannot take the request (its directory
 // fails): the caller then serves it alone.
 func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitProtocol string, body []byte, view *refsView,
-	wants []string, v2 bool, cmd gitcmd.Cmd) bool {
+	req *uploadRequest, v2 bool, cmd gitcmd.Cmd) bool {
+	wants := req.Wants
 	dir := cmd.Args[0]
 	ck, err := packKey(dir, gitProtocol, view.state, body, v2)
 	if err != nil {
@@ -35,7 +36,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 		// of its clients leaves.
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 		var leader bool
-		if rd, leader, err = h.Cache.start(ck, cancel); err != nil {
+		if rd, leader, err = h.Cache.start(ck, likelyShared(req), cancel); err != nil {
 			cancel()
 			h.logCache(key, err)
 			return false
@@ -48,6 +49,15 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, key, gitPr
 	}
 	h.follow(r.Context(), w, r, key, rd)
 	return true
+}
+
+// likelyShared says whether the answer to req is likely to be asked for
+// again, and is worth keeping even if nobody else asks for it now: a
+// clone's, whole and full. A filtered or shallow clone, or a fetch that
+// has objects already, is kept only when asked for again soon (see
+// PackCache.start).
+func likelyShared(req *uploadRequest) bool {
+	return req.Filter == "" && len(req.Haves) == 0 && !req.deepen && !req.since && len(req.DeepenNot) == 0 && req.shallows == 0
 }
 
 // sharedRun runs one upload-pack of wants for every client of e and keeps
