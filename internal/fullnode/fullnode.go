@@ -169,6 +169,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	if f.packs != nil {
 		n.SetTunnelCache(f.packs) // what another full node relays to this one
 	}
+	n.SetTunnelReads(f.relayedReads()) // relay.go
 	token, err := apiToken(f.cfg.DataDir, f.cfg.API.Token, f.log)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,240 @@
+package fullnode
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/api"
+	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/fetchlog"
+	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/tunnel"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
+)
+
+// tier is a relaying full node (ID 3, holding nothing) with the links of
+// other full nodes up to it.
+type tier struct {
+	relay *Node
+	base  string // the relaying node's public server
+}
+
+// links is what full node f serves through its tunnels: git, and the
+// relayed reads.
+func links(f *Node) http.Handler { return f.n.TestHooks().TunnelHandler() }
+
+// tierNode is a full node with ID id, API token token, whose view lists
+// key with replicas.
+func tierNode(t *testing.T, id uint32, token, key string, replicas ...uint32) *Node {
+	t.Helper()
+	cfg := Config{Config: node.Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Fetchers: 1}}
+	cfg.API.Token = token
+	f, err := New(cfg, slog.New(slog.DiscardHandler), clock.NewFake(time.Unix(1e9, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.n.TestHooks().Close)
+	f.n.TestHooks().Connect(nil, id, "")
+	f.states([]*fleetv1.RepoState{{Key: key, Url: "https://" + key, Owner: 99, State: "ok", Digest: "d1", LastCheckMs: 1e12,
+		Replicas: replicas}})
+	return f
+}
+
+// newTier starts the relaying node's tunnel server and public server, and
+// a link to it from each of peers, serving its handler.
+func newTier(t *testing.T, relay *Node, peers map[uint32]http.Handler) *tier {
+	t.Helper()
+	relay.tunnels = tunnel.NewServer(func(uint32, string) error { return nil }, nil, nil)
+	relay.relay = relay.newRelay(relay.tunnels)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, len(peers)+1)
+	go func() { _ = relay.tunnels.Serve(ctx, ln); done <- struct{}{} }()
+	for id, p := range peers {
+		go func() {
+			_ = tunnel.Serve(ctx, tunnel.ClientConfig{Addr: ln.Addr().String(), NodeID: id, Proof: "ab"}, p)
+			done <- struct{}{}
+		}()
+	}
+	srv := httptest.NewServer(relay.publicHandler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		for range len(peers) + 1 {
+			<-done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for id := range peers {
+		for !relay.tunnels.Connected(id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the link of node %d is not up after 30 s", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return &tier{relay: relay, base: srv.URL}
+}
+
+// holdMirror puts a mirror of key with one commit on f's disk, held with
+// digest d1.
+func holdMirror(t *testing.T, f *Node, key string) {
+	t.Helper()
+	dir := f.mirror.Path(repokey.Key(key))
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(cmd.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("init", "-q", "--bare", dir)
+	tree := run("--git-dir", dir, "hash-object", "-t", "tree", "-w", "/dev/null")
+	commit := run("--git-dir", dir, "commit-tree", tree, "-m", "one")
+	run("--git-dir", dir, "update-ref", "refs/heads/main", commit)
+	f.n.TestHooks().Hold(map[repokey.Key]string{repokey.Key(key): "d1"})
+	f.reclass(repokey.Key(key))
+}
+
+// get calls path on base with token ("": none).
+func get(t *testing.T, base, path, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// A repository's API reads on a full node that does not hold it are the
+// holder's, relayed over the link: its detail says served and shows the
+// holder's refs, its fetch log is the holder's. The caller keeps the
+// rights it has on the node it called: with that node's token it sees the
+// old IDs a force-push left behind; anonymous, or with the holder's own
+// token (which the relaying node does not know), it does not.
+func TestARepositorysAPIReadsAreAnsweredByItsReplicaWithTheCallersRights(t *testing.T) {
+	const key = "h.example/a/held"
+	const relayToken, holderToken = "relay-token", "holder-token"
+	holder := tierNode(t, 5, holderToken, key, 5, 6)
+	holdMirror(t, holder, key)
+	old, moved := strings.Repeat("1", 40), strings.Repeat("2", 40) // a force-push
+	holder.flog.Append(fetchlog.Entry{Key: key, At: time.Unix(1e9, 0), Kind: "pull", Node: 5, Result: "ok", Changed: true,
+		RefsChanged: 1, Refs: []string{"refs/heads/main"}, Rewrites: []fetchlog.Rewrite{{Ref: "refs/heads/main", Old: old, New: moved}}})
+	tr := newTier(t, tierNode(t, 3, relayToken, key, 5, 6), map[uint32]http.Handler{5: links(holder)})
+
+	d, code := detailOf(t, tr.base, key)
+	if code != http.StatusOK || !d.Served || d.Refs["refs/heads/main"] == "" || !strings.HasPrefix(d.CloneURL, tr.base+"/") {
+		t.Fatalf("detail through a non-holder: %d, served %v, refs %v, clone URL %q; want the holder's, served, its refs, and this node's URL",
+			code, d.Served, d.Refs, d.CloneURL)
+	}
+	for _, c := range []struct {
+		path, token string
+		sees        bool
+	}{
+		{"/api/v1/repos/" + key, "", false},
+		{"/api/v1/repos/" + key, holderToken, false},
+		{"/api/v1/repos/" + key, relayToken, true},
+		{"/api/v1/repos/" + key + "/log", "", false},
+		{"/api/v1/repos/" + key + "/log", relayToken, true},
+		{"/api/v1/log?key=" + key, "", false},
+		{"/api/v1/log?key=" + key, relayToken, true},
+	} {
+		code, body := get(t, tr.base, c.path, c.token)
+		if code != http.StatusOK || !strings.Contains(string(body), `"pull"`) {
+			t.Errorf("GET %s (token %q): %d, want 200 with the holder's pull\n%s", c.path, c.token, code, body)
+		}
+		if sees := strings.Contains(string(body), old); sees != c.sees {
+			t.Errorf("GET %s (token %q): the old ID of the rewritten ref shown %v, want %v\n%s", c.path, c.token, sees, c.sees, body)
+		}
+	}
+	// Lists stay the relaying node's own.
+	if code, body := get(t, tr.base, "/api/v1/repos", ""); code != http.StatusOK || strings.Contains(string(body), `"refs"`) {
+		t.Errorf("the list through a non-holder: %d\n%s", code, body)
+	}
+}
+
+// A replica that answers 404 (it has not pulled the repository yet), or
+// whose link fails before it answers, is passed over for the next in
+// placement order, for git, the API's detail and the public status and
+// badge; with none that answers, git is a 503 with Retry-After and the
+// API the relaying node's own view.
+func TestARelayPassesOverAReplicaThatDoesNotAnswerForTheNext(t *testing.T) {
+	const key = "h.example/a/held"
+	const unanswered = "h.example/a/nowhere"
+	notYet := tierNode(t, 6, "", key, 6, 7, 5)
+	holder := tierNode(t, 5, "", key, 6, 7, 5)
+	holdMirror(t, holder, key)
+	relay := tierNode(t, 3, "", key, 6, 7, 5)
+	for _, f := range []*Node{notYet, holder, relay} {
+		f.states([]*fleetv1.RepoState{{Key: unanswered, Url: "https://" + unanswered, Owner: 99, State: "ok", Digest: "d1", Replicas: []uint32{6}}})
+	}
+	// Node 7's link breaks at every request, before any answer.
+	breaks := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	tr := newTier(t, relay, map[uint32]http.Handler{6: links(notYet), 7: breaks, 5: links(holder)})
+
+	out, err := exec.Command("git", "ls-remote", tr.base+"/"+key+".git").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "refs/heads/main") {
+		t.Fatalf("git ls-remote through a non-holder whose first replicas do not answer: %v\n%s", err, out)
+	}
+	if d, code := detailOf(t, tr.base, key); code != http.StatusOK || !d.Served {
+		t.Errorf("the detail: %d, served %v; want 200 from the holder, served", code, d.Served)
+	}
+	if code, body := get(t, tr.base, "/-/status/"+key, ""); code != http.StatusOK || !strings.Contains(string(body), `id="status-word">behind`) {
+		t.Errorf("the status page: %d, want the holder's\n%s", code, body)
+	}
+	if code, body := get(t, tr.base, "/-/badge/"+key+".svg", ""); code != http.StatusOK || strings.Contains(string(body), "not mirrored") {
+		t.Errorf("the badge: %d, want the holder's\n%s", code, body)
+	}
+
+	resp, err := http.Get(tr.base + "/" + unanswered + ".git/info/refs?service=git-upload-pack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("git for a repository no replica answers for: %s (Retry-After %q), want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if d, code := detailOf(t, tr.base, unanswered); code != http.StatusOK || d.Key != unanswered || d.Served {
+		t.Errorf("the detail of a repository no replica answers for: %d %+v, want this node's view (not served)", code, d)
+	}
+}
+
+// detailOf reads key's API detail through base, anonymously.
+func detailOf(t *testing.T, base, key string) (api.RepoDetail, int) {
+	t.Helper()
+	code, body := get(t, base, "/api/v1/repos/"+key, "")
+	var d api.RepoDetail
+	if err := json.Unmarshal(body, &d); err != nil {
+		t.Fatalf("detail of %s: %d %v\n%s", key, code, err, body)
+	}
+	return d, code
+}
