@@ -214,8 +214,11 @@ func (c *Coordinator) tierUnitWeight(unit string) int {
 
 // tierConfirm records that full node id holds key. Caller holds c.mu.
 func (c *Coordinator) tierConfirm(id uint32, key string) {
-	if c.tier != nil && c.tier.Confirm(id, c.tierUnit(key)) {
+	if unit := c.tierUnit(key); c.tier != nil && c.tier.Confirm(id, unit) {
 		c.tierDirty, c.tierShares = true, nil
+		for _, k := range c.tierKeys(unit) {
+			c.broadcastState(k) // its replica_states
+		}
 	}
 }
 

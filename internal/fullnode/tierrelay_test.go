@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	"github.com/gitfleet/gitfleet/internal/tunnel"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -237,4 +238,38 @@ func detailOf(t *testing.T, base, key string) (api.RepoDetail, int) {
 		t.Fatalf("detail of %s: %d %v\n%s", key, code, err, body)
 	}
 	return d, code
+}
+
+// A repository's detail shows each of its replicas with its state, as the
+// coordinator sends it: a replica it does not name holds the recorded
+// state; one that has differed for longer than a pull takes is behind;
+// one not confirmed is neither current nor behind.
+func TestTheDetailShowsEachReplicaWithItsState(t *testing.T) {
+	const key = "h.example/a/held"
+	f := tierNode(t, 5, "", key, 5, 6, 7)
+	now := f.clk.Now()
+	old := strings.Repeat("0", 32)
+	f.states([]*fleetv1.RepoState{{Key: key, Url: "https://" + key, Owner: 99, State: "ok", Digest: "d1", LastCheckMs: 1e12,
+		Replicas: []uint32{5, 6, 7}, ReplicaStates: []*fleetv1.ReplicaState{
+			{Node: 6, Confirmed: true, Digest: old, DiffersSinceMs: now.Add(-repostate.ReplicaBehindAfter).UnixMilli()},
+			{Node: 7}}}})
+	holdMirror(t, f, key)
+	srv := httptest.NewServer(f.publicHandler())
+	t.Cleanup(srv.Close)
+	d, code := detailOf(t, srv.URL, key)
+	want := []api.ReplicaState{{Node: 5, Confirmed: true, Current: true, Digest: "d1"},
+		{Node: 6, Confirmed: true, Digest: old, Behind: true}, {Node: 7}}
+	if code != http.StatusOK || len(d.ReplicaStates) != 3 {
+		t.Fatalf("detail: %d, replica states %+v; want %+v", code, d.ReplicaStates, want)
+	}
+	for i, w := range want {
+		g := d.ReplicaStates[i]
+		g.DiffersSince = nil
+		if g != w {
+			t.Errorf("replica %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if at := d.ReplicaStates[1].DiffersSince; at == nil || !at.Equal(now.Add(-repostate.ReplicaBehindAfter)) {
+		t.Errorf("the behind replica differs since %v, want %v", at, now.Add(-repostate.ReplicaBehindAfter))
+	}
 }
