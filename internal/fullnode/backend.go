@@ -91,6 +91,11 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 	}
 	fr := in.freshness(d, r.Served && d != "")
 	r.Current = fr.current()
+	if _, broken := f.n.BrokenState(key); !r.Served && !broken && in.elsewhere {
+		// Held by another replica, which the relays reach: the tier's
+		// truth, not this node's disk.
+		r.Served, r.Current = true, in.currentElsewhere()
+	}
 	if !fr.verifiedAt.IsZero() {
 		at := fr.verifiedAt.UTC()
 		r.VerifiedAt = &at
@@ -131,6 +136,7 @@ func (f *Node) freshInput(key repokey.Key) classInput {
 	v, _ := f.view.Input(key)
 	in := classInput{Input: v}
 	in.hinted, in.staleOwner = f.plan.HintPending(key), f.plan.Stale(key)
+	in.elsewhere, in.elsewhereCurrent = f.view.HeldElsewhere(key, f.n.ID())
 	return in
 }
 

@@ -273,3 +273,33 @@ func TestTheDetailShowsEachReplicaWithItsState(t *testing.T) {
 		t.Errorf("the behind replica differs since %v, want %v", at, now.Add(-repostate.ReplicaBehindAfter))
 	}
 }
+
+// On a full node that does not hold them, the repositories another
+// replica holds are served, and current when that replica holds the
+// recorded state, in lists and counters as in the detail: the tier's
+// truth, not this node's disk. One whose replicas have not confirmed it,
+// or differ, is not current; one not confirmed anywhere is not served.
+func TestARepositoryHeldByAnotherReplicaIsServedAndCurrentInListsAndCounters(t *testing.T) {
+	const current, late, unheld = "h.example/a/current", "h.example/a/late", "h.example/a/unheld"
+	f := tierNode(t, 3, "", current, 5, 6)
+	f.states([]*fleetv1.RepoState{
+		{Key: late, Url: "https://" + late, Owner: 99, State: "ok", Digest: "d2", Replicas: []uint32{5, 6},
+			ReplicaStates: []*fleetv1.ReplicaState{{Node: 5, Confirmed: true, Digest: "d1", DiffersSinceMs: 1e12}, {Node: 6}}},
+		{Key: unheld, Url: "https://" + unheld, Owner: 99, State: "ok", Digest: "d1", Replicas: []uint32{5, 6},
+			ReplicaStates: []*fleetv1.ReplicaState{{Node: 5}, {Node: 6}}}})
+	f.reclass(current, late, unheld)
+	repos, _ := f.backend.ListRepos(t.Context(), api.RepoFilter{Limit: 10})
+	got := map[string][2]bool{}
+	for _, r := range repos {
+		got[r.Key] = [2]bool{r.Served, r.Current}
+	}
+	want := map[string][2]bool{current: {true, true}, late: {true, false}, unheld: {false, false}}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: served, current %v; want %v", k, got[k], w)
+		}
+	}
+	if n := f.totals().current; n != 1 {
+		t.Errorf("current by the counters: %d, want 1", n)
+	}
+}
