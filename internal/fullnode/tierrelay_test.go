@@ -36,7 +36,7 @@ func links(f *Node) http.Handler { return f.n.TestHooks().TunnelHandler() }
 
 // tierNode is a full node with ID id, API token token, whose view lists
 // key with replicas.
-func tierNode(t *testing.T, id uint32, token, key string, replicas ...uint32) *Node {
+func tierNode(t testing.TB, id uint32, token, key string, replicas ...uint32) *Node {
 	t.Helper()
 	cfg := Config{Config: node.Config{Coordinators: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), Fetchers: 1}}
 	cfg.API.Token = token
@@ -53,7 +53,7 @@ func tierNode(t *testing.T, id uint32, token, key string, replicas ...uint32) *N
 
 // newTier starts the relaying node's tunnel server and public server, and
 // a link to it from each of peers, serving its handler.
-func newTier(t *testing.T, relay *Node, peers map[uint32]http.Handler) *tier {
+func newTier(t testing.TB, relay *Node, peers map[uint32]http.Handler) *tier {
 	t.Helper()
 	relay.tunnels = tunnel.NewServer(func(uint32, string) error { return nil }, nil, nil)
 	relay.relay = relay.newRelay(relay.tunnels)
@@ -92,7 +92,7 @@ func newTier(t *testing.T, relay *Node, peers map[uint32]http.Handler) *tier {
 
 // holdMirror puts a mirror of key with one commit on f's disk, held with
 // digest d1.
-func holdMirror(t *testing.T, f *Node, key string) {
+func holdMirror(t testing.TB, f *Node, key string) {
 	t.Helper()
 	dir := f.mirror.Path(repokey.Key(key))
 	run := func(args ...string) string {
@@ -115,7 +115,7 @@ func holdMirror(t *testing.T, f *Node, key string) {
 }
 
 // get calls path on base with token ("": none).
-func get(t *testing.T, base, path, token string) (int, []byte) {
+func get(t testing.TB, base, path, token string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
@@ -301,5 +301,34 @@ func TestARepositoryHeldByAnotherReplicaIsServedAndCurrentInListsAndCounters(t *
 	}
 	if n := f.totals().current; n != 1 {
 		t.Errorf("current by the counters: %d, want 1", n)
+	}
+}
+
+// The cost of a repository's API detail (and its badge) relayed to its
+// replica against the same call answered by the replica itself: both
+// over HTTP on 127.0.0.1, the relay through the link between the two full
+// nodes.
+func BenchmarkAPIDetailRelayed(b *testing.B) {
+	const key = "h.example/a/held"
+	holder := tierNode(b, 5, "", key, 5)
+	holdMirror(b, holder, key)
+	direct := httptest.NewServer(holder.publicHandler())
+	b.Cleanup(direct.Close)
+	tr := newTier(b, tierNode(b, 3, "", key, 5), map[uint32]http.Handler{5: links(holder)})
+	// The detail reads the refs with a git process; the badge, which
+	// reads only the view, shows the relay's own cost.
+	for _, c := range []struct{ name, base, path, want string }{
+		{"detail/direct", direct.URL, "/api/v1/repos/" + key, "refs/heads/main"},
+		{"detail/relayed", tr.base, "/api/v1/repos/" + key, "refs/heads/main"},
+		{"badge/direct", direct.URL, "/-/badge/" + key + ".svg", "<svg"},
+		{"badge/relayed", tr.base, "/-/badge/" + key + ".svg", "<svg"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if code, body := get(b, c.base, c.path, ""); code != http.StatusOK || !strings.Contains(string(body), c.want) {
+					b.Fatalf("%d\n%s", code, body)
+				}
+			}
+		})
 	}
 }
