@@ -9,7 +9,8 @@
 // repository and the rate of urgent checks per upstream host, the memory
 // of webhook deliveries and one-time signatures against replays, the
 // read deadline of request bodies, the event broker and outgoing
-// webhooks.
+// webhooks; and the per-repository reads another full node relays to
+// this one, with the rights the relaying node gave the caller (relay.go).
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Fleet the full node provides, a

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,11 +325,28 @@ func BenchmarkAPIDetailRelayed(b *testing.B) {
 		{"badge/relayed", tr.base, "/-/badge/" + key + ".svg", "<svg"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			before := cpuTime(b)
 			for b.Loop() {
 				if code, body := get(b, c.base, c.path, ""); code != http.StatusOK || !strings.Contains(string(body), c.want) {
 					b.Fatalf("%d\n%s", code, body)
 				}
 			}
+			// The CPU of this process (both full nodes and the client) and
+			// of its git processes: wall time on a busy machine says little.
+			b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// cpuTime is the CPU time of this process and its waited-for children.
+func cpuTime(tb testing.TB) time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			tb.Fatal(err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
