@@ -16,7 +16,7 @@ import (
 // standalone repository, weighted by its repositories: the coordinator
 // knows no sizes yet) as the catalog and the networks change them,
 // confirms what full nodes hold, and sends each repository's replicas with
-// its state (RepoState.replicas). A full node pulls only the repositories
+// its state (RepoState.replicas, and replica_states: replicastate.go). A full node pulls only the repositories
 // whose replicas name it (or have none); a copy it held before it stopped
 // being a replica stays for now: the tier's drops ask nothing of it yet.
 

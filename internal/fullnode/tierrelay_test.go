@@ -142,7 +142,8 @@ func get(t testing.TB, base, path, token string) (int, []byte) {
 // holder's refs, its fetch log is the holder's. The caller keeps the
 // rights it has on the node it called: with that node's token it sees the
 // old IDs a force-push left behind; anonymous, or with the holder's own
-// token (which the relaying node does not know), it does not.
+// token (which the relaying node does not know), or claiming the
+// operator's rights in the link's own header, it does not.
 func TestARepositorysAPIReadsAreAnsweredByItsReplicaWithTheCallersRights(t *testing.T) {
 	const key = "h.example/a/held"
 	const relayToken, holderToken = "relay-token", "holder-token"
@@ -177,6 +178,23 @@ func TestARepositorysAPIReadsAreAnsweredByItsReplicaWithTheCallersRights(t *test
 		if sees := strings.Contains(string(body), old); sees != c.sees {
 			t.Errorf("GET %s (token %q): the old ID of the rewritten ref shown %v, want %v\n%s", c.path, c.token, sees, c.sees, body)
 		}
+	}
+	// A caller that writes the link's own headers gains nothing: the
+	// relaying node sends only what it decided.
+	req, err := http.NewRequest(http.MethodGet, tr.base+"/api/v1/repos/"+key+"/log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Gitfleet-Relay-Operator", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || strings.Contains(string(forged), old) {
+		t.Errorf("a caller that claims the operator's rights in the link's header: %s, the old ID shown %v; want 200 without it",
+			resp.Status, strings.Contains(string(forged), old))
 	}
 	// Lists stay the relaying node's own.
 	if code, body := get(t, tr.base, "/api/v1/repos", ""); code != http.StatusOK || strings.Contains(string(body), `"refs"`) {
