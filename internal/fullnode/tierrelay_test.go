@@ -215,7 +215,8 @@ func TestARelayPassesOverAReplicaThatDoesNotAnswerForTheNext(t *testing.T) {
 	holdMirror(t, holder, key)
 	relay := tierNode(t, 3, "", key, 6, 7, 5)
 	for _, f := range []*Node{notYet, holder, relay} {
-		f.states([]*fleetv1.RepoState{{Key: unanswered, Url: "https://" + unanswered, Owner: 99, State: "ok", Digest: "d1", Replicas: []uint32{6}}})
+		f.states([]*fleetv1.RepoState{{Key: unanswered, Url: "https://" + unanswered, Owner: 99, State: "ok", Digest: "d1", Replicas: []uint32{6},
+			ReplicaStates: []*fleetv1.ReplicaState{{Node: 6}}}}) // not pulled yet
 	}
 	// Node 7's link breaks at every request, before any answer.
 	breaks := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
