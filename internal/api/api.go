@@ -9,7 +9,8 @@
 // repository and the rate of urgent checks per upstream host, the memory
 // of webhook deliveries and one-time signatures against replays, the
 // read deadline of request bodies, the event broker and outgoing
-// webhooks.
+// webhooks; and the per-repository reads another full node relays to
+// this one, with the rights the relaying node gave the caller (relay.go).
 //
 // It must not hold repository state nor do git or fleet work itself: every
 // fact and every action goes through the Fleet the full node provides, a
@@ -100,6 +101,9 @@ type CatalogStatus struct {
 	// nodes than they should be on (--full-replicas, or every full node
 	// when there are no more); 0 while every full node holds everything.
 	UnderReplicated int `json:"under_replicated"`
+	// ReplicasBehind counts the replicas whose refs have differed from
+	// the recorded state for longer than a pull takes.
+	ReplicasBehind int `json:"replicas_behind"`
 }
 
 // PendingPurge is the removals that purge protection holds until an
@@ -150,6 +154,27 @@ type Repo struct {
 	// Replicas are the full nodes that are to hold the repository on the
 	// full tier (--full-replicas of them), in placement order.
 	Replicas []uint32 `json:"replicas,omitempty"`
+	// ReplicaStates are Replicas with their states, in the same order.
+	ReplicaStates []ReplicaState `json:"replica_states,omitempty"`
+}
+
+// ReplicaState is one replica of a repository on the full tier, as the
+// coordinator knows it.
+type ReplicaState struct {
+	Node uint32 `json:"node"`
+	// Confirmed: the full node said it holds the repository (a pull, its
+	// inventory).
+	Confirmed bool `json:"confirmed"`
+	// Digest is the refs digest it last reported (absent: none, or no
+	// refs), against the repository's Digest, the recorded one.
+	Digest string `json:"digest,omitempty"`
+	// Current: it holds the recorded state (the repository's digest).
+	Current bool `json:"current"`
+	// DiffersSince is since when it has not (absent: it has).
+	DiffersSince *time.Time `json:"differs_since,omitempty"`
+	// Behind: it has differed for longer than a pull takes
+	// (repostate.ReplicaBehindAfter); a repair from a peer is due.
+	Behind bool `json:"behind"`
 }
 
 // RepoDetail is a repository with its attributes, the refs the full node

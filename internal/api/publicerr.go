@@ -29,9 +29,13 @@ func PublicErrorText(msg, class string) string {
 	return PublicError(msg, c)
 }
 
-// operator tells whether r carries the API token: such readers see error
-// details. It answers nothing itself (reads are public).
+// operator tells whether r carries the API token (or, relayed, carried
+// the relaying node's: relay.go): such readers see error details. It
+// answers nothing itself (reads are public).
 func (s *Server) operator(r *http.Request) bool {
+	if c, ok := relayed(r); ok {
+		return c.operator
+	}
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	return s.cfg.Token != "" && strings.EqualFold(scheme, "Bearer") && forge.EqualSecret(strings.TrimSpace(got), s.cfg.Token)
 }

@@ -141,6 +141,9 @@ func (s *Server) cloneBase(r *http.Request) string {
 	if s.cfg.PublicURL != "" {
 		return strings.TrimSuffix(s.cfg.PublicURL, "/")
 	}
+	if c, ok := relayed(r); ok && c.base != "" {
+		return c.base
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"

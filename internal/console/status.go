@@ -114,3 +114,21 @@ func badgeSVG(label string, s publicState) []byte {
 		`<text x="%d" y="14">%s</text><text x="%d" y="14">%s</text></g></svg>`,
 		w, label, s.Word, label, s.Word, w, lw, rw, s.Color, lw, s.Color, lw/2, label, lw+rw/2, s.Word)
 }
+
+// RepoOf returns the key of the repository whose public status or badge r
+// asks for, as the request writes it: what a full node that does not hold
+// the repository relays to one that does (package fullnode), whose status
+// it then shows. The rest of the console is answered where it arrives.
+func RepoOf(r *http.Request) (string, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return "", false
+	}
+	if key, ok := strings.CutPrefix(r.URL.Path, "/-/status/"); ok {
+		return strings.TrimSuffix(key, ".git"), key != ""
+	}
+	if key, ok := strings.CutPrefix(r.URL.Path, "/-/badge/"); ok {
+		key, ok = strings.CutSuffix(key, ".svg")
+		return strings.TrimSuffix(key, ".git"), ok && key != ""
+	}
+	return "", false
+}

@@ -143,6 +143,9 @@ type Coordinator struct {
 	tierWeight  map[uint32]float64
 	tierDirty   bool
 	tierShares  *tierShares // the API's figures of the tier, nil when the tier changed since
+	// replicaDiffs are the replicas whose state is not the recorded one,
+	// by key (replicastate.go); most repositories have none.
+	replicaDiffs map[string][]replicaDiff
 	// tierMembersDirty: the membership or a full node's disk changed
 	// since the tier's members were last computed.
 	tierMembersDirty bool
@@ -291,6 +294,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		held:         make(map[string]heldEntry),
 		tierWeight:   make(map[uint32]float64),
 		tierTouched:  make(map[string]struct{}),
+		replicaDiffs: make(map[string][]replicaDiff),
 	}
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
@@ -802,6 +806,7 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 			delete(c.status, k)
 			c.dirty[k] = false
 		}
+		delete(c.replicaDiffs, k)
 		for _, s := range full {
 			s.queueRemoved(k)
 		}

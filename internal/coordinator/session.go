@@ -234,7 +234,8 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 		}
 		s.held = append(s.held, key)
 		if s.full {
-			c.tierConfirm(id, key) // tier.go
+			c.tierConfirm(id, key)                               // tier.go
+			c.replicaReport(id, key, h.GetDigest(), c.clk.Now()) // replicastate.go
 			continue
 		}
 		if owner, _ := c.owner(key); owner == id && h.GetDigest() != "" && c.statusOf(key).Digest() == "" {
@@ -305,6 +306,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		// roots it found make fork networks.
 		if res.GetOk() {
 			c.tierConfirm(id, key)
+			c.replicaReport(id, key, res.GetDigest(), c.clk.Now())
 		}
 		if res.GetRootsKnown() {
 			c.networkRoots(id, key, res.GetRoots())
@@ -350,8 +352,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetChanged() || r.Digest() != res.GetDigest() {
 			r.lastChange = at
 		}
+		old := r.Digest()
 		if !r.setDigest(res.GetDigest()) {
 			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
+		}
+		if r.Digest() != old {
+			c.replicaDigestChanged(key, old, c.clk.Now()) // replicastate.go
 		}
 		r.state, r.lastError, r.class, r.failures, r.notFound = repostate.OK, "", repostate.NoClass, 0, 0
 	} else {
@@ -655,7 +661,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
-				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k)})
+				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
+				ReplicaStates: c.replicaStates(k)})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -16,7 +16,7 @@ import (
 // standalone repository, weighted by its repositories: the coordinator
 // knows no sizes yet) as the catalog and the networks change them,
 // confirms what full nodes hold, and sends each repository's replicas with
-// its state (RepoState.replicas). A full node pulls only the repositories
+// its state (RepoState.replicas, and replica_states: replicastate.go). A full node pulls only the repositories
 // whose replicas name it (or have none); a copy it held before it stopped
 // being a replica stays for now: the tier's drops ask nothing of it yet.
 
@@ -214,8 +214,11 @@ func (c *Coordinator) tierUnitWeight(unit string) int {
 
 // tierConfirm records that full node id holds key. Caller holds c.mu.
 func (c *Coordinator) tierConfirm(id uint32, key string) {
-	if c.tier != nil && c.tier.Confirm(id, c.tierUnit(key)) {
+	if unit := c.tierUnit(key); c.tier != nil && c.tier.Confirm(id, unit) {
 		c.tierDirty, c.tierShares = true, nil
+		for _, k := range c.tierKeys(unit) {
+			c.broadcastState(k) // its replica_states
+		}
 	}
 }
 

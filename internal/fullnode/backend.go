@@ -77,6 +77,7 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 		r.NetworkParts = parts
 	}
 	r.Replicas = st.GetReplicas()
+	r.ReplicaStates = replicaStates(st, now)
 	if f.cfg.PublicURL != "" {
 		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key.String() + ".git"
 	}
@@ -90,6 +91,11 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 	}
 	fr := in.freshness(d, r.Served && d != "")
 	r.Current = fr.current()
+	if _, broken := f.n.BrokenState(key); !r.Served && !broken && in.elsewhere {
+		// Held by another replica, which the relays reach: the tier's
+		// truth, not this node's disk.
+		r.Served, r.Current = true, in.currentElsewhere()
+	}
 	if !fr.verifiedAt.IsZero() {
 		at := fr.verifiedAt.UTC()
 		r.VerifiedAt = &at
@@ -98,11 +104,39 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 	return r
 }
 
+// replicaStates are st's replicas with their states: those the
+// coordinator names in replica_states (not confirmed, or with another
+// digest), and the others confirmed and current.
+func replicaStates(st *fleetv1.RepoState, now time.Time) []api.ReplicaState {
+	if len(st.GetReplicas()) == 0 {
+		return nil
+	}
+	out := make([]api.ReplicaState, 0, len(st.GetReplicas()))
+	for _, id := range st.GetReplicas() {
+		s := api.ReplicaState{Node: id, Confirmed: true, Current: true, Digest: st.GetDigest()}
+		for _, d := range st.GetReplicaStates() {
+			if d.GetNode() != id {
+				continue
+			}
+			s.Confirmed, s.Digest = d.GetConfirmed(), d.GetDigest()
+			s.Current = s.Confirmed && d.GetDiffersSinceMs() == 0
+			if ms := d.GetDiffersSinceMs(); ms > 0 {
+				at := time.UnixMilli(ms).UTC()
+				s.DiffersSince = &at
+				s.Behind = s.Confirmed && now.Sub(at) >= repostate.ReplicaBehindAfter
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // freshInput is what key's freshness depends on; caller holds f.mu.
 func (f *Node) freshInput(key repokey.Key) classInput {
 	v, _ := f.view.Input(key)
 	in := classInput{Input: v}
 	in.hinted, in.staleOwner = f.plan.HintPending(key), f.plan.Stale(key)
+	in.elsewhere, in.elsewhereCurrent = f.view.HeldElsewhere(key, f.n.ID())
 	return in
 }
 
@@ -309,7 +343,7 @@ func (b *backend) Catalog(ctx context.Context) (api.CatalogStatus, error) {
 	}
 	st := api.CatalogStatus{Commit: resp.GetCommit(), Repos: int(resp.GetRepos()), Problems: int(resp.GetProblems()),
 		ProblemLines: resp.GetProblemLines(), Error: resp.GetError(), ErrorClass: repostate.ClassFromWire(resp.GetErrorClass()), ErrorAt: msTime(resp.GetErrorAtMs()), URL: resp.GetUrl(),
-		UnderReplicated: int(resp.GetUnderReplicated())}
+		UnderReplicated: int(resp.GetUnderReplicated()), ReplicasBehind: int(resp.GetReplicasBehind())}
 	if t := msTime(resp.GetLastFetchMs()); t != nil {
 		st.LastFetch = *t
 	}

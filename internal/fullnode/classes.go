@@ -43,6 +43,9 @@ func (f *Node) classOf(key repokey.Key, st classInput) repoview.Class {
 	d, held := f.n.Digest(key)
 	fr := st.freshness(d, held && d != "")
 	cl.Current = fr.current() && f.held(key)
+	if !cl.Current && !(held && f.held(key)) {
+		cl.Current = st.currentElsewhere()
+	}
 	return cl
 }
 
@@ -53,6 +56,17 @@ type classInput struct {
 	repoview.Input
 	hinted     bool   // pullplan.Plan.HintPending
 	staleOwner string // pullplan.Plan.Stale
+	// Another replica holds it (repoview.View.HeldElsewhere): confirmed,
+	// and with the recorded digest.
+	elsewhere, elsewhereCurrent bool
+}
+
+// currentElsewhere tells whether the repository, which this node does
+// not serve, is current on the full tier: another replica holds the
+// recorded digest, which it verified against the upstream before it
+// served it, and no change is heard of since.
+func (in classInput) currentElsewhere() bool {
+	return in.elsewhereCurrent && !in.hinted && in.State == repostate.OK
 }
 
 // freshness is what current depends on, given the digest the full node

@@ -8,7 +8,9 @@
 // repositories placed on it (their replicas name it, or none are given)
 // from each one's owner through the owner's tunnel, checked against the
 // upstream (forged tips counted, owners revoked), the relay of git
-// requests for the others to a replica (relay.go), the full node's own
+// requests and of a repository's reads (its API detail and log, its
+// status and badge) for the others to a replica, and the answers to those
+// relayed to it (relay.go), the full node's own
 // word on freshness (verified_at, change hints, spot checks), the
 // tunnels' credentials, the pack cache,
 // the retention of removed repositories, the full-disk policy, the alerts,
@@ -169,6 +171,7 @@ func (f *Node) attach(n *node.Node) (node.Role, error) {
 	if f.packs != nil {
 		n.SetTunnelCache(f.packs) // what another full node relays to this one
 	}
+	n.SetTunnelReads(f.relayedReads()) // relay.go
 	token, err := apiToken(f.cfg.DataDir, f.cfg.API.Token, f.log)
 	if err != nil {
 		return nil, err

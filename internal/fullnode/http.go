@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
@@ -51,7 +52,7 @@ func (f *Node) publicHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", metrics.Handler(f.cfg.Metrics, f.log))
-	mux.Handle("/api/", f.api)
+	mux.Handle("/api/", f.relayReads(f.api, f.api.RepoOf, f.api.RelayHeaders)) // relay.go
 	mux.Handle("/hooks/", f.api)
 	overview := f.mountConsole(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -69,9 +70,10 @@ func (f *Node) publicHandler() http.Handler {
 
 // mountConsole serves the operator's console (package console, fed by
 // console.go): the overview at / and its pages under /-/, which no
-// repository key can start with.
+// repository key can start with; a repository's public status and badge
+// are relayed to a replica when this node does not serve it (relay.go).
 func (f *Node) mountConsole(mux *http.ServeMux) func(w http.ResponseWriter, r *http.Request) bool {
-	mux.Handle("/-/", f.console)
+	mux.Handle("/-/", f.relayReads(f.console, console.RepoOf, noHeaders))
 	return func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path != "/" {
 			return false

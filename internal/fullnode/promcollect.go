@@ -68,6 +68,7 @@ var (
 		"1 while removals held by purge protection (too many within the purge window) wait for confirmation.", nil, nil)
 	descProblems     = prometheus.NewDesc("gitfleet_catalog_problems", "Catalog entries skipped as bad.", nil, nil)
 	descCatalogRepos = prometheus.NewDesc("gitfleet_catalog_repos", "Repositories in the applied catalog, with those added through the API.", nil, nil)
+	descReplBehind   = prometheus.NewDesc("gitfleet_tier_replicas_behind", "Replicas on the full tier whose refs have differed from the recorded state for longer than a pull takes (as the coordinator counts the full nodes' digests).", nil, nil)
 	descUnderRepl    = prometheus.NewDesc("gitfleet_tier_under_replicated_repos", "Repositories held by fewer full nodes than --full-replicas (as the coordinator counts the full nodes' confirmations).", nil, nil)
 	descPullQueue    = prometheus.NewDesc("gitfleet_pull_queue", "Repositories waiting for a pull from their owner (pending), and being pulled (running).", []string{"state"}, nil)
 	descAlertEvals   = prometheus.NewDesc("gitfleet_alert_evaluations_total", "Evaluations of the alert rules (every --alert-interval).", nil, nil)
@@ -75,7 +76,7 @@ var (
 
 func describeFull(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRepos, descReposTotal, descReposCurrent, descReposStale, descStaleReports, descTunnels, descMismatches, descDiskUsed,
-		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descUnderRepl, descPullQueue, descAlertEvals} {
+		descDiskTotal, descDiskFull, descDiskWait, descNodes, descPurge, descProblems, descCatalogRepos, descUnderRepl, descReplBehind, descPullQueue, descAlertEvals} {
 		ch <- d
 	}
 }
@@ -137,5 +138,6 @@ func (f *Node) collect(ch chan<- prometheus.Metric) {
 		gauge(descProblems, float64(cat.Problems))
 		gauge(descCatalogRepos, float64(cat.Repos))
 		gauge(descUnderRepl, float64(cat.UnderReplicated))
+		gauge(descReplBehind, float64(cat.ReplicasBehind))
 	}
 }

@@ -25,7 +25,8 @@ func (h *Handler) relayTo(key repokey.Key) http.Handler {
 // then it waits its client's turn in the fair queue and holds that share
 // while the answer streams. It takes no upload-pack slot: no git runs
 // here. Each write to the client has the idle bound, so that a client
-// that stops reading frees its share.
+// that stops reading frees its share. The body read can be read again
+// (GetBody): the relay may pass a replica over for the next.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, key, ep string, body *requestBody, v2 bool, to http.Handler) {
 	var data []byte
 	if ep == "git-upload-pack" {
@@ -48,6 +49,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, key, ep string, 
 	if data != nil {
 		r = r.Clone(r.Context())
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil } // for the next replica
 		r.Header.Del("Content-Encoding")
 		r.Header.Set("Content-Length", strconv.Itoa(len(data)))
 	}

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -175,6 +176,7 @@ type Node struct {
 	bw        *bandwidth.Limiter  // the volunteer's cap (nil: none), on upstreams' reads and tunnels' writes
 	traffic   *traffic            // the bytes moved today (volunteer.go)
 	packs     *gitserve.PackCache // the tunnels' answers share it (nil: none; SetTunnelCache)
+	reads     http.Handler        // what the tunnels answer besides git (nil: nothing; SetTunnelReads)
 
 	runCtx context.Context
 	id     uint32

@@ -119,11 +119,18 @@ func (n *Node) ServeFailed(key string, err error) {
 // costs the holder what one from the public does. Call it before Run.
 func (n *Node) SetTunnelCache(c *gitserve.PackCache) { n.packs = c }
 
+// SetTunnelReads has the tunnels answer what is not git with h: a full
+// node's per-repository reads that another full node relays to it (package
+// fullnode). A partial node sets none: its tunnels serve git only. Call it
+// before Run.
+func (n *Node) SetTunnelReads(h http.Handler) { n.reads = h }
+
 // tunnelHandler serves the node's own mirrors to full nodes through the
-// tunnels it opens to them (counted as served, and as today's uploads).
+// tunnels it opens to them (counted as served, and as today's uploads),
+// and what SetTunnelReads gave for the rest.
 func (n *Node) tunnelHandler() http.Handler {
 	served := n.met.addServed("full-node")
-	return metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Cache: n.packs,
+	git := metrics.CountBytes(&gitserve.Handler{Git: n.git, Log: n.log, OnFailure: n.ServeFailed, Cache: n.packs,
 		Resolve: func(key repokey.Key) (string, bool) {
 			if !n.mirror.Has(key) {
 				return "", false
@@ -133,4 +140,14 @@ func (n *Node) tunnelHandler() http.Handler {
 			}
 			return n.mirror.Path(key), true
 		}}, func(b int) { served(b); n.traffic.add(true, b) })
+	if n.reads == nil {
+		return git
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := gitserve.Match(r.URL.Path); ok {
+			git.ServeHTTP(w, r)
+			return
+		}
+		n.reads.ServeHTTP(w, r)
+	})
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
@@ -78,3 +79,7 @@ func (h TestHooks) Connect(client fleetv1.CoordinatorClient, id uint32, secret s
 	h.n.client, h.n.id, h.n.secret = client, id, secret
 	h.n.mu.Unlock()
 }
+
+// TunnelHandler is what the node serves through the tunnels it opens to
+// full nodes, as a session's tunnels serve it.
+func (h TestHooks) TunnelHandler() http.Handler { return h.n.tunnelHandler() }

@@ -16,6 +16,8 @@
 package repostate
 
 import (
+	"time"
+
 	"fmt"
 	"strings"
 )
@@ -29,6 +31,11 @@ func NotMirrored(key string) string { return "repository " + key + " is not mirr
 // a repository gone: its node parks it and checks it again once a day
 // (package schedule), and the coordinator reports it gone.
 const GoneAfter = 5
+
+// ReplicaBehindAfter is how long a replica on the full tier may report
+// another refs digest than the recorded one (or none since it changed)
+// before it counts as behind: longer than a pull of the change takes.
+const ReplicaBehindAfter = 10 * time.Minute
 
 // State is a repository's state as the API shows it: the coordinator's
 // verdict on its upstream (Pending to Unplaceable), or the full node's

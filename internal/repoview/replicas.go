@@ -3,6 +3,9 @@ package repoview
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // replicaSet is an index into a replicaSets table; 0 is the empty set.
@@ -45,4 +48,32 @@ func (t *replicaSets) members(i replicaSet) []uint32 {
 		return nil
 	}
 	return slices.Clone(t.sets[i])
+}
+
+// HeldElsewhere tells whether a replica of key other than self holds it
+// (served: one confirmed it) and holds the recorded state (current: one
+// confirmed it and reports the recorded digest), as the coordinator's
+// replica states say (a replica they do not name holds it).
+func (t *View) HeldElsewhere(key repokey.Key, self uint32) (served, current bool) {
+	v, ok := t.Entry(key)
+	if !ok || v.replicas == 0 {
+		return false, false
+	}
+	var differing []*fleetv1.ReplicaState
+	if v.extra != nil {
+		differing = v.extra.differing
+	}
+	for _, id := range t.sets.sets[v.replicas] {
+		if id == self {
+			continue
+		}
+		i := slices.IndexFunc(differing, func(s *fleetv1.ReplicaState) bool { return s.GetNode() == id })
+		switch {
+		case i < 0:
+			return true, true
+		case differing[i].GetConfirmed():
+			served = true
+		}
+	}
+	return served, false
 }

@@ -44,7 +44,8 @@ import (
 //   - the error text as one shared copy of its template, the repository's
 //     URL and key replaced by markers (package intern), since most errors
 //     of a fleet differ only by the repository they name;
-//   - attributes and fallback URLs, which few repositories have, apart.
+//   - attributes, fallback URLs and the replicas that do not hold the
+//     recorded state, which few repositories have, apart.
 //
 // Callers that need the whole state ask for a RepoState, which is built
 // for them (Get): a listing builds one per repository of its page.
@@ -80,6 +81,9 @@ type viewExtra struct {
 	fallbacks []string
 	digest    string // a digest that is not 32 hex digits
 	network   string // the fork network (RepoState.network), for the full node's object pools; its netIndex's name
+	// differing are the replicas that do not hold the recorded state
+	// (RepoState.replica_states): none while every replica holds it.
+	differing []*fleetv1.ReplicaState
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -164,7 +168,11 @@ func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) 
 	if net != "" {
 		x.network = t.netName(net) // the network's one copy of its name
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" {
+	for _, rs := range r.GetReplicaStates() {
+		x.differing = append(x.differing, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
+			Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
@@ -281,6 +289,10 @@ func (t *View) state(key repokey.Key, v Entry) *fleetv1.RepoState {
 		r.Attrs = maps.Clone(v.extra.attrs)
 		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
 		r.Network = v.extra.network
+		for _, rs := range v.extra.differing {
+			r.ReplicaStates = append(r.ReplicaStates, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
+				Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
+		}
 	}
 	return r
 }

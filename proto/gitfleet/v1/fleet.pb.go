@@ -234,8 +234,12 @@ type CatalogStatusResponse struct {
 	// they should be (--full-replicas, or every full node when there are
 	// no more); 0 while every full node holds everything.
 	UnderReplicated uint32 `protobuf:"varint,15,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Replicas on the full tier whose refs digest has differed from the
+	// recorded one for longer than a pull takes
+	// (repostate.ReplicaBehindAfter): each is a repair's to do.
+	ReplicasBehind uint32 `protobuf:"varint,16,opt,name=replicas_behind,json=replicasBehind,proto3" json:"replicas_behind,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CatalogStatusResponse) Reset() {
@@ -369,6 +373,13 @@ func (x *CatalogStatusResponse) GetErrorClass() uint32 {
 func (x *CatalogStatusResponse) GetUnderReplicated() uint32 {
 	if x != nil {
 		return x.UnderReplicated
+	}
+	return 0
+}
+
+func (x *CatalogStatusResponse) GetReplicasBehind() uint32 {
+	if x != nil {
+		return x.ReplicasBehind
 	}
 	return 0
 }
@@ -3100,7 +3111,12 @@ type RepoState struct {
 	// replica set on the full tier, --full-replicas of them), in placement
 	// order. A full node pulls only what names it (or has none), and relays
 	// a request for the rest to the first of them it reaches.
-	Replicas      []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// The replicas that do not hold the recorded state (digest) now: not
+	// confirmed yet, or confirmed with another refs digest than the one
+	// recorded. Empty while every replica holds it, which is the usual case:
+	// a repository costs nothing here then.
+	ReplicaStates []*ReplicaState `protobuf:"bytes,18,rep,name=replica_states,json=replicaStates,proto3" json:"replica_states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3254,6 +3270,88 @@ func (x *RepoState) GetReplicas() []uint32 {
 	return nil
 }
 
+func (x *RepoState) GetReplicaStates() []*ReplicaState {
+	if x != nil {
+		return x.ReplicaStates
+	}
+	return nil
+}
+
+// ReplicaState is one replica that does not hold a repository's recorded
+// state.
+type ReplicaState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  uint32                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The full node confirmed it holds the repository (a pull, its
+	// inventory).
+	Confirmed bool `protobuf:"varint,2,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
+	// The refs digest it last reported ("": none since the coordinator
+	// started), and since when it has differed from the recorded digest
+	// (unix ms; 0 when it holds it, or never confirmed).
+	Digest         string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	DiffersSinceMs int64  `protobuf:"varint,4,opt,name=differs_since_ms,json=differsSinceMs,proto3" json:"differs_since_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReplicaState) Reset() {
+	*x = ReplicaState{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaState) ProtoMessage() {}
+
+func (x *ReplicaState) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
+func (*ReplicaState) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ReplicaState) GetNode() uint32 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetConfirmed() bool {
+	if x != nil {
+		return x.Confirmed
+	}
+	return false
+}
+
+func (x *ReplicaState) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ReplicaState) GetDiffersSinceMs() int64 {
+	if x != nil {
+		return x.DiffersSinceMs
+	}
+	return 0
+}
+
 type RepoStates struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Repos         []*RepoState           `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
@@ -3263,7 +3361,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3373,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3386,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -3308,7 +3406,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3418,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3431,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -3354,7 +3452,7 @@ type ReportStandingRequest struct {
 
 func (x *ReportStandingRequest) Reset() {
 	*x = ReportStandingRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3464,7 @@ func (x *ReportStandingRequest) String() string {
 func (*ReportStandingRequest) ProtoMessage() {}
 
 func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3477,7 @@ func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandingRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReportStandingRequest) GetNodeId() uint32 {
@@ -3411,7 +3509,7 @@ type ReportStandingResponse struct {
 
 func (x *ReportStandingResponse) Reset() {
 	*x = ReportStandingResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3521,7 @@ func (x *ReportStandingResponse) String() string {
 func (*ReportStandingResponse) ProtoMessage() {}
 
 func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3534,7 @@ func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandingResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{43}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 // Standing tells a node what the full nodes counted against it, summed
@@ -3453,7 +3551,7 @@ type Standing struct {
 
 func (x *Standing) Reset() {
 	*x = Standing{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3465,7 +3563,7 @@ func (x *Standing) String() string {
 func (*Standing) ProtoMessage() {}
 
 func (x *Standing) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3478,7 +3576,7 @@ func (x *Standing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Standing.ProtoReflect.Descriptor instead.
 func (*Standing) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{44}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Standing) GetMismatches() uint64 {
@@ -3504,7 +3602,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x14\n" +
 	"\x12RevokeNodeResponse\"\x16\n" +
-	"\x14CatalogStatusRequest\"\xfa\x03\n" +
+	"\x14CatalogStatusRequest\"\xa3\x04\n" +
 	"\x15CatalogStatusResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x14\n" +
 	"\x05repos\x18\x02 \x01(\rR\x05repos\x12\x1a\n" +
@@ -3522,7 +3620,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rnext_fetch_ms\x18\r \x01(\x03R\vnextFetchMs\x12\x1f\n" +
 	"\verror_class\x18\x0e \x01(\rR\n" +
 	"errorClass\x12)\n" +
-	"\x10under_replicated\x18\x0f \x01(\rR\x0funderReplicated\"\xb2\x01\n" +
+	"\x10under_replicated\x18\x0f \x01(\rR\x0funderReplicated\x12'\n" +
+	"\x0freplicas_behind\x18\x10 \x01(\rR\x0ereplicasBehind\"\xb2\x01\n" +
 	"\x0eAddRepoRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12<\n" +
 	"\x05attrs\x18\x02 \x03(\v2&.gitfleet.v1.AddRepoRequest.AttrsEntryR\x05attrs\x12\x16\n" +
@@ -3734,7 +3833,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xc1\x04\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\x83\x05\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3754,11 +3853,17 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
 	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x14\n" +
 	"\x05class\x18\x10 \x01(\rR\x05class\x12\x1a\n" +
-	"\breplicas\x18\x11 \x03(\rR\breplicas\x1a8\n" +
+	"\breplicas\x18\x11 \x03(\rR\breplicas\x12@\n" +
+	"\x0ereplica_states\x18\x12 \x03(\v2\x19.gitfleet.v1.ReplicaStateR\rreplicaStates\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\fReplicaState\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\rR\x04node\x12\x1c\n" +
+	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12(\n" +
+	"\x10differs_since_ms\x18\x04 \x01(\x03R\x0ediffersSinceMs\":\n" +
 	"\n" +
 	"RepoStates\x12,\n" +
 	"\x05repos\x18\x01 \x03(\v2\x16.gitfleet.v1.RepoStateR\x05repos\"!\n" +
@@ -3807,7 +3912,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                      // 0: gitfleet.v1.Mode
 	(*RevokeNodeRequest)(nil),      // 1: gitfleet.v1.RevokeNodeRequest
@@ -3850,16 +3955,17 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*Drop)(nil),                   // 38: gitfleet.v1.Drop
 	(*CheckNow)(nil),               // 39: gitfleet.v1.CheckNow
 	(*RepoState)(nil),              // 40: gitfleet.v1.RepoState
-	(*RepoStates)(nil),             // 41: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),            // 42: gitfleet.v1.RepoRemoved
-	(*ReportStandingRequest)(nil),  // 43: gitfleet.v1.ReportStandingRequest
-	(*ReportStandingResponse)(nil), // 44: gitfleet.v1.ReportStandingResponse
-	(*Standing)(nil),               // 45: gitfleet.v1.Standing
-	nil,                            // 46: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                            // 47: gitfleet.v1.RepoState.AttrsEntry
+	(*ReplicaState)(nil),           // 41: gitfleet.v1.ReplicaState
+	(*RepoStates)(nil),             // 42: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),            // 43: gitfleet.v1.RepoRemoved
+	(*ReportStandingRequest)(nil),  // 44: gitfleet.v1.ReportStandingRequest
+	(*ReportStandingResponse)(nil), // 45: gitfleet.v1.ReportStandingResponse
+	(*Standing)(nil),               // 46: gitfleet.v1.Standing
+	nil,                            // 47: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                            // 48: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	46, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	47, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -3875,44 +3981,45 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	37, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
 	38, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
 	39, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	41, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	42, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	42, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	43, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
 	34, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
 	32, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
 	31, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
 	28, // 21: gitfleet.v1.CoordinatorMessage.feed_status:type_name -> gitfleet.v1.FeedStatus
-	45, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
+	46, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
 	29, // 23: gitfleet.v1.FeedStatus.hosts:type_name -> gitfleet.v1.FeedHost
 	30, // 24: gitfleet.v1.FeedHost.tokens:type_name -> gitfleet.v1.TokenBudget
 	33, // 25: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
 	36, // 26: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	47, // 27: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	40, // 28: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 29: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 30: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 31: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 32: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 33: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 34: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 35: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 36: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 37: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	43, // 38: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
-	18, // 39: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 40: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 41: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 42: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 43: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 44: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 45: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 46: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 47: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	44, // 48: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
-	39, // [39:49] is the sub-list for method output_type
-	29, // [29:39] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	48, // 27: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	41, // 28: gitfleet.v1.RepoState.replica_states:type_name -> gitfleet.v1.ReplicaState
+	40, // 29: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 30: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 31: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 32: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 33: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 34: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 35: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 36: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 37: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 38: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	44, // 39: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
+	18, // 40: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 41: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 42: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 43: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 44: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 45: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 46: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 47: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 48: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	45, // 49: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
+	40, // [40:50] is the sub-list for method output_type
+	30, // [30:40] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -3946,7 +4053,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
