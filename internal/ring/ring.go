@@ -474,38 +474,47 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 		clear(seen)
 		return past
 	}
-	always := func(int) int { return math.MaxInt }
-	plain := func(ref keyRef) []int {
-		pick(ref.hash, 0, always)
-		return chosen
-	}
 	// reserved is the weight of the light units still to place on their
-	// plain members.
+	// plain members, which plain keeps (k a light unit, in its order).
+	always := func(int) int { return math.MaxInt }
 	reserved := make([]int, len(r.members))
+	plain := make([]int32, 0, len(light)*k)
 	for _, ref := range light {
-		for _, o := range plain(ref) {
+		pick(ref.hash, 0, always)
+		for _, o := range chosen {
 			reserved[o] += weight(ref)
+			plain = append(plain, int32(o))
 		}
 	}
 	free := func(o int) int { return room[o] - reserved[o] }
-	place := func(ref keyRef) {
-		w := weight(ref)
-		if pick(ref.hash, w, free) {
-			displaced = true
-		}
+	put := func(ref keyRef) {
 		for i, o := range chosen {
-			room[o] -= w
+			room[o] -= weight(ref)
 			out[int(ref.index)*k+i] = r.members[o].ID
 		}
 	}
 	for _, ref := range heavy {
-		place(ref)
-	}
-	for _, ref := range light {
-		for _, o := range plain(ref) {
-			reserved[o] -= weight(ref) // its own reserve is room for it
+		if pick(ref.hash, weight(ref), free) {
+			displaced = true
 		}
-		place(ref)
+		put(ref)
+	}
+	for i, ref := range light {
+		w, ps := weight(ref), plain[i*k:(i+1)*k]
+		chosen = chosen[:0]
+		for _, o := range ps {
+			reserved[o] -= w // its own reserve is room for it
+			chosen = append(chosen, int(o))
+		}
+		for _, o := range ps {
+			if free(int(o)) < w {
+				if pick(ref.hash, w, free) {
+					displaced = true
+				}
+				break
+			}
+		}
+		put(ref)
 	}
 	return out, k, displaced
 }
