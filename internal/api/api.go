@@ -244,6 +244,11 @@ type Node struct {
 	// and no confirmations, while every full node holds everything.
 	TierRepos     int `json:"tier_repos,omitempty"`
 	TierHeldRepos int `json:"tier_held_repos,omitempty"`
+	// The same in bytes, as the tier weighs them: the sizes full nodes
+	// reported (an owner's until a full node pulled the repository), each
+	// repository at least 64 KiB.
+	TierBytes     uint64 `json:"tier_bytes,omitempty"`
+	TierHeldBytes uint64 `json:"tier_held_bytes,omitempty"`
 }
 
 // Transition is one change of a node's state.

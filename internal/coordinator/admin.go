@@ -272,9 +272,10 @@ func (c *Coordinator) ListNodes(ctx context.Context, _ *fleetv1.ListNodesRequest
 			n.Mode = rec.Mode
 		}
 		if l, ok := tier.loads[st.ID]; ok {
-			n.TierRepos, n.TierHeldRepos = uint32(l.Weight), uint32(l.HeldWeight)
+			n.TierRepos, n.TierHeldRepos = uint32(l.Repos), uint32(l.HeldRepos)
+			n.TierBytes, n.TierHeldBytes = uint64(l.Weight)*1024, uint64(l.HeldWeight)*1024 // weights are KiB
 		} else if tier.everyone && rec != nil && rec.full() {
-			n.TierRepos = uint32(c.engine.Len())
+			n.TierRepos, n.TierBytes = uint32(c.engine.Len()), c.tierAllBytes()
 		}
 		if s := c.sessions[st.ID]; s != nil && s.disk != nil {
 			n.DiskUsedBytes, n.DiskTotalBytes = s.disk.GetDiskUsedBytes(), s.disk.GetDiskTotalBytes()

@@ -463,6 +463,9 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		c.engine.SetNetworks(nets)
 		c.engine.AddKeys(keys...)
 	}
+	for _, st := range stored {
+		c.engine.SetSize(st.key, st.rec.Size) // the tier weighs units by them
+	}
 	if err := c.restoreTier(ctx); err != nil {
 		return err
 	}
@@ -922,6 +925,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		}
 		rec := r.record(k)
 		rec.Roots, rec.Network, rec.Parent = c.nets.Roots(k), c.nets.Of(k), c.nets.Parent(k)
+		rec.Size = c.engine.Size(k)
 		b, _ := json.Marshal(rec)
 		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
 	}

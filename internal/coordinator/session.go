@@ -307,6 +307,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if res.GetOk() {
 			c.tierConfirm(id, key)
 			c.replicaReport(id, key, res.GetDigest(), c.clk.Now())
+			c.reportedSize(id, c.isFull(id), key, res.GetSizeBytes()) // tiersize.go
 		}
 		if res.GetRootsKnown() {
 			c.networkRoots(id, key, res.GetRoots())
@@ -333,6 +334,9 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		c.decide()
 	case id != owner:
 		return // a stale result from a former owner
+	}
+	if res.GetOk() {
+		c.reportedSize(id, c.isFull(id), key, res.GetSizeBytes())
 	}
 	if res.GetOk() && res.GetRootsKnown() {
 		// A full node that owns key reports its roots on its own checks

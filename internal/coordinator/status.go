@@ -162,6 +162,9 @@ type statusRecord struct {
 	Roots   []string `json:",omitempty"`
 	Network string   `json:",omitempty"`
 	Parent  string   `json:",omitempty"`
+	// Size is the repository's size as the full tier weighs it, packed
+	// (tiersize.go); 0: none reported.
+	Size uint16 `json:",omitempty"`
 }
 
 func (s *repoStatus) record(key string) statusRecord {

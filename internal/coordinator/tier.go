@@ -13,8 +13,8 @@ import (
 
 // The full tier: the rules live in placement.Tier (a pure engine); this
 // file feeds it the full nodes and the units (a fork network, or a
-// standalone repository, weighted by its repositories: the coordinator
-// knows no sizes yet) as the catalog and the networks change them,
+// standalone repository, weighted by its bytes: tiersize.go) as the
+// catalog, the networks and the repositories' sizes change them,
 // confirms what full nodes hold, and sends each repository's replicas with
 // its state (RepoState.replicas, and replica_states: replicastate.go). A full node pulls only the repositories
 // whose replicas name it (or have none); a copy it held before it stopped
@@ -40,10 +40,13 @@ func (c *Coordinator) tierKeys(unit string) []string {
 	return []string{unit}
 }
 
-// tierUnits returns every unit with its weight: its repositories.
+// tierUnits returns every unit with its weight: its bytes in KiB
+// (tierUnitBytes). Caller holds c.mu.
 func (c *Coordinator) tierUnits() map[string]int {
 	units := map[string]int{}
-	c.engine.Each(func(k string, _, _ uint32, _ bool) { units[c.tierUnit(k)]++ })
+	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+		units[c.tierUnit(k)] += int(max(sizeBytes(c.engine.Size(k)), sizeFloor) / 1024)
+	})
 	return units
 }
 
@@ -128,11 +131,7 @@ func (c *Coordinator) syncTier() {
 			c.tier.SetUnit(u, c.tierUnitWeight(u))
 		}
 		clear(c.tierTouched)
-		if w, n := c.tier.Weight(), c.engine.Len(); w != n {
-			// Every key is in one unit: a change that was not touched.
-			c.log.Warn("full tier: units out of step with the keys; giving them all again", "units_weight", w, "keys", n)
-			c.tierFeed()
-		}
+
 	}
 	for _, d := range c.tier.Decisions() {
 		c.tierDirty, c.tierShares = true, nil
@@ -194,24 +193,6 @@ func (c *Coordinator) tierTouchNetwork(key, from, to string) {
 	}
 }
 
-// tierUnitWeight is unit's weight now: its repositories, 0 if it is no
-// longer a unit. Caller holds c.mu.
-func (c *Coordinator) tierUnitWeight(unit string) int {
-	if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
-		w := 0
-		for _, k := range c.nets.Members(name) {
-			if c.engine.Has(k) {
-				w++
-			}
-		}
-		return w
-	}
-	if c.engine.Has(unit) && c.nets.Of(unit) == "" {
-		return 1
-	}
-	return 0
-}
-
 // tierConfirm records that full node id holds key. Caller holds c.mu.
 func (c *Coordinator) tierConfirm(id uint32, key string) {
 	if unit := c.tierUnit(key); c.tier != nil && c.tier.Confirm(id, unit) {
@@ -232,8 +213,8 @@ func (c *Coordinator) replicas(key string) []uint32 {
 }
 
 // tierShares is what the API shows of the tier: each member's share
-// (placement.TierLoad, in repositories: a unit weighs its repositories),
-// and the repositories confirmed on fewer full nodes than they should be.
+// (placement.TierLoad: units, and their weight in KiB), and the units
+// confirmed on fewer full nodes than they should be.
 // everyone: every full node is to hold everything (the tier places
 // nothing, and confirms nothing).
 type tierShares struct {
@@ -252,8 +233,13 @@ func (c *Coordinator) tierLoads() tierShares {
 		return tierShares{everyone: true}
 	}
 	if c.tierShares == nil {
-		loads, _, under := c.tier.Loads()
-		c.tierShares = &tierShares{loads: loads, under: under}
+		loads, under := c.tier.LoadsCounting(func(unit string) int {
+			if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
+				return c.nets.Size(name)
+			}
+			return 1
+		})
+		c.tierShares = &tierShares{loads: loads, under: under.Repos}
 	}
 	return *c.tierShares
 }

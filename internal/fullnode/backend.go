@@ -317,7 +317,8 @@ func (b *backend) Nodes(ctx context.Context) ([]api.Node, error) {
 			Repos: int(n.GetRepos()), DiskUsed: n.GetDiskUsedBytes(), DiskTotal: n.GetDiskTotalBytes(), Flapping: n.GetFlapping(),
 			Unhealthy: n.GetUnhealthy(), Capacity: n.GetCapacity(), EffectiveWeight: n.GetEffectiveWeight(),
 			EffectiveGraceSeconds: float64(n.GetEffectiveGraceMs()) / 1000, Mismatches: b.f.mismatchCount(n.GetId()),
-			StaleReports: b.f.staleReportCount(n.GetId()), TierRepos: int(n.GetTierRepos()), TierHeldRepos: int(n.GetTierHeldRepos())}
+			StaleReports: b.f.staleReportCount(n.GetId()), TierRepos: int(n.GetTierRepos()), TierHeldRepos: int(n.GetTierHeldRepos()),
+			TierBytes: n.GetTierBytes(), TierHeldBytes: n.GetTierHeldBytes()}
 		if ms := n.GetLastHeartbeatMs(); ms > 0 {
 			an.LastHeartbeat = time.UnixMilli(ms).UTC()
 		}

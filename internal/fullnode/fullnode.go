@@ -538,6 +538,9 @@ func (f *Node) pull(ctx context.Context, key repokey.Key, st *fleetv1.RepoState)
 	r := &fleetv1.CheckResult{Key: key.String(), CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
 		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
+	if res.Changed || res.Cloned {
+		r.SizeBytes = f.n.MirrorSize(k)
+	}
 	// The roots the coordinator tells networks by: a full node's, on its
 	// served result, are the ones it trusts.
 	if roots, err := f.mirror.Roots(ctx, k, res); err == nil {

@@ -156,6 +156,9 @@ func (n *Node) check(ctx context.Context, key string) {
 		}
 		out.ChangeTimes = n.changeTimes(k, res)
 		if res.Changed || res.Cloned {
+			r.SizeBytes = n.MirrorSize(k)
+		}
+		if res.Changed || res.Cloned {
 			n.SetDigest(k, r.Digest)
 			n.log.Info("mirror updated", "key", key, "cloned", res.Cloned, "digest", r.Digest)
 		} else if d, _ := n.Digest(k); d != r.Digest {

@@ -40,3 +40,14 @@ func (n *Node) refuseAssignment(key, url, want string, err error) {
 	n.Report(&fleetv1.CheckResult{Key: key, CheckedAtMs: n.clk.Now().UnixMilli(),
 		Error: "refused by node: " + err.Error(), ErrorClass: "refused", Class: uint32(PublicClass(err))})
 }
+
+// MirrorSize is key's mirror's size on disk as the coordinator weighs the
+// full tier by it (mirror.Store.Size), 0 if it cannot be read.
+func (n *Node) MirrorSize(key repokey.Key) uint64 {
+	size, err := n.mirror.Size(key)
+	if err != nil {
+		n.log.Warn("could not measure the mirror", "key", key, "err", err)
+		return 0
+	}
+	return uint64(size)
+}

@@ -36,3 +36,32 @@ func (e *Engine) Key(key string) (string, bool) {
 	}
 	return e.keys[i].key, true
 }
+
+// Size returns the figure SetSize kept for key, 0 if none or if the
+// engine does not have key.
+func (e *Engine) Size(key string) uint16 {
+	i, ok := e.index.get(e.keys, key)
+	if !ok {
+		return 0
+	}
+	return e.keys[i].size
+}
+
+// SetSize keeps a 16-bit figure for key (the coordinator's: the
+// repository's size, as the full tier weighs it), in its record's spare
+// bytes; the engine places nothing by it, and its snapshots leave it out.
+// It reports whether key is the engine's.
+func (e *Engine) SetSize(key string, size uint16) bool {
+	i, ok := e.index.get(e.keys, key)
+	if ok {
+		e.keys[i].size = size
+	}
+	return ok
+}
+
+// EachSize calls fn with every key's SetSize figure (0 for none).
+func (e *Engine) EachSize(fn func(size uint16)) {
+	for i := range e.keys {
+		fn(e.keys[i].size)
+	}
+}

@@ -172,6 +172,10 @@ type keyState struct {
 	place  uint32 // bounded-load placement without overrides; 0 without members
 	flags  uint8
 	inNet  bool // placed with its fork network (network.go)
+	// size is the caller's 16-bit figure of the key (the coordinator: its
+	// repository's size, as the full tier weighs it), kept in the spare
+	// bytes of the record: it costs nothing a key.
+	size uint16
 }
 
 // Per-key flags. A key with a target is either queued (waiting for a slot

@@ -144,6 +144,14 @@ func (t *Tier) Len() int { return len(t.names) }
 // Weight returns the units' total weight.
 func (t *Tier) Weight() int { return t.sum }
 
+// WeightOf returns unit name's weight, 0 if the tier does not have it.
+func (t *Tier) WeightOf(name string) int {
+	if i, ok := t.index.get(t.names, name); ok {
+		return t.weights[i]
+	}
+	return 0
+}
+
 // incremental reports whether a unit can be placed alone.
 func (t *Tier) incremental() bool { return t.plain && !t.dirty && !t.Everyone() }
 
@@ -512,36 +520,67 @@ func (t *Tier) Held() map[uint32][2]int {
 }
 
 // TierLoad is a member's share of the tier: the units it is to hold
-// (desired replicas, as last placed) and their weight, and those it
-// confirmed it holds.
+// (desired replicas, as last placed), their weight and their repositories,
+// and the same of those it confirmed it holds.
 type TierLoad struct {
-	Units, Weight         int
-	HeldUnits, HeldWeight int
+	Units, Weight, Repos             int
+	HeldUnits, HeldWeight, HeldRepos int
 }
 
 // Loads returns each member's TierLoad, and the units (and their weight)
 // confirmed on fewer members than they should be on: Replicas, or every
-// member when there are no more. It walks every unit.
+// member when there are no more. It walks every unit; a unit counts as one
+// repository.
 func (t *Tier) Loads() (loads map[uint32]TierLoad, underUnits, underWeight int) {
+	loads, under := t.LoadsCounting(nil)
+	return loads, under.Units, under.Weight
+}
+
+// LoadsCounting is Loads with each unit's repositories counted by repos
+// (a unit is one if repos is nil); under is the units confirmed on fewer
+// members than they should be on, in its Units, Weight and Repos.
+func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]TierLoad, under TierLoad) {
 	loads = make(map[uint32]TierLoad, len(t.members))
-	for id, h := range t.Held() {
-		loads[id] = TierLoad{Units: h[0], Weight: h[1]}
+	count := func(i int) int {
+		if repos == nil {
+			return 1
+		}
+		return repos(t.names[i])
 	}
 	need := min(t.cfg.Replicas, len(t.members))
-	for i, h := range t.held {
-		held := t.sets.get(h)
+	for i := range t.names {
+		n, w := count(i), t.weights[i]
+		if t.Everyone() {
+			for _, m := range t.members {
+				l := loads[m.ID]
+				l.Units, l.Weight, l.Repos = l.Units+1, l.Weight+w, l.Repos+n
+				loads[m.ID] = l
+			}
+		} else {
+			for _, id := range t.sets.get(t.want[i]) {
+				l := loads[id]
+				l.Units, l.Weight, l.Repos = l.Units+1, l.Weight+w, l.Repos+n
+				loads[id] = l
+			}
+		}
+		held := t.sets.get(t.held[i])
 		for _, id := range held {
 			l := loads[id]
-			l.HeldUnits++
-			l.HeldWeight += t.weights[i]
+			l.HeldUnits, l.HeldWeight, l.HeldRepos = l.HeldUnits+1, l.HeldWeight+w, l.HeldRepos+n
 			loads[id] = l
 		}
 		if len(held) < need {
-			underUnits++
-			underWeight += t.weights[i]
+			under.Units, under.Weight, under.Repos = under.Units+1, under.Weight+w, under.Repos+n
 		}
 	}
-	return loads, underUnits, underWeight
+	if t.Everyone() {
+		for _, m := range t.members {
+			if _, ok := loads[m.ID]; !ok {
+				loads[m.ID] = TierLoad{}
+			}
+		}
+	}
+	return loads, under
 }
 
 // setTable interns the sets of members: a unit keeps the ID of each of its

@@ -367,23 +367,46 @@ func (r *Ring) PlaceUnits(units []Unit) (owners []uint32, displaced bool) {
 // PlaceReplicas places every unit on n distinct members (all members if
 // there are fewer), under a load bound in weight: member m may hold at
 // most ceil(LoadFactor * m.Weight / total weight * n * the total weight
-// of the units) (ReplicaBounds). Units are taken in ascending order of
-// (Hash(Name), Name); each goes to the first n distinct members clockwise
-// from its position that have room for its whole weight, and, if fewer
-// than n have, to those with the most room among the others. Weighted by
-// bytes, the bound balances bytes, which counting keys does not when
-// sizes are heavy-tailed (see package placement/sim). The result is flat:
-// the members of unit i, in the order chosen, are out[i*k:(i+1)*k], where
-// k is n or the number of members if that is smaller (k = 0 without
-// members).
+// of the units) (ReplicaBounds). Weighted by bytes, the bound balances
+// bytes, which counting keys does not when sizes are heavy-tailed (see
+// package placement/sim). The result is flat: the members of unit i, in
+// the order chosen, are out[i*k:(i+1)*k], where k is n or the number of
+// members if that is smaller (k = 0 without members).
 //
-// When no member holds more than its bound with each unit on its first k
-// distinct members clockwise (LookupN), every unit goes there: the bound
-// then changes nothing, and a unit's members do not depend on the others.
+// A unit's plain members are its first k distinct members clockwise
+// (LookupN). The units are placed in three passes, so that the bound
+// displaces as few units as it can, and the same ones whatever changed
+// elsewhere on the ring:
+//
+//  1. The light units (each weighing at most a hundredth of a member's
+//     mean share) reserve their weight on their plain members.
+//  2. The heavy units, heaviest first (ties by (Hash(Name), Name)), each go
+//     to the first k distinct members clockwise that have room for its
+//     whole weight under the bound beside the reserve there, and, if
+//     fewer than k have, to those with the most such room among the
+//     others.
+//  3. The light units, heaviest first (ties likewise), each take back its
+//     reserve and go the same way.
+//
+// Where the heavy units fit beside the reserve, every light unit goes to
+// its plain members: a member lost or joined moves the light units it
+// held or takes and no others, and the bound moves only heavy units, of
+// which there are at most a hundred per member of weight 1. A member that
+// a heavy unit put over its room anyway sheds its heaviest light units
+// (the fewest units for the weight) to members with room beyond their
+// own reserve, which shed none of theirs.
+//
+// When no member holds more than its bound with each unit on its plain
+// members, every unit goes there: the bound then changes nothing, and a
+// unit's members do not depend on the others.
 func (r *Ring) PlaceReplicas(units []Unit, n int) (out []uint32, k int) {
 	out, k, _ = r.PlaceReplicasDisplaced(units, n)
 	return out, k
 }
+
+// heavyShare is the fraction of a member's mean share above which a unit
+// is heavy to PlaceReplicas: placed before the others, by weight.
+const heavyShare = 100
 
 // PlaceReplicasDisplaced is PlaceReplicas, and reports whether the bound
 // sent any unit elsewhere than its first k distinct members clockwise.
@@ -395,26 +418,38 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 	}
 	refs, sum := unitOrder(units)
 	room := r.ReplicaBounds(k, sum)
+	weight := func(ref keyRef) int { return max(units[ref.index].Weight, 0) }
+	heavyOver := sum * float64(k) / float64(len(r.members)) / heavyShare
+	var heavy, light []keyRef
+	for _, ref := range refs {
+		if float64(weight(ref)) > heavyOver {
+			heavy = append(heavy, ref)
+		} else {
+			light = append(light, ref)
+		}
+	}
+	// Stable sorts keep the (Hash(Name), Name) order among equal weights.
+	slices.SortStableFunc(heavy, func(a, b keyRef) int { return cmp.Compare(weight(b), weight(a)) })
+	slices.SortStableFunc(light, func(a, b keyRef) int { return cmp.Compare(weight(b), weight(a)) })
+
 	out = make([]uint32, len(units)*k)
 	chosen := make([]int, 0, k)
 	seen := make([]bool, len(r.members))
-	p := 0
-	for _, ref := range refs {
-		for p < len(r.points) && r.points[p] < ref.hash {
-			p++
-		}
-		j := p % len(r.points)
-		w := max(units[ref.index].Weight, 0)
+	// pick fills chosen with the first k distinct members clockwise from
+	// h whose free(o) is at least w, then with the others of most free;
+	// it reports whether it went past a plain member.
+	pick := func(h uint64, w int, free func(o int) int) (past bool) {
 		chosen = chosen[:0]
 		met := 0
+		j := r.successor(h)
 		for steps := 0; len(chosen) < k && met < len(r.members) && steps < len(r.points); steps++ {
 			if o := int(r.owners[j]); !seen[o] {
 				seen[o] = true
 				met++
-				if room[o] >= w {
+				if free(o) >= w {
 					chosen = append(chosen, o)
 				} else {
-					displaced = true
+					past = true
 				}
 			}
 			if j++; j == len(r.points) {
@@ -426,11 +461,10 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 			seen[o] = true
 		}
 		for len(chosen) < k {
-			// Nobody else has room for it: the others with the most room.
-			displaced = true
+			past = true
 			most := -1
 			for o := range r.members {
-				if !seen[o] && (most < 0 || room[o] > room[most]) {
+				if !seen[o] && (most < 0 || free(o) > free(most)) {
 					most = o
 				}
 			}
@@ -438,10 +472,49 @@ func (r *Ring) PlaceReplicasDisplaced(units []Unit, n int) (out []uint32, k int,
 			chosen = append(chosen, most)
 		}
 		clear(seen)
+		return past
+	}
+	// reserved is the weight of the light units still to place on their
+	// plain members, which plain keeps (k a light unit, in its order).
+	always := func(int) int { return math.MaxInt }
+	reserved := make([]int, len(r.members))
+	plain := make([]int32, 0, len(light)*k)
+	for _, ref := range light {
+		pick(ref.hash, 0, always)
+		for _, o := range chosen {
+			reserved[o] += weight(ref)
+			plain = append(plain, int32(o))
+		}
+	}
+	free := func(o int) int { return room[o] - reserved[o] }
+	put := func(ref keyRef) {
 		for i, o := range chosen {
-			room[o] -= w
+			room[o] -= weight(ref)
 			out[int(ref.index)*k+i] = r.members[o].ID
 		}
+	}
+	for _, ref := range heavy {
+		if pick(ref.hash, weight(ref), free) {
+			displaced = true
+		}
+		put(ref)
+	}
+	for i, ref := range light {
+		w, ps := weight(ref), plain[i*k:(i+1)*k]
+		chosen = chosen[:0]
+		for _, o := range ps {
+			reserved[o] -= w // its own reserve is room for it
+			chosen = append(chosen, int(o))
+		}
+		for _, o := range ps {
+			if free(int(o)) < w {
+				if pick(ref.hash, w, free) {
+					displaced = true
+				}
+				break
+			}
+		}
+		put(ref)
 	}
 	return out, k, displaced
 }

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -463,5 +464,57 @@ func TestPlaceReplicasIsDistinctAndBoundedByWeight(t *testing.T) {
 	}
 	if _, k := New([]Member{{ID: 7, Weight: 1}}, Options{}).PlaceReplicas(units, 2); k != 1 {
 		t.Errorf("one member, 2 replicas: k = %d, want 1", k)
+	}
+}
+
+// heavyTailedUnits returns n units whose weights are drawn from a
+// lognormal of the given sigma (seeded), as repository sizes are.
+func heavyTailedUnits(n int, sigma float64) []Unit {
+	rng := rand.New(rand.NewPCG(1, 2))
+	units := make([]Unit, n)
+	for i := range units {
+		units[i] = Unit{Name: fmt.Sprintf("host.example/r/%d", i), Weight: 1 + int(1000*math.Exp(sigma*rng.NormFloat64()))}
+	}
+	return units
+}
+
+// With sizes heavy-tailed enough that the bound binds, a lost member's
+// replicas move and, besides them, only a few heavy units: no light unit
+// that the lost member did not hold changes members, and the replicas
+// made stay within 1.05 of the lost member's. Placed in the order of
+// the units' hashes, the bound's cascade moved 1.2 times as many.
+func TestPlaceReplicasLossMovesTheLostMembersReplicas(t *testing.T) {
+	units := heavyTailedUnits(20000, 2.5)
+	members := equalMembers(20)
+	before, k, displaced := New(members, Options{LoadFactor: 1.1}).PlaceReplicasDisplaced(units, 2)
+	if !displaced {
+		t.Fatal("the bound displaced nothing: the test does not test the bound")
+	}
+	after, _, _ := New(members[1:], Options{LoadFactor: 1.1}).PlaceReplicasDisplaced(units, 2)
+	var sum float64
+	for _, u := range units {
+		sum += float64(u.Weight)
+	}
+	heavy := sum * 2 / 20 / heavyShare
+	lost, made, lightMoved := 0, 0, 0
+	for i, u := range units {
+		was, is := before[i*k:(i+1)*k], after[i*k:(i+1)*k]
+		if slices.Contains(was, 1) {
+			lost++
+		}
+		for _, id := range is {
+			if !slices.Contains(was, id) {
+				made++
+			}
+		}
+		if !slices.Contains(was, 1) && float64(u.Weight) <= heavy && !slices.Equal(slices.Sorted(slices.Values(was)), slices.Sorted(slices.Values(is))) {
+			lightMoved++
+		}
+	}
+	if lightMoved > 0 {
+		t.Errorf("%d light units that member 1 did not hold changed members", lightMoved)
+	}
+	if float64(made) > 1.05*float64(lost) {
+		t.Errorf("the loss made %d replicas, %.3f times the %d member 1 held", made, float64(made)/float64(lost), lost)
 	}
 }

@@ -815,6 +815,10 @@ type NodeInfo struct {
 	// every full node holds everything: the tier then places nothing).
 	TierRepos     uint32 `protobuf:"varint,17,opt,name=tier_repos,json=tierRepos,proto3" json:"tier_repos,omitempty"`
 	TierHeldRepos uint32 `protobuf:"varint,18,opt,name=tier_held_repos,json=tierHeldRepos,proto3" json:"tier_held_repos,omitempty"`
+	// The same in bytes: the sizes full nodes reported (an owner's until a
+	// full node pulled the repository), each at least 64 KiB.
+	TierBytes     uint64 `protobuf:"varint,19,opt,name=tier_bytes,json=tierBytes,proto3" json:"tier_bytes,omitempty"`
+	TierHeldBytes uint64 `protobuf:"varint,20,opt,name=tier_held_bytes,json=tierHeldBytes,proto3" json:"tier_held_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -971,6 +975,20 @@ func (x *NodeInfo) GetTierRepos() uint32 {
 func (x *NodeInfo) GetTierHeldRepos() uint32 {
 	if x != nil {
 		return x.TierHeldRepos
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetTierBytes() uint64 {
+	if x != nil {
+		return x.TierBytes
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetTierHeldBytes() uint64 {
+	if x != nil {
+		return x.TierHeldBytes
 	}
 	return 0
 }
@@ -1813,7 +1831,11 @@ type CheckResult struct {
 	// Why the check failed, as anyone may see it: a repostate.Class's number
 	// (0: none said; a number the reader does not know reads as "failed").
 	// error_class is git's finer word, for the node's logs and metrics.
-	Class         uint32 `protobuf:"varint,15,opt,name=class,proto3" json:"class,omitempty"`
+	Class uint32 `protobuf:"varint,15,opt,name=class,proto3" json:"class,omitempty"`
+	// The mirror's bytes on disk after a check that changed it (0: not
+	// said): its own files, and a fork network member's part of the pool.
+	// The full tier weighs repositories by it.
+	SizeBytes     uint64 `protobuf:"varint,16,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1949,6 +1971,13 @@ func (x *CheckResult) GetRootsKnown() bool {
 func (x *CheckResult) GetClass() uint32 {
 	if x != nil {
 		return x.Class
+	}
+	return 0
+}
+
+func (x *CheckResult) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
 	}
 	return 0
 }
@@ -3647,7 +3676,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eNodeTransition\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x13\n" +
-	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xf7\x04\n" +
+	"\x05at_ms\x18\x03 \x01(\x03R\x04atMs\"\xbe\x05\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -3668,7 +3697,10 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rrevoked_at_ms\x18\x10 \x01(\x03R\vrevokedAtMs\x12\x1d\n" +
 	"\n" +
 	"tier_repos\x18\x11 \x01(\rR\ttierRepos\x12&\n" +
-	"\x0ftier_held_repos\x18\x12 \x01(\rR\rtierHeldRepos\"e\n" +
+	"\x0ftier_held_repos\x18\x12 \x01(\rR\rtierHeldRepos\x12\x1d\n" +
+	"\n" +
+	"tier_bytes\x18\x13 \x01(\x04R\ttierBytes\x12&\n" +
+	"\x0ftier_held_bytes\x18\x14 \x01(\x04R\rtierHeldBytes\"e\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.gitfleet.v1.NodeInfoR\x05nodes\x12#\n" +
 	"\rpending_purge\x18\x02 \x01(\tR\fpendingPurge\"\x15\n" +
@@ -3727,7 +3759,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\x8f\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xae\x03\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3747,7 +3779,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x05roots\x18\r \x03(\tR\x05roots\x12\x1f\n" +
 	"\vroots_known\x18\x0e \x01(\bR\n" +
 	"rootsKnown\x12\x14\n" +
-	"\x05class\x18\x0f \x01(\rR\x05class\"\x84\x05\n" +
+	"\x05class\x18\x0f \x01(\rR\x05class\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x10 \x01(\x04R\tsizeBytes\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
