@@ -74,3 +74,8 @@ func (k Key) Dir() string {
 // LogValue logs the key as the string it is, so that a Key in a log
 // record reads as a bare key did.
 func (k Key) LogValue() slog.Value { return slog.StringValue(string(k)) }
+
+// Clone returns a copy of the key that shares no memory with k: a key cut
+// from a Batch keeps the whole batch's string alive, which a key kept on
+// its own should not.
+func (k Key) Clone() Key { return Key(strings.Clone(string(k))) }
