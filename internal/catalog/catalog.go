@@ -2,8 +2,9 @@
 // upstream URLs gitfleet mirrors. It reads a catalog commit in bulk (one
 // ls-tree and one cat-file process), parses both file forms (".list" files
 // of one URL per line, and Compass-CI style YAML files with DEFAULTS),
-// normalises every URL to its repository key, reports bad entries with file
-// and line, and turns the change between two commits into an entry-level
+// normalises every URL to its repository key (a repokey.Key, made by
+// repokey's parsers only; the keys of a file share one string), reports
+// bad entries with file and line, and turns the change between two commits into an entry-level
 // Delta that costs O(changed files), not O(catalog), from a catalog in
 // memory (Update) or from the two commits alone (Diff). It also keeps the
 // coordinator's clone of the catalog repository (Source), checks a Delta

@@ -10,6 +10,9 @@ import (
 // another key's directory. Only this package makes one, through the
 // parsers at the edges:
 //
+//   - Normalize: an upstream URL (a catalog's entry, an API call's or a
+//     webhook's URL), and Batch, its fast path for a catalog file's lines,
+//     whose keys share one string;
 //   - Parse: a key received as it is written (from a peer in proto, a
 //     store), checked as strictly as Check;
 //   - Folding.Canonical: a key as a person or a forge writes it (an HTTP

@@ -7,8 +7,9 @@
 // no credentials. It validates URLs as hostile input: only allowed schemes,
 // no credentials, nothing that could escape a data directory or be read by
 // git as an option. A key so checked is a Key (key.go): only this
-// package's parsers make one, and code that holds one does not check it
-// again. Redact hides credentials wherever a URL is shown.
+// package's parsers make one (Batch, in fastkey.go, makes a catalog's
+// million without parsing a URL each), and code that holds one does not
+// check it again. Redact hides credentials wherever a URL is shown.
 //
 // It does no I/O (no DNS): the host is checked against the egress policy
 // without resolving it (see Options.Egress); the egress dialer is what
