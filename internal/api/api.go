@@ -66,7 +66,7 @@ type Fleet struct {
 // repository calls ChangeHint with its receipt time, so that the full
 // node can hold its owner to the change (see node.Node.ChangeHint).
 type ChangeHinter interface {
-	ChangeHint(ctx context.Context, key string, pushedAt time.Time) error
+	ChangeHint(ctx context.Context, key repokey.Key, pushedAt time.Time) error
 }
 
 // ErrNothingPending: no catalog change is waiting for confirmation.

@@ -25,7 +25,7 @@ func (s *Server) keyOptions() repokey.Options {
 // and its scheme, host, port and the host's DNS answers against the egress
 // policy, for a fast "blocked destination" answer (the dialer is what
 // enforces, at each fetch).
-func (s *Server) normalizeUpstream(ctx context.Context, raw string) (key, fetchURL string, err error) {
+func (s *Server) normalizeUpstream(ctx context.Context, raw string) (key repokey.Key, fetchURL string, err error) {
 	key, fetchURL, err = repokey.Normalize(raw, s.keyOptions())
 	if err != nil {
 		return "", "", err

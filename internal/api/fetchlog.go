@@ -38,7 +38,7 @@ func (s *Server) isLogPath(raw string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full.String()) {
+	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full) {
 		return "", false
 	}
 	return base, true
@@ -51,14 +51,14 @@ func (s *Server) repoLog(w http.ResponseWriter, r *http.Request, raw string) {
 		return
 	}
 	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	q, ok := logQuery(w, r)
 	if !ok {
 		return
 	}
-	q.Key = key
+	q.Key = key.String()
 	s.writeLog(w, r, q)
 }
 
@@ -69,9 +69,11 @@ func (s *Server) fetchLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k := r.URL.Query().Get("key"); k != "" {
-		if q.Key, ok = s.pathKey(w, k); !ok {
+		key, ok := s.pathKey(w, k)
+		if !ok {
 			return
 		}
+		q.Key = key.String()
 	}
 	s.writeLog(w, r, q)
 }

@@ -31,9 +31,9 @@ func FuzzWebhookPayload(f *testing.F) {
 		if err != nil {
 			return
 		}
-		seen := map[string]bool{}
+		seen := map[repokey.Key]bool{}
 		for _, c := range cands {
-			if err := repokey.Check(c.key); err != nil {
+			if err := repokey.Check(c.key.String()); err != nil {
 				t.Fatalf("candidate key %q is invalid: %v", c.key, err)
 			}
 			if key, _, err := repokey.Normalize(c.url, opt); err != nil || key != c.key {

@@ -103,7 +103,8 @@ func (b *fakeBackend) ListRepos(_ context.Context, f RepoFilter) ([]Repo, int) {
 	return match[:min(f.Limit, len(match))], total
 }
 
-func (b *fakeBackend) GetRepo(_ context.Context, key string) (RepoDetail, bool) {
+func (b *fakeBackend) GetRepo(_ context.Context, k repokey.Key) (RepoDetail, bool) {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -117,7 +118,8 @@ func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]st
 	if b.addErr != nil {
 		return Repo{}, b.addErr
 	}
-	key, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
+	k, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
+	key := k.String()
 	if err != nil {
 		return Repo{}, err
 	}
@@ -126,7 +128,8 @@ func (b *fakeBackend) AddRepo(_ context.Context, url string, attrs map[string]st
 	return r, nil
 }
 
-func (b *fakeBackend) RemoveRepo(_ context.Context, key string) error {
+func (b *fakeBackend) RemoveRepo(_ context.Context, k repokey.Key) error {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.repos[key]; !ok {
@@ -137,7 +140,8 @@ func (b *fakeBackend) RemoveRepo(_ context.Context, key string) error {
 	return nil
 }
 
-func (b *fakeBackend) StartFetch(_ context.Context, key, id string) error {
+func (b *fakeBackend) StartFetch(_ context.Context, k repokey.Key, id string) error {
+	key := k.String()
 	b.starts <- startCall{key, id}
 	if b.onStart != nil {
 		b.onStart(key, id)
@@ -163,7 +167,8 @@ func (b *fakeBackend) RevokeNode(_ context.Context, id uint32, reason string) er
 	return fmt.Errorf("node %d: %w", id, ErrNotFound)
 }
 
-func (b *fakeBackend) Known(key string) bool {
+func (b *fakeBackend) Known(k repokey.Key) bool {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, ok := b.repos[key]

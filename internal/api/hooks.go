@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/forge"
@@ -99,7 +98,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 		c := deliveryClaim(h.name, h.hook, r, body)
 		switch s.delivered.check(c) {
 		case replayed:
-			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key, Ignored: "this delivery was already acted on"})
+			writeJSON(w, http.StatusOK, hookResponse{Key: cands[0].key.String(), Ignored: "this delivery was already acted on"})
 			return
 		case reused:
 			// 409, not 401: the signature is right, but it was spent on
@@ -127,12 +126,12 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			}
 			s.log.Debug("webhook: check requested", "host", h.name, "key", key, "ref", p.Ref, "pushed_at", p.PushedAt, "task", t.ID)
 			pt := publicTask(t)
-			writeJSON(w, http.StatusAccepted, hookResponse{Key: key, Task: &pt})
+			writeJSON(w, http.StatusAccepted, hookResponse{Key: key.String(), Task: &pt})
 			return
 		}
 		first := cands[0]
 		if !s.cfg.AutoAdd || !h.hook.AutoAdd {
-			msg := repostate.NotMirrored(first.key)
+			msg := repostate.NotMirrored(first.key.String())
 			if s.cfg.AutoAdd {
 				msg += " (not auto-added from " + h.name + ": its signature does not cover the payload)"
 			}
@@ -142,7 +141,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 		add, err := s.autoAdded(h, p, cands)
 		if err != nil {
 			s.log.Info("webhook: repository not auto-added", "host", h.name, "key", first.key, "err", err)
-			writeCodedError(w, http.StatusNotFound, "not_mirrored", repostate.NotMirrored(first.key)+" (not auto-added: "+err.Error()+")")
+			writeCodedError(w, http.StatusNotFound, "not_mirrored", repostate.NotMirrored(first.key.String())+" (not auto-added: "+err.Error()+")")
 			return
 		}
 		if err := s.admitHost(add.key, s.clk.Now()); err != nil {
@@ -159,7 +158,7 @@ func (s *Server) hookHandler(h hookHost) http.HandlerFunc {
 			}
 			s.log.Info("webhook: repository auto-added", "host", h.name, "key", add.key)
 		})
-		writeJSON(w, http.StatusAccepted, hookResponse{Key: add.key, Added: true})
+		writeJSON(w, http.StatusAccepted, hookResponse{Key: add.key.String(), Added: true})
 	}
 }
 
@@ -174,7 +173,7 @@ func (s *Server) autoAdded(h hookHost, p forge.Payload, cands []candidate) (cand
 		return candidate{}, fmt.Errorf("the payload gives no valid repository name (full_name, path_with_namespace)")
 	}
 	for _, c := range cands {
-		host, _, _ := strings.Cut(c.key, "/")
+		host := c.key.Host()
 		for _, f := range s.cfg.Forges {
 			if string(f.Kind) != h.name || f.Host != host {
 				continue
@@ -196,7 +195,7 @@ func (s *Server) autoAdded(h hookHost, p forge.Payload, cands []candidate) (cand
 // knownKey returns the first candidate that is mirrored (on a host that
 // folds case, so does the key: a payload's spelling of the path does not
 // matter there).
-func (s *Server) knownKey(cands []candidate) (string, bool) {
+func (s *Server) knownKey(cands []candidate) (repokey.Key, bool) {
 	for _, c := range cands {
 		if s.fleet.Repos.Known(c.key) {
 			return c.key, true
@@ -206,14 +205,17 @@ func (s *Server) knownKey(cands []candidate) (string, bool) {
 }
 
 // candidate is one repository a payload may name.
-type candidate struct{ key, url string }
+type candidate struct {
+	key repokey.Key
+	url string
+}
 
 // candidates returns the repositories that a payload's URLs name, in
 // their order, each once: every form of a repository's URL (clone, web,
 // SSH) gives the same key. URLs that do not validate are skipped.
 func candidates(urls []string, opt repokey.Options) []candidate {
 	var out []candidate
-	seen := map[string]bool{}
+	seen := map[repokey.Key]bool{}
 	for _, u := range urls {
 		key, fetchURL, err := repokey.Normalize(u, opt)
 		if err != nil || seen[key] {
@@ -230,7 +232,7 @@ func candidates(urls []string, opt repokey.Options) []candidate {
 // before an urgent check of the owner, paced per repository and bounded
 // per host as webhooks are, so that the owner's answer is weighed against
 // the push.
-func (s *Server) FeedPush(ctx context.Context, key string, pushedAt time.Time) error {
+func (s *Server) FeedPush(ctx context.Context, key repokey.Key, pushedAt time.Time) error {
 	_, err := s.requestPaced(key, func() {
 		if s.fleet.Hints != nil {
 			if err := s.fleet.Hints.ChangeHint(ctx, key, pushedAt); err != nil {

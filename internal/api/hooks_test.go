@@ -110,7 +110,7 @@ func TestEveryURLFormOfARealPayloadGivesOneKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cands) != 1+tt.others || cands[0].key != tt.key {
+			if len(cands) != 1+tt.others || cands[0].key.String() != tt.key {
 				t.Fatalf("candidates %+v, want %s first and %d others", cands, tt.key, tt.others)
 			}
 			if !strings.HasPrefix(cands[0].url, "http") {
@@ -419,7 +419,8 @@ type hintingBackend struct {
 	hints map[string]time.Time
 }
 
-func (b *hintingBackend) ChangeHint(_ context.Context, key string, pushedAt time.Time) error {
+func (b *hintingBackend) ChangeHint(_ context.Context, k repokey.Key, pushedAt time.Time) error {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.hints[key] = pushedAt

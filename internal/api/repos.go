@@ -34,9 +34,9 @@ type RepoReader interface {
 	// many match in all.
 	ListRepos(ctx context.Context, f RepoFilter) (repos []Repo, total int)
 	// GetRepo returns one repository in detail (its refs read from disk).
-	GetRepo(ctx context.Context, key string) (RepoDetail, bool)
+	GetRepo(ctx context.Context, key repokey.Key) (RepoDetail, bool)
 	// Known tells whether key is mirrored, from memory.
-	Known(key string) bool
+	Known(key repokey.Key) bool
 }
 
 // CatalogEditor changes and describes the fleet's catalog: the
@@ -51,7 +51,7 @@ type CatalogEditor interface {
 	AddRepo(ctx context.Context, url string, attrs map[string]string, update bool) (Repo, error)
 	// RemoveRepo removes a repository; an error wrapping ErrNotFound gives
 	// 404.
-	RemoveRepo(ctx context.Context, key string) error
+	RemoveRepo(ctx context.Context, key repokey.Key) error
 	// Catalog describes the catalog the coordinator applied, and the
 	// removals held because they would remove too many repositories
 	// within the purge window.
@@ -65,7 +65,7 @@ type CatalogEditor interface {
 type CheckRunner interface {
 	// StartFetch routes an on-demand check of key to its owner, which
 	// then reports on the task through Tasks.Running and Tasks.Finish.
-	StartFetch(ctx context.Context, key, taskID string) error
+	StartFetch(ctx context.Context, key repokey.Key, taskID string) error
 	// CancelFetch stops the check of key that task taskID asked for,
 	// wherever it is: waiting on the owner, or running (its git processes
 	// are killed). A task that never reached an owner needs nothing. An
@@ -158,14 +158,15 @@ func fillCloneURL(repo *Repo, base string) {
 }
 
 // pathKey returns the repository key of the request path in canonical
-// form, answering 400 itself when it is not a valid key.
-func (s *Server) pathKey(w http.ResponseWriter, key string) (string, bool) {
+// form, answering 400 itself when it is not a valid key: where an API
+// call's key arrives, and its one check (the fleet takes the Key's word).
+func (s *Server) pathKey(w http.ResponseWriter, key string) (repokey.Key, bool) {
 	k, err := s.cfg.Fold.Canonical(key)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
 	}
-	return k.String(), true
+	return k, true
 }
 
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +180,7 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	d, found := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !found {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	fillCloneURL(&d.Repo, s.cloneBase(r))
@@ -234,7 +235,7 @@ func (s *Server) addRepo(w http.ResponseWriter, r *http.Request) {
 
 // writeAdded answers an addition or an update of key with repo, or with
 // err's status: 400 for an invalid URL, 409 key_collision, else 503.
-func (s *Server) writeAdded(w http.ResponseWriter, r *http.Request, verb, key string, repo Repo, status int, err error) {
+func (s *Server) writeAdded(w http.ResponseWriter, r *http.Request, verb string, key repokey.Key, repo Repo, status int, err error) {
 	switch {
 	case errors.Is(err, repokey.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -287,7 +288,7 @@ func (s *Server) updateRepo(w http.ResponseWriter, r *http.Request) {
 	}
 	d, known := s.fleet.Repos.GetRepo(r.Context(), key)
 	if !known || d.UpstreamURL == "" {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	repo, err := s.fleet.Catalog.AddRepo(r.Context(), d.UpstreamURL, req.Attrs, true)
@@ -318,7 +319,7 @@ func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
 	err := s.fleet.Catalog.RemoveRepo(r.Context(), key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot remove %s now: %v", key, err))
 	default:
@@ -328,7 +329,7 @@ func (s *Server) removeRepo(w http.ResponseWriter, r *http.Request) {
 
 // fetch is POST /api/v1/repos/{key}/fetch: an on-demand check.
 func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
-	key, isFetch := strings.CutSuffix(r.PathValue("key"), "/fetch")
+	raw, isFetch := strings.CutSuffix(r.PathValue("key"), "/fetch")
 	if !isFetch {
 		methodNotAllowed("GET, DELETE")(w, r)
 		return
@@ -336,7 +337,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	key, ok := s.pathKey(w, key)
+	key, ok := s.pathKey(w, raw)
 	if !ok {
 		return
 	}
@@ -345,7 +346,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	t, err := s.request(key)
@@ -367,12 +368,12 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 // request asks for a check of key, starting one unless it joins a task
 // that has not started yet. A new check takes a token of its host's rate
 // (see hostRate); without one, it fails with a *hostBusyError.
-func (s *Server) request(key string) (Task, error) {
-	t, isNew, err := s.tasks.request(key, false, func(now time.Time) (time.Time, error) {
+func (s *Server) request(key repokey.Key) (Task, error) {
+	t, isNew, err := s.tasks.request(key.String(), false, func(now time.Time) (time.Time, error) {
 		return now, s.admitHost(key, now)
 	})
 	if isNew {
-		s.start(t)
+		s.start(t, key)
 	}
 	return t, err
 }
@@ -380,19 +381,19 @@ func (s *Server) request(key string) (Task, error) {
 // requestPaced is request for a webhook: checks of one repository are
 // also paced (see pacer), the pushes in between folded into one. heard is
 // called once the request is taken, before any check starts.
-func (s *Server) requestPaced(key string, heard func()) (Task, error) {
-	t, isNew, err := s.tasks.request(key, true, func(now time.Time) (time.Time, error) {
+func (s *Server) requestPaced(key repokey.Key, heard func()) (Task, error) {
+	t, isNew, err := s.tasks.request(key.String(), true, func(now time.Time) (time.Time, error) {
 		if err := s.admitHost(key, now); err != nil {
 			return time.Time{}, err
 		}
-		return s.pacer.reserve(key, now), nil
+		return s.pacer.reserve(key.String(), now), nil
 	})
 	if err != nil {
 		return t, err
 	}
 	heard()
 	if isNew {
-		s.start(t)
+		s.start(t, key)
 	}
 	return t, nil
 }
@@ -409,8 +410,8 @@ func (e *hostBusyError) Error() string {
 }
 
 // admitHost takes a token of key's host for a new urgent check.
-func (s *Server) admitHost(key string, now time.Time) error {
-	host := repokey.Host(key)
+func (s *Server) admitHost(key repokey.Key, now time.Time) error {
+	host := key.Host()
 	if wait, ok := s.hostRate.take(host, now); !ok {
 		return &hostBusyError{host: host, wait: wait}
 	}
@@ -484,10 +485,10 @@ func (s *Server) waitTask(ctx context.Context, t Task, d time.Duration) Task {
 	return t
 }
 
-// start hands task t to the fleet in the background, after the task it
-// follows (if any) has ended, so that a follow-up check sees what was
-// pushed while the previous one ran.
-func (s *Server) start(t Task) {
+// start hands task t, of key, to the fleet in the background, after the
+// task it follows (if any) has ended, so that a follow-up check sees what
+// was pushed while the previous one ran.
+func (s *Server) start(t Task, key repokey.Key) {
 	s.background(func(ctx context.Context) {
 		if t.after != "" {
 			// Returns when that task ends, expires or is forgotten.
@@ -509,7 +510,7 @@ func (s *Server) start(t Task) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()
-		if err := s.fleet.Checks.StartFetch(ctx, t.Key, t.ID); err != nil {
+		if err := s.fleet.Checks.StartFetch(ctx, key, t.ID); err != nil {
 			s.log.Warn("api: cannot start an on-demand check", "key", t.Key, "task", t.ID, "err", err)
 			s.tasks.Finish(t.ID, TaskResult{Err: "cannot start the check: " + err.Error(), Class: repostate.ClassInternal})
 		}

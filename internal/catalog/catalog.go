@@ -2,8 +2,9 @@
 // upstream URLs gitfleet mirrors. It reads a catalog commit in bulk (one
 // ls-tree and one cat-file process), parses both file forms (".list" files
 // of one URL per line, and Compass-CI style YAML files with DEFAULTS),
-// normalises every URL to its repository key, reports bad entries with file
-// and line, and turns the change between two commits into an entry-level
+// normalises every URL to its repository key (a repokey.Key, made by
+// repokey's parsers only; the keys of a file share one string), reports
+// bad entries with file and line, and turns the change between two commits into an entry-level
 // Delta that costs O(changed files), not O(catalog), from a catalog in
 // memory (Update) or from the two commits alone (Diff). It also keeps the
 // coordinator's clone of the catalog repository (Source), checks a Delta
@@ -33,7 +34,7 @@ import (
 // Entry is one upstream repository of the catalog.
 type Entry struct {
 	// Key is the repository key (see package repokey).
-	Key string
+	Key repokey.Key
 	// URL is the upstream to fetch (cleaned by repokey.Normalize).
 	URL string
 	// Fallbacks are the other URLs of a YAML entry's url list.
@@ -107,7 +108,10 @@ func (c *Catalog) Commit() string { return c.commit }
 // Len is the number of distinct keys.
 func (c *Catalog) Len() int { return c.keys.n }
 
-// Get returns the entry of key. Finding its line costs a walk of its file.
+// Get returns the entry of key, given as it is written: a lookup, not a
+// check (a key that is not the catalog's is not found), and the Entry's
+// Key is the one the catalog parsed. Finding its line costs a walk of its
+// file.
 func (c *Catalog) Get(key string) (Entry, bool) {
 	e := c.keys.get(key)
 	if e == nil {
@@ -130,13 +134,13 @@ func (c *Catalog) Range(fn func(Entry) bool) {
 	}
 }
 
-// Has reports whether the catalog lists key.
+// Has reports whether the catalog lists key (given as it is written).
 func (c *Catalog) Has(key string) bool { return c.keys.get(key) != nil }
 
 // Keys calls fn for every key, in no particular order, until fn returns
 // false. Unlike Range it allocates nothing per entry: the coordinator uses
 // it to place a million keys.
-func (c *Catalog) Keys(fn func(key string) bool) {
+func (c *Catalog) Keys(fn func(key repokey.Key) bool) {
 	stop := false
 	c.files.each(func(f *fileData) {
 		for _, e := range f.entries {
@@ -158,7 +162,7 @@ const AttrNetwork = "network"
 // Attr calls fn for every entry that has attribute name, with its value,
 // in no particular order, until fn returns false. Like Keys it allocates
 // nothing per entry.
-func (c *Catalog) Attr(name string, fn func(key, value string) bool) {
+func (c *Catalog) Attr(name string, fn func(key repokey.Key, value string) bool) {
 	stop := false
 	c.files.each(func(f *fileData) {
 		for _, e := range f.entries {
@@ -180,7 +184,7 @@ func (c *Catalog) Problems() []Problem {
 	var lines lineCache
 	lineOf := func(e *entry) int { return lines.of(c.files.get(e.name.path), e) }
 	c.keys.eachDup(func(kept, dup *entry) {
-		out = append(out, Problem{File: dup.name.path, Line: lineOf(dup), Key: dup.key, Severity: SeverityWarning,
+		out = append(out, Problem{File: dup.name.path, Line: lineOf(dup), Key: dup.key.String(), Severity: SeverityWarning,
 			Reason: fmt.Sprintf("duplicate of %s kept at %s:%d (the first by file path and line is kept)",
 				kept.key, kept.name.path, lineOf(kept))})
 	})
@@ -272,7 +276,7 @@ func (lc *lineCache) of(f *fileData, e *entry) int {
 // "https://" + key (+ ".git"), with nothing else, and cost 40 bytes plus
 // their key (which shares one string per file), plus 12 in their file.
 type entry struct {
-	key   string
+	key   repokey.Key
 	name  *fileName
 	extra *extra
 	form  urlForm
@@ -298,9 +302,9 @@ type extra struct {
 func (e *entry) url() string {
 	switch e.form {
 	case formHTTPS:
-		return "https://" + e.key
+		return "https://" + e.key.String()
 	case formHTTPSGit:
-		return "https://" + e.key + ".git"
+		return "https://" + e.key.String() + ".git"
 	}
 	return e.extra.url
 }

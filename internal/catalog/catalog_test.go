@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 var testGit = gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{})
@@ -88,7 +89,7 @@ func dump(c *Catalog) []string {
 		if len(e.Attrs) > 0 {
 			s += " " + fmtAttrs(e.Attrs)
 		}
-		if g, ok := c.Get(e.Key); !ok || g.File != e.File || g.Line != e.Line {
+		if g, ok := c.Get(e.Key.String()); !ok || g.File != e.File || g.Line != e.Line {
 			s += " (Get disagrees)"
 		}
 		out = append(out, s)
@@ -98,10 +99,10 @@ func dump(c *Catalog) []string {
 		out = append(out, fmt.Sprintf("%s %s %s", p.Severity, p, p.Key))
 	}
 	// Keys gives each key once; the index's count of duplicates is right.
-	keys := map[string]bool{}
-	c.Keys(func(k string) bool {
+	keys := map[repokey.Key]bool{}
+	c.Keys(func(k repokey.Key) bool {
 		if keys[k] {
-			out = append(out, "Keys gave "+k+" twice")
+			out = append(out, "Keys gave "+k.String()+" twice")
 		}
 		keys[k] = true
 		return true
@@ -122,7 +123,7 @@ func dump(c *Catalog) []string {
 func keysOf(es []Entry) []string {
 	var ks []string
 	for _, e := range es {
-		ks = append(ks, e.Key)
+		ks = append(ks, e.Key.String())
 	}
 	return ks
 }
@@ -450,7 +451,7 @@ func TestUpdate(t *testing.T) {
 				t.Errorf("Update modified its receiver:\n before %q\n after  %q", before, after)
 			}
 			for _, e := range d.Changed {
-				if now, _ := c.Get(e.Key); now.URL != e.URL || !maps.Equal(now.Attrs, e.Attrs) {
+				if now, _ := c.Get(e.Key.String()); now.URL != e.URL || !maps.Equal(now.Attrs, e.Attrs) {
 					t.Errorf("Changed %+v is not the entry as it is now (%+v)", e, now)
 				}
 			}
@@ -640,7 +641,7 @@ func TestNetworkAttribute(t *testing.T) {
 		"n/none/z":         "url: https://example.com/z\n",
 	}))
 	got := map[string]string{}
-	c.Attr(AttrNetwork, func(k, v string) bool { got[k] = v; return true })
+	c.Attr(AttrNetwork, func(k repokey.Key, v string) bool { got[k.String()] = v; return true })
 	want := map[string]string{"git.kernel.org/torvalds/linux": "linux", "git.kernel.org/stable/linux": "linux", "example.com/a": "mine"}
 	if !maps.Equal(got, want) {
 		t.Errorf("networks %v, want %v", got, want)

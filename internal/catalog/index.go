@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Both tables are split into shards of about shardTarget items so that an
@@ -28,7 +29,7 @@ func shardCount(n int) int {
 	return 1 << bits.Len(uint(s-1))
 }
 
-func hashOf(s string) uint64 { return xxhash.Sum64String(s) }
+func hashOf[S ~string](s S) uint64 { return xxhash.Sum64String(string(s)) }
 
 // keyIndex maps each key to the entry kept for it, and remembers the other
 // entries with the same key (duplicates) so that one can take over when
@@ -47,7 +48,7 @@ type keyShard struct {
 	slots []*entry
 	tags  []uint8
 	n     int
-	dups  map[string][]*entry // the entries not kept, by key; nil when none
+	dups  map[repokey.Key][]*entry // the entries not kept, by key; nil when none
 }
 
 func tagOf(h uint64) uint8 { return uint8(h >> 56) }
@@ -73,20 +74,20 @@ func (ix *keyIndex) kept(e *entry) bool {
 	if _, dup := s.dups[e.key]; !dup {
 		return true
 	}
-	return s.slots[s.find(e.key, h)] == e
+	return s.slots[s.find(string(e.key), h)] == e
 }
 
 // lookup returns the kept entry of key and its duplicates.
-func (ix *keyIndex) lookup(key string) (*entry, []*entry) {
+func (ix *keyIndex) lookup(key repokey.Key) (*entry, []*entry) {
 	h := hashOf(key)
 	s := ix.shard(h)
-	return s.slots[s.find(key, h)], s.dups[key]
+	return s.slots[s.find(string(key), h)], s.dups[key]
 }
 
 func (ix *keyIndex) eachDup(fn func(kept, dup *entry)) {
 	for _, s := range ix.shards {
 		for key, ds := range s.dups {
-			kept := s.slots[s.find(key, hashOf(key))]
+			kept := s.slots[s.find(string(key), hashOf(key))]
 			for _, d := range ds {
 				fn(kept, d)
 			}
@@ -99,7 +100,7 @@ func (s *keyShard) find(key string, h uint64) int {
 	mask := len(s.slots) - 1
 	tag := tagOf(h)
 	for i := int(h>>32) & mask; ; i = (i + 1) & mask {
-		if e := s.slots[i]; e == nil || s.tags[i] == tag && e.key == key {
+		if e := s.slots[i]; e == nil || s.tags[i] == tag && string(e.key) == key {
 			return i
 		}
 	}
@@ -107,7 +108,7 @@ func (s *keyShard) find(key string, h uint64) int {
 
 // put stores e, whose key is not in s yet.
 func (s *keyShard) put(e *entry, h uint64) {
-	i := s.find(e.key, h)
+	i := s.find(string(e.key), h)
 	s.slots[i], s.tags[i] = e, tagOf(h)
 	s.n++
 }
@@ -137,7 +138,7 @@ func (s *keyShard) add(e *entry, h uint64) {
 		return
 	}
 	if s.dups == nil {
-		s.dups = make(map[string][]*entry)
+		s.dups = make(map[repokey.Key][]*entry)
 	}
 	s.dups[e.key] = append(s.dups[e.key], e)
 }
@@ -239,7 +240,7 @@ type keyState struct {
 // with returns a copy of ix where each key of changes has its new state.
 // It copies the shard directory and the shards it touches (a shard is a
 // few hundred bytes), so its cost follows the number of changed keys.
-func (ix *keyIndex) with(changes map[string]keyState) keyIndex {
+func (ix *keyIndex) with(changes map[repokey.Key]keyState) keyIndex {
 	out := keyIndex{shards: slices.Clone(ix.shards), n: ix.n, dups: ix.dups}
 	mask := uint64(len(ix.shards) - 1)
 	copied := make(map[uint64]bool)
@@ -268,8 +269,8 @@ func (s *keyShard) clone() *keyShard {
 }
 
 // set gives key its new state, in place (on a clone).
-func (s *keyShard) set(key string, h uint64, st keyState) {
-	i := s.find(key, h)
+func (s *keyShard) set(key repokey.Key, h uint64, st keyState) {
+	i := s.find(string(key), h)
 	if st.kept == nil {
 		if s.slots[i] != nil {
 			s.remove(i)
@@ -280,7 +281,7 @@ func (s *keyShard) set(key string, h uint64, st keyState) {
 	if s.slots[i] == nil {
 		if (s.n+1)*4 > len(s.slots)*3 {
 			s.grow()
-			i = s.find(key, h)
+			i = s.find(string(key), h)
 		}
 		s.n++
 	}
@@ -328,9 +329,9 @@ func (s *keyShard) grow() {
 	}
 }
 
-func setDups(m map[string][]*entry, k string, ds []*entry) map[string][]*entry {
+func setDups(m map[repokey.Key][]*entry, k repokey.Key, ds []*entry) map[repokey.Key][]*entry {
 	if m == nil {
-		m = make(map[string][]*entry)
+		m = make(map[repokey.Key][]*entry)
 	}
 	m[k] = ds
 	return m

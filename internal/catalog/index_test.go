@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // TestKeyIndexWithMatchesAMap applies random changes through with() and
@@ -16,27 +18,27 @@ func TestKeyIndexWithMatchesAMap(t *testing.T) {
 	name := &fileName{"f"}
 	entries := make([]entry, 3000)
 	for i := range entries {
-		entries[i] = entry{key: fmt.Sprintf("h/k%d", i), name: name}
+		entries[i] = entry{key: repokey.Key(fmt.Sprintf("h/k%d", i)), name: name}
 	}
 	type version struct {
 		ix    keyIndex
-		model map[string]*entry
+		model map[repokey.Key]*entry
 	}
 	f := &fileData{name: name}
 	f.setEntries(entries[:100], make([]int32, 100))
 	first := buildKeyIndex([]*fileData{f})
-	model := make(map[string]*entry)
+	model := make(map[repokey.Key]*entry)
 	for i := range 100 {
-		model[entries[i].key] = first.get(entries[i].key)
+		model[entries[i].key] = first.get(entries[i].key.String())
 	}
 	versions := []version{{first, model}}
 	for step := range 60 {
 		prev := versions[len(versions)-1]
-		next := make(map[string]*entry, len(prev.model))
+		next := make(map[repokey.Key]*entry, len(prev.model))
 		for k, e := range prev.model {
 			next[k] = e
 		}
-		changes := make(map[string]keyState)
+		changes := make(map[repokey.Key]keyState)
 		for range 1 + rng.IntN(80) {
 			e := &entries[rng.IntN(min(len(entries), 200+step*50))]
 			if rng.IntN(3) == 0 {
@@ -55,7 +57,7 @@ func TestKeyIndexWithMatchesAMap(t *testing.T) {
 		}
 		for i := range entries {
 			k := entries[i].key
-			if got, want := v.ix.get(k), v.model[k]; got != want {
+			if got, want := v.ix.get(k.String()), v.model[k]; got != want {
 				t.Fatalf("version %d: get(%q) = %v, want %v", vi, k, got, want)
 			}
 		}
@@ -69,7 +71,7 @@ func TestBuildKeyIndexKeepsTheFirstByLocationWhateverTheFileOrder(t *testing.T) 
 	var files []*fileData
 	for _, path := range []string{"c.list", "b/x.list", "b.list", "a.list"} {
 		name := &fileName{path}
-		slab := []entry{{key: "h/shared", name: name}, {key: "h/own-" + path, name: name}, {key: "h/shared", name: name}}
+		slab := []entry{{key: "h/shared", name: name}, {key: repokey.Key("h/own-" + path), name: name}, {key: "h/shared", name: name}}
 		f := &fileData{name: name}
 		f.setEntries(slab, []int32{1, 2, 3})
 		files = append(files, f)

@@ -267,7 +267,7 @@ func outermost(dirs []string) []string {
 // entries of the old one that did not change, so only the keys of the
 // other entries need a new state in the index: the work follows the
 // change, even inside a big file.
-func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[string]keyState) {
+func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[repokey.Key]keyState) {
 	gone := make(map[*entry]bool) // entries of the old versions that are not in the new
 	var fresh []*entry            // entries of the new versions that are not in the old
 	for path, nf := range files {
@@ -288,8 +288,8 @@ func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[string]key
 	}
 	// The fresh entries by key (most keys have one: more holds the rest),
 	// and nil for the keys of the gone entries.
-	first := make(map[string]*entry, len(gone)+len(fresh))
-	more := make(map[string][]*entry)
+	first := make(map[repokey.Key]*entry, len(gone)+len(fresh))
+	more := make(map[repokey.Key][]*entry)
 	for e := range gone {
 		first[e.key] = nil
 	}
@@ -309,7 +309,7 @@ func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[string]key
 	}
 	var lines lineCache
 	var d Delta
-	states := make(map[string]keyState, len(first))
+	states := make(map[repokey.Key]keyState, len(first))
 	var cands []*entry
 	for key, e := range first {
 		oldKept, oldDups := c.keys.lookup(key)
@@ -354,7 +354,7 @@ func (c *Catalog) diffEntries(files map[string]*fileData) (Delta, map[string]key
 		}
 	}
 	for _, es := range [][]Entry{d.Added, d.Removed, d.Changed} {
-		slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	}
 	return d, states
 }
@@ -371,8 +371,8 @@ func share(of, nf *fileData) (fresh []*entry, reused map[*entry]bool) {
 	match := make([]*entry, len(nf.entries))
 	nFresh := len(nf.entries)
 	if maps.Equal(of.attrs, nf.attrs) {
-		first := make(map[string]int, len(of.entries)) // index of the next old entry of a key
-		next := make([]int, len(of.entries))           // index of the old entry of the same key after i
+		first := make(map[repokey.Key]int, len(of.entries)) // index of the next old entry of a key
+		next := make([]int, len(of.entries))                // index of the old entry of the same key after i
 		for i := len(of.entries) - 1; i >= 0; i-- {
 			k := of.entries[i].key
 			if j, ok := first[k]; ok {
@@ -413,7 +413,7 @@ func share(of, nf *fileData) (fresh []*entry, reused map[*entry]bool) {
 			// Copied out, with its own key, so that the arrays of the
 			// parse (made for the whole file) are not kept alive.
 			slab = append(slab, *e) // cap is nFresh: no reallocation
-			slab[len(slab)-1].key = strings.Clone(e.key)
+			slab[len(slab)-1].key = e.key.Clone()
 			nf.entries[i] = &slab[len(slab)-1]
 		}
 		fresh = append(fresh, nf.entries[i])

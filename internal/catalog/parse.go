@@ -85,8 +85,7 @@ func parseEntries(f *fileData, kind fileKind, data []byte, opt repokey.Options, 
 // next: at a million entries, making it for each file doubles the garbage
 // of a load.
 type scratch struct {
-	arena []byte
-	ends  []int
+	keys repokey.Batch
 }
 
 // parseList reads a .list file: one URL per line; "#" at the start of a
@@ -100,8 +99,6 @@ func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 	data = bytes.TrimPrefix(data, utf8BOM)
 	most := bytes.Count(data, []byte{'\n'}) + 1
 	slab, lines := make([]entry, 0, most), make([]int32, 0, most)
-	arena, ends := sc.arena[:0], sc.ends[:0]
-	defer func() { sc.arena, sc.ends = arena[:0], ends[:0] }()
 	for line := 1; len(data) > 0; line++ {
 		l, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
@@ -110,8 +107,7 @@ func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 			continue
 		}
 		e := entry{name: f.name}
-		if n, ok := fastKey(l); ok {
-			arena = append(arena, l[len("https://"):len("https://")+n]...)
+		if n, ok := sc.keys.AddFast(l); ok {
 			switch trimmed := len(l) - len("https://") - n; {
 			case trimmed == 0:
 				e.form = formHTTPS
@@ -129,21 +125,15 @@ func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 			if e.form = formOf(key, fetch); e.form == formExtra {
 				e.extra = &extra{url: fetch}
 			}
-			arena = append(arena, key...)
+			sc.keys.Add(key)
 		}
-		ends = append(ends, len(arena))
 		slab = append(slab, e)
 		lines = append(lines, int32(line))
 	}
 	if cap(slab) > len(slab)+len(slab)/8 { // many comments or bad lines
 		slab, lines = slices.Clone(slab), slices.Clone(lines)
 	}
-	keys := string(arena)
-	start := 0
-	for i := range slab {
-		slab[i].key = keys[start:ends[i]]
-		start = ends[i]
-	}
+	sc.keys.Keys(func(i int, k repokey.Key) { slab[i].key = k })
 	f.setEntries(slab, lines)
 }
 
@@ -162,7 +152,8 @@ func stripComment(l []byte) []byte {
 	}
 }
 
-func formOf(key, fetch string) urlForm {
+func formOf(k repokey.Key, fetch string) urlForm {
+	key := k.String()
 	const scheme = "https://"
 	switch {
 	case len(fetch) == len(scheme)+len(key) && strings.HasPrefix(fetch, scheme) && fetch[len(scheme):] == key:
@@ -332,7 +323,7 @@ func plainURL(s []byte) bool {
 		return false
 	}
 	for _, c := range s {
-		if keyChars[c] == 0 && !(c >= 'A' && c <= 'Z') && strings.IndexByte(":@+%=", c) < 0 {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') && strings.IndexByte("._-~/:@+%=", c) < 0 {
 			return false
 		}
 	}
@@ -351,7 +342,7 @@ func addEntry(f *fileData, urls []yamlURL, attrs map[string]string, opt repokey.
 	for _, u := range urls[1:] {
 		_, fb, err := repokey.Normalize(u.value, opt)
 		if err != nil {
-			f.urlProblem(u.line, key, "fallback URL skipped: ", err)
+			f.urlProblem(u.line, key.String(), "fallback URL skipped: ", err)
 			continue
 		}
 		fallbacks = append(fallbacks, fb)

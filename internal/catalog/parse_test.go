@@ -143,7 +143,7 @@ func TestParseListKeysShareOneStringAndEntriesStayCompact(t *testing.T) {
 	if f.entries[0].extra != nil || f.entries[1].extra != nil {
 		t.Errorf("https URLs should be rebuilt from their key, got extras %+v %+v", f.entries[0].extra, f.entries[1].extra)
 	}
-	k0, k1 := f.entries[0].key, f.entries[1].key
+	k0, k1 := f.entries[0].key.String(), f.entries[1].key.String()
 	if got := strings.Join([]string{k0, k1}, ""); got != "github.com/a/bgithub.com/c/d" {
 		t.Fatalf("keys %q %q", k0, k1)
 	}

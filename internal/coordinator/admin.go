@@ -76,10 +76,11 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
 	}
-	key, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Fold: c.cfg.Fold})
+	k, url, err := repokey.Normalize(req.GetUrl(), repokey.Options{AllowPrivate: c.cfg.AllowPrivate, Egress: c.cfg.Egress, Fold: c.cfg.Fold})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	key := k.String() // the placement engine's and the coordinator's books hold the key as written
 	if len(req.GetAttrs()) > 64 {
 		return nil, status.Error(codes.InvalidArgument, "at most 64 attributes")
 	}
@@ -141,10 +142,11 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
 	}
-	key := req.GetKey()
-	if err := repokey.Check(key); err != nil {
+	k, err := repokey.Parse(req.GetKey())
+	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	key := k.String()
 	c.mu.Lock()
 	exists := c.engine.Has(key)
 	c.mu.Unlock()

@@ -664,7 +664,8 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 // between. Caller holds c.mu.
 func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 	keys := func(yield func(string) bool) {
-		next.Keys(func(k string) bool {
+		next.Keys(func(ck repokey.Key) bool {
+			k := ck.String() // the engine's books hold the key as written
 			if _, ok := c.overlay[k]; ok {
 				return true // removed through the API (an addition would be placed)
 			}
@@ -692,9 +693,9 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 // at a million entries, building entries would cost hundreds of megabytes
 // for nothing. Caller holds c.mu.
 func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []string) {
-	next.Keys(func(k string) bool {
-		if !c.engine.Has(k) {
-			added = append(added, k)
+	next.Keys(func(k repokey.Key) bool {
+		if !c.engine.Has(k.String()) {
+			added = append(added, k.String())
 		}
 		return true
 	})
@@ -726,13 +727,13 @@ func (c *Coordinator) effectiveRemovals(keys []string) []string {
 // deltaKeys turns a catalog delta into keys.
 func deltaKeys(d catalog.Delta) (added, removed, changed []string) {
 	for _, e := range d.Added {
-		added = append(added, e.Key)
+		added = append(added, e.Key.String())
 	}
 	for _, e := range d.Removed {
-		removed = append(removed, e.Key)
+		removed = append(removed, e.Key.String())
 	}
 	for _, e := range d.Changed {
-		changed = append(changed, e.Key)
+		changed = append(changed, e.Key.String())
 	}
 	return added, removed, changed
 }
@@ -743,9 +744,9 @@ func (c *Coordinator) effectiveKeys() []string {
 	var keys []string
 	if c.cat != nil {
 		keys = make([]string, 0, c.cat.Len()+len(c.overlay))
-		c.cat.Keys(func(k string) bool {
-			if _, ok := c.overlay[k]; !ok {
-				keys = append(keys, k)
+		c.cat.Keys(func(k repokey.Key) bool {
+			if _, ok := c.overlay[k.String()]; !ok {
+				keys = append(keys, k.String())
 			}
 			return true
 		})
@@ -764,13 +765,15 @@ func (c *Coordinator) effectiveKeys() []string {
 }
 
 // entry is the effective catalog entry of key: the API's overlay wins over
-// the catalog. Caller holds c.mu.
+// the catalog. An entry of the overlay or of a held removal has no Key
+// (only the catalog's parser makes one): the caller has the key. Caller
+// holds c.mu.
 func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 	if ov, ok := c.overlay[key]; ok {
 		if ov.Removed {
 			return catalog.Entry{}, false
 		}
-		return catalog.Entry{Key: key, URL: ov.URL, Fallbacks: ov.Fallbacks, Attrs: ov.Attrs}, true
+		return catalog.Entry{URL: ov.URL, Fallbacks: ov.Fallbacks, Attrs: ov.Attrs}, true
 	}
 	if c.cat != nil {
 		if e, ok := c.cat.Get(key); ok {

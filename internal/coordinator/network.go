@@ -3,6 +3,7 @@ package coordinator
 import (
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/network"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Fork networks: package network says which repositories are together
@@ -155,9 +156,9 @@ func (c *Coordinator) resplit() {
 func (c *Coordinator) declaredNetworks() map[string]string {
 	out := map[string]string{}
 	if c.cat != nil {
-		c.cat.Attr(catalog.AttrNetwork, func(k, v string) bool {
-			if _, ok := c.overlay[k]; !ok {
-				out[k] = v
+		c.cat.Attr(catalog.AttrNetwork, func(k repokey.Key, v string) bool {
+			if _, ok := c.overlay[k.String()]; !ok {
+				out[k.String()] = v
 			}
 			return true
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/egress"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Purge protection: the removals that catalog changes make (entries gone
@@ -133,6 +134,8 @@ func (c *Coordinator) unhold(keys []string) {
 	}
 }
 
+// heldEntryOf is the entry (without a Key: see entry) under which a held
+// repository is still served.
 // heldEntryOf is the entry under which a held repository is still served.
 // Caller holds c.mu.
 func (c *Coordinator) heldEntryOf(key string) (catalog.Entry, bool) {
@@ -140,7 +143,7 @@ func (c *Coordinator) heldEntryOf(key string) (catalog.Entry, bool) {
 	if !ok || h.URL == "" {
 		return catalog.Entry{}, false
 	}
-	return catalog.Entry{Key: key, URL: h.URL, Fallbacks: h.Fallbacks, Attrs: h.Attrs}, true
+	return catalog.Entry{URL: h.URL, Fallbacks: h.Fallbacks, Attrs: h.Attrs}, true
 }
 
 // pendingPurge describes the held removals (nil: none). Caller holds c.mu.
@@ -237,7 +240,8 @@ func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.En
 		return nil, fmt.Errorf("read catalog commit %s again for the entries it refuses: %w", c.cat.Commit(), err)
 	}
 	out := make(map[string]catalog.Entry)
-	all.Keys(func(k string) bool {
+	all.Keys(func(ck repokey.Key) bool {
+		k := ck.String()
 		_, api := c.overlay[k]
 		_, held := c.held[k]
 		if !api && !held && !c.cat.Has(k) {

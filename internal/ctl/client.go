@@ -148,7 +148,7 @@ func repoPath(key string) string {
 func keyArg(s string) string {
 	if strings.Contains(s, "://") || strings.Contains(s, "@") {
 		if key, _, err := repokey.Normalize(s, repokey.Options{AllowPrivate: true}); err == nil {
-			return key
+			return key.String()
 		}
 	}
 	return s

@@ -57,7 +57,8 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 	return out[:min(f.Limit, len(out))], len(out)
 }
 
-func (b *backend) GetRepo(_ context.Context, key string) (api.RepoDetail, bool) {
+func (b *backend) GetRepo(_ context.Context, k repokey.Key) (api.RepoDetail, bool) {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d, ok := b.repos[key]
@@ -65,10 +66,11 @@ func (b *backend) GetRepo(_ context.Context, key string) (api.RepoDetail, bool) 
 }
 
 func (b *backend) AddRepo(_ context.Context, url string, attrs map[string]string, _ bool) (api.Repo, error) {
-	key, _, err := repokey.Normalize(url, repokey.Options{})
+	nk, _, err := repokey.Normalize(url, repokey.Options{})
 	if err != nil {
 		return api.Repo{}, err
 	}
+	key := nk.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.added = attrs
@@ -77,7 +79,8 @@ func (b *backend) AddRepo(_ context.Context, url string, attrs map[string]string
 	return r, nil
 }
 
-func (b *backend) RemoveRepo(_ context.Context, key string) error {
+func (b *backend) RemoveRepo(_ context.Context, k repokey.Key) error {
+	key := k.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.repos[key]; !ok {
@@ -87,7 +90,8 @@ func (b *backend) RemoveRepo(_ context.Context, key string) error {
 	return nil
 }
 
-func (b *backend) StartFetch(_ context.Context, key, id string) error {
+func (b *backend) StartFetch(_ context.Context, k repokey.Key, id string) error {
+	key := k.String()
 	if b.onStart != nil {
 		b.onStart(key, id)
 	}
@@ -124,8 +128,8 @@ func (b *backend) Catalog(context.Context) (api.CatalogStatus, error) {
 
 func (b *backend) ConfirmPurge(context.Context) (string, error) { return "", api.ErrNothingPending }
 
-func (b *backend) Known(key string) bool {
-	_, ok := b.GetRepo(context.Background(), key)
+func (b *backend) Known(k repokey.Key) bool {
+	_, ok := b.GetRepo(context.Background(), k)
 	return ok
 }
 

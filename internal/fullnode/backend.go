@@ -153,18 +153,15 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 	return out, total
 }
 
-func (b *backend) GetRepo(ctx context.Context, key string) (api.RepoDetail, bool) {
-	k, ok := keyOf(key)
-	if !ok {
-		return api.RepoDetail{}, false
-	}
+// GetRepo takes the key the API parsed where the call arrived.
+func (b *backend) GetRepo(ctx context.Context, k repokey.Key) (api.RepoDetail, bool) {
 	d, _, ok := b.detail(ctx, k)
 	return d, ok
 }
 
-// keyOf parses a key that the API or the console passes (from an HTTP
-// path, a webhook's payload, a task): the full node's one check of it,
-// where it arrives. What is not a key names no repository.
+// keyOf parses a key that the console or the coordinator's answer passes:
+// the full node's one check of it, where it arrives. What is not a key
+// names no repository. (The API parses its own, where the call arrives.)
 func keyOf(s string) (repokey.Key, bool) {
 	k, err := repokey.Parse(s)
 	return k, err == nil
@@ -189,11 +186,7 @@ func (b *backend) detail(ctx context.Context, key repokey.Key) (api.RepoDetail, 
 	return d, refs, true
 }
 
-func (b *backend) Known(key string) bool {
-	k, ok := keyOf(key)
-	if !ok {
-		return false
-	}
+func (b *backend) Known(k repokey.Key) bool {
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
 	return b.f.view.Has(k)
@@ -232,12 +225,12 @@ func (b *backend) AddRepo(ctx context.Context, url string, attrs map[string]stri
 	return api.Repo{Key: resp.GetKey(), UpstreamURL: url, State: repostate.Pending}, nil
 }
 
-func (b *backend) RemoveRepo(ctx context.Context, key string) error {
+func (b *backend) RemoveRepo(ctx context.Context, key repokey.Key) error {
 	client, ctx, err := b.coordinator(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := client.RemoveRepo(ctx, &fleetv1.RemoveRepoRequest{Key: key}); err != nil {
+	if _, err := client.RemoveRepo(ctx, &fleetv1.RemoveRepoRequest{Key: key.String()}); err != nil {
 		if status.Code(err) == codes.NotFound {
 			return api.ErrNotFound
 		}
@@ -246,11 +239,10 @@ func (b *backend) RemoveRepo(ctx context.Context, key string) error {
 	return nil
 }
 
-func (b *backend) StartFetch(ctx context.Context, key, taskID string) error {
-	k, err := repokey.Parse(key) // where the API's task arrives
-	if err != nil {
-		return err
-	}
+// StartFetch takes the key the API parsed where the call or the webhook
+// arrived.
+func (b *backend) StartFetch(ctx context.Context, k repokey.Key, taskID string) error {
+	key := k.String()
 	client, cctx, err := b.coordinator(ctx)
 	if err != nil {
 		return err

@@ -45,7 +45,12 @@ func (f *Node) hintFromFeed(ctx context.Context, h *fleetv1.ChangeHint) {
 		return
 	}
 	key, pushedAt := h.GetKey(), time.Unix(h.GetPushedAtUnix(), 0)
-	if err := f.api.FeedPush(ctx, key, pushedAt); err != nil && !errors.Is(err, errNotMirrored) {
+	k, err := repokey.Parse(key) // where the coordinator's feed push arrives
+	if err != nil {
+		f.log.Debug("forge feed: push of an invalid key ignored", "key", key, "err", err)
+		return
+	}
+	if err := f.api.FeedPush(ctx, k, pushedAt); err != nil && !errors.Is(err, errNotMirrored) {
 		f.log.Debug("forge feed: push not taken", "key", key, "pushed_at", pushedAt, "err", err)
 	}
 }
@@ -147,12 +152,10 @@ func (f *Node) hint(key repokey.Key, open func(p *pullplan.Plan, now time.Time, 
 	return nil
 }
 
-// ChangeHint is the webhook's path into the full node (api.ChangeHinter).
-func (b *backend) ChangeHint(_ context.Context, key string, pushedAt time.Time) error {
-	k, err := repokey.Parse(key) // where the webhook's or the feed's key arrives
-	if err != nil {
-		return err
-	}
+// ChangeHint is the webhook's path into the full node (api.ChangeHinter),
+// with the key the API parsed from the payload or hintFromFeed from the
+// coordinator's message.
+func (b *backend) ChangeHint(_ context.Context, k repokey.Key, pushedAt time.Time) error {
 	return b.f.changeHint(k, pushedAt)
 }
 

@@ -40,10 +40,11 @@ func newUpstreamRig(t *testing.T, cfg Config) *upstreamRig {
 	if err := up.Create("c", []string{"main"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := repokey.Normalize(up.RepoURL("c"), repokey.Options{AllowPrivate: true})
+	nk, _, err := repokey.Normalize(up.RepoURL("c"), repokey.Options{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := nk.String()
 	clk := clock.NewFake(time.Unix(2e9, 0))
 	cfg.Coordinators, cfg.DataDir, cfg.AllowPrivate = []string{"127.0.0.1:1"}, t.TempDir(), true
 	f, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)

@@ -68,7 +68,7 @@ func newForkNetwork(t testing.TB, history string, before func(up *gittest.Upstre
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.keys[name] = key
+		n.keys[name] = key.String()
 		n.sync(t, name)
 	}
 	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {

@@ -41,9 +41,11 @@ func newCrashRig(t *testing.T) *crashRig {
 		t.Fatal(err)
 	}
 	r := &crashRig{t: t, up: up, data: t.TempDir(), url: up.RepoURL("c")}
-	if r.key, _, err = repokey.Normalize(r.url, repokey.Options{AllowPrivate: true}); err != nil {
+	nk, _, err := repokey.Normalize(r.url, repokey.Options{AllowPrivate: true})
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.key = nk.String()
 	n := r.start()
 	if _, err := n.mirror.Sync(context.Background(), repokey.Key(r.key), r.url); err != nil {
 		t.Fatal(err)

@@ -39,10 +39,11 @@ func TestMaintainerRunsANotedMirrorOnceAndCountsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := repokey.Normalize(up.RepoURL("m"), repokey.Options{AllowPrivate: true})
+	nk, _, err := repokey.Normalize(up.RepoURL("m"), repokey.Options{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := nk.String()
 	if _, err := store.Sync(context.Background(), repokey.Key(key), up.RepoURL("m")); err != nil {
 		t.Fatal(err)
 	}

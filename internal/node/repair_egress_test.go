@@ -92,10 +92,11 @@ func TestRepairOfAMirrorWhoseUpstreamTheEgressPolicyRefusesMakesNoConnection(t *
 	}
 	addr, conns := countingForwarder(t, strings.TrimPrefix(up.URL, "http://"))
 	url := fmt.Sprintf("http://%s/c.git", addr)
-	key, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
+	nk, _, err := repokey.Normalize(url, repokey.Options{AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := nk.String()
 	logs := &syncLog{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), log)

@@ -358,14 +358,14 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	// The coordinator validated the URL; a node checks again, so that a
 	// confused or compromised coordinator cannot make it fetch elsewhere.
 	want, _, err := repokey.Normalize(r.GetUrl(), repokey.Options{AllowPrivate: n.cfg.AllowPrivate, Egress: n.cfg.Egress, Fold: n.cfg.Fold})
-	if err != nil || !repokey.SameRepository(want, key) {
-		n.refuseAssignment(key, r.GetUrl(), want, err)
+	if err != nil || !repokey.SameRepository(want.String(), key) {
+		n.refuseAssignment(key, r.GetUrl(), want.String(), err)
 		return
 	}
 	// The key as the mirror store takes it, parsed once here, at the edge.
 	k, err := repokey.Parse(key)
 	if err != nil {
-		n.refuseAssignment(key, r.GetUrl(), want, err)
+		n.refuseAssignment(key, r.GetUrl(), want.String(), err)
 		return
 	}
 	n.role.Assigned(k) // before a check could clone it anew

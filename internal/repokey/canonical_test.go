@@ -20,11 +20,11 @@ func TestOneKeyForEverySpellingOfARepository(t *testing.T) {
 		{"https://example.org/a/lpt", "example.org/a/lpt"},
 	} {
 		key, _, err := Normalize(tc.url, Options{})
-		if err != nil || key != tc.key {
+		if err != nil || key.String() != tc.key {
 			t.Errorf("Normalize(%q) = %q, %v; want %q", tc.url, key, err, tc.key)
 			continue
 		}
-		if err := Check(key); err != nil {
+		if err := Check(key.String()); err != nil {
 			t.Errorf("Check(%q): %v", key, err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestCaseIsFoldedOnlyWhereTheHostFoldsIt(t *testing.T) {
 		{"https://github.com/U/Repo.git", "github.com/u/repo"},
 	} {
 		key, _, err := Normalize(tc.url, Options{Fold: f})
-		if err != nil || key != tc.key {
+		if err != nil || key.String() != tc.key {
 			t.Errorf("Normalize(%q) = %q, %v; want %q", tc.url, key, err, tc.key)
 		}
 		if c, err := f.Canonical(strings.ToUpper(tc.key[:1]) + tc.key[1:]); err != nil || string(c) != tc.key {

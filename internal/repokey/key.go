@@ -10,6 +10,9 @@ import (
 // another key's directory. Only this package makes one, through the
 // parsers at the edges:
 //
+//   - Normalize: an upstream URL (a catalog's entry, an API call's or a
+//     webhook's URL), and Batch, its fast path for a catalog file's lines,
+//     whose keys share one string;
 //   - Parse: a key received as it is written (from a peer in proto, a
 //     store), checked as strictly as Check;
 //   - Folding.Canonical: a key as a person or a forge writes it (an HTTP
@@ -74,3 +77,8 @@ func (k Key) Dir() string {
 // LogValue logs the key as the string it is, so that a Key in a log
 // record reads as a bare key did.
 func (k Key) LogValue() slog.Value { return slog.StringValue(string(k)) }
+
+// Clone returns a copy of the key that shares no memory with k: a key cut
+// from a Batch keeps the whole batch's string alive, which a key kept on
+// its own should not.
+func (k Key) Clone() Key { return Key(strings.Clone(string(k))) }

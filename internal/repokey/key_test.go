@@ -117,16 +117,33 @@ func TestNoKeyIsMadeFromAnUncheckedString(t *testing.T) {
 
 // TestKeysAreCheckedWhereTheyArrive reads the packages that carry a Key
 // inside a process: the pure cores (pullplan, repoview, schedule) never
-// check a key, and the node's and the full node's shells check one only
-// in the functions where it arrives (a coordinator's message, the API's
-// or a webhook's call, gitserve's report), named here with the edge they
-// are. A check anywhere else is a key checked twice on its way, which
-// the Key type exists to end: take the Key from where it was parsed.
+// check a key, and the shells (the catalog, the coordinator, the API, the
+// node and the full node) check one only in the functions where it
+// arrives (a catalog's line, an API call's path or URL, a webhook's
+// payload, a message from another process), named here with the edge
+// they are. A check anywhere else is a key checked twice on its way,
+// which the Key type exists to end: take the Key from where it was parsed.
 func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 	edges := map[string]map[string]string{
 		"pullplan": {},
 		"repoview": {},
 		"schedule": {},
+		"catalog": {
+			"parseListWith": "a line of a .list file",
+			"addEntry":      "the URLs of a YAML entry",
+		},
+		"coordinator": {
+			"AddRepo":    "an API call's URL, passed on by a full node",
+			"RemoveRepo": "an API call's key, passed on by a full node",
+			"inventory":  "a node's inventory of what it holds",
+		},
+		"api": {
+			"pathKey":           "an API call's path (GET, PATCH, DELETE, fetch, log)",
+			"isLogPath":         "an API call's path, to tell a repository's log from a repository",
+			"normalizeUpstream": "an API call's upstream URL",
+			"candidates":        "a webhook payload's URLs",
+			"autoAdded":         "a webhook payload's repository name, on a forge of this mirror",
+		},
 		"node": {
 			"assign":           "an assignment from the coordinator (its URL and key)",
 			"drop":             "a drop from the coordinator",
@@ -134,11 +151,10 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 			"ServeFailed":      "gitserve's report of a failed upload-pack",
 		},
 		"fullnode": {
-			"states":     "the coordinator's repository states",
-			"removed":    "the coordinator's removals",
-			"keyOf":      "a key from the API or the console",
-			"StartFetch": "the API's on-demand check",
-			"ChangeHint": "a webhook's or a forge feed's change hint",
+			"states":       "the coordinator's repository states",
+			"removed":      "the coordinator's removals",
+			"keyOf":        "a key from the console, or the coordinator's answer to an addition",
+			"hintFromFeed": "a forge feed's push, forwarded by the coordinator",
 		},
 	}
 	const self = "github.com/gitfleet/gitfleet/internal/repokey"
@@ -183,7 +199,7 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 						return true
 					}
 					x, _ := sel.X.(*ast.Ident)
-					checks := sel.Sel.Name == "Canonical" ||
+					checks := sel.Sel.Name == "Canonical" || sel.Sel.Name == "AddFast" ||
 						x != nil && imported != "" && x.Name == imported && slices.Contains([]string{"Parse", "Check", "Normalize", "KeyOfDir"}, sel.Sel.Name)
 					if _, edge := allowed[fn.Name.Name]; checks && !edge {
 						t.Errorf("%s: %s checks a key in %s, not where the key arrives: take the repokey.Key from the edge that parsed it",

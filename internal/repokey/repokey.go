@@ -7,8 +7,9 @@
 // no credentials. It validates URLs as hostile input: only allowed schemes,
 // no credentials, nothing that could escape a data directory or be read by
 // git as an option. A key so checked is a Key (key.go): only this
-// package's parsers make one, and code that holds one does not check it
-// again. Redact hides credentials wherever a URL is shown.
+// package's parsers make one (Batch, in fastkey.go, makes a catalog's
+// million without parsing a URL each), and code that holds one does not
+// check it again. Redact hides credentials wherever a URL is shown.
 //
 // It does no I/O (no DNS): the host is checked against the egress policy
 // without resolving it (see Options.Egress); the egress dialer is what
@@ -48,9 +49,11 @@ type Options struct {
 }
 
 // Normalize validates rawURL and returns its key and the URL to fetch
-// (cleaned: scp-like "git@host:path" becomes ssh://git@host/path).
-func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
-	fail := func(format string, a ...any) (string, string, error) {
+// (cleaned: scp-like "git@host:path" becomes ssh://git@host/path). It is
+// the parser of URLs at the edges: a catalog's entry, an API call's or a
+// webhook's URL.
+func Normalize(rawURL string, opt Options) (key Key, fetchURL string, err error) {
+	fail := func(format string, a ...any) (Key, string, error) {
 		return "", "", fmt.Errorf("%w %q: %s", ErrInvalid, truncate(Redact(rawURL)), fmt.Sprintf(format, a...))
 	}
 	s := rawURL
@@ -147,10 +150,10 @@ func Normalize(rawURL string, opt Options) (key, fetchURL string, err error) {
 	if err != nil {
 		return fail("path: %v", err)
 	}
-	key = hostPart + "/" + path
-	if len(key) > MaxKeyLen {
+	if len(hostPart)+1+len(path) > MaxKeyLen {
 		return fail("key longer than %d bytes", MaxKeyLen)
 	}
+	key = Key(hostPart + "/" + path)
 	u.Scheme = scheme
 	u.Host = strings.ToLower(u.Host)
 	return key, u.String(), nil

@@ -23,10 +23,10 @@ func TestNormalizeGivesOneKeyForEveryFormOfAURL(t *testing.T) {
 			t.Errorf("%q: %v", tc.url, err)
 			continue
 		}
-		if key != tc.key || fetch != tc.fetch {
+		if key.String() != tc.key || fetch != tc.fetch {
 			t.Errorf("%q: got key %q fetch %q, want %q %q", tc.url, key, fetch, tc.key, tc.fetch)
 		}
-		if err := Check(key); err != nil {
+		if err := Check(key.String()); err != nil {
 			t.Errorf("Check(%q): %v", key, err)
 		}
 	}

@@ -219,7 +219,7 @@ func refusedSchemes(c *catalog.Catalog, policy *egress.Policy) []catalog.Problem
 		for _, u := range append([]string{e.URL}, e.Fallbacks...) {
 			scheme, _, ok := strings.Cut(u, "://")
 			if ok && !slices.Contains(allowed, scheme) {
-				out = append(out, catalog.Problem{File: e.File, Line: e.Line, Key: e.Key, Severity: catalog.SeverityError,
+				out = append(out, catalog.Problem{File: e.File, Line: e.Line, Key: e.Key.String(), Severity: catalog.SeverityError,
 					Reason: fmt.Sprintf("%s: scheme %q is refused by the fleet's egress policy (--egress-schemes %s): it would never be fetched",
 						repokey.Redact(u), scheme, strings.Join(allowed, ","))})
 			}
@@ -299,7 +299,7 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 func keys(es []catalog.Entry) []string {
 	out := make([]string, 0, len(es))
 	for _, e := range es {
-		out = append(out, e.Key)
+		out = append(out, e.Key.String())
 	}
 	return out
 }

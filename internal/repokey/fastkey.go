@@ -1,13 +1,54 @@
-package catalog
+package repokey
 
 import (
 	"bytes"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
-	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
-// fastKey is repokey.Normalize for the one form that makes up nearly all of
+// Batch makes the keys of many URLs (a catalog file's lines) in one shared
+// string, the way a catalog of a million entries can afford: one
+// allocation for all the keys of a file, and for the lines in the form
+// "https://host/path" (nearly all of a big catalog) no URL parsing at all.
+// Only the parsers of this package write into it, so that every Key it
+// hands out is one Normalize gave or would give. The zero value is ready;
+// a Batch is reused from one file to the next (Keys empties it).
+type Batch struct {
+	buf  []byte
+	ends []int
+}
+
+// AddFast adds the key of line when line is in the one form the fast path
+// knows ("https://host/path", see fastKey) and returns how many bytes of
+// the line after "https://" the key is: the fetch URL is line itself. When
+// ok is false, nothing was added: ask Normalize and Add its key.
+func (b *Batch) AddFast(line []byte) (n int, ok bool) {
+	if n, ok = fastKey(line); ok {
+		b.buf = append(b.buf, line[len("https://"):len("https://")+n]...)
+		b.ends = append(b.ends, len(b.buf))
+	}
+	return n, ok
+}
+
+// Add adds a key that a parser made.
+func (b *Batch) Add(k Key) {
+	b.buf = append(b.buf, k...)
+	b.ends = append(b.ends, len(b.buf))
+}
+
+// Keys calls fn with each key added, in order, all of them sharing one
+// string, and empties the batch for the next file (keeping its memory).
+func (b *Batch) Keys(fn func(i int, k Key)) {
+	all := string(b.buf)
+	start := 0
+	for i, end := range b.ends {
+		fn(i, Key(all[start:end]))
+		start = end
+	}
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
+}
+
+// fastKey is Normalize for the one form that makes up nearly all of
 // a big catalog, "https://host/path", without parsing or allocating: at a
 // million lines, Normalize (url.Parse and its garbage) would be most of a
 // load. It accepts only what it can prove Normalize accepts with the same
@@ -56,7 +97,7 @@ func fastKey(line []byte) (n int, ok bool) {
 	for end > slash && rest[end-1] == '/' {
 		end--
 	}
-	if end <= slash+1 || end > repokey.MaxKeyLen {
+	if end <= slash+1 || end > MaxKeyLen {
 		return 0, false
 	}
 	// What was trimmed is slashes and ".git"; check the rest, segment by
@@ -103,7 +144,7 @@ func fastHost(host []byte) bool {
 }
 
 func fastSegment(s []byte) bool {
-	if len(s) == 0 || len(s) > repokey.MaxSegmentLen || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' {
+	if len(s) == 0 || len(s) > MaxSegmentLen || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' {
 		return false
 	}
 	// NTFS short names (GIT~1) are Normalize's to refuse.
