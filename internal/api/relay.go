@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Relayed reads: on the full tier a full node that does not hold a
@@ -37,7 +39,7 @@ type relayedKey struct{}
 // detail, of its fetch log (/api/v1/repos/{key}/log), or of the fetch log
 // filtered to it (/api/v1/log?key=). Lists, counters and writes are
 // answered where they arrive.
-func (s *Server) RepoOf(r *http.Request) (string, bool) {
+func (s *Server) RepoOf(r *http.Request) (repokey.Key, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return "", false
 	}
@@ -54,7 +56,7 @@ func (s *Server) RepoOf(r *http.Request) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return k.String(), true
+	return k, true
 }
 
 // RelayHeaders returns the headers that a relay of r carries to the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/gitfleet/gitfleet/internal/console"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
@@ -73,7 +72,7 @@ func (f *Node) publicHandler() http.Handler {
 // repository key can start with; a repository's public status and badge
 // are relayed to a replica when this node does not serve it (relay.go).
 func (f *Node) mountConsole(mux *http.ServeMux) func(w http.ResponseWriter, r *http.Request) bool {
-	mux.Handle("/-/", f.relayReads(f.console, console.RepoOf, noHeaders))
+	mux.Handle("/-/", f.relayReads(f.console, consoleRepoOf, noHeaders))
 	return func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path != "/" {
 			return false

@@ -124,20 +124,28 @@ func (f *Node) relayTo(key repokey.Key, fallback http.Handler, header func(*http
 // repository this node does not serve from one of its replicas, with
 // header's headers; the rest, and a read no replica answers, local
 // answers.
-func (f *Node) relayReads(local http.Handler, repoOf func(*http.Request) (string, bool), header func(*http.Request) http.Header) http.Handler {
+func (f *Node) relayReads(local http.Handler, repoOf func(*http.Request) (repokey.Key, bool), header func(*http.Request) http.Header) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s, ok := repoOf(r); ok {
-			if key, ok := keyOf(s); ok {
-				if _, served := f.resolve(key); !served {
-					if h := f.relayTo(key, local, header); h != nil {
-						h.ServeHTTP(w, r)
-						return
-					}
+		if key, ok := repoOf(r); ok {
+			if _, served := f.resolve(key); !served {
+				if h := f.relayTo(key, local, header); h != nil {
+					h.ServeHTTP(w, r)
+					return
 				}
 			}
 		}
 		local.ServeHTTP(w, r)
 	})
+}
+
+// consoleRepoOf is the repository of a status page or badge request
+// (console.RepoOf), checked here, where it arrives.
+func consoleRepoOf(r *http.Request) (repokey.Key, bool) {
+	s, ok := console.RepoOf(r)
+	if !ok {
+		return "", false
+	}
+	return keyOf(s)
 }
 
 // noHeaders is the header of a relayed read that needs none of the
@@ -151,13 +159,12 @@ func noHeaders(*http.Request) http.Header { return http.Header{} }
 func (f *Node) relayedReads() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := http.Handler(http.HandlerFunc(f.api.ServeRelayed))
-		s, ok := f.api.RepoOf(r)
+		key, ok := f.api.RepoOf(r)
 		if !ok {
 			h = f.console
-			s, ok = console.RepoOf(r)
+			key, ok = consoleRepoOf(r)
 		}
-		key, valid := keyOf(s)
-		if !ok || !valid {
+		if !ok {
 			http.NotFound(w, r)
 			return
 		}

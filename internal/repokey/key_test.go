@@ -143,6 +143,7 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 			"normalizeUpstream": "an API call's upstream URL",
 			"candidates":        "a webhook payload's URLs",
 			"autoAdded":         "a webhook payload's repository name, on a forge of this mirror",
+			"RepoOf":            "a read another full node relayed, by its path",
 		},
 		"node": {
 			"assign":           "an assignment from the coordinator (its URL and key)",
