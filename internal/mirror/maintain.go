@@ -236,6 +236,9 @@ func (s *Store) maintainKey(ctx context.Context, key repokey.Key, fullInterval t
 	if ok, err := s.data.exists(key, dir); err != nil || !ok {
 		return MaintenanceReport{}, err
 	}
+	if err := s.expireArchive(ctx, key, dir); err != nil {
+		return MaintenanceReport{}, fmt.Errorf("mirror %s: maintenance: %w", key, err)
+	}
 	before, err := probe(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return MaintenanceReport{}, nil

@@ -82,6 +82,7 @@ type Store struct {
 	empty      emptyGuard           // emptyguard.go
 	retired    retiredSize          // retiredsize.go
 
+	archive    ArchivePolicy             // archive.go
 	pruneAfter time.Duration             // prune.go
 	tombstone  time.Duration             // tombstone.go
 	prunes     map[repokey.Key]time.Time // marked keys -> when to prune them
@@ -159,6 +160,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) 
 		prunes:     make(map[repokey.Key]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
+		archive:    ArchivePolicy{MaxRefs: DefaultArchiveMaxRefs},
 	}
 	for _, o := range opts {
 		o(s)
@@ -333,9 +335,22 @@ func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string
 		if askHead {
 			asking.Go(func() { head, headErr = s.git.RemoteHead(ctx, url) })
 		}
+		// The tips the fetch may take away are kept first (archive.go).
+		var archived, preArchived []ArchivedRef
+		archive := s.archiving(key)
+		if archive {
+			var err error
+			if archived, preArchived, err = s.archiveAhead(ctx, key, dir, before.Refs, remote.Refs.Refs); err != nil {
+				s.settleFailed(ctx, key, dir, before, ahead)
+				return res, err
+			}
+		}
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
 			if ctx.Err() != nil {
 				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
+			}
+			if archive {
+				s.settleArchiveFailed(ctx, key, dir, before, archived, preArchived)
 			}
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
@@ -351,6 +366,9 @@ func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
 		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
+		if archive {
+			s.settleArchive(ctx, key, dir, archived, preArchived, res.Dropped)
+		}
 		if res.Changed && network != "" {
 			if err := s.share(ctx, key, dir, network); err != nil {
 				s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
