@@ -220,6 +220,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
 		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false", "uploadpack.hideRefs=" + hiddenRefs,
+			"uploadpack.hideRefs=" + archiveRefs, "uploadpack.allowReachableSHA1InWant=true",
 			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
 			"transfer.advertiseObjectInfo=false"}}
 	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")

@@ -3,9 +3,9 @@ package mirror_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
