@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repostate"
+)
+
+// ArchiveReader lists the tips that force-pushes and deletions took away
+// from a repository, kept under refs/archive/ when it archives them.
+type ArchiveReader interface {
+	// Archive lists key's archive refs, oldest first; an error wrapping
+	// ErrNotFound says this full node holds no copy of key.
+	Archive(ctx context.Context, key string) ([]ArchivedRef, error)
+}
+
+// ArchivedRef is one kept tip.
+type ArchivedRef struct {
+	Name string    `json:"name"`   // refs/archive/<unix-time>/<ref>
+	Ref  string    `json:"ref"`    // the ref whose tip it was
+	OID  string    `json:"old_id"` // the tip, fetchable by id
+	At   time.Time `json:"time"`   // when the fetch took it away
+}
+
+// ArchivePage is the answer of GET /api/v1/repos/{key}/archive.
+type ArchivePage struct {
+	Key  string        `json:"key"`
+	Refs []ArchivedRef `json:"refs"`
+}
+
+// isArchivePath splits GET /api/v1/repos/{key}/archive, as isLogPath does:
+// a repository whose key ends in /archive is itself.
+func (s *Server) isArchivePath(raw string) (string, bool) {
+	base, ok := strings.CutSuffix(raw, "/archive")
+	if !ok {
+		return "", false
+	}
+	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full.String()) {
+		return "", false
+	}
+	return base, true
+}
+
+// repoArchive serves GET /api/v1/repos/{key}/archive.
+func (s *Server) repoArchive(w http.ResponseWriter, r *http.Request, raw string) {
+	if s.fleet.Archive == nil {
+		writeError(w, http.StatusNotImplemented, "this server keeps no archive")
+		return
+	}
+	key, ok := s.pathKey(w, raw)
+	if !ok {
+		return
+	}
+	if !s.fleet.Repos.Known(key) {
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key))
+		return
+	}
+	refs, err := s.fleet.Archive.Archive(r.Context(), key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, "this full node holds no copy of "+key+"; ask one of its replicas")
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if refs == nil {
+		refs = []ArchivedRef{}
+	}
+	writeJSON(w, http.StatusOK, ArchivePage{Key: key, Refs: refs})
+}
