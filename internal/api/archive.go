@@ -20,10 +20,10 @@ type ArchiveReader interface {
 
 // ArchivedRef is one kept tip.
 type ArchivedRef struct {
-	Name string    `json:"name"`   // refs/archive/<unix-time>/<ref>
-	Ref  string    `json:"ref"`    // the ref whose tip it was
-	OID  string    `json:"old_id"` // the tip, fetchable by id
-	At   time.Time `json:"time"`   // when the fetch took it away
+	Name string    `json:"name"`             // refs/archive/<unix-time>/<ref>
+	Ref  string    `json:"ref"`              // the ref whose tip it was
+	OID  string    `json:"old_id,omitempty"` // the tip, fetchable by id (to the API token alone)
+	At   time.Time `json:"time"`             // when the fetch took it away
 }
 
 // ArchivePage is the answer of GET /api/v1/repos/{key}/archive.
@@ -70,6 +70,13 @@ func (s *Server) repoArchive(w http.ResponseWriter, r *http.Request, raw string)
 	}
 	if refs == nil {
 		refs = []ArchivedRef{}
+	}
+	if !s.operator(r) {
+		// As the fetch log's rewrites: a force-push may have taken a
+		// secret away, and its id fetches it.
+		for i := range refs {
+			refs[i].OID = ""
+		}
 	}
 	writeJSON(w, http.StatusOK, ArchivePage{Key: key, Refs: refs})
 }

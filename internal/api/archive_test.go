@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func (b archiveBackend) Archive(_ context.Context, key string) ([]ArchivedRef, e
 }
 
 // GET /api/v1/repos/{key}/archive lists a repository's archive refs (ref,
-// old id, time), an empty list when it has none, 404 for a repository not
+// old id, time; the old id with the API token alone), an empty list when it has none, 404 for a repository not
 // mirrored or not held here, and is the repository itself when its own
 // key ends in /archive.
 func TestTheArchiveOfARepositoryIsListed(t *testing.T) {
@@ -50,7 +51,7 @@ func TestTheArchiveOfARepositoryIsListed(t *testing.T) {
 	t.Cleanup(func() { e.srv.Close(); e.ts.Close() })
 
 	var page ArchivePage
-	r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b/archive", nil)
+	r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b/archive", nil, "Authorization: Bearer "+testToken)
 	if r.status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
@@ -60,6 +61,10 @@ func TestTheArchiveOfARepositoryIsListed(t *testing.T) {
 	}
 	if m := r.json(t); m["refs"].([]any)[0].(map[string]any)["old_id"] != "1111111111111111111111111111111111111111" {
 		t.Errorf("the JSON names the old id otherwise: %s", r.body)
+	}
+	if r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/b/archive", nil); r.status != http.StatusOK ||
+		strings.Contains(string(r.body), "1111111111") || !strings.Contains(string(r.body), "refs/heads/main") {
+		t.Errorf("without the API token: %d %s, want the ref without its old id", r.status, r.body)
 	}
 	if r := e.do(t, http.MethodGet, "/api/v1/repos/github.com/a/c/archive", nil); r.status != http.StatusOK || r.json(t)["refs"] == nil {
 		t.Errorf("an empty archive: %d %q, want refs []", r.status, r.body)
