@@ -21,6 +21,11 @@
 //   - A source that suddenly advertises nothing is believed only when it
 //     says so again at a check an hour later or more (emptyguard.go), the
 //     old tips then kept, hidden, for a tombstone period (tombstone.go).
+//   - With the archive policy (opt-in: ArchivePolicy), the tips that a
+//     force-push or a deletion takes away are kept, hidden, under
+//     refs/archive/<unix time>/<ref>, written before a sync's fetch or in
+//     a verified pull's own transaction, capped a repository and expired
+//     in maintenance (archive.go).
 //   - The mirrors of a fork network share one object pool under
 //     <data>/pools (pool.go).
 //   - Maintenance repacks mirrors geometrically, with bitmaps and a commit
