@@ -236,9 +236,6 @@ func (s *Store) maintainKey(ctx context.Context, key repokey.Key, fullInterval t
 	if ok, err := s.data.exists(key, dir); err != nil || !ok {
 		return MaintenanceReport{}, err
 	}
-	if err := s.expireArchive(ctx, key, dir); err != nil {
-		return MaintenanceReport{}, fmt.Errorf("mirror %s: maintenance: %w", key, err)
-	}
 	before, err := probe(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return MaintenanceReport{}, nil
@@ -254,6 +251,9 @@ func (s *Store) maintainKey(ctx context.Context, key repokey.Key, fullInterval t
 	rep.Full = NeedOf(before, now, fullInterval).Full
 	if removed := s.removeMaintLocks(dir, now.Add(-s.lockAge())); len(removed) > 0 {
 		s.log.Warn("removed stale lock files a killed maintenance left", "key", key, "locks", removed)
+	}
+	if err := s.expireArchive(ctx, key, dir); err != nil { // archive.go
+		s.log.Warn("could not expire archive refs; the next maintenance will", "key", key, "err", err)
 	}
 	if rep.Full, err = s.maintain(ctx, dir, rep.Full); err != nil {
 		if ctx.Err() != nil {
