@@ -29,6 +29,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/ha"
 	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/metrics"
+	"github.com/gitfleet/gitfleet/internal/mirror"
 	"github.com/gitfleet/gitfleet/internal/node"
 	"github.com/gitfleet/gitfleet/internal/prefault"
 	"github.com/gitfleet/gitfleet/internal/secretfile"
@@ -166,6 +167,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 			Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval,
 			MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout,
 			IntegrityInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
+			Archive:                mirror.ArchivePolicy{All: cfg.ArchiveRewrites, Retention: cfg.ArchiveRetention, MaxRefs: cfg.ArchiveMaxRefs},
 			MaintenanceConcurrency: cfg.MaintConcurrency, MaintenanceDuty: cfg.MaintDuty, MaintenanceFullInterval: cfg.MaintFullInterval,
 			AllowPrivate: cfg.AllowPrivateUpstreams, HostLimits: limits, HostConcurrency: cfg.HostConcurrency, DiskQuota: quota,
 			LogPerRepo: cfg.LogPerRepo, LogMaxAge: cfg.LogMaxAge, Limits: lim,

@@ -60,6 +60,7 @@ type Fleet struct {
 	Log     LogReader     // fetchlog.go
 	Hints   ChangeHinter  // hooks.go
 	Feeds   FeedReader    // feeds.go; nil: no feed
+	Archive ArchiveReader // archive.go; nil: 501
 }
 
 // ChangeHinter hears of upstream changes: a webhook for a mirrored

@@ -533,7 +533,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	slices.Sort(documented)
 	routes := []string{
 		"DELETE /api/v1/repos/{key}", "GET /api/v1/catalog", "GET /api/v1/events", "GET /api/v1/feeds", "GET /api/v1/log", "GET /api/v1/nodes", "GET /api/v1/openapi.json",
-		"GET /api/v1/repos", "GET /api/v1/repos/{key}", "GET /api/v1/repos/{key}/log", "GET /api/v1/tasks", "GET /api/v1/tasks/{id}",
+		"GET /api/v1/repos", "GET /api/v1/repos/{key}", "GET /api/v1/repos/{key}/archive", "GET /api/v1/repos/{key}/log", "GET /api/v1/tasks", "GET /api/v1/tasks/{id}",
 		"PATCH /api/v1/repos/{key}", "POST /api/v1/catalog/confirm-purge", "POST /api/v1/nodes/{id}/revoke", "POST /api/v1/repos",
 		"POST /api/v1/repos/{key}/fetch", "POST /api/v1/tasks/{id}/cancel", "POST /hooks/gitee", "POST /hooks/github", "POST /hooks/gitlab",
 	}

@@ -36,7 +36,8 @@ type relayedKey struct{}
 
 // RepoOf returns the repository that r reads, canonical, when r is a
 // per-repository read that a holder of the repository answers: GET of its
-// detail, of its fetch log (/api/v1/repos/{key}/log), or of the fetch log
+// detail, of its fetch log (/api/v1/repos/{key}/log), of its archive
+// (/api/v1/repos/{key}/archive), or of the fetch log
 // filtered to it (/api/v1/log?key=). Lists, counters and writes are
 // answered where they arrive.
 func (s *Server) RepoOf(r *http.Request) (repokey.Key, bool) {
@@ -50,6 +51,8 @@ func (s *Server) RepoOf(r *http.Request) (repokey.Key, bool) {
 		}
 		raw = r.URL.Query().Get("key")
 	} else if base, isLog := s.isLogPath(raw); isLog {
+		raw = base
+	} else if base, isArchive := s.isArchivePath(raw); isArchive {
 		raw = base
 	}
 	k, err := s.cfg.Fold.Canonical(raw)

@@ -174,6 +174,10 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 		s.repoLog(w, r, base)
 		return
 	}
+	if base, isArchive := s.isArchivePath(r.PathValue("key")); isArchive {
+		s.repoArchive(w, r, base)
+		return
+	}
 	key, ok := s.pathKey(w, r.PathValue("key"))
 	if !ok {
 		return

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/internal/egress"
@@ -158,6 +159,18 @@ func (c *Catalog) Keys(fn func(key repokey.Key) bool) {
 // (package network): a name that network.CheckName accepts, or the
 // attribute is skipped with a problem.
 const AttrNetwork = "network"
+
+// AttrArchive is the attribute that makes the mirrors of an entry keep the
+// tips that force-pushes and deletions take away, under refs/archive/
+// (archive: true; package mirror's ArchivePolicy).
+const AttrArchive = "archive"
+
+// Archives tells whether attrs ask for the archive of rewritten history:
+// AttrArchive is true (as YAML and strconv.ParseBool say it).
+func Archives(attrs map[string]string) bool {
+	on, _ := strconv.ParseBool(attrs[AttrArchive])
+	return on
+}
 
 // Attr calls fn for every entry that has attribute name, with its value,
 // in no particular order, until fn returns false. Like Keys it allocates

@@ -117,6 +117,9 @@ type Config struct {
 	MaintDuty             float64       `name:"maintenance-duty" roles:"partial,full,up" topic:"storage" help:"the most of the time each maintenance lane may be busy (0.1: at most 10%)"`
 	MaintFullInterval     time.Duration `name:"maintenance-full-interval" roles:"partial,full,up" topic:"storage" help:"a mirror written to since its last full repack is repacked in full once this long has passed, which drops the objects no ref reaches (what --prune-after does not already drop)"`
 	Retention             time.Duration `name:"retention" roles:"partial,full,up" topic:"storage" help:"how long a removed repository's data (full node) and the old tips of an emptied upstream are kept, so that re-adding it needs no clone and a deletion can be undone"`
+	ArchiveRewrites       bool          `name:"archive-rewrites" roles:"partial,full,up" topic:"storage" help:"every mirror keeps the tips that an upstream's force-push or deletion takes away, hidden, under refs/archive/<unix-time>/<ref> (fetched by id, listed by the API); without it only catalog entries with archive: true do"`
+	ArchiveRetention      time.Duration `name:"archive-retention" roles:"partial,full,up" topic:"storage" help:"how long an archive ref (see --archive-rewrites) is kept; maintenance deletes older ones and the next prune drops what they kept (0: forever)"`
+	ArchiveMaxRefs        int           `name:"archive-max-refs" roles:"partial,full,up" topic:"storage" help:"the most archive refs a repository keeps (an upstream that force-pushes in a loop cannot grow them without bound): the oldest go first"`
 	MismatchRevoke        int           `name:"mismatch-revoke" roles:"full,up" topic:"trust" help:"revoke a partial node after it served this many tips the upstream never had (0: never)"`
 	StaleRevoke           int           `name:"stale-revoke" roles:"full,up" topic:"trust" help:"revoke a partial node after this many stale reports: repositories it reported unchanged after a push that the full node then found upstream (0: never)"`
 	SpotCheckPerHour      int           `name:"spot-check-per-hour" roles:"full,up" topic:"trust" help:"repositories checked against their upstreams by the full node itself each hour, the oldest verified_at first, on hosts without a forge feed (0: none)"`
@@ -213,6 +216,7 @@ func Default() Config {
 		MaintDuty:            0.1,
 		MaintFullInterval:    7 * 24 * time.Hour,
 		Retention:            7 * 24 * time.Hour,
+		ArchiveMaxRefs:       1000, // mirror.DefaultArchiveMaxRefs
 		MismatchRevoke:       3,
 		StaleRevoke:          10,
 		ForgeRequestsPerHour: 4000,

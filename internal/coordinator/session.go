@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/catalog"
 	"io"
 	"iter"
 	"slices"
@@ -624,7 +625,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			if e, ok := c.entry(k); ok {
 				_, pool, _ := c.engine.Network(k)
 				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
-					Fed: c.feedFed(k, now)}
+					Fed: c.feedFed(k, now), Archive: catalog.Archives(e.Attrs)}
 				if as.seed && seedBase != "" {
 					r.SeedUrl = seedBase + "/" + k + ".git"
 				}

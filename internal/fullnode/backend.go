@@ -52,7 +52,7 @@ func newBackend(f *Node) *backend {
 
 // fleet is the backend as the API's Fleet: all of it.
 func (b *backend) fleet() api.Fleet {
-	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b, Feeds: b.f}
+	return api.Fleet{Repos: b, Catalog: b, Checks: b, Nodes: b, Log: b, Hints: b, Feeds: b.f, Archive: b}
 }
 
 // coordinator returns a client of the coordinator and a context that
@@ -157,6 +157,23 @@ func (b *backend) ListRepos(_ context.Context, f api.RepoFilter) ([]api.Repo, in
 func (b *backend) GetRepo(ctx context.Context, k repokey.Key) (api.RepoDetail, bool) {
 	d, _, ok := b.detail(ctx, k)
 	return d, ok
+}
+
+// Archive lists the archive refs of the full node's copy of k, whose key
+// the API parsed where the call arrived.
+func (b *backend) Archive(ctx context.Context, k repokey.Key) ([]api.ArchivedRef, error) {
+	if !b.f.mirror.Has(k) {
+		return nil, fmt.Errorf("archive of %s: %w", k, api.ErrNotFound)
+	}
+	refs, err := b.f.mirror.Archive(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.ArchivedRef, len(refs))
+	for i, a := range refs {
+		out[i] = api.ArchivedRef{Name: a.Name, Ref: a.Ref, OID: a.OID, At: a.At}
+	}
+	return out, nil
 }
 
 // keyOf parses a key that the console or the coordinator's answer passes:

@@ -3,6 +3,7 @@ package fullnode
 import (
 	"context"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/catalog"
 	"sync"
 	"time"
 
@@ -105,6 +106,17 @@ func (f role) Network(key repokey.Key) string {
 		return v.Network()
 	}
 	return ""
+}
+
+// Archives tells whether key's catalog entry asks for the archive of
+// rewritten history (catalog.AttrArchive), as the coordinator sent it.
+func (f role) Archives(key repokey.Key) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.view.Entry(key); ok {
+		return catalog.Archives(v.Attrs())
+	}
+	return false
 }
 
 // Upstream is key's upstream URL as the coordinator sent it.

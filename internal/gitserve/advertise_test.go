@@ -56,7 +56,7 @@ func oddRepos(t *testing.T, root string) []string {
 		"tagsloose": `git init -q --bare -b main . && git -C ../work push -q "$PWD" 'refs/*:refs/*'`,
 		// The same packed, refs and objects, with one ref moved since.
 		"tagspacked": `git clone -q --mirror ../work . && git repack -q -adf && git pack-refs --all &&
-			git update-ref refs/tags/t1 refs/tags/t3 && git update-ref refs/gitfleet/tomb/x main`,
+			git update-ref refs/tags/t1 refs/tags/t3 && git update-ref refs/gitfleet/tomb/x main && git update-ref refs/archive/1700000000/refs/heads/old main`,
 		// Refs with unusual but valid names.
 		"names": `git clone -q --bare ../work . && for n in a-b a/b a+b x.y with@sign A 'ünï' 'a,b' '(p)' "it's" '{b}' '!'; do
 				git update-ref "refs/heads/$n" main; done &&
@@ -95,7 +95,8 @@ func oddRepos(t *testing.T, root string) []string {
 
 // servedConfig is what the Handler tells upload-pack (gitserve.go).
 var servedConfig = []string{"-c", "uploadpack.allowFilter=true", "-c", "uploadpack.allowAnySHA1InWant=false",
-	"-c", "uploadpack.hideRefs=refs/gitfleet/", "-c", "transfer.advertiseObjectInfo=false"}
+	"-c", "uploadpack.hideRefs=refs/gitfleet/", "-c", "uploadpack.hideRefs=refs/archive/",
+	"-c", "uploadpack.allowReachableSHA1InWant=true", "-c", "transfer.advertiseObjectInfo=false"}
 
 // gitAnswer is git's own answer: upload-pack run on dir with the request
 // body (nil: the advertisement).
@@ -188,7 +189,7 @@ func TestAdvertisementsAndListingsWithoutGitAreGitsOwnByteForByte(t *testing.T) 
 	}
 	listings := [][]string{{}, {"unborn"}, {"peel", "symrefs", "unborn"}, {"ref-prefix HEAD", "symrefs", "unborn", "peel"},
 		{"ref-prefix refs/heads/"}, {"ref-prefix refs/heads/a", "ref-prefix refs/heads/a/", "ref-prefix refs/tags/t", "symrefs", "peel"},
-		{"ref-prefix refs/nothing/", "ref-prefix refs/gitfleet/"}, {"ref-prefix H", "unborn", "symrefs"}}
+		{"ref-prefix refs/nothing/", "ref-prefix refs/gitfleet/", "ref-prefix refs/archive/"}, {"ref-prefix H", "unborn", "symrefs"}}
 	service := pkt("# service=git-upload-pack\n") + "0000"
 	for _, name := range names {
 		dir := filepath.Join(root, name)

@@ -339,6 +339,7 @@ func (h *Handler) uploadPack(dir string, env []string) gitcmd.Cmd {
 	return gitcmd.Cmd{Name: "upload-pack", Args: []string{dir}, Env: env, Timeout: h.timeout(),
 		Flags: []string{"--stateless-rpc", timeoutFlag},
 		Config: []string{"uploadpack.allowFilter=true", "uploadpack.allowAnySHA1InWant=false", "uploadpack.hideRefs=" + hiddenRefs,
+			"uploadpack.hideRefs=" + archiveRefs, "uploadpack.allowReachableSHA1InWant=true",
 			// Honoured by newer gits; 2.39's advertisement is filtered (servedCapability).
 			"transfer.advertiseObjectInfo=false"}}
 }

@@ -88,7 +88,7 @@ func modelRefs(dir string, s *refsSnapshot) (*refsModel, error) {
 	}
 	names := make([]string, 0, len(entries))
 	for name := range entries {
-		if name != strings.TrimSuffix(hiddenRefs, "/") && !strings.HasPrefix(name, hiddenRefs) {
+		if !hiddenByConfig(name) {
 			names = append(names, name)
 		}
 	}
@@ -308,4 +308,16 @@ func (m *refsModel) writeListing(req *uploadRequest, unborn bool) []byte {
 
 func writePkt(b *bytes.Buffer, s string) {
 	fmt.Fprintf(b, "%04x%s", len(s)+4, s)
+}
+
+// hiddenByConfig tells whether upload-pack, given uploadpack.hideRefs for
+// hiddenRefs and archiveRefs (Handler.uploadPack), hides the ref name: a
+// ref under either namespace, or named as the namespace itself.
+func hiddenByConfig(name string) bool {
+	for _, ns := range []string{hiddenRefs, archiveRefs} {
+		if name == strings.TrimSuffix(ns, "/") || strings.HasPrefix(name, ns) {
+			return true
+		}
+	}
+	return false
 }

@@ -152,7 +152,7 @@ func (s refsSnapshot) tips() map[string]bool {
 	}
 	tips := make(map[string]bool, len(refs)+1)
 	for name, v := range refs {
-		if strings.HasPrefix(name, hiddenRefs) {
+		if unadvertised(name) {
 			continue
 		}
 		tips[v.oid] = true

@@ -18,6 +18,19 @@ import (
 // counted as reaching a wanted commit.
 const hiddenRefs = "refs/gitfleet/"
 
+// archiveRefs is the namespace of the tips that rewrites and deletions
+// took away, kept when the repository archives them (mirror.ArchiveRefs):
+// never advertised (v0, v2's ls-refs), but counted as reaching a wanted
+// object, so that what they keep is served by id (upload-pack is run with
+// uploadpack.allowReachableSHA1InWant, which counts hidden refs; the
+// checks here, run first, leave out hiddenRefs alone).
+const archiveRefs = "refs/archive/"
+
+// unadvertised tells whether a ref is never advertised.
+func unadvertised(name string) bool {
+	return strings.HasPrefix(name, hiddenRefs) || strings.HasPrefix(name, archiveRefs)
+}
+
 // maxWants bounds the object ids of one request that are checked (a
 // partial clone's lazy fetch asks for many blobs at once).
 const maxWants = 50000
@@ -360,7 +373,7 @@ func deepenNotServed(ctx context.Context, git *gitcmd.Runner, dir string, names 
 	}
 	exists := map[string]bool{"HEAD": true}
 	for line := range strings.Lines(string(out)) {
-		if name := strings.TrimSpace(line); !strings.HasPrefix(name, hiddenRefs) {
+		if name := strings.TrimSpace(line); !unadvertised(name) {
 			exists[name] = true // for-each-ref also lists refs below a pattern: only exact names count
 		}
 	}

@@ -252,6 +252,9 @@ func (s *Store) maintainKey(ctx context.Context, key repokey.Key, fullInterval t
 	if removed := s.removeMaintLocks(dir, now.Add(-s.lockAge())); len(removed) > 0 {
 		s.log.Warn("removed stale lock files a killed maintenance left", "key", key, "locks", removed)
 	}
+	if err := s.expireArchive(ctx, key, dir); err != nil { // archive.go
+		s.log.Warn("could not expire archive refs; the next maintenance will", "key", key, "err", err)
+	}
 	if rep.Full, err = s.maintain(ctx, dir, rep.Full); err != nil {
 		if ctx.Err() != nil {
 			// Stopped (a shutdown): the git that was killed was ours, under

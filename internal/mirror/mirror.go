@@ -21,6 +21,11 @@
 //   - A source that suddenly advertises nothing is believed only when it
 //     says so again at a check an hour later or more (emptyguard.go), the
 //     old tips then kept, hidden, for a tombstone period (tombstone.go).
+//   - With the archive policy (opt-in: ArchivePolicy), the tips that a
+//     force-push or a deletion takes away are kept, hidden, under
+//     refs/archive/<unix time>/<ref>, written before a sync's fetch or in
+//     a verified pull's own transaction, capped a repository and expired
+//     in maintenance (archive.go).
 //   - The mirrors of a fork network share one object pool under
 //     <data>/pools (pool.go).
 //   - Maintenance repacks mirrors geometrically, with bitmaps and a commit
@@ -82,6 +87,7 @@ type Store struct {
 	empty      emptyGuard           // emptyguard.go
 	retired    retiredSize          // retiredsize.go
 
+	archive    ArchivePolicy             // archive.go
 	pruneAfter time.Duration             // prune.go
 	tombstone  time.Duration             // tombstone.go
 	prunes     map[repokey.Key]time.Time // marked keys -> when to prune them
@@ -159,6 +165,7 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) 
 		prunes:     make(map[repokey.Key]time.Time),
 		pruneWake:  make(chan struct{}, 1),
 		tombstone:  DefaultTombstonePeriod,
+		archive:    ArchivePolicy{MaxRefs: DefaultArchiveMaxRefs},
 	}
 	for _, o := range opts {
 		o(s)
@@ -333,9 +340,22 @@ func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string
 		if askHead {
 			asking.Go(func() { head, headErr = s.git.RemoteHead(ctx, url) })
 		}
+		// The tips the fetch may take away are kept first (archive.go).
+		var archived, preArchived []ArchivedRef
+		archive := s.archiving(key)
+		if archive {
+			var err error
+			if archived, preArchived, err = s.archiveAhead(ctx, key, dir, before.Refs, remote.Refs.Refs); err != nil {
+				s.settleFailed(ctx, key, dir, before, ahead)
+				return res, err
+			}
+		}
 		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
 			if ctx.Err() != nil {
 				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
+			}
+			if archive {
+				s.settleArchiveFailed(ctx, key, dir, before, archived, preArchived)
 			}
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
@@ -351,6 +371,9 @@ func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string
 		res.After = after
 		res.Changed = after.Digest() != before.Digest()
 		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
+		if archive {
+			s.settleArchive(ctx, key, dir, archived, preArchived, res.Dropped)
+		}
 		if res.Changed && network != "" {
 			if err := s.share(ctx, key, dir, network); err != nil {
 				s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)

@@ -119,6 +119,11 @@ func (s *Store) markAhead(key repokey.Key, dir string, before, next map[string]s
 // refs whose old tips were dropped (see dropped). Caller holds key's lock.
 func (s *Store) markIfDropped(ctx context.Context, key repokey.Key, dir string, before, after gitcmd.Refs, ahead bool) []RefChange {
 	gone, why := s.dropped(ctx, dir, before, after)
+	return s.markGone(key, dir, gone, why, ahead)
+}
+
+// markGone is markIfDropped once dropped has named what went (gone, why).
+func (s *Store) markGone(key repokey.Key, dir string, gone []RefChange, why string, ahead bool) []RefChange {
 	if len(gone) == 0 {
 		if ahead {
 			if err := s.data.Remove(filepath.Join(dir, pruneMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {

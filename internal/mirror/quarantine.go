@@ -141,12 +141,32 @@ func (s *Store) PullVerifiedIn(ctx context.Context, key repokey.Key, network str
 			return res, fmt.Errorf("mirror %s: %w", key, err)
 		}
 		ahead := s.markAhead(key, dir, before.Refs, next.Refs)
+		script := updateRefScript(cs)
+		// The tips the changes take away are kept in the same transaction
+		// (archive.go): their objects are in the mirror now, so what is
+		// a fast-forward is known before it.
+		archive := s.archiving(key)
+		var gone []RefChange
+		var why string
+		if archive {
+			gone, why = s.dropped(ctx, dir, before, next)
+			arch, err := s.archivePull(ctx, key, dir, gone)
+			if err != nil {
+				s.settleFailed(ctx, key, dir, before, ahead)
+				return res, err
+			}
+			script = arch + script
+		}
 		if err := s.git.Run(ctx, gitcmd.Cmd{GitDir: dir, Name: "update-ref", Flags: []string{"--stdin"},
-			Stdin: strings.NewReader(updateRefScript(cs))}); err != nil {
+			Stdin: strings.NewReader(script)}); err != nil {
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, fmt.Errorf("mirror %s: apply verified refs: %w", key, err)
 		}
-		res.Dropped = s.markIfDropped(ctx, key, dir, before, next, ahead)
+		if archive {
+			res.Dropped = s.markGone(key, dir, gone, why, ahead)
+		} else {
+			res.Dropped = s.markIfDropped(ctx, key, dir, before, next, ahead)
+		}
 		if res.Changed {
 			s.sharePulled(ctx, key, dir, network)
 		}

@@ -120,6 +120,10 @@ type Config struct {
 	MaintenanceConcurrency  int
 	MaintenanceDuty         float64
 	MaintenanceFullInterval time.Duration
+	// Archive is which mirrors keep the tips that force-pushes and
+	// deletions take away, and for how long (mirror.ArchivePolicy; Of
+	// is the node's: the catalog's archive attribute).
+	Archive mirror.ArchivePolicy
 	// Retention is how long the old tips of the refs that an emptied
 	// upstream deleted are kept (hidden), and how long a full node keeps a
 	// removed repository's data for a re-addition to bring back without a
@@ -225,6 +229,7 @@ type owned struct {
 	taskIDs   []string // on-demand checks waiting for the next check
 	seedURL   string   // a full node's copy to clone from first
 	network   string   // the object pool it shares history in (Repo.network; "" standalone)
+	archive   bool     // keeps the tips rewrites take away (Repo.archive)
 }
 
 // identity is what a node keeps of its registration.
@@ -308,6 +313,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		flog:  fetchlog.New(logDB{db, bolt}, fetchlog.Config{PerRepo: cfg.LogPerRepo, MaxAge: cfg.LogMaxAge}, clk, log),
 		maint: newMaintainer(cfg.MaintenanceConcurrency, cfg.MaintenanceDuty, cfg.MaintenanceFullInterval),
 		bw:    bw, traffic: today}
+	archive := cfg.Archive
+	archive.Of = n.archives
+	ms.SetArchive(archive)
 	n.role = partial{n}
 	if role != nil {
 		if n.role, err = role(n); err != nil {

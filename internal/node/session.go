@@ -375,7 +375,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 		o = &owned{}
 		n.owned[key] = o
 	}
-	o.key, o.url, o.fallbacks, o.network = k, r.GetUrl(), r.GetFallbackUrls(), r.GetNetwork()
+	o.key, o.url, o.fallbacks, o.network, o.archive = k, r.GetUrl(), r.GetFallbackUrls(), r.GetNetwork(), r.GetArchive()
 	if r.GetSeedUrl() != "" && !n.reg.HoldsAll {
 		o.seedURL = r.GetSeedUrl()
 	}

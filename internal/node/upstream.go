@@ -50,6 +50,23 @@ func (n *Node) networkOf(key repokey.Key) string {
 	return ""
 }
 
+// archives tells whether key's mirror keeps the tips that rewrites take
+// away (mirror.ArchivePolicy.Of): as the coordinator assigned it
+// (Repo.archive), or, for a repository this node does not own, as its role
+// knows (a full node's RepoState.attrs).
+func (n *Node) archives(key repokey.Key) bool {
+	n.mu.Lock()
+	o := n.owned[key.String()]
+	n.mu.Unlock()
+	if o != nil {
+		return o.archive
+	}
+	if ar, ok := n.role.(interface{ Archives(key repokey.Key) bool }); ok {
+		return ar.Archives(key)
+	}
+	return false
+}
+
 // replaceUpstream copies key's mirror again from an upstream URL (the
 // repair of a corrupt mirror: mirror.Replace), with the same check of the
 // URL against the egress policy first as SyncUpstream.

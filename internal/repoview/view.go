@@ -331,6 +331,15 @@ func (v Entry) Upstream(key repokey.Key) string {
 	return ""
 }
 
+// Attrs are the repository's catalog attributes (nil: none); the map is
+// the view's, not to be changed.
+func (v Entry) Attrs() map[string]string {
+	if v.extra != nil {
+		return v.extra.attrs
+	}
+	return nil
+}
+
 // Network is the repository's fork network ("" for none).
 func (v Entry) Network() string {
 	if v.extra != nil {
