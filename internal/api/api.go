@@ -185,6 +185,9 @@ type HistoryEntry struct {
 	// force-pushed), with their old and new IDs.
 	Rewrites        []fetchlog.Rewrite `json:"rewrites,omitempty"`
 	RewritesOmitted int                `json:"rewrites_omitted,omitempty"`
+	// Head is HEAD's switch to another branch (the upstream's default
+	// branch changed): ref HEAD, old and new the branches it named.
+	Head *fetchlog.Move `json:"head,omitempty"`
 }
 
 // Node is one member of the fleet.

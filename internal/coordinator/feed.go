@@ -569,6 +569,12 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 			changed++
 		}
 	}
+	heads, _ := forge.Heads(c.cfg.Fold, f.host, ans)
+	for k, h := range heads {
+		if c.feedHead(f, k, h) {
+			changed++
+		}
+	}
 	c.cfg.met.feedChanged(f.host, changed)
 	return len(keys), nil
 }
@@ -819,4 +825,40 @@ func (c *Coordinator) runFeeds(ctx context.Context) {
 	c.mu.Lock()
 	c.feeds = nil
 	c.mu.Unlock()
+}
+
+// feedHead acts on the default branch a feed names for key (head, as
+// refs/heads/...): when the owner's last check saw HEAD name another, the
+// default branch switched, which moves no ref, so no push time shows it:
+// an urgent check of the owner follows it (an urgent check asks HEAD), and
+// its result reaches the full nodes as the state's head. Nothing while the
+// owner has said nothing of HEAD (a first clone to come, a previous
+// version). Paced as the feed's pushes are.
+func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.status[key]
+	if !c.engine.Has(key) || st == nil || st.head == "" || st.head == head {
+		return false
+	}
+	now := c.clk.Now()
+	f.mu.Lock()
+	last, asked := f.sent[key]
+	paced := asked && now.Sub(last) < c.feedSpacing()
+	if !paced {
+		f.sent[key] = now
+	}
+	f.mu.Unlock()
+	if paced {
+		return false // the feed asks again: acted on then
+	}
+	owner, _ := c.owner(key)
+	s := c.sessions[owner]
+	if owner == 0 || s == nil {
+		return false
+	}
+	s.queueCheck(key, "")
+	c.log.Info("forge feed: the default branch switched; the owner checks it now", "host", f.host, "key", key, "owner", owner,
+		"head", st.head, "forge_head", head)
+	return true
 }

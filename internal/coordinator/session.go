@@ -347,8 +347,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		r.fetches = add32(r.fetches)
 	}
 	if res.GetOk() {
-		if res.GetChanged() || r.Digest() != res.GetDigest() {
+		head := c.headName(res.GetHead())
+		if res.GetChanged() || r.Digest() != res.GetDigest() || (head != "" && r.head != "" && head != r.head) {
 			r.lastChange = at
+		}
+		if head != "" {
+			r.head = head
 		}
 		if !r.setDigest(res.GetDigest()) {
 			c.log.Warn("result: ignored a malformed digest", "node", id, "key", key)
@@ -655,7 +659,8 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
-				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k)})
+				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
+				Head: r.head})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

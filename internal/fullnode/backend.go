@@ -417,9 +417,17 @@ func refEvents(key repokey.Key, before, after gitcmd.Refs, at time.Time) []api.E
 	return evs
 }
 
-// served announces that the full node's copy of key changed.
+// served announces that the full node's copy of key changed: an event a
+// ref, and one for HEAD when it names another branch (Ref "HEAD", Old and
+// New the branches).
 func (f *Node) served(key repokey.Key, res mirror.Result) {
+	var evs []api.Event
+	now := f.clk.Now().UTC()
 	if res.Changed {
-		f.events.Publish(refEvents(key, res.Before, res.After, f.clk.Now().UTC())...)
+		evs = refEvents(key, res.Before, res.After, now)
 	}
+	if res.Before.Head != "" && res.After.Head != "" && res.Before.Head != res.After.Head {
+		evs = append(evs, api.Event{Key: key.String(), Ref: "HEAD", Old: res.Before.Head, New: res.After.Head, Time: now})
+	}
+	f.events.Publish(evs...)
 }

@@ -415,6 +415,36 @@ func (s *Store) followHead(ctx context.Context, dir, head string, res Result) (R
 	return res, nil
 }
 
+// ExpireHead makes the next sync of key's mirror ask its upstream for
+// HEAD even when no ref moved (an urgent check: a forge's feed may have
+// seen the default branch change). A key not mirrored is left alone.
+func (s *Store) ExpireHead(key repokey.Key) {
+	_ = s.data.Chtimes(filepath.Join(s.Path(key), "HEAD"), time.Unix(0, 0))
+}
+
+// FollowHead points the HEAD of key's mirror at head, a branch its
+// upstream's listing showed as HEAD (a full node's own check of the
+// upstream, when the refs it serves are the upstream's): the result's
+// Before and After say what HEAD named. A head that names no branch, or a
+// branch the mirror does not have, changes nothing.
+func (s *Store) FollowHead(ctx context.Context, key repokey.Key, head string) (Result, error) {
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return Result{}, fmt.Errorf("mirror %s: %w", key, errors.Join(err, fs.ErrNotExist))
+	}
+	before, err := s.git.StoredRefs(ctx, dir)
+	if err != nil {
+		return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
+	}
+	res := Result{Before: before, After: before}
+	if _, ok := before.Refs[head]; !ok {
+		return res, nil
+	}
+	return s.followHead(ctx, dir, head, res)
+}
+
 func (s *Store) setHead(ctx context.Context, dir, head string) error {
 	if !strings.HasPrefix(head, "refs/heads/") {
 		return nil

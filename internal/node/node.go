@@ -272,7 +272,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		return nil, err
 	}
 	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, mirror.TempDir(cfg.DataDir), log)
-	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
+	// HEAD is asked at least every half --max-interval while no ref moves,
+	// so a repository checked every --max-interval asks at every check.
+	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk), mirror.WithHeadRecheck(cfg.MaxInterval/2))
 	if err != nil {
 		proxy.Close()
 		return nil, err

@@ -455,6 +455,9 @@ func (n *Node) checkNow(key, taskID string) {
 	n.mu.Unlock()
 	n.log.Debug("check asked", "key", key, "task", taskID, "assigned", o != nil)
 	if o != nil {
+		// An urgent check asks HEAD too: a feed may have seen the default
+		// branch switch, which moves no ref.
+		n.mirror.ExpireHead(o.key)
 		n.sched.Urgent(key)
 		n.kick()
 	}

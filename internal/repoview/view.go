@@ -298,6 +298,9 @@ func (v Entry) Owner() uint32 { return v.owner }
 // LastCheck is the owner's last check, in unix ms (0: none).
 func (v Entry) LastCheck() int64 { return v.lastCheck }
 
+// LastChange is when the owner last saw the repository change (unix ms).
+func (v Entry) LastChange() int64 { return v.lastChange }
+
 // Checks and Fetches are the owners' checks and fetches of the
 // repository, as the coordinator counts them (saturating).
 func (v Entry) Checks() uint32 { return v.checks }

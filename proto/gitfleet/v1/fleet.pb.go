@@ -1802,7 +1802,10 @@ type CheckResult struct {
 	// Why the check failed, as anyone may see it: a repostate.Class's number
 	// (0: none said; a number the reader does not know reads as "failed").
 	// error_class is git's finer word, for the node's logs and metrics.
-	Class         uint32 `protobuf:"varint,15,opt,name=class,proto3" json:"class,omitempty"`
+	Class uint32 `protobuf:"varint,15,opt,name=class,proto3" json:"class,omitempty"`
+	// The branch the mirror's HEAD names after the check (it follows the
+	// upstream's default branch); empty when none, or from a previous version.
+	Head          string `protobuf:"bytes,16,opt,name=head,proto3" json:"head,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1940,6 +1943,13 @@ func (x *CheckResult) GetClass() uint32 {
 		return x.Class
 	}
 	return 0
+}
+
+func (x *CheckResult) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
 }
 
 type CoordinatorMessage struct {
@@ -3100,7 +3110,15 @@ type RepoState struct {
 	// replica set on the full tier, --full-replicas of them), in placement
 	// order. A full node pulls only what names it (or has none), and relays
 	// a request for the rest to the first of them it reaches.
-	Replicas      []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []uint32 `protobuf:"varint,17,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// The branch the owner's mirror HEAD names (the upstream's default
+	// branch as its last check saw it); empty when unknown. A full node whose
+	// copy names another asks the upstream and follows it.
+	Head string `protobuf:"bytes,18,opt,name=head,proto3" json:"head,omitempty"`
+	// When the repository entered its state (unix ms; 0: unknown): for gone
+	// states (deleted, legal and the forge's), the time the reason was
+	// first seen.
+	StateSinceMs  int64 `protobuf:"varint,19,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3252,6 +3270,20 @@ func (x *RepoState) GetReplicas() []uint32 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *RepoState) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
+}
+
+func (x *RepoState) GetStateSinceMs() int64 {
+	if x != nil {
+		return x.StateSinceMs
+	}
+	return 0
 }
 
 type RepoStates struct {
@@ -3628,7 +3660,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\x8f\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xa3\x03\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3648,7 +3680,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x05roots\x18\r \x03(\tR\x05roots\x12\x1f\n" +
 	"\vroots_known\x18\x0e \x01(\bR\n" +
 	"rootsKnown\x12\x14\n" +
-	"\x05class\x18\x0f \x01(\rR\x05class\"\x84\x05\n" +
+	"\x05class\x18\x0f \x01(\rR\x05class\x12\x12\n" +
+	"\x04head\x18\x10 \x01(\tR\x04head\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3734,7 +3767,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xc1\x04\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xfb\x04\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3754,7 +3787,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\anetwork\x18\x0e \x01(\tR\anetwork\x12#\n" +
 	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x14\n" +
 	"\x05class\x18\x10 \x01(\rR\x05class\x12\x1a\n" +
-	"\breplicas\x18\x11 \x03(\rR\breplicas\x1a8\n" +
+	"\breplicas\x18\x11 \x03(\rR\breplicas\x12\x12\n" +
+	"\x04head\x18\x12 \x01(\tR\x04head\x12$\n" +
+	"\x0estate_since_ms\x18\x13 \x01(\x03R\fstateSinceMs\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
