@@ -13,16 +13,17 @@ import (
 // repoStatus is what the coordinator knows of one repository beyond its
 // catalog entry (see entry) and its placement (see owner). A coordinator
 // keeps one for each repository that has been checked, up to a million, so
-// it is small: 80 bytes, the digest in binary, HEAD's branch a shared copy, and its key in the status
-// map is the placement engine's copy (see statusOf).
+// it is small: 80 bytes, the digest in binary, HEAD's branch a shared
+// copy, and its key in the status map is the placement engine's copy (see
+// statusOf).
 type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
 	lastError             string
 	// head is the branch the owner's HEAD names (CheckResult.head), one
 	// shared copy a name (heads).
-	head string
-	checks, fetches       uint32
-	failures              uint16 // in a row
+	head            string
+	checks, fetches uint32
+	failures        uint16 // in a row
 	// notFound counts "not found" answers in a row, up to 255: only
 	// whether it reached repostate.GoneAfter matters.
 	notFound     uint8

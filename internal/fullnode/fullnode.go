@@ -113,7 +113,7 @@ type Node struct {
 	plan   *pullplan.Plan
 	signal chan struct{}
 	heads  chan repokey.Key // HEAD switches the owners reported (headLoop)
-	mark   diskMark // the disk against its high water (fulldisk.go)
+	mark   diskMark         // the disk against its high water (fulldisk.go)
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
