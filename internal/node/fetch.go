@@ -207,7 +207,7 @@ func PublicClass(err error) repostate.Class {
 
 func failureClass(err error) schedule.FailureClass {
 	switch gitcmd.ClassOf(err) {
-	case gitcmd.ClassNotFound:
+	case gitcmd.ClassNotFound, gitcmd.ClassDeleted:
 		return schedule.NotFound
 	case gitcmd.ClassLegal:
 		return schedule.Legal

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/gittest"
+)
+
+// servedHead is the branch the HEAD a git server offers for url names.
+func servedHead(url string) (string, error) {
+	out, err := exec.Command("git", "ls-remote", "--symref", "--", url, "HEAD").Output()
+	if err != nil {
+		return "", fmt.Errorf("ls-remote --symref %s: %w", url, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if target, ok := strings.CutPrefix(line, "ref: "); ok {
+			head, _, _ := strings.Cut(target, "\t")
+			return head, nil
+		}
+	}
+	return "", fmt.Errorf("ls-remote --symref %s: no symref for HEAD in %q", url, out)
+}
+
+// switchHead points the upstream name's HEAD at branch: the default
+// branch switched among existing branches, with no ref moving.
+func (f *fleet) switchHead(name, branch string) {
+	f.t.Helper()
+	if err := gittest.Git("", "--git-dir="+filepath.Join(f.up.Dir, name+".git"), "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// headLogEntry is a fetch log entry with HEAD's switch.
+type headLogEntry struct {
+	Kind string `json:"kind"`
+	Node uint32 `json:"node"`
+	Head *struct {
+		Old string `json:"old"`
+		New string `json:"new"`
+	} `json:"head"`
+}
+
+// A default branch switched upstream among existing branches, no ref
+// moving, is seen by the partial node that owns the repository within
+// its --max-interval (3 s here), and served by the full node, which checks
+// the switch against the upstream itself: clients see the new HEAD, an
+// event tells of it, and the fetch log shows it.
+func TestADefaultBranchSwitchWithNoRefMovingIsFollowed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	if err := f.up.Create(f.name(0), []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.writeCatalog([]int{0}, "a repository with two branches")
+	f.startCoordinator()
+	f.tunnelAddr = freeAddr(t)
+	f.startNode("full", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken, "--capacity", "0")
+	f.startNode("partial-1", "partial")
+	url := f.base + "/" + f.key(0) + ".git"
+	eventually(t, 90*time.Second, "served", func() error { return f.servedLikeUpstream([]int{0}) })
+	if h, err := servedHead(url); err != nil || h != "refs/heads/main" {
+		t.Fatalf("served HEAD %q (%v), want refs/heads/main", h, err)
+	}
+	before, err := lsRemote(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := subscribe(t, f.base)
+
+	f.switchHead(f.name(0), "dev")
+	switched := time.Now()
+	eventually(t, 60*time.Second, "the new HEAD served", func() error {
+		if h, err := servedHead(url); err != nil || h != "refs/heads/dev" {
+			return fmt.Errorf("served HEAD %q (%v)", h, err)
+		}
+		return nil
+	})
+	t.Logf("the switch was served %v after it (--max-interval 3s)", time.Since(switched).Round(100*time.Millisecond))
+	eventually(t, 10*time.Second, "the HEAD event", func() error { return ev.find(f.key(0), "HEAD", "refs/heads/dev") })
+	if after, err := lsRemote(url); err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("refs %v (%v), want them as they were: %v", after, err, before)
+	}
+	var page struct {
+		Entries []headLogEntry `json:"entries"`
+	}
+	if code := call(t, "GET", f.base+"/api/v1/repos/"+f.key(0)+"/log?limit=1000", apiToken, nil, &page); code != http.StatusOK {
+		t.Fatalf("GET the log: %d", code)
+	}
+	var found bool
+	for _, e := range page.Entries {
+		if e.Head != nil && e.Head.Old == "refs/heads/main" && e.Head.New == "refs/heads/dev" && e.Node == f.nodeID("full") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no fetch log entry of the full node shows HEAD's switch: %+v", page.Entries)
+	}
+	if n := f.procs["full"].count("HEAD follows the upstream's default branch"); n == 0 {
+		t.Fatal("the full node did not follow HEAD itself")
+	}
+}
+
+// With background checks 12 hours apart, a default branch switched with no
+// ref moving comes through the forge's feed at once: GitHub's
+// defaultBranchRef names another branch than the owner's HEAD, and the
+// owner is asked for an urgent check, which asks HEAD.
+func TestAForgeFeedBringsADefaultBranchSwitchAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	if err := f.up.Create(f.name(0), []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}
+	gh.push(f.name(0), time.Now().Add(-time.Hour))
+	gh.setHead(f.name(0), "main")
+	api := httptest.NewServer(gh)
+	t.Cleanup(api.Close)
+	f.writeCatalog([]int{0}, "a repository on a forge with a change feed")
+	host := strings.TrimPrefix(f.up.URL, "http://")
+	up := start(t, "up", "up", "--data", filepath.Join(t.TempDir(), "up"), "--catalog", f.catalog,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--allow-private-upstreams", "--catalog-interval", "1s", "--log-level", "debug",
+		// Background checks 12 hours apart: only the feed can bring the switch in time.
+		"--max-interval", "12h", "--min-interval", "2s", "--budget", "1",
+		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token, "--forge-min-ask-interval", "1s")
+	url := f.base + "/" + f.key(0) + ".git"
+	eventually(t, 60*time.Second, "served", func() error { return f.servedLikeUpstream([]int{0}) })
+	if h, err := servedHead(url); err != nil || h != "refs/heads/main" {
+		t.Fatalf("served HEAD %q (%v), want refs/heads/main", h, err)
+	}
+
+	f.switchHead(f.name(0), "dev")
+	gh.setHead(f.name(0), "dev")
+	switched := time.Now()
+	eventually(t, 60*time.Second, "the new HEAD served", func() error {
+		if h, err := servedHead(url); err != nil || h != "refs/heads/dev" {
+			return fmt.Errorf("served HEAD %q (%v)", h, err)
+		}
+		return nil
+	})
+	t.Logf("the switch was served %v after it (--max-interval 12h)", time.Since(switched).Round(100*time.Millisecond))
+	if up.count("forge feed: the default branch switched") == 0 {
+		t.Fatal("the switch did not come through the feed")
+	}
+}
