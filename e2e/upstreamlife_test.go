@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +156,116 @@ func TestAForgeFeedBringsADefaultBranchSwitchAtOnce(t *testing.T) {
 	t.Logf("the switch was served %v after it (--max-interval 12h)", time.Since(switched).Round(100*time.Millisecond))
 	if up.count("forge feed: the default branch switched") == 0 {
 		t.Fatal("the switch did not come through the feed")
+	}
+}
+
+// takedown is an upstream's front that answers HTTP 451 to everything
+// once blocked, as a host does after a legal takedown.
+type takedown struct {
+	blocked atomic.Bool
+	proxy   http.Handler
+}
+
+func (d *takedown) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.blocked.Load() {
+		http.Error(w, "Repository access blocked", http.StatusUnavailableForLegalReasons)
+		return
+	}
+	d.proxy.ServeHTTP(w, r)
+}
+
+// Deleted, archived and legal repositories show their reasons and when
+// they were first seen in the API: an upstream that answers 404 is
+// deleted after five answers and still served (--retention); one the
+// forge's API marks archived, whose git answers are fine, is archived and
+// served; one that answers 451 is legal at once, and no longer served.
+func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	f := newFleet(t)
+	for _, i := range []int{0, 1, 2} {
+		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target, err := url.Parse(f.up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := &takedown{proxy: httputil.NewSingleHostReverseProxy(target)}
+	fs := httptest.NewServer(front)
+	t.Cleanup(fs.Close)
+	gh := &githubAPI{pushed: map[string]time.Time{}, archived: map[string]bool{}, token: "test-token-1"}
+	for _, i := range []int{0, 1} {
+		gh.push(f.name(i), time.Now().Add(-time.Hour))
+	}
+	api := httptest.NewServer(gh)
+	t.Cleanup(api.Close)
+	f.writeCatalog([]int{0, 1}, "two repositories on a forge with a feed")
+	legalURL := fs.URL + "/" + f.name(2) + ".git"
+	f.writeFile("lists/front.list", legalURL+"\n")
+	f.commitCatalog("and one behind a front that may answer 451")
+	legalKey := strings.TrimSuffix(strings.TrimPrefix(legalURL, "http://"), ".git")
+	host := strings.TrimPrefix(f.up.URL, "http://")
+	start(t, "up", "up", "--data", filepath.Join(t.TempDir(), "up"), "--catalog", f.catalog,
+		"--http", f.http, "--grpc", freeAddr(t), "--tunnel", freeAddr(t), "--join-token", f.token,
+		"--allow-private-upstreams", "--catalog-interval", "1s", "--log-level", "debug",
+		"--max-interval", "3s", "--min-interval", "1s", "--retention", "1h",
+		"--forge", host+"=github,api="+api.URL+"/api", "--forge-token", host+"="+gh.token, "--forge-min-ask-interval", "1s")
+	eventually(t, 60*time.Second, "served", func() error {
+		if err := f.servedLikeUpstream([]int{0, 1}); err != nil {
+			return err
+		}
+		_, err := lsRemote(f.base + "/" + legalKey + ".git")
+		return err
+	})
+
+	gh.mu.Lock()
+	gh.archived[strings.ToLower(f.name(0))] = true
+	gh.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(f.up.Dir, f.name(1)+".git")); err != nil {
+		t.Fatal(err)
+	}
+	front.blocked.Store(true)
+	changed := time.Now().Add(-time.Second)
+	want := map[string]struct {
+		state  string
+		served bool
+	}{f.key(0): {"archived", true}, f.key(1): {"deleted", true}, legalKey: {"legal", false}}
+	var repos map[string]apiRepo
+	eventually(t, 90*time.Second, "the reasons shown", func() error {
+		var err error
+		if repos, err = apiRepos(f.base); err != nil {
+			return err
+		}
+		for key, w := range want {
+			r := repos[key]
+			if r.State != w.state || r.Served != w.served {
+				return fmt.Errorf("%s: %s, served %v; want %s, served %v", key, r.State, r.Served, w.state, w.served)
+			}
+			at, err := time.Parse(time.RFC3339Nano, r.StateSince)
+			if err != nil || at.Before(changed) || at.After(time.Now()) {
+				return fmt.Errorf("%s: state_since %q (%v), want a time since the change", key, r.StateSince, err)
+			}
+		}
+		return nil
+	})
+	if r := repos[f.key(1)]; r.Class != "not found" {
+		t.Errorf("the deleted repository's class is %q, want not found", r.Class)
+	}
+	if r := repos[legalKey]; r.Class != "unavailable for legal reasons" {
+		t.Errorf("the legal repository's class is %q, want unavailable for legal reasons", r.Class)
+	}
+	// Served: the archived one and the deleted one (its last verified
+	// state, for --retention); not the legal one.
+	if err := f.servedLikeUpstream([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := lsRemote(f.base + "/" + f.key(1) + ".git"); err != nil || len(refs) == 0 {
+		t.Fatalf("the deleted repository is not served: %v %v", refs, err)
+	}
+	if refs, err := lsRemote(f.base + "/" + legalKey + ".git"); err == nil {
+		t.Fatalf("the legal repository is still served: %v", refs)
 	}
 }

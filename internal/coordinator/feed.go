@@ -569,6 +569,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 			changed++
 		}
 	}
+	c.feedFlags(keys, forge.Flags(c.cfg.Fold, f.host, ans), now)
 	heads, _ := forge.Heads(c.cfg.Fold, f.host, ans)
 	for k, h := range heads {
 		if c.feedHead(f, k, h) {

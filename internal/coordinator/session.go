@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/bandwidth"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -340,6 +341,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
+	was := r.state
+	defer func() {
+		if r.state != was {
+			r.since = at // the reason's first sight
+		}
+	}()
 	r.lastCheck = at
 	r.lastDuration = packMs(res.GetDurationMs())
 	r.checks = add32(r.checks)
@@ -367,8 +374,14 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if r.class != repostate.ClassNotFound {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= repostate.GoneAfter || r.class == repostate.ClassLegal {
-			// The owner rechecks it daily; the full node keeps its copy.
+		// Gone, for its reason: the owner rechecks it daily; the full
+		// node keeps serving its copy for --retention (not a legal one).
+		switch {
+		case r.class == repostate.ClassLegal:
+			r.state = repostate.Legal
+		case int(r.notFound) >= repostate.GoneAfter && res.GetErrorClass() == string(gitcmd.ClassDeleted):
+			r.state = repostate.Deleted
+		case int(r.notFound) >= repostate.GoneAfter:
 			r.state = repostate.Gone
 		}
 		if st, ok := limitState(r.class); ok {
@@ -618,7 +631,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			if e, ok := c.entry(k); ok {
 				_, pool, _ := c.engine.Network(k)
 				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
-					Fed: c.feedFed(k, now)}
+					Fed: c.feedFed(k, now), Archived: c.forgeFlags[k].archived}
 				if as.seed && seedBase != "" {
 					r.SeedUrl = seedBase + "/" + k + ".git"
 				}
@@ -656,8 +669,9 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			net, _, parts := c.engine.Network(k)
+			state, since := c.stateSince(k, r)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
+				State: state.String(), StateSinceMs: since, LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
 				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
 				Head: r.head})

@@ -13,11 +13,12 @@ import (
 // repoStatus is what the coordinator knows of one repository beyond its
 // catalog entry (see entry) and its placement (see owner). A coordinator
 // keeps one for each repository that has been checked, up to a million, so
-// it is small: 80 bytes, the digest in binary, HEAD's branch a shared
+// it is small: 88 bytes, the digest in binary, HEAD's branch a shared
 // copy, and its key in the status map is the placement engine's copy (see
 // statusOf).
 type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
+	since                 int64 // unix ms: when the state was first seen (its last change)
 	lastError             string
 	// head is the branch the owner's HEAD names (CheckResult.head), one
 	// shared copy a name (heads).
@@ -150,6 +151,7 @@ type statusRecord struct {
 	State      string `json:",omitempty"`
 	LastCheck  int64  `json:",omitempty"` // unix ms
 	LastChange int64  `json:",omitempty"`
+	Since      int64  `json:",omitempty"` // unix ms: when the state was first seen
 	LastError  string `json:",omitempty"`
 	// Class is LastError's (repostate.Class's text). A record a previous
 	// version wrote has none: its error shows as "failed" until the next
@@ -170,7 +172,7 @@ type statusRecord struct {
 }
 
 func (s *repoStatus) record(key string) statusRecord {
-	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
+	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange, Since: s.since,
 		LastError: s.errorText(key), Class: s.class.String(), Failures: int(s.failures), NotFound: int(s.notFound),
 		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms(), Head: s.head}
 }
@@ -179,7 +181,7 @@ func (s *repoStatus) record(key string) statusRecord {
 // is clamped, and a digest that is not one is dropped (the next check
 // brings it back).
 func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
-	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
+	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange, since: r.Since,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint8(min(max(r.NotFound, 0), 1<<8-1)),
 		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs),
 		head: r.Head}

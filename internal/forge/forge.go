@@ -391,6 +391,19 @@ func Parents(fold repokey.Folding, host string, a Answer) (parents map[string]st
 	return parents, refused
 }
 
+// Flags turns an answer about host into the flags the forge set, by
+// repository key, as PushTimes keys push times (paths that are no keys
+// are left out).
+func Flags(fold repokey.Folding, host string, a Answer) map[string]Flag {
+	flags := make(map[string]Flag, len(a.Flags))
+	for _, fl := range a.Flags {
+		if key, err := fold.Canonical(host + "/" + fl.Path); err == nil {
+			flags[key.String()] = fl
+		}
+	}
+	return flags
+}
+
 // Heads turns an answer about host into default branches (as
 // refs/heads/<branch>) by repository key, as PushTimes keys push times.
 func Heads(fold repokey.Folding, host string, a Answer) (heads map[string]string, refused int) {

@@ -92,8 +92,11 @@ type Config struct {
 	// FedMaxInterval is the staleness bound of repositories on hosts whose
 	// forge feed works (0: the scheduler's default, 7 days).
 	FedMaxInterval time.Duration
-	Policy         string
-	HostLimits     map[string]float64 // checks per hour by host
+	// ArchivedInterval is the staleness bound of repositories their forge
+	// marks archived (0: the scheduler's default, 30 days).
+	ArchivedInterval time.Duration
+	Policy           string
+	HostLimits       map[string]float64 // checks per hour by host
 	// HostConcurrency caps the checks running at once against one host
 	// (0: none but Fetchers).
 	HostConcurrency int
@@ -293,7 +296,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
-		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits,
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, ArchivedInterval: cfg.ArchivedInterval, HostLimits: cfg.HostLimits,
 		HostConcurrency: cfg.HostConcurrency, Hours: cfg.ActiveHours, DeclineUrgent: cfg.DeclineUrgent}, clk)
 	if err != nil {
 		db.Close()

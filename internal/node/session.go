@@ -387,6 +387,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	// Fed only while the coordinator's feed answers for it (an Assign
 	// again says when that changes), and its host's feed works (setFeeds).
 	n.sched.SetAnswered(key, r.GetFed())
+	n.sched.SetArchived(key, r.GetArchived())
 	if r.GetUrgent() && known || asked {
 		n.sched.Urgent(key)
 	}

@@ -80,6 +80,11 @@ type viewExtra struct {
 	fallbacks []string
 	digest    string // a digest that is not 32 hex digits
 	network   string // the fork network (RepoState.network), for the full node's object pools; its netIndex's name
+	// since is when a departed repository's state was first seen
+	// (RepoState.state_since_ms, unix ms), kept only for those
+	// (repostate.State.Departed, Archived): the API shows it, and the
+	// full node serves a departed mirror for --retention from it.
+	since int64
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -164,7 +169,10 @@ func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) 
 	if net != "" {
 		x.network = t.netName(net) // the network's one copy of its name
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" {
+	if v.state.Departed() || v.state == repostate.Archived {
+		x.since = r.GetStateSinceMs()
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.since != 0 {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
@@ -281,6 +289,7 @@ func (t *View) state(key repokey.Key, v Entry) *fleetv1.RepoState {
 		r.Attrs = maps.Clone(v.extra.attrs)
 		r.FallbackUrls = append([]string(nil), v.extra.fallbacks...)
 		r.Network = v.extra.network
+		r.StateSinceMs = v.extra.since
 	}
 	return r
 }
@@ -300,6 +309,15 @@ func (v Entry) LastCheck() int64 { return v.lastCheck }
 
 // LastChange is when the owner last saw the repository change (unix ms).
 func (v Entry) LastChange() int64 { return v.lastChange }
+
+// StateSince is when a departed or archived repository's state was
+// first seen (unix ms; 0: unknown, or another state).
+func (v Entry) StateSince() int64 {
+	if v.extra == nil {
+		return 0
+	}
+	return v.extra.since
+}
 
 // Checks and Fetches are the owners' checks and fetches of the
 // repository, as the coordinator counts them (saturating).

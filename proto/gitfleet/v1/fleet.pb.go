@@ -2818,7 +2818,11 @@ type Repo struct {
 	// --fed-max-age (and its host's feed works): its pushes come as urgent
 	// checks, and its background checks are a safety net. An Assign of the
 	// key again carries the change.
-	Fed           bool `protobuf:"varint,7,opt,name=fed,proto3" json:"fed,omitempty"`
+	Fed bool `protobuf:"varint,7,opt,name=fed,proto3" json:"fed,omitempty"`
+	// The forge's API says the repository is archived (read-only): its
+	// background checks come once per --archived-interval. An Assign of the
+	// key again carries the change.
+	Archived      bool `protobuf:"varint,8,opt,name=archived,proto3" json:"archived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2898,6 +2902,13 @@ func (x *Repo) GetNetwork() string {
 func (x *Repo) GetFed() bool {
 	if x != nil {
 		return x.Fed
+	}
+	return false
+}
+
+func (x *Repo) GetArchived() bool {
+	if x != nil {
+		return x.Archived
 	}
 	return false
 }
@@ -3748,7 +3759,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\xae\x01\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\xca\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
@@ -3756,7 +3767,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x06urgent\x18\x04 \x01(\bR\x06urgent\x12\x19\n" +
 	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\x12\x18\n" +
 	"\anetwork\x18\x06 \x01(\tR\anetwork\x12\x10\n" +
-	"\x03fed\x18\a \x01(\bR\x03fed\"R\n" +
+	"\x03fed\x18\a \x01(\bR\x03fed\x12\x1a\n" +
+	"\barchived\x18\b \x01(\bR\barchived\"R\n" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\x12\x1f\n" +
 	"\vfleet_repos\x18\x02 \x01(\rR\n" +
