@@ -176,7 +176,8 @@ func (d *takedown) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Deleted, archived and legal repositories show their reasons and when
 // they were first seen in the API: an upstream that answers 404 is
-// deleted after five answers and still served (--retention); one the
+// deleted after five answers and still served (--retention), the forge's
+// feed saying NOT_FOUND bringing the checks of a repository it covers; one the
 // forge's API marks archived, whose git answers are fine, is archived and
 // served; one that answers 451 is legal at once, and no longer served.
 func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
@@ -223,6 +224,7 @@ func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
 
 	gh.mu.Lock()
 	gh.archived[strings.ToLower(f.name(0))] = true
+	delete(gh.pushed, strings.ToLower(f.name(1))) // the forge says NOT_FOUND
 	gh.mu.Unlock()
 	if err := os.RemoveAll(filepath.Join(f.up.Dir, f.name(1)+".git")); err != nil {
 		t.Fatal(err)

@@ -523,7 +523,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	}
 	f.mu.Unlock()
 	for _, m := range ans.Missing {
-		c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); left as it is", "host", f.host, "path", m)
+		// Its git answers decide: the owner checks it now (paced), and
+		// a 404 from there counts toward deleted as any other.
+		if k, err := c.cfg.Fold.Canonical(f.host + "/" + m); err == nil && c.feedMissing(f, k.String()) {
+			c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); the owner checks it", "host", f.host, "path", m)
+		}
 	}
 	for _, r := range ans.Renamed {
 		f.mu.Lock()
@@ -842,6 +846,32 @@ func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
 	if !c.engine.Has(key) || st == nil || st.head == "" || st.head == head {
 		return false
 	}
+	if !c.feedAskOwner(f, key) {
+		return false
+	}
+	c.log.Info("forge feed: the default branch switched; the owner checks it now", "host", f.host, "key", key,
+		"head", st.head, "forge_head", head)
+	return true
+}
+
+// feedMissing acts on a repository the forge says it does not know: an
+// urgent check of the owner, paced as pushes are, unless its state says
+// it is gone already (its daily recheck stands). The check's answer
+// decides: a 404 counts toward deleted, a good answer (a private
+// repository the token cannot see) changes nothing.
+func (c *Coordinator) feedMissing(f *feedHost, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.status[key]
+	if !c.engine.Has(key) || st == nil || st.state.Departed() {
+		return false
+	}
+	return c.feedAskOwner(f, key)
+}
+
+// feedAskOwner asks key's owner for an urgent check, paced per repository
+// as the feed's pushes are (f.sent). Caller holds c.mu.
+func (c *Coordinator) feedAskOwner(f *feedHost, key string) bool {
 	now := c.clk.Now()
 	f.mu.Lock()
 	last, asked := f.sent[key]
@@ -859,7 +889,5 @@ func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
 		return false
 	}
 	s.queueCheck(key, "")
-	c.log.Info("forge feed: the default branch switched; the owner checks it now", "host", f.host, "key", key, "owner", owner,
-		"head", st.head, "forge_head", head)
 	return true
 }

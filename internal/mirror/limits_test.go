@@ -429,6 +429,43 @@ func TestHeadFollowsTheUpstreamWithNoRefMoving(t *testing.T) {
 	if n := up.Requests("q") - before; n != 2 {
 		t.Fatalf("the check after an ask made %d requests, want 2", n)
 	}
+	// An urgent check (ExpireHead) asks at once.
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "q.git"), "symbolic-ref", "HEAD", "refs/heads/main"); err != nil {
+		t.Fatal(err)
+	}
+	st.ExpireHead(key)
+	if res, err := st.Sync(ctx, key, url); err != nil || res.After.Head != "refs/heads/main" {
+		t.Fatalf("Sync after ExpireHead: %+v, %v; want HEAD refs/heads/main", res, err)
+	}
+}
+
+// FollowHead points HEAD at a branch the mirror has, and at nothing else.
+func TestFollowHeadTakesOnlyABranchTheMirrorHas(t *testing.T) {
+	t.Parallel()
+	up := upstreams(t)
+	if err := up.Create("f", []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := limited(t, t.TempDir(), mirror.Limits{}, nil)
+	ctx := context.Background()
+	url := up.RepoURL("f")
+	key := keyOf(t, url)
+	if _, err := st.Sync(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ head, want string }{
+		{"refs/heads/nope", "refs/heads/main"},
+		{"refs/tags/v1", "refs/heads/main"},
+		{"refs/heads/dev", "refs/heads/dev"},
+	} {
+		res, err := st.FollowHead(ctx, key, tc.head)
+		if err != nil || res.After.Head != tc.want || mirrorHead(t, st, key) != tc.want {
+			t.Fatalf("FollowHead(%s): %+v, %v; HEAD %s, want %s", tc.head, res, err, mirrorHead(t, st, key), tc.want)
+		}
+	}
+	if _, err := st.FollowHead(ctx, keyOf(t, up.RepoURL("none")), "refs/heads/main"); err == nil {
+		t.Fatal("FollowHead of a key not mirrored succeeded")
+	}
 }
 
 func mirrorHead(t *testing.T, st *mirror.Store, key repokey.Key) string {
