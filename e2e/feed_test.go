@@ -17,8 +17,9 @@ import (
 )
 
 // githubAPI is a GitHub-like GraphQL server: it answers aliased
-// `repository(owner:, name:) { pushedAt nameWithOwner }` lookups with the
-// push times the test sets, beside `rateLimit`, with GitHub's rate-limit
+// `repository(owner:, name:) { pushedAt nameWithOwner ... }` lookups with
+// the push times the test sets (and, when asked, the default branch and
+// isArchived it sets), beside `rateLimit`, with GitHub's rate-limit
 // headers, and NOT_FOUND for repositories it does not know.
 type githubAPI struct {
 	mu       sync.Mutex
