@@ -1,6 +1,7 @@
 // Package forge knows the forges that gitfleet mirrors from (GitHub,
 // GitLab, Gitea/Forgejo, Gitee) and asks their APIs when repositories were
-// last pushed.
+// last pushed, and, in the same answers, their default branch and whether
+// they are archived or disabled.
 //
 // It owns the one table of forge kinds (kinds, below): for each, the
 // well-known hosts and their API bases, the API base of a self-hosted
@@ -32,7 +33,8 @@
 // is untrusted input: bounded in size, decoded strictly, and only reported
 // (Answer): a repository missing from an answer is not a change, and a
 // renamed or deleted one is reported, never acted on. A name the forge
-// gives that is not a repository name (ValidName), or that carries one of
+// gives that is not a repository name (ValidName) or a branch name git
+// could not store (ValidBranch), or that carries one of
 // the client's tokens or another credential, is left out and counted
 // (Answer.Refused); errors that quote an answer have the tokens replaced. A webhook's payload
 // is untrusted too: Parse only reads it, the caller validates what it

@@ -135,10 +135,11 @@ type gqlError struct {
 }
 
 // gqlNode is one field of an answer's data: a repository lookup
-// (pushedAt, nameWithOwner, parent) or rateLimit. One type for both lets
-// the answer be decoded in one pass; which fields must be there is checked
-// after. parent is an object, not a connection: asking for it leaves the
-// query's cost at 1 point.
+// (pushedAt, nameWithOwner, parent, defaultBranchRef, isArchived,
+// isDisabled) or rateLimit. One type for both lets the answer be decoded
+// in one pass; which fields must be there is checked after. parent and
+// defaultBranchRef are objects, not connections: asking for them leaves
+// the query's cost at 1 point.
 type gqlNode struct {
 	PushedAt      *string    `json:"pushedAt"`
 	NameWithOwner *string    `json:"nameWithOwner"`
