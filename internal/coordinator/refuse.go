@@ -56,18 +56,12 @@ func (c *Coordinator) liftRefusals(id uint32) {
 	}
 }
 
-// stateOf is the state of key that nodes and the API are told: its
-// status's, or unplaceable when every member refused it. Caller holds c.mu.
-func (c *Coordinator) stateOf(key string, r *repoStatus) repostate.State {
-	st, _ := c.stateSince(key, r)
-	return st
-}
-
-// stateSince is stateOf with the time the state was first seen (unix ms,
-// 0: unknown): a forge's word (forgeflags.go) stands over the checks' when
-// it says disabled, and over a working or new repository's when it says
-// archived; a repository whose checks fail keeps their verdict. Caller
-// holds c.mu.
+// stateSince is the state of key that nodes and the API are told, with
+// the time it was first seen (unix ms, 0: unknown): its status's, or
+// unplaceable when every member refused it. A forge's word (forgeflags.go)
+// stands over the checks' when it says disabled, and over a working or new
+// repository's when it says archived; a repository whose checks fail
+// keeps their verdict. Caller holds c.mu.
 func (c *Coordinator) stateSince(key string, r *repoStatus) (repostate.State, int64) {
 	if c.engine.Unplaceable(key) {
 		return repostate.Unplaceable, 0
