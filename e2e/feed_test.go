@@ -17,12 +17,15 @@ import (
 )
 
 // githubAPI is a GitHub-like GraphQL server: it answers aliased
-// `repository(owner:, name:) { pushedAt nameWithOwner }` lookups with the
-// push times the test sets, beside `rateLimit`, with GitHub's rate-limit
+// `repository(owner:, name:) { pushedAt nameWithOwner ... }` lookups with
+// the push times the test sets (and, when asked, the default branch and
+// isArchived it sets), beside `rateLimit`, with GitHub's rate-limit
 // headers, and NOT_FOUND for repositories it does not know.
 type githubAPI struct {
 	mu       sync.Mutex
 	pushed   map[string]time.Time // "owner/name" -> last push
+	heads    map[string]string    // "owner/name" -> its default branch (defaultBranchRef), when set
+	archived map[string]bool      // "owner/name" -> isArchived
 	token    string
 	requests atomic.Int64
 	// mode: "" answers; "garbage", "error" and "huge" misbehave; "spent"
@@ -106,7 +109,18 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"message": fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", owner, name)})
 			continue
 		}
-		data[m[1]] = map[string]any{"pushedAt": at.UTC().Format(time.RFC3339), "nameWithOwner": owner + "/" + name}
+		repo := map[string]any{"pushedAt": at.UTC().Format(time.RFC3339), "nameWithOwner": owner + "/" + name}
+		if strings.Contains(req.Query, "defaultBranchRef { name }") {
+			var head any
+			if b := g.heads[strings.ToLower(owner+"/"+name)]; b != "" {
+				head = map[string]any{"name": b}
+			}
+			repo["defaultBranchRef"] = head
+		}
+		if strings.Contains(req.Query, "isArchived") {
+			repo["isArchived"] = g.archived[strings.ToLower(owner+"/"+name)]
+		}
+		data[m[1]] = repo
 	}
 	g.mu.Unlock()
 	h := w.Header()
@@ -121,6 +135,17 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body["errors"] = errs
 	}
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// setHead makes the forge name branch as path's default branch, pushed
+// at at (GitHub moves pushedAt on no such switch: at is the last push).
+func (g *githubAPI) setHead(path, branch string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.heads == nil {
+		g.heads = map[string]string{}
+	}
+	g.heads[strings.ToLower(path)] = branch
 }
 
 func (g *githubAPI) push(path string, at time.Time) {

@@ -274,18 +274,18 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 			r := repos[missing]
 			// The class the owner said, relayed by the coordinator to the full
 			// node: the public sees it as the error.
-			if r.State != "failing" && r.State != "gone" || r.Error != "not found" || r.Class != "not found" {
+			if r.State != "failing" && r.State != "deleted" || r.Error != "not found" || r.Class != "not found" {
 				return fmt.Errorf("missing upstream shown as %+v", r)
 			}
 			return nil
 		})
-		// Five "not found" answers in a row: parked as gone (and rechecked daily).
-		eventually(t, 60*time.Second, "missing upstream marked gone", func() error {
+		// Five HTTP 404 answers in a row: parked as deleted (and rechecked daily).
+		eventually(t, 60*time.Second, "missing upstream marked deleted", func() error {
 			repos, err := apiRepos(f.base)
 			if err != nil {
 				return err
 			}
-			if r := repos[missing]; r.State != "gone" {
+			if r := repos[missing]; r.State != "deleted" {
 				return fmt.Errorf("missing upstream shown as %+v", r)
 			}
 			return nil

@@ -236,6 +236,9 @@ type apiRepo struct {
 	// NetworkParts, above 1, the parts it is split into.
 	Network      string `json:"network"`
 	NetworkParts uint32 `json:"network_parts"`
+	// StateSince is when a departed or archived repository's state was
+	// first seen ("": another state).
+	StateSince string `json:"state_since"`
 }
 
 func apiRepos(base string) (map[string]apiRepo, error) { return apiReposAs(base, "") }

@@ -161,7 +161,7 @@ func TestMetricsOnEveryRole(t *testing.T) {
 		"http://" + partialMetrics + "/metrics": {
 			{"clones", "gitfleet_check_duration_seconds", []string{"role", "partial", "kind", "clone", "result", "ok"}, func(v float64) bool { return v >= 4 }},
 			{"fetches", "gitfleet_check_duration_seconds", []string{"role", "partial", "kind", "fetch", "result", "ok"}, func(v float64) bool { return v >= 4 }},
-			{"the missing upstream", "gitfleet_upstream_errors_total", []string{"class", "not-found", "host", "127.0.0.1"}, positive},
+			{"the missing upstream", "gitfleet_upstream_errors_total", []string{"class", "deleted", "host", "127.0.0.1"}, positive},
 			{"session", "gitfleet_node_session", nil, is(1)},
 			{"tunnel to the full node", "gitfleet_node_tunnels_open", nil, is(1)},
 			{"repositories owned", "gitfleet_scheduler_repos", nil, is(5)},

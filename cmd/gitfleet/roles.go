@@ -164,7 +164,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 	return fullnode.Config{
 		Config: node.Config{
 			DataDir: dataDir, Name: cfg.Name, Coordinators: cfg.Coordinator, JoinToken: cfg.JoinToken,
-			Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval,
+			Capacity: cfg.Capacity, Fetchers: cfg.Fetchers, Budget: cfg.Budget, MaxInterval: cfg.MaxInterval, FedMaxInterval: cfg.FedMaxInterval, ArchivedInterval: cfg.ArchivedInterval,
 			MinInterval: cfg.MinInterval, Policy: cfg.Policy, GitTimeout: cfg.GitTimeout,
 			IntegrityInterval: cfg.VerifyInterval, Retention: cfg.Retention, PruneAfter: cfg.PruneAfter,
 			Archive:                mirror.ArchivePolicy{All: cfg.ArchiveRewrites, Retention: cfg.ArchiveRetention, MaxRefs: cfg.ArchiveMaxRefs},

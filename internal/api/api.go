@@ -133,8 +133,12 @@ type Repo struct {
 	CloneURL    string          `json:"clone_url"`
 	Owner       uint32          `json:"owner_node"`
 	State       repostate.State `json:"state"`
-	Served      bool            `json:"served"`
-	Current     bool            `json:"current"`
+	// StateSince is when a departed repository's state (deleted, legal,
+	// disabled, gone) or archived was first seen: the reason is State's
+	// name, with LastError's class.
+	StateSince *time.Time `json:"state_since,omitempty"`
+	Served     bool       `json:"served"`
+	Current    bool       `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.
@@ -189,6 +193,9 @@ type RepoDetail struct {
 	// those that found new refs (the cheap check spares the rest).
 	Checks  uint64 `json:"checks"`
 	Fetches uint64 `json:"fetches"`
+	// Head is the branch the served HEAD names: the upstream's default
+	// branch, as the full node last verified it.
+	Head string `json:"head,omitempty"`
 }
 
 // HistoryEntry is one check or fetch of a repository.
@@ -211,6 +218,9 @@ type HistoryEntry struct {
 	// force-pushed), with their old and new IDs.
 	Rewrites        []fetchlog.Rewrite `json:"rewrites,omitempty"`
 	RewritesOmitted int                `json:"rewrites_omitted,omitempty"`
+	// Head is HEAD's switch to another branch (the upstream's default
+	// branch changed): ref HEAD, old and new the branches it named.
+	Head *fetchlog.Move `json:"head,omitempty"`
 }
 
 // Node is one member of the fleet.

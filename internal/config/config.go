@@ -82,6 +82,7 @@ type Config struct {
 	PurgeWindow           time.Duration `name:"purge-window" roles:"coordinator,up" topic:"catalog" help:"the sliding window over which removals are counted against --max-purge"`
 	MaxInterval           time.Duration `name:"max-interval" roles:"coordinator,partial,full,up" topic:"freshness" help:"the longest a repository may go unchecked"`
 	FedMaxInterval        time.Duration `name:"fed-max-interval" roles:"partial,full,up" topic:"freshness" help:"the longest a repository may go unchecked by its node when the coordinator says its host's forge feed works (the feed asks about it at least every --max-interval; 0: the longer of 7 days and --max-interval)"`
+	ArchivedInterval      time.Duration `name:"archived-interval" roles:"partial,full,up" topic:"freshness" help:"the longest a repository that its forge marks archived (read-only; a forge feed says so) goes unchecked by its node; pushes a feed sees still come at once (not shorter than --max-interval)"`
 	MinInterval           time.Duration `name:"min-interval" roles:"coordinator,partial,full,up" topic:"freshness" help:"the shortest time between two background checks of one repository (if unset and --max-interval is under 4m: a quarter of it)"`
 	Budget                float64       `name:"budget" roles:"partial,full,up" topic:"freshness" help:"background upstream checks per hour (0: unlimited)"`
 	MaxBandwidth          string        `name:"max-bandwidth" roles:"partial,full" topic:"volunteer" essential:"partial" help:"the most bytes a second the node moves, its downloads from upstreams and its uploads to full nodes together, e.g. 20Mbit or 2MiB/s (empty: no cap; upstreams over git:// and ssh:// are not paced); the coordinator asks a capped node for fewer clones at once"`
@@ -197,6 +198,7 @@ func Default() Config {
 		MaxClonesInFlight: placement.DefaultMaxInFlight,
 		FullReplicas:      placement.DefaultReplicas,
 		MaxInterval:       24 * time.Hour,
+		ArchivedInterval:  30 * 24 * time.Hour,
 		MinInterval:       time.Minute,
 		Policy:            "adaptive",
 		FullDiskPolicy:    "refuse-new",

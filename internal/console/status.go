@@ -42,7 +42,7 @@ func publicStateOf(r api.Repo) publicState {
 		return stateBehind // a copy is there, checked before it is served again
 	case !r.Served:
 		return stateNotMirrored
-	case r.State == repostate.Failing || r.State == repostate.Gone || r.LastError != "":
+	case r.State == repostate.Failing || r.State.Departed() || r.LastError != "":
 		return stateFailing
 	case r.Current:
 		return stateCurrent

@@ -152,6 +152,8 @@ type Coordinator struct {
 	placing          bool
 	status           map[string]*repoStatus // repositories that have been checked at least once
 	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
+	heads            map[string]string      // HEAD's branch names, one copy each (headName)
+	forgeFlags       map[string]forgeFlag   // what the feeds' forges mark archived or disabled (forgeflags.go)
 	nodes            map[uint32]*nodeRecord
 	sessions         map[uint32]*session
 	dirty            map[string]bool   // repos to persist (false: delete)
@@ -284,6 +286,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		flush:        make(chan struct{}, 1),
 		status:       make(map[string]*repoStatus),
 		errs:         intern.New(1 << 16),
+		heads:        make(map[string]string),
+		forgeFlags:   make(map[string]forgeFlag),
 		nodes:        make(map[uint32]*nodeRecord),
 		sessions:     make(map[uint32]*session),
 		dirty:        make(map[string]bool),

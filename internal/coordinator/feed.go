@@ -523,7 +523,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	}
 	f.mu.Unlock()
 	for _, m := range ans.Missing {
-		c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); left as it is", "host", f.host, "path", m)
+		// Its git answers decide: the owner checks it now (paced), and
+		// a 404 from there counts toward deleted as any other.
+		if k, err := c.cfg.Fold.Canonical(f.host + "/" + m); err == nil && c.feedMissing(f, k.String()) {
+			c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); the owner checks it", "host", f.host, "path", m)
+		}
 	}
 	for _, r := range ans.Renamed {
 		f.mu.Lock()
@@ -566,6 +570,13 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	changed := 0
 	for k, t := range times {
 		if c.feedPush(f, k, t, now, newPush[k]) {
+			changed++
+		}
+	}
+	c.feedFlags(keys, forge.Flags(c.cfg.Fold, f.host, ans), now)
+	heads, _ := forge.Heads(c.cfg.Fold, f.host, ans)
+	for k, h := range heads {
+		if c.feedHead(f, k, h) {
 			changed++
 		}
 	}
@@ -819,4 +830,64 @@ func (c *Coordinator) runFeeds(ctx context.Context) {
 	c.mu.Lock()
 	c.feeds = nil
 	c.mu.Unlock()
+}
+
+// feedHead acts on the default branch a feed names for key (head, as
+// refs/heads/...): when the owner's last check saw HEAD name another, the
+// default branch switched, which moves no ref, so no push time shows it:
+// an urgent check of the owner follows it (an urgent check asks HEAD), and
+// its result reaches the full nodes as the state's head. Nothing while the
+// owner has said nothing of HEAD (a first clone to come, a previous
+// version). Paced as the feed's pushes are.
+func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.status[key]
+	if !c.engine.Has(key) || st == nil || st.head == "" || st.head == head {
+		return false
+	}
+	if !c.feedAskOwner(f, key) {
+		return false
+	}
+	c.log.Info("forge feed: the default branch switched; the owner checks it now", "host", f.host, "key", key,
+		"head", st.head, "forge_head", head)
+	return true
+}
+
+// feedMissing acts on a repository the forge says it does not know: an
+// urgent check of the owner, paced as pushes are, unless its state says
+// it is gone already (its daily recheck stands). The check's answer
+// decides: a 404 counts toward deleted, a good answer (a private
+// repository the token cannot see) changes nothing.
+func (c *Coordinator) feedMissing(f *feedHost, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.status[key]
+	if !c.engine.Has(key) || st == nil || st.state.Departed() {
+		return false
+	}
+	return c.feedAskOwner(f, key)
+}
+
+// feedAskOwner asks key's owner for an urgent check, paced per repository
+// as the feed's pushes are (f.sent). Caller holds c.mu.
+func (c *Coordinator) feedAskOwner(f *feedHost, key string) bool {
+	now := c.clk.Now()
+	f.mu.Lock()
+	last, asked := f.sent[key]
+	paced := asked && now.Sub(last) < c.feedSpacing()
+	if !paced {
+		f.sent[key] = now
+	}
+	f.mu.Unlock()
+	if paced {
+		return false // the feed asks again: acted on then
+	}
+	owner, _ := c.owner(key)
+	s := c.sessions[owner]
+	if owner == 0 || s == nil {
+		return false
+	}
+	s.queueCheck(key, "")
+	return true
 }

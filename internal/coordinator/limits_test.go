@@ -46,7 +46,7 @@ func TestTheNodesClassOfAFailureDecidesTheStateAndIsKept(t *testing.T) {
 		{"a class of a newer version", &fleetv1.CheckResult{ErrorClass: "novel", Class: 200,
 			Error: "something new"}, repostate.Failing, repostate.ClassOther, "failed", repostate.ClassOther},
 		{"a takedown", &fleetv1.CheckResult{ErrorClass: "legal", Class: uint32(repostate.ClassLegal),
-			Error: "git ls-remote https://example.org/a/b: legal: The requested URL returned error: 451"}, repostate.Gone, repostate.ClassLegal, "unavailable for legal reasons", repostate.ClassLegal},
+			Error: "git ls-remote https://example.org/a/b: legal: The requested URL returned error: 451"}, repostate.Legal, repostate.ClassLegal, "unavailable for legal reasons", repostate.ClassLegal},
 	} {
 		tc.res.Key = key
 		c.result(id, tc.res)

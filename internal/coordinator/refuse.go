@@ -56,11 +56,23 @@ func (c *Coordinator) liftRefusals(id uint32) {
 	}
 }
 
-// stateOf is the state of key that nodes and the API are told: its
-// status's, or unplaceable when every member refused it. Caller holds c.mu.
-func (c *Coordinator) stateOf(key string, r *repoStatus) repostate.State {
+// stateSince is the state of key that nodes and the API are told, with
+// the time it was first seen (unix ms, 0: unknown): its status's, or
+// unplaceable when every member refused it. A forge's word (forgeflags.go)
+// stands over the checks' when it says disabled, and over a working or new
+// repository's when it says archived; a repository whose checks fail
+// keeps their verdict. Caller holds c.mu.
+func (c *Coordinator) stateSince(key string, r *repoStatus) (repostate.State, int64) {
 	if c.engine.Unplaceable(key) {
-		return repostate.Unplaceable
+		return repostate.Unplaceable, 0
 	}
-	return r.state
+	if fl, ok := c.forgeFlags[key]; ok {
+		switch {
+		case fl.disabled:
+			return repostate.Disabled, fl.since
+		case fl.archived && (r.state == repostate.OK || r.state == repostate.Pending):
+			return repostate.Archived, fl.since
+		}
+	}
+	return r.state, r.since
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gitfleet/gitfleet/internal/bandwidth"
+	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/hours"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -347,6 +348,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 	}
 	r := c.statusOf(key)
 	at := res.GetCheckedAtMs()
+	was := r.state
+	defer func() {
+		if r.state != was {
+			r.since = at // the reason's first sight
+		}
+	}()
 	r.lastCheck = at
 	r.lastDuration = packMs(res.GetDurationMs())
 	r.checks = add32(r.checks)
@@ -354,8 +361,12 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		r.fetches = add32(r.fetches)
 	}
 	if res.GetOk() {
-		if res.GetChanged() || r.Digest() != res.GetDigest() {
+		head := c.headName(res.GetHead())
+		if res.GetChanged() || r.Digest() != res.GetDigest() || (head != "" && r.head != "" && head != r.head) {
 			r.lastChange = at
+		}
+		if head != "" {
+			r.head = head
 		}
 		old := r.Digest()
 		if !r.setDigest(res.GetDigest()) {
@@ -374,8 +385,14 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 		if r.class != repostate.ClassNotFound {
 			r.notFound = 0
 		}
-		if int(r.notFound) >= repostate.GoneAfter || r.class == repostate.ClassLegal {
-			// The owner rechecks it daily; the full node keeps its copy.
+		// Gone, for its reason: the owner rechecks it daily; the full
+		// node keeps serving its copy for --retention (not a legal one).
+		switch {
+		case r.class == repostate.ClassLegal:
+			r.state = repostate.Legal
+		case int(r.notFound) >= repostate.GoneAfter && res.GetErrorClass() == string(gitcmd.ClassDeleted):
+			r.state = repostate.Deleted
+		case int(r.notFound) >= repostate.GoneAfter:
 			r.state = repostate.Gone
 		}
 		if st, ok := limitState(r.class); ok {
@@ -625,7 +642,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			if e, ok := c.entry(k); ok {
 				_, pool, _ := c.engine.Network(k)
 				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
-					Fed: c.feedFed(k, now), Archive: catalog.Archives(e.Attrs)}
+					Fed: c.feedFed(k, now), Archive: catalog.Archives(e.Attrs), Archived: c.forgeFlags[k].archived}
 				if as.seed && seedBase != "" {
 					r.SeedUrl = seedBase + "/" + k + ".git"
 				}
@@ -663,11 +680,12 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			}
 			owner, _ := c.owner(k)
 			net, _, parts := c.engine.Network(k)
+			state, since := c.stateSince(k, r)
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
-				State: c.stateOf(k, r).String(), LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
+				State: state.String(), StateSinceMs: since, LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
 				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
-				ReplicaStates: c.replicaStates(k)})
+				ReplicaStates: c.replicaStates(k), Head: r.head})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -13,13 +13,18 @@ import (
 // repoStatus is what the coordinator knows of one repository beyond its
 // catalog entry (see entry) and its placement (see owner). A coordinator
 // keeps one for each repository that has been checked, up to a million, so
-// it is small: 64 bytes, the digest in binary, and its key in the status
-// map is the placement engine's copy (see statusOf).
+// it is small: 88 bytes, the digest in binary, HEAD's branch a shared
+// copy, and its key in the status map is the placement engine's copy (see
+// statusOf).
 type repoStatus struct {
 	lastCheck, lastChange int64 // unix ms
+	since                 int64 // unix ms: when the state was first seen (its last change)
 	lastError             string
-	checks, fetches       uint32
-	failures              uint16 // in a row
+	// head is the branch the owner's HEAD names (CheckResult.head), one
+	// shared copy a name (heads).
+	head            string
+	checks, fetches uint32
+	failures        uint16 // in a row
 	// notFound counts "not found" answers in a row, up to 255: only
 	// whether it reached repostate.GoneAfter matters.
 	notFound     uint8
@@ -146,6 +151,7 @@ type statusRecord struct {
 	State      string `json:",omitempty"`
 	LastCheck  int64  `json:",omitempty"` // unix ms
 	LastChange int64  `json:",omitempty"`
+	Since      int64  `json:",omitempty"` // unix ms: when the state was first seen
 	LastError  string `json:",omitempty"`
 	// Class is LastError's (repostate.Class's text). A record a previous
 	// version wrote has none: its error shows as "failed" until the next
@@ -165,21 +171,23 @@ type statusRecord struct {
 	// Size is the repository's size as the full tier weighs it, packed
 	// (tiersize.go); 0: none reported.
 	Size uint16 `json:",omitempty"`
+	Head string `json:",omitempty"` // the branch HEAD names
 }
 
 func (s *repoStatus) record(key string) statusRecord {
-	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange,
+	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange, Since: s.since,
 		LastError: s.errorText(key), Class: s.class.String(), Failures: int(s.failures), NotFound: int(s.notFound),
-		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms()}
+		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms(), Head: s.head}
 }
 
 // status turns a stored record back into a repoStatus; a field out of range
 // is clamped, and a digest that is not one is dropped (the next check
 // brings it back).
 func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
-	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange,
+	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange, since: r.Since,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint8(min(max(r.NotFound, 0), 1<<8-1)),
-		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs)}
+		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs),
+		head: r.Head}
 	s.setDigest(r.Digest)
 	if r.LastError != "" {
 		s.setError(r.LastError, errs, key)
@@ -188,3 +196,27 @@ func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
 	}
 	return s
 }
+
+// maxHeads bounds the branch names headName keeps one copy of: past it,
+// a name is kept as the node sent it.
+const maxHeads = 1 << 12
+
+// headName is the branch name a node reported for HEAD, checked (a branch,
+// no longer than a ref gitfleet keeps: a node's report is not trusted) and
+// shared, as most repositories name one of a few branches; "" for none or
+// a name refused. Called with c.mu held.
+func (c *Coordinator) headName(h string) string {
+	if !strings.HasPrefix(h, "refs/heads/") || len(h) > maxHeadLen || gitcmd.CheckRefName(h, gitcmd.RefLimits{}) != "" {
+		return ""
+	}
+	if s, ok := c.heads[h]; ok {
+		return s
+	}
+	if len(c.heads) < maxHeads {
+		c.heads[h] = h
+	}
+	return h
+}
+
+// maxHeadLen is the longest HEAD branch name kept.
+const maxHeadLen = 1024

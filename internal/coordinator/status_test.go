@@ -15,8 +15,8 @@ import (
 )
 
 func TestStatusKeepsWhatNodesReport(t *testing.T) {
-	if size := unsafe.Sizeof(repoStatus{}); size != 64 {
-		t.Errorf("a status takes %d bytes, want 64", size)
+	if size := unsafe.Sizeof(repoStatus{}); size != 88 {
+		t.Errorf("a status takes %d bytes, want 88", size)
 	}
 	digest := gitcmd.Refs{Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)}}.Digest()
 	var s repoStatus

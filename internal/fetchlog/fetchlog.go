@@ -87,6 +87,10 @@ type Entry struct {
 	// RewritesOmitted counts the rest.
 	Rewrites        []Rewrite `json:"rewrites,omitempty"`
 	RewritesOmitted int       `json:"rewrites_omitted,omitempty"`
+	// Head is HEAD's switch to another branch (Ref "HEAD", Old and New
+	// the branches it named), when the work followed one: the upstream's
+	// default branch changed.
+	Head *Move `json:"head,omitempty"`
 }
 
 // DB is the part of the store that the log needs (store.Bolt has it).

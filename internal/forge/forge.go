@@ -1,6 +1,7 @@
 // Package forge knows the forges that gitfleet mirrors from (GitHub,
 // GitLab, Gitea/Forgejo, Gitee) and asks their APIs when repositories were
-// last pushed.
+// last pushed, and, in the same answers, their default branch and whether
+// they are archived or disabled.
 //
 // It owns the one table of forge kinds (kinds, below): for each, the
 // well-known hosts and their API bases, the API base of a self-hosted
@@ -32,7 +33,8 @@
 // is untrusted input: bounded in size, decoded strictly, and only reported
 // (Answer): a repository missing from an answer is not a change, and a
 // renamed or deleted one is reported, never acted on. A name the forge
-// gives that is not a repository name (ValidName), or that carries one of
+// gives that is not a repository name (ValidName) or a branch name git
+// could not store (ValidBranch), or that carries one of
 // the client's tokens or another credential, is left out and counted
 // (Answer.Refused); errors that quote an answer have the tokens replaced. A webhook's payload
 // is untrusted too: Parse only reads it, the caller validates what it
@@ -45,6 +47,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -237,11 +240,49 @@ type Answer struct {
 	// their parent as the forge names it (a valid name, whose keys
 	// Parents checks).
 	Forks []Fork
+	// Heads are asked repositories with the branch the forge names as
+	// their default (GitHub's defaultBranchRef, the REST forges'
+	// default_branch), a name git could store (ValidBranch).
+	Heads []Head
+	// Flags are asked repositories the forge marks archived or disabled.
+	Flags []Flag
 	// Refused counts the repositories the forge answered with a name
 	// that is not a repository name (ValidName), or that carries one of
 	// the client's tokens or another credential: left out of the answer,
 	// for the caller to report, never to show.
 	Refused int
+}
+
+// Head is an asked repository (Path, as asked) whose default branch the
+// forge names Branch (without refs/heads/).
+type Head struct {
+	Path, Branch string
+}
+
+// Flag is an asked repository (Path, as asked) that the forge marks
+// archived (read-only, kept) or disabled (the forge refuses it to
+// everyone: a policy or billing block).
+type Flag struct {
+	Path               string
+	Archived, Disabled bool
+}
+
+// ValidBranch tells whether name is a branch name git could store
+// (git check-ref-format's rules) of at most 255 bytes: a forge's word is
+// not trusted to be one.
+func ValidBranch(name string) bool {
+	if name == "" || len(name) > 255 || name[0] == '-' || name[0] == '/' || name[0] == '.' ||
+		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") || strings.HasSuffix(name, ".lock") ||
+		strings.Contains(name, "..") || strings.Contains(name, "//") || strings.Contains(name, "@{") ||
+		strings.Contains(name, "/.") || name == "@" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= 0x20 || c == 0x7f || strings.IndexByte("~^:?*[\\", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Fork is an asked repository (Path, as asked) that is a fork of Parent,
@@ -350,6 +391,34 @@ func Parents(fold repokey.Folding, host string, a Answer) (parents map[string]st
 		parents[key.String()] = parent.String()
 	}
 	return parents, refused
+}
+
+// Flags turns an answer about host into the flags the forge set, by
+// repository key, as PushTimes keys push times (paths that are no keys
+// are left out).
+func Flags(fold repokey.Folding, host string, a Answer) map[string]Flag {
+	flags := make(map[string]Flag, len(a.Flags))
+	for _, fl := range a.Flags {
+		if key, err := fold.Canonical(host + "/" + fl.Path); err == nil {
+			flags[key.String()] = fl
+		}
+	}
+	return flags
+}
+
+// Heads turns an answer about host into default branches (as
+// refs/heads/<branch>) by repository key, as PushTimes keys push times.
+func Heads(fold repokey.Folding, host string, a Answer) (heads map[string]string, refused int) {
+	heads = make(map[string]string, len(a.Heads))
+	for _, h := range a.Heads {
+		key, err := fold.Canonical(host + "/" + h.Path)
+		if err != nil {
+			refused++
+			continue
+		}
+		heads[key.String()] = "refs/heads/" + h.Branch
+	}
+	return heads, refused
 }
 
 // PushTimes turns an answer about host into push times by repository

@@ -107,7 +107,7 @@ func githubQuery(paths []string) (body []byte, asked []string) {
 			decl.WriteString(", ")
 		}
 		decl.WriteString("$o" + i + ": String!, $n" + i + ": String!")
-		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner parent { nameWithOwner } }")
+		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner parent { nameWithOwner } defaultBranchRef { name } isArchived isDisabled }")
 		vars["o"+i], vars["n"+i] = owner, name
 		asked = append(asked, p)
 	}
@@ -135,18 +135,27 @@ type gqlError struct {
 }
 
 // gqlNode is one field of an answer's data: a repository lookup
-// (pushedAt, nameWithOwner, parent) or rateLimit. One type for both lets
-// the answer be decoded in one pass; which fields must be there is checked
-// after. parent is an object, not a connection: asking for it leaves the
-// query's cost at 1 point.
+// (pushedAt, nameWithOwner, parent, defaultBranchRef, isArchived,
+// isDisabled) or rateLimit. One type for both lets the answer be decoded
+// in one pass; which fields must be there is checked after. parent and
+// defaultBranchRef are objects, not connections: asking for them leaves
+// the query's cost at 1 point.
 type gqlNode struct {
 	PushedAt      *string    `json:"pushedAt"`
 	NameWithOwner *string    `json:"nameWithOwner"`
 	Parent        *gqlParent `json:"parent"`
+	DefaultBranch *gqlRef    `json:"defaultBranchRef"`
+	IsArchived    *bool      `json:"isArchived"`
+	IsDisabled    *bool      `json:"isDisabled"`
 	Cost          *int       `json:"cost"`
 	Remaining     *int       `json:"remaining"`
 	ResetAt       *string    `json:"resetAt"`
 	Limit         *int       `json:"limit"`
+}
+
+// gqlRef is a repository's default branch: null when it has none (empty).
+type gqlRef struct {
+	Name *string `json:"name"`
 }
 
 // gqlParent is a fork's parent: null when the repository is no fork.
@@ -244,6 +253,12 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 		if r.Parent != nil && r.Parent.NameWithOwner != nil {
 			// Checked by Parents, with the other keys.
 			a.Forks = append(a.Forks, Fork{Path: path, Parent: *r.Parent.NameWithOwner})
+		}
+		if r.DefaultBranch != nil && r.DefaultBranch.Name != nil && ValidBranch(*r.DefaultBranch.Name) {
+			a.Heads = append(a.Heads, Head{Path: path, Branch: *r.DefaultBranch.Name})
+		}
+		if fl := (Flag{Path: path, Archived: r.IsArchived != nil && *r.IsArchived, Disabled: r.IsDisabled != nil && *r.IsDisabled}); fl.Archived || fl.Disabled {
+			a.Flags = append(a.Flags, fl)
 		}
 		switch {
 		case !strings.EqualFold(*r.NameWithOwner, path):

@@ -49,6 +49,10 @@ type ghRepo struct {
 	nameWithOwner string
 	pushedAt      time.Time
 	parent        string // a fork's parent's nameWithOwner; any string, as a hostile server may send
+	// defaultBranch is defaultBranchRef's name ("": null, an empty
+	// repository); any string, as a hostile server may send.
+	defaultBranch      string
+	archived, disabled bool
 }
 
 type ghToken struct {
@@ -110,7 +114,7 @@ func (g *ghServer) usedTokens() []string {
 	return append([]string(nil), g.used...)
 }
 
-var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner parent \{ nameWithOwner \} \}`)
+var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner parent \{ nameWithOwner \} defaultBranchRef \{ name \} isArchived isDisabled \}`)
 
 func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
@@ -218,7 +222,12 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if repo.parent != "" {
 			parent = map[string]any{"nameWithOwner": repo.parent}
 		}
-		data[m[1]] = map[string]any{"pushedAt": pushed, "nameWithOwner": repo.nameWithOwner, "parent": parent}
+		var head any
+		if repo.defaultBranch != "" {
+			head = map[string]any{"name": repo.defaultBranch}
+		}
+		data[m[1]] = map[string]any{"pushedAt": pushed, "nameWithOwner": repo.nameWithOwner, "parent": parent,
+			"defaultBranchRef": head, "isArchived": repo.archived, "isDisabled": repo.disabled}
 	}
 	out := map[string]any{"data": data}
 	if errs != nil {
@@ -377,6 +386,57 @@ func TestGitHubReportsAForksParentAtNoExtraCost(t *testing.T) {
 	}
 	if fmt.Sprint(gh.costs) != "[1]" || gh.requests() != 1 {
 		t.Errorf("costs %v in %d requests, want one query of 1 point", gh.costs, gh.requests())
+	}
+}
+
+// The default branch and the archived and disabled flags come with the
+// push times, in the same query at the same cost; a branch name git could
+// not store, or one that carries a token, is left out.
+func TestGitHubReportsTheDefaultBranchAndFlagsAtNoExtraCost(t *testing.T) {
+	clk := clock.NewFake(t0)
+	gh, srv := newGHServer(t, clk, "test-token-1")
+	set := func(name, branch string, archived, disabled bool) {
+		gh.mu.Lock()
+		gh.repos[strings.ToLower(name)] = ghRepo{nameWithOwner: name, pushedAt: t0, defaultBranch: branch, archived: archived, disabled: disabled}
+		gh.mu.Unlock()
+	}
+	set("o/trunk", "trunk", false, false)
+	set("o/empty", "", false, false)
+	set("o/old", "main", true, false)
+	set("o/off", "main", false, true)
+	set("evil/dots", "../../etc", false, false)
+	set("evil/token", "x-test-token-1", false, false)
+	a, err := ghLookup(t, srv, clk, nil, "test-token-1").PushedAt(context.Background(),
+		[]string{"o/trunk", "o/empty", "o/old", "o/off", "evil/dots", "evil/token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Head{{"o/trunk", "trunk"}, {"o/old", "main"}, {"o/off", "main"}}
+	if fmt.Sprint(a.Heads) != fmt.Sprint(want) {
+		t.Errorf("heads %v, want %v", a.Heads, want)
+	}
+	wantFlags := []Flag{{Path: "o/old", Archived: true}, {Path: "o/off", Disabled: true}}
+	if fmt.Sprint(a.Flags) != fmt.Sprint(wantFlags) {
+		t.Errorf("flags %v, want %v", a.Flags, wantFlags)
+	}
+	if a.Refused != 1 {
+		t.Errorf("refused %d, want 1 (the branch that carries the token)", a.Refused)
+	}
+	if fmt.Sprint(gh.costs) != "[1]" || gh.requests() != 1 {
+		t.Errorf("costs %v in %d requests, want one query of 1 point", gh.costs, gh.requests())
+	}
+}
+
+func TestValidBranchRefusesWhatGitWouldNotStore(t *testing.T) {
+	for _, ok := range []string{"main", "release/1.0", "feature-x", "v2_dev", "ümlaut"} {
+		if !ValidBranch(ok) {
+			t.Errorf("ValidBranch(%q) = false", ok)
+		}
+	}
+	for _, bad := range []string{"", "-x", "/x", "x/", ".x", "x.", "a..b", "a//b", "a/.b", "x.lock", "a b", "a~b", "a^b", "a:b", "a?b", "a*b", "a[b", "a\\b", "a@{b", "@", "a\x7fb", "a\nb", strings.Repeat("x", 256)} {
+		if ValidBranch(bad) {
+			t.Errorf("ValidBranch(%q) = true", bad)
+		}
 	}
 }
 

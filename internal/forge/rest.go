@@ -47,6 +47,26 @@ func (f restRepo) parent(raw json.RawMessage) string {
 	return name
 }
 
+// repoHeadAndFlags reads what the REST forges (GitHub's, GitLab's,
+// Gitea's, Gitee's) say of a repository object's default branch
+// (default_branch, "" when absent or not a valid branch name) and whether
+// it is archived or disabled (archived, disabled: booleans, absent false).
+func repoHeadAndFlags(raw json.RawMessage) (string, Flag) {
+	var obj struct {
+		DefaultBranch *string `json:"default_branch"`
+		Archived      *bool   `json:"archived"`
+		Disabled      *bool   `json:"disabled"`
+	}
+	if json.Unmarshal(raw, &obj) != nil {
+		return "", Flag{}
+	}
+	var head string
+	if obj.DefaultBranch != nil && ValidBranch(*obj.DefaultBranch) {
+		head = *obj.DefaultBranch
+	}
+	return head, Flag{Archived: obj.Archived != nil && *obj.Archived, Disabled: obj.Disabled != nil && *obj.Disabled}
+}
+
 // decode reads one repository object: its name (required, a valid path)
 // and its time (null or absent: never pushed, zero).
 func (f restRepo) decode(raw json.RawMessage, now time.Time) (string, time.Time, error) {
@@ -123,6 +143,14 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 			}
 			if p := l.repo.parent(resp.body); p != "" {
 				a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
+			}
+			head, fl := repoHeadAndFlags(resp.body)
+			if head != "" {
+				a.Heads = append(a.Heads, Head{Path: path, Branch: head})
+			}
+			if fl.Archived || fl.Disabled {
+				fl.Path = path
+				a.Flags = append(a.Flags, fl)
 			}
 			switch {
 			case !strings.EqualFold(name, path):

@@ -360,7 +360,11 @@ func (t *transport) screen(a Answer) Answer {
 	for _, i := range keep(len(a.Forks), func(i int) bool { return bad(a.Forks[i].Parent) }) {
 		forks = append(forks, a.Forks[i])
 	}
-	a.Pushed, a.Renamed, a.Forks = pushed, renamed, forks
+	heads := a.Heads[:0:0]
+	for _, i := range keep(len(a.Heads), func(i int) bool { return bad(a.Heads[i].Branch) }) {
+		heads = append(heads, a.Heads[i])
+	}
+	a.Pushed, a.Renamed, a.Forks, a.Heads = pushed, renamed, forks, heads
 	return a
 }
 

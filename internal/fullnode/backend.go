@@ -72,7 +72,8 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 	state, _ := repostate.Parse(st.GetState()) // the view's: a name it knows
 	r := api.Repo{Key: key.String(), UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
-		LastError: st.GetLastError(), ErrorClass: repostate.ClassFromWire(st.GetClass()), Digest: st.GetDigest(), Network: st.GetNetwork()}
+		LastError: st.GetLastError(), ErrorClass: repostate.ClassFromWire(st.GetClass()), Digest: st.GetDigest(), Network: st.GetNetwork(),
+		StateSince: msTime(st.GetStateSinceMs())}
 	if parts := st.GetNetworkParts(); parts > 1 {
 		r.NetworkParts = parts
 	}
@@ -82,7 +83,7 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 		r.CloneURL = strings.TrimSuffix(f.cfg.PublicURL, "/") + "/" + key.String() + ".git"
 	}
 	d, held := f.n.Digest(key)
-	r.Served = held && f.held(key)
+	r.Served = held && f.held(key) && !f.withheld(st, now)
 	if broken, ok := f.n.BrokenState(key); ok {
 		r.State, r.Served = broken, false // not served until repaired
 	}
@@ -197,7 +198,7 @@ func (b *backend) detail(ctx context.Context, key repokey.Key) (api.RepoDetail, 
 		Checks: st.GetChecks(), Fetches: st.GetFetches()}
 	refs, err := b.f.refs(ctx, key)
 	if err == nil {
-		d.Refs = refs.Refs
+		d.Refs, d.Head = refs.Refs, refs.Head
 	}
 	d.History = b.history(ctx, key.String())
 	return d, refs, true
@@ -461,9 +462,17 @@ func refEvents(key repokey.Key, before, after gitcmd.Refs, at time.Time) []api.E
 	return evs
 }
 
-// served announces that the full node's copy of key changed.
+// served announces that the full node's copy of key changed: an event a
+// ref, and one for HEAD when it names another branch (Ref "HEAD", Old and
+// New the branches).
 func (f *Node) served(key repokey.Key, res mirror.Result) {
+	var evs []api.Event
+	now := f.clk.Now().UTC()
 	if res.Changed {
-		f.events.Publish(refEvents(key, res.Before, res.After, f.clk.Now().UTC())...)
+		evs = refEvents(key, res.Before, res.After, now)
 	}
+	if res.Before.Head != "" && res.After.Head != "" && res.Before.Head != res.After.Head {
+		evs = append(evs, api.Event{Key: key.String(), Ref: "HEAD", Old: res.Before.Head, New: res.After.Head, Time: now})
+	}
+	f.events.Publish(evs...)
 }

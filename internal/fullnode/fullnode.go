@@ -114,7 +114,8 @@ type Node struct {
 	// digest (over a limit), the change hints and the stale reports.
 	plan   *pullplan.Plan
 	signal chan struct{}
-	mark   diskMark // the disk against its high water (fulldisk.go)
+	heads  chan repokey.Key // HEAD switches the owners reported (headLoop)
+	mark   diskMark         // the disk against its high water (fulldisk.go)
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
@@ -150,7 +151,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 		cfg.HintWait = 3 * time.Minute
 	}
 	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), plan: pullplan.New(pullplan.Config{HintWait: cfg.HintWait}),
-		signal: make(chan struct{}, 1), checking: map[repokey.Key]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
+		signal: make(chan struct{}, 1), heads: make(chan repokey.Key, headQueue), checking: map[repokey.Key]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -282,6 +283,7 @@ func (f *Node) serve(ctx context.Context) error {
 	}
 	wg.Go(func() { f.alertLoop(ctx) })
 	wg.Go(func() { f.freshLoop(ctx) })
+	wg.Go(func() { f.headLoop(ctx) })
 	wg.Go(func() { f.persistLoop(ctx) })
 	wg.Go(func() { f.seriesLoop(ctx) })
 	var err error
@@ -328,6 +330,7 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	now, self := f.clk.Now(), f.n.ID()
 	var wake bool
 	var seen series.Counts // the checks the states tell of, for the console's series
+	var heads []repokey.Key
 	f.mu.Lock()
 	for i, r := range valid {
 		key := keys[i]
@@ -363,6 +366,10 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 		if !s.Own && s.Owner != 0 && s.Digest != "" {
 			s.Served, _ = f.n.Digest(key)
 		}
+		if had && !s.Own && r.GetHead() != "" && r.GetLastChangeMs() > old.LastChange() && s.Digest == old.Digest() && s.Served == s.Digest {
+			// The owner saw a change that moved no ref: HEAD's.
+			heads = append(heads, key)
+		}
 		// Not pulled: a copy of the owner's found behind the upstream, one
 		// that claims "unchanged" after a push (the full node asks the
 		// upstream instead: CheckNow), or one over a limit. A stale report
@@ -377,6 +384,9 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	}
 	f.reclass(keys...)
 	f.kick()
+	for _, k := range heads {
+		f.headChanged(k)
+	}
 	if wake {
 		f.wakeFresh()
 	}

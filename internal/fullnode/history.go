@@ -59,7 +59,7 @@ func (b *backend) history(ctx context.Context, key string) []api.HistoryEntry {
 	for _, e := range es {
 		out = append(out, api.HistoryEntry{At: e.At, Kind: e.Kind, Node: e.Node, Changed: e.Changed, DurationMs: e.DurationMs,
 			Error: e.Error, Result: e.Result, From: e.From, RefsChanged: e.RefsChanged, Refs: e.Refs, ErrorClass: e.ErrorClass,
-			Rewrites: e.Rewrites, RewritesOmitted: e.RewritesOmitted})
+			Rewrites: e.Rewrites, RewritesOmitted: e.RewritesOmitted, Head: e.Head})
 	}
 	return out
 }

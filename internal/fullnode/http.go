@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/metrics"
 	"github.com/gitfleet/gitfleet/internal/repokey"
+	"github.com/gitfleet/gitfleet/internal/repostate"
+	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // The public HTTP of the full node: git at /<host>/<path>.git, the JSON
@@ -27,7 +30,35 @@ func (f *Node) resolve(key repokey.Key) (string, bool) {
 	if _, broken := f.n.BrokenState(key); broken {
 		return "", false
 	}
+	f.mu.Lock()
+	e, _ := f.view.Entry(key)
+	in, _ := f.view.Input(key)
+	f.mu.Unlock()
+	if withheldState(in.State, e.StateSince(), f.cfg.Retention, f.clk.Now()) {
+		return "", false
+	}
 	return f.mirror.Path(key), true
+}
+
+// withheld tells whether the mirror of a repository in state st is not
+// served: its upstream is gone for a legal reason (at once), or gone for
+// another (deleted, disabled, gone) for longer than --retention; until
+// then the mirror serves its last verified state.
+func (f *Node) withheld(st *fleetv1.RepoState, now time.Time) bool {
+	s, _ := repostate.Parse(st.GetState())
+	return withheldState(s, st.GetStateSinceMs(), f.cfg.Retention, now)
+}
+
+// withheldState is withheld's rule: a state first seen at since (unix
+// ms; 0: unknown, served) and the retention (0: none, withheld at once).
+func withheldState(s repostate.State, since int64, retention time.Duration, now time.Time) bool {
+	switch {
+	case s == repostate.Legal:
+		return true
+	case !s.Departed() || since == 0:
+		return false
+	}
+	return now.Sub(time.UnixMilli(since)) >= retention
 }
 
 // held tells whether key's mirror is complete on disk.

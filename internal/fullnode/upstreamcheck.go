@@ -368,6 +368,11 @@ func (f *Node) checkUpstream(ctx context.Context, key repokey.Key, why string) e
 			f.mu.Unlock()
 		}
 	}
+	if !differed && up.Head != "" && up.Head != local.Head {
+		// The refs are the upstream's, HEAD is not: the default branch
+		// switched with no ref moving, which no pull brings.
+		f.followHead(ctx, k, up.Head, "upstream-"+why)
+	}
 	f.setVerified(key, asked)
 	f.mu.Lock()
 	act, owner := f.plan.Checked(key, asked, differed, up.Digest())
@@ -528,4 +533,53 @@ func (f *Node) verifiedSince(key repokey.Key, s uint32) bool {
 	defer f.mu.Unlock()
 	v, ok := f.view.Entry(key)
 	return !ok || v.VerifiedAt() > s
+}
+
+// followHead points the HEAD of key's mirror at head, the upstream's, as
+// the full node's own listing of the upstream showed it, and announces
+// the switch (served): an event, and an entry of kind in the fetch log.
+func (f *Node) followHead(ctx context.Context, key repokey.Key, head, kind string) {
+	start := f.clk.Now()
+	res, err := f.mirror.FollowHead(ctx, key, head)
+	if err != nil {
+		f.log.Warn("could not follow the upstream's HEAD", "key", key, "head", head, "err", err)
+		return
+	}
+	if res.After.Head == res.Before.Head {
+		return
+	}
+	f.flog.Append(f.n.WorkEntry(key.String(), kind, start, res, nil))
+	f.served(key, res)
+	f.log.Info("HEAD follows the upstream's default branch", "key", key, "old", res.Before.Head, "new", res.After.Head)
+}
+
+// headQueue bounds the repositories waiting for headLoop: past it, a
+// switch the owner reported is followed at the next check of the
+// upstream that finds it (a spot check, a hint, a pull of a ref change).
+const headQueue = 1024
+
+// headChanged queues key, whose owner reports that HEAD switched with no
+// ref moving, for headLoop to check against the upstream.
+func (f *Node) headChanged(key repokey.Key) {
+	select {
+	case f.heads <- key:
+	default:
+		f.log.Debug("HEAD switch queue full; followed at the next check of the upstream", "key", key)
+	}
+}
+
+// headLoop checks against the upstream each repository whose owner
+// reported a HEAD switch (headChanged): what the full node serves follows
+// the upstream, never the owner's word alone.
+func (f *Node) headLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case key := <-f.heads:
+			if err := f.checkUpstream(ctx, key, "head"); err != nil && ctx.Err() == nil {
+				f.log.Warn("could not check a HEAD switch against the upstream", "key", key, "err", err)
+			}
+		}
+	}
 }

@@ -298,6 +298,11 @@ const (
 	// ClassLegal: the upstream answers HTTP 451, unavailable for legal
 	// reasons (a takedown): treated as gone, not as a network error.
 	ClassLegal Class = "legal"
+	// ClassDeleted: the upstream answers HTTP 404 or 410 to git's smart
+	// HTTP: the repository is not there (deleted, or private), as a
+	// server says it, where ClassNotFound is any other "not found" (an
+	// SSH server's words, a path that is no repository).
+	ClassDeleted Class = "deleted"
 	// The repository is over an operator's limit (see Limits in package
 	// mirror): not retried until the limit or the upstream changes.
 	ClassTooLarge    Class = "too-large"
@@ -324,6 +329,9 @@ func ClassOf(err error) Class {
 
 func classify(stderr string, err error) Class {
 	s := strings.ToLower(stderr)
+	// git's own lines: a server's words (its answer's body, "remote: ...")
+	// never decide which HTTP status it answered.
+	own := strings.ToLower(withoutRemoteLines(stderr))
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
 		// curl's low-speed cut (http.lowSpeedTime): an upstream that
@@ -348,7 +356,7 @@ func classify(stderr string, err error) Class {
 	case strings.Contains(s, "error: 429") || strings.Contains(s, "error: 503") ||
 		strings.Contains(s, "too many requests") || strings.Contains(s, "rate limit"):
 		return ClassThrottled
-	case strings.Contains(s, "error: 451") || strings.Contains(s, "unavailable for legal reasons"):
+	case strings.Contains(own, "error: 451") || strings.Contains(own, "unavailable for legal reasons"):
 		return ClassLegal
 	case strings.Contains(s, "returned error: 301") || strings.Contains(s, "returned error: 302") ||
 		strings.Contains(s, "returned error: 303") || strings.Contains(s, "returned error: 307") ||
@@ -356,9 +364,10 @@ func classify(stderr string, err error) Class {
 		// A redirect: gitfleet follows none (http.followRedirects=false),
 		// wherever it leads, as the egress policy refuses it.
 		return ClassBlocked
-	case strings.Contains(s, "repository not found") || strings.Contains(s, "error: 404") ||
-		strings.Contains(s, "does not appear to be a git repository") ||
-		strings.Contains(s, "not found") || strings.Contains(s, "error: 410"):
+	case strings.Contains(own, "returned error: 404") || strings.Contains(own, "returned error: 410") || missingTarget(own):
+		return ClassDeleted
+	case strings.Contains(own, "repository not found") || strings.Contains(own, "does not appear to be a git repository") ||
+		strings.Contains(own, "not found"):
 		return ClassNotFound
 	case strings.Contains(s, "authentication failed") || strings.Contains(s, "could not read username") ||
 		strings.Contains(s, "could not read password") || strings.Contains(s, "terminal prompts disabled") ||
@@ -375,6 +384,31 @@ func classify(stderr string, err error) Class {
 		return ClassNetwork
 	}
 	return ClassOther
+}
+
+// missingTarget tells whether git's own lines (lower-cased) say what its
+// HTTP transport says of a 404: "fatal: repository '<url>' not found".
+func missingTarget(own string) bool {
+	for _, l := range strings.Split(own, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "fatal: repository '") && strings.HasSuffix(l, "' not found") {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutRemoteLines is stderr without the lines a server wrote ("remote:
+// ..."), which git copies from its answer.
+func withoutRemoteLines(stderr string) string {
+	lines := strings.Split(stderr, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimLeft(l, "\r"), "remote:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func (r *Runner) timeout(c *Cmd) time.Duration {

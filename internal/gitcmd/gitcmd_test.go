@@ -96,8 +96,14 @@ func TestClassifyStderr(t *testing.T) {
 		stderr string
 		want   Class
 	}{
-		{"remote: Repository not found.\nfatal: repository 'https://github.com/a/b/' not found", ClassNotFound},
-		{"fatal: unable to access 'https://h/r/': The requested URL returned error: 404", ClassNotFound},
+		{"remote: Repository not found.\nfatal: repository 'https://github.com/a/b/' not found", ClassDeleted},
+		{"fatal: unable to access 'https://h/r/': The requested URL returned error: 404", ClassDeleted},
+		{"remote: nope\nfatal: unable to access 'https://h/r/': The requested URL returned error: 410", ClassDeleted},
+		{"ERROR: Repository not found.\nfatal: Could not read from remote repository.", ClassNotFound},
+		{"fatal: '/srv/x' does not appear to be a git repository", ClassNotFound},
+		// A server's body (remote: lines) does not say what it answered.
+		{"remote: The requested URL returned error: 451\nfatal: repository 'https://h/r/' not found", ClassDeleted},
+		{"remote: fatal: repository 'https://h/r/' not found\nfatal: unable to access 'https://h/r/': The requested URL returned error: 500", ClassNetwork},
 		{"fatal: could not read Username for 'https://github.com': terminal prompts disabled", ClassAuth},
 		{"fatal: unable to access 'https://h/': SSL certificate problem: unable to get local issuer certificate", ClassTLS},
 		{"fatal: unable to access 'https://h/': Could not resolve host: h", ClassNetwork},

@@ -11,6 +11,7 @@ var publicClasses = map[Class]repostate.Class{
 	ClassNetwork:     repostate.ClassUnreachable,
 	ClassTLS:         repostate.ClassUnreachable,
 	ClassNotFound:    repostate.ClassNotFound,
+	ClassDeleted:     repostate.ClassNotFound,
 	ClassAuth:        repostate.ClassAuth,
 	ClassThrottled:   repostate.ClassThrottled,
 	ClassDisk:        repostate.ClassInternal,

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/mirror"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func limited(t *testing.T, data string, l mirror.Limits, log io.Writer) *mirror.Store {
@@ -318,8 +320,7 @@ func TestALongRefNameIsSkippedAndTheRestIsMirrored(t *testing.T) {
 }
 
 // The check lists branches and tags only (no HEAD): HEAD is asked for
-// when the refs move and branches come or go, or a day after it was last
-// asked, and the mirror's HEAD follows the upstream's.
+// beside every fetch, and the mirror's HEAD follows the upstream's.
 func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	t.Parallel()
 	up := upstreams(t)
@@ -330,18 +331,10 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	ctx := context.Background()
 	url := up.RepoURL("h")
 	key := keyOf(t, url)
-	head := func() string {
-		t.Helper()
-		out, err := gittest.Output("", "--git-dir="+st.Path(key), "symbolic-ref", "HEAD")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out)
-	}
 	if _, err := st.Sync(ctx, key, url); err != nil {
 		t.Fatal(err)
 	}
-	if h := head(); h != "refs/heads/main" {
+	if h := mirrorHead(t, st, key); h != "refs/heads/main" {
 		t.Fatalf("HEAD after the clone = %q", h)
 	}
 	upDir := filepath.Join(up.Dir, "h.git")
@@ -351,28 +344,12 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	if _, err := up.Commit("h", "dev"); err != nil {
 		t.Fatal(err)
 	}
-	// Among the same branches, within a day of the last ask: not asked.
 	res, err := st.Sync(ctx, key, url)
 	if err != nil || !res.Changed {
 		t.Fatalf("Sync: %+v, %v", res, err)
 	}
-	if h := head(); h != "refs/heads/main" {
-		t.Fatalf("HEAD = %q: asked again within a day, among the same branches", h)
-	}
-	// A day later, at the next change, it is.
-	dayAgo := time.Now().Add(-25 * time.Hour)
-	if err := os.Chtimes(filepath.Join(st.Path(key), "HEAD"), dayAgo, dayAgo); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := up.Commit("h", "dev"); err != nil {
-		t.Fatal(err)
-	}
-	res, err = st.Sync(ctx, key, url)
-	if err != nil || !res.Changed {
-		t.Fatalf("Sync: %+v, %v", res, err)
-	}
-	if h := head(); h != "refs/heads/dev" || res.After.Head != "refs/heads/dev" {
-		t.Fatalf("HEAD = %q (result %q), want refs/heads/dev", h, res.After.Head)
+	if h := mirrorHead(t, st, key); h != "refs/heads/dev" || res.Before.Head != "refs/heads/main" || res.After.Head != "refs/heads/dev" {
+		t.Fatalf("HEAD = %q (result %q -> %q), want refs/heads/dev", h, res.Before.Head, res.After.Head)
 	}
 	// A new branch made HEAD is followed at once.
 	if err := gittest.Git("", "--git-dir="+upDir, "branch", "trunk", "refs/heads/dev"); err != nil {
@@ -385,9 +362,119 @@ func TestHeadFollowsTheUpstreamWhenRefsMove(t *testing.T) {
 	if err != nil || !res.Changed {
 		t.Fatalf("Sync: %+v, %v", res, err)
 	}
-	if h := head(); h != "refs/heads/trunk" {
+	if h := mirrorHead(t, st, key); h != "refs/heads/trunk" {
 		t.Fatalf("HEAD = %q after a new branch became the upstream's HEAD, want refs/heads/trunk", h)
 	}
+}
+
+// A default branch switched among existing branches, with no ref moving,
+// is followed once the head recheck has passed since the last ask, and
+// not asked for before: a quiet check costs the one ref listing.
+func TestHeadFollowsTheUpstreamWithNoRefMoving(t *testing.T) {
+	t.Parallel()
+	up := upstreams(t)
+	if err := up.Create("q", []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	st, err := mirror.Open(t.TempDir(), gitcmd.New(gitcmd.Direct(), gitcmd.Options{}), slog.New(slog.DiscardHandler),
+		mirror.WithClock(clk), mirror.WithHeadRecheck(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	url := up.RepoURL("q")
+	key := keyOf(t, url)
+	if _, err := st.Sync(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "q.git"), "symbolic-ref", "HEAD", "refs/heads/dev"); err != nil {
+		t.Fatal(err)
+	}
+	// Within the recheck of the clone: one listing, no ask, HEAD as it was.
+	clk.Advance(30 * time.Minute)
+	before := up.Requests("q")
+	res, err := st.Sync(ctx, key, url)
+	if err != nil || res.Changed || res.After.Head != "refs/heads/main" {
+		t.Fatalf("Sync within the recheck: %+v, %v", res, err)
+	}
+	if n := up.Requests("q") - before; n != 2 {
+		t.Fatalf("a quiet check within the recheck made %d requests, want 2 (advertisement, ls-refs)", n)
+	}
+	if h := mirrorHead(t, st, key); h != "refs/heads/main" {
+		t.Fatalf("HEAD = %q, asked before the recheck", h)
+	}
+	// Past it: asked, and followed, though no ref moved.
+	clk.Advance(31 * time.Minute)
+	before = up.Requests("q")
+	res, err = st.Sync(ctx, key, url)
+	if err != nil || res.Changed || res.Fetched {
+		t.Fatalf("Sync past the recheck: %+v, %v", res, err)
+	}
+	if res.Before.Head != "refs/heads/main" || res.After.Head != "refs/heads/dev" {
+		t.Fatalf("HEAD %q -> %q, want refs/heads/main -> refs/heads/dev", res.Before.Head, res.After.Head)
+	}
+	if h := mirrorHead(t, st, key); h != "refs/heads/dev" {
+		t.Fatalf("HEAD = %q, want refs/heads/dev", h)
+	}
+	if n := up.Requests("q") - before; n != 4 {
+		t.Fatalf("a check that asks HEAD made %d requests, want 4 (two listings)", n)
+	}
+	// The ask is the last one: the next check within the recheck asks nothing more.
+	clk.Advance(10 * time.Minute)
+	before = up.Requests("q")
+	if res, err := st.Sync(ctx, key, url); err != nil || res.After.Head != "refs/heads/dev" {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	if n := up.Requests("q") - before; n != 2 {
+		t.Fatalf("the check after an ask made %d requests, want 2", n)
+	}
+	// An urgent check (ExpireHead) asks at once.
+	if err := gittest.Git("", "--git-dir="+filepath.Join(up.Dir, "q.git"), "symbolic-ref", "HEAD", "refs/heads/main"); err != nil {
+		t.Fatal(err)
+	}
+	st.ExpireHead(key)
+	if res, err := st.Sync(ctx, key, url); err != nil || res.After.Head != "refs/heads/main" {
+		t.Fatalf("Sync after ExpireHead: %+v, %v; want HEAD refs/heads/main", res, err)
+	}
+}
+
+// FollowHead points HEAD at a branch the mirror has, and at nothing else.
+func TestFollowHeadTakesOnlyABranchTheMirrorHas(t *testing.T) {
+	t.Parallel()
+	up := upstreams(t)
+	if err := up.Create("f", []string{"main", "dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := limited(t, t.TempDir(), mirror.Limits{}, nil)
+	ctx := context.Background()
+	url := up.RepoURL("f")
+	key := keyOf(t, url)
+	if _, err := st.Sync(ctx, key, url); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ head, want string }{
+		{"refs/heads/nope", "refs/heads/main"},
+		{"refs/tags/v1", "refs/heads/main"},
+		{"refs/heads/dev", "refs/heads/dev"},
+	} {
+		res, err := st.FollowHead(ctx, key, tc.head)
+		if err != nil || res.After.Head != tc.want || mirrorHead(t, st, key) != tc.want {
+			t.Fatalf("FollowHead(%s): %+v, %v; HEAD %s, want %s", tc.head, res, err, mirrorHead(t, st, key), tc.want)
+		}
+	}
+	if _, err := st.FollowHead(ctx, keyOf(t, up.RepoURL("none")), "refs/heads/main"); err == nil {
+		t.Fatal("FollowHead of a key not mirrored succeeded")
+	}
+}
+
+func mirrorHead(t *testing.T, st *mirror.Store, key repokey.Key) string {
+	t.Helper()
+	out, err := gittest.Output("", "--git-dir="+st.Path(key), "symbolic-ref", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
 }
 
 // A clone that arrives whole between two reads of the watch is still

@@ -87,11 +87,12 @@ type Store struct {
 	empty      emptyGuard           // emptyguard.go
 	retired    retiredSize          // retiredsize.go
 
-	archive    ArchivePolicy             // archive.go
-	pruneAfter time.Duration             // prune.go
-	tombstone  time.Duration             // tombstone.go
-	prunes     map[repokey.Key]time.Time // marked keys -> when to prune them
-	pruneWake  chan struct{}
+	archive     ArchivePolicy             // archive.go
+	pruneAfter  time.Duration             // prune.go
+	tombstone   time.Duration             // tombstone.go
+	headRecheck time.Duration             // WithHeadRecheck
+	prunes      map[repokey.Key]time.Time // marked keys -> when to prune them
+	pruneWake   chan struct{}
 
 	foldsCase bool // the file system treats Master and master as one name
 
@@ -161,11 +162,12 @@ func Open(dataDir string, git *gitcmd.Runner, log *slog.Logger, opts ...Option) 
 		clk:   clock.Real{},
 		locks: make(map[string]*keyLock),
 
-		skipLogged: make(map[repokey.Key]bool),
-		prunes:     make(map[repokey.Key]time.Time),
-		pruneWake:  make(chan struct{}, 1),
-		tombstone:  DefaultTombstonePeriod,
-		archive:    ArchivePolicy{MaxRefs: DefaultArchiveMaxRefs},
+		skipLogged:  make(map[repokey.Key]bool),
+		prunes:      make(map[repokey.Key]time.Time),
+		pruneWake:   make(chan struct{}, 1),
+		tombstone:   DefaultTombstonePeriod,
+		headRecheck: DefaultHeadRecheck,
+		archive:     ArchivePolicy{MaxRefs: DefaultArchiveMaxRefs},
 	}
 	for _, o := range opts {
 		o(s)
@@ -323,109 +325,147 @@ func (s *Store) SyncIn(ctx context.Context, key repokey.Key, url, network string
 		}
 		s.log.Warn("the source's empty advertisement is confirmed: every branch and tag of the mirror is deleted", "key", key)
 	}
-	if remote.Digest() != before.Digest() {
-		ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
-		// HEAD is asked for only when the refs moved (the listing above
-		// asks for branches and tags only, so that an upstream's other
-		// refs never cross the network on a check), and then only when it
-		// may have: see headDue. It is asked beside the fetch, so that the
-		// sync waits for one round trip, not two. Every return waits for
-		// the ask (deferred before the unlock runs), so that no git of this
-		// sync runs once the mirror's lock is released.
-		var head string
-		var headErr error
-		var asking sync.WaitGroup
-		defer asking.Wait()
-		askHead := s.headDue(dir, before, remote.Refs)
-		if askHead {
-			asking.Go(func() { head, headErr = s.git.RemoteHead(ctx, url) })
+	if remote.Digest() == before.Digest() {
+		// No ref moved: HEAD alone may have (a default branch switched
+		// among existing branches), asked once per head recheck.
+		if !s.headStale(dir) {
+			return res, nil
 		}
-		// The tips the fetch may take away are kept first (archive.go).
-		var archived, preArchived []ArchivedRef
-		archive := s.archiving(key)
-		if archive {
-			var err error
-			if archived, preArchived, err = s.archiveAhead(ctx, key, dir, before.Refs, remote.Refs.Refs); err != nil {
-				s.settleFailed(ctx, key, dir, before, ahead)
-				return res, err
-			}
+		head, err := s.git.RemoteHead(ctx, url)
+		if err != nil {
+			return res, fmt.Errorf("mirror %s: ask the upstream's HEAD: %w", key, err)
 		}
-		if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
-			if ctx.Err() != nil {
-				s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
-			}
-			if archive {
-				s.settleArchiveFailed(ctx, key, dir, before, archived, preArchived)
-			}
+		return s.followHead(ctx, dir, head, res)
+	}
+	ahead := s.markAhead(key, dir, before.Refs, remote.Refs.Refs)
+	// HEAD is asked for on every sync that sees the refs move (the listing
+	// above asks for branches and tags only, so that an upstream's other
+	// refs never cross the network on a check that finds nothing new),
+	// beside the fetch, so that the sync waits for one round trip, not
+	// two. Every return waits for the ask (deferred before the unlock
+	// runs), so that no git of this sync runs once the mirror's lock is
+	// released.
+	var head string
+	var headErr error
+	var asking sync.WaitGroup
+	defer asking.Wait()
+	asking.Go(func() { head, headErr = s.git.RemoteHead(ctx, url) })
+	// The tips the fetch may take away are kept first (archive.go).
+	var archived, preArchived []ArchivedRef
+	archive := s.archiving(key)
+	if archive {
+		var err error
+		if archived, preArchived, err = s.archiveAhead(ctx, key, dir, before.Refs, remote.Refs.Refs); err != nil {
 			s.settleFailed(ctx, key, dir, before, ahead)
 			return res, err
 		}
-		res.Fetched = true
-		after, err := s.git.LocalRefs(ctx, dir)
-		if err != nil {
-			if ahead { // the refs may have moved: keep the mark
-				s.loadMark(key, dir)
-			}
-			return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
+	}
+	if err := s.fetchClearingLocks(ctx, key, dir, url, remote.Skipped, before.Digest()); err != nil {
+		if ctx.Err() != nil {
+			s.cleanLocks(dir) // a fetch stopped (killed) leaves its temporary files
 		}
-		res.After = after
-		res.Changed = after.Digest() != before.Digest()
-		res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
 		if archive {
-			s.settleArchive(ctx, key, dir, archived, preArchived, res.Dropped)
+			s.settleArchiveFailed(ctx, key, dir, before, archived, preArchived)
 		}
-		if res.Changed && network != "" {
-			if err := s.share(ctx, key, dir, network); err != nil {
-				s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
-			}
+		s.settleFailed(ctx, key, dir, before, ahead)
+		return res, err
+	}
+	res.Fetched = true
+	after, err := s.git.LocalRefs(ctx, dir)
+	if err != nil {
+		if ahead { // the refs may have moved: keep the mark
+			s.loadMark(key, dir)
 		}
-		asking.Wait()
-		if headErr != nil {
-			return res, headErr
-		}
-		switch {
-		case head != "" && head != res.After.Head:
-			if err := s.setHead(ctx, dir, head); err != nil {
-				return res, err
-			}
-			res.After.Head = head
-		case askHead: // asked, and unchanged: not again for a day
-			now := s.now()
-			_ = s.data.Chtimes(filepath.Join(dir, "HEAD"), now)
+		return res, fmt.Errorf("mirror %s: read refs: %w", key, err)
+	}
+	res.After = after
+	res.Changed = after.Digest() != before.Digest()
+	res.Dropped = s.markIfDropped(ctx, key, dir, before, after, ahead)
+	if archive {
+		s.settleArchive(ctx, key, dir, archived, preArchived, res.Dropped)
+	}
+	if res.Changed && network != "" {
+		if err := s.share(ctx, key, dir, network); err != nil {
+			s.log.Warn("could not add a member's new objects to its pool; the next fetch will", "key", key, "network", network, "err", err)
 		}
 	}
+	asking.Wait()
+	if headErr != nil {
+		return res, fmt.Errorf("mirror %s: ask the upstream's HEAD: %w", key, headErr)
+	}
+	return s.followHead(ctx, dir, head, res)
+}
+
+// DefaultHeadRecheck is how long the upstream's HEAD is taken as unchanged
+// while no ref moves, unless WithHeadRecheck says otherwise.
+const DefaultHeadRecheck = 24 * time.Hour
+
+// WithHeadRecheck makes d the longest a mirror goes without asking its
+// upstream for HEAD while no ref moves (a sync that sees a ref move always
+// asks). A node sets half its --max-interval, so that a default branch
+// switched with no ref moving is followed within about one --max-interval
+// (a repository checked every --max-interval asks at every check). d <= 0
+// keeps DefaultHeadRecheck.
+func WithHeadRecheck(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.headRecheck = d
+		}
+	}
+}
+
+// headStale tells whether the mirror at dir last asked its upstream for
+// HEAD a head recheck ago or more: the time is the mtime of its HEAD file,
+// set at every ask, so that it holds across restarts.
+func (s *Store) headStale(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, "HEAD"))
+	return err != nil || s.now().Sub(fi.ModTime()) >= s.headRecheck
+}
+
+// followHead points the mirror at dir's HEAD at head, the upstream's
+// answer, when it names another branch, and marks the ask (the mtime of
+// HEAD) either way. res.After.Head says what HEAD became; a caller sees a
+// switch as res.Before.Head != res.After.Head.
+func (s *Store) followHead(ctx context.Context, dir, head string, res Result) (Result, error) {
+	if head != "" && head != res.After.Head && strings.HasPrefix(head, "refs/heads/") {
+		if err := s.setHead(ctx, dir, head); err != nil {
+			return res, err
+		}
+		res.After.Head = head
+	}
+	now := s.now()
+	_ = s.data.Chtimes(filepath.Join(dir, "HEAD"), now)
 	return res, nil
 }
 
-// headRecheck is how long the upstream's HEAD is taken as unchanged while
-// its branches are the same ones.
-const headRecheck = 24 * time.Hour
+// ExpireHead makes the next sync of key's mirror ask its upstream for
+// HEAD even when no ref moved (an urgent check: a forge's feed may have
+// seen the default branch change). A key not mirrored is left alone.
+func (s *Store) ExpireHead(key repokey.Key) {
+	_ = s.data.Chtimes(filepath.Join(s.Path(key), "HEAD"), time.Unix(0, 0))
+}
 
-// headDue tells whether a sync that moves key's refs from before to
-// remote asks the upstream for its HEAD: when a branch appears or goes
-// (a new default branch is created before it becomes HEAD, and an old one
-// deleted after), when the mirror's HEAD names no branch, and otherwise
-// once a day (the last time is the mtime of the mirror's HEAD file). A
-// default branch switched among existing branches is followed at the first
-// change of the refs a day after the last ask; every other sync saves an
-// unfiltered ref listing, which on hosts with pull request refs is most of
-// the cost.
-func (s *Store) headDue(dir string, before, remote gitcmd.Refs) bool {
-	if _, ok := remote.Refs[before.Head]; !ok {
-		return true
+// FollowHead points the HEAD of key's mirror at head, a branch its
+// upstream's listing showed as HEAD (a full node's own check of the
+// upstream, when the refs it serves are the upstream's): the result's
+// Before and After say what HEAD named. A head that names no branch, or a
+// branch the mirror does not have, changes nothing.
+func (s *Store) FollowHead(ctx context.Context, key repokey.Key, head string) (Result, error) {
+	unlock := s.Lock(key)
+	defer unlock()
+	dir := s.Path(key)
+	if ok, err := s.data.exists(key, dir); err != nil || !ok {
+		return Result{}, fmt.Errorf("mirror %s: %w", key, errors.Join(err, fs.ErrNotExist))
 	}
-	for name := range remote.Refs {
-		if _, ok := before.Refs[name]; !ok && strings.HasPrefix(name, "refs/heads/") {
-			return true
-		}
+	before, err := s.git.StoredRefs(ctx, dir)
+	if err != nil {
+		return Result{}, fmt.Errorf("mirror %s: read refs: %w", key, err)
 	}
-	for name := range before.Refs {
-		if _, ok := remote.Refs[name]; !ok && strings.HasPrefix(name, "refs/heads/") {
-			return true
-		}
+	res := Result{Before: before, After: before}
+	if _, ok := before.Refs[head]; !ok {
+		return res, nil
 	}
-	fi, err := os.Stat(filepath.Join(dir, "HEAD"))
-	return err != nil || s.now().Sub(fi.ModTime()) >= headRecheck
+	return s.followHead(ctx, dir, head, res)
 }
 
 func (s *Store) setHead(ctx context.Context, dir, head string) error {

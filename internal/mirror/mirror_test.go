@@ -95,8 +95,8 @@ func TestSyncOfMissingUpstreamFailsAsNotFoundAndLeavesNothing(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	if c := gitcmd.ClassOf(err); c != gitcmd.ClassNotFound {
-		t.Fatalf("class = %s (%v), want not-found", c, err)
+	if c := gitcmd.ClassOf(err); c != gitcmd.ClassDeleted { // HTTP 404
+		t.Fatalf("class = %s (%v), want deleted", c, err)
 	}
 	if st.Has(key) {
 		t.Fatal("a failed clone left a repository behind")

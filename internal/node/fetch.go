@@ -144,6 +144,10 @@ func (n *Node) check(ctx context.Context, key string) {
 		}
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
+		r.Head = res.After.Head
+		if res.Before.Head != "" && res.After.Head != res.Before.Head {
+			n.log.Info("HEAD follows the upstream's default branch", "key", key, "old", res.Before.Head, "new", res.After.Head)
+		}
 		// The root commits, from which the coordinator tells networks: a
 		// recount only after a clone or a ref that went back (mirror.Roots).
 		// Only a full node's count: the coordinator trusts no other.
@@ -206,7 +210,7 @@ func PublicClass(err error) repostate.Class {
 
 func failureClass(err error) schedule.FailureClass {
 	switch gitcmd.ClassOf(err) {
-	case gitcmd.ClassNotFound:
+	case gitcmd.ClassNotFound, gitcmd.ClassDeleted:
 		return schedule.NotFound
 	case gitcmd.ClassLegal:
 		return schedule.Legal

@@ -53,6 +53,9 @@ func (n *Node) WorkEntry(key, kind string, start time.Time, res mirror.Result, e
 		e.Changed = res.Changed
 		e.RefsChanged, e.Refs, e.Moves = refChanges(res.Before, res.After)
 		e.Rewrites = rewrites(res.Dropped)
+		if res.Before.Head != "" && res.After.Head != res.Before.Head {
+			e.Head = &fetchlog.Move{Ref: "HEAD", Old: res.Before.Head, New: res.After.Head}
+		}
 	}
 	return e
 }

@@ -93,8 +93,11 @@ type Config struct {
 	// FedMaxInterval is the staleness bound of repositories on hosts whose
 	// forge feed works (0: the scheduler's default, 7 days).
 	FedMaxInterval time.Duration
-	Policy         string
-	HostLimits     map[string]float64 // checks per hour by host
+	// ArchivedInterval is the staleness bound of repositories their forge
+	// marks archived (0: the scheduler's default, 30 days).
+	ArchivedInterval time.Duration
+	Policy           string
+	HostLimits       map[string]float64 // checks per hour by host
 	// HostConcurrency caps the checks running at once against one host
 	// (0: none but Fetchers).
 	HostConcurrency int
@@ -279,7 +282,9 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 		return nil, err
 	}
 	git := gitRunner(gitcmd.Through(proxy), cfg.GitTimeout, cfg.Limits, mirror.TempDir(cfg.DataDir), log)
-	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk))
+	// HEAD is asked at least every half --max-interval while no ref moves,
+	// so a repository checked every --max-interval asks at every check.
+	ms, err := mirror.Open(cfg.DataDir, git, log, mirror.WithClock(clk), mirror.WithHeadRecheck(cfg.MaxInterval/2))
 	if err != nil {
 		proxy.Close()
 		return nil, err
@@ -298,7 +303,7 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock, role func(*Node) (Role, 
 	}
 	db := metrics.TimeStore(bolt, metrics.StoreWrites(cfg.Metrics), "node", "bolt")
 	sched, err := schedule.New(schedule.Config{Policy: cfg.Policy, Budget: cfg.Budget, Concurrency: cfg.Fetchers,
-		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, HostLimits: cfg.HostLimits,
+		MaxInterval: cfg.MaxInterval, MinInterval: cfg.MinInterval, FedMaxInterval: cfg.FedMaxInterval, ArchivedInterval: cfg.ArchivedInterval, HostLimits: cfg.HostLimits,
 		HostConcurrency: cfg.HostConcurrency, Hours: cfg.ActiveHours, DeclineUrgent: cfg.DeclineUrgent}, clk)
 	if err != nil {
 		db.Close()

@@ -387,6 +387,7 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	// Fed only while the coordinator's feed answers for it (an Assign
 	// again says when that changes), and its host's feed works (setFeeds).
 	n.sched.SetAnswered(key, r.GetFed())
+	n.sched.SetArchived(key, r.GetArchived())
 	if r.GetUrgent() && known || asked {
 		n.sched.Urgent(key)
 	}
@@ -455,6 +456,9 @@ func (n *Node) checkNow(key, taskID string) {
 	n.mu.Unlock()
 	n.log.Debug("check asked", "key", key, "task", taskID, "assigned", o != nil)
 	if o != nil {
+		// An urgent check asks HEAD too: a feed may have seen the default
+		// branch switch, which moves no ref.
+		n.mirror.ExpireHead(o.key)
 		n.sched.Urgent(key)
 		n.kick()
 	}

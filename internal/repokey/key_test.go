@@ -136,6 +136,7 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 			"AddRepo":    "an API call's URL, passed on by a full node",
 			"RemoveRepo": "an API call's key, passed on by a full node",
 			"inventory":  "a node's inventory of what it holds",
+			"askFeed":    "a forge feed's answer: the repositories it says it does not know",
 		},
 		"api": {
 			"pathKey":           "an API call's path (GET, PATCH, DELETE, fetch, log)",

@@ -48,8 +48,9 @@ const (
 	Pending State = iota
 	OK
 	Failing
-	// Gone: the upstream answered "not found" GoneAfter times in a row,
-	// or 451 (unavailable for legal reasons) once.
+	// Gone: the upstream answered "not found" GoneAfter times in a row
+	// in other words than an HTTP status (an SSH server's, a path that is
+	// no repository).
 	Gone
 	// TooLarge and TooManyRefs: over an operator's limit (--max-repo-size,
 	// --git-memory-limit; --max-refs), checked again after --max-interval
@@ -66,6 +67,21 @@ const (
 	// Unchecked: written shortly before an unclean stop, and not checked
 	// since.
 	Unchecked
+	// The upstream is gone, each for its reason, shown with the time it
+	// was first seen (RepoState.state_since_ms). The mirror keeps serving
+	// its last verified state for --retention, unless the reason is legal.
+	//
+	// Deleted: HTTP 404 or 410 GoneAfter times in a row.
+	Deleted
+	// Legal: HTTP 451 (unavailable for legal reasons), once: not served.
+	Legal
+	// Disabled: the forge's API says the forge disabled it (a policy or
+	// billing block).
+	Disabled
+	// Archived: the forge's API says its owner archived it (read-only):
+	// its git answers are fine, and it is checked once per
+	// --archived-interval.
+	Archived
 )
 
 // names are the states' names on the wire.
@@ -80,12 +96,26 @@ var names = [...]string{
 	Corrupt:     "corrupt",
 	Repairing:   "repairing",
 	Unchecked:   "unchecked",
+	Deleted:     "deleted",
+	Legal:       "legal",
+	Disabled:    "disabled",
+	Archived:    "archived",
 }
 
 // All returns every state, in the order people read them (the console's
 // filter, the API's errors and its description).
 func All() []State {
-	return []State{OK, Pending, Failing, Gone, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
+	return []State{OK, Pending, Failing, Gone, Deleted, Legal, Disabled, Archived, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
+}
+
+// Departed tells whether s says the upstream is gone (Gone, Deleted,
+// Legal, Disabled): what the mirror holds is its last verified state.
+func (s State) Departed() bool {
+	switch s {
+	case Gone, Deleted, Legal, Disabled:
+		return true
+	}
+	return false
 }
 
 // Names returns the names of All, in its order.

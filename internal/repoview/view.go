@@ -84,6 +84,11 @@ type viewExtra struct {
 	// differing are the replicas that do not hold the recorded state
 	// (RepoState.replica_states): none while every replica holds it.
 	differing []*fleetv1.ReplicaState
+	// since is when a departed repository's state was first seen
+	// (RepoState.state_since_ms, unix ms), kept only for those
+	// (repostate.State.Departed, Archived): the API shows it, and the
+	// full node serves a departed mirror for --retention from it.
+	since int64
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -172,7 +177,10 @@ func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) 
 		x.differing = append(x.differing, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
 			Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil {
+	if v.state.Departed() || v.state == repostate.Archived {
+		x.since = r.GetStateSinceMs()
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil || x.since != 0 {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
@@ -293,6 +301,7 @@ func (t *View) state(key repokey.Key, v Entry) *fleetv1.RepoState {
 			r.ReplicaStates = append(r.ReplicaStates, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
 				Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
 		}
+		r.StateSinceMs = v.extra.since
 	}
 	return r
 }
@@ -309,6 +318,18 @@ func (v Entry) Owner() uint32 { return v.owner }
 
 // LastCheck is the owner's last check, in unix ms (0: none).
 func (v Entry) LastCheck() int64 { return v.lastCheck }
+
+// LastChange is when the owner last saw the repository change (unix ms).
+func (v Entry) LastChange() int64 { return v.lastChange }
+
+// StateSince is when a departed or archived repository's state was
+// first seen (unix ms; 0: unknown, or another state).
+func (v Entry) StateSince() int64 {
+	if v.extra == nil {
+		return 0
+	}
+	return v.extra.since
+}
 
 // Checks and Fetches are the owners' checks and fetches of the
 // repository, as the coordinator counts them (saturating).

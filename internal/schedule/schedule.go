@@ -74,6 +74,11 @@ type Config struct {
 	// one (default 7 days, or MaxInterval if longer; not shorter than
 	// MaxInterval).
 	FedMaxInterval time.Duration
+	// ArchivedInterval replaces MaxInterval for the repositories the
+	// forge marks archived (SetArchived): read-only upstreams, checked
+	// this long after their last successful check (default 30 days; not
+	// shorter than MaxInterval). Urgent checks come as for any other.
+	ArchivedInterval time.Duration
 	// HostLimits caps checks an hour per upstream host, urgent or not.
 	HostLimits map[string]float64
 	// HostConcurrency caps the checks running at once against one
@@ -98,6 +103,8 @@ const (
 	defaultMaxInterval = 24 * time.Hour
 	defaultMinInterval = time.Minute
 	defaultFedMax      = 7 * 24 * time.Hour
+	// DefaultArchivedInterval is ArchivedInterval's default.
+	DefaultArchivedInterval = 30 * 24 * time.Hour
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -138,6 +145,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FedMaxInterval < c.MaxInterval {
 		return c, fmt.Errorf("schedule: fed max interval %v is shorter than max interval %v (0 = default %v)", c.FedMaxInterval, c.MaxInterval, defaultFedMax)
+	}
+	if c.ArchivedInterval == 0 {
+		c.ArchivedInterval = max(DefaultArchivedInterval, c.MaxInterval)
+	}
+	if c.ArchivedInterval < c.MaxInterval {
+		return c, fmt.Errorf("schedule: archived interval %v is shorter than max interval %v (0 = default %v)", c.ArchivedInterval, c.MaxInterval, DefaultArchivedInterval)
 	}
 	for h, l := range c.HostLimits {
 		if !(l > 0) || math.IsInf(l, 0) {
@@ -258,6 +271,8 @@ type repo struct {
 	// answered: the coordinator says a forge's feed answered for it
 	// lately (SetAnswered); it is fed while its host's feed works too.
 	answered bool
+	// archived: the forge marks it archived (SetArchived, archived.go).
+	archived bool
 
 	interval time.Duration // sourcegraph: the last interval
 	est      estimate      // adaptive: change rate
@@ -392,6 +407,9 @@ func (s *Scheduler) placeAdded(now time.Time) {
 		first := s.pol.first(r, now)
 		if r.fed() {
 			first = s.cfg.FedMaxInterval
+		}
+		if r.archived {
+			first = s.cfg.ArchivedInterval
 		}
 		s.toBackground(r, base.Add(time.Duration(s.spread()*float64(first))), now)
 	}
@@ -687,6 +705,9 @@ func (s *Scheduler) Done(key string, o Outcome) {
 		// The feed asks for the checks: this one is the safety net.
 		due = now.Add(s.cfg.FedMaxInterval)
 	}
+	if r.archived && o.Class == None {
+		due = now.Add(s.cfg.ArchivedInterval) // read-only upstream: rarely
+	}
 	if o.Class == None && !r.lastChange.After(r.lastStart) {
 		// The check saw every push told; one told while it ran (after
 		// it started) waits for the next check.
@@ -783,6 +804,9 @@ func (s *Scheduler) setDeadline(r *repo, now time.Time) {
 	limit := s.cfg.MaxInterval
 	if r.fed() {
 		limit = s.cfg.FedMaxInterval
+	}
+	if r.archived {
+		limit = s.cfg.ArchivedInterval
 	}
 	r.deadline = base.Add(limit)
 }

@@ -1835,7 +1835,10 @@ type CheckResult struct {
 	// The mirror's bytes on disk after a check that changed it (0: not
 	// said): its own files, and a fork network member's part of the pool.
 	// The full tier weighs repositories by it.
-	SizeBytes     uint64 `protobuf:"varint,16,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	SizeBytes uint64 `protobuf:"varint,16,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// The branch the mirror's HEAD names after the check (it follows the
+	// upstream's default branch); empty when none, or from a previous version.
+	Head          string `protobuf:"bytes,17,opt,name=head,proto3" json:"head,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1980,6 +1983,13 @@ func (x *CheckResult) GetSizeBytes() uint64 {
 		return x.SizeBytes
 	}
 	return 0
+}
+
+func (x *CheckResult) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
 }
 
 type CoordinatorMessage struct {
@@ -2851,7 +2861,11 @@ type Repo struct {
 	Fed bool `protobuf:"varint,7,opt,name=fed,proto3" json:"fed,omitempty"`
 	// Keep the tips that force-pushes and deletions take away under
 	// refs/archive/ (the catalog's attribute archive: true).
-	Archive       bool `protobuf:"varint,8,opt,name=archive,proto3" json:"archive,omitempty"`
+	Archive bool `protobuf:"varint,8,opt,name=archive,proto3" json:"archive,omitempty"`
+	// The forge's API says the repository is archived (read-only): its
+	// background checks come once per --archived-interval. An Assign of the
+	// key again carries the change.
+	Archived      bool `protobuf:"varint,9,opt,name=archived,proto3" json:"archived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2938,6 +2952,13 @@ func (x *Repo) GetFed() bool {
 func (x *Repo) GetArchive() bool {
 	if x != nil {
 		return x.Archive
+	}
+	return false
+}
+
+func (x *Repo) GetArchived() bool {
+	if x != nil {
+		return x.Archived
 	}
 	return false
 }
@@ -3156,6 +3177,14 @@ type RepoState struct {
 	// recorded. Empty while every replica holds it, which is the usual case:
 	// a repository costs nothing here then.
 	ReplicaStates []*ReplicaState `protobuf:"bytes,18,rep,name=replica_states,json=replicaStates,proto3" json:"replica_states,omitempty"`
+	// The branch the owner's mirror HEAD names (the upstream's default
+	// branch as its last check saw it); empty when unknown. A full node whose
+	// copy names another asks the upstream and follows it.
+	Head string `protobuf:"bytes,19,opt,name=head,proto3" json:"head,omitempty"`
+	// When the repository entered its state (unix ms; 0: unknown): for gone
+	// states (deleted, legal and the forge's), the time the reason was
+	// first seen.
+	StateSinceMs  int64 `protobuf:"varint,20,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3314,6 +3343,20 @@ func (x *RepoState) GetReplicaStates() []*ReplicaState {
 		return x.ReplicaStates
 	}
 	return nil
+}
+
+func (x *RepoState) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
+}
+
+func (x *RepoState) GetStateSinceMs() int64 {
+	if x != nil {
+		return x.StateSinceMs
+	}
+	return 0
 }
 
 // ReplicaState is one replica that does not hold a repository's recorded
@@ -3769,7 +3812,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xae\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x03\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3791,7 +3834,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"rootsKnown\x12\x14\n" +
 	"\x05class\x18\x0f \x01(\rR\x05class\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x10 \x01(\x04R\tsizeBytes\"\x84\x05\n" +
+	"size_bytes\x18\x10 \x01(\x04R\tsizeBytes\x12\x12\n" +
+	"\x04head\x18\x11 \x01(\tR\x04head\"\x84\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3858,7 +3902,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\rR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12!\n" +
-	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\xc8\x01\n" +
+	"\ftunnel_addrs\x18\x03 \x03(\tR\vtunnelAddrs\"\xe4\x01\n" +
 	"\x04Repo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12#\n" +
@@ -3867,7 +3911,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\bseed_url\x18\x05 \x01(\tR\aseedUrl\x12\x18\n" +
 	"\anetwork\x18\x06 \x01(\tR\anetwork\x12\x10\n" +
 	"\x03fed\x18\a \x01(\bR\x03fed\x12\x18\n" +
-	"\aarchive\x18\b \x01(\bR\aarchive\"R\n" +
+	"\aarchive\x18\b \x01(\bR\aarchive\x12\x1a\n" +
+	"\barchived\x18\t \x01(\bR\barchived\"R\n" +
 	"\x06Assign\x12'\n" +
 	"\x05repos\x18\x01 \x03(\v2\x11.gitfleet.v1.RepoR\x05repos\x12\x1f\n" +
 	"\vfleet_repos\x18\x02 \x01(\rR\n" +
@@ -3878,7 +3923,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\x83\x05\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xbd\x05\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -3899,7 +3944,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\rnetwork_parts\x18\x0f \x01(\rR\fnetworkParts\x12\x14\n" +
 	"\x05class\x18\x10 \x01(\rR\x05class\x12\x1a\n" +
 	"\breplicas\x18\x11 \x03(\rR\breplicas\x12@\n" +
-	"\x0ereplica_states\x18\x12 \x03(\v2\x19.gitfleet.v1.ReplicaStateR\rreplicaStates\x1a8\n" +
+	"\x0ereplica_states\x18\x12 \x03(\v2\x19.gitfleet.v1.ReplicaStateR\rreplicaStates\x12\x12\n" +
+	"\x04head\x18\x13 \x01(\tR\x04head\x12$\n" +
+	"\x0estate_since_ms\x18\x14 \x01(\x03R\fstateSinceMs\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
