@@ -7,7 +7,9 @@
 // coordinator sends its state (package repoview), the pulls of the
 // repositories placed on it (their replicas name it, or none are given)
 // from each one's owner through the owner's tunnel, checked against the
-// upstream (forged tips counted, owners revoked), the relay of git
+// upstream (forged tips counted, owners revoked), or from another full
+// node's copy checked against the verified digest (a join, a loss, a
+// repair: peer.go), the tier's drops (peer.go), the relay of git
 // requests for the others to a replica (relay.go), the full node's own
 // word on freshness (verified_at, change hints, spot checks), the
 // tunnels' credentials, the pack cache,
@@ -485,14 +487,12 @@ func (f *Node) pullLoop(ctx context.Context) {
 		copied := false
 		if peer {
 			copied, err = f.pullFromPeer(ctx, key, st)
+			f.freeMove() // a pull from the owner that follows is not a move
 		}
 		if !copied && err == nil {
 			err = f.pull(ctx, key, st)
 		}
 		done()
-		if peer {
-			f.freeMove()
-		}
 		served, _ := f.n.Digest(key)
 		f.mu.Lock()
 		f.plan.Serves(key, served, src, f.clk.Now())

@@ -1,9 +1,11 @@
 // Package pullplan is the full node's plan of pulls and upstream checks:
 // which repository to pull from its owner next and when, how long a failed
 // pull waits (package backoff's rule), which pulls wait for disk room or
-// for the owner's next digest (over a limit), and the full node's own word
-// on freshness: the book of change hints (which upstream to ask now, which
-// owner's report to count as stale) and the choice of spot checks.
+// for the owner's next digest (over a limit), where a pull comes from (the
+// owner, or a peer full node: source.go) and the peer copies' turns, and
+// the full node's own word on freshness: the book of change hints (which
+// upstream to ask now, which owner's report to count as stale) and the
+// choice of spot checks.
 //
 // It is a pure state machine in the shape of package placement: the full
 // node (package fullnode, the shell) feeds it events (an owner's state
