@@ -45,32 +45,7 @@ func TestEveryFullNodeAnswersForEveryRepositoryAndHoldsOnlyItsShare(t *testing.T
 		fi, err := os.Stat(filepath.Join(f.dataDir(name), "repos", f.key(i)+".git"))
 		return err == nil && fi.IsDir()
 	}
-	var ids map[string]uint32
-	var replicas map[string][]uint32
-	eventually(t, 90*time.Second, "each full node holds exactly the repositories placed on it", func() error {
-		var err error
-		if ids, err = fullNodeIDs(f.base); err != nil {
-			return err
-		}
-		if len(ids) != 3 {
-			return fmt.Errorf("full nodes %v, want 3", ids)
-		}
-		if replicas, err = tierReplicas(t, f.base, len(repos)); err != nil {
-			return err
-		}
-		for _, i := range repos {
-			r := replicas[f.key(i)]
-			if len(r) != 2 {
-				return fmt.Errorf("%s: replicas %v, want 2", f.key(i), r)
-			}
-			for name, id := range ids {
-				if want := slices.Contains(r, id); holds(name, i) != want {
-					return fmt.Errorf("%s: %s (node %d) holds it %v, replicas %v", f.key(i), name, id, !want, r)
-				}
-			}
-		}
-		return nil
-	})
+	ids, replicas := waitForShares(t, f, holds, repos, slices.Sorted(maps.Keys(bases)), 90*time.Second)
 
 	for _, name := range slices.Sorted(maps.Keys(bases)) {
 		for _, i := range repos {

@@ -175,7 +175,7 @@ func nodeConfig(cfg config.Config, dataDir string) (fullnode.Config, error) {
 		},
 		FullToken: cfg.FullToken, HTTPAddr: cfg.HTTP, TunnelAddr: cfg.Tunnel, TunnelAdvertise: cfg.TunnelAdvertise, PublicURL: cfg.PublicURL,
 		FullDiskPolicy: cfg.FullDiskPolicy, MismatchRevoke: cfg.MismatchRevoke,
-		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait,
+		StaleRevoke: cfg.StaleRevoke, SpotCheckPerHour: cfg.SpotCheckPerHour, HintWait: cfg.HintWait, MoveConcurrency: cfg.FullMoveConcurrency,
 		API: apiCfg, Serve: serve, ServeCache: packCache, Alerts: alertConfig(cfg),
 		IdleConnTimeout: cfg.ServeIdleConnTimeout, MaxConnsPerClient: cfg.ServeConnsPerClient,
 	}, nil

@@ -125,6 +125,7 @@ type Config struct {
 	StaleRevoke           int           `name:"stale-revoke" roles:"full,up" topic:"trust" help:"revoke a partial node after this many stale reports: repositories it reported unchanged after a push that the full node then found upstream (0: never)"`
 	SpotCheckPerHour      int           `name:"spot-check-per-hour" roles:"full,up" topic:"trust" help:"repositories checked against their upstreams by the full node itself each hour, the oldest verified_at first, on hosts without a forge feed (0: none)"`
 	HintWait              time.Duration `name:"hint-wait" roles:"full,up" topic:"trust" help:"how long an owner has to bring a change that a webhook or forge feed told of before the full node asks the upstream itself"`
+	FullMoveConcurrency   int           `name:"full-move-concurrency" roles:"full,up" topic:"fleet" help:"repositories a full node copies from other full nodes at once (a join, a lost full node's share, a repair), so that moves do not starve public serving or the pulls from owners (at least 1)"`
 	LogPerRepo            int           `name:"log-per-repo" roles:"partial,full,up" topic:"storage" help:"entries of the fetch log kept per repository (the newest)"`
 	LogMaxAge             time.Duration `name:"log-max-age" roles:"partial,full,up" topic:"storage" help:"entries of the fetch log older than this are dropped"`
 	APIToken              string        `name:"api-token" roles:"full,up" topic:"api" help:"bearer token for API writes (default: generated at first start, kept in <data>/api-token)"`
@@ -226,6 +227,7 @@ func Default() Config {
 		ForgeBackoff:         10 * time.Second,
 		SpotCheckPerHour:     60,
 		HintWait:             3 * time.Minute,
+		FullMoveConcurrency:  2,
 		AlertInterval:        15 * time.Second,
 		AlertFor:             5 * time.Minute,
 		AlertFailingShare:    0.05,

@@ -426,7 +426,10 @@ type session struct {
 	sweep   []string
 	sweepAt int
 	removed map[string]bool
-	held    []string // inventory waiting for the catalog
+	// tierDrop: repositories the full tier no longer places on this full
+	// node, with enough confirmed replicas without it (tier.go).
+	tierDrop map[string]bool
+	held     []string // inventory waiting for the catalog
 	// checks is the queue of checks asked of the node: one entry a key
 	// (in checkOrder, the order they were first asked), which a second
 	// ask merges into, so that it is bounded by the keys as assign is.
@@ -451,7 +454,7 @@ type session struct {
 
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
 	return &session{c: c, id: rec.ID, full: rec.full(), cancel: cancel,
-		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{},
+		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{}, tierDrop: map[string]bool{},
 		checks: map[string]*queuedCheck{}, creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
 }
 
@@ -486,6 +489,17 @@ func (s *session) queueAssignSeed(key string, urgent, seed bool) {
 func (s *session) queueDrop(key string) {
 	delete(s.assign, key)
 	s.drop[key] = true
+	s.kick()
+}
+
+// queueTierDrop tells the full node it may delete its copy of key; keep
+// false takes back a drop not sent yet (the tier placed key on it again).
+func (s *session) queueTierDrop(key string, drop bool) {
+	if !drop {
+		delete(s.tierDrop, key)
+		return
+	}
+	s.tierDrop[key] = true
 	s.kick()
 }
 
@@ -586,6 +600,7 @@ func (s *session) queueStanding(st *fleetv1.Standing) {
 
 func (s *session) queueRemoved(key string) {
 	delete(s.states, key)
+	delete(s.tierDrop, key) // a removal deletes it anyway
 	s.removed[key] = true
 	s.kick()
 }
@@ -688,6 +703,23 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 				ReplicaStates: c.replicaStates(k), Head: r.head})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
+	}
+	// A tier drop goes after the key's state, which no longer names the
+	// node: the full node keeps a copy its state still names.
+	var drops []string
+	for k := range s.tierDrop {
+		if len(drops) >= n {
+			break
+		}
+		if !s.states[k] {
+			drops = append(drops, k)
+		}
+	}
+	if len(drops) > 0 {
+		for _, k := range drops {
+			delete(s.tierDrop, k)
+		}
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TierDrop{TierDrop: &fleetv1.TierDrop{Keys: drops}}})
 	}
 	return out
 }

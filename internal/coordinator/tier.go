@@ -16,9 +16,12 @@ import (
 // standalone repository, weighted by its bytes: tiersize.go) as the
 // catalog, the networks and the repositories' sizes change them,
 // confirms what full nodes hold, and sends each repository's replicas with
-// its state (RepoState.replicas, and replica_states: replicastate.go). A full node pulls only the repositories
-// whose replicas name it (or have none); a copy it held before it stopped
-// being a replica stays for now: the tier's drops ask nothing of it yet.
+// its state (RepoState.replicas, and replica_states: replicastate.go). A
+// full node pulls only the repositories whose replicas name it (or have
+// none), copying a repository it lacks from a replica that serves it; a
+// copy it held before it stopped being a replica stays until the tier
+// drops it there (TierDrop), once the unit has as many confirmed replicas
+// without it as it should have.
 
 // tierUnitPrefix starts the unit name of a fork network: a key is never
 // one (keys are host/path), so a network and a key cannot share a unit.
@@ -135,9 +138,16 @@ func (c *Coordinator) syncTier() {
 	}
 	for _, d := range c.tier.Decisions() {
 		c.tierDirty, c.tierShares = true, nil
-		if d.Kind == placement.Assign || d.Kind == placement.Drop {
-			for _, k := range c.tierKeys(d.Key) {
-				c.broadcastState(k)
+		if d.Kind != placement.Assign && d.Kind != placement.Drop {
+			continue
+		}
+		s := c.sessions[d.Node]
+		for _, k := range c.tierKeys(d.Key) {
+			c.broadcastState(k)
+			if s != nil && s.full {
+				// A node not connected is told nothing: its inventory
+				// confirms the copy again, and the tier drops it again.
+				s.queueTierDrop(k, d.Kind == placement.Drop)
 			}
 		}
 	}

@@ -229,3 +229,80 @@ func TestTheFullTierIsKeptInTheEtcdStore(t *testing.T) {
 		}
 	}
 }
+
+// tierDropsSent returns the keys each session's next batches tell its full
+// node to drop (TierDrop), by node.
+func tierDropsSent(c *Coordinator) map[uint32][]string {
+	out := map[uint32][]string{}
+	for id, s := range c.sessions {
+		for len(s.states) > 0 || len(s.tierDrop) > 0 || s.sweepAt < len(s.sweep) {
+			for _, m := range s.next() {
+				out[id] = append(out[id], m.GetTierDrop().GetKeys()...)
+			}
+		}
+	}
+	return out
+}
+
+// The tier's drops reach a full node only once the unit has two confirmed
+// replicas without it: the first two full nodes held everything when two
+// more came; a repository placed on the two others alone is dropped by one
+// old copy once one new replica confirmed it, and by the other only once
+// both did, never leaving fewer than two confirmed copies.
+func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := []uint32{full[0].GetNodeId(), full[1].GetNodeId()}
+	c.syncTier()
+	// (The third full node may be told to drop what it was told to take
+	// while it was one of three: those drops delete no confirmed copy.)
+	if got := tierDropsSent(c); len(got[old[0]])+len(got[old[1]]) > 0 {
+		t.Fatalf("drops %v before any new replica confirmed, want none to the full nodes that hold everything", got)
+	}
+	var moved string
+	for _, k := range keys {
+		if r := c.replicas(k); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(k) == "" {
+			moved = k
+			break
+		}
+	}
+	if moved == "" {
+		t.Fatal("no repository placed on the two later full nodes alone")
+	}
+	r := c.replicas(moved)
+	dropped := func() []uint32 {
+		var ids []uint32
+		for id, ks := range tierDropsSent(c) {
+			if slices.Contains(ks, moved) {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	c.tierConfirm(r[0], moved)
+	c.syncTier()
+	first := dropped()
+	if len(first) != 1 || !slices.Contains(old, first[0]) {
+		t.Fatalf("once one new replica of %s confirmed, drops went to %v; want one old copy (two confirmed stay)", moved, first)
+	}
+	c.tierConfirm(r[1], moved)
+	c.syncTier()
+	second := dropped()
+	if len(second) != 1 || !slices.Contains(old, second[0]) || second[0] == first[0] {
+		t.Fatalf("once both new replicas of %s confirmed, drops went to %v (before: %v); want the other old copy", moved, second, first)
+	}
+	if _, held, _ := c.tier.ReplicasOf(moved); !slices.Equal(held, slices.Sorted(slices.Values(r))) {
+		t.Errorf("%s confirmed on %v, want its replicas %v", moved, held, r)
+	}
+	// A drop queued for a node the tier places the key on again is taken
+	// back before it is sent.
+	s := c.sessions[old[0]]
+	s.queueTierDrop(keys[0], true)
+	s.queueTierDrop(keys[0], false)
+	if got := tierDropsSent(c); len(got[old[0]]) > 0 {
+		t.Errorf("a drop taken back was sent: %v", got[old[0]])
+	}
+}

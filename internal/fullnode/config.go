@@ -47,6 +47,9 @@ type Config struct {
 	// (webhook, forge feed) told of before the full node asks the
 	// upstream itself (default 3 minutes).
 	HintWait time.Duration
+	// MoveConcurrency is how many repositories the full node copies from
+	// other full nodes at once (peer.go; default 2).
+	MoveConcurrency int
 	// API configures the public API (token, webhook secrets, outgoing
 	// hooks).
 	API api.Config

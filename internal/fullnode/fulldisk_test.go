@@ -97,7 +97,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 			}
 			admitted := map[string]bool{}
 			for {
-				k, _, ok := f.nextPull(clk.Now())
+				k, _, _, ok := f.nextPull(clk.Now())
 				if !ok {
 					break
 				}
@@ -122,7 +122,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 				t.Errorf("waiting repository shown as %+v", r)
 			}
 			state(2e12) // the owner checked again: no retry
-			if k, _, ok := f.nextPull(clk.Now()); ok && k == fresh {
+			if k, _, _, ok := f.nextPull(clk.Now()); ok && k == fresh {
 				t.Fatal("a repository waiting for disk room was queued again by a new state")
 			}
 			if err := os.Remove(ballast); err != nil {
@@ -137,7 +137,7 @@ func TestFullNodeWaitsForDiskRoom(t *testing.T) {
 			if _, _, full, waiting := f.diskFigures(); full || waiting != 0 {
 				t.Fatalf("below the mark: full %v, %d waiting", full, waiting)
 			}
-			if k, _, ok := f.nextPull(clk.Now()); !ok || (k != fresh && k != held) {
+			if k, _, _, ok := f.nextPull(clk.Now()); !ok || (k != fresh && k != held) {
 				t.Fatal("a repository that waited for room was not queued again")
 			}
 		})

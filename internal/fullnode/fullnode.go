@@ -7,7 +7,9 @@
 // coordinator sends its state (package repoview), the pulls of the
 // repositories placed on it (their replicas name it, or none are given)
 // from each one's owner through the owner's tunnel, checked against the
-// upstream (forged tips counted, owners revoked), the relay of git
+// upstream (forged tips counted, owners revoked), or from another full
+// node's copy checked against the verified digest (a join, a loss, a
+// repair: peer.go), the tier's drops (peer.go), the relay of git
 // requests and of a repository's reads (its API detail and log, its
 // status and badge) for the others to a replica, and the answers to those
 // relayed to it (relay.go), the full node's own
@@ -102,6 +104,8 @@ type Node struct {
 	conns                     *gitserve.ConnLimit      // the public server's connections per client address
 	relay                     http.Handler             // to the replicas of what is not served here (relay.go)
 	pulls                     *prometheus.HistogramVec // kind, result (promcollect.go)
+	peerCopies                *prometheus.CounterVec   // result (peer.go)
+	moves                     chan struct{}            // a slot per peer copy under way (peer.go)
 	work                      work                     // goroutines the session's messages start
 
 	mu      sync.Mutex
@@ -150,8 +154,11 @@ func New(cfg Config, log *slog.Logger, clk clock.Clock) (*Node, error) {
 	if cfg.HintWait <= 0 {
 		cfg.HintWait = 3 * time.Minute
 	}
+	if cfg.MoveConcurrency <= 0 {
+		cfg.MoveConcurrency = 2
+	}
 	f := &Node{cfg: cfg, log: log, clk: clk, creds: newTunnelCreds(clk), plan: pullplan.New(pullplan.Config{HintWait: cfg.HintWait}),
-		signal: make(chan struct{}, 1), heads: make(chan repokey.Key, headQueue), checking: map[repokey.Key]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
+		signal: make(chan struct{}, 1), heads: make(chan repokey.Key, headQueue), moves: make(chan struct{}, cfg.MoveConcurrency), checking: map[repokey.Key]chan struct{}{}, freshWake: make(chan struct{}, 1), series: series.New()}
 	f.view, f.counts = repoview.New() // one slot a repository for both
 	if _, err := node.New(cfg.Config, log, clk, f.attach); err != nil {
 		return nil, err
@@ -449,21 +456,23 @@ func (f *Node) kick() {
 }
 
 // nextPull picks the pending key due first that is not being pulled
-// (pullplan.Plan.Next), and marks it pulling.
-func (f *Node) nextPull(now time.Time) (repokey.Key, *fleetv1.RepoState, bool) {
+// (pullplan.Plan.Next), marks it pulling, and says where it comes from
+// (pullSource).
+func (f *Node) nextPull(now time.Time) (repokey.Key, *fleetv1.RepoState, pullplan.Source, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k, ok := f.plan.Next(now)
 	if !ok {
-		return "", nil, false
+		return "", nil, pullplan.FromOwner, false
 	}
-	return k, f.view.Get(k), true
+	st := f.view.Get(k)
+	return k, st, f.pullSource(k, st, now), true
 }
 
 func (f *Node) pullLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		f.measureDisk()
-		key, st, ok := f.nextPull(f.clk.Now())
+		key, st, src, ok := f.nextPull(f.clk.Now())
 		if !ok {
 			select {
 			case <-ctx.Done():
@@ -473,13 +482,33 @@ func (f *Node) pullLoop(ctx context.Context) {
 			}
 			continue
 		}
-		done, ok := f.admit(key)
-		if !ok {
+		peer := src == pullplan.FromPeer
+		if peer && !f.takeMove() {
+			f.mu.Lock()
+			f.plan.WaitMove(key) // a copy's slot frees it (freeMove)
+			f.mu.Unlock()
 			continue
 		}
-		err := f.pull(ctx, key, st)
+		done, ok := f.admit(key)
+		if !ok {
+			if peer {
+				f.freeMove()
+			}
+			continue
+		}
+		var err error
+		copied := false
+		if peer {
+			copied, err = f.pullFromPeer(ctx, key, st)
+			f.freeMove() // a pull from the owner that follows is not a move
+		}
+		if !copied && err == nil {
+			err = f.pull(ctx, key, st)
+		}
 		done()
+		served, _ := f.n.Digest(key)
 		f.mu.Lock()
+		f.plan.Serves(key, served, src, f.clk.Now())
 		f.plan.Ended(key, st.GetDigest(), pullOutcome(ctx, err), f.clk.Now())
 		f.mu.Unlock()
 		if err != nil && ctx.Err() == nil {

@@ -24,6 +24,10 @@ func (f *Node) registerMetrics(reg metrics.Registry) {
 		Help:    "Pulls of repositories from their owners through their tunnels, by kind (fetch, clone) and result (ok, failed).",
 		Buckets: metrics.DurationBuckets(),
 	}, []string{"kind", "result"}))
+	f.peerCopies = metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gitfleet_full_peer_copies_total",
+		Help: "Copies of repositories from other full nodes (a join, a lost full node's share, a repair), by result: copied, or fell_back to the owner when no other full node served the verified state.",
+	}, []string{"result"}))
 	reg.MustRegister(fullCollector{f})
 }
 

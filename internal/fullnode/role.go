@@ -58,6 +58,12 @@ func (f role) Handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 		if !f.work.Go(func() { f.backend.taskDone(ctx, m.TaskDone) }) {
 			f.log.Debug("task done while the full node stops: left running", "task", m.TaskDone.GetTaskId())
 		}
+	case *fleetv1.CoordinatorMessage_TierDrop:
+		// A drop asks a peer first (peer.go): not on the session's
+		// receiving goroutine.
+		if !f.work.Go(func() { f.tierDropped(ctx, m.TierDrop.GetKeys()) }) {
+			f.log.Debug("tier drop while the full node stops: left for the next", "keys", len(m.TierDrop.GetKeys()))
+		}
 	case *fleetv1.CoordinatorMessage_NodeCredentials:
 		f.nodeCredentials(m.NodeCredentials)
 	case *fleetv1.CoordinatorMessage_ChangeHint:

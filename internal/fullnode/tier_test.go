@@ -86,3 +86,37 @@ func TestARelayWithNoReplicaReachableAnswers503WithRetryAfter(t *testing.T) {
 		t.Fatalf("%s with no replica reachable: %d (Retry-After %q), want 503 with Retry-After", away, w.Code, w.Header().Get("Retry-After"))
 	}
 }
+
+// A tier drop ordered on a stale or racing decision never deletes the
+// last copy: the copy stays while its state still names this full node,
+// and while no other replica serves the verified state (here, none is
+// reachable); a drop of a repository removed from the catalog meanwhile
+// leaves it to the removal.
+func TestATierDropKeepsACopyThatNoOtherReplicaServes(t *testing.T) {
+	r := newUpstreamRig(t, Config{})
+	f := r.f
+	const self = 3
+	f.n.TestHooks().Connect(nil, self, "")
+	f.tunnels = tunnel.NewServer(func(uint32, string) error { return nil }, nil, nil)
+	key := repokey.Key(r.key)
+	state := func(replicas ...uint32) {
+		f.states([]*fleetv1.RepoState{{Key: r.key, Url: r.up.RepoURL("c"), Owner: rigOwner, State: "ok", Digest: r.old,
+			LastCheckMs: r.clk.Now().UnixMilli(), Replicas: replicas}})
+	}
+	for _, c := range []struct {
+		what     string
+		replicas []uint32
+	}{
+		{"its state names this node (a stale drop)", []uint32{self, 5}},
+		{"no other replica is reachable", []uint32{5, 6}},
+	} {
+		state(c.replicas...)
+		f.tierDropped(t.Context(), []string{r.key})
+		if !f.mirror.Has(key) {
+			t.Fatalf("%s: the copy was deleted", c.what)
+		}
+	}
+	if got, _ := f.n.Digest(key); got != r.old {
+		t.Errorf("after the drops it kept, the node serves %q, want %q", got, r.old)
+	}
+}

@@ -84,6 +84,15 @@ func (r *Runner) ListRefsAndHead(ctx context.Context, url string, lim RefLimits)
 	return r.list(ctx, Cmd{Name: "ls-remote", Flags: []string{"--symref"}, Args: []string{url}}, &refParser{lim: lim, exact: true})
 }
 
+// ListPeerRefsAndHead is ListRefsAndHead of a gitfleet peer on this
+// machine (Cmd.Peer: url is an http URL on a loopback address), with extra
+// environment: the credentials of the local proxy, which stay off the
+// command line.
+func (r *Runner) ListPeerRefsAndHead(ctx context.Context, url string, env []string, lim RefLimits) (Listing, error) {
+	return r.list(ctx, Cmd{Name: "ls-remote", Flags: []string{"--symref"}, Args: []string{url}, Env: env, Peer: true},
+		&refParser{lim: lim, exact: true})
+}
+
 // list runs the listing cmd with p reading its output as it streams.
 func (r *Runner) list(ctx context.Context, cmd Cmd, p *refParser) (Listing, error) {
 	p.out = Listing{Refs: Refs{Refs: make(map[string]string)}}

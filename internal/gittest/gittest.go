@@ -6,8 +6,11 @@
 package gittest
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +41,9 @@ type Upstreams struct {
 	// sent counts the bytes of the answers by repository name (bodies
 	// only): what clients downloaded from it.
 	sent map[string]int64
+	// packs counts the requests for a pack by repository name: a v2
+	// fetch command, or a v0 request with wants.
+	packs map[string]int
 	// names maps the lower-case names of created repositories to their
 	// names: keys are lower case, upstream names need not be.
 	names map[string]string
@@ -52,7 +58,7 @@ func Start(dir string) (*Upstreams, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, sent: map[string]int64{}, names: map[string]string{}}
+	u := &Upstreams{Dir: dir, work: work, listings: map[string]int{}, requests: map[string]int{}, sent: map[string]int64{}, packs: map[string]int{}, names: map[string]string{}}
 	h := &gitserve.Handler{Git: gitcmd.New(gitcmd.LocalOnly(), gitcmd.Options{}), Resolve: func(key repokey.Key) (string, bool) {
 		// keys look like 127.0.0.1:PORT/<name> in lower case; serve by
 		// name, whatever its case, as GitHub does.
@@ -84,6 +90,14 @@ func Start(dir string) (*Upstreams, error) {
 				u.listings[name]++
 			}
 			u.mu.Unlock()
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, ".git/git-upload-pack") {
+				var pack bool
+				if r.Body, pack = asksForPack(r); pack {
+					u.mu.Lock()
+					u.packs[name]++
+					u.mu.Unlock()
+				}
+			}
 			w = &countingWriter{ResponseWriter: w, u: u, name: name}
 		}
 		r2 := r.Clone(r.Context())
@@ -114,6 +128,37 @@ func (u *Upstreams) Requests(name string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.requests[name]
+}
+
+// Packs is how many requests for a pack of name clients have made: git
+// fetches and clones, not ref listings.
+func (u *Upstreams) Packs(name string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.packs[name]
+}
+
+// asksForPack reads an upload-pack request's body (gzipped or not) and
+// tells whether it asks for a pack: a v2 fetch command, or v0 wants. It
+// returns a body that reads the same bytes again.
+func asksForPack(r *http.Request) (io.ReadCloser, bool) {
+	raw, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	body := io.NopCloser(bytes.NewReader(raw))
+	if err != nil {
+		return body, false
+	}
+	text := raw
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return body, false
+		}
+		if text, err = io.ReadAll(zr); err != nil {
+			return body, false
+		}
+	}
+	return body, bytes.Contains(text, []byte("command=fetch")) || bytes.Contains(text, []byte("want "))
 }
 
 // Sent is how many bytes of answers (bodies) the server has sent for name:

@@ -24,3 +24,16 @@ func (s *Store) ListUpstream(ctx context.Context, key repokey.Key, url string, n
 	}
 	return l.Refs, nil
 }
+
+// ListSource lists every branch and tag of src, with HEAD's symref, under
+// the limits, as ListUpstream lists an upstream with names nil: a peer
+// full node's copy of key, reached through this machine's tunnel proxy
+// (src.URL on a loopback address), whose credentials src.Env carries.
+func (s *Store) ListSource(ctx context.Context, key repokey.Key, src Source) (gitcmd.Refs, error) {
+	l, err := s.git.ListPeerRefsAndHead(ctx, src.URL, src.Env, s.refLimits())
+	if err != nil {
+		return gitcmd.Refs{}, err
+	}
+	s.logSkipped(key, l.Skipped)
+	return l.Refs, nil
+}

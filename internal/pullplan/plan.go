@@ -1,9 +1,11 @@
 // Package pullplan is the full node's plan of pulls and upstream checks:
 // which repository to pull from its owner next and when, how long a failed
 // pull waits (package backoff's rule), which pulls wait for disk room or
-// for the owner's next digest (over a limit), and the full node's own word
-// on freshness: the book of change hints (which upstream to ask now, which
-// owner's report to count as stale) and the choice of spot checks.
+// for the owner's next digest (over a limit), where a pull comes from (the
+// owner, or a peer full node: source.go) and the peer copies' turns, and
+// the full node's own word on freshness: the book of change hints (which
+// upstream to ask now, which owner's report to count as stale) and the
+// choice of spot checks.
 //
 // It is a pure state machine in the shape of package placement: the full
 // node (package fullnode, the shell) feeds it events (an owner's state
@@ -54,11 +56,14 @@ const (
 
 // Config holds the plan's rules. Zero values take the defaults.
 type Config struct {
-	HintWait   time.Duration  // how long an owner has to report a change heard of (--hint-wait)
-	MaxHints   int            // 0: DefaultMaxHints
-	RetryBase  time.Duration  // the first wait after a failed pull; 0: 2 s
-	RetryLimit time.Duration  // the longest; 0: 30 s
-	Jitter     backoff.Source // nil: math/rand/v2's shared source
+	HintWait   time.Duration // how long an owner has to report a change heard of (--hint-wait)
+	MaxHints   int           // 0: DefaultMaxHints
+	RetryBase  time.Duration // the first wait after a failed pull; 0: 2 s
+	RetryLimit time.Duration // the longest; 0: 30 s
+	// RepairAfter is how long a copy may differ from the verified digest
+	// before a peer repairs it (source.go); 0: DefaultRepairAfter.
+	RepairAfter time.Duration
+	Jitter      backoff.Source // nil: math/rand/v2's shared source
 }
 
 // diskRetry is how long a pull refused while clones under way hold the
@@ -113,6 +118,10 @@ type Plan struct {
 	full      bool // the disk is above its high water
 	hints     hintBook
 	stale     []StaleReport // for the next Tick
+	// diverged holds the copies that differ from the verified digest
+	// (source.go): few keys, so not a field of every entry.
+	diverged map[repokey.Key]*divergence
+	moves    []repokey.Key // keys waiting for a peer copy's slot, oldest first
 }
 
 // entry is one key's pull bookkeeping, kept small (32 bytes): a million
@@ -125,6 +134,7 @@ type entry struct {
 	pending  bool   // to pull (queued, or again at once after the pull under way)
 	pulling  bool
 	diskWait bool // refused for disk: waits for room, without retry
+	moveWait bool // to copy from a peer: waits for a slot (source.go)
 	gone     bool // removed or placed elsewhere while pulling: dropped when the pull ends
 }
 
@@ -132,8 +142,9 @@ type entry struct {
 func New(cfg Config) *Plan {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryLimit = max(cmp.Or(cfg.RetryLimit, 30*time.Second), cfg.RetryBase)
+	cfg.RepairAfter = cmp.Or(cfg.RepairAfter, DefaultRepairAfter)
 	return &Plan{cfg: cfg, keys: map[repokey.Key]*entry{}, pulling: map[repokey.Key]bool{}, waiting: map[repokey.Key]*entry{},
-		overLimit: map[repokey.Key]string{}, hints: newHintBook(cfg.HintWait, cfg.MaxHints)}
+		overLimit: map[repokey.Key]string{}, hints: newHintBook(cfg.HintWait, cfg.MaxHints), diverged: map[repokey.Key]*divergence{}}
 }
 
 func (p *Plan) get(key repokey.Key) *entry {
@@ -147,7 +158,7 @@ func (p *Plan) get(key repokey.Key) *entry {
 
 // tidy drops e when it has nothing left to tell.
 func (p *Plan) tidy(e *entry) {
-	if !e.pending && !e.pulling && !e.diskWait && e.fails == 0 {
+	if !e.pending && !e.pulling && !e.diskWait && !e.moveWait && e.fails == 0 {
 		delete(p.keys, e.key)
 	}
 }
@@ -196,6 +207,7 @@ func (p *Plan) Seen(s State, now time.Time) Action {
 			p.stale = append(p.stale, StaleReport{s.Key, s.Owner})
 		}
 	}
+	p.diverge(s, now)
 	e := p.keys[s.Key]
 	if s.Elsewhere {
 		if e != nil {
@@ -228,7 +240,7 @@ func (p *Plan) Next(now time.Time) (repokey.Key, bool) {
 	}
 	e := p.queue.top()
 	p.unwant(e)
-	e.pulling = true
+	e.pulling, e.moveWait = true, false
 	p.pulling[e.key] = true
 	return e.key, true
 }
@@ -314,6 +326,9 @@ func (p *Plan) Ended(key repokey.Key, digest string, o Outcome, now time.Time) {
 			delete(p.overLimit, key)
 		}
 	}
+	if o != Stopped {
+		p.repairDue(e)
+	}
 	if e.pending && e.at < 0 {
 		p.want(e, time.Time{})
 	}
@@ -355,6 +370,7 @@ func (p *Plan) DiskWaiting(key repokey.Key) bool { return p.waiting[key] != nil 
 func (p *Plan) Removed(key repokey.Key) {
 	p.hints.forget(key)
 	delete(p.overLimit, key)
+	delete(p.diverged, key)
 	if e := p.keys[key]; e != nil {
 		p.letGo(e)
 	}

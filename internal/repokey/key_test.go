@@ -158,6 +158,7 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 			"removed":      "the coordinator's removals",
 			"keyOf":        "a key from the console, or the coordinator's answer to an addition",
 			"hintFromFeed": "a forge feed's push, forwarded by the coordinator",
+			"tierDropped":  "the coordinator's tier drops",
 		},
 	}
 	const self = "github.com/gitfleet/gitfleet/internal/repokey"

@@ -2007,6 +2007,7 @@ type CoordinatorMessage struct {
 	//	*CoordinatorMessage_ChangeHint
 	//	*CoordinatorMessage_FeedStatus
 	//	*CoordinatorMessage_Standing
+	//	*CoordinatorMessage_TierDrop
 	Msg           isCoordinatorMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2148,6 +2149,15 @@ func (x *CoordinatorMessage) GetStanding() *Standing {
 	return nil
 }
 
+func (x *CoordinatorMessage) GetTierDrop() *TierDrop {
+	if x != nil {
+		if x, ok := x.Msg.(*CoordinatorMessage_TierDrop); ok {
+			return x.TierDrop
+		}
+	}
+	return nil
+}
+
 type isCoordinatorMessage_Msg interface {
 	isCoordinatorMessage_Msg()
 }
@@ -2196,6 +2206,10 @@ type CoordinatorMessage_Standing struct {
 	Standing *Standing `protobuf:"bytes,11,opt,name=standing,proto3,oneof"`
 }
 
+type CoordinatorMessage_TierDrop struct {
+	TierDrop *TierDrop `protobuf:"bytes,12,opt,name=tier_drop,json=tierDrop,proto3,oneof"`
+}
+
 func (*CoordinatorMessage_Welcome) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Assign) isCoordinatorMessage_Msg() {}
@@ -2217,6 +2231,8 @@ func (*CoordinatorMessage_ChangeHint) isCoordinatorMessage_Msg() {}
 func (*CoordinatorMessage_FeedStatus) isCoordinatorMessage_Msg() {}
 
 func (*CoordinatorMessage_Standing) isCoordinatorMessage_Msg() {}
+
+func (*CoordinatorMessage_TierDrop) isCoordinatorMessage_Msg() {}
 
 // FeedStatus tells a node which forge hosts' change feeds work: their
 // repositories' background checks can be rarer, and a full node leaves them
@@ -3063,6 +3079,56 @@ func (x *Drop) GetKeys() []string {
 	return nil
 }
 
+// TierDrop tells a full node that the full tier no longer places these
+// repositories on it, and that each has --full-replicas confirmed replicas
+// without it: it may delete its copies. Not a catalog removal (RepoRemoved):
+// the repositories stay in the fleet, served by their other replicas, and a
+// full node keeps a copy whose state names it again, or that no other
+// replica serves whole.
+type TierDrop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierDrop) Reset() {
+	*x = TierDrop{}
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierDrop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierDrop) ProtoMessage() {}
+
+func (x *TierDrop) ProtoReflect() protoreflect.Message {
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierDrop.ProtoReflect.Descriptor instead.
+func (*TierDrop) Descriptor() ([]byte, []int) {
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *TierDrop) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type CheckNow struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Key    string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -3079,7 +3145,7 @@ type CheckNow struct {
 
 func (x *CheckNow) Reset() {
 	*x = CheckNow{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3157,7 @@ func (x *CheckNow) String() string {
 func (*CheckNow) ProtoMessage() {}
 
 func (x *CheckNow) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3170,7 @@ func (x *CheckNow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckNow.ProtoReflect.Descriptor instead.
 func (*CheckNow) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CheckNow) GetKey() string {
@@ -3191,7 +3257,7 @@ type RepoState struct {
 
 func (x *RepoState) Reset() {
 	*x = RepoState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3269,7 @@ func (x *RepoState) String() string {
 func (*RepoState) ProtoMessage() {}
 
 func (x *RepoState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3282,7 @@ func (x *RepoState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoState.ProtoReflect.Descriptor instead.
 func (*RepoState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{39}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RepoState) GetKey() string {
@@ -3378,7 +3444,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3456,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3469,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReplicaState) GetNode() uint32 {
@@ -3443,7 +3509,7 @@ type RepoStates struct {
 
 func (x *RepoStates) Reset() {
 	*x = RepoStates{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3521,7 @@ func (x *RepoStates) String() string {
 func (*RepoStates) ProtoMessage() {}
 
 func (x *RepoStates) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3534,7 @@ func (x *RepoStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoStates.ProtoReflect.Descriptor instead.
 func (*RepoStates) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RepoStates) GetRepos() []*RepoState {
@@ -3488,7 +3554,7 @@ type RepoRemoved struct {
 
 func (x *RepoRemoved) Reset() {
 	*x = RepoRemoved{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3566,7 @@ func (x *RepoRemoved) String() string {
 func (*RepoRemoved) ProtoMessage() {}
 
 func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3579,7 @@ func (x *RepoRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoRemoved.ProtoReflect.Descriptor instead.
 func (*RepoRemoved) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RepoRemoved) GetKeys() []string {
@@ -3534,7 +3600,7 @@ type ReportStandingRequest struct {
 
 func (x *ReportStandingRequest) Reset() {
 	*x = ReportStandingRequest{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3546,7 +3612,7 @@ func (x *ReportStandingRequest) String() string {
 func (*ReportStandingRequest) ProtoMessage() {}
 
 func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +3625,7 @@ func (x *ReportStandingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingRequest.ProtoReflect.Descriptor instead.
 func (*ReportStandingRequest) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{43}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReportStandingRequest) GetNodeId() uint32 {
@@ -3591,7 +3657,7 @@ type ReportStandingResponse struct {
 
 func (x *ReportStandingResponse) Reset() {
 	*x = ReportStandingResponse{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3669,7 @@ func (x *ReportStandingResponse) String() string {
 func (*ReportStandingResponse) ProtoMessage() {}
 
 func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3682,7 @@ func (x *ReportStandingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStandingResponse.ProtoReflect.Descriptor instead.
 func (*ReportStandingResponse) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{44}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{45}
 }
 
 // Standing tells a node what the full nodes counted against it, summed
@@ -3633,7 +3699,7 @@ type Standing struct {
 
 func (x *Standing) Reset() {
 	*x = Standing{}
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3711,7 @@ func (x *Standing) String() string {
 func (*Standing) ProtoMessage() {}
 
 func (x *Standing) ProtoReflect() protoreflect.Message {
-	mi := &file_gitfleet_v1_fleet_proto_msgTypes[45]
+	mi := &file_gitfleet_v1_fleet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3724,7 @@ func (x *Standing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Standing.ProtoReflect.Descriptor instead.
 func (*Standing) Descriptor() ([]byte, []int) {
-	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{45}
+	return file_gitfleet_v1_fleet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Standing) GetMismatches() uint64 {
@@ -3835,7 +3901,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x05class\x18\x0f \x01(\rR\x05class\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x10 \x01(\x04R\tsizeBytes\x12\x12\n" +
-	"\x04head\x18\x11 \x01(\tR\x04head\"\x84\x05\n" +
+	"\x04head\x18\x11 \x01(\tR\x04head\"\xba\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3851,7 +3917,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\vfeed_status\x18\n" +
 	" \x01(\v2\x17.gitfleet.v1.FeedStatusH\x00R\n" +
 	"feedStatus\x123\n" +
-	"\bstanding\x18\v \x01(\v2\x15.gitfleet.v1.StandingH\x00R\bstandingB\x05\n" +
+	"\bstanding\x18\v \x01(\v2\x15.gitfleet.v1.StandingH\x00R\bstanding\x124\n" +
+	"\ttier_drop\x18\f \x01(\v2\x15.gitfleet.v1.TierDropH\x00R\btierDropB\x05\n" +
 	"\x03msg\"\x87\x01\n" +
 	"\n" +
 	"FeedStatus\x12\x18\n" +
@@ -3918,6 +3985,8 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\vfleet_repos\x18\x02 \x01(\rR\n" +
 	"fleetRepos\"\x1a\n" +
 	"\x04Drop\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"\x1e\n" +
+	"\bTierDrop\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\"s\n" +
 	"\bCheckNow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
@@ -4004,7 +4073,7 @@ func file_gitfleet_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_gitfleet_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_gitfleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(Mode)(0),                      // 0: gitfleet.v1.Mode
 	(*RevokeNodeRequest)(nil),      // 1: gitfleet.v1.RevokeNodeRequest
@@ -4045,19 +4114,20 @@ var file_gitfleet_v1_fleet_proto_goTypes = []any{
 	(*Repo)(nil),                   // 36: gitfleet.v1.Repo
 	(*Assign)(nil),                 // 37: gitfleet.v1.Assign
 	(*Drop)(nil),                   // 38: gitfleet.v1.Drop
-	(*CheckNow)(nil),               // 39: gitfleet.v1.CheckNow
-	(*RepoState)(nil),              // 40: gitfleet.v1.RepoState
-	(*ReplicaState)(nil),           // 41: gitfleet.v1.ReplicaState
-	(*RepoStates)(nil),             // 42: gitfleet.v1.RepoStates
-	(*RepoRemoved)(nil),            // 43: gitfleet.v1.RepoRemoved
-	(*ReportStandingRequest)(nil),  // 44: gitfleet.v1.ReportStandingRequest
-	(*ReportStandingResponse)(nil), // 45: gitfleet.v1.ReportStandingResponse
-	(*Standing)(nil),               // 46: gitfleet.v1.Standing
-	nil,                            // 47: gitfleet.v1.AddRepoRequest.AttrsEntry
-	nil,                            // 48: gitfleet.v1.RepoState.AttrsEntry
+	(*TierDrop)(nil),               // 39: gitfleet.v1.TierDrop
+	(*CheckNow)(nil),               // 40: gitfleet.v1.CheckNow
+	(*RepoState)(nil),              // 41: gitfleet.v1.RepoState
+	(*ReplicaState)(nil),           // 42: gitfleet.v1.ReplicaState
+	(*RepoStates)(nil),             // 43: gitfleet.v1.RepoStates
+	(*RepoRemoved)(nil),            // 44: gitfleet.v1.RepoRemoved
+	(*ReportStandingRequest)(nil),  // 45: gitfleet.v1.ReportStandingRequest
+	(*ReportStandingResponse)(nil), // 46: gitfleet.v1.ReportStandingResponse
+	(*Standing)(nil),               // 47: gitfleet.v1.Standing
+	nil,                            // 48: gitfleet.v1.AddRepoRequest.AttrsEntry
+	nil,                            // 49: gitfleet.v1.RepoState.AttrsEntry
 }
 var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
-	47, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
+	48, // 0: gitfleet.v1.AddRepoRequest.attrs:type_name -> gitfleet.v1.AddRepoRequest.AttrsEntry
 	0,  // 1: gitfleet.v1.NodeInfo.mode:type_name -> gitfleet.v1.Mode
 	12, // 2: gitfleet.v1.NodeInfo.history:type_name -> gitfleet.v1.NodeTransition
 	13, // 3: gitfleet.v1.ListNodesResponse.nodes:type_name -> gitfleet.v1.NodeInfo
@@ -4072,46 +4142,47 @@ var file_gitfleet_v1_fleet_proto_depIdxs = []int32{
 	35, // 12: gitfleet.v1.CoordinatorMessage.welcome:type_name -> gitfleet.v1.Welcome
 	37, // 13: gitfleet.v1.CoordinatorMessage.assign:type_name -> gitfleet.v1.Assign
 	38, // 14: gitfleet.v1.CoordinatorMessage.drop:type_name -> gitfleet.v1.Drop
-	39, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
-	42, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
-	43, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
+	40, // 15: gitfleet.v1.CoordinatorMessage.check_now:type_name -> gitfleet.v1.CheckNow
+	43, // 16: gitfleet.v1.CoordinatorMessage.repo_states:type_name -> gitfleet.v1.RepoStates
+	44, // 17: gitfleet.v1.CoordinatorMessage.repo_removed:type_name -> gitfleet.v1.RepoRemoved
 	34, // 18: gitfleet.v1.CoordinatorMessage.task_done:type_name -> gitfleet.v1.TaskDone
 	32, // 19: gitfleet.v1.CoordinatorMessage.node_credentials:type_name -> gitfleet.v1.NodeCredentials
 	31, // 20: gitfleet.v1.CoordinatorMessage.change_hint:type_name -> gitfleet.v1.ChangeHint
 	28, // 21: gitfleet.v1.CoordinatorMessage.feed_status:type_name -> gitfleet.v1.FeedStatus
-	46, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
-	29, // 23: gitfleet.v1.FeedStatus.hosts:type_name -> gitfleet.v1.FeedHost
-	30, // 24: gitfleet.v1.FeedHost.tokens:type_name -> gitfleet.v1.TokenBudget
-	33, // 25: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
-	36, // 26: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
-	48, // 27: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
-	41, // 28: gitfleet.v1.RepoState.replica_states:type_name -> gitfleet.v1.ReplicaState
-	40, // 29: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
-	17, // 30: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
-	19, // 31: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
-	5,  // 32: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
-	7,  // 33: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
-	9,  // 34: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
-	11, // 35: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
-	15, // 36: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
-	3,  // 37: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
-	1,  // 38: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
-	44, // 39: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
-	18, // 40: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
-	27, // 41: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
-	6,  // 42: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
-	8,  // 43: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
-	10, // 44: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
-	14, // 45: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
-	16, // 46: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
-	4,  // 47: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
-	2,  // 48: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
-	45, // 49: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
-	40, // [40:50] is the sub-list for method output_type
-	30, // [30:40] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	47, // 22: gitfleet.v1.CoordinatorMessage.standing:type_name -> gitfleet.v1.Standing
+	39, // 23: gitfleet.v1.CoordinatorMessage.tier_drop:type_name -> gitfleet.v1.TierDrop
+	29, // 24: gitfleet.v1.FeedStatus.hosts:type_name -> gitfleet.v1.FeedHost
+	30, // 25: gitfleet.v1.FeedHost.tokens:type_name -> gitfleet.v1.TokenBudget
+	33, // 26: gitfleet.v1.NodeCredentials.nodes:type_name -> gitfleet.v1.NodeCredential
+	36, // 27: gitfleet.v1.Assign.repos:type_name -> gitfleet.v1.Repo
+	49, // 28: gitfleet.v1.RepoState.attrs:type_name -> gitfleet.v1.RepoState.AttrsEntry
+	42, // 29: gitfleet.v1.RepoState.replica_states:type_name -> gitfleet.v1.ReplicaState
+	41, // 30: gitfleet.v1.RepoStates.repos:type_name -> gitfleet.v1.RepoState
+	17, // 31: gitfleet.v1.Coordinator.Register:input_type -> gitfleet.v1.RegisterRequest
+	19, // 32: gitfleet.v1.Coordinator.Session:input_type -> gitfleet.v1.NodeMessage
+	5,  // 33: gitfleet.v1.Coordinator.AddRepo:input_type -> gitfleet.v1.AddRepoRequest
+	7,  // 34: gitfleet.v1.Coordinator.RemoveRepo:input_type -> gitfleet.v1.RemoveRepoRequest
+	9,  // 35: gitfleet.v1.Coordinator.FetchNow:input_type -> gitfleet.v1.FetchNowRequest
+	11, // 36: gitfleet.v1.Coordinator.ListNodes:input_type -> gitfleet.v1.ListNodesRequest
+	15, // 37: gitfleet.v1.Coordinator.ConfirmPurge:input_type -> gitfleet.v1.ConfirmPurgeRequest
+	3,  // 38: gitfleet.v1.Coordinator.CatalogStatus:input_type -> gitfleet.v1.CatalogStatusRequest
+	1,  // 39: gitfleet.v1.Coordinator.RevokeNode:input_type -> gitfleet.v1.RevokeNodeRequest
+	45, // 40: gitfleet.v1.Coordinator.ReportStanding:input_type -> gitfleet.v1.ReportStandingRequest
+	18, // 41: gitfleet.v1.Coordinator.Register:output_type -> gitfleet.v1.RegisterResponse
+	27, // 42: gitfleet.v1.Coordinator.Session:output_type -> gitfleet.v1.CoordinatorMessage
+	6,  // 43: gitfleet.v1.Coordinator.AddRepo:output_type -> gitfleet.v1.AddRepoResponse
+	8,  // 44: gitfleet.v1.Coordinator.RemoveRepo:output_type -> gitfleet.v1.RemoveRepoResponse
+	10, // 45: gitfleet.v1.Coordinator.FetchNow:output_type -> gitfleet.v1.FetchNowResponse
+	14, // 46: gitfleet.v1.Coordinator.ListNodes:output_type -> gitfleet.v1.ListNodesResponse
+	16, // 47: gitfleet.v1.Coordinator.ConfirmPurge:output_type -> gitfleet.v1.ConfirmPurgeResponse
+	4,  // 48: gitfleet.v1.Coordinator.CatalogStatus:output_type -> gitfleet.v1.CatalogStatusResponse
+	2,  // 49: gitfleet.v1.Coordinator.RevokeNode:output_type -> gitfleet.v1.RevokeNodeResponse
+	46, // 50: gitfleet.v1.Coordinator.ReportStanding:output_type -> gitfleet.v1.ReportStandingResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_gitfleet_v1_fleet_proto_init() }
@@ -4138,6 +4209,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 		(*CoordinatorMessage_ChangeHint)(nil),
 		(*CoordinatorMessage_FeedStatus)(nil),
 		(*CoordinatorMessage_Standing)(nil),
+		(*CoordinatorMessage_TierDrop)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4145,7 +4217,7 @@ func file_gitfleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gitfleet_v1_fleet_proto_rawDesc), len(file_gitfleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
