@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The package's tests run side by side (t.Parallel), as many at a time as
@@ -41,7 +42,9 @@ func parallel(t *testing.T, weight int) {
 	// Parallel returns once go test has started every top-level test of the
 	// run (each has queued its ticket) and has a slot for t.
 	t.Parallel()
+	began := time.Now()
 	<-machine.start(tk)
+	t.Logf("the machine admitted it after %v (weight %d of %d)", time.Since(began).Round(time.Second), tk.weight, machine.capacity)
 }
 
 // scheduler admits weighted tickets while their weights fit its capacity,
