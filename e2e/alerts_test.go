@@ -19,6 +19,7 @@ func TestAlertsReachEveryReceiver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, lightTest)
 	hook := alerttest.StartHTTP(t, nil)
 	mail := alerttest.StartSMTP(t, alerttest.SMTPOptions{})
 	f := newFleet(t)

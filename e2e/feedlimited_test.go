@@ -42,6 +42,7 @@ func TestAFeedHeldByARateLimitIsLimitedAndItsRepositoriesPolled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, lightTest)
 	hook := alerttest.StartHTTP(t, nil)
 	f := newFleet(t)
 	repos := seq(0, 2)

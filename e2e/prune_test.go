@@ -17,6 +17,7 @@ func TestPruneDropsForcePushedSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, lightTest)
 	f := newFleet(t)
 	name := f.name(0)
 	if err := f.up.Create(name, []string{"main"}, []string{"v1"}); err != nil {
@@ -110,6 +111,7 @@ func TestPruneOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, fleetTest)
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")
 	f.startCoordinator()

@@ -27,6 +27,7 @@ func TestEveryFullNodeAnswersForEveryRepositoryAndHoldsOnlyItsShare(t *testing.T
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 8)
 	f.seed(repos, "8 repositories")

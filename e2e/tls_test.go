@@ -65,6 +65,7 @@ func TestTLSBetweenTheFleetsMachines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	parallel(t, fleetTest)
 	caFile, certFile, keyFile := writePKI(t)
 	f := newFleet(t)
 	repos := seq(0, 5)
