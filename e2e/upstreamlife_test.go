@@ -94,21 +94,22 @@ func TestADefaultBranchSwitchWithNoRefMovingIsFollowed(t *testing.T) {
 	if after, err := lsRemote(url); err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("refs %v (%v), want them as they were: %v", after, err, before)
 	}
-	var page struct {
-		Entries []headLogEntry `json:"entries"`
-	}
-	if code := call(t, "GET", f.base+"/api/v1/repos/"+f.key(0)+"/log?limit=1000", apiToken, nil, &page); code != http.StatusOK {
-		t.Fatalf("GET the log: %d", code)
-	}
-	var found bool
-	for _, e := range page.Entries {
-		if e.Head != nil && e.Head.Old == "refs/heads/main" && e.Head.New == "refs/heads/dev" && e.Node == f.nodeID("full") {
-			found = true
+	// The entry is written just after the mirror's HEAD moves, which a
+	// clone may see first on a busy machine: it is waited for.
+	eventually(t, 30*time.Second, "the fetch log entry of the switch", func() error {
+		var page struct {
+			Entries []headLogEntry `json:"entries"`
 		}
-	}
-	if !found {
-		t.Fatalf("no fetch log entry of the full node shows HEAD's switch: %+v", page.Entries)
-	}
+		if code := call(t, "GET", f.base+"/api/v1/repos/"+f.key(0)+"/log?limit=1000", apiToken, nil, &page); code != http.StatusOK {
+			return fmt.Errorf("GET the log: %d", code)
+		}
+		for _, e := range page.Entries {
+			if e.Head != nil && e.Head.Old == "refs/heads/main" && e.Head.New == "refs/heads/dev" && e.Node == f.nodeID("full") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no fetch log entry of the full node shows HEAD's switch: %+v", page.Entries)
+	})
 	if n := f.procs["full"].count("HEAD follows the upstream's default branch"); n == 0 {
 		t.Fatal("the full node did not follow HEAD itself")
 	}
@@ -225,6 +226,14 @@ func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
 		return err
 	})
 
+	// What each showed since before the change: the reason's first sight
+	// is the start of the check that saw it, which may begin a little
+	// before the change itself, so it is told apart from the state before
+	// by its value, not by a clock of the test's.
+	before, err := apiRepos(f.base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gh.mu.Lock()
 	gh.archived[strings.ToLower(f.name(0))] = true
 	delete(gh.pushed, strings.ToLower(f.name(1))) // the forge says NOT_FOUND
@@ -233,7 +242,6 @@ func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	front.blocked.Store(true)
-	changed := time.Now().Add(-time.Second)
 	want := map[string]struct {
 		state  string
 		served bool
@@ -250,8 +258,8 @@ func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
 				return fmt.Errorf("%s: %s, served %v; want %s, served %v", key, r.State, r.Served, w.state, w.served)
 			}
 			at, err := time.Parse(time.RFC3339Nano, r.StateSince)
-			if err != nil || at.Before(changed) || at.After(time.Now()) {
-				return fmt.Errorf("%s: state_since %q (%v), want a time since the change", key, r.StateSince, err)
+			if err != nil || r.StateSince == before[key].StateSince || at.After(time.Now()) {
+				return fmt.Errorf("%s: state_since %q (%v), want the time of the new state, not %q", key, r.StateSince, err, before[key].StateSince)
 			}
 		}
 		return nil

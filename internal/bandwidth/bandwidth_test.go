@@ -235,8 +235,12 @@ func checkPace(t *testing.T, l *Limiter, moved int64, took time.Duration) {
 	want := time.Duration(float64(moved) / float64(r) * float64(time.Second))
 	ratio := float64(took) / float64(want)
 	t.Logf("%d bytes in %v at %s: %.3f of the time the rate implies (%v)", moved, took, r, ratio, want)
-	if took < least || took > want+driveStep {
-		t.Fatalf("%d bytes took %v; the rate %s implies %v (ratio %.3f, want at least %v and at most %v)", moved, took, r, want, ratio, least, want+driveStep)
+	// The clock is driven in steps by a goroutine that a busy machine may
+	// run late, a step or a few past the last byte: the upper bound allows
+	// 5% (a limiter that paced at half its rate would take 2x).
+	most := want + max(driveStep, want/20)
+	if took < least || took > most {
+		t.Fatalf("%d bytes took %v; the rate %s implies %v (ratio %.3f, want at least %v and at most %v)", moved, took, r, want, ratio, least, most)
 	}
 }
 
