@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -35,16 +34,7 @@ type ArchivePage struct {
 
 // isArchivePath splits GET /api/v1/repos/{key}/archive, as isLogPath does:
 // a repository whose key ends in /archive is itself.
-func (s *Server) isArchivePath(raw string) (string, bool) {
-	base, ok := strings.CutSuffix(raw, "/archive")
-	if !ok {
-		return "", false
-	}
-	if full, err := s.cfg.Fold.Canonical(raw); err == nil && s.fleet.Repos.Known(full) {
-		return "", false
-	}
-	return base, true
-}
+func (s *Server) isArchivePath(raw string) (string, bool) { return s.subPath(raw, "/archive") }
 
 // repoArchive serves GET /api/v1/repos/{key}/archive.
 func (s *Server) repoArchive(w http.ResponseWriter, r *http.Request, raw string) {

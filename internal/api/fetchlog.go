@@ -33,8 +33,14 @@ const defaultLogLimit = 100
 // for the log of a repository: it ends in /log and is not itself a
 // mirrored repository (whose key may end in "log"). It returns the
 // repository's part of the path.
-func (s *Server) isLogPath(raw string) (string, bool) {
-	base, ok := strings.CutSuffix(raw, "/log")
+func (s *Server) isLogPath(raw string) (string, bool) { return s.subPath(raw, "/log") }
+
+// subPath splits the key path raw of GET /api/v1/repos/{key...} into a
+// repository and a route of it (sub, "/log" or "/archive"): raw ends in
+// sub and is not itself a mirrored repository. It returns the
+// repository's part of the path.
+func (s *Server) subPath(raw, sub string) (string, bool) {
+	base, ok := strings.CutSuffix(raw, sub)
 	if !ok {
 		return "", false
 	}

@@ -140,8 +140,7 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 		},
 		"api": {
 			"pathKey":           "an API call's path (GET, PATCH, DELETE, fetch, log)",
-			"isLogPath":         "an API call's path, to tell a repository's log from a repository",
-			"isArchivePath":     "an API call's path, to tell a repository's archive from a repository",
+			"subPath":           "an API call's path, to tell a repository's log or archive from a repository",
 			"normalizeUpstream": "an API call's upstream URL",
 			"candidates":        "a webhook payload's URLs",
 			"autoAdded":         "a webhook payload's repository name, on a forge of this mirror",
