@@ -24,7 +24,6 @@ func TestALostFullNodesShareIsCopiedFromPeersAndDroppedOnlyOnceItIsBack(t *testi
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 8)
 	f.seed(repos, "8 repositories")

@@ -105,7 +105,6 @@ func TestAStockCloneThroughUpGetsTheRefsAsTheUpstreamAdvertisesThem(t *testing.T
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	if err := f.up.Create(f.name(0), []string{"main", "dev"}, []string{"v1", "v2"}); err != nil {
 		t.Fatal(err)

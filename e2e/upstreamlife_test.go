@@ -60,7 +60,6 @@ func TestADefaultBranchSwitchWithNoRefMovingIsFollowed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	if err := f.up.Create(f.name(0), []string{"main", "dev"}, nil); err != nil {
 		t.Fatal(err)
@@ -123,7 +122,6 @@ func TestAForgeFeedBringsADefaultBranchSwitchAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	if err := f.up.Create(f.name(0), []string{"main", "dev"}, nil); err != nil {
 		t.Fatal(err)
@@ -187,7 +185,6 @@ func TestGoneUpstreamsShowTheirReasons(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	for _, i := range []int{0, 1, 2} {
 		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
