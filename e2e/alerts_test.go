@@ -19,7 +19,6 @@ func TestAlertsReachEveryReceiver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	hook := alerttest.StartHTTP(t, nil)
 	mail := alerttest.StartSMTP(t, alerttest.SMTPOptions{})
 	f := newFleet(t)

@@ -180,7 +180,6 @@ func TestAPIEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	repos := seq(0, 6)
 	f := apiFleet(t, repos)
 	api := f.base + "/api/v1"

@@ -64,7 +64,6 @@ func TestConsoleInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	parallel(t, fleetTest)
 	exe := chromium(t)
 	shots := artifacts(t)
 	repos := seq(0, 4)

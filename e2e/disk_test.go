@@ -15,7 +15,6 @@ func TestFullDiskHandsRepositoriesBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	// The three nodes register as 1, 2 and 3 in some order. Whichever the
 	// full-disk node is, it is given two repositories that exist: one to

@@ -58,7 +58,6 @@ func edgeFleet(t *testing.T, repos []int, full ...string) *fleet {
 }
 
 func TestPublicEdgeEndToEnd(t *testing.T) {
-	parallel(t, lightTest)
 	// The served tip's grace at 3 s, not its default 30, so that the
 	// force-push's case waits out seconds, not half a minute.
 	f := edgeFleet(t, []int{0, 1}, "--serve-tip-grace", "3s")

@@ -101,7 +101,6 @@ func TestEgressRefusesInternalDestinations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	for _, i := range repos {

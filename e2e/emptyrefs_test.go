@@ -21,7 +21,6 @@ func TestAnUpstreamEmptiedUnderConfirmationIsNotCurrent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	f.seed(repos, "3 repositories")

@@ -28,7 +28,6 @@ func TestThirtyTwoConcurrentClonesFromOneAddressAllSucceed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	const small, big = 0, 1
 	bigTip := queueRepos(t, f, small, big)
@@ -100,7 +99,6 @@ func TestARequestOverItsAddressShareGets429PastTheBoundedWait(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	const small, big = 0, 1
 	bigTip := queueRepos(t, f, small, big)

@@ -161,7 +161,6 @@ func TestAForgeFeedBringsAPushWithoutAWebhook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}
@@ -223,7 +222,6 @@ func TestAFailingOrLimitedFeedFallsBackToPollingAndRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 2)
 	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}

@@ -42,7 +42,6 @@ func TestAFeedHeldByARateLimitIsLimitedAndItsRepositoriesPolled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	hook := alerttest.StartHTTP(t, nil)
 	f := newFleet(t)
 	repos := seq(0, 2)

@@ -34,7 +34,6 @@ func TestTheReadmesFirstMirrorWorksAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	blocks := readmeShellBlocks(t, "../README.md", firstMirror)
 	f := newFleet(t)
 	upHost := strings.TrimPrefix(f.up.URL, "http://")

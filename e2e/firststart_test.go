@@ -91,7 +91,6 @@ func TestUpWithAWrongCatalogSaysSoEverywhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	hook := alerttest.StartHTTP(t, nil)
 	f := newFleet(t) // f.catalog is not made yet
 	data := filepath.Join(t.TempDir(), "up")
@@ -211,7 +210,6 @@ func TestUpOnABusyPortExitsBeforeItStartsAnything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	busy, err := net.Listen("tcp", freeAddr(t))
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +239,6 @@ func TestUpAloneMakesTheJoinTokenAPartialNodeJoinsWith(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	f.seed(repos, "3 repositories")
@@ -287,7 +284,6 @@ func TestAPartialNodeInClearIsToldTheCoordinatorSpeaksTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	_, certFile, keyFile := writePKI(t)
 	f := newFleet(t)
 	f.seed(seq(0, 2), "2 repositories")
@@ -318,7 +314,6 @@ func TestTheDemoBindsFirstAndItsBannerGivesTheAPIToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	busy, err := net.Listen("tcp", freeAddr(t))
 	if err != nil {
 		t.Fatal(err)

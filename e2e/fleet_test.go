@@ -228,7 +228,6 @@ func TestFleetMirrorsCatalogEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	for i := 0; i < 35; i++ {
 		if err := f.up.Create(f.name(i), []string{"main", "dev", "release"}, []string{"v1.0", "v1.1"}); err != nil {

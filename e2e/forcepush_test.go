@@ -22,7 +22,6 @@ func TestObjectsThatAForcePushTookAwayAreNotServedBeforeThePrune(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	name := f.name(0)
 	if err := f.up.Create(name, []string{"main"}, []string{"v1"}); err != nil {

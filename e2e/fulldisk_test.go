@@ -19,7 +19,6 @@ func TestFullNodeDiskQuota(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 6)
 	f.seed(repos, "6 repositories")
@@ -160,7 +159,6 @@ func TestUpClonesNothingNewAboveTheDiskHighWater(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 6)
 	f.seed(repos, "6 repositories")

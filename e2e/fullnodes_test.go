@@ -68,7 +68,6 @@ func TestTwoFullNodesServeTheSameFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 12)
 	for _, i := range seq(0, 13) { // 12 in the catalog, one added through the API

@@ -59,7 +59,6 @@ func TestFullNodesHoldEachRepositoryTwiceAndALostOnesReplicasMove(t *testing.T) 
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 12)
 	f.seed(repos, "12 repositories")

@@ -41,7 +41,6 @@ func TestCoordinatorFailoverThroughEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	etcd := etcdtest.Start(t)
 	f := newFleet(t)
 	repos := seq(0, 12)

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -25,19 +24,6 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	// go test runs at most -parallel tests at once, GOMAXPROCS unless the
-	// run says: two on a two-core machine, each mostly waiting on its
-	// processes. The package's scheduler (parallel) holds the tests to
-	// the machine instead, unless the run sets -parallel itself.
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", "64"); err != nil {
-			panic(err)
-		}
-	}
-	machine = newScheduler(capacity, flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int))
 	dir, err := os.MkdirTemp("", "gitfleet-e2e-bin-")
 	if err != nil {
 		panic(err)
@@ -235,66 +221,6 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
-// eventuallyProgressing is eventually for a wait whose length is the
-// machine's, such as the first mirror of a hundred repositories on a
-// machine that other tests load: it waits at least floor, then as long as
-// progress (a count that rises on the way to cond, read every few seconds)
-// rose within the last stall. On a quiet machine it gives up where
-// eventually(floor) would; on a busy one it gives up once nothing moves.
-func eventuallyProgressing(t testing.TB, floor, stall time.Duration, what string, progress func() int, cond func() error) {
-	t.Helper()
-	start := time.Now()
-	b := newProgressBound(start, floor, stall)
-	var err error
-	var lastRead, lastLog time.Time
-	for {
-		now := time.Now()
-		if err = cond(); err == nil {
-			t.Logf("%s: after %v", what, time.Since(start).Round(10*time.Millisecond))
-			return
-		}
-		if dead := died(t); dead != nil {
-			t.Fatalf("%s: %v (last: %v)", what, dead, err)
-		}
-		if now.Sub(lastRead) >= 2*time.Second {
-			b.observe(now, progress())
-			lastRead = now
-		}
-		if b.expired(now) {
-			t.Fatalf("%s: not within %v, nor progressing in the last %v (progress %d, last rose after %v): %v",
-				what, floor, stall, b.best, b.rose.Sub(start).Round(time.Second), err)
-		}
-		if now.Sub(lastLog) > 10*time.Second {
-			t.Logf("%s: still waiting after %v, progress %d: %v", what, now.Sub(start).Round(time.Second), b.best, err)
-			lastLog = now
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// progressBound is eventuallyProgressing's rule: a wait expires once it
-// is past floor and its progress has not risen for stall.
-type progressBound struct {
-	start, rose  time.Time
-	floor, stall time.Duration
-	best         int
-}
-
-func newProgressBound(start time.Time, floor, stall time.Duration) *progressBound {
-	return &progressBound{start: start, rose: start, floor: floor, stall: stall, best: -1}
-}
-
-// observe records the progress read at now.
-func (b *progressBound) observe(now time.Time, n int) {
-	if n > b.best {
-		b.best, b.rose = n, now
-	}
-}
-
-func (b *progressBound) expired(now time.Time) bool {
-	return now.Sub(b.start) >= b.floor && now.Sub(b.rose) >= b.stall
 }
 
 type apiRepo struct {

@@ -71,7 +71,6 @@ func giteeHeaders(ms int64) []string {
 // GitLab delivery without an id replayed, a Gitee signature replayed with
 // another body, a flood of pushes for one upstream host.
 func TestHostileWebhooksAndSlowBodiesAtThePublicEdge(t *testing.T) {
-	parallel(t, fleetTest)
 	f := edgeFleet(t, seq(0, 12), "--serve-read-timeout", "1s",
 		"--webhook-host-rate", "1", "--webhook-host-burst", "4")
 

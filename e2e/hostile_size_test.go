@@ -25,7 +25,6 @@ func TestHostileNodeServingAnEndlessPackIsStoppedAtMaxRepoSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	const limit = 4 << 20
 	f, h := hostileFleet(t, false, "--max-repo-size", "4MiB", "--log-level", "debug")
 	key := f.key(0)

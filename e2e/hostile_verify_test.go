@@ -302,7 +302,6 @@ func TestHostileNodeServingForgedHistoryIsRefusedAndCounted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f, h := hostileFleet(t, false)
 	key := f.key(0)
 	forgedAt := time.Now()
@@ -387,7 +386,6 @@ func TestHostileNodeServingAnEmptyRepositoryIsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f, h := hostileFleet(t, false)
 	key := f.key(0)
 	refs, err := gittest.RefsOf(h.path(key))
@@ -412,7 +410,6 @@ func TestHostileNodeServingRewoundHistoryIsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f, h := hostileFleet(t, true)
 	key := f.key(0)
 	if err := gittest.Git(h.path(key), "update-ref", "refs/heads/main", "refs/heads/main~1"); err != nil {

@@ -26,7 +26,6 @@ func TestEveryRepositoryHasItsOwnKeyAndNoSecretLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	for _, name := range []string{"u/Case", "u/case"} {
 		if err := f.up.Create(name, []string{"main"}, []string{"v1"}); err != nil {

@@ -80,7 +80,6 @@ func TestBitRotInsideAPackIsNotReplayedAndIsRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 2)
 	for _, i := range repos {
@@ -138,7 +137,6 @@ func TestCorruptMirrorIsNotServedBrokenAndIsRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	for _, i := range repos {
@@ -186,7 +184,6 @@ func TestBackgroundVerificationRepairsACorruptMirror(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	for _, i := range repos {
@@ -227,7 +224,6 @@ func TestRemovedRepositoryComesBackWithoutAClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 2)
 	for _, i := range repos {
@@ -303,7 +299,6 @@ func TestPurgeProtectionHoldsOnlyTheRemovals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	all := seq(0, 7)
 	for _, i := range all {
@@ -404,7 +399,6 @@ func TestAPIAddedRepositoryIsCheckedAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := apiFleet(t, seq(0, 3))
 	for i := 10; i < 13; i++ {
 		if err := f.up.Create(f.name(i), []string{"main"}, nil); err != nil {
@@ -465,7 +459,6 @@ func TestHostileObjectsAreRefusedAndHarmlessDefectsMirrored(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	craftUpstream(t, f, f.name(0), ".GIT", "author A U Thor <a@example.org> 1700000000 +0000")
 	craftUpstream(t, f, f.name(1), "README", "author A U Thor <a@example.org>1700000000 +0000") // missingSpaceBeforeDate

@@ -28,7 +28,6 @@ func TestUpstreamsOverLimitsShowTheirStateInTheAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	const normal, big, many, long = 0, 1, 2, 3
 	repos := []int{normal, big, many, long}
@@ -278,7 +277,6 @@ func TestKilledNodeLeavesNoGitBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}

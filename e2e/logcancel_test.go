@@ -58,7 +58,6 @@ func TestFetchLogSurvivesARestartOfEveryProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 3)
 	f.seed(repos, "3 repositories")
@@ -199,7 +198,6 @@ func TestCancellingAStalledFetchEndsItsGitAndLeavesTheMirrorAsItWas(t *testing.T
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}

@@ -24,7 +24,6 @@ func TestMaintenanceWhileServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")
 	f.startCoordinator()

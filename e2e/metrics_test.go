@@ -108,7 +108,6 @@ func TestMetricsOnEveryRole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 4)
 	f.seed(repos, "4 repositories") // and a missing upstream, and two bad lines

@@ -273,7 +273,6 @@ func TestNetworkOfTwentyForksIsStoredOnceAndServedWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	began := time.Now()
 	branch := "main"

@@ -17,7 +17,6 @@ func TestPruneDropsForcePushedSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	name := f.name(0)
 	if err := f.up.Create(name, []string{"main"}, []string{"v1"}); err != nil {
@@ -111,7 +110,6 @@ func TestPruneOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")
 	f.startCoordinator()

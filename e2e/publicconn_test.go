@@ -40,7 +40,6 @@ func TestAnAddressOverItsConnectionCapIsRefusedAndIdleConnectionsAreClosed(t *te
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository")
 	f.startUp("--serve-max-conns-per-client", "3", "--serve-idle-conn-timeout", "2s")

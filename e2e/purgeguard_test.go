@@ -61,7 +61,6 @@ func TestUpRestartedWithoutPrivateUpstreamsHoldsEveryRemoval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	hookURL, alerts := webhookOn(t, "127.0.0.2:0")
 	f := newFleet(t)
 	repos := seq(0, 7)

@@ -16,7 +16,6 @@ func TestANodeThatRefusesARepositoryIsNotOfferedItAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	// The three nodes register as 1, 2 and 3 in some order: whichever the
 	// strict node is, it is offered a repository to refuse.
@@ -85,7 +84,6 @@ func TestUpRestartedWithAStricterEgressPolicyRefusesEachRepositoryOnce(t *testin
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 4)
 	for _, i := range repos {

@@ -64,7 +64,6 @@ func TestAVolunteerCannotRegisterAsAFullNodeWithTheJoinToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	repos := seq(0, 4)
 	f := rolesFleet(t, repos, false)
 
@@ -102,7 +101,6 @@ func TestAPartialNodeCannotCallAnyAdminRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	repos := seq(0, 4)
 	f := rolesFleet(t, repos, false)
 	fullID := f.nodeID("full")
@@ -219,7 +217,6 @@ func TestAVolunteerCannotOpenATunnelAsAnotherNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	repos := seq(0, 4)
 	f := rolesFleet(t, repos, true)
 	victim := f.nodeID("partial-1")
@@ -271,7 +268,6 @@ func TestRevokingALiveNodeCutsItOffAndRePlacesItsRepositories(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	// The full node and the partial nodes register as 1, 2 and 3 in some
 	// order, then the hostile as 4; the full node (--capacity 0) is no
@@ -391,7 +387,6 @@ func TestJoinTokenRotationKeepsAdmittedNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	repos := seq(0, 4)
 	f := rolesFleet(t, repos, true)
 	admitted := f.nodeID("partial-1")

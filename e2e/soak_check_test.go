@@ -256,23 +256,6 @@ func (c *soakChecker) converged() error {
 	return nil
 }
 
-// current counts the repositories the fleet must serve that the API shows
-// current: how far a first mirror has come.
-func (c *soakChecker) current() int {
-	repos, err := apiRepos(c.s.base)
-	if err != nil {
-		return 0
-	}
-	want, _ := c.s.desired()
-	n := 0
-	for _, i := range want {
-		if repos[c.s.ups.key(i)].Current {
-			n++
-		}
-	}
-	return n
-}
-
 // convergedOne is converged for repository i, which the full node must
 // serve (wanted) or not.
 func (c *soakChecker) convergedOne(i int, wanted bool) error {

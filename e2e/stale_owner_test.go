@@ -74,7 +74,6 @@ func TestAFrozenOwnerDoesNotKeepThePublicOnOldRefs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f, h := hostileFleet(t, false, "--webhook-secret", webhookSecret, "--spot-check-per-hour", "0")
 	key := f.key(0)
 	h.freeze()
@@ -210,7 +209,6 @@ func TestAForgeFeedHoldsAFrozenOwnerToAPush(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	f.seed([]int{0}, "one repository on a forge with a change feed")
 	gh := &githubAPI{pushed: map[string]time.Time{}, token: "test-token-1"}

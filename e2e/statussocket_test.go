@@ -27,7 +27,6 @@ func TestANodesStatusAnswersOnlyOnItsSocket(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	f.seed(seq(0, 1), "one repository")
 	f.startCoordinator()

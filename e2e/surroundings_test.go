@@ -17,7 +17,6 @@ func TestUpStartedInsideARepositoryThatRewritesURLsMirrorsTheRealUpstreams(t *te
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	work := t.TempDir()
 	if err := gittest.Git("", "init", "-q", work); err != nil {

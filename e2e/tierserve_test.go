@@ -27,7 +27,6 @@ func TestEveryFullNodeAnswersForEveryRepositoryAndHoldsOnlyItsShare(t *testing.T
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 8)
 	f.seed(repos, "8 repositories")

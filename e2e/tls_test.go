@@ -65,7 +65,6 @@ func TestTLSBetweenTheFleetsMachines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	caFile, certFile, keyFile := writePKI(t)
 	f := newFleet(t)
 	repos := seq(0, 5)

@@ -16,7 +16,6 @@ func TestUpIsACompleteMirrorOnOneMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	repos := seq(0, 6)
 	for _, i := range repos {
@@ -43,7 +42,6 @@ func TestDeadUpstreamsDoNotHoldTheCloneSlots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, lightTest)
 	f := newFleet(t)
 	dead := freeAddr(t) // nothing listens there: each clone fails at once
 	var list strings.Builder

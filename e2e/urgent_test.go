@@ -12,7 +12,6 @@ func TestUrgentCheckOvertakesALongBackgroundQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	repos := seq(0, 20)
 	for _, i := range repos {

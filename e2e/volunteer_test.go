@@ -39,7 +39,6 @@ func TestAVolunteersMachineIsKeptToTheirCapAndHours(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	parallel(t, fleetTest)
 	f := newFleet(t)
 	const name, blob = "big/repo", 20 << 20
 	if err := f.up.Create(name, []string{"main"}, nil); err != nil {
