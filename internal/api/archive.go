@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/repokey"
-	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // ArchiveReader lists the tips that force-pushes and deletions took away
@@ -42,12 +41,8 @@ func (s *Server) repoArchive(w http.ResponseWriter, r *http.Request, raw string)
 		writeError(w, http.StatusNotImplemented, "this server keeps no archive")
 		return
 	}
-	key, ok := s.pathKey(w, raw)
+	key, ok := s.mirroredKey(w, raw)
 	if !ok {
-		return
-	}
-	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	refs, err := s.fleet.Archive.Archive(r.Context(), key)

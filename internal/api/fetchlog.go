@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/fetchlog"
-	"github.com/gitfleet/gitfleet/internal/repostate"
 )
 
 // LogReader reads a fetch log (the full node keeps one): the entries q
@@ -52,12 +51,8 @@ func (s *Server) subPath(raw, sub string) (string, bool) {
 
 // repoLog serves GET /api/v1/repos/{key}/log.
 func (s *Server) repoLog(w http.ResponseWriter, r *http.Request, raw string) {
-	key, ok := s.pathKey(w, raw)
+	key, ok := s.mirroredKey(w, raw)
 	if !ok {
-		return
-	}
-	if !s.fleet.Repos.Known(key) {
-		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
 		return
 	}
 	q, ok := logQuery(w, r)

@@ -169,6 +169,17 @@ func (s *Server) pathKey(w http.ResponseWriter, key string) (repokey.Key, bool) 
 	return k, true
 }
 
+// mirroredKey is pathKey for a route of a repository that must be mirrored:
+// 404 not_mirrored for one that is not.
+func (s *Server) mirroredKey(w http.ResponseWriter, raw string) (repokey.Key, bool) {
+	key, ok := s.pathKey(w, raw)
+	if ok && !s.fleet.Repos.Known(key) {
+		writeError(w, http.StatusNotFound, repostate.NotMirrored(key.String()))
+		return "", false
+	}
+	return key, ok
+}
+
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	if base, isLog := s.isLogPath(r.PathValue("key")); isLog {
 		s.repoLog(w, r, base)
