@@ -49,22 +49,28 @@ func (f restRepo) parent(raw json.RawMessage) string {
 
 // repoHeadAndFlags reads what the REST forges (GitHub's, GitLab's,
 // Gitea's, Gitee's) say of a repository object's default branch
-// (default_branch, "" when absent or not a valid branch name) and whether
-// it is archived or disabled (archived, disabled: booleans, absent false).
-func repoHeadAndFlags(raw json.RawMessage) (string, Flag) {
+// (default_branch, "" when absent or not a valid branch name), whether
+// it is archived or disabled (archived, disabled: booleans, absent false)
+// and its stable number (id; 0 when absent or not a positive integer).
+func repoHeadAndFlags(raw json.RawMessage) (string, Flag, int64) {
 	var obj struct {
 		DefaultBranch *string `json:"default_branch"`
 		Archived      *bool   `json:"archived"`
 		Disabled      *bool   `json:"disabled"`
+		ID            *int64  `json:"id"`
 	}
 	if json.Unmarshal(raw, &obj) != nil {
-		return "", Flag{}
+		return "", Flag{}, 0
+	}
+	var id int64
+	if obj.ID != nil && *obj.ID > 0 {
+		id = *obj.ID
 	}
 	var head string
 	if obj.DefaultBranch != nil && ValidBranch(*obj.DefaultBranch) {
 		head = *obj.DefaultBranch
 	}
-	return head, Flag{Archived: obj.Archived != nil && *obj.Archived, Disabled: obj.Disabled != nil && *obj.Disabled}
+	return head, Flag{Archived: obj.Archived != nil && *obj.Archived, Disabled: obj.Disabled != nil && *obj.Disabled}, id
 }
 
 // decode reads one repository object: its name (required, a valid path)
@@ -103,6 +109,31 @@ type restLookup struct {
 	// repoURL is the URL of one repository, false when the forge cannot
 	// name path.
 	repoURL func(path string) (*url.URL, bool)
+	// pathOf is repoURL's inverse: the path a URL of the API names, false
+	// when it names no repository.
+	pathOf func(u *url.URL) (string, bool)
+}
+
+// movedTo reads where a lookup of u was redirected (location, hostile): the
+// repository's new path, when the target is a repository URL of the same
+// API (scheme, host and base); false for anything else, which is never
+// followed nor shown.
+func (l *restLookup) movedTo(u *url.URL, location string) (string, bool) {
+	loc, err := url.Parse(location)
+	if err != nil || location == "" || loc.User != nil || loc.Fragment != "" {
+		return "", false
+	}
+	for _, seg := range strings.Split(loc.EscapedPath(), "/") {
+		if seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	t := u.ResolveReference(loc)
+	if t.Scheme != u.Scheme || !strings.EqualFold(t.Host, u.Host) || t.User != nil {
+		return "", false
+	}
+	t.RawQuery = ""
+	return l.pathOf(t)
 }
 
 func (l *restLookup) BatchSize() int { return restBatch }
@@ -125,9 +156,20 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 		if !ok {
 			continue
 		}
-		err := l.do(ctx, request{method: http.MethodGet, url: u, accept404: true}, func(resp response, _ *tokenState) error {
+		err := l.do(ctx, request{method: http.MethodGet, url: u, accept404: true, acceptMoved: true}, func(resp response, _ *tokenState) error {
 			if resp.status == http.StatusNotFound {
 				a.Missing = append(a.Missing, path)
+				return nil
+			}
+			if moved(resp.status) {
+				// The forge's API redirects a renamed repository's old
+				// path (Gitea, GitHub's REST): its new name, never
+				// followed (the token would go along).
+				if to, ok := l.movedTo(u, resp.header.Get("Location")); ok && validPath(to, 0) && !strings.EqualFold(to, path) {
+					a.Renamed = append(a.Renamed, Rename{From: path, To: to})
+				} else {
+					a.Refused++
+				}
 				return nil
 			}
 			if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
@@ -144,7 +186,10 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 			if p := l.repo.parent(resp.body); p != "" {
 				a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
 			}
-			head, fl := repoHeadAndFlags(resp.body)
+			head, fl, id := repoHeadAndFlags(resp.body)
+			if id > 0 {
+				a.IDs = append(a.IDs, RepoID{Path: path, ID: id})
+			}
 			if head != "" {
 				a.Heads = append(a.Heads, Head{Path: path, Branch: head})
 			}
@@ -263,6 +308,13 @@ func newGitLab(f Forge, t *transport) Client {
 			u.Path = f.API.Path + "/projects/" + path
 			u.RawPath = f.API.EscapedPath() + "/projects/" + url.PathEscape(path)
 			return &u, true
+		}, pathOf: func(u *url.URL) (string, bool) {
+			rest, ok := strings.CutPrefix(u.EscapedPath(), f.API.EscapedPath()+"/projects/")
+			if !ok || strings.Contains(rest, "/") {
+				return "", false
+			}
+			p, err := url.PathUnescape(rest)
+			return p, err == nil && validPath(p, 0)
 		}},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(since time.Time, n int) *url.URL {
@@ -342,7 +394,7 @@ func newGitea(f Forge, t *transport) Client {
 	lookupRepo := repo
 	lookupRepo.parentField = "parent"
 	return &giteaClient{
-		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API)},
+		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(_ time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("repos", "search"), url.Values{
@@ -381,6 +433,14 @@ func ownerRepoURL(base *url.URL) func(string) (*url.URL, bool) {
 	}
 }
 
+// ownerRepoPath is ownerRepoURL's inverse: OWNER/REPO of base/repos/OWNER/REPO.
+func ownerRepoPath(base *url.URL) func(*url.URL) (string, bool) {
+	return func(u *url.URL) (string, bool) {
+		rest, ok := strings.CutPrefix(u.EscapedPath(), base.EscapedPath()+"/repos/")
+		return rest, ok && validPath(rest, 2)
+	}
+}
+
 // Gitee.
 
 func newGitee(f Forge, t *transport) Client {
@@ -391,5 +451,6 @@ func newGitee(f Forge, t *transport) Client {
 		q.Set("access_token", s)
 		r.URL.RawQuery = q.Encode()
 	}
-	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"}, repoURL: ownerRepoURL(f.API)}
+	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"},
+		repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)}
 }
