@@ -134,9 +134,12 @@ type Repo struct {
 	Owner       uint32          `json:"owner_node"`
 	State       repostate.State `json:"state"`
 	// StateSince is when a departed repository's state (deleted, legal,
-	// disabled, gone) or archived was first seen: the reason is State's
-	// name, with LastError's class.
+	// disabled, gone), archived or renamed was first seen: the reason is
+	// State's name, with LastError's class.
 	StateSince *time.Time `json:"state_since,omitempty"`
+	// RenamedTo is the upstream's new name, as a key, in the state
+	// renamed: a key on another host is shown, never followed.
+	RenamedTo string `json:"renamed_to,omitempty"`
 	Served     bool       `json:"served"`
 	Current    bool       `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
