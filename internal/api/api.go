@@ -140,8 +140,8 @@ type Repo struct {
 	// RenamedTo is the upstream's new name, as a key, in the state
 	// renamed: a key on another host is shown, never followed.
 	RenamedTo string `json:"renamed_to,omitempty"`
-	Served     bool       `json:"served"`
-	Current    bool       `json:"current"`
+	Served    bool   `json:"served"`
+	Current   bool   `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.
