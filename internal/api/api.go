@@ -224,6 +224,9 @@ type HistoryEntry struct {
 	// Head is HEAD's switch to another branch (the upstream's default
 	// branch changed): ref HEAD, old and new the branches it named.
 	Head *fetchlog.Move `json:"head,omitempty"`
+	// RenamedTo is the upstream's new name, as a key: on a check that met
+	// its git server's redirect, and on an entry of kind rename.
+	RenamedTo string `json:"renamed_to,omitempty"`
 }
 
 // Node is one member of the fleet.

@@ -180,10 +180,13 @@ func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) 
 		x.differing = append(x.differing, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
 			Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
 	}
-	if v.state.Departed() || v.state == repostate.Archived {
+	if v.state.Departed() || v.state == repostate.Archived || v.state == repostate.Renamed {
 		x.since = r.GetStateSinceMs()
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil || x.since != 0 {
+	if v.state == repostate.Renamed {
+		x.renamedTo = r.GetRenamedTo()
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil || x.since != 0 || x.renamedTo != "" {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
