@@ -524,6 +524,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 			c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); the owner checks it", "host", f.host, "path", m)
 		}
 	}
+	ans.Renamed = append(ans.Renamed, c.feedAskByID(ctx, f, ans.Missing)...) // renames.go
 	renamed := make(map[string]string, len(ans.Renamed))
 	for _, r := range ans.Renamed {
 		// To is the forge's word, a repository name (forge.ValidName)

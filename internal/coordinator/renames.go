@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"context"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/forge"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
@@ -116,4 +118,53 @@ func (c *Coordinator) checkRenamed(key string, ok bool, to string, at int64) {
 		}
 		c.setRenamed(key, k.String(), true, at)
 	}
+}
+
+// maxAsksByID bounds the lookups by number one answer of a feed brings:
+// each is a request of the host's budget.
+const maxAsksByID = 5
+
+// feedAskByID asks f's forge, where it can (forge.ByID: GitLab, Gitea),
+// about the missing paths of an answer by the number it last gave them:
+// a repository whose old path answers 404 (its redirect gone, or never
+// kept) is found under its new name by its number. It returns the renames
+// found; a failed or refused lookup finds none.
+func (c *Coordinator) feedAskByID(ctx context.Context, f *feedHost, missing []string) []forge.Rename {
+	by, ok := f.client.(forge.ByID)
+	if !ok || len(missing) == 0 {
+		return nil
+	}
+	var found []forge.Rename
+	asked := 0
+	for _, path := range missing {
+		k, err := c.cfg.Fold.Canonical(f.host + "/" + path)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		id := c.forgeIDs[k.String()]
+		c.mu.Unlock()
+		if id == 0 {
+			continue
+		}
+		if asked++; asked > maxAsksByID {
+			break // the next answers ask the rest
+		}
+		a, _, err := by.PushedAtByID(ctx, path, id)
+		if err != nil {
+			c.log.Debug("forge feed: a lookup by number failed", "host", f.host, "key", k, "id", id, "err", err)
+			continue
+		}
+		for _, r := range a.IDs {
+			if r.ID != id {
+				continue // another number: not the repository the key was
+			}
+			for _, rn := range a.Renamed {
+				if rn.From == path {
+					found = append(found, rn)
+				}
+			}
+		}
+	}
+	return found
 }

@@ -2,11 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +133,58 @@ func TestACheckResultsRedirectIsCheckedAndEndsWhenTheOldPathAnswers(t *testing.T
 	c.checkRenamed(key, true, "", 9)
 	if r := c.renames[key]; r.to != "github.com/o/new" {
 		t.Fatalf("a git server's word replaced or ended the forge's: %+v", r)
+	}
+}
+
+// A GitLab feed: the project answers its path with its number; then the
+// old path answers 404 (its redirect gone) and the number answers the new
+// path: renamed, found by the number.
+func TestAGitLabProjectWhoseOldPathIsGoneIsFoundRenamedByItsNumber(t *testing.T) {
+	var moved atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.EscapedPath() == "/api/v4/projects/g%2Fold" && !moved.Load():
+			io.WriteString(w, `{"id": 42, "path_with_namespace": "g/old", "last_activity_at": "2023-01-01T00:00:00Z"}`)
+		case r.URL.EscapedPath() == "/api/v4/projects/42" && moved.Load():
+			io.WriteString(w, `{"id": 42, "path_with_namespace": "h/new", "last_activity_at": "2023-01-01T00:00:00Z"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"404 Project Not Found"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	api, err := url.Parse(srv.URL + "/api/v4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Unix(1.7e9, 0))
+	c, err := New(context.Background(), Config{DataDir: dir, Catalog: filepath.Join(dir, "no-catalog"), JoinToken: testJoin,
+		FullToken: testFull, Feeds: FeedConfig{Forges: forge.Config{
+			Forges: map[string]forge.Forge{"gitlab.com": {Host: "gitlab.com", Kind: forge.GitLab, API: api}}},
+			Client: forge.Options{Pace: -1}}},
+		slog.New(slog.DiscardHandler), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	full := mustRegister(t, c, &fleetv1.RegisterRequest{Mode: fleetv1.Mode_MODE_FULL, FullToken: testFull, Name: "full"})
+	if _, err := c.AddRepo(as(full), &fleetv1.AddRepoRequest{Url: "https://gitlab.com/g/old"}); err != nil {
+		t.Fatal(err)
+	}
+	feeds := c.startFeeds()
+	if len(feeds) != 1 {
+		t.Fatalf("%d feeds, want gitlab.com's", len(feeds))
+	}
+	for _, move := range []bool{false, true} {
+		moved.Store(move)
+		clk.Advance(48 * time.Hour)
+		if _, err := c.askFeed(context.Background(), feeds[0], clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, to := c.renamedStateOf("gitlab.com/g/old"); st != repostate.Renamed || to != "gitlab.com/h/new" {
+		t.Fatalf("%s to %q, want renamed to gitlab.com/h/new", st, to)
 	}
 }

@@ -347,6 +347,17 @@ type Lookup interface {
 	PushedAt(ctx context.Context, paths []string) (Answer, error)
 }
 
+// ByID is a Lookup that also asks about a repository by the forge's
+// stable number (GitLab's GET /projects/:id, Gitea's GET
+// /repositories/:id): where a repository went when its old path answers
+// 404 or names another repository.
+type ByID interface {
+	// PushedAtByID asks about the repository numbered id, known to the
+	// caller as path; its answer names path (a rename From path). False
+	// when the forge cannot ask by number.
+	PushedAtByID(ctx context.Context, path string, id int64) (a Answer, asked bool, err error)
+}
+
 // Lister is a client that lists what changed, for forges whose API lists
 // repositories by activity (GitLab, Gitea). A listing names every
 // repository of the host, mirrored or not: the caller keeps those it

@@ -75,3 +75,40 @@ func TestRESTLookupReadsARedirectAsARenameAndFollowsNone(t *testing.T) {
 		t.Errorf("IDs by key: %v", ids)
 	}
 }
+
+// GitLab is asked by the project's number: the old path answers 404 (its
+// redirect gone), the number answers the new path: a rename, with the
+// same number. A forge without a lookup by number (Gitee) asks nothing.
+func TestGitLabFindsARenamedProjectByItsNumber(t *testing.T) {
+	clk := clock.NewFake(t0)
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.EscapedPath())
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.EscapedPath() == "/projects/42" {
+			io.WriteString(w, `{"id": 42, "path_with_namespace": "group/sub/new-name", "last_activity_at": "2026-01-01T00:00:00Z"}`)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"message":"404 Project Not Found"}`)
+	}))
+	defer srv.Close()
+	gl := testClient(t, GitLab, srv, clk, nil).(ByID)
+	a, asked, err := gl.PushedAtByID(context.Background(), "group/old-name", 42)
+	if err != nil || !asked {
+		t.Fatalf("asked %v: %v", asked, err)
+	}
+	if len(a.Renamed) != 1 || a.Renamed[0].From != "group/old-name" || a.Renamed[0].To != "group/sub/new-name" || fmt.Sprint(a.IDs) != "[{group/old-name 42}]" {
+		t.Errorf("answer %+v: want group/old-name renamed to group/sub/new-name, number 42", a)
+	}
+	if a, _, err := gl.PushedAtByID(context.Background(), "group/gone", 43); err != nil || fmt.Sprint(a.Missing) != "[group/gone]" {
+		t.Errorf("a number the forge does not know: %+v, %v", a, err)
+	}
+	if fmt.Sprint(paths) != "[/projects/42 /projects/43]" {
+		t.Errorf("asked %v", paths)
+	}
+	ge := testClient(t, Gitee, srv, clk, nil, "tok").(ByID)
+	if _, asked, _ := ge.PushedAtByID(context.Background(), "o/r", 42); asked || len(paths) != 2 {
+		t.Errorf("Gitee asked by number (asked %v, %v)", asked, paths)
+	}
+}

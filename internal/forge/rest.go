@@ -112,6 +112,9 @@ type restLookup struct {
 	// pathOf is repoURL's inverse: the path a URL of the API names, false
 	// when it names no repository.
 	pathOf func(u *url.URL) (string, bool)
+	// idURL is the URL of the repository the forge numbers id (nil: the
+	// API has no lookup by number).
+	idURL func(id int64) *url.URL
 }
 
 // movedTo reads where a lookup of u was redirected (location, hostile): the
@@ -156,60 +159,81 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 		if !ok {
 			continue
 		}
-		err := l.do(ctx, request{method: http.MethodGet, url: u, accept404: true, acceptMoved: true}, func(resp response, _ *tokenState) error {
-			if resp.status == http.StatusNotFound {
-				a.Missing = append(a.Missing, path)
-				return nil
-			}
-			if moved(resp.status) {
-				// The forge's API redirects a renamed repository's old
-				// path (Gitea, GitHub's REST): its new name, never
-				// followed (the token would go along).
-				if to, ok := l.movedTo(u, resp.header.Get("Location")); ok && validPath(to, 0) && !strings.EqualFold(to, path) {
-					a.Renamed = append(a.Renamed, Rename{From: path, To: to})
-				} else {
-					a.Refused++
-				}
-				return nil
-			}
-			if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			name, at, err := l.repo.decode(resp.body, l.clk.Now())
-			if errors.Is(err, errBadName) {
-				a.Refused++ // unknown: not a change, and its name goes nowhere
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if p := l.repo.parent(resp.body); p != "" {
-				a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
-			}
-			head, fl, id := repoHeadAndFlags(resp.body)
-			if id > 0 {
-				a.IDs = append(a.IDs, RepoID{Path: path, ID: id})
-			}
-			if head != "" {
-				a.Heads = append(a.Heads, Head{Path: path, Branch: head})
-			}
-			if fl.Archived || fl.Disabled {
-				fl.Path = path
-				a.Flags = append(a.Flags, fl)
-			}
-			switch {
-			case !strings.EqualFold(name, path):
-				a.Renamed = append(a.Renamed, Rename{From: path, To: name, At: at})
-			case !at.IsZero():
-				a.Pushed = append(a.Pushed, Push{Path: path, At: at})
-			}
-			return nil
-		})
-		if err != nil {
+		if err := l.lookup(ctx, path, u, &a); err != nil {
 			return Answer{}, err
 		}
 	}
 	return l.screen(a), nil
+}
+
+// PushedAtByID asks about the repository the forge numbers id, which the
+// caller knew as path: the forge's answer under another name is a rename
+// of path, even when path itself answers 404 or names another repository
+// now (one made anew under the name). False when the forge's API has no
+// lookup by number.
+func (l *restLookup) PushedAtByID(ctx context.Context, path string, id int64) (Answer, bool, error) {
+	if l.idURL == nil || id <= 0 {
+		return Answer{}, false, nil
+	}
+	var a Answer
+	if err := l.lookup(ctx, path, l.idURL(id), &a); err != nil {
+		return Answer{}, true, err
+	}
+	return l.screen(a), true, nil
+}
+
+// lookup asks u about the repository the caller knows as path, and adds
+// the forge's answer to a.
+func (l *restLookup) lookup(ctx context.Context, path string, u *url.URL, a *Answer) error {
+	return l.do(ctx, request{method: http.MethodGet, url: u, accept404: true, acceptMoved: true}, func(resp response, _ *tokenState) error {
+		if resp.status == http.StatusNotFound {
+			a.Missing = append(a.Missing, path)
+			return nil
+		}
+		if moved(resp.status) {
+			// The forge's API redirects a renamed repository's old
+			// path (Gitea, GitHub's REST): its new name, never
+			// followed (the token would go along).
+			if to, ok := l.movedTo(u, resp.header.Get("Location")); ok && validPath(to, 0) && !strings.EqualFold(to, path) {
+				a.Renamed = append(a.Renamed, Rename{From: path, To: to})
+			} else {
+				a.Refused++
+			}
+			return nil
+		}
+		if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		name, at, err := l.repo.decode(resp.body, l.clk.Now())
+		if errors.Is(err, errBadName) {
+			a.Refused++ // unknown: not a change, and its name goes nowhere
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if p := l.repo.parent(resp.body); p != "" {
+			a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
+		}
+		head, fl, id := repoHeadAndFlags(resp.body)
+		if id > 0 {
+			a.IDs = append(a.IDs, RepoID{Path: path, ID: id})
+		}
+		if head != "" {
+			a.Heads = append(a.Heads, Head{Path: path, Branch: head})
+		}
+		if fl.Archived || fl.Disabled {
+			fl.Path = path
+			a.Flags = append(a.Flags, fl)
+		}
+		switch {
+		case !strings.EqualFold(name, path):
+			a.Renamed = append(a.Renamed, Rename{From: path, To: name, At: at})
+		case !at.IsZero():
+			a.Pushed = append(a.Pushed, Push{Path: path, At: at})
+		}
+		return nil
+	})
 }
 
 // restLister pages through a listing of repositories, most recently
@@ -315,7 +339,7 @@ func newGitLab(f Forge, t *transport) Client {
 			}
 			p, err := url.PathUnescape(rest)
 			return p, err == nil && validPath(p, 0)
-		}},
+		}, idURL: func(id int64) *url.URL { return f.API.JoinPath("projects", strconv.FormatInt(id, 10)) }},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(since time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("projects"), url.Values{
@@ -394,7 +418,8 @@ func newGitea(f Forge, t *transport) Client {
 	lookupRepo := repo
 	lookupRepo.parentField = "parent"
 	return &giteaClient{
-		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)},
+		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API),
+			idURL: func(id int64) *url.URL { return f.API.JoinPath("repositories", strconv.FormatInt(id, 10)) }},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(_ time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("repos", "search"), url.Values{
