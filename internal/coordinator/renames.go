@@ -79,6 +79,11 @@ func (c *Coordinator) feedRenames(renamed map[string]string, ids map[string]int6
 			continue
 		}
 		old, had := c.forgeIDs[k]
+		if !had {
+			if ek, ok := c.engine.Key(k); ok {
+				k = ek // the engine's copy: a million numbers add no copy of their keys
+			}
+		}
 		c.forgeIDs[k] = id
 		if had && old != id {
 			_, moved := renamed[k]
