@@ -19,13 +19,14 @@ import (
 // githubAPI is a GitHub-like GraphQL server: it answers aliased
 // `repository(owner:, name:) { pushedAt nameWithOwner ... }` lookups with
 // the push times the test sets (and, when asked, the default branch and
-// isArchived it sets), beside `rateLimit`, with GitHub's rate-limit
+// isArchived it sets; a renamed repository under its new nameWithOwner), beside `rateLimit`, with GitHub's rate-limit
 // headers, and NOT_FOUND for repositories it does not know.
 type githubAPI struct {
 	mu       sync.Mutex
 	pushed   map[string]time.Time // "owner/name" -> last push
 	heads    map[string]string    // "owner/name" -> its default branch (defaultBranchRef), when set
 	archived map[string]bool      // "owner/name" -> isArchived
+	renamed  map[string]string    // "owner/name" -> the nameWithOwner it answers under, when renamed
 	token    string
 	requests atomic.Int64
 	// mode: "" answers; "garbage", "error" and "huge" misbehave; "spent"
@@ -109,7 +110,11 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"message": fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", owner, name)})
 			continue
 		}
-		repo := map[string]any{"pushedAt": at.UTC().Format(time.RFC3339), "nameWithOwner": owner + "/" + name}
+		nameWithOwner := owner + "/" + name
+		if to, ok := g.renamed[strings.ToLower(nameWithOwner)]; ok {
+			nameWithOwner = to
+		}
+		repo := map[string]any{"pushedAt": at.UTC().Format(time.RFC3339), "nameWithOwner": nameWithOwner}
 		if strings.Contains(req.Query, "defaultBranchRef { name }") {
 			var head any
 			if b := g.heads[strings.ToLower(owner+"/"+name)]; b != "" {

@@ -239,6 +239,8 @@ type apiRepo struct {
 	// StateSince is when a departed or archived repository's state was
 	// first seen ("": another state).
 	StateSince string `json:"state_since"`
+	// RenamedTo is a renamed repository's new name, as a key.
+	RenamedTo string `json:"renamed_to"`
 }
 
 func apiRepos(base string) (map[string]apiRepo, error) { return apiReposAs(base, "") }

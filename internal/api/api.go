@@ -134,11 +134,14 @@ type Repo struct {
 	Owner       uint32          `json:"owner_node"`
 	State       repostate.State `json:"state"`
 	// StateSince is when a departed repository's state (deleted, legal,
-	// disabled, gone) or archived was first seen: the reason is State's
-	// name, with LastError's class.
+	// disabled, gone), archived or renamed was first seen: the reason is
+	// State's name, with LastError's class.
 	StateSince *time.Time `json:"state_since,omitempty"`
-	Served     bool       `json:"served"`
-	Current    bool       `json:"current"`
+	// RenamedTo is the upstream's new name, as a key, in the state
+	// renamed: a key on another host is shown, never followed.
+	RenamedTo string `json:"renamed_to,omitempty"`
+	Served    bool   `json:"served"`
+	Current   bool   `json:"current"`
 	// VerifiedAt is when the full node last saw the upstream's refs equal
 	// to what it serves (absent: never). Current and StalenessSeconds
 	// derive from it.
@@ -221,6 +224,9 @@ type HistoryEntry struct {
 	// Head is HEAD's switch to another branch (the upstream's default
 	// branch changed): ref HEAD, old and new the branches it named.
 	Head *fetchlog.Move `json:"head,omitempty"`
+	// RenamedTo is the upstream's new name, as a key: on a check that met
+	// its git server's redirect, and on an entry of kind rename.
+	RenamedTo string `json:"renamed_to,omitempty"`
 }
 
 // Node is one member of the fleet.

@@ -674,3 +674,19 @@ func TestTheOverviewShowsTheFeedsCoverageAndBudget(t *testing.T) {
 		}
 	}
 }
+
+// A renamed repository names its new key, escaped, on its page and its
+// public status, with the time the rename was first seen.
+func TestARenamedRepositoryShowsItsNewName(t *testing.T) {
+	c, src := newTestConsole()
+	since := time.Unix(1e9, 0).UTC()
+	src.repos[1].State, src.repos[1].StateSince = repostate.Renamed, &since
+	src.repos[1].RenamedTo = "github.com/new-owner/<b>b</b>"
+	for _, path := range []string{"/-/repos/github.com/a/b", "/-/status/github.com/a/b"} {
+		_, body := get(t, c, path)
+		if !strings.Contains(body, "renamed to") || !strings.Contains(body, "github.com/new-owner/&lt;b&gt;b&lt;/b&gt;") ||
+			!strings.Contains(body, since.Format(time.RFC3339)) {
+			t.Errorf("GET %s does not show the new name, escaped, and since when:\n%s", path, body)
+		}
+	}
+}

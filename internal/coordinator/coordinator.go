@@ -154,6 +154,8 @@ type Coordinator struct {
 	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
 	heads            map[string]string      // HEAD's branch names, one copy each (headName)
 	forgeFlags       map[string]forgeFlag   // what the feeds' forges mark archived or disabled (forgeflags.go)
+	renames          map[string]rename      // repositories renamed upstream (renames.go)
+	forgeIDs         map[string]int64       // the forges' stable numbers of repositories, where a feed saw them (renames.go)
 	nodes            map[uint32]*nodeRecord
 	sessions         map[uint32]*session
 	dirty            map[string]bool   // repos to persist (false: delete)
@@ -288,6 +290,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		errs:         intern.New(1 << 16),
 		heads:        make(map[string]string),
 		forgeFlags:   make(map[string]forgeFlag),
+		renames:      make(map[string]rename),
+		forgeIDs:     make(map[string]int64),
 		nodes:        make(map[uint32]*nodeRecord),
 		sessions:     make(map[uint32]*session),
 		dirty:        make(map[string]bool),
@@ -817,6 +821,8 @@ func (c *Coordinator) applyChange(added, removed, changed []string) {
 			c.dirty[k] = false
 		}
 		delete(c.replicaDiffs, k)
+		delete(c.renames, k)
+		delete(c.forgeIDs, k)
 		for _, s := range full {
 			s.queueRemoved(k)
 		}

@@ -86,8 +86,6 @@ type feedHost struct {
 	// deferred are new pushes that pacing held back, for when their
 	// spacing ends.
 	deferred map[string]time.Time
-	// renamed are the paths whose rename was logged (once each, bounded)
-	renamed map[string]bool
 	// refused counts the names the forge answered that were not
 	// repository names, since refusedLogged, when that was last logged
 	// (at most once every refusedLogEvery).
@@ -186,9 +184,6 @@ func (h *hourCount) last(now time.Time) uint32 {
 // coverageEvery is the longest a feed goes without looking at which
 // repositories it still covers, even while a rate limit holds it back.
 const coverageEvery = time.Minute
-
-// maxRenamesLogged bounds the renamed paths remembered for logging once.
-const maxRenamesLogged = 10_000
 
 // refusedLogEvery is the least time between two log lines about a forge's
 // names that were refused.
@@ -322,7 +317,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 			continue
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
-			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time), renamed: make(map[string]bool),
+			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time),
 			wake: make(chan struct{}, 1), checks: make(map[string]*feedCheck)})
 	}
 	if len(feeds) == 0 {
@@ -529,19 +524,23 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 			c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); the owner checks it", "host", f.host, "path", m)
 		}
 	}
+	ans.Renamed = append(ans.Renamed, c.feedAskByID(ctx, f, ans.Missing)...) // renames.go
+	renamed := make(map[string]string, len(ans.Renamed))
 	for _, r := range ans.Renamed {
-		f.mu.Lock()
-		first := !f.renamed[r.From] && len(f.renamed) < maxRenamesLogged
-		if first {
-			f.renamed[r.From] = true
+		// To is the forge's word, a repository name (forge.ValidName)
+		// on its own host: a key of the same host, or nothing.
+		from, err := c.cfg.Fold.Canonical(f.host + "/" + r.From)
+		to, err2 := c.cfg.Fold.Canonical(f.host + "/" + r.To)
+		if err != nil || err2 != nil || from == to {
+			continue
 		}
-		f.mu.Unlock()
-		if first { // once a repository: the feed asks about it again and again
-			// To is the forge's word: a repository name (forge.ValidName)
-			// that carries no token, redacted all the same.
-			c.log.Info("forge feed: a repository was renamed upstream; the catalog still names the old path", "host", f.host, "from", r.From, "to", repokey.Redact(r.To))
-		}
+		renamed[from.String()] = to.String()
 	}
+	same := make([]string, 0, len(times))
+	for k := range times {
+		same = append(same, k) // answered under its own name (a push time)
+	}
+	c.feedRenames(renamed, forge.IDs(c.cfg.Fold, f.host, ans), same, now) // renames.go
 	if ans.Refused > 0 {
 		f.mu.Lock()
 		f.refused += ans.Refused

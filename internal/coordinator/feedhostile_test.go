@@ -121,7 +121,7 @@ func TestAForgesMadeUpNamesReachNeitherTheLogNorTheState(t *testing.T) {
 			t.Errorf("the log holds %q:\n%s", leak, out)
 		}
 	}
-	if !strings.Contains(out, "to=o/plain-new") {
+	if !strings.Contains(out, "to=github.com/o/plain-new") {
 		t.Errorf("the plain rename is not reported:\n%s", out)
 	}
 	if !strings.Contains(out, "refused=") {

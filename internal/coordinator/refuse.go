@@ -61,10 +61,15 @@ func (c *Coordinator) liftRefusals(id uint32) {
 // unplaceable when every member refused it. A forge's word (forgeflags.go)
 // stands over the checks' when it says disabled, and over a working or new
 // repository's when it says archived; a repository whose checks fail
-// keeps their verdict. Caller holds c.mu.
+// keeps their verdict. A rename (renames.go) stands over every state but
+// these and legal: a renamed upstream's old path fails or redirects, and
+// its new name is what to show. Caller holds c.mu.
 func (c *Coordinator) stateSince(key string, r *repoStatus) (repostate.State, int64) {
 	if c.engine.Unplaceable(key) {
 		return repostate.Unplaceable, 0
+	}
+	if rn, ok := c.renames[key]; ok && r.state != repostate.Legal && !c.forgeFlags[key].disabled {
+		return repostate.Renamed, rn.since
 	}
 	if fl, ok := c.forgeFlags[key]; ok {
 		switch {

@@ -399,6 +399,7 @@ func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
 			r.state = st
 		}
 	}
+	c.checkRenamed(key, res.GetOk(), res.GetRenamedTo(), at) // renames.go
 	c.dirty[key] = true
 	c.broadcastState(key)
 }
@@ -696,11 +697,15 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			owner, _ := c.owner(k)
 			net, _, parts := c.engine.Network(k)
 			state, since := c.stateSince(k, r)
+			var renamedTo string
+			if state == repostate.Renamed {
+				renamedTo = c.renames[k].to
+			}
 			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: state.String(), StateSinceMs: since, LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
 				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
-				ReplicaStates: c.replicaStates(k), Head: r.head})
+				ReplicaStates: c.replicaStates(k), Head: r.head, RenamedTo: renamedTo})
 		}
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}

@@ -295,7 +295,7 @@ func TestServerRefusalsExitWithTheirMessage(t *testing.T) {
 		{"wrong token", "nope", []string{"rm", "github.com/a/b"}, "wrong API token"},
 		{"bad URL", token, []string{"add", "ftp://github.com/x/y"}, `scheme "ftp" is not allowed`},
 		{"unknown repository", token, []string{"show", "github.com/no/such"}, "repository github.com/no/such is not mirrored (HTTP 404)"},
-		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, deleted, legal, disabled, archived, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
+		{"unknown state", token, []string{"repos", "--state", "bogus"}, `state "bogus": want one of ok, pending, failing, gone, deleted, legal, disabled, archived, renamed, too-large, too-many-refs, unplaceable, corrupt, repairing, unchecked (HTTP 400)`},
 		{"bad network", token, []string{"repos", "--network", "linux trees"}, `network name "linux trees" has ' '; use letters, digits, '.', '_' and '-' (HTTP 400)`},
 	}
 	for _, tt := range tests {

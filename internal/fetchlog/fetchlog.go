@@ -91,6 +91,11 @@ type Entry struct {
 	// the branches it named), when the work followed one: the upstream's
 	// default branch changed.
 	Head *Move `json:"head,omitempty"`
+	// RenamedTo is the upstream's new name, as a key: on a check that met
+	// the git server's redirect (the owner's), and on the entry of kind
+	// rename a full node writes when the coordinator first says a
+	// repository is renamed.
+	RenamedTo string `json:"renamed_to,omitempty"`
 }
 
 // DB is the part of the store that the log needs (store.Bolt has it).

@@ -246,6 +246,11 @@ type Answer struct {
 	Heads []Head
 	// Flags are asked repositories the forge marks archived or disabled.
 	Flags []Flag
+	// IDs are asked repositories with the forge's stable number for them
+	// (GitHub's databaseId, GitLab's project id, Gitea's and Gitee's id),
+	// which a rename keeps and a repository made anew under the old name
+	// does not.
+	IDs []RepoID
 	// Refused counts the repositories the forge answered with a name
 	// that is not a repository name (ValidName), or that carries one of
 	// the client's tokens or another credential: left out of the answer,
@@ -257,6 +262,13 @@ type Answer struct {
 // forge names Branch (without refs/heads/).
 type Head struct {
 	Path, Branch string
+}
+
+// RepoID is an asked repository (Path, as asked) and the forge's stable
+// number for it (positive).
+type RepoID struct {
+	Path string
+	ID   int64
 }
 
 // Flag is an asked repository (Path, as asked) that the forge marks
@@ -335,6 +347,17 @@ type Lookup interface {
 	PushedAt(ctx context.Context, paths []string) (Answer, error)
 }
 
+// ByID is a Lookup that also asks about a repository by the forge's
+// stable number (GitLab's GET /projects/:id, Gitea's GET
+// /repositories/:id): where a repository went when its old path answers
+// 404 or names another repository.
+type ByID interface {
+	// PushedAtByID asks about the repository numbered id, known to the
+	// caller as path; its answer names path (a rename From path). False
+	// when the forge cannot ask by number.
+	PushedAtByID(ctx context.Context, path string, id int64) (a Answer, asked bool, err error)
+}
+
 // Lister is a client that lists what changed, for forges whose API lists
 // repositories by activity (GitLab, Gitea). A listing names every
 // repository of the host, mirrored or not: the caller keeps those it
@@ -404,6 +427,18 @@ func Flags(fold repokey.Folding, host string, a Answer) map[string]Flag {
 		}
 	}
 	return flags
+}
+
+// IDs turns an answer about host into the forge's repository numbers by
+// key, as PushTimes keys push times (paths that are no keys are left out).
+func IDs(fold repokey.Folding, host string, a Answer) map[string]int64 {
+	ids := make(map[string]int64, len(a.IDs))
+	for _, r := range a.IDs {
+		if key, err := fold.Canonical(host + "/" + r.Path); err == nil {
+			ids[key.String()] = r.ID
+		}
+	}
+	return ids
 }
 
 // Heads turns an answer about host into default branches (as

@@ -107,7 +107,7 @@ func githubQuery(paths []string) (body []byte, asked []string) {
 			decl.WriteString(", ")
 		}
 		decl.WriteString("$o" + i + ": String!, $n" + i + ": String!")
-		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner parent { nameWithOwner } defaultBranchRef { name } isArchived isDisabled }")
+		sel.WriteString(" r" + i + ": repository(owner: $o" + i + ", name: $n" + i + ") { pushedAt nameWithOwner parent { nameWithOwner } defaultBranchRef { name } isArchived isDisabled databaseId }")
 		vars["o"+i], vars["n"+i] = owner, name
 		asked = append(asked, p)
 	}
@@ -136,7 +136,7 @@ type gqlError struct {
 
 // gqlNode is one field of an answer's data: a repository lookup
 // (pushedAt, nameWithOwner, parent, defaultBranchRef, isArchived,
-// isDisabled) or rateLimit. One type for both lets the answer be decoded
+// isDisabled, databaseId) or rateLimit. One type for both lets the answer be decoded
 // in one pass; which fields must be there is checked after. parent and
 // defaultBranchRef are objects, not connections: asking for them leaves
 // the query's cost at 1 point.
@@ -147,6 +147,7 @@ type gqlNode struct {
 	DefaultBranch *gqlRef    `json:"defaultBranchRef"`
 	IsArchived    *bool      `json:"isArchived"`
 	IsDisabled    *bool      `json:"isDisabled"`
+	DatabaseID    *int64     `json:"databaseId"`
 	Cost          *int       `json:"cost"`
 	Remaining     *int       `json:"remaining"`
 	ResetAt       *string    `json:"resetAt"`
@@ -256,6 +257,9 @@ func parseGitHub(body []byte, asked []string, now time.Time) (Answer, rateInfo, 
 		}
 		if r.DefaultBranch != nil && r.DefaultBranch.Name != nil && ValidBranch(*r.DefaultBranch.Name) {
 			a.Heads = append(a.Heads, Head{Path: path, Branch: *r.DefaultBranch.Name})
+		}
+		if r.DatabaseID != nil && *r.DatabaseID > 0 {
+			a.IDs = append(a.IDs, RepoID{Path: path, ID: *r.DatabaseID})
 		}
 		if fl := (Flag{Path: path, Archived: r.IsArchived != nil && *r.IsArchived, Disabled: r.IsDisabled != nil && *r.IsDisabled}); fl.Archived || fl.Disabled {
 			a.Flags = append(a.Flags, fl)

@@ -53,6 +53,7 @@ type ghRepo struct {
 	// repository); any string, as a hostile server may send.
 	defaultBranch      string
 	archived, disabled bool
+	id                 int64 // databaseId (0: null, as a hostile server may send)
 }
 
 type ghToken struct {
@@ -87,7 +88,7 @@ func (g *ghServer) fork(nameWithOwner, parent string, pushed time.Time) {
 func (g *ghServer) rename(old, to string, pushed time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.repos[strings.ToLower(old)] = ghRepo{nameWithOwner: to, pushedAt: pushed}
+	g.repos[strings.ToLower(old)] = ghRepo{nameWithOwner: to, pushedAt: pushed, id: 77}
 }
 
 func (g *ghServer) setMode(m string) {
@@ -114,7 +115,7 @@ func (g *ghServer) usedTokens() []string {
 	return append([]string(nil), g.used...)
 }
 
-var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner parent \{ nameWithOwner \} defaultBranchRef \{ name \} isArchived isDisabled \}`)
+var ghAlias = regexp.MustCompile(`(r[0-9]+): repository\(owner: \$(o[0-9]+), name: \$(n[0-9]+)\) \{ pushedAt nameWithOwner parent \{ nameWithOwner \} defaultBranchRef \{ name \} isArchived isDisabled databaseId \}`)
 
 func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
@@ -227,7 +228,7 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			head = map[string]any{"name": repo.defaultBranch}
 		}
 		data[m[1]] = map[string]any{"pushedAt": pushed, "nameWithOwner": repo.nameWithOwner, "parent": parent,
-			"defaultBranchRef": head, "isArchived": repo.archived, "isDisabled": repo.disabled}
+			"defaultBranchRef": head, "isArchived": repo.archived, "isDisabled": repo.disabled, "databaseId": repo.id}
 	}
 	out := map[string]any{"data": data}
 	if errs != nil {
@@ -357,6 +358,11 @@ func TestGitHubRenamedRepositoryIsReportedNotPushed(t *testing.T) {
 	}
 	if len(a.Pushed) != 1 || a.Pushed[0].Path != "same/case" {
 		t.Errorf("pushed = %v, want same/case only (a name differing in case is the same repository)", a.Pushed)
+	}
+	// The stable number comes with the rename (the asked path), and a
+	// databaseId of 0 (null) is none.
+	if len(a.IDs) != 1 || a.IDs[0] != (RepoID{Path: "old/name", ID: 77}) {
+		t.Errorf("ids = %v, want old/name's 77 only", a.IDs)
 	}
 }
 

@@ -49,22 +49,28 @@ func (f restRepo) parent(raw json.RawMessage) string {
 
 // repoHeadAndFlags reads what the REST forges (GitHub's, GitLab's,
 // Gitea's, Gitee's) say of a repository object's default branch
-// (default_branch, "" when absent or not a valid branch name) and whether
-// it is archived or disabled (archived, disabled: booleans, absent false).
-func repoHeadAndFlags(raw json.RawMessage) (string, Flag) {
+// (default_branch, "" when absent or not a valid branch name), whether
+// it is archived or disabled (archived, disabled: booleans, absent false)
+// and its stable number (id; 0 when absent or not a positive integer).
+func repoHeadAndFlags(raw json.RawMessage) (string, Flag, int64) {
 	var obj struct {
 		DefaultBranch *string `json:"default_branch"`
 		Archived      *bool   `json:"archived"`
 		Disabled      *bool   `json:"disabled"`
+		ID            *int64  `json:"id"`
 	}
 	if json.Unmarshal(raw, &obj) != nil {
-		return "", Flag{}
+		return "", Flag{}, 0
+	}
+	var id int64
+	if obj.ID != nil && *obj.ID > 0 {
+		id = *obj.ID
 	}
 	var head string
 	if obj.DefaultBranch != nil && ValidBranch(*obj.DefaultBranch) {
 		head = *obj.DefaultBranch
 	}
-	return head, Flag{Archived: obj.Archived != nil && *obj.Archived, Disabled: obj.Disabled != nil && *obj.Disabled}
+	return head, Flag{Archived: obj.Archived != nil && *obj.Archived, Disabled: obj.Disabled != nil && *obj.Disabled}, id
 }
 
 // decode reads one repository object: its name (required, a valid path)
@@ -103,6 +109,34 @@ type restLookup struct {
 	// repoURL is the URL of one repository, false when the forge cannot
 	// name path.
 	repoURL func(path string) (*url.URL, bool)
+	// pathOf is repoURL's inverse: the path a URL of the API names, false
+	// when it names no repository.
+	pathOf func(u *url.URL) (string, bool)
+	// idURL is the URL of the repository the forge numbers id (nil: the
+	// API has no lookup by number).
+	idURL func(id int64) *url.URL
+}
+
+// movedTo reads where a lookup of u was redirected (location, hostile): the
+// repository's new path, when the target is a repository URL of the same
+// API (scheme, host and base); false for anything else, which is never
+// followed nor shown.
+func (l *restLookup) movedTo(u *url.URL, location string) (string, bool) {
+	loc, err := url.Parse(location)
+	if err != nil || location == "" || loc.User != nil || loc.Fragment != "" {
+		return "", false
+	}
+	for _, seg := range strings.Split(loc.EscapedPath(), "/") {
+		if seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	t := u.ResolveReference(loc)
+	if t.Scheme != u.Scheme || !strings.EqualFold(t.Host, u.Host) || t.User != nil {
+		return "", false
+	}
+	t.RawQuery = ""
+	return l.pathOf(t)
 }
 
 func (l *restLookup) BatchSize() int { return restBatch }
@@ -125,46 +159,81 @@ func (l *restLookup) PushedAt(ctx context.Context, paths []string) (Answer, erro
 		if !ok {
 			continue
 		}
-		err := l.do(ctx, request{method: http.MethodGet, url: u, accept404: true}, func(resp response, _ *tokenState) error {
-			if resp.status == http.StatusNotFound {
-				a.Missing = append(a.Missing, path)
-				return nil
-			}
-			if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			name, at, err := l.repo.decode(resp.body, l.clk.Now())
-			if errors.Is(err, errBadName) {
-				a.Refused++ // unknown: not a change, and its name goes nowhere
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if p := l.repo.parent(resp.body); p != "" {
-				a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
-			}
-			head, fl := repoHeadAndFlags(resp.body)
-			if head != "" {
-				a.Heads = append(a.Heads, Head{Path: path, Branch: head})
-			}
-			if fl.Archived || fl.Disabled {
-				fl.Path = path
-				a.Flags = append(a.Flags, fl)
-			}
-			switch {
-			case !strings.EqualFold(name, path):
-				a.Renamed = append(a.Renamed, Rename{From: path, To: name, At: at})
-			case !at.IsZero():
-				a.Pushed = append(a.Pushed, Push{Path: path, At: at})
-			}
-			return nil
-		})
-		if err != nil {
+		if err := l.lookup(ctx, path, u, &a); err != nil {
 			return Answer{}, err
 		}
 	}
 	return l.screen(a), nil
+}
+
+// PushedAtByID asks about the repository the forge numbers id, which the
+// caller knew as path: the forge's answer under another name is a rename
+// of path, even when path itself answers 404 or names another repository
+// now (one made anew under the name). False when the forge's API has no
+// lookup by number.
+func (l *restLookup) PushedAtByID(ctx context.Context, path string, id int64) (Answer, bool, error) {
+	if l.idURL == nil || id <= 0 {
+		return Answer{}, false, nil
+	}
+	var a Answer
+	if err := l.lookup(ctx, path, l.idURL(id), &a); err != nil {
+		return Answer{}, true, err
+	}
+	return l.screen(a), true, nil
+}
+
+// lookup asks u about the repository the caller knows as path, and adds
+// the forge's answer to a.
+func (l *restLookup) lookup(ctx context.Context, path string, u *url.URL, a *Answer) error {
+	return l.do(ctx, request{method: http.MethodGet, url: u, accept404: true, acceptMoved: true}, func(resp response, _ *tokenState) error {
+		if resp.status == http.StatusNotFound {
+			a.Missing = append(a.Missing, path)
+			return nil
+		}
+		if moved(resp.status) {
+			// The forge's API redirects a renamed repository's old
+			// path (Gitea, GitHub's REST): its new name, never
+			// followed (the token would go along).
+			if to, ok := l.movedTo(u, resp.header.Get("Location")); ok && validPath(to, 0) && !strings.EqualFold(to, path) {
+				a.Renamed = append(a.Renamed, Rename{From: path, To: to})
+			} else {
+				a.Refused++
+			}
+			return nil
+		}
+		if err := decodeStrict(resp.body, new(json.RawMessage)); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		name, at, err := l.repo.decode(resp.body, l.clk.Now())
+		if errors.Is(err, errBadName) {
+			a.Refused++ // unknown: not a change, and its name goes nowhere
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if p := l.repo.parent(resp.body); p != "" {
+			a.Forks = append(a.Forks, Fork{Path: path, Parent: p}) // checked by Parents
+		}
+		head, fl, id := repoHeadAndFlags(resp.body)
+		if id > 0 {
+			a.IDs = append(a.IDs, RepoID{Path: path, ID: id})
+		}
+		if head != "" {
+			a.Heads = append(a.Heads, Head{Path: path, Branch: head})
+		}
+		if fl.Archived || fl.Disabled {
+			fl.Path = path
+			a.Flags = append(a.Flags, fl)
+		}
+		switch {
+		case !strings.EqualFold(name, path):
+			a.Renamed = append(a.Renamed, Rename{From: path, To: name, At: at})
+		case !at.IsZero():
+			a.Pushed = append(a.Pushed, Push{Path: path, At: at})
+		}
+		return nil
+	})
 }
 
 // restLister pages through a listing of repositories, most recently
@@ -263,7 +332,14 @@ func newGitLab(f Forge, t *transport) Client {
 			u.Path = f.API.Path + "/projects/" + path
 			u.RawPath = f.API.EscapedPath() + "/projects/" + url.PathEscape(path)
 			return &u, true
-		}},
+		}, pathOf: func(u *url.URL) (string, bool) {
+			rest, ok := strings.CutPrefix(u.EscapedPath(), f.API.EscapedPath()+"/projects/")
+			if !ok || strings.Contains(rest, "/") {
+				return "", false
+			}
+			p, err := url.PathUnescape(rest)
+			return p, err == nil && validPath(p, 0)
+		}, idURL: func(id int64) *url.URL { return f.API.JoinPath("projects", strconv.FormatInt(id, 10)) }},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(since time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("projects"), url.Values{
@@ -342,7 +418,8 @@ func newGitea(f Forge, t *transport) Client {
 	lookupRepo := repo
 	lookupRepo.parentField = "parent"
 	return &giteaClient{
-		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API)},
+		restLookup: restLookup{transport: t, repo: lookupRepo, repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API),
+			idURL: func(id int64) *url.URL { return f.API.JoinPath("repositories", strconv.FormatInt(id, 10)) }},
 		restLister: restLister{transport: t, repo: repo,
 			page: func(_ time.Time, n int) *url.URL {
 				return pageOf(f.API.JoinPath("repos", "search"), url.Values{
@@ -381,6 +458,14 @@ func ownerRepoURL(base *url.URL) func(string) (*url.URL, bool) {
 	}
 }
 
+// ownerRepoPath is ownerRepoURL's inverse: OWNER/REPO of base/repos/OWNER/REPO.
+func ownerRepoPath(base *url.URL) func(*url.URL) (string, bool) {
+	return func(u *url.URL) (string, bool) {
+		rest, ok := strings.CutPrefix(u.EscapedPath(), base.EscapedPath()+"/repos/")
+		return rest, ok && validPath(rest, 2)
+	}
+}
+
 // Gitee.
 
 func newGitee(f Forge, t *transport) Client {
@@ -391,5 +476,6 @@ func newGitee(f Forge, t *transport) Client {
 		q.Set("access_token", s)
 		r.URL.RawQuery = q.Encode()
 	}
-	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"}, repoURL: ownerRepoURL(f.API)}
+	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"},
+		repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)}
 }

@@ -113,6 +113,9 @@ type request struct {
 	url       *url.URL
 	body      []byte // JSON, for POST
 	accept404 bool   // 404 is an answer (a missing repository), not an error
+	// acceptMoved: a redirect (301, 302, 307, 308) is an answer (a renamed
+	// repository), read and never followed.
+	acceptMoved bool
 }
 
 // errSpent is returned by a parser that found the token's limit spent in
@@ -397,7 +400,7 @@ func (t *transport) do(ctx context.Context, rq request, parse func(response, *to
 		}
 		spent := t.noteLimits(ts, resp, now)
 		switch {
-		case resp.status/100 == 2 || resp.status == http.StatusNotFound && rq.accept404:
+		case resp.status/100 == 2 || resp.status == http.StatusNotFound && rq.accept404 || moved(resp.status) && rq.acceptMoved:
 			err := parse(resp, ts)
 			if errors.Is(err, errSpent) {
 				continue
@@ -523,6 +526,16 @@ func (t *transport) send(ctx context.Context, rq request, ts *tokenState) (respo
 		return response{}, fmt.Errorf("%s %s: answer over the bound of %d bytes", rq.method, rq.url.Redacted(), t.maxBody)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// moved tells whether status is a redirect that names where a resource is
+// now.
+func moved(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 func statusError(rq request, resp response) error {

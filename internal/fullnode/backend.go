@@ -73,7 +73,7 @@ func (b *backend) repo(key repokey.Key, st *fleetv1.RepoState, now time.Time) ap
 	r := api.Repo{Key: key.String(), UpstreamURL: st.GetUrl(), Owner: st.GetOwner(), State: state,
 		LastCheck: msTime(st.GetLastCheckMs()), LastChange: msTime(st.GetLastChangeMs()),
 		LastError: st.GetLastError(), ErrorClass: repostate.ClassFromWire(st.GetClass()), Digest: st.GetDigest(), Network: st.GetNetwork(),
-		StateSince: msTime(st.GetStateSinceMs())}
+		StateSince: msTime(st.GetStateSinceMs()), RenamedTo: st.GetRenamedTo()}
 	if parts := st.GetNetworkParts(); parts > 1 {
 		r.NetworkParts = parts
 	}

@@ -342,6 +342,9 @@ func (f *Node) states(rs []*fleetv1.RepoState) {
 	for i, r := range valid {
 		key := keys[i]
 		old, had := f.view.Put(key, r)
+		if to := r.GetRenamedTo(); had && to != "" && old.RenamedTo() != to {
+			f.flog.Append(renameEntry(r, now))
+		}
 		if had {
 			seen.Add(stateCounts(old, r))
 		} else {

@@ -38,6 +38,17 @@ func ownerCheck(r *fleetv1.RepoState, oldDigest string) fetchlog.Entry {
 	return e
 }
 
+// renameEntry is the fetch log's entry of a repository the coordinator
+// newly says is renamed (r), as a full node that knew it before hears it
+// at now.
+func renameEntry(r *fleetv1.RepoState, now time.Time) fetchlog.Entry {
+	at := now
+	if ms := r.GetStateSinceMs(); ms > 0 {
+		at = time.UnixMilli(ms)
+	}
+	return fetchlog.Entry{Key: r.GetKey(), At: at, Kind: "rename", Result: fetchlog.ResultOK, RenamedTo: r.GetRenamedTo()}
+}
+
 // historyLen is how many of the newest log entries a repository's detail
 // shows (GET /api/v1/repos/{key}).
 const historyLen = 20
@@ -59,7 +70,7 @@ func (b *backend) history(ctx context.Context, key string) []api.HistoryEntry {
 	for _, e := range es {
 		out = append(out, api.HistoryEntry{At: e.At, Kind: e.Kind, Node: e.Node, Changed: e.Changed, DurationMs: e.DurationMs,
 			Error: e.Error, Result: e.Result, From: e.From, RefsChanged: e.RefsChanged, Refs: e.Refs, ErrorClass: e.ErrorClass,
-			Rewrites: e.Rewrites, RewritesOmitted: e.RewritesOmitted, Head: e.Head})
+			Rewrites: e.Rewrites, RewritesOmitted: e.RewritesOmitted, Head: e.Head, RenamedTo: e.RenamedTo})
 	}
 	return out
 }

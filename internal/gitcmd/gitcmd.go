@@ -386,6 +386,23 @@ func classify(stderr string, err error) Class {
 	return ClassOther
 }
 
+// Redirected tells whether err is git's failure on an HTTP redirect
+// (301, 302, 303, 307, 308), which gitfleet's git does not follow
+// (http.followRedirects=false): git's own line, never a server's words.
+func Redirected(err error) bool {
+	var ge *Error
+	if !errors.As(err, &ge) {
+		return false
+	}
+	own := withoutRemoteLines(ge.Stderr)
+	for _, code := range []string{"301", "302", "303", "307", "308"} {
+		if strings.Contains(own, "returned error: "+code) {
+			return true
+		}
+	}
+	return false
+}
+
 // missingTarget tells whether git's own lines (lower-cased) say what its
 // HTTP transport says of a 404: "fatal: repository '<url>' not found".
 func missingTarget(own string) bool {

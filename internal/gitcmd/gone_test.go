@@ -42,3 +42,37 @@ func TestAGoneServerIsClassifiedByItsStatusNotItsWords(t *testing.T) {
 		})
 	}
 }
+
+// A git server that redirects the repository elsewhere (a rename) fails
+// git's listing, which follows no redirect, and Redirected says so; a
+// server's words about a redirect ("remote: ...", a 404's body) do not.
+func TestAMovedRepositorysRedirectIsToldFromItsWords(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{http.StatusMovedPermanently, "", true},
+		{http.StatusFound, "", true},
+		{http.StatusTemporaryRedirect, "", true},
+		{http.StatusPermanentRedirect, "", true},
+		{http.StatusNotFound, "The requested URL returned error: 301", false},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.status/100 == 3 {
+					w.Header().Set("Location", "/new/name.git/info/refs?service=git-upload-pack")
+				}
+				http.Error(w, tc.body, tc.status)
+			}))
+			defer srv.Close()
+			_, err := New(Direct(), Options{}).ListRefs(context.Background(), srv.URL+"/a/b.git", RefLimits{})
+			if err == nil {
+				t.Fatal("listing a moved repository succeeded")
+			}
+			if got := Redirected(err); got != tc.want {
+				t.Fatalf("Redirected = %v, want %v: %v", got, tc.want, err)
+			}
+		})
+	}
+}

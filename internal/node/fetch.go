@@ -142,6 +142,7 @@ func (n *Node) check(ctx context.Context, key string) {
 		if errors.Is(err, ErrCancelled) {
 			r.ErrorClass = "cancelled"
 		}
+		r.RenamedTo = n.renamedTo(cctx, k, tried, err) // rename.go
 	} else {
 		r.Ok, r.Cloned, r.Fetched, r.Changed, r.Digest = true, res.Cloned, res.Fetched, res.Changed, res.After.Digest()
 		r.Head = res.After.Head
@@ -175,7 +176,9 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	n.sched.Done(key, out)
 	n.Report(r)
-	n.flog.Append(n.WorkEntry(key, kind, start, res, err))
+	e := n.WorkEntry(key, kind, start, res, err)
+	e.RenamedTo = r.RenamedTo
+	n.flog.Append(e)
 	if err == nil {
 		n.role.Fetched(k, start, res)
 	}

@@ -133,10 +133,12 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 			"addEntry":      "the URLs of a YAML entry",
 		},
 		"coordinator": {
-			"AddRepo":    "an API call's URL, passed on by a full node",
-			"RemoveRepo": "an API call's key, passed on by a full node",
-			"inventory":  "a node's inventory of what it holds",
-			"askFeed":    "a forge feed's answer: the repositories it says it does not know",
+			"AddRepo":      "an API call's URL, passed on by a full node",
+			"RemoveRepo":   "an API call's key, passed on by a full node",
+			"inventory":    "a node's inventory of what it holds",
+			"askFeed":      "a forge feed's answer: the repositories it says it does not know, and those it renamed",
+			"checkRenamed": "a node's check result: the key its upstream's git server redirected to",
+			"feedAskByID":  "a forge feed's answer: the repositories it does not know, asked again by number",
 		},
 		"api": {
 			"pathKey":           "an API call's path (GET, PATCH, DELETE, fetch, log)",

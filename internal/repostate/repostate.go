@@ -82,6 +82,11 @@ const (
 	// its git answers are fine, and it is checked once per
 	// --archived-interval.
 	Archived
+	// Renamed: the upstream answers under another name (a rename or a
+	// transfer), RepoState.renamed_to, since RepoState.state_since_ms: a
+	// forge's feed or API named it so, or its git server redirected to
+	// it. The mirror keeps serving what it holds.
+	Renamed
 )
 
 // names are the states' names on the wire.
@@ -100,12 +105,13 @@ var names = [...]string{
 	Legal:       "legal",
 	Disabled:    "disabled",
 	Archived:    "archived",
+	Renamed:     "renamed",
 }
 
 // All returns every state, in the order people read them (the console's
 // filter, the API's errors and its description).
 func All() []State {
-	return []State{OK, Pending, Failing, Gone, Deleted, Legal, Disabled, Archived, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
+	return []State{OK, Pending, Failing, Gone, Deleted, Legal, Disabled, Archived, Renamed, TooLarge, TooManyRefs, Unplaceable, Corrupt, Repairing, Unchecked}
 }
 
 // Departed tells whether s says the upstream is gone (Gone, Deleted,

@@ -28,7 +28,7 @@ func TestEveryStateHasANameThatParsesBack(t *testing.T) {
 func TestWireNames(t *testing.T) {
 	want := map[State]string{Pending: "pending", OK: "ok", Failing: "failing", Gone: "gone", TooLarge: "too-large",
 		TooManyRefs: "too-many-refs", Unplaceable: "unplaceable", Corrupt: "corrupt", Repairing: "repairing", Unchecked: "unchecked",
-		Deleted: "deleted", Legal: "legal", Disabled: "disabled", Archived: "archived"}
+		Deleted: "deleted", Legal: "legal", Disabled: "disabled", Archived: "archived", Renamed: "renamed"}
 	for s, name := range want {
 		if s.String() != name {
 			t.Errorf("%d is %q, want %q", s, s.String(), name)

@@ -89,6 +89,9 @@ type viewExtra struct {
 	// (repostate.State.Departed, Archived): the API shows it, and the
 	// full node serves a departed mirror for --retention from it.
 	since int64
+	// renamedTo is a renamed repository's new key (RepoState.renamed_to),
+	// kept only in the state renamed.
+	renamedTo string
 }
 
 // View is the full node's view of the fleet's repositories.
@@ -177,10 +180,13 @@ func (t *View) Put(key repokey.Key, r *fleetv1.RepoState) (old Entry, had bool) 
 		x.differing = append(x.differing, &fleetv1.ReplicaState{Node: rs.GetNode(), Confirmed: rs.GetConfirmed(),
 			Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
 	}
-	if v.state.Departed() || v.state == repostate.Archived {
+	if v.state.Departed() || v.state == repostate.Archived || v.state == repostate.Renamed {
 		x.since = r.GetStateSinceMs()
 	}
-	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil || x.since != 0 {
+	if v.state == repostate.Renamed {
+		x.renamedTo = r.GetRenamedTo()
+	}
+	if x.url != "" || x.attrs != nil || x.fallbacks != nil || x.digest != "" || x.network != "" || x.differing != nil || x.since != 0 || x.renamedTo != "" {
 		v.extra = &x
 	}
 	v.verifiedAt = old.verifiedAt // the full node's own, not the coordinator's
@@ -302,6 +308,7 @@ func (t *View) state(key repokey.Key, v Entry) *fleetv1.RepoState {
 				Digest: rs.GetDigest(), DiffersSinceMs: rs.GetDiffersSinceMs()})
 		}
 		r.StateSinceMs = v.extra.since
+		r.RenamedTo = v.extra.renamedTo
 	}
 	return r
 }
@@ -321,6 +328,14 @@ func (v Entry) LastCheck() int64 { return v.lastCheck }
 
 // LastChange is when the owner last saw the repository change (unix ms).
 func (v Entry) LastChange() int64 { return v.lastChange }
+
+// RenamedTo is a renamed repository's new key ("": not renamed).
+func (v Entry) RenamedTo() string {
+	if v.extra == nil {
+		return ""
+	}
+	return v.extra.renamedTo
+}
 
 // StateSince is when a departed or archived repository's state was
 // first seen (unix ms; 0: unknown, or another state).

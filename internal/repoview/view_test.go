@@ -51,6 +51,7 @@ func TestViewKeepsEveryField(t *testing.T) {
 			Class:     uint32(repostate.ClassNotFound), Attrs: map[string]string{"team": "x"}, FallbackUrls: []string{"https://mirror/a/c"}},
 		{Key: "github.com/a/d", State: "pending", Digest: "0123456789ABCDEF0123456789ABCDEF"}, // no URL; upper-case hex
 		{Key: "github.com/a/e", Url: "https://github.com/a/e", State: "gone", Checks: 1 << 40},
+		{Key: "github.com/a/f", Url: "https://github.com/a/f", State: "renamed", StateSinceMs: 1e12, RenamedTo: "github.com/z/f"},
 	}
 	for _, st := range states {
 		put(tab, st)
@@ -68,7 +69,7 @@ func TestViewKeepsEveryField(t *testing.T) {
 	if tab.Get("github.com/a/none") != nil || tab.Has("github.com/a/none") {
 		t.Error("an unknown key has a state")
 	}
-	if _, ok := tab.Del("github.com/a/b"); !ok || tab.Has("github.com/a/b") || tab.Len() != 3 {
+	if _, ok := tab.Del("github.com/a/b"); !ok || tab.Has("github.com/a/b") || tab.Len() != 4 {
 		t.Error("del did not remove the key")
 	}
 }

@@ -1838,7 +1838,13 @@ type CheckResult struct {
 	SizeBytes uint64 `protobuf:"varint,16,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// The branch the mirror's HEAD names after the check (it follows the
 	// upstream's default branch); empty when none, or from a previous version.
-	Head          string `protobuf:"bytes,17,opt,name=head,proto3" json:"head,omitempty"`
+	Head string `protobuf:"bytes,17,opt,name=head,proto3" json:"head,omitempty"`
+	// The key the upstream's git server redirected the repository to (HTTP
+	// 301, 302, 307 or 308 to info/refs), parsed as a key under the node's
+	// rules (repokey.Redirect): set on a failed check whose upstream
+	// answered with a redirect that the node did not follow. Another host's
+	// key is shown, never followed.
+	RenamedTo     string `protobuf:"bytes,18,opt,name=renamed_to,json=renamedTo,proto3" json:"renamed_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1988,6 +1994,13 @@ func (x *CheckResult) GetSizeBytes() uint64 {
 func (x *CheckResult) GetHead() string {
 	if x != nil {
 		return x.Head
+	}
+	return ""
+}
+
+func (x *CheckResult) GetRenamedTo() string {
+	if x != nil {
+		return x.RenamedTo
 	}
 	return ""
 }
@@ -3250,7 +3263,11 @@ type RepoState struct {
 	// When the repository entered its state (unix ms; 0: unknown): for gone
 	// states (deleted, legal and the forge's), the time the reason was
 	// first seen.
-	StateSinceMs  int64 `protobuf:"varint,20,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
+	StateSinceMs int64 `protobuf:"varint,20,opt,name=state_since_ms,json=stateSinceMs,proto3" json:"state_since_ms,omitempty"`
+	// The upstream's new name, as a key, when the state is renamed: a forge's
+	// feed or API named the repository so, or its git server redirected to
+	// it. Another host's key is shown, never followed.
+	RenamedTo     string `protobuf:"bytes,21,opt,name=renamed_to,json=renamedTo,proto3" json:"renamed_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3423,6 +3440,13 @@ func (x *RepoState) GetStateSinceMs() int64 {
 		return x.StateSinceMs
 	}
 	return 0
+}
+
+func (x *RepoState) GetRenamedTo() string {
+	if x != nil {
+		return x.RenamedTo
+	}
+	return ""
 }
 
 // ReplicaState is one replica that does not hold a repository's recorded
@@ -3878,7 +3902,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\tunhealthy\x18\x06 \x01(\bR\tunhealthy\x12\x18\n" +
 	"\aresting\x18\a \x01(\bR\aresting\"=\n" +
 	"\aResults\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xc2\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.gitfleet.v1.CheckResultR\aresults\"\xe1\x03\n" +
 	"\vCheckResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\"\n" +
 	"\rchecked_at_ms\x18\x02 \x01(\x03R\vcheckedAtMs\x12\x0e\n" +
@@ -3901,7 +3925,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x05class\x18\x0f \x01(\rR\x05class\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x10 \x01(\x04R\tsizeBytes\x12\x12\n" +
-	"\x04head\x18\x11 \x01(\tR\x04head\"\xba\x05\n" +
+	"\x04head\x18\x11 \x01(\tR\x04head\x12\x1d\n" +
+	"\n" +
+	"renamed_to\x18\x12 \x01(\tR\trenamedTo\"\xba\x05\n" +
 	"\x12CoordinatorMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.gitfleet.v1.WelcomeH\x00R\awelcome\x12-\n" +
 	"\x06assign\x18\x02 \x01(\v2\x13.gitfleet.v1.AssignH\x00R\x06assign\x12'\n" +
@@ -3992,7 +4018,7 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12$\n" +
-	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xbd\x05\n" +
+	"\x0epushed_at_unix\x18\x04 \x01(\x03R\fpushedAtUnix\"\xdc\x05\n" +
 	"\tRepoState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x14\n" +
@@ -4015,7 +4041,9 @@ const file_gitfleet_v1_fleet_proto_rawDesc = "" +
 	"\breplicas\x18\x11 \x03(\rR\breplicas\x12@\n" +
 	"\x0ereplica_states\x18\x12 \x03(\v2\x19.gitfleet.v1.ReplicaStateR\rreplicaStates\x12\x12\n" +
 	"\x04head\x18\x13 \x01(\tR\x04head\x12$\n" +
-	"\x0estate_since_ms\x18\x14 \x01(\x03R\fstateSinceMs\x1a8\n" +
+	"\x0estate_since_ms\x18\x14 \x01(\x03R\fstateSinceMs\x12\x1d\n" +
+	"\n" +
+	"renamed_to\x18\x15 \x01(\tR\trenamedTo\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
