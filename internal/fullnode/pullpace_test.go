@@ -16,6 +16,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gitserve"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/internal/node"
+	"github.com/gitfleet/gitfleet/internal/pullplan"
 	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -92,5 +93,34 @@ func TestAPullListsTheUpstreamWhileItFetchesFromTheOwner(t *testing.T) {
 	}
 	if !seen.ok || seen.at.IsZero() {
 		t.Fatalf("the pull's upstream listing is not returned as seen: %+v", seen)
+	}
+}
+
+// On the full tier, a first pull of a repository that no other replica
+// holds yet (the coordinator lists each in replica_states: a fleet's
+// start, or every replica new) comes from the owner at once: it neither
+// lists the peers nor waits for a peer copy's slot, which would pace the
+// whole first mirror at --full-move-concurrency. One that another replica
+// holds is copied from it.
+func TestAFirstPullThatNoPeerHoldsComesFromTheOwner(t *testing.T) {
+	const self, peer = 3, 5
+	const nobody, held = "h.example/a/new", "h.example/a/held"
+	f := tierNode(t, self, "", held, self, peer)
+	newTier(t, f, map[uint32]http.Handler{peer: http.NotFoundHandler()})
+	f.states([]*fleetv1.RepoState{{Key: nobody, Url: "https://" + nobody, Owner: 99, State: "ok", Digest: "d1", LastCheckMs: 1e12,
+		Replicas: []uint32{self, peer}, ReplicaStates: []*fleetv1.ReplicaState{{Node: self}, {Node: peer}}}})
+	got := map[repokey.Key]pullplan.Source{}
+	for {
+		k, _, src, ok := f.nextPull(f.clk.Now())
+		if !ok {
+			break
+		}
+		got[k] = src
+	}
+	if src, ok := got[nobody]; !ok || src != pullplan.FromOwner {
+		t.Errorf("a repository no peer holds: pulled %v from %v, want from the owner", ok, src)
+	}
+	if src, ok := got[held]; !ok || src != pullplan.FromPeer {
+		t.Errorf("a repository the peer holds: pulled %v from %v, want from the peer", ok, src)
 	}
 }
