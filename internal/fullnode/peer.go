@@ -179,10 +179,10 @@ func (f *Node) pullFromPeer(ctx context.Context, key repokey.Key, st *fleetv1.Re
 	f.flog.Append(e)
 	f.served(key, res)
 	digest := res.After.Digest()
-	roots, rootsErr := f.mirror.Roots(ctx, key, res) // before SetDigest's maintenance, as a pull's (pull)
-	f.n.SetDigest(key, digest)
 	f.log.Info("copied from a peer full node", "key", key, "node", peer, "cloned", res.Cloned, "digest", digest,
 		"took", f.clk.Now().Sub(start))
+	roots, rootsErr := f.mirror.Roots(ctx, key, res) // before SetDigest's maintenance, as a pull's (pull)
+	f.n.SetDigest(key, digest)
 	r := &fleetv1.CheckResult{Key: key.String(), CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned || !had, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
 		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
