@@ -61,12 +61,31 @@ func TestSoak(t *testing.T) {
 	ups := &soakUpstreams{dir: t.TempDir(), pushes: map[string]int{}}
 	ups.link = newLink(t, "upstream", plainGitServer(t, ups.dir))
 	began := time.Now()
-	for i := 0; i < pool; i++ {
-		r, err := createSoakRepo(ups.dir, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ups.repos = append(ups.repos, r)
+	ups.repos = make([]*soakRepo, pool)
+	// Four at a time: each is three git processes that mostly wait to start.
+	var made sync.WaitGroup
+	errs := make(chan error, pool)
+	next := make(chan int)
+	for range 4 {
+		made.Go(func() {
+			for i := range next {
+				r, err := createSoakRepo(ups.dir, i)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				ups.repos[i] = r
+			}
+		})
+	}
+	for i := range pool {
+		next <- i
+	}
+	close(next)
+	made.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("soak: %d upstream repositories made in %v", pool, time.Since(began).Round(time.Millisecond))
 

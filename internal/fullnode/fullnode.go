@@ -572,10 +572,17 @@ func (f *Node) pull(ctx context.Context, key repokey.Key, st *fleetv1.RepoState)
 	}
 	f.served(key, res)
 	digest := res.After.Digest()
+	// The roots the coordinator tells networks by: a full node's, on its
+	// served result, are the ones it trusts. They are read before
+	// SetDigest, which makes the mirror a candidate for maintenance: a run
+	// holds the mirror's lock (a fresh one's, seconds under load), and the
+	// pull must not wait behind the run it started.
+	roots, rootsErr := f.mirror.Roots(ctx, k, res)
 	f.n.SetDigest(key, digest)
 	f.afterPull(key, owner, res, seen)
 	if res.Changed {
-		f.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest)
+		f.log.Info("pulled from owner", "key", key, "owner", owner, "cloned", res.Cloned, "digest", digest,
+			"took", f.clk.Now().Sub(start))
 	}
 	r := &fleetv1.CheckResult{Key: key.String(), CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
@@ -583,12 +590,10 @@ func (f *Node) pull(ctx context.Context, key repokey.Key, st *fleetv1.RepoState)
 	if res.Changed || res.Cloned {
 		r.SizeBytes = f.n.MirrorSize(k)
 	}
-	// The roots the coordinator tells networks by: a full node's, on its
-	// served result, are the ones it trusts.
-	if roots, err := f.mirror.Roots(ctx, k, res); err == nil {
+	if rootsErr == nil {
 		r.Roots, r.RootsKnown = roots, true
 	} else {
-		f.log.Warn("could not count the mirror's root commits", "key", key, "err", err)
+		f.log.Warn("could not count the mirror's root commits", "key", key, "err", rootsErr)
 	}
 	f.n.Report(r)
 	return nil

@@ -58,13 +58,31 @@ func (f *Node) peers(st *fleetv1.RepoState) []uint32 {
 	return out
 }
 
+// holders returns the peers (peers) that hold st's recorded state as far
+// as the coordinator knows: those its replica_states do not list. A peer
+// copy is tried only when one does: at a fleet's start, or when every
+// other replica is new too, no peer has it, and a first pull that listed
+// each peer and waited for a copy's slot (--full-move-concurrency) before
+// it fell back to the owner would pace the whole first mirror at the
+// copies' pace. The coordinator's word only chooses where to try: a copy
+// is still checked against the verified digest (copyFromPeer).
+func (f *Node) holders(st *fleetv1.RepoState) []uint32 {
+	peers := f.peers(st)
+	if len(peers) == 0 || len(st.GetReplicaStates()) == 0 {
+		return peers
+	}
+	return slices.DeleteFunc(peers, func(id uint32) bool {
+		return slices.ContainsFunc(st.GetReplicaStates(), func(r *fleetv1.ReplicaState) bool { return r.GetNode() == id })
+	})
+}
+
 // pullSource decides where key's pull, picked by the plan at now, comes
-// from: a peer only when the plan says so and a peer is reachable; a
-// repair is not made from a peer while this node verified its copy
-// against the upstream after the owner's last check (the owner is the one
-// behind). Caller holds f.mu.
+// from: a peer only when the plan says so and a peer holds the verified
+// state (holders); a repair is not made from a peer while this node
+// verified its copy against the upstream after the owner's last check
+// (the owner is the one behind). Caller holds f.mu.
 func (f *Node) pullSource(key repokey.Key, st *fleetv1.RepoState, now time.Time) pullplan.Source {
-	if st == nil || st.GetOwner() == f.n.ID() || st.GetDigest() == "" || len(f.peers(st)) == 0 {
+	if st == nil || st.GetOwner() == f.n.ID() || st.GetDigest() == "" || len(f.holders(st)) == 0 {
 		return pullplan.FromOwner
 	}
 	held := f.mirror.Has(key)
@@ -103,13 +121,14 @@ func (f *Node) peerURL(id uint32, key repokey.Key) string {
 	return fmt.Sprintf("http://%s/%d/%s.git", f.proxyLn.Addr().String(), id, key)
 }
 
-// copyFromPeer copies key from the first peer, in placement order, that
-// serves the verified state (st's digest), and reports the peer; errNoPeer
-// when none does. See the top of this file.
+// copyFromPeer copies key from the first peer that holds the recorded
+// state (holders), in placement order, and serves the verified state
+// (st's digest), and reports the peer; errNoPeer when none does. See the
+// top of this file.
 func (f *Node) copyFromPeer(ctx context.Context, key repokey.Key, st *fleetv1.RepoState) (mirror.Result, uint32, error) {
 	want := st.GetDigest()
 	var res mirror.Result
-	for _, id := range f.peers(st) {
+	for _, id := range f.holders(st) {
 		src := mirror.Source{URL: f.peerURL(id, key), Env: f.proxyEnv()}
 		refs, err := f.mirror.ListSource(ctx, key, src)
 		if err != nil {
@@ -160,13 +179,14 @@ func (f *Node) pullFromPeer(ctx context.Context, key repokey.Key, st *fleetv1.Re
 	f.flog.Append(e)
 	f.served(key, res)
 	digest := res.After.Digest()
-	f.n.SetDigest(key, digest)
 	f.log.Info("copied from a peer full node", "key", key, "node", peer, "cloned", res.Cloned, "digest", digest,
 		"took", f.clk.Now().Sub(start))
+	roots, rootsErr := f.mirror.Roots(ctx, key, res) // before SetDigest's maintenance, as a pull's (pull)
+	f.n.SetDigest(key, digest)
 	r := &fleetv1.CheckResult{Key: key.String(), CheckedAtMs: start.UnixMilli(), Ok: true, Served: true,
 		Cloned: res.Cloned || !had, Fetched: res.Fetched, Changed: res.Changed, Digest: digest,
 		DurationMs: f.clk.Now().Sub(start).Milliseconds()}
-	if roots, err := f.mirror.Roots(ctx, key, res); err == nil {
+	if rootsErr == nil {
 		r.Roots, r.RootsKnown = roots, true
 	}
 	f.n.Report(r)

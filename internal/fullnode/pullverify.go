@@ -29,11 +29,22 @@ import (
 // listing, and a repository with many refs sends more bytes): the answer
 // is then the whole upstream, which the repository's verified_at needs
 // (afterPull). It is returned as seen.
+//
+// Since that listing does not depend on what the owner serves, it is
+// asked while the owner's refs are fetched (earlyListing), not after: the
+// two round trips, to two hosts, overlap, and the owner's refs are still
+// checked against an answer of the upstream's alone.
 func (f *Node) pullVerified(ctx context.Context, key repokey.Key, st *fleetv1.RepoState, owner uint32, url string) (mirror.Result, upstreamSeen, *pullRefusal, error) {
 	src := mirror.Source{URL: url, Env: f.proxyEnv()}
 	var seen upstreamSeen
 	list := f.upstreamRefs(key, st)
+	early := f.earlyListing(ctx, key, st, list)
+	defer early.stop()
 	whole := func(ctx context.Context, _ []string) (gitcmd.Refs, error) {
+		if s, ok, err := early.wait(ctx); ok {
+			seen = s
+			return s.refs, err
+		}
 		at := f.clk.Now()
 		refs, err := list(ctx, nil)
 		seen = upstreamSeen{refs: refs, at: at, ok: err == nil}
@@ -42,6 +53,7 @@ func (f *Node) pullVerified(ctx context.Context, key repokey.Key, st *fleetv1.Re
 	// Into its network's pool: only what this member alone has crosses
 	// the owner's tunnel, and the pool takes what was verified.
 	res, err := f.mirror.PullVerifiedIn(ctx, key, st.GetNetwork(), src, whole)
+	early.stop() // before a fetch from the upstream that may follow
 	if errors.Is(err, mirror.ErrPullTooLarge) {
 		res, err = f.pullTooLarge(ctx, key, st, owner, err) // overlimit.go
 		return res, upstreamSeen{}, nil, err
@@ -61,6 +73,61 @@ func (f *Node) pullVerified(ctx context.Context, key repokey.Key, st *fleetv1.Re
 	forged := f.classify(ctx, key, owner, mm.Mismatches, before, f.upstreamHas(key, st))
 	f.log.Info("fetched from the upstream after a mismatch", "key", key, "node", owner, "forged_tips", forged)
 	return res, upstreamSeen{refs: res.After, at: at, ok: true}, &pullRefusal{owner: owner, mismatch: mm, forged: forged, at: at}, nil
+}
+
+// listing is the upstream's listing asked at a pull's start, running
+// beside the fetch from the owner (earlyListing). The zero value asks
+// nothing: the pull lists the upstream when the mirror asks it to.
+type listing struct {
+	done   chan struct{} // closed when the listing ended
+	cancel context.CancelFunc
+	seen   upstreamSeen
+	err    error
+}
+
+// earlyListing starts listing key's upstream at once when the owner's
+// digest differs from the one served, as the pull then has changes to
+// verify (the mirror asks the upstream only then): a pull with nothing to
+// verify, such as one that puts the mirror in its network's pool, does
+// not ask the upstream at all.
+func (f *Node) earlyListing(ctx context.Context, key repokey.Key, st *fleetv1.RepoState, list mirror.UpstreamRefs) *listing {
+	if served, _ := f.n.Digest(key); served == st.GetDigest() {
+		return &listing{}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l := &listing{done: make(chan struct{}), cancel: cancel}
+	at := f.clk.Now()
+	go func() {
+		defer close(l.done)
+		refs, err := list(ctx, nil)
+		l.seen, l.err = upstreamSeen{refs: refs, at: at, ok: err == nil}, err
+	}()
+	return l
+}
+
+// wait returns the listing once it ended; ok is false when none was
+// started, or it was stopped.
+func (l *listing) wait(ctx context.Context) (upstreamSeen, bool, error) {
+	if l.done == nil || l.cancel == nil {
+		return upstreamSeen{}, false, nil // none, or stopped: the pull asks itself
+	}
+	select {
+	case <-l.done:
+		return l.seen, true, l.err
+	case <-ctx.Done():
+		return upstreamSeen{}, true, ctx.Err()
+	}
+}
+
+// stop ends the listing if it still runs and waits for it; the pull then
+// asks the upstream itself if it needs to.
+func (l *listing) stop() {
+	if l.done == nil || l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+	l.cancel = nil
 }
 
 // pullRefusal is a pull from an owner that the upstream did not confirm:
