@@ -271,6 +271,14 @@ func (f *fleet) wholeCopies(dir string, limit int64) []string {
 // about their own objects from their upstreams; another fork's commit is
 // not served through a member; removing, re-adding and moving members
 // loses nothing.
+//
+// It stays one of the long tests (minutes): a base of some MB is made,
+// cloned and pooled on two nodes, every fork is cloned, pulled and
+// checked with fsck, and the network is placed three times (found by its
+// roots, re-added, moved past the stopped owner's grace), each a round of
+// clones. Eight forks keep two of each kind of member (declared, found
+// by its roots, added later) while one declared and one found are
+// removed; twenty checked the same at two and a half times the work.
 func TestNetworkOfEightForksIsStoredOnceAndServedWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
