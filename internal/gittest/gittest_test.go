@@ -1,6 +1,7 @@
 package gittest
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,5 +78,20 @@ func TestCreateMakesBranchesTagsAndAWorkTreeForCommit(t *testing.T) {
 	}
 	if parent := git(bare, "rev-parse", "refs/heads/dev^^"); parent != main {
 		t.Errorf("the new commit is not on top of dev: its grandparent is %s, want %s", parent, main)
+	}
+}
+
+// BenchmarkCreate makes upstreams as the end-to-end fleets do (three
+// branches, two tags), one an iteration.
+func BenchmarkCreate(b *testing.B) {
+	u, err := Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(u.Close)
+	for i := 0; b.Loop(); i++ {
+		if err := u.Create(fmt.Sprintf("team/project-%d", i), []string{"main", "dev", "release"}, []string{"v1.0", "v1.1"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
