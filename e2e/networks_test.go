@@ -127,11 +127,8 @@ func synthBase(t *testing.T, up *gittest.Upstreams, name string, commits, files,
 
 func fastImport(t *testing.T, bare, stream string) {
 	t.Helper()
-	cmd := exec.Command("git", "--git-dir="+bare, "fast-import", "--quiet")
-	cmd.Env = gittest.Env()
-	cmd.Stdin = strings.NewReader(stream)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("fast-import %s: %v: %s", bare, err, out)
+	if err := gittest.FastImport(bare, stream); err != nil {
+		t.Fatal(err)
 	}
 }
 

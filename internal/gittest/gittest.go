@@ -225,13 +225,26 @@ func (u *Upstreams) Create(name string, branches, tags []string) error {
 			}
 		}
 	}
+	if err := FastImport(bare, s.String()); err != nil {
+		return err
+	}
+	return Git("", "clone", "-q", bare, filepath.Join(u.work, name))
+}
+
+// FastImport runs git fast-import of stream into the bare repository
+// bare. glibc's malloc is told to keep what it freed: with its default
+// trim threshold, fast-import gives the top of its heap back and takes it
+// again object after object (a brk call each), which cost 30 times the
+// CPU (21 s against 0.7 s for 28,000 objects) and minutes of a busy
+// machine.
+func FastImport(bare, stream string) error {
 	cmd := exec.Command("git", "--git-dir="+bare, "fast-import", "--quiet")
-	cmd.Env = Env()
-	cmd.Stdin = strings.NewReader(s.String())
+	cmd.Env = append(Env(), "GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216")
+	cmd.Stdin = strings.NewReader(stream)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git fast-import into %s: %w: %s", bare, err, out)
 	}
-	return Git("", "clone", "-q", bare, filepath.Join(u.work, name))
+	return nil
 }
 
 // identity is the author and committer of the commits Create and Commit
