@@ -62,6 +62,12 @@ func TestPublicEdgeEndToEnd(t *testing.T) {
 	// force-push's case waits out seconds, not half a minute.
 	f := edgeFleet(t, []int{0, 1}, "--serve-tip-grace", "3s")
 
+	// The longest case (30 s of pushes at the least, a minute and more on
+	// a busy machine): the pacing's figure (a burst of 5, then a check a
+	// --webhook-check-spacing) is asserted against pushes a second apart,
+	// and a push is a commit made and pushed by git, whose time a busy
+	// machine stretches: closer pushes with a shorter spacing would leave
+	// the figure to the machine's speed.
 	t.Run("30 signed pushes a second apart cost a few upstream checks", func(t *testing.T) {
 		name, url := f.name(0), f.up.RepoURL(f.name(0))
 		before := f.up.Listings(name)

@@ -70,12 +70,14 @@ func seeSources() {
 // proc is one gitfleet process.
 type proc struct {
 	name    string
-	test    string // the top-level test (or benchmark) that started it
+	test    string     // the top-level test (or benchmark) that started it
+	owner   testing.TB // the test or subtest whose end stops it
 	cmd     *exec.Cmd
 	log     string
 	done    chan struct{}
 	exit    error       // how it ended; read after done is closed
 	stopped atomic.Bool // the test ended it: not a death to report
+	termed  atomic.Bool // SIGTERM sent
 }
 
 // live holds the processes the running tests have started, so that
@@ -145,7 +147,7 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, test: topTest(t), cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, test: topTest(t), owner: t, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { p.exit = cmd.Wait(); f.Close(); close(p.done) }()
 	live.Lock()
 	if live.procs == nil {
@@ -154,6 +156,7 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
 	live.procs[p] = struct{}{}
 	live.Unlock()
 	t.Cleanup(func() {
+		termAll(t)
 		p.stop()
 		live.Lock()
 		delete(live.procs, p)
@@ -172,14 +175,35 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
 // count is how many times s appears in p's log.
 func (p *proc) count(s string) int { return strings.Count(readLog(p), s) }
 
-func (p *proc) stop() {
+// termAll sends SIGTERM to every process that t's end stops, so that
+// they shut down side by side: the first of their clean-ups asks them
+// all, and each waits for its own (a fleet's four processes took four
+// shutdowns one after the other).
+func termAll(t testing.TB) {
+	live.Lock()
+	defer live.Unlock()
+	for p := range live.procs {
+		if p.owner == t {
+			p.term()
+		}
+	}
+}
+
+// term marks p stopped by its test and sends it SIGTERM, once.
+func (p *proc) term() {
 	p.stopped.Store(true)
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if !p.termed.Swap(true) {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+}
+
+func (p *proc) stop() {
+	p.term()
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):

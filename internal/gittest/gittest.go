@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/gitserve"
@@ -191,50 +192,64 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 func (u *Upstreams) RepoURL(name string) string { return u.URL + "/" + name + ".git" }
 
 // Create makes a bare repository name with the given branches (first is
-// HEAD), each with one commit, and the given tags on the first branch.
+// HEAD), each with one commit (a later branch's on top of the first's),
+// and the given annotated tags on the first branch; and a work tree of it
+// for Commit. The history is written by one git fast-import and the work
+// tree is a clone: three git processes whatever the branches and tags,
+// where committing and pushing each took a dozen (end-to-end tests make
+// hundreds of upstreams on a busy machine).
 func (u *Upstreams) Create(name string, branches, tags []string) error {
 	u.mu.Lock()
 	u.names[strings.ToLower(name)] = name
 	u.mu.Unlock()
 	bare := filepath.Join(u.Dir, name+".git")
-	wt := filepath.Join(u.work, name)
 	if err := os.MkdirAll(filepath.Dir(bare), 0o755); err != nil {
 		return err
 	}
 	if err := Git("", "init", "-q", "--bare", "-b", branches[0], bare); err != nil {
 		return err
 	}
-	if err := Git("", "init", "-q", "-b", branches[0], wt); err != nil {
-		return err
-	}
-	if err := Git(wt, "remote", "add", "origin", bare); err != nil {
-		return err
-	}
+	var s strings.Builder
+	when := fmt.Sprintf("%s %d +0000", identity, time.Now().Unix())
 	for i, b := range branches {
+		what := u.change(name + " " + b)
+		fmt.Fprintf(&s, "commit refs/heads/%s\nauthor %s\ncommitter %s\ndata %d\n%s\n", b, when, when, len(what)+1, what+"\n")
 		if i > 0 {
-			if err := Git(wt, "checkout", "-q", "-b", b, branches[0]); err != nil {
-				return err
-			}
+			fmt.Fprintf(&s, "from refs/heads/%s\n", branches[0])
 		}
-		if err := u.commitIn(wt, name+" "+b); err != nil {
-			return err
-		}
+		fmt.Fprintf(&s, "M 100644 inline file.txt\ndata %d\n%s\n", len(what)+1, what+"\n")
 		if i == 0 {
 			for _, t := range tags {
-				if err := Git(wt, "tag", "-a", "-m", "tag "+t, t); err != nil {
-					return err
-				}
+				msg := "tag " + t
+				fmt.Fprintf(&s, "tag %s\nfrom refs/heads/%s\ntagger %s\ndata %d\n%s\n", t, b, when, len(msg)+1, msg+"\n")
 			}
 		}
 	}
-	if err := Git(wt, "push", "-q", "origin", "--all"); err != nil {
+	if err := FastImport(bare, s.String()); err != nil {
 		return err
 	}
-	if err := Git(wt, "push", "-q", "origin", "--tags"); err != nil {
-		return err
-	}
-	return Git(wt, "checkout", "-q", branches[0])
+	return Git("", "clone", "-q", bare, filepath.Join(u.work, name))
 }
+
+// FastImport runs git fast-import of stream into the bare repository
+// bare. glibc's malloc is told to keep what it freed: with its default
+// trim threshold, fast-import gives the top of its heap back and takes it
+// again object after object (a brk call each), which cost 30 times the
+// CPU (21 s against 0.7 s for 28,000 objects) and minutes of a busy
+// machine.
+func FastImport(bare, stream string) error {
+	cmd := exec.Command("git", "--git-dir="+bare, "fast-import", "--quiet")
+	cmd.Env = append(Env(), "GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216")
+	cmd.Stdin = strings.NewReader(stream)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git fast-import into %s: %w: %s", bare, err, out)
+	}
+	return nil
+}
+
+// identity is the author and committer of the commits Create and Commit
+// make (Env's).
+const identity = "gitfleet test <test@gitfleet.invalid>"
 
 // Fork makes name a copy of base's bare repository (its branches and
 // tags), as a forge's fork is, with a work tree for Commit.
@@ -270,18 +285,26 @@ func (u *Upstreams) Commit(name, branch string) (string, error) {
 }
 
 func (u *Upstreams) commitIn(wt, what string) error {
-	u.mu.Lock()
-	u.n++
-	n := u.n
-	u.mu.Unlock()
+	change := u.change(what)
 	f := filepath.Join(wt, "file.txt")
-	if err := os.WriteFile(f, []byte(fmt.Sprintf("%s change %d\n", what, n)), 0o644); err != nil {
+	if err := os.WriteFile(f, []byte(change+"\n"), 0o644); err != nil {
 		return err
 	}
 	if err := Git(wt, "add", "file.txt"); err != nil {
 		return err
 	}
-	return Git(wt, "commit", "-q", "-m", fmt.Sprintf("%s change %d", what, n))
+	return Git(wt, "commit", "-q", "-m", change)
+}
+
+// change numbers a change of what: every commit's file and message are
+// its own, so that no two repositories share a root (a shared root makes
+// them a fork network).
+func (u *Upstreams) change(what string) string {
+	u.mu.Lock()
+	u.n++
+	n := u.n
+	u.mu.Unlock()
+	return fmt.Sprintf("%s change %d", what, n)
 }
 
 // Refs lists the branches and tags of name's bare repository.
