@@ -27,6 +27,11 @@
 // It parses the operator's configuration (--forge, --forge-token,
 // GITFLEET_FORGE_TOKENS) and keeps tokens out of logs and error texts.
 //
+// Every client also lists an owner's repositories (OwnerLister: GitHub's
+// GraphQL repositoryOwner.repositories, GitLab's group projects with or
+// without subgroups, Gitea's and Gitee's organisation repositories), page
+// by page within a bound, all or nothing, for the catalog's lister lines.
+//
 // A client asks one forge host, within its rate limits: it remembers when
 // each token may be used again and how long to back off after errors, and
 // says so through Ready and WaitError instead of sleeping. A forge's answer
@@ -349,7 +354,7 @@ type Lister interface {
 
 // New returns the feed client of forge f, asking with tokens in turn
 // (none: anonymously, where the forge allows it). The client is a Lookup
-// and, for GitLab and Gitea, also a Lister.
+// and an OwnerLister and, for GitLab and Gitea, also a Lister.
 func New(f Forge, tokens []Token, opt Options) (Client, error) {
 	ki, ok := lookupKind(f.Kind)
 	if !ok {
