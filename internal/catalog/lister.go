@@ -223,7 +223,7 @@ func lineAttrs(f *fileData, line int, s string) (map[string]string, error) {
 		return nil, fmt.Errorf("attributes after the lister: want key: value, ... (%s)", msg)
 	}
 	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("attributes after the lister: want key: value, ...")
+		return nil, errors.New("attributes after the lister: want key: value pairs")
 	}
 	m := root.Content[0]
 	for _, n := range m.Content {
