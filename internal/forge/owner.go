@@ -28,12 +28,30 @@ const DefaultMaxOwnerPages = 1000
 // client of this package is one.
 type OwnerLister interface {
 	Client
-	// ListOwner lists the repositories of owner ("org", GitLab's
-	// "group/sub"), with its subgroups' when subgroups is set (GitLab).
-	// Repositories whose names are not repository names below owner are
-	// left out and counted (Listing.Refused). On error nothing is
-	// listed.
-	ListOwner(ctx context.Context, owner string, subgroups bool) (Listing, error)
+	// ListOwner lists the repositories of q.Owner. Repositories whose
+	// names are not repository names below the owner are left out and
+	// counted (Listing.Refused). On error nothing is listed.
+	ListOwner(ctx context.Context, q OwnerQuery) (Listing, error)
+}
+
+// OwnerQuery is what ListOwner lists.
+type OwnerQuery struct {
+	// Owner is "org", "user" or GitLab's "group/sub".
+	Owner string
+	// Subgroups: the group's subgroups' projects too (GitLab).
+	Subgroups bool
+	// BeforePage, when set, is called before each page's request: a
+	// caller that shares a request budget waits there for its turn. Its
+	// error ends the listing.
+	BeforePage func(ctx context.Context) error
+}
+
+// beforePage calls q.BeforePage, if set.
+func (q OwnerQuery) beforePage(ctx context.Context) error {
+	if q.BeforePage == nil {
+		return nil
+	}
+	return q.BeforePage(ctx)
 }
 
 // Listing is an owner's repositories, as its forge listed them.
@@ -131,8 +149,9 @@ type ghOwnerPage struct {
 
 // ListOwner pages through repositoryOwner(login).repositories, 100 a
 // query, each query costing GitHub's points for its 100 nodes.
-func (g *githubClient) ListOwner(ctx context.Context, owner string, subgroups bool) (Listing, error) {
-	if subgroups || !githubName(owner, true) {
+func (g *githubClient) ListOwner(ctx context.Context, q OwnerQuery) (Listing, error) {
+	owner := q.Owner
+	if q.Subgroups || !githubName(owner, true) {
 		return Listing{}, fmt.Errorf("forge %s: %q is not a GitHub owner (one name, no subgroups)", g.host, truncate(owner))
 	}
 	var l Listing
@@ -147,6 +166,9 @@ func (g *githubClient) ListOwner(ctx context.Context, owner string, subgroups bo
 			Variables map[string]any `json:"variables"`
 		}{githubOwnerQuery, map[string]any{"login": owner, "after": after}})
 		if err != nil {
+			return Listing{}, err
+		}
+		if err := q.beforePage(ctx); err != nil {
 			return Listing{}, err
 		}
 		var next *string
@@ -284,7 +306,8 @@ func (o *restOwners) decode(raw json.RawMessage) (OwnerRepo, error) {
 
 // list pages through owner's repositories until the last page, or fails
 // at the bound of pages.
-func (o *restOwners) list(ctx context.Context, owner string, subgroups bool) (Listing, error) {
+func (o *restOwners) list(ctx context.Context, q OwnerQuery) (Listing, error) {
+	owner, subgroups := q.Owner, q.Subgroups
 	if subgroups && !o.subgroups {
 		return Listing{}, fmt.Errorf("forge %s: /** lists a GitLab group's subgroups; this forge has none: use /*", o.t.host)
 	}
@@ -298,6 +321,9 @@ func (o *restOwners) list(ctx context.Context, owner string, subgroups bool) (Li
 		}
 		u, err := o.page(owner, subgroups, n)
 		if err != nil {
+			return Listing{}, err
+		}
+		if err := q.beforePage(ctx); err != nil {
 			return Listing{}, err
 		}
 		next := 0
@@ -352,12 +378,12 @@ func orgReposPage(api *url.URL, sizeParam string, size int) func(string, bool, i
 	}
 }
 
-func (c *gitlabClient) ListOwner(ctx context.Context, owner string, subgroups bool) (Listing, error) {
-	return c.owners.list(ctx, owner, subgroups)
+func (c *gitlabClient) ListOwner(ctx context.Context, q OwnerQuery) (Listing, error) {
+	return c.owners.list(ctx, q)
 }
 
-func (c *giteaClient) ListOwner(ctx context.Context, owner string, subgroups bool) (Listing, error) {
-	return c.owners.list(ctx, owner, subgroups)
+func (c *giteaClient) ListOwner(ctx context.Context, q OwnerQuery) (Listing, error) {
+	return c.owners.list(ctx, q)
 }
 
 // giteeClient is a Lookup and an OwnerLister.
@@ -366,8 +392,8 @@ type giteeClient struct {
 	owners restOwners
 }
 
-func (c *giteeClient) ListOwner(ctx context.Context, owner string, subgroups bool) (Listing, error) {
-	return c.owners.list(ctx, owner, subgroups)
+func (c *giteeClient) ListOwner(ctx context.Context, q OwnerQuery) (Listing, error) {
+	return c.owners.list(ctx, q)
 }
 
 const giteePerPage = 100

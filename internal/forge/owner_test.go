@@ -99,7 +99,7 @@ func newOwnerClient(t *testing.T, kind Kind, h http.Handler, opt Options) OwnerL
 
 func TestGitHubListsAnOwnerAHundredAQuery(t *testing.T) {
 	gh := &ownerGH{repos: names("Acme", 250)}
-	l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), "acme", false)
+	l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "acme", Subgroups: false})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestGitHubOwnerListingsRefuseHostileAnswers(t *testing.T) {
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
 			gh := &ownerGH{repos: names("acme", 250), mode: tt.mode}
-			l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), "acme", false)
+			l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "acme", Subgroups: false})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || len(l.Repos) != 0 {
 				t.Fatalf("listing %d repositories, err %v; want none and %q", len(l.Repos), err, tt.want)
 			}
@@ -133,21 +133,21 @@ func TestGitHubOwnerListingsRefuseHostileAnswers(t *testing.T) {
 	}
 	t.Run("a name of another owner", func(t *testing.T) {
 		gh := &ownerGH{repos: names("acme", 150), mode: "foreign"}
-		l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), "acme", false)
+		l, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "acme", Subgroups: false})
 		if err != nil || len(l.Repos) != 148 || l.Refused != 2 {
 			t.Fatalf("%d listed, %d refused, err %v; want 148 and 2", len(l.Repos), l.Refused, err)
 		}
 	})
 	t.Run("the bound of pages", func(t *testing.T) {
 		gh := &ownerGH{repos: names("acme", 250)}
-		_, err := newOwnerClient(t, GitHub, gh, Options{MaxOwnerPages: 2}).ListOwner(context.Background(), "acme", false)
+		_, err := newOwnerClient(t, GitHub, gh, Options{MaxOwnerPages: 2}).ListOwner(context.Background(), OwnerQuery{Owner: "acme", Subgroups: false})
 		if err == nil || !strings.Contains(err.Error(), "bound of pages") || gh.requests.Load() != 2 {
 			t.Fatalf("err %v after %d requests", err, gh.requests.Load())
 		}
 	})
 	t.Run("an owner that is no GitHub owner", func(t *testing.T) {
 		gh := &ownerGH{}
-		if _, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), "a/b", false); err == nil || gh.requests.Load() != 0 {
+		if _, err := newOwnerClient(t, GitHub, gh, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "a/b", Subgroups: false}); err == nil || gh.requests.Load() != 0 {
 			t.Fatalf("err %v after %d requests", err, gh.requests.Load())
 		}
 	})
@@ -227,7 +227,7 @@ func TestRESTForgesListAnOwnerPageByPage(t *testing.T) {
 	} {
 		t.Run(string(tt.kind), func(t *testing.T) {
 			s := &ownerREST{kind: tt.kind, repos: tt.repos}
-			l, err := newOwnerClient(t, tt.kind, s, Options{}).ListOwner(context.Background(), tt.owner, tt.subgroups)
+			l, err := newOwnerClient(t, tt.kind, s, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: tt.owner, Subgroups: tt.subgroups})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,27 +248,27 @@ func TestRESTForgesListAnOwnerPageByPage(t *testing.T) {
 func TestRESTOwnerListingsRefuseHostileAnswers(t *testing.T) {
 	t.Run("a next page forever stops at the bound", func(t *testing.T) {
 		s := &ownerREST{kind: GitLab, repos: names("grp", 10), mode: "loop"}
-		_, err := newOwnerClient(t, GitLab, s, Options{MaxOwnerPages: 5}).ListOwner(context.Background(), "grp", false)
+		_, err := newOwnerClient(t, GitLab, s, Options{MaxOwnerPages: 5}).ListOwner(context.Background(), OwnerQuery{Owner: "grp", Subgroups: false})
 		if err == nil || !strings.Contains(err.Error(), "bound of pages") || s.requests.Load() != 5 {
 			t.Fatalf("err %v after %d requests", err, s.requests.Load())
 		}
 	})
 	t.Run("a huge page", func(t *testing.T) {
 		s := &ownerREST{kind: Gitea, repos: names("org", 10), mode: "huge"}
-		if _, err := newOwnerClient(t, Gitea, s, Options{}).ListOwner(context.Background(), "org", false); err == nil || !strings.Contains(err.Error(), "over the bound") {
+		if _, err := newOwnerClient(t, Gitea, s, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "org", Subgroups: false}); err == nil || !strings.Contains(err.Error(), "over the bound") {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("a name of another owner, or in a subgroup not asked for", func(t *testing.T) {
 		s := &ownerREST{kind: GitLab, repos: append(names("grp", 5), "grp/sub/p"), mode: "foreign"}
-		l, err := newOwnerClient(t, GitLab, s, Options{}).ListOwner(context.Background(), "grp", false)
+		l, err := newOwnerClient(t, GitLab, s, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "grp", Subgroups: false})
 		if err != nil || len(l.Repos) != 4 || l.Refused != 2 {
 			t.Fatalf("%d listed, %d refused, err %v; want 4 and 2", len(l.Repos), l.Refused, err)
 		}
 	})
 	t.Run("subgroups on a forge without them", func(t *testing.T) {
 		s := &ownerREST{kind: Gitea}
-		if _, err := newOwnerClient(t, Gitea, s, Options{}).ListOwner(context.Background(), "org", true); err == nil || s.requests.Load() != 0 {
+		if _, err := newOwnerClient(t, Gitea, s, Options{}).ListOwner(context.Background(), OwnerQuery{Owner: "org", Subgroups: true}); err == nil || s.requests.Load() != 0 {
 			t.Fatalf("err %v", err)
 		}
 	})
