@@ -256,7 +256,11 @@ func (c *Coordinator) applyListing(l catalog.Lister, ls *listing) {
 	c.setProblems(next.Problems())
 	c.applyChange(added, applied, changed)
 	c.applyHeld()
-	c.log.Info("lister: listed", "lister", l.Pattern, "repos", len(ls.Repos), "requests", ls.Requests, "refused", ls.Refused,
+	log := c.log.Info
+	if len(added)+len(removed)+len(changed) == 0 {
+		log = c.log.Debug // the same listing again
+	}
+	log("lister: listed", "lister", l.Pattern, "repos", len(ls.Repos), "requests", ls.Requests, "refused", ls.Refused,
 		"added", len(added), "removed", len(applied), "held", len(removed)-len(applied), "changed", len(changed), "entries", next.Len())
 	c.signalPersist()
 }

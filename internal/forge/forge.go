@@ -92,6 +92,9 @@ type kindInfo struct {
 	pace time.Duration
 	// lag: the kind's time may be this much older than the last push.
 	lag time.Duration
+	// subgroups: the kind's groups have subgroups, which a listing may
+	// include (GitLab).
+	subgroups bool
 }
 
 // kinds is the table of forge kinds, read-only. An API base is where the
@@ -130,7 +133,8 @@ var kinds = []kindInfo{
 		pace:      250 * time.Millisecond,
 		// GitLab updates last_activity_at at most once an hour
 		// (gitlab-org/gitlab-foss!6391).
-		lag: time.Hour,
+		lag:       time.Hour,
+		subgroups: true,
 	},
 	{
 		kind:       Gitea,
@@ -190,6 +194,13 @@ func ActivityLag(k Kind) time.Duration {
 		return ki.lag
 	}
 	return 0
+}
+
+// HasSubgroups tells whether a forge of kind k has groups within groups,
+// which a listing of a group may include ("/**").
+func HasSubgroups(k Kind) bool {
+	ki, ok := lookupKind(k)
+	return ok && ki.subgroups
 }
 
 // PathsPerRequest is how many repositories one request of a Lookup of
