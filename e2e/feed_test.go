@@ -56,7 +56,7 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Query     string            `json:"query"`
+		Query     string         `json:"query"`
 		Variables map[string]any `json:"variables"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {

@@ -179,7 +179,7 @@ type Coordinator struct {
 	listingDirty map[string]bool
 	listerRuns   map[string]*listerRun
 	listerWake   chan struct{}
-	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+	tasks        map[string]pendingTask // on-demand checks -> the full node that asked
 
 	// catalogErr is why the catalog cannot be read, since catalogErrAt
 	// (the first failure in a row); "" once a refresh succeeds.
