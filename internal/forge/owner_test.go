@@ -273,3 +273,39 @@ func TestRESTOwnerListingsRefuseHostileAnswers(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkListOwner lists an owner of 10,000 repositories from a
+// GitHub-like GraphQL server on 127.0.0.1 (100 a page) and from a
+// GitLab-like REST one (100 a page): requests, requests per 100
+// repositories, and seconds a listing.
+func BenchmarkListOwner(b *testing.B) {
+	const n = 10_000
+	for _, kind := range []Kind{GitHub, GitLab} {
+		b.Run(string(kind), func(b *testing.B) {
+			var h http.Handler = &ownerGH{repos: names("acme", n)}
+			if kind == GitLab {
+				h = &ownerREST{kind: GitLab, repos: names("acme", n)}
+			}
+			srv := httptest.NewServer(h)
+			b.Cleanup(srv.Close)
+			api, _ := url.Parse(srv.URL + "/api")
+			cl, err := New(Forge{Host: "forge.example", Kind: kind, API: api}, []Token{NewToken("tok")}, Options{Pace: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ol := cl.(OwnerLister)
+			var requests int
+			began := time.Now()
+			for b.Loop() {
+				l, err := ol.ListOwner(context.Background(), OwnerQuery{Owner: "acme"})
+				if err != nil || len(l.Repos) != n {
+					b.Fatalf("%d listed, err %v", len(l.Repos), err)
+				}
+				requests = l.Requests
+			}
+			b.ReportMetric(float64(requests), "requests")
+			b.ReportMetric(float64(requests)*100/n, "requests/100repos")
+			b.ReportMetric(time.Since(began).Seconds()/float64(b.N), "s/listing")
+		})
+	}
+}
