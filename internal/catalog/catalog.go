@@ -244,8 +244,9 @@ type fileData struct {
 	// listers are the file's lister lines, in line order.
 	listers []Lister
 	// lister, when set, is the lister whose listing this synthetic file
-	// holds (WithListings).
-	lister *Lister
+	// holds (WithListings), made from listedFrom.
+	lister     *Lister
+	listedFrom []Listed
 	// allocated counts the entries made for this path since it was last
 	// read whole. Versions share entries, so the arrays they were made in
 	// stay alive while one of them is used: this bounds that waste.

@@ -316,9 +316,14 @@ func (c *Catalog) WithListings(listings map[string][]Listed) (*Catalog, Delta) {
 		if !ok {
 			continue
 		}
-		f := listingFile(l, repos, c.opt, &sc)
 		path := ListerFile(l.Pattern)
-		if old := c.files.get(path); old != nil && sameListing(old, f) {
+		old := c.files.get(path)
+		if old != nil && sameLister(*old.lister, l) && old.lister.File == l.File && old.lister.Line == l.Line && sameSlice(old.listedFrom, repos) {
+			delete(touched, path) // the same listing of the same line: nothing to do
+			continue
+		}
+		f := listingFile(l, repos, c.opt, &sc)
+		if old != nil && sameListing(old, f) {
 			delete(touched, path)
 			continue
 		}
@@ -359,7 +364,7 @@ func sameListing(a, b *fileData) bool {
 // of a listing then cost what a catalog's do), and every key must be
 // below the lister's owner on its host.
 func listingFile(l Lister, repos []Listed, opt Options, sc *scratch) *fileData {
-	f := &fileData{name: &fileName{ListerFile(l.Pattern)}, attrs: l.Attrs}
+	f := &fileData{name: &fileName{ListerFile(l.Pattern)}, attrs: l.Attrs, listedFrom: repos}
 	ll := l
 	f.lister = &ll
 	var data bytes.Buffer
@@ -500,10 +505,7 @@ func (c *Catalog) diffListers(files map[string]*fileData) (added, removed []List
 		if nf != nil {
 			news = nf.listers
 		}
-		same := func(a, b Lister) bool {
-			return a.Pattern == b.Pattern && maps.Equal(a.Attrs, b.Attrs) && a.Filter.NoForks == b.Filter.NoForks &&
-				a.Filter.NoArchived == b.Filter.NoArchived && a.Filter.MaxSize == b.Filter.MaxSize && slices.Equal(a.Filter.Topics, b.Filter.Topics)
-		}
+		same := sameLister
 		for _, o := range olds {
 			if !slices.ContainsFunc(news, func(n Lister) bool { return same(o, n) }) {
 				removed = append(removed, o)
@@ -519,4 +521,18 @@ func (c *Catalog) diffListers(files map[string]*fileData) (added, removed []List
 	slices.SortFunc(added, byPlace)
 	slices.SortFunc(removed, byPlace)
 	return added, removed
+}
+
+// sameLister tells whether two lister lines list the same way (where
+// they are written does not matter).
+func sameLister(a, b Lister) bool {
+	return a.Pattern == b.Pattern && maps.Equal(a.Attrs, b.Attrs) && a.Filter.NoForks == b.Filter.NoForks &&
+		a.Filter.NoArchived == b.Filter.NoArchived && a.Filter.MaxSize == b.Filter.MaxSize && slices.Equal(a.Filter.Topics, b.Filter.Topics)
+}
+
+// sameSlice tells whether a and b are the same slice (not only equal): a
+// caller that keeps its listings passes the same slice until it lists
+// again, and a catalog update then costs nothing per listed repository.
+func sameSlice(a, b []Listed) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
