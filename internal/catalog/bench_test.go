@@ -223,7 +223,7 @@ func BenchmarkLoadCompassLayout(b *testing.B) {
 // BenchmarkListedHalf loads and updates a catalog of n entries of which
 // half come from listers (n/2000 lister lines of 1,000 repositories
 // each, listed in memory as the coordinator keeps them), against a plain
-// catalog of n entries: the load (Load, then WithListings) and a commit
+// catalog of n entries: the load (Load, then AddListings) and a commit
 // that changes 100 entries (Update, then WithListings of the same
 // listings, as the coordinator applies one), each as a multiple of the
 // plain catalog's.
@@ -263,7 +263,7 @@ func BenchmarkListedHalf(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, _ = c.WithListings(listings)
+		c = c.AddListings(listings)
 		if c.Len() != n {
 			b.Fatalf("%d entries, want %d", c.Len(), n)
 		}

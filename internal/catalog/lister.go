@@ -345,6 +345,33 @@ func (c *Catalog) WithListings(listings map[string][]Listed) (*Catalog, Delta) {
 	return next, delta
 }
 
+// AddListings is WithListings for a catalog just loaded, whose change
+// nobody needs: it builds the key index of the whole catalog in one pass,
+// as Load does, rather than work out a Delta entry by entry, so that a
+// catalog half made of listings loads about as fast as a plain one.
+func (c *Catalog) AddListings(listings map[string][]Listed) *Catalog {
+	var kept, withEntries []*fileData
+	c.files.each(func(f *fileData) {
+		if f.lister == nil {
+			kept = append(kept, f)
+		}
+	})
+	var sc scratch
+	for _, l := range c.Listers() {
+		if repos, ok := listings[l.Pattern]; ok {
+			if f := listingFile(l, repos, c.opt, &sc); len(f.entries) > 0 || len(f.problems) > 0 {
+				kept = append(kept, f)
+			}
+		}
+	}
+	for _, f := range kept {
+		if len(f.entries) > 0 {
+			withEntries = append(withEntries, f)
+		}
+	}
+	return &Catalog{commit: c.commit, opt: c.opt, files: newFileTable(kept), keys: buildKeyIndex(withEntries), defaults: c.defaults}
+}
+
 // sameListing tells whether two versions of a lister's file have the
 // same entries, in order, with the same attributes.
 func sameListing(a, b *fileData) bool {

@@ -162,3 +162,19 @@ func TestDeltaThenComposesTwoChanges(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+func TestAddListingsMakesTheCatalogWithListingsMakes(t *testing.T) {
+	r := newTestRepo(t)
+	c := r.load(r.commit(map[string]string{
+		"a.list": "https://github.com/acme/tool\nhttps://github.com/acme/* forks: false\n",
+		"b.list": "https://gitlab.com/grp/**\n",
+	}))
+	lists := map[string][]Listed{
+		"https://github.com/acme/*": {{Name: "acme/tool"}, {Name: "acme/lib"}, {Name: "acme/fork", Fork: true}, {Name: "other/x"}},
+		"https://gitlab.com/grp/**": {{Name: "grp/sub/p"}},
+	}
+	want, _ := c.WithListings(lists)
+	if got := c.AddListings(lists); !slices.Equal(dump(got), dump(want)) {
+		t.Fatalf("AddListings:\n%q\nWithListings:\n%q", dump(got), dump(want))
+	}
+}

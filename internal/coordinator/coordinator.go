@@ -405,7 +405,8 @@ func (c *Coordinator) restore(ctx context.Context) error {
 			if err := c.restoreListings(ctx); err != nil {
 				return fmt.Errorf("coordinator: restore the listers' listings: %w", err)
 			}
-			cat, _ = c.withListings(cat)
+			c.forgetListings(cat)
+			cat = cat.AddListings(c.listedRepos())
 			c.cat = cat
 			c.setProblems(cat.Problems())
 			c.unhold(c.listed(slices.Collect(maps.Keys(c.held)))) // listed (and accepted) again
@@ -672,7 +673,8 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 				return fmt.Errorf("read the listers' listings: %w", err)
 			}
 		}
-		next, _ = c.withListings(next)
+		c.forgetListings(next)
+		next = next.AddListings(c.listedRepos())
 		listersAdded = len(next.Listers()) > 0
 	}
 	if listersAdded {

@@ -77,9 +77,17 @@ func (c *Coordinator) listedRepos() map[string][]catalog.Listed {
 	return out
 }
 
-// withListings is cat with the listings, and the listings of listers no
-// longer in cat forgotten. Caller holds c.mu (or is restoring).
+// withListings is cat with the listings, and what they change; the
+// listings of listers no longer in cat are forgotten. Caller holds c.mu
+// (or is restoring).
 func (c *Coordinator) withListings(cat *catalog.Catalog) (*catalog.Catalog, catalog.Delta) {
+	c.forgetListings(cat)
+	return cat.WithListings(c.listedRepos())
+}
+
+// forgetListings forgets the listings of listers no longer in cat.
+// Caller holds c.mu (or is restoring).
+func (c *Coordinator) forgetListings(cat *catalog.Catalog) {
 	live := make(map[string]bool)
 	for _, l := range cat.Listers() {
 		live[l.Pattern] = true
@@ -91,7 +99,6 @@ func (c *Coordinator) withListings(cat *catalog.Catalog) (*catalog.Catalog, cata
 			c.listingDirty[p] = true
 		}
 	}
-	return cat.WithListings(c.listedRepos())
 }
 
 // wakeListers asks the lister loop to look at the listers now (a catalog
