@@ -235,8 +235,12 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 			fmt.Fprintf(stdout, "%s:%d: lister %s (not expanded: --expand-listers lists it)\n", l.File, l.Line, l.Pattern)
 		}
 	}
-	fmt.Fprintf(stdout, "%s at %.12s: %s, %s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
-		plural(r.Listers, "lister", "listers"), plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
+	listed := ""
+	if r.Listers > 0 {
+		listed = ", " + plural(r.Listers, "lister", "listers")
+	}
+	fmt.Fprintf(stdout, "%s at %.12s: %s%s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
+		listed, plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
 	return code, nil
 }
 
