@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/repokey"
@@ -356,12 +359,25 @@ func (c *Catalog) AddListings(listings map[string][]Listed) *Catalog {
 			kept = append(kept, f)
 		}
 	})
-	var sc scratch
-	for _, l := range c.Listers() {
-		if repos, ok := listings[l.Pattern]; ok {
-			if f := listingFile(l, repos, c.opt, &sc); len(f.entries) > 0 || len(f.problems) > 0 {
-				kept = append(kept, f)
+	// The listings are parsed in parallel, as Load parses files.
+	listers := slices.DeleteFunc(c.Listers(), func(l Lister) bool { _, ok := listings[l.Pattern]; return !ok })
+	made := make([]*fileData, len(listers))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(listers)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sc scratch
+			for i := int(next.Add(1) - 1); i < len(listers); i = int(next.Add(1) - 1) {
+				made[i] = listingFile(listers[i], listings[listers[i].Pattern], c.opt, &sc)
 			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range made {
+		if len(f.entries) > 0 || len(f.problems) > 0 {
+			kept = append(kept, f)
 		}
 	}
 	for _, f := range kept {
