@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type githubAPI struct {
 	renamed  map[string]string    // "owner/name" -> the nameWithOwner it answers under, when renamed
 	token    string
 	requests atomic.Int64
+	listings atomic.Int64 // requests of repositoryOwner listings
 	// mode: "" answers; "garbage", "error" and "huge" misbehave; "spent"
 	// answers 403 with the primary limit spent until resetAt.
 	mode      string
@@ -55,8 +57,8 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Query     string            `json:"query"`
-		Variables map[string]string `json:"variables"`
+		Query     string         `json:"query"`
+		Variables map[string]any `json:"variables"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
@@ -101,8 +103,14 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{"rateLimit": map[string]any{"cost": 1, "remaining": 4999, "limit": 5000, "resetAt": reset.UTC().Format(time.RFC3339)}}
 	var errs []map[string]any
 	g.mu.Lock()
+	if strings.Contains(req.Query, "repositoryOwner(login: $login)") {
+		g.listings.Add(1)
+		data["rateLimit"].(map[string]any)["cost"] = 2 // a hundred nodes with a connection of topics each
+		data["repositoryOwner"] = g.ownerPage(req.Query, req.Variables)
+	}
 	for _, m := range aliasRE.FindAllStringSubmatch(req.Query, -1) {
-		owner, name := req.Variables[m[2]], req.Variables[m[3]]
+		owner, _ := req.Variables[m[2]].(string)
+		name, _ := req.Variables[m[3]].(string)
 		at, ok := g.pushed[strings.ToLower(owner+"/"+name)]
 		if !ok {
 			data[m[1]] = nil
@@ -140,6 +148,43 @@ func (g *githubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body["errors"] = errs
 	}
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// ownerPage answers repositoryOwner(login).repositories(first: 100,
+// after:) from the repositories the forge knows, in name order, 100 a
+// page, the cursor being the last name of the page. Caller holds g.mu.
+func (g *githubAPI) ownerPage(query string, vars map[string]any) any {
+	login, _ := vars["login"].(string)
+	after, _ := vars["after"].(string)
+	var names []string
+	for path := range g.pushed {
+		if strings.HasPrefix(path, strings.ToLower(login)+"/") && path > after {
+			names = append(names, path)
+		}
+	}
+	if len(names) == 0 && after == "" {
+		return nil // GitHub answers null, with a NOT_FOUND error, for an unknown login
+	}
+	slices.Sort(names)
+	more := len(names) > 100
+	names = names[:min(len(names), 100)]
+	nodes := make([]any, len(names))
+	for i, n := range names {
+		nodes[i] = map[string]any{"nameWithOwner": n, "databaseId": 1000 + i, "isFork": false, "isArchived": g.archived[n],
+			"diskUsage": 12, "repositoryTopics": map[string]any{"nodes": []any{}}}
+	}
+	var end any
+	if len(names) > 0 {
+		end = names[len(names)-1]
+	}
+	return map[string]any{"repositories": map[string]any{"pageInfo": map[string]any{"hasNextPage": more, "endCursor": end}, "nodes": nodes}}
+}
+
+// drop makes the forge forget path (a deleted repository).
+func (g *githubAPI) drop(path string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.pushed, strings.ToLower(path))
 }
 
 // setHead makes the forge name branch as path's default branch, pushed

@@ -38,7 +38,7 @@ import (
 
 func coordinatorConfig(cfg config.Config, dataDir string) coordinator.Config {
 	return coordinator.Config{
-		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, JoinToken: cfg.JoinToken,
+		DataDir: dataDir, Catalog: cfg.Catalog, CatalogInterval: cfg.CatalogInterval, ListerInterval: cfg.ListerInterval, JoinToken: cfg.JoinToken,
 		FullToken: cfg.FullToken,
 		Grace:     cfg.Grace, Warmup: cfg.Warmup, WarmupNodes: cfg.WarmupNodes, HeartbeatInterval: cfg.Heartbeat,
 		AllowPrivate: cfg.AllowPrivateUpstreams, MaxPurgeShare: cfg.MaxPurge, PurgeWindow: cfg.PurgeWindow,

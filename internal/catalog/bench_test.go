@@ -219,3 +219,98 @@ func BenchmarkLoadCompassLayout(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 	runtime.KeepAlive(c)
 }
+
+// BenchmarkListedHalf loads and updates a catalog of n entries of which
+// half come from listers (n/2000 lister lines of 1,000 repositories
+// each, listed in memory as the coordinator keeps them), against a plain
+// catalog of n entries: the load (Load, then AddListings) and a commit
+// that changes 100 entries (Update, then WithListings of the same
+// listings, as the coordinator applies one), each as a multiple of the
+// plain catalog's.
+//
+//	go test -run='^$' -bench=ListedHalf -benchtime=3x ./internal/catalog/
+func BenchmarkListedHalf(b *testing.B) {
+	n := benchsize.Of(1_000_000, 10_000)
+	ctx := context.Background()
+	plainDir, plainBase := benchCatalog(b, n, 1000)
+	plainNext := benchChange(b, plainDir, plainBase, n, 1000)
+	halfDir, halfBase := benchCatalog(b, n/2, 1000)
+	listers := n / 2000
+	var lines bytes.Buffer
+	listings := make(map[string][]Listed, listers)
+	for i := range listers {
+		owner := fmt.Sprintf("lister-%04d", i)
+		fmt.Fprintf(&lines, "https://github.com/%s/*\n", owner)
+		repos := make([]Listed, 1000)
+		for j := range repos {
+			repos[j] = Listed{Name: fmt.Sprintf("%s/repo-%07d", owner, i*1000+j)}
+		}
+		listings["https://github.com/"+owner+"/*"] = repos
+	}
+	err := fastImport(ctx, testGit, halfDir, func(w *bufio.Writer) {
+		fmt.Fprintf(w, "commit refs/heads/main\ncommitter %s\ndata 8\nlisters\nfrom %s\nM 100644 inline listers.list\ndata %d\n%s\n", genIdentity, halfBase, lines.Len(), lines.Bytes())
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	halfBase, err = resolveCommit(ctx, testGit, halfDir, "refs/heads/main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	halfNext := benchChange(b, halfDir, halfBase, n/2, 1000)
+	loadHalf := func() *Catalog {
+		c, err := Load(ctx, testGit, halfDir, halfBase, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c = c.AddListings(listings)
+		if c.Len() != n {
+			b.Fatalf("%d entries, want %d", c.Len(), n)
+		}
+		return c
+	}
+	loadPlain := func() *Catalog {
+		c, err := Load(ctx, testGit, plainDir, plainBase, Options{})
+		if err != nil || c.Len() != n {
+			b.Fatalf("Load: %v, %d entries", err, c.Len())
+		}
+		return c
+	}
+	best := func(f func()) time.Duration {
+		d := time.Duration(1 << 62)
+		for range 3 {
+			start := time.Now()
+			f()
+			d = min(d, time.Since(start))
+		}
+		return d
+	}
+	var plainLoad, halfLoad, plainUpdate, halfUpdate time.Duration
+	for b.Loop() {
+		// Alternated, each the best of three, so that a machine's load
+		// weighs on both alike.
+		plainLoad = best(func() { loadPlain() })
+		halfLoad = best(func() { loadHalf() })
+		plain, half := loadPlain(), loadHalf()
+		plainUpdate = best(func() {
+			if _, _, err := plain.Update(ctx, testGit, plainDir, plainNext); err != nil {
+				b.Fatal(err)
+			}
+		})
+		halfUpdate = best(func() {
+			next, d, err := half.Update(ctx, testGit, halfDir, halfNext)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, d2 := next.WithListings(listings); len(d.Added) == 0 || len(d2.Added)+len(d2.Removed) != 0 {
+				b.Fatalf("delta %d added, then %d more", len(d.Added), len(d2.Added)+len(d2.Removed))
+			}
+		})
+	}
+	b.ReportMetric(plainLoad.Seconds(), "plain-load-s")
+	b.ReportMetric(halfLoad.Seconds(), "listed-load-s")
+	b.ReportMetric(float64(halfLoad)/float64(plainLoad), "load-x-plain")
+	b.ReportMetric(plainUpdate.Seconds()*1000, "plain-update-ms")
+	b.ReportMetric(halfUpdate.Seconds()*1000, "listed-update-ms")
+	b.ReportMetric(float64(halfUpdate)/float64(plainUpdate), "update-x-plain")
+}

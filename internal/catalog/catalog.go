@@ -197,6 +197,9 @@ func (c *Catalog) Problems() []Problem {
 	var lines lineCache
 	lineOf := func(e *entry) int { return lines.of(c.files.get(e.name.path), e) }
 	c.keys.eachDup(func(kept, dup *entry) {
+		if strings.HasPrefix(dup.name.path, listerMark) {
+			return // a listed repository also written in the catalog, or by two listers
+		}
 		out = append(out, Problem{File: dup.name.path, Line: lineOf(dup), Key: dup.key.String(), Severity: SeverityWarning,
 			Reason: fmt.Sprintf("duplicate of %s kept at %s:%d (the first by file path and line is kept)",
 				kept.key, kept.name.path, lineOf(kept))})
@@ -238,6 +241,12 @@ type fileData struct {
 	problems []Problem
 	// attrs are the merged DEFAULTS above this file (shared, may be nil).
 	attrs map[string]string
+	// listers are the file's lister lines, in line order.
+	listers []Lister
+	// lister, when set, is the lister whose listing this synthetic file
+	// holds (WithListings), made from listedFrom.
+	lister     *Lister
+	listedFrom []Listed
 	// allocated counts the entries made for this path since it was last
 	// read whole. Versions share entries, so the arrays they were made in
 	// stay alive while one of them is used: this bounds that waste.
@@ -333,6 +342,9 @@ func (e *entry) attrs(f *fileData) map[string]string {
 // export makes the Entry of e, on line of f.
 func (e *entry) export(f *fileData, line int) Entry {
 	out := Entry{Key: e.key, URL: e.url(), Attrs: e.attrs(f), File: e.name.path, Line: line}
+	if f.lister != nil { // a listed repository is located by its lister's line
+		out.File, out.Line = f.lister.File, f.lister.Line
+	}
 	if e.extra != nil {
 		out.Fallbacks = e.extra.fallbacks
 	}

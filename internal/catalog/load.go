@@ -115,7 +115,7 @@ func readFiles(ctx context.Context, git *gitcmd.Runner, repoDir string, blobs []
 					default:
 					}
 				}
-				if len(f.entries) > 0 || len(f.problems) > 0 {
+				if len(f.entries) > 0 || len(f.problems) > 0 || len(f.listers) > 0 {
 					entryFiles[j.i] = f
 				}
 			}
@@ -170,6 +170,11 @@ type Delta struct {
 	// Changed are keys whose URL, fallbacks or attributes changed (as they
 	// are now).
 	Changed []Entry
+	// ListersAdded and ListersRemoved are the lister lines that are new
+	// and gone, in the files that changed (a lister whose attributes
+	// changed is in both). The entries listers make are not in the
+	// catalog read from git: see WithListings.
+	ListersAdded, ListersRemoved []Lister
 }
 
 // Update returns the catalog at newCommit and what changed since c. It
@@ -238,6 +243,7 @@ func (c *Catalog) apply(ctx context.Context, git *gitcmd.Runner, repoDir, id str
 		}
 	}
 	delta, keyChanges := c.diffEntries(touched)
+	delta.ListersAdded, delta.ListersRemoved = c.diffListers(touched)
 	next := &Catalog{commit: id, opt: c.opt, files: c.files.with(touched), keys: c.keys.with(keyChanges), defaults: own}
 	if c.opt.Log != nil {
 		c.opt.Log.Info("catalog updated", "from", c.commit, "to", id, "files", len(touched),

@@ -116,6 +116,9 @@ func parseListWith(f *fileData, data []byte, opt repokey.Options, sc *scratch) {
 			default: // trailing slashes
 				e.extra = &extra{url: string(l)}
 			}
+		} else if isLister(l) {
+			listerLine(f, line, string(l), opt)
+			continue
 		} else {
 			key, fetch, err := repokey.Normalize(string(l), opt)
 			if err != nil {
@@ -332,6 +335,13 @@ func plainURL(s []byte) bool {
 
 // addEntry adds to f the entry of a YAML file with urls and attrs.
 func addEntry(f *fileData, urls []yamlURL, attrs map[string]string, opt repokey.Options) {
+	if isLister([]byte(urls[0].value)) {
+		if len(urls) > 1 {
+			f.problem(urls[1].line, SeverityWarning, "", "a lister has no fallback URLs; ignored")
+		}
+		addLister(f, urls[0].line, urls[0].value, mergeAttrs(f.attrs, attrs), opt)
+		return
+	}
 	key, fetch, err := repokey.Normalize(urls[0].value, opt)
 	if err != nil {
 		f.urlProblem(urls[0].line, "", "", err)

@@ -34,6 +34,7 @@ type Config struct {
 	Data                  string        `name:"data" roles:"coordinator,partial,full,up" topic:"storage" essential:"coordinator,partial,full,up" help:"data directory (state, mirrors)"`
 	Catalog               string        `name:"catalog" roles:"coordinator,up" topic:"catalog" essential:"coordinator,up" help:"catalog repository: a git URL or a local path"`
 	CatalogInterval       time.Duration `name:"catalog-interval" roles:"coordinator,up" topic:"catalog" help:"how often the catalog is re-fetched"`
+	ListerInterval        time.Duration `name:"lister-interval" roles:"coordinator,up" topic:"catalog" help:"how often each lister line of the catalog (https://github.com/ORG/*) has its owner's repositories listed again through the forge's API, within the feed's request budget (and at the start when due)"`
 	HTTP                  string        `name:"http" roles:"full,up,demo" topic:"serve" essential:"full,up,demo" help:"public HTTP address: git, API, console"`
 	Metrics               string        `name:"metrics" roles:"coordinator,partial,full" topic:"process" help:"address to serve Prometheus metrics at /metrics, e.g. 127.0.0.1:9090 (empty: none; a full node and up serve them on --http)"`
 	Pprof                 string        `name:"pprof" roles:"coordinator,partial,full,up" topic:"process" help:"address to serve Go's runtime profiles at /debug/pprof/, e.g. 127.0.0.1:6060 (empty: none; keep it private, it shows the process's internals)"`
@@ -157,6 +158,9 @@ type Config struct {
 const (
 	// DefaultCatalogInterval is how often the coordinator fetches the catalog.
 	DefaultCatalogInterval = 5 * time.Minute
+	// DefaultListerInterval is how often the coordinator lists a lister
+	// line's owner again.
+	DefaultListerInterval = 6 * time.Hour
 	// DefaultHeartbeat is how often nodes send heartbeats.
 	DefaultHeartbeat = 5 * time.Second
 	// DefaultAssignBatch is the most assignments one message carries.
@@ -180,6 +184,7 @@ func Default() Config {
 	return Config{
 		Data:              "gitfleet-data",
 		CatalogInterval:   DefaultCatalogInterval,
+		ListerInterval:    DefaultListerInterval,
 		HTTP:              "127.0.0.1:8080",
 		GRPC:              "127.0.0.1:7070",
 		Coordinator:       List{"127.0.0.1:7070"},

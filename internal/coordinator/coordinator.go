@@ -51,6 +51,9 @@ type Config struct {
 	DataDir         string
 	Catalog         string        // path or URL of the catalog repository
 	CatalogInterval time.Duration // config.DefaultCatalogInterval when zero
+	// ListerInterval is how often a lister's owner is listed again
+	// (config.DefaultListerInterval when zero).
+	ListerInterval time.Duration
 	// JoinToken admits new partial nodes: one token, or several separated
 	// by commas (an overlap while it is rotated). FullToken admits full
 	// nodes; empty: none.
@@ -171,7 +174,14 @@ type Coordinator struct {
 	problemLines            []string             // the first of them, "file:line: reason"
 	overlay                 map[string]overlay   // API additions and removals
 	overlayDirty            map[string]bool
-	tasks                   map[string]pendingTask // on-demand checks -> the full node that asked
+	// listings are the listers' last good listings, by pattern
+	// (lister.go); listingDirty those to persist, listerRuns what is
+	// known of the listers that failed since.
+	listings     map[string]*listing
+	listingDirty map[string]bool
+	listerRuns   map[string]*listerRun
+	listerWake   chan struct{}
+	tasks        map[string]pendingTask // on-demand checks -> the full node that asked
 
 	// catalogErr is why the catalog cannot be read, since catalogErrAt
 	// (the first failure in a row); "" once a refresh succeeds.
@@ -247,6 +257,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	if cfg.CatalogInterval <= 0 {
 		cfg.CatalogInterval = config.DefaultCatalogInterval
 	}
+	if cfg.ListerInterval <= 0 {
+		cfg.ListerInterval = config.DefaultListerInterval
+	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = config.DefaultHeartbeat
 	}
@@ -298,6 +311,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		meta:         make(map[string]string),
 		overlay:      make(map[string]overlay),
 		overlayDirty: make(map[string]bool),
+		listings:     make(map[string]*listing),
+		listingDirty: make(map[string]bool),
+		listerRuns:   make(map[string]*listerRun),
+		listerWake:   make(chan struct{}, 1),
 		tasks:        make(map[string]pendingTask),
 		held:         make(map[string]heldEntry),
 		tierWeight:   make(map[uint32]float64),
@@ -389,6 +406,11 @@ func (c *Coordinator) restore(ctx context.Context) error {
 		if err != nil {
 			c.log.Warn("restore: stored catalog commit unreadable, reloading from the remote", "commit", string(commit), "err", err)
 		} else {
+			if err := c.restoreListings(ctx); err != nil {
+				return fmt.Errorf("coordinator: restore the listers' listings: %w", err)
+			}
+			c.forgetListings(cat)
+			cat = cat.AddListings(c.listedRepos())
 			c.cat = cat
 			c.setProblems(cat.Problems())
 			c.unhold(c.listed(slices.Collect(maps.Keys(c.held)))) // listed (and accepted) again
@@ -544,8 +566,10 @@ func (c *Coordinator) Close() error {
 // returns that persist's error: the changes that were not stored.
 func (c *Coordinator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); c.runFeeds(ctx) }()
+	feeds := c.startFeeds() // before the listers, which use their clients
+	wg.Add(5)
+	go func() { defer wg.Done(); c.runFeeds(ctx, feeds) }()
+	go func() { defer wg.Done(); c.listerLoop(ctx) }()
 	go func() { defer wg.Done(); c.catalogLoop(ctx) }()
 	go func() { defer wg.Done(); c.membershipLoop(ctx) }()
 	go func() { defer wg.Done(); c.persistLoop(ctx) }()
@@ -624,6 +648,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	began := time.Now() // for the log: how long reading and placing took
 	var next *catalog.Catalog
 	var added, removed, changed []string
+	listersAdded := false
 	if old == nil {
 		defer c.bulkLoad()()
 		next, err = catalog.Load(ctx, c.git, c.src.Dir(), commit, c.catalogOptions())
@@ -636,12 +661,30 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("update catalog to %s: %w", commit, err)
 		}
-		added, removed, changed = deltaKeys(delta)
+		listersAdded = len(delta.ListersAdded) > 0
+		c.mu.Lock()
+		var ld catalog.Delta
+		next, ld = c.withListings(next)
+		c.mu.Unlock()
+		added, removed, changed = deltaKeys(delta.Then(ld))
 	}
 	read := time.Since(began)
-	problems := next.Problems()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if old == nil {
+		if len(c.listings) == 0 {
+			if err := c.restoreListings(ctx); err != nil {
+				return fmt.Errorf("read the listers' listings: %w", err)
+			}
+		}
+		c.forgetListings(next)
+		next = next.AddListings(c.listedRepos())
+		listersAdded = len(next.Listers()) > 0
+	}
+	if listersAdded {
+		defer c.wakeListers()
+	}
+	problems := next.Problems()
 	first := old == nil && c.engine.Len() == 0 // a first start: every key is new
 	if old == nil && !first {
 		added, removed = c.diffFromEngine(next)
@@ -915,7 +958,8 @@ func (c *Coordinator) persistLoop(ctx context.Context) {
 // always agree with each other.
 func (c *Coordinator) persist(ctx context.Context) error {
 	c.mu.Lock()
-	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && !c.memberDirty && !c.placeDirty && !c.tierDirty {
+	if len(c.dirty) == 0 && len(c.meta) == 0 && len(c.forget) == 0 && len(c.overlayDirty) == 0 && len(c.listingDirty) == 0 &&
+		!c.memberDirty && !c.placeDirty && !c.tierDirty {
 		c.mu.Unlock()
 		return nil
 	}
@@ -927,6 +971,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		b, _ := json.Marshal(c.overlay[k])
 		ops = append(ops, store.Op{Bucket: bucketOverlay, Key: k, Value: b})
 	}
+	ops = append(ops, c.listingOps()...)
 	for _, id := range c.forget {
 		ops = append(ops, store.Op{Bucket: bucketNodes, Key: fmt.Sprint(id), Delete: true})
 	}
@@ -948,8 +993,8 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	if c.tierDirty {
 		ops = append(ops, store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
 	}
-	dirty, meta, overlayDirty, forget := c.dirty, c.meta, c.overlayDirty, c.forget
-	c.dirty, c.meta, c.overlayDirty, c.forget = map[string]bool{}, map[string]string{}, map[string]bool{}, nil
+	dirty, meta, overlayDirty, forget, listingDirty := c.dirty, c.meta, c.overlayDirty, c.forget, c.listingDirty
+	c.dirty, c.meta, c.overlayDirty, c.forget, c.listingDirty = map[string]bool{}, map[string]string{}, map[string]bool{}, nil, map[string]bool{}
 	c.memberDirty, c.placeDirty, c.tierDirty = false, false, false
 	c.mu.Unlock()
 	err := c.db.Batch(ctx, ops)
@@ -972,6 +1017,9 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	}
 	for k := range overlayDirty {
 		c.overlayDirty[k] = true
+	}
+	for k := range listingDirty {
+		c.listingDirty[k] = true
 	}
 	c.forget = append(c.forget, forget...)
 	c.memberDirty, c.placeDirty, c.tierDirty = true, true, true

@@ -102,6 +102,10 @@ type feedHost struct {
 	heldSince, answeredAt time.Time
 	lostHeld              bool
 	requests              hourCount
+	// nextSlot is the earliest time of the host's next request within
+	// its budget: the feed's asks and the listers' pages (waitSlot) take
+	// their slots from it.
+	nextSlot time.Time
 	// statusAt is when the full nodes were last sent the feed's figures.
 	statusAt time.Time
 	state    feedState // under the coordinator's mu
@@ -424,7 +428,12 @@ func (c *Coordinator) runFeed(ctx context.Context, f *feedHost) {
 		wait := every
 		now := c.clk.Now()
 		c.feedDeferred(f, now)
-		if ready := f.client.Ready(now); ready.After(now) {
+		f.mu.Lock()
+		slot := f.nextSlot
+		f.mu.Unlock()
+		if slot.After(now) {
+			wait = slot.Sub(now) // a lister took the budget's slots
+		} else if ready := f.client.Ready(now); ready.After(now) {
 			wait = ready.Sub(now)
 		} else if n, err := c.askFeed(ctx, f, now); err != nil {
 			var we *forge.WaitError
@@ -471,7 +480,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	ans, err := f.client.PushedAt(ctx, paths)
 	c.cfg.met.feedAsked(f.host, len(keys), err)
 	f.mu.Lock()
-	f.requests.add(now, (len(keys)+f.perRequest-1)/f.perRequest)
+	requests := (len(keys) + f.perRequest - 1) / f.perRequest
+	f.requests.add(now, requests)
+	if next := now.Add(time.Duration(requests) * time.Duration(float64(time.Hour)/f.perHour)); next.After(f.nextSlot) {
+		f.nextSlot = next
+	}
 	if pi := f.client.PollInterval(); pi > 0 {
 		f.plan.SetMinInterval(pi) // the forge's X-Poll-Interval, when longer
 	}
@@ -818,8 +831,7 @@ func (c *Coordinator) feedHostMaxAge() time.Duration {
 }
 
 // runFeeds runs every configured feed until ctx ends.
-func (c *Coordinator) runFeeds(ctx context.Context) {
-	feeds := c.startFeeds()
+func (c *Coordinator) runFeeds(ctx context.Context, feeds []*feedHost) {
 	var wg sync.WaitGroup
 	for _, f := range feeds {
 		wg.Add(1)

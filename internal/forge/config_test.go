@@ -148,8 +148,8 @@ func TestEachKindIsPacedByDefaultAsDocumented(t *testing.T) {
 			tr = c.restLookup.transport
 		case *giteaClient:
 			tr = c.restLookup.transport
-		case *restLookup:
-			tr = c.transport
+		case *giteeClient:
+			tr = c.restLookup.transport
 		}
 		if tr == nil {
 			t.Fatalf("%s: a client of type %T", host, c)

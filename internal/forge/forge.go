@@ -27,6 +27,11 @@
 // It parses the operator's configuration (--forge, --forge-token,
 // GITFLEET_FORGE_TOKENS) and keeps tokens out of logs and error texts.
 //
+// Every client also lists an owner's repositories (OwnerLister: GitHub's
+// GraphQL repositoryOwner.repositories, GitLab's group projects with or
+// without subgroups, Gitea's and Gitee's organisation repositories), page
+// by page within a bound, all or nothing, for the catalog's lister lines.
+//
 // A client asks one forge host, within its rate limits: it remembers when
 // each token may be used again and how long to back off after errors, and
 // says so through Ready and WaitError instead of sleeping. A forge's answer
@@ -87,6 +92,9 @@ type kindInfo struct {
 	pace time.Duration
 	// lag: the kind's time may be this much older than the last push.
 	lag time.Duration
+	// subgroups: the kind's groups have subgroups, which a listing may
+	// include (GitLab).
+	subgroups bool
 }
 
 // kinds is the table of forge kinds, read-only. An API base is where the
@@ -125,7 +133,8 @@ var kinds = []kindInfo{
 		pace:      250 * time.Millisecond,
 		// GitLab updates last_activity_at at most once an hour
 		// (gitlab-org/gitlab-foss!6391).
-		lag: time.Hour,
+		lag:       time.Hour,
+		subgroups: true,
 	},
 	{
 		kind:       Gitea,
@@ -185,6 +194,13 @@ func ActivityLag(k Kind) time.Duration {
 		return ki.lag
 	}
 	return 0
+}
+
+// HasSubgroups tells whether a forge of kind k has groups within groups,
+// which a listing of a group may include ("/**").
+func HasSubgroups(k Kind) bool {
+	ki, ok := lookupKind(k)
+	return ok && ki.subgroups
 }
 
 // PathsPerRequest is how many repositories one request of a Lookup of
@@ -372,7 +388,7 @@ type Lister interface {
 
 // New returns the feed client of forge f, asking with tokens in turn
 // (none: anonymously, where the forge allows it). The client is a Lookup
-// and, for GitLab and Gitea, also a Lister.
+// and an OwnerLister and, for GitLab and Gitea, also a Lister.
 func New(f Forge, tokens []Token, opt Options) (Client, error) {
 	ki, ok := lookupKind(f.Kind)
 	if !ok {

@@ -353,6 +353,8 @@ func newGitLab(f Forge, t *transport) Client {
 			items: jsonArray,
 			next:  gitlabNext,
 		},
+		owners: restOwners{t: t, page: gitlabGroupPage(f.API), items: jsonArray, next: gitlabNext,
+			nameField: "path_with_namespace", forkField: "forked_from_project", sizeField: "repository_size", sizeUnit: 1, subgroups: true},
 	}
 }
 
@@ -361,6 +363,7 @@ func newGitLab(f Forge, t *transport) Client {
 type gitlabClient struct {
 	restLookup
 	restLister
+	owners restOwners
 }
 
 // Ready is the transport's, which both halves share.
@@ -406,6 +409,7 @@ const giteaPerPage = 50
 type giteaClient struct {
 	restLookup
 	restLister
+	owners restOwners
 }
 
 func (c *giteaClient) Ready(now time.Time) time.Time { return c.restLookup.Ready(now) }
@@ -429,6 +433,8 @@ func newGitea(f Forge, t *transport) Client {
 			items: giteaItems,
 			next:  nextWhenFull(giteaPerPage),
 		},
+		owners: restOwners{t: t, page: orgReposPage(f.API, "limit", giteaPerPage), items: jsonArray, next: nextWhenFull(giteaPerPage),
+			nameField: "full_name", forkField: "fork", sizeField: "size", sizeUnit: 1 << 10},
 	}
 }
 
@@ -476,6 +482,9 @@ func newGitee(f Forge, t *transport) Client {
 		q.Set("access_token", s)
 		r.URL.RawQuery = q.Encode()
 	}
-	return &restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"},
-		repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)}
+	return &giteeClient{
+		restLookup: restLookup{transport: t, repo: restRepo{nameField: "full_name", timeField: "pushed_at", parentField: "parent"}, repoURL: ownerRepoURL(f.API), pathOf: ownerRepoPath(f.API)},
+		owners: restOwners{t: t, page: orgReposPage(f.API, "per_page", giteePerPage), items: jsonArray, next: nextWhenFull(giteePerPage),
+			nameField: "full_name", forkField: "fork"},
+	}
 }

@@ -56,6 +56,9 @@ type Options struct {
 	Timeout    time.Duration
 	// MaxPages bounds one listing (Lister.ChangedSince).
 	MaxPages int
+	// MaxOwnerPages bounds one listing of an owner's repositories
+	// (OwnerLister; 0: DefaultMaxOwnerPages).
+	MaxOwnerPages int
 	// Backoff is the first wait after an error, doubling with each error
 	// in a row up to 30 minutes (0: 10 s).
 	Backoff time.Duration
@@ -133,8 +136,10 @@ type transport struct {
 	maxBody  int64
 	timeout  time.Duration
 	maxPages int
-	pace     time.Duration
-	backoff  time.Duration // the first wait after an error
+	// maxOwnerPages bounds ListOwner.
+	maxOwnerPages int
+	pace          time.Duration
+	backoff       time.Duration // the first wait after an error
 	// auth adds the token to a request in the kind's way.
 	auth func(r *http.Request, secret string)
 	sem  chan struct{} // one request at a time to a host
@@ -152,7 +157,7 @@ type transport struct {
 func newTransport(f Forge, tokens []Token, opt Options) *transport {
 	t := &transport{
 		host: f.Host, clk: opt.Clock, log: opt.Logger, ua: opt.UserAgent,
-		maxBody: opt.MaxBody, timeout: opt.Timeout, maxPages: opt.MaxPages, pace: opt.Pace,
+		maxBody: opt.MaxBody, timeout: opt.Timeout, maxPages: opt.MaxPages, maxOwnerPages: opt.MaxOwnerPages, pace: opt.Pace,
 		backoff: opt.Backoff, sem: make(chan struct{}, 1),
 	}
 	if t.backoff <= 0 {
@@ -182,6 +187,9 @@ func newTransport(f Forge, tokens []Token, opt Options) *transport {
 	}
 	if t.maxPages <= 0 {
 		t.maxPages = DefaultMaxPages
+	}
+	if t.maxOwnerPages <= 0 {
+		t.maxOwnerPages = DefaultMaxOwnerPages
 	}
 	if t.pace == 0 {
 		if ki, ok := lookupKind(f.Kind); ok {

@@ -131,6 +131,8 @@ func TestKeysAreCheckedWhereTheyArrive(t *testing.T) {
 		"catalog": {
 			"parseListWith": "a line of a .list file",
 			"addEntry":      "the URLs of a YAML entry",
+			"parseLister":   "a lister line (HOST/OWNER/*): the owner it names, as a probe key",
+			"listingFile":   "a forge's listing of an owner: the owner's prefix its names must keep",
 		},
 		"coordinator": {
 			"AddRepo":      "an API call's URL, passed on by a full node",

@@ -41,10 +41,17 @@ const usage = `usage:
       summary; exits 1 when there are errors. An upstream whose scheme the
       fleet's --egress-schemes refuses (default https,http) is an error: the
       fleet would never fetch it
+      Lister lines (https://github.com/ORG/*) are shown as listers; with
+      --expand-listers [--forge HOST=KIND,api=URL] [--forge-token HOST=TOKEN]
+      each is listed through its forge's API (tokens also from
+      GITFLEET_FORGE_TOKENS) and its repositories count as entries
   gitfleet catalog diff PATH OLD NEW [--json] [--full] [--allow-private-upstreams] [--case-insensitive-host H]
+                       [--expand-listers [--forge ...] [--forge-token ...]]
       the keys added, removed and changed between two commits, reading only
       the files that differ; --full reads both catalogs whole, to also see
-      keys that a file the change did not touch lists again
+      keys that a file the change did not touch lists again; lister lines
+      added and removed are shown, and --expand-listers lists them (both
+      catalogs whole) to show the keys their change adds and removes
   gitfleet catalog gen --repos N [--per-file M] DIR
       writes a synthetic catalog repository of N entries in .list files of M
       lines (default 1000) into DIR
@@ -144,6 +151,7 @@ func gitDir(ctx context.Context, git *gitcmd.Runner, path string) (string, error
 type checkReport struct {
 	Commit   string            `json:"commit"`
 	Entries  int               `json:"entries"`
+	Listers  int               `json:"listers"`
 	Errors   int               `json:"errors"`
 	Warnings int               `json:"warnings"`
 	Problems []catalog.Problem `json:"problems"`
@@ -156,6 +164,8 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	var folded stringList
 	fs.Var(&folded, "case-insensitive-host", "a host whose repository paths are case-insensitive (repeatable; github.com and gitee.com always are)")
 	schemes := fs.String("egress-schemes", strings.Join(config.Default().EgressSchemes, ","), "the URL schemes the fleet may fetch (its --egress-schemes)")
+	var lf listerFlags
+	lf.register(fs)
 	pos, err := parseArgs(fs, args, 1, 2)
 	if err != nil {
 		return 0, err
@@ -176,11 +186,27 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	if err != nil {
 		return 0, usageError{fmt.Errorf("--egress-schemes: %w", err)}
 	}
+	forges, err := lf.config()
+	if err != nil {
+		return 0, err
+	}
 	c, err := catalog.Load(ctx, git, dir, rev, catalog.Options{AllowPrivate: *private, Fold: fold})
 	if err != nil {
 		return 0, err
 	}
-	r := checkReport{Commit: c.Commit(), Entries: c.Len(), Problems: append(c.Problems(), refusedSchemes(c, policy)...)}
+	listers := c.Listers()
+	problems := listerProblems(listers, forges)
+	progress := stdout
+	if *asJSON {
+		progress = io.Discard
+	}
+	if lf.expand {
+		listings, failed := expand(ctx, listers, forges, progress)
+		c, _ = c.WithListings(listings)
+		problems = append(problems, failed...)
+	}
+	r := checkReport{Commit: c.Commit(), Entries: c.Len(), Listers: len(listers),
+		Problems: slices.Concat(c.Problems(), refusedSchemes(c, policy), problems)}
 	slices.SortStableFunc(r.Problems, func(a, b catalog.Problem) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
@@ -204,8 +230,17 @@ func check(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Wri
 	for _, p := range r.Problems {
 		fmt.Fprintf(stdout, "%s:%d: %s: %s\n", p.File, p.Line, p.Severity, p.Reason)
 	}
-	fmt.Fprintf(stdout, "%s at %.12s: %s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
-		plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
+	if !lf.expand {
+		for _, l := range listers {
+			fmt.Fprintf(stdout, "%s:%d: lister %s (not expanded: --expand-listers lists it)\n", l.File, l.Line, l.Pattern)
+		}
+	}
+	listed := ""
+	if r.Listers > 0 {
+		listed = ", " + plural(r.Listers, "lister", "listers")
+	}
+	fmt.Fprintf(stdout, "%s at %.12s: %s%s, %s, %s\n", pos[0], r.Commit, plural(r.Entries, "entry", "entries"),
+		listed, plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
 	return code, nil
 }
 
@@ -242,6 +277,19 @@ type diffReport struct {
 	Added   []string `json:"added"`
 	Removed []string `json:"removed"`
 	Changed []string `json:"changed"`
+	// ListersAdded and ListersRemoved are the lister lines the change
+	// adds and removes (one whose filters changed is in both).
+	ListersAdded   []string `json:"listers_added"`
+	ListersRemoved []string `json:"listers_removed"`
+}
+
+// patterns lists the patterns of ls (never nil, for JSON).
+func patterns(ls []catalog.Lister) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Pattern)
+	}
+	return out
 }
 
 func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writer) (int, error) {
@@ -251,6 +299,8 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	var folded stringList
 	fs.Var(&folded, "case-insensitive-host", "a host whose repository paths are case-insensitive (repeatable; github.com and gitee.com always are)")
 	full := fs.Bool("full", false, "read both catalogs whole")
+	var lf listerFlags
+	lf.register(fs)
 	pos, err := parseArgs(fs, args, 3, 3)
 	if err != nil {
 		return 0, err
@@ -266,7 +316,43 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	opt := catalog.Options{AllowPrivate: *private, Fold: fold}
 	var oldID, newID string
 	var d catalog.Delta
-	if *full {
+	if lf.expand {
+		// Both sides whole, each with its listers' repositories as the
+		// forges list them now: the change is what the lister lines and
+		// their filters make of the same listings.
+		forges, err := lf.config()
+		if err != nil {
+			return 0, err
+		}
+		old, err := catalog.Load(ctx, git, dir, pos[1], opt)
+		if err != nil {
+			return 0, err
+		}
+		next, delta, err := old.Update(ctx, git, dir, pos[2])
+		if err != nil {
+			return 0, err
+		}
+		listers := append(old.Listers(), next.Listers()...)
+		progress := stdout
+		if *asJSON {
+			progress = io.Discard
+		}
+		listings, failed := expand(ctx, listers, forges, progress)
+		if failed = append(failed, listerProblems(listers, forges)...); len(failed) > 0 {
+			for _, p := range failed {
+				fmt.Fprintf(stdout, "%s:%d: %s: %s\n", p.File, p.Line, p.Severity, p.Reason)
+			}
+			return exitProblems, nil
+		}
+		oldX, _ := old.WithListings(listings)
+		nextX, d1, err := oldX.Update(ctx, git, dir, pos[2])
+		if err != nil {
+			return 0, err
+		}
+		_, d2 := nextX.WithListings(listings)
+		oldID, newID, d = old.Commit(), next.Commit(), d1.Then(d2)
+		d.ListersAdded, d.ListersRemoved = delta.ListersAdded, delta.ListersRemoved
+	} else if *full {
 		old, err := catalog.Load(ctx, git, dir, pos[1], opt)
 		if err != nil {
 			return 0, err
@@ -279,9 +365,18 @@ func diff(ctx context.Context, git *gitcmd.Runner, args []string, stdout io.Writ
 	} else if oldID, newID, d, err = catalog.Diff(ctx, git, dir, pos[1], pos[2], opt); err != nil {
 		return 0, err
 	}
-	r := diffReport{Old: oldID, New: newID, Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed)}
+	r := diffReport{Old: oldID, New: newID, Added: keys(d.Added), Removed: keys(d.Removed), Changed: keys(d.Changed),
+		ListersAdded: patterns(d.ListersAdded), ListersRemoved: patterns(d.ListersRemoved)}
 	if *asJSON {
 		return exitOK, writeJSON(stdout, r)
+	}
+	for _, l := range []struct {
+		mark    string
+		listers []catalog.Lister
+	}{{"+", d.ListersAdded}, {"-", d.ListersRemoved}} {
+		for _, x := range l.listers {
+			fmt.Fprintf(stdout, "%s lister %s (%s:%d)\n", l.mark, x.Pattern, x.File, x.Line)
+		}
 	}
 	for _, l := range []struct {
 		mark string
