@@ -144,13 +144,47 @@ func (c *Coordinator) syncTier() {
 		s := c.sessions[d.Node]
 		for _, k := range c.tierKeys(d.Key) {
 			c.broadcastState(k)
-			if s != nil && s.full {
-				// A node not connected is told nothing: its inventory
-				// confirms the copy again, and the tier drops it again.
+			switch {
+			case s != nil && s.full:
 				s.queueTierDrop(k, d.Kind == placement.Drop)
+			case s == nil:
+				c.tierDropAway(d.Node, k, d.Kind == placement.Drop)
 			}
 		}
 	}
+}
+
+// tierDropAway keeps a drop of key decided for full node id while it has
+// no session (keep false takes one back: the tier placed key on it
+// again), for its next session: the tier counts the copy as gone from
+// the moment it decided the drop, and would not decide it again unless
+// the node confirmed the copy anew. Caller holds c.mu.
+func (c *Coordinator) tierDropAway(id uint32, key string, drop bool) {
+	if !drop {
+		delete(c.tierDropsAway[id], key)
+		return
+	}
+	if rec := c.nodes[id]; rec == nil || !rec.full() {
+		return
+	}
+	if c.tierDropsAway[id] == nil {
+		c.tierDropsAway[id] = map[string]bool{}
+	}
+	c.tierDropsAway[id][key] = true
+}
+
+// tierDropsBack queues on s, a full node's new session, the drops decided
+// while it had none. Caller holds c.mu.
+func (c *Coordinator) tierDropsBack(s *session) {
+	if !s.full {
+		return
+	}
+	for k := range c.tierDropsAway[s.id] {
+		if c.engine.Has(k) {
+			s.queueTierDrop(k, true)
+		}
+	}
+	delete(c.tierDropsAway, s.id)
 }
 
 // engineKeys yields every key of the engine. Caller holds c.mu.

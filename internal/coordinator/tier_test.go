@@ -306,3 +306,81 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 		t.Errorf("a drop taken back was sent: %v", got[old[0]])
 	}
 }
+
+// A drop the tier decides while a full node has no session (its session
+// cut, within its grace) is kept and sent when the node's next session
+// opens, after the states that no longer name it: the tier counts the
+// copy as gone from the moment it decided, and would not decide the drop
+// again. A drop the session had queued and not sent when it was cut is
+// kept too.
+func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := []uint32{full[0].GetNodeId(), full[1].GetNodeId()}
+	c.syncTier()
+	tierDropsSent(c)
+	var moved []string
+	for _, k := range keys {
+		if r := c.replicas(k); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(k) == "" {
+			moved = append(moved, k)
+		}
+	}
+	if len(moved) < 2 {
+		t.Fatalf("%d repositories placed on the two later full nodes alone, want 2", len(moved))
+	}
+	// The first: its drop is queued on old[0]'s session, which is cut
+	// before it sends it.
+	for _, id := range c.replicas(moved[0]) {
+		c.tierConfirm(id, moved[0])
+	}
+	c.syncTier()
+	if s := c.sessions[old[0]]; !s.tierDrop[moved[0]] {
+		t.Fatalf("no drop of %s queued on node %d: %v", moved[0], old[0], s.tierDrop)
+	}
+	c.sessionClosed(c.sessions[old[0]])
+	c.sessionClosed(c.sessions[old[1]])
+	// The second: decided while both old copies' nodes are away.
+	for _, id := range c.replicas(moved[1]) {
+		c.tierConfirm(id, moved[1])
+	}
+	c.syncTier()
+	if _, held, _ := c.tier.ReplicasOf(moved[1]); slices.Contains(held, old[0]) || slices.Contains(held, old[1]) {
+		t.Fatalf("%s still counted on %v, a node away: the tier decided no drop", moved[1], held)
+	}
+
+	c.cfg.BatchSize = 4 // a sweep of several batches
+	for i, id := range old {
+		s := connect(c, full[i])
+		c.tierDropsBack(s)
+		s.queueSweep(c.engineKeys) // as a session's start does
+		var states, drops []string
+		for len(s.states) > 0 || len(s.tierDrop) > 0 || s.sweepAt < len(s.sweep) {
+			for _, m := range s.next() {
+				for _, r := range m.GetRepoStates().GetRepos() {
+					states = append(states, r.GetKey())
+				}
+				for _, k := range m.GetTierDrop().GetKeys() {
+					if len(states) < len(keys) {
+						t.Errorf("node %d: the drop of %s came before the sweep of the states ended (%d of %d sent)", id, k, len(states), len(keys))
+					}
+					drops = append(drops, k)
+				}
+			}
+		}
+		want := []string{moved[1]}
+		if id == old[0] {
+			want = []string{moved[0], moved[1]}
+		}
+		for _, k := range want {
+			if !slices.Contains(drops, k) {
+				t.Errorf("node %d, back, was told to drop %v; want %s among them (decided while it was away)", id, drops, k)
+			}
+		}
+	}
+	if len(c.tierDropsAway) != 0 {
+		t.Errorf("drops kept for nodes that are back: %v", c.tierDropsAway)
+	}
+}
