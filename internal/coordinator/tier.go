@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
@@ -263,8 +264,12 @@ func (c *Coordinator) replicas(key string) []uint32 {
 // nothing, and confirms nothing).
 type tierShares struct {
 	loads    map[uint32]placement.TierLoad
-	under    int
 	everyone bool
+	// short: the repositories with fewer replicas confirmed on full nodes
+	// alive than they should have, when the full nodes down were down
+	// (-1: not worked out yet). underHealthy keeps them.
+	short int
+	down  []uint32
 }
 
 // tierLoads reads the tier's shares. Working them out walks every unit
@@ -277,15 +282,63 @@ func (c *Coordinator) tierLoads() tierShares {
 		return tierShares{everyone: true}
 	}
 	if c.tierShares == nil {
-		loads, under := c.tier.LoadsCounting(func(unit string) int {
-			if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
-				return c.nets.Size(name)
-			}
-			return 1
-		})
-		c.tierShares = &tierShares{loads: loads, under: under.Repos}
+		loads, _ := c.tier.LoadsCounting(c.unitRepos)
+		c.tierShares = &tierShares{loads: loads, short: -1}
 	}
 	return *c.tierShares
+}
+
+// unitRepos is how many repositories unit holds. Caller holds c.mu.
+func (c *Coordinator) unitRepos(unit string) int {
+	if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
+		return c.nets.Size(name)
+	}
+	return 1
+}
+
+// underHealthy counts the repositories with fewer healthy replicas than
+// --full-replicas: replicas confirmed on a full node that is alive now
+// (not suspect within its grace, not gone) and whose refs are not behind
+// (replicasBehind). A confirmed copy on a full node that stopped
+// answering, or one left behind, does not serve the verified state: one
+// more loss may lose it. The walk over every unit is kept with the
+// tier's figures, and done again when the tier or the full nodes down
+// change; the replicas behind are few, and counted at each call. Caller
+// holds c.mu.
+func (c *Coordinator) underHealthy(now time.Time) int {
+	if c.tierLoads().everyone {
+		return 0
+	}
+	var down []uint32
+	for _, n := range c.table.Nodes() {
+		if rec := c.nodes[n.ID]; rec != nil && rec.full() && n.State != membership.Alive {
+			down = append(down, n.ID)
+		}
+	}
+	slices.Sort(down)
+	up := func(id uint32) bool { return !slices.Contains(down, id) }
+	sh := c.tierShares
+	if sh.short < 0 || !slices.Equal(sh.down, down) {
+		sh.short, sh.down = c.tier.Short(up, c.unitRepos).Repos, down
+	}
+	n := sh.short
+	need := min(c.tier.Replicas(), len(c.tier.Members()))
+	behind := map[string][]uint32{}
+	for _, b := range c.replicasBehind(now) {
+		behind[b.Key] = append(behind[b.Key], b.Node)
+	}
+	for key, nodes := range behind {
+		_, held, _ := c.tier.ReplicasOf(c.tierUnit(key))
+		alive := slices.DeleteFunc(slices.Clone(held), func(id uint32) bool { return !up(id) })
+		if len(alive) < need {
+			continue // counted with its unit
+		}
+		current := slices.DeleteFunc(alive, func(id uint32) bool { return slices.Contains(nodes, id) })
+		if len(current) < need {
+			n++
+		}
+	}
+	return n
 }
 
 // metaTier is the meta key of the tier's snapshot.

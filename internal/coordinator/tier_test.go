@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -382,5 +384,83 @@ func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
 	}
 	if len(c.tierDropsAway) != 0 {
 		t.Errorf("drops kept for nodes that are back: %v", c.tierDropsAway)
+	}
+}
+
+// A repository is short of replicas when fewer than --full-replicas of its
+// confirmed copies are healthy: a copy on a full node whose session was
+// cut (suspect, within its grace) serves nothing, and one whose refs have
+// been behind for longer than a pull takes does not serve the verified
+// state. under_replicated (and so the alert) counts them, not only the
+// copies the tier stopped counting.
+func TestRepositoriesWithFewerHealthyReplicasThanTheyShouldHaveAreUnderReplicated(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	ctx := as(full[0])
+	under := func() uint32 {
+		t.Helper()
+		cat, err := c.CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat.GetUnderReplicated()
+	}
+	c.mu.Lock()
+	c.syncTier()
+	for _, k := range keys {
+		for _, id := range c.replicas(k) {
+			c.tierConfirm(id, k)
+		}
+	}
+	c.syncTier()
+	tierDropsSent(c)
+	// healthyShort counts the keys with fewer than two confirmed replicas
+	// that are neither on down nor, for key behindKey, on behindOn.
+	healthyShort := func(down, behindOn uint32, behindKey string) uint32 {
+		var n uint32
+		for _, k := range keys {
+			_, held, _ := c.tier.ReplicasOf(c.tierUnit(k))
+			ok := 0
+			for _, id := range held {
+				if id != down && (k != behindKey || id != behindOn) {
+					ok++
+				}
+			}
+			if ok < 2 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := healthyShort(0, 0, ""); n != 0 {
+		c.mu.Unlock()
+		t.Fatalf("%d repositories short of confirmed replicas once every replica confirmed", n)
+	}
+	var solo string
+	for _, k := range keys {
+		if c.nets.Of(k) == "" {
+			solo = k
+			break
+		}
+	}
+	behindOn := c.replicas(solo)[0]
+	c.replicaReport(behindOn, solo, strings.Repeat("ab", 16), c.clk.Now().Add(-repostate.ReplicaBehindAfter-time.Minute))
+	c.mu.Unlock()
+	if got := under(); got != 1 {
+		t.Fatalf("with one replica of %s behind: %d repositories under-replicated, want 1", solo, got)
+	}
+
+	c.mu.Lock()
+	down := full[3].GetNodeId()
+	c.sessionClosed(c.sessions[down])
+	want := healthyShort(down, behindOn, solo)
+	c.mu.Unlock()
+	if want < 2 {
+		t.Fatalf("node %d holds replicas of %d repositories: its cut session tests nothing", down, want)
+	}
+	if got := under(); got != want {
+		t.Fatalf("with node %d's session cut (suspect) and %s behind on node %d: %d repositories under-replicated, want %d",
+			down, solo, behindOn, got, want)
 	}
 }
