@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"slices"
 	"testing"
-	"time"
 )
 
 // tierReplicas returns each repository's replicas as the API at base lists
@@ -50,74 +48,4 @@ func fullNodeIDs(base string) (map[string]uint32, error) {
 		}
 	}
 	return ids, nil
-}
-
-// Three full nodes with --full-replicas 2: the API lists two replicas of
-// every repository, on two distinct full nodes; a full node killed loses
-// its replicas to the two others once its grace is over.
-func TestFullNodesHoldEachRepositoryTwiceAndALostOnesReplicasMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
-	f := newFleet(t)
-	repos := seq(0, 12)
-	f.seed(repos, "12 repositories")
-	f.coordArgs = []string{"--full-replicas", "2"}
-	f.startCoordinator()
-	f.tunnelAddr = freeAddr(t)
-	f.startNode("full-a", "full", "--http", f.http, "--tunnel", f.tunnelAddr, "--api-token", apiToken)
-	f.startNode("full-b", "full", "--http", freeAddr(t), "--tunnel", freeAddr(t), "--api-token", apiToken)
-	f.startNode("full-c", "full", "--http", freeAddr(t), "--tunnel", freeAddr(t), "--api-token", apiToken)
-
-	var ids map[string]uint32
-	eventually(t, 60*time.Second, "every repository lists two replicas on distinct full nodes", func() error {
-		var err error
-		if ids, err = fullNodeIDs(f.base); err != nil {
-			return err
-		}
-		if len(ids) != 3 {
-			return fmt.Errorf("full nodes %v, want 3", ids)
-		}
-		all := []uint32{ids["full-a"], ids["full-b"], ids["full-c"]}
-		replicas, err := tierReplicas(t, f.base, len(repos))
-		if err != nil {
-			return err
-		}
-		for k, r := range replicas {
-			if len(r) != 2 || r[0] == r[1] || !slices.Contains(all, r[0]) || !slices.Contains(all, r[1]) {
-				return fmt.Errorf("%s: replicas %v, want two of %v", k, r, all)
-			}
-		}
-		return nil
-	})
-	lost := ids["full-c"]
-	replicas, err := tierReplicas(t, f.base, len(repos))
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := 0
-	for _, r := range replicas {
-		if slices.Contains(r, lost) {
-			held++
-		}
-	}
-	if held == 0 {
-		t.Fatalf("full-c (node %d) holds no replica of %d repositories: its loss tests nothing", lost, len(replicas))
-	}
-
-	f.procs["full-c"].kill()
-	survivors := []uint32{ids["full-a"], ids["full-b"]}
-	eventually(t, 60*time.Second, "past its grace, the lost full node's replicas are on the survivors", func() error {
-		replicas, err := tierReplicas(t, f.base, len(repos))
-		if err != nil {
-			return err
-		}
-		for k, r := range replicas {
-			if !slices.Equal(slices.Sorted(slices.Values(r)), slices.Sorted(slices.Values(survivors))) {
-				return fmt.Errorf("%s: replicas %v, want the survivors %v", k, r, survivors)
-			}
-		}
-		return nil
-	})
-	t.Logf("full-c (node %d) held %d of %d repositories; they moved to the survivors", lost, held, len(replicas))
 }

@@ -83,8 +83,8 @@ type Catalog struct {
 	// catalog's URL), "" when it can; ErrorAt is since when.
 	Error   string
 	ErrorAt time.Time
-	// UnderReplicated counts the repositories confirmed by fewer full
-	// nodes than the tier's replicas.
+	// UnderReplicated counts the repositories with fewer healthy replicas
+	// (confirmed, on a full node alive now, not behind) than the tier's.
 	UnderReplicated int
 }
 

@@ -380,3 +380,34 @@ func TestMailHeadersCannotBeInjected(t *testing.T) {
 		}
 	}
 }
+
+// Repositories short of healthy replicas reach a webhook receiver (a real
+// HTTP server) once when the rule fires after its hold, with their count,
+// and once when they are healthy again.
+func TestUnderReplicatedRepositoriesReachAWebhookOnceFiredAndOnceResolved(t *testing.T) {
+	webhook := alerttest.StartHTTP(t, nil)
+	clk := clock.NewFake(t0)
+	n, logs := startNotifier(t, []string{webhook.URL + "/hook"}, Options{Clock: clk})
+	e := NewEvaluator(Rules(DefaultThresholds()))
+	snap := &Snapshot{Session: Session{Connected: true}, Catalog: &Catalog{UnderReplicated: 7}}
+	for _, at := range []time.Duration{0, time.Minute, 5 * time.Minute} {
+		n.Notify(e.Evaluate(snap, t0.Add(at))...)
+	}
+	snap.Catalog = &Catalog{}
+	n.Notify(e.Evaluate(snap, t0.Add(6*time.Minute))...)
+	waitFor(t, "two deliveries", func() bool { return delivered(logs, n.Receivers()[0]) == 2 })
+	reqs := webhook.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the receiver got %d messages, want the firing and the resolution", len(reqs))
+	}
+	for i, want := range []Status{Firing, Resolved} {
+		var b WebhookBody
+		if err := json.Unmarshal(reqs[i].Body, &b); err != nil {
+			t.Fatalf("webhook body %s: %v", reqs[i].Body, err)
+		}
+		if b.Rule != RuleUnderReplicated || b.Status != want || b.Figure != "7 repositories" ||
+			!strings.Contains(b.Summary, "fewer healthy replicas than --full-replicas") {
+			t.Errorf("message %d: %+v, want the under-replicated alert %s with its 7 repositories", i, b, want)
+		}
+	}
+}

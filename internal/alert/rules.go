@@ -65,8 +65,9 @@ const (
 	// RuleCatalogUnreadable: the coordinator cannot read the catalog (its
 	// repository missing, out of reach, not a git repository).
 	RuleCatalogUnreadable = "catalog-unreadable"
-	// RuleUnderReplicated: repositories held by fewer full nodes than
-	// --full-replicas (a full node lost, and its share not yet copied).
+	// RuleUnderReplicated: repositories with fewer healthy replicas than
+	// --full-replicas (a full node silent or lost, and its share not yet
+	// copied; a replica behind).
 	RuleUnderReplicated = "under-replicated"
 )
 
@@ -226,8 +227,8 @@ func underReplicated(s *Snapshot, _ time.Time) ([]Alert, bool) {
 	}
 	if n := s.Catalog.UnderReplicated; n > 0 {
 		return []Alert{{Key: RuleUnderReplicated, Rule: RuleUnderReplicated,
-			Summary: fmt.Sprintf("%d repositories are held by fewer full nodes than --full-replicas", n),
-			Figure:  fmt.Sprintf("%d repositories", n), Threshold: "--full-replicas confirmed copies"}}, true
+			Summary: fmt.Sprintf("%d repositories have fewer healthy replicas than --full-replicas", n),
+			Figure:  fmt.Sprintf("%d repositories", n), Threshold: "--full-replicas healthy copies"}}, true
 	}
 	return nil, true
 }

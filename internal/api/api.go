@@ -98,9 +98,11 @@ type CatalogStatus struct {
 	LastFetch time.Time `json:"last_fetch,omitzero"`
 	NextFetch time.Time `json:"next_fetch,omitzero"`
 
-	// UnderReplicated counts the repositories confirmed by fewer full
-	// nodes than they should be on (--full-replicas, or every full node
-	// when there are no more); 0 while every full node holds everything.
+	// UnderReplicated counts the repositories with fewer healthy replicas
+	// than they should have (--full-replicas, or every full node when there
+	// are no more): copies confirmed on full nodes alive now (not suspect,
+	// not gone) whose refs are not behind; 0 while every full node holds
+	// everything.
 	UnderReplicated int `json:"under_replicated"`
 	// ReplicasBehind counts the replicas whose refs have differed from
 	// the recorded state for longer than a pull takes.

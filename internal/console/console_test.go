@@ -690,3 +690,25 @@ func TestARenamedRepositoryShowsItsNewName(t *testing.T) {
 		}
 	}
 }
+
+// On the full tier, the listing names each repository's replicas, and its
+// page each replica's state; with every full node holding everything, both
+// say so.
+func TestTheRepositoryListingAndPageShowTheReplicas(t *testing.T) {
+	c, src := newTestConsole()
+	src.repos[1].Replicas = []uint32{3, 5}
+	src.repos[1].ReplicaStates = []api.ReplicaState{{Node: 3, Confirmed: true, Current: true}, {Node: 5, Confirmed: true, Behind: true}}
+	if _, body := get(t, c, "/-/repos"); !strings.Contains(body, `<td class="replicas">3, 5</td>`) {
+		t.Errorf("the listing does not name the replicas 3 and 5:\n%s", body)
+	}
+	_, body := get(t, c, "/-/repos/github.com/a/b")
+	for _, want := range []string{`data-node="3">node 3: current</span>`, `data-node="5">node 5: behind</span>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the repository's page lacks %s:\n%s", want, body)
+		}
+	}
+	src.repos[1].Replicas, src.repos[1].ReplicaStates = nil, nil
+	if _, body := get(t, c, "/-/repos/github.com/a/b"); !strings.Contains(body, `<td id="replicas">every full node</td>`) {
+		t.Errorf("the page of a repository every full node holds:\n%s", body)
+	}
+}

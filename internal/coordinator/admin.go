@@ -326,9 +326,10 @@ func (c *Coordinator) CatalogStatus(ctx context.Context, _ *fleetv1.CatalogStatu
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.clk.Now()
 	resp := &fleetv1.CatalogStatusResponse{Repos: uint32(c.engine.Len()), Url: repokey.Redact(c.cfg.Catalog),
-		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt), UnderReplicated: uint32(c.tierLoads().under),
-		ReplicasBehind: uint32(len(c.replicasBehind(c.clk.Now())))}
+		LastFetchMs: unixMs(c.catalogFetchAt), NextFetchMs: unixMs(c.catalogNextAt), UnderReplicated: uint32(c.underHealthy(now)),
+		ReplicasBehind: uint32(len(c.replicasBehind(now)))}
 	if c.cat != nil {
 		resp.Commit = c.cat.Commit()
 		resp.Problems = uint32(c.problems)

@@ -146,6 +146,9 @@ type Coordinator struct {
 	tierWeight  map[uint32]float64
 	tierDirty   bool
 	tierShares  *tierShares // the API's figures of the tier, nil when the tier changed since
+	// tierDropsAway are the tier's drops decided for full nodes with no
+	// session, by node: sent when the node's next session opens.
+	tierDropsAway map[uint32]map[string]bool
 	// replicaDiffs are the replicas whose state is not the recorded one,
 	// by key (replicastate.go); most repositories have none.
 	replicaDiffs map[string][]replicaDiff
@@ -292,34 +295,35 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 	}
 	git := catalog.SourceGit(10*time.Minute, tmp)
 	c := &Coordinator{
-		cfg:          cfg,
-		joinTokens:   splitTokens(cfg.JoinToken),
-		log:          log,
-		clk:          clk,
-		db:           db,
-		git:          git,
-		flush:        make(chan struct{}, 1),
-		status:       make(map[string]*repoStatus),
-		errs:         intern.New(1 << 16),
-		heads:        make(map[string]string),
-		forgeFlags:   make(map[string]forgeFlag),
-		renames:      make(map[string]rename),
-		forgeIDs:     make(map[string]int64),
-		nodes:        make(map[uint32]*nodeRecord),
-		sessions:     make(map[uint32]*session),
-		dirty:        make(map[string]bool),
-		meta:         make(map[string]string),
-		overlay:      make(map[string]overlay),
-		overlayDirty: make(map[string]bool),
-		listings:     make(map[string]*listing),
-		listingDirty: make(map[string]bool),
-		listerRuns:   make(map[string]*listerRun),
-		listerWake:   make(chan struct{}, 1),
-		tasks:        make(map[string]pendingTask),
-		held:         make(map[string]heldEntry),
-		tierWeight:   make(map[uint32]float64),
-		tierTouched:  make(map[string]struct{}),
-		replicaDiffs: make(map[string][]replicaDiff),
+		cfg:           cfg,
+		joinTokens:    splitTokens(cfg.JoinToken),
+		log:           log,
+		clk:           clk,
+		db:            db,
+		git:           git,
+		flush:         make(chan struct{}, 1),
+		status:        make(map[string]*repoStatus),
+		errs:          intern.New(1 << 16),
+		heads:         make(map[string]string),
+		forgeFlags:    make(map[string]forgeFlag),
+		renames:       make(map[string]rename),
+		forgeIDs:      make(map[string]int64),
+		nodes:         make(map[uint32]*nodeRecord),
+		sessions:      make(map[uint32]*session),
+		dirty:         make(map[string]bool),
+		meta:          make(map[string]string),
+		overlay:       make(map[string]overlay),
+		overlayDirty:  make(map[string]bool),
+		listings:      make(map[string]*listing),
+		listingDirty:  make(map[string]bool),
+		listerRuns:    make(map[string]*listerRun),
+		listerWake:    make(chan struct{}, 1),
+		tasks:         make(map[string]pendingTask),
+		held:          make(map[string]heldEntry),
+		tierWeight:    make(map[uint32]float64),
+		tierTouched:   make(map[string]struct{}),
+		tierDropsAway: make(map[uint32]map[string]bool),
+		replicaDiffs:  make(map[string][]replicaDiff),
 	}
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {

@@ -173,6 +173,7 @@ func (c *Coordinator) revoke(ctx context.Context, id uint32, reason string) erro
 		s.revoked = reason
 		s.cancel()
 	}
+	delete(c.tierDropsAway, id)
 	c.applyChanges(c.table.Forget(id, c.clk.Now()))
 	c.queueCredentials(id)
 	if wasFull {

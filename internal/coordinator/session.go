@@ -110,6 +110,7 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 		old.cancel() // a newer session replaces an older one
 	}
 	c.sessions[rec.ID] = s
+	c.tierDropsBack(s) // tier.go
 	now := c.clk.Now()
 	c.engine.SetBandwidth(rec.ID, rec.MaxBandwidth) // before it is a member: its first clones are paced
 	changes := c.table.Connect(membership.NodeInfo{ID: rec.ID, Name: rec.Name, Weight: rec.Capacity,
@@ -150,10 +151,7 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 	cancel()
 	err = <-sendErr
 	c.mu.Lock()
-	if c.sessions[rec.ID] == s {
-		delete(c.sessions, rec.ID)
-		c.applyChanges(c.table.Disconnect(rec.ID, c.clk.Now()))
-	}
+	c.sessionClosed(s)
 	cut := s.endError()
 	c.mu.Unlock()
 	c.log.Info("session closed", "node", rec.ID, "recv", recvErr, "send", err)
@@ -164,6 +162,20 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 		return nil
 	}
 	return recvErr
+}
+
+// sessionClosed ends s, unless a newer session of its node replaced it:
+// the node is disconnected, and the tier drops s did not send wait for
+// its next session. Caller holds c.mu.
+func (c *Coordinator) sessionClosed(s *session) {
+	if c.sessions[s.id] != s {
+		return
+	}
+	delete(c.sessions, s.id)
+	for k := range s.tierDrop {
+		c.tierDropAway(s.id, k, true)
+	}
+	c.applyChanges(c.table.Disconnect(s.id, c.clk.Now()))
 }
 
 func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator_SessionServer) error {
@@ -710,9 +722,14 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoStates{RepoStates: rs}})
 	}
 	// A tier drop goes after the key's state, which no longer names the
-	// node: the full node keeps a copy its state still names.
+	// node: the full node keeps a copy its state still names. A sweep
+	// under way (a new session's) sends every state: the drops wait for
+	// its end.
 	var drops []string
 	for k := range s.tierDrop {
+		if s.sweepAt < len(s.sweep) {
+			break
+		}
 		if len(drops) >= n {
 			break
 		}

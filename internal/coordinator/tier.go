@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
@@ -144,13 +145,47 @@ func (c *Coordinator) syncTier() {
 		s := c.sessions[d.Node]
 		for _, k := range c.tierKeys(d.Key) {
 			c.broadcastState(k)
-			if s != nil && s.full {
-				// A node not connected is told nothing: its inventory
-				// confirms the copy again, and the tier drops it again.
+			switch {
+			case s != nil && s.full:
 				s.queueTierDrop(k, d.Kind == placement.Drop)
+			case s == nil:
+				c.tierDropAway(d.Node, k, d.Kind == placement.Drop)
 			}
 		}
 	}
+}
+
+// tierDropAway keeps a drop of key decided for full node id while it has
+// no session (keep false takes one back: the tier placed key on it
+// again), for its next session: the tier counts the copy as gone from
+// the moment it decided the drop, and would not decide it again unless
+// the node confirmed the copy anew. Caller holds c.mu.
+func (c *Coordinator) tierDropAway(id uint32, key string, drop bool) {
+	if !drop {
+		delete(c.tierDropsAway[id], key)
+		return
+	}
+	if rec := c.nodes[id]; rec == nil || !rec.full() {
+		return
+	}
+	if c.tierDropsAway[id] == nil {
+		c.tierDropsAway[id] = map[string]bool{}
+	}
+	c.tierDropsAway[id][key] = true
+}
+
+// tierDropsBack queues on s, a full node's new session, the drops decided
+// while it had none. Caller holds c.mu.
+func (c *Coordinator) tierDropsBack(s *session) {
+	if !s.full {
+		return
+	}
+	for k := range c.tierDropsAway[s.id] {
+		if c.engine.Has(k) {
+			s.queueTierDrop(k, true)
+		}
+	}
+	delete(c.tierDropsAway, s.id)
 }
 
 // engineKeys yields every key of the engine. Caller holds c.mu.
@@ -229,8 +264,12 @@ func (c *Coordinator) replicas(key string) []uint32 {
 // nothing, and confirms nothing).
 type tierShares struct {
 	loads    map[uint32]placement.TierLoad
-	under    int
 	everyone bool
+	// short: the repositories with fewer replicas confirmed on full nodes
+	// alive than they should have, when the full nodes down were down
+	// (-1: not worked out yet). underHealthy keeps them.
+	short int
+	down  []uint32
 }
 
 // tierLoads reads the tier's shares. Working them out walks every unit
@@ -243,15 +282,63 @@ func (c *Coordinator) tierLoads() tierShares {
 		return tierShares{everyone: true}
 	}
 	if c.tierShares == nil {
-		loads, under := c.tier.LoadsCounting(func(unit string) int {
-			if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
-				return c.nets.Size(name)
-			}
-			return 1
-		})
-		c.tierShares = &tierShares{loads: loads, under: under.Repos}
+		loads, _ := c.tier.LoadsCounting(c.unitRepos)
+		c.tierShares = &tierShares{loads: loads, short: -1}
 	}
 	return *c.tierShares
+}
+
+// unitRepos is how many repositories unit holds. Caller holds c.mu.
+func (c *Coordinator) unitRepos(unit string) int {
+	if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
+		return c.nets.Size(name)
+	}
+	return 1
+}
+
+// underHealthy counts the repositories with fewer healthy replicas than
+// --full-replicas: replicas confirmed on a full node that is alive now
+// (not suspect within its grace, not gone) and whose refs are not behind
+// (replicasBehind). A confirmed copy on a full node that stopped
+// answering, or one left behind, does not serve the verified state: one
+// more loss may lose it. The walk over every unit is kept with the
+// tier's figures, and done again when the tier or the full nodes down
+// change; the replicas behind are few, and counted at each call. Caller
+// holds c.mu.
+func (c *Coordinator) underHealthy(now time.Time) int {
+	if c.tierLoads().everyone {
+		return 0
+	}
+	var down []uint32
+	for _, n := range c.table.Nodes() {
+		if rec := c.nodes[n.ID]; rec != nil && rec.full() && n.State != membership.Alive {
+			down = append(down, n.ID)
+		}
+	}
+	slices.Sort(down)
+	up := func(id uint32) bool { return !slices.Contains(down, id) }
+	sh := c.tierShares
+	if sh.short < 0 || !slices.Equal(sh.down, down) {
+		sh.short, sh.down = c.tier.Short(up, c.unitRepos).Repos, down
+	}
+	n := sh.short
+	need := min(c.tier.Replicas(), len(c.tier.Members()))
+	behind := map[string][]uint32{}
+	for _, b := range c.replicasBehind(now) {
+		behind[b.Key] = append(behind[b.Key], b.Node)
+	}
+	for key, nodes := range behind {
+		_, held, _ := c.tier.ReplicasOf(c.tierUnit(key))
+		alive := slices.DeleteFunc(slices.Clone(held), func(id uint32) bool { return !up(id) })
+		if len(alive) < need {
+			continue // counted with its unit
+		}
+		current := slices.DeleteFunc(alive, func(id uint32) bool { return slices.Contains(nodes, id) })
+		if len(current) < need {
+			n++
+		}
+	}
+	return n
 }
 
 // metaTier is the meta key of the tier's snapshot.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -304,5 +306,161 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 	s.queueTierDrop(keys[0], false)
 	if got := tierDropsSent(c); len(got[old[0]]) > 0 {
 		t.Errorf("a drop taken back was sent: %v", got[old[0]])
+	}
+}
+
+// A drop the tier decides while a full node has no session (its session
+// cut, within its grace) is kept and sent when the node's next session
+// opens, after the states that no longer name it: the tier counts the
+// copy as gone from the moment it decided, and would not decide the drop
+// again. A drop the session had queued and not sent when it was cut is
+// kept too.
+func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := []uint32{full[0].GetNodeId(), full[1].GetNodeId()}
+	c.syncTier()
+	tierDropsSent(c)
+	var moved []string
+	for _, k := range keys {
+		if r := c.replicas(k); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(k) == "" {
+			moved = append(moved, k)
+		}
+	}
+	if len(moved) < 2 {
+		t.Fatalf("%d repositories placed on the two later full nodes alone, want 2", len(moved))
+	}
+	// The first: its drop is queued on old[0]'s session, which is cut
+	// before it sends it.
+	for _, id := range c.replicas(moved[0]) {
+		c.tierConfirm(id, moved[0])
+	}
+	c.syncTier()
+	if s := c.sessions[old[0]]; !s.tierDrop[moved[0]] {
+		t.Fatalf("no drop of %s queued on node %d: %v", moved[0], old[0], s.tierDrop)
+	}
+	c.sessionClosed(c.sessions[old[0]])
+	c.sessionClosed(c.sessions[old[1]])
+	// The second: decided while both old copies' nodes are away.
+	for _, id := range c.replicas(moved[1]) {
+		c.tierConfirm(id, moved[1])
+	}
+	c.syncTier()
+	if _, held, _ := c.tier.ReplicasOf(moved[1]); slices.Contains(held, old[0]) || slices.Contains(held, old[1]) {
+		t.Fatalf("%s still counted on %v, a node away: the tier decided no drop", moved[1], held)
+	}
+
+	c.cfg.BatchSize = 4 // a sweep of several batches
+	for i, id := range old {
+		s := connect(c, full[i])
+		c.tierDropsBack(s)
+		s.queueSweep(c.engineKeys) // as a session's start does
+		var states, drops []string
+		for len(s.states) > 0 || len(s.tierDrop) > 0 || s.sweepAt < len(s.sweep) {
+			for _, m := range s.next() {
+				for _, r := range m.GetRepoStates().GetRepos() {
+					states = append(states, r.GetKey())
+				}
+				for _, k := range m.GetTierDrop().GetKeys() {
+					if len(states) < len(keys) {
+						t.Errorf("node %d: the drop of %s came before the sweep of the states ended (%d of %d sent)", id, k, len(states), len(keys))
+					}
+					drops = append(drops, k)
+				}
+			}
+		}
+		want := []string{moved[1]}
+		if id == old[0] {
+			want = []string{moved[0], moved[1]}
+		}
+		for _, k := range want {
+			if !slices.Contains(drops, k) {
+				t.Errorf("node %d, back, was told to drop %v; want %s among them (decided while it was away)", id, drops, k)
+			}
+		}
+	}
+	if len(c.tierDropsAway) != 0 {
+		t.Errorf("drops kept for nodes that are back: %v", c.tierDropsAway)
+	}
+}
+
+// A repository is short of replicas when fewer than --full-replicas of its
+// confirmed copies are healthy: a copy on a full node whose session was
+// cut (suspect, within its grace) serves nothing, and one whose refs have
+// been behind for longer than a pull takes does not serve the verified
+// state. under_replicated (and so the alert) counts them, not only the
+// copies the tier stopped counting.
+func TestRepositoriesWithFewerHealthyReplicasThanTheyShouldHaveAreUnderReplicated(t *testing.T) {
+	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
+	keys := tierKeys()
+	full := tierFleet(t, c, 4, keys)
+	ctx := as(full[0])
+	under := func() uint32 {
+		t.Helper()
+		cat, err := c.CatalogStatus(ctx, &fleetv1.CatalogStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat.GetUnderReplicated()
+	}
+	c.mu.Lock()
+	c.syncTier()
+	for _, k := range keys {
+		for _, id := range c.replicas(k) {
+			c.tierConfirm(id, k)
+		}
+	}
+	c.syncTier()
+	tierDropsSent(c)
+	// healthyShort counts the keys with fewer than two confirmed replicas
+	// that are neither on down nor, for key behindKey, on behindOn.
+	healthyShort := func(down, behindOn uint32, behindKey string) uint32 {
+		var n uint32
+		for _, k := range keys {
+			_, held, _ := c.tier.ReplicasOf(c.tierUnit(k))
+			ok := 0
+			for _, id := range held {
+				if id != down && (k != behindKey || id != behindOn) {
+					ok++
+				}
+			}
+			if ok < 2 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := healthyShort(0, 0, ""); n != 0 {
+		c.mu.Unlock()
+		t.Fatalf("%d repositories short of confirmed replicas once every replica confirmed", n)
+	}
+	var solo string
+	for _, k := range keys {
+		if c.nets.Of(k) == "" {
+			solo = k
+			break
+		}
+	}
+	behindOn := c.replicas(solo)[0]
+	c.replicaReport(behindOn, solo, strings.Repeat("ab", 16), c.clk.Now().Add(-repostate.ReplicaBehindAfter-time.Minute))
+	c.mu.Unlock()
+	if got := under(); got != 1 {
+		t.Fatalf("with one replica of %s behind: %d repositories under-replicated, want 1", solo, got)
+	}
+
+	c.mu.Lock()
+	down := full[3].GetNodeId()
+	c.sessionClosed(c.sessions[down])
+	want := healthyShort(down, behindOn, solo)
+	c.mu.Unlock()
+	if want < 2 {
+		t.Fatalf("node %d holds replicas of %d repositories: its cut session tests nothing", down, want)
+	}
+	if got := under(); got != want {
+		t.Fatalf("with node %d's session cut (suspect) and %s behind on node %d: %d repositories under-replicated, want %d",
+			down, solo, behindOn, got, want)
 	}
 }

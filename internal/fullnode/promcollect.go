@@ -73,7 +73,7 @@ var (
 	descProblems     = prometheus.NewDesc("gitfleet_catalog_problems", "Catalog entries skipped as bad.", nil, nil)
 	descCatalogRepos = prometheus.NewDesc("gitfleet_catalog_repos", "Repositories in the applied catalog, with those added through the API.", nil, nil)
 	descReplBehind   = prometheus.NewDesc("gitfleet_tier_replicas_behind", "Replicas on the full tier whose refs have differed from the recorded state for longer than a pull takes (as the coordinator counts the full nodes' digests).", nil, nil)
-	descUnderRepl    = prometheus.NewDesc("gitfleet_tier_under_replicated_repos", "Repositories held by fewer full nodes than --full-replicas (as the coordinator counts the full nodes' confirmations).", nil, nil)
+	descUnderRepl    = prometheus.NewDesc("gitfleet_tier_under_replicated_repos", "Repositories with fewer healthy replicas than --full-replicas: copies confirmed on full nodes alive now, whose refs are not behind (as the coordinator counts them).", nil, nil)
 	descPullQueue    = prometheus.NewDesc("gitfleet_pull_queue", "Repositories waiting for a pull from their owner (pending), and being pulled (running).", []string{"state"}, nil)
 	descAlertEvals   = prometheus.NewDesc("gitfleet_alert_evaluations_total", "Evaluations of the alert rules (every --alert-interval).", nil, nil)
 )

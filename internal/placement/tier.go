@@ -583,6 +583,39 @@ func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]Tier
 	return loads, under
 }
 
+// Short counts the units with fewer healthy replicas than they should
+// have (Replicas, or every member when there are no more): replicas
+// confirmed on members that healthy accepts. Each unit's repositories are
+// counted by repos (one if nil). It walks every unit; with no more members
+// than Replicas (no confirmations kept) it counts nothing.
+func (t *Tier) Short(healthy func(id uint32) bool, repos func(unit string) int) (short TierLoad) {
+	if t.Everyone() {
+		return TierLoad{}
+	}
+	need := min(t.cfg.Replicas, len(t.members))
+	ok := map[uint32]int{} // set ID: its healthy members
+	for i := range t.names {
+		n, seen := ok[t.held[i]]
+		if !seen {
+			for _, id := range t.sets.get(t.held[i]) {
+				if healthy(id) {
+					n++
+				}
+			}
+			ok[t.held[i]] = n
+		}
+		if n < need {
+			short.Units, short.Weight = short.Units+1, short.Weight+t.weights[i]
+			if repos == nil {
+				short.Repos++
+			} else {
+				short.Repos += repos(t.names[i])
+			}
+		}
+	}
+	return short
+}
+
 // setTable interns the sets of members: a unit keeps the ID of each of its
 // sets. ID 0 is the empty set. Sets are never removed; SetMembers starts a
 // new table with the sets still in use.

@@ -230,9 +230,10 @@ type CatalogStatusResponse struct {
 	NextFetchMs int64 `protobuf:"varint,13,opt,name=next_fetch_ms,json=nextFetchMs,proto3" json:"next_fetch_ms,omitempty"`
 	// The error's class, as RepoState.class.
 	ErrorClass uint32 `protobuf:"varint,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	// Repositories on the full tier confirmed by fewer full nodes than
-	// they should be (--full-replicas, or every full node when there are
-	// no more); 0 while every full node holds everything.
+	// Repositories on the full tier with fewer healthy replicas than they
+	// should have (--full-replicas, or every full node when there are no
+	// more): copies confirmed on full nodes alive now whose refs are not
+	// behind; 0 while every full node holds everything.
 	UnderReplicated uint32 `protobuf:"varint,15,opt,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
 	// Replicas on the full tier whose refs digest has differed from the
 	// recorded one for longer than a pull takes
