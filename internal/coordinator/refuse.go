@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -17,7 +18,7 @@ import (
 const errorClassRefused = "refused"
 
 // refused records node id's refusal of key. Caller holds c.mu.
-func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {
+func (c *Coordinator) refused(id uint32, key repokey.Key, res *fleetv1.CheckResult) {
 	if !c.engine.Refuse(id, key) {
 		return // told already, or from a node that is not a member
 	}
@@ -62,7 +63,7 @@ func (c *Coordinator) liftRefusals(id uint32) {
 // stands over the checks' when it says disabled, and over a working or new
 // repository's when it says archived; a repository whose checks fail
 // keeps their verdict. Caller holds c.mu.
-func (c *Coordinator) stateSince(key string, r *repoStatus) (repostate.State, int64) {
+func (c *Coordinator) stateSince(key repokey.Key, r *repoStatus) (repostate.State, int64) {
 	if c.engine.Unplaceable(key) {
 		return repostate.Unplaceable, 0
 	}
