@@ -84,7 +84,17 @@ func (x *keyIndex) find(keys []keyState, k repokey.Key) (pos uint64, h uint64, f
 
 // get returns the index of k. It is find for the hot path of Owner.
 func (x *keyIndex) get(keys []keyState, k repokey.Key) (int32, bool) {
-	return x.lookup(keys, string(k))
+	h := maphash.String(x.seed, string(k))
+	mask := uint64(len(x.slots) - 1)
+	for p := h >> x.shift; ; p = (p + 1) & mask {
+		s := x.slots[p]
+		if s == 0 {
+			return 0, false
+		}
+		if i := int32(uint32(s) - 1); s>>32 == h>>32 && keys[i].key == k {
+			return i, true
+		}
+	}
 }
 
 // lookup is get for a key as it is written: a snapshot's, which names a
