@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/config"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -37,11 +38,15 @@ func membersOf(ids ...uint32) []ring.Member {
 func placedOn(keys []string, members []ring.Member) map[uint32][]string {
 	d := config.Default()
 	e := placement.New(placement.Config{LoadFactor: d.LoadFactor, MaxInFlight: d.MaxClonesInFlight})
-	e.AddKeys(keys...)
+	ks := make([]repokey.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = repokey.Key(k)
+	}
+	e.AddKeys(ks...)
 	e.SetMembers(members)
 	out := map[uint32][]string{}
 	for _, k := range keys {
-		if _, target, ok := e.Owner(k); ok && target != 0 {
+		if _, target, ok := e.Owner(repokey.Key(k)); ok && target != 0 {
 			out[target] = append(out[target], k)
 		}
 	}

@@ -80,7 +80,7 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	key := k.String() // the placement engine's and the coordinator's books hold the key as written
+	key := k
 	if len(req.GetAttrs()) > 64 {
 		return nil, status.Error(codes.InvalidArgument, "at most 64 attributes")
 	}
@@ -99,29 +99,29 @@ func (c *Coordinator) AddRepo(ctx context.Context, req *fleetv1.AddRepoRequest) 
 		}
 		if !req.GetUpdate() {
 			c.mu.Unlock()
-			return &fleetv1.AddRepoResponse{Key: key, Url: e.URL}, nil
+			return &fleetv1.AddRepoResponse{Key: key.String(), Url: e.URL}, nil
 		}
 		ov.URL, ov.Fallbacks = e.URL, e.Fallbacks
 	}
 	c.overlay[key] = ov
 	c.overlayDirty[key] = true
-	c.unhold([]string{key})
+	c.unhold([]repokey.Key{key})
 	exists := c.engine.Has(key)
 	if exists {
-		c.applyChange(nil, nil, []string{key})
+		c.applyChange(nil, nil, []repokey.Key{key})
 	} else {
 		c.engine.AddKeys(key)
 		c.tierTouch(key)
-		c.feedKeysChanged([]string{key}, nil)
+		c.feedKeysChanged([]repokey.Key{key}, nil)
 		c.placeDirty = true
-		c.applyChange(nil, nil, []string{key})
+		c.applyChange(nil, nil, []repokey.Key{key})
 	}
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	c.log.Info("repository added through the API", "key", key, "url", repokey.Redact(ov.URL), "update", exists)
-	return &fleetv1.AddRepoResponse{Key: key, Created: !exists, Url: ov.URL}, nil
+	return &fleetv1.AddRepoResponse{Key: key.String(), Created: !exists, Url: ov.URL}, nil
 }
 
 // sameUpstream tells whether two fetch URLs with one key name one upstream:
@@ -142,22 +142,21 @@ func (c *Coordinator) RemoveRepo(ctx context.Context, req *fleetv1.RemoveRepoReq
 	if _, err := c.authFull(ctx); err != nil {
 		return nil, err
 	}
-	k, err := repokey.Parse(req.GetKey())
+	key, err := repokey.Parse(req.GetKey())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	key := k.String()
 	c.mu.Lock()
 	exists := c.engine.Has(key)
 	c.mu.Unlock()
 	if !exists {
-		return nil, status.Error(codes.NotFound, repostate.NotMirrored(key))
+		return nil, status.Error(codes.NotFound, repostate.NotMirrored(key.String()))
 	}
 	c.mu.Lock()
 	c.overlay[key] = overlay{Removed: true}
 	c.overlayDirty[key] = true
-	c.unhold([]string{key})
-	c.applyChange(nil, []string{key}, nil)
+	c.unhold([]repokey.Key{key})
+	c.applyChange(nil, []repokey.Key{key}, nil)
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
@@ -174,33 +173,36 @@ func (c *Coordinator) FetchNow(ctx context.Context, req *fleetv1.FetchNowRequest
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.engine.Has(req.GetKey()) {
+	// The engine's Key, if it places the key: a key it does not know is
+	// not mirrored, whatever it says.
+	key, ok := c.engine.Key(req.GetKey())
+	if !ok {
 		return nil, status.Error(codes.NotFound, repostate.NotMirrored(req.GetKey()))
 	}
 	if req.GetCancel() {
-		owner, target := c.owner(req.GetKey())
-		return c.cancelCheck(req, owner, target)
+		owner, target := c.owner(key)
+		return c.cancelCheck(key, req, owner, target)
 	}
-	if c.engine.Unplaceable(req.GetKey()) {
+	if c.engine.Unplaceable(key) {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"repository %s is unplaceable: every node refuses its URL (their egress policies); it waits for a node that takes it", req.GetKey())
 	}
-	if id, ok := c.rideFeedCheck(from, req.GetKey(), req.GetTaskId()); ok {
+	if id, ok := c.rideFeedCheck(from, key, req.GetTaskId()); ok {
 		return &fleetv1.FetchNowResponse{Owner: id}, nil // the feed's push asked it already
 	}
 	// Asked for while its first clone waits behind the rest of a new
 	// catalog: its assign goes out now, ahead of the check sent below
 	// (which the node keeps until the assign arrives).
-	if c.engine.Hurry(req.GetKey()) {
+	if c.engine.Hurry(key) {
 		c.decide()
 	}
-	owner, target := c.owner(req.GetKey())
+	owner, target := c.owner(key)
 	for _, id := range []uint32{owner, target} {
 		s := c.sessions[id]
 		if id == 0 || s == nil {
 			continue
 		}
-		s.queueCheck(req.GetKey(), req.GetTaskId())
+		s.queueCheck(key, req.GetTaskId())
 		if req.GetTaskId() != "" {
 			c.gcTasks()
 			c.tasks[req.GetTaskId()] = pendingTask{node: from, at: c.clk.Now()}
@@ -225,8 +227,8 @@ func (c *Coordinator) gcTasks() {
 
 // taskDone tells the full nodes that asked for the tasks res answers,
 // with those that rode on a feed's check it answers. Caller holds c.mu.
-func (c *Coordinator) taskDone(res *fleetv1.CheckResult) {
-	c.answerTasks(res, slices.Concat(res.GetTaskIds(), c.feedCheckDone(res)))
+func (c *Coordinator) taskDone(key repokey.Key, res *fleetv1.CheckResult) {
+	c.answerTasks(res, slices.Concat(res.GetTaskIds(), c.feedCheckDone(key, res)))
 }
 
 // answerTasks tells the full nodes that asked for tasks of res. Caller
@@ -314,7 +316,7 @@ func (c *Coordinator) loadOverlay(ctx context.Context) error {
 			c.log.Warn("restore: skip unreadable overlay entry", "key", k, "err", err)
 			return nil
 		}
-		c.overlay[k] = ov
+		c.overlay[storedKey(k)] = ov
 		return nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -11,12 +12,12 @@ import (
 // repository to the nodes it may have been sent to: its owner and the
 // target of a move. The task's route is forgotten: the full node that
 // asked has settled the task already. Caller holds c.mu.
-func (c *Coordinator) cancelCheck(req *fleetv1.FetchNowRequest, owner, target uint32) (*fleetv1.FetchNowResponse, error) {
+func (c *Coordinator) cancelCheck(key repokey.Key, req *fleetv1.FetchNowRequest, owner, target uint32) (*fleetv1.FetchNowResponse, error) {
 	if req.GetTaskId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "a cancellation names the task to cancel")
 	}
 	delete(c.tasks, req.GetTaskId())
-	if id, ok := c.unrideFeedCheck(req.GetKey(), req.GetTaskId()); ok {
+	if id, ok := c.unrideFeedCheck(key, req.GetTaskId()); ok {
 		c.log.Info("on-demand check cancelled; the feed's check it rode on goes on", "key", req.GetKey(), "task", req.GetTaskId(), "node", id)
 		return &fleetv1.FetchNowResponse{Owner: id}, nil
 	}
@@ -26,7 +27,7 @@ func (c *Coordinator) cancelCheck(req *fleetv1.FetchNowRequest, owner, target ui
 			break
 		}
 		if s := c.sessions[id]; id != 0 && s != nil {
-			s.queueCancel(req.GetKey(), req.GetTaskId())
+			s.queueCancel(key, req.GetTaskId())
 			if reached == 0 {
 				reached = id
 			}

@@ -148,35 +148,35 @@ type Coordinator struct {
 	tierShares  *tierShares // the API's figures of the tier, nil when the tier changed since
 	// tierDropsAway are the tier's drops decided for full nodes with no
 	// session, by node: sent when the node's next session opens.
-	tierDropsAway map[uint32]map[string]bool
+	tierDropsAway map[uint32]map[repokey.Key]bool
 	// replicaDiffs are the replicas whose state is not the recorded one,
 	// by key (replicastate.go); most repositories have none.
-	replicaDiffs map[string][]replicaDiff
+	replicaDiffs map[repokey.Key][]replicaDiff
 	// tierMembersDirty: the membership or a full node's disk changed
 	// since the tier's members were last computed.
 	tierMembersDirty bool
 	placing          bool
-	status           map[string]*repoStatus // repositories that have been checked at least once
-	errs             *intern.Templates      // their errors' shared texts (repoStatus.setError)
-	heads            map[string]string      // HEAD's branch names, one copy each (headName)
-	forgeFlags       map[string]forgeFlag   // what the feeds' forges mark archived or disabled (forgeflags.go)
-	renames          map[string]rename      // repositories renamed upstream (renames.go)
-	forgeIDs         map[string]int64       // the forges' stable numbers of repositories, where a feed saw them (renames.go)
+	status           map[repokey.Key]*repoStatus // repositories that have been checked at least once
+	errs             *intern.Templates           // their errors' shared texts (repoStatus.setError)
+	heads            map[string]string           // HEAD's branch names, one copy each (headName)
+	forgeFlags       map[repokey.Key]forgeFlag   // what the feeds' forges mark archived or disabled (forgeflags.go)
+	renames          map[repokey.Key]rename      // repositories renamed upstream (renames.go)
+	forgeIDs         map[repokey.Key]int64       // the forges' stable numbers of repositories, where a feed saw them (renames.go)
 	nodes            map[uint32]*nodeRecord
 	sessions         map[uint32]*session
-	dirty            map[string]bool   // repos to persist (false: delete)
-	meta             map[string]string // meta values to persist
-	forget           []uint32          // forgotten nodes to delete from the store
+	dirty            map[repokey.Key]bool // repos to persist (false: delete)
+	meta             map[string]string    // meta values to persist
+	forget           []uint32             // forgotten nodes to delete from the store
 	// memberDirty says the membership table changed since the last persist;
 	// placeDirty, the placement engine.
 	memberDirty, placeDirty bool
-	removals                removalWindow        // removals applied within the purge window
-	held                    map[string]heldEntry // removals held by purge protection
-	heldCommit              string               // the latest catalog commit that held removals
-	problems                int                  // catalog entries skipped
-	problemLines            []string             // the first of them, "file:line: reason"
-	overlay                 map[string]overlay   // API additions and removals
-	overlayDirty            map[string]bool
+	removals                removalWindow             // removals applied within the purge window
+	held                    map[repokey.Key]heldEntry // removals held by purge protection
+	heldCommit              string                    // the latest catalog commit that held removals
+	problems                int                       // catalog entries skipped
+	problemLines            []string                  // the first of them, "file:line: reason"
+	overlay                 map[repokey.Key]overlay   // API additions and removals
+	overlayDirty            map[repokey.Key]bool
 	// listings are the listers' last good listings, by pattern
 	// (lister.go); listingDirty those to persist, listerRuns what is
 	// known of the listers that failed since.
@@ -234,6 +234,16 @@ const (
 	bucketNodes = "nodes"
 	bucketRepos = "repos"
 )
+
+// storedKey is the Key of a key the coordinator wrote itself from a Key it
+// had parsed: read back from its own store (a repository's state, the
+// API's overlay, a held removal), or the name of a repository's unit on
+// the full tier (tierUnit's, or the tier's stored snapshot's). The store
+// is its own (its data directory, or etcd shared with the other
+// coordinators only), not a message from a peer; so a restart does not
+// parse a million keys again. TestNoKeyIsMadeFromAnUncheckedString names
+// it as the one conversion outside package repokey.
+func storedKey(s string) repokey.Key { return repokey.Key(s) }
 
 // Check tells whether a coordinator can start with cfg, as New would,
 // without opening anything: a process that runs several roles checks each
@@ -302,28 +312,28 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, clk clock.Clock) (*C
 		db:            db,
 		git:           git,
 		flush:         make(chan struct{}, 1),
-		status:        make(map[string]*repoStatus),
+		status:        make(map[repokey.Key]*repoStatus),
 		errs:          intern.New(1 << 16),
 		heads:         make(map[string]string),
-		forgeFlags:    make(map[string]forgeFlag),
-		renames:       make(map[string]rename),
-		forgeIDs:      make(map[string]int64),
+		forgeFlags:    make(map[repokey.Key]forgeFlag),
+		renames:       make(map[repokey.Key]rename),
+		forgeIDs:      make(map[repokey.Key]int64),
 		nodes:         make(map[uint32]*nodeRecord),
 		sessions:      make(map[uint32]*session),
-		dirty:         make(map[string]bool),
+		dirty:         make(map[repokey.Key]bool),
 		meta:          make(map[string]string),
-		overlay:       make(map[string]overlay),
-		overlayDirty:  make(map[string]bool),
+		overlay:       make(map[repokey.Key]overlay),
+		overlayDirty:  make(map[repokey.Key]bool),
 		listings:      make(map[string]*listing),
 		listingDirty:  make(map[string]bool),
 		listerRuns:    make(map[string]*listerRun),
 		listerWake:    make(chan struct{}, 1),
 		tasks:         make(map[string]pendingTask),
-		held:          make(map[string]heldEntry),
+		held:          make(map[repokey.Key]heldEntry),
 		tierWeight:    make(map[uint32]float64),
 		tierTouched:   make(map[string]struct{}),
-		tierDropsAway: make(map[uint32]map[string]bool),
-		replicaDiffs:  make(map[string][]replicaDiff),
+		tierDropsAway: make(map[uint32]map[repokey.Key]bool),
+		replicaDiffs:  make(map[repokey.Key][]replicaDiff),
 	}
 	c.src, err = catalog.OpenSource(cfg.DataDir, cfg.Catalog, c.git, log)
 	if err != nil {
@@ -425,14 +435,15 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	var stored []storedStatus
 	var netEntries []network.Entry
 	declared := c.declaredNetworks()
-	err = c.db.Scan(ctx, bucketRepos, "", func(k string, v []byte) error {
+	err = c.db.Scan(ctx, bucketRepos, "", func(s string, v []byte) error {
 		var r statusRecord
 		if err := json.Unmarshal(v, &r); err != nil {
-			c.log.Warn("restore: skip unreadable repository state", "key", k, "err", err)
+			c.log.Warn("restore: skip unreadable repository state", "key", s, "err", err)
 		}
+		k := storedKey(s)
 		stored = append(stored, storedStatus{k, r})
 		if len(r.Roots) > 0 || r.Network != "" || r.Parent != "" {
-			netEntries = append(netEntries, network.Entry{Key: k, Roots: r.Roots, Network: r.Network, Parent: r.Parent, Declared: declared[k]})
+			netEntries = append(netEntries, network.Entry{Key: k, Roots: r.Roots, Network: r.Network, Parent: storedKey(r.Parent), Declared: declared[k]})
 			delete(declared, k)
 		}
 		return nil
@@ -457,7 +468,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: restore: %w", err)
 	}
-	wasPlaced := func(cands []string) []string {
+	wasPlaced := func(cands []repokey.Key) []repokey.Key {
 		// The stored placement names its key set by a digest: the refused
 		// entries were all placed if it is the set with them. Without it,
 		// those that were checked were placed.
@@ -466,13 +477,13 @@ func (c *Coordinator) restore(ctx context.Context) error {
 				return cands
 			}
 		}
-		checked := make(map[string]bool, len(cands))
+		checked := make(map[repokey.Key]bool, len(cands))
 		for _, s := range stored {
 			if _, ok := refused[s.key]; ok {
 				checked[s.key] = true
 			}
 		}
-		return slices.DeleteFunc(cands, func(k string) bool { return !checked[k] })
+		return slices.DeleteFunc(cands, func(k repokey.Key) bool { return !checked[k] })
 	}
 	if removed := c.holdRefused(refused, keys, wasPlaced); len(removed) > 0 {
 		stored = slices.DeleteFunc(stored, func(s storedStatus) bool {
@@ -506,7 +517,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 	// Statuses last: their keys are the engine's copies where it has them.
 	for _, st := range stored {
 		k := st.key
-		if ek, ok := c.engine.Key(k); ok {
+		if ek, ok := c.engine.Key(k.String()); ok {
 			k = ek
 		}
 		s := st.rec.status(c.errs, k)
@@ -518,7 +529,7 @@ func (c *Coordinator) restore(ctx context.Context) error {
 
 // storedStatus is a repository's stored state, as restore reads it.
 type storedStatus struct {
-	key string
+	key repokey.Key
 	rec statusRecord
 }
 
@@ -651,7 +662,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 	}
 	began := time.Now() // for the log: how long reading and placing took
 	var next *catalog.Catalog
-	var added, removed, changed []string
+	var added, removed, changed []repokey.Key
 	listersAdded := false
 	if old == nil {
 		defer c.bulkLoad()()
@@ -718,9 +729,8 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) error {
 // the catalog to the engine without a list of a million strings in
 // between. Caller holds c.mu.
 func (c *Coordinator) placeAll(next *catalog.Catalog) int {
-	keys := func(yield func(string) bool) {
-		next.Keys(func(ck repokey.Key) bool {
-			k := ck.String() // the engine's books hold the key as written
+	keys := func(yield func(repokey.Key) bool) {
+		next.Keys(func(k repokey.Key) bool {
 			if _, ok := c.overlay[k]; ok {
 				return true // removed through the API (an addition would be placed)
 			}
@@ -747,18 +757,18 @@ func (c *Coordinator) placeAll(next *catalog.Catalog) int {
 // engine places (a restart whose commit was lost). It works on keys only:
 // at a million entries, building entries would cost hundreds of megabytes
 // for nothing. Caller holds c.mu.
-func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []string) {
+func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []repokey.Key) {
 	next.Keys(func(k repokey.Key) bool {
-		if !c.engine.Has(k.String()) {
-			added = append(added, k.String())
+		if !c.engine.Has(k) {
+			added = append(added, k)
 		}
 		return true
 	})
-	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+	c.engine.Each(func(k repokey.Key, _, _ uint32, _ bool) {
 		if ov, ok := c.overlay[k]; ok && !ov.Removed {
 			return // added through the API
 		}
-		if !next.Has(k) {
+		if !next.Has(k.String()) {
 			removed = append(removed, k)
 		}
 	})
@@ -768,7 +778,7 @@ func (c *Coordinator) diffFromEngine(next *catalog.Catalog) (added, removed []st
 // effectiveRemovals keeps the keys whose removal from the catalog would
 // remove a mirrored repository (not those added through the API, nor those
 // already gone). Caller holds c.mu.
-func (c *Coordinator) effectiveRemovals(keys []string) []string {
+func (c *Coordinator) effectiveRemovals(keys []repokey.Key) []repokey.Key {
 	out := keys[:0:0]
 	for _, k := range keys {
 		if ov, ok := c.overlay[k]; ok && !ov.Removed || !c.engine.Has(k) {
@@ -780,28 +790,28 @@ func (c *Coordinator) effectiveRemovals(keys []string) []string {
 }
 
 // deltaKeys turns a catalog delta into keys.
-func deltaKeys(d catalog.Delta) (added, removed, changed []string) {
+func deltaKeys(d catalog.Delta) (added, removed, changed []repokey.Key) {
 	for _, e := range d.Added {
-		added = append(added, e.Key.String())
+		added = append(added, e.Key)
 	}
 	for _, e := range d.Removed {
-		removed = append(removed, e.Key.String())
+		removed = append(removed, e.Key)
 	}
 	for _, e := range d.Changed {
-		changed = append(changed, e.Key.String())
+		changed = append(changed, e.Key)
 	}
 	return added, removed, changed
 }
 
 // effectiveKeys is the key set of the catalog with the API's overlay.
 // Caller holds c.mu (or is restoring).
-func (c *Coordinator) effectiveKeys() []string {
-	var keys []string
+func (c *Coordinator) effectiveKeys() []repokey.Key {
+	var keys []repokey.Key
 	if c.cat != nil {
-		keys = make([]string, 0, c.cat.Len()+len(c.overlay))
+		keys = make([]repokey.Key, 0, c.cat.Len()+len(c.overlay))
 		c.cat.Keys(func(k repokey.Key) bool {
-			if _, ok := c.overlay[k.String()]; !ok {
-				keys = append(keys, k.String())
+			if _, ok := c.overlay[k]; !ok {
+				keys = append(keys, k)
 			}
 			return true
 		})
@@ -812,7 +822,7 @@ func (c *Coordinator) effectiveKeys() []string {
 		}
 	}
 	for k := range c.held {
-		if _, ok := c.overlay[k]; !ok && (c.cat == nil || !c.cat.Has(k)) {
+		if _, ok := c.overlay[k]; !ok && (c.cat == nil || !c.cat.Has(k.String())) {
 			keys = append(keys, k) // a held removal: still placed
 		}
 	}
@@ -823,7 +833,7 @@ func (c *Coordinator) effectiveKeys() []string {
 // the catalog. An entry of the overlay or of a held removal has no Key
 // (only the catalog's parser makes one): the caller has the key. Caller
 // holds c.mu.
-func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
+func (c *Coordinator) entry(key repokey.Key) (catalog.Entry, bool) {
 	if ov, ok := c.overlay[key]; ok {
 		if ov.Removed {
 			return catalog.Entry{}, false
@@ -831,7 +841,7 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 		return catalog.Entry{URL: ov.URL, Fallbacks: ov.Fallbacks, Attrs: ov.Attrs}, true
 	}
 	if c.cat != nil {
-		if e, ok := c.cat.Get(key); ok {
+		if e, ok := c.cat.Get(key.String()); ok {
 			return e, true
 		}
 	}
@@ -842,8 +852,8 @@ func (c *Coordinator) entry(key string) (catalog.Entry, bool) {
 // with entry(), so c.cat and c.overlay must already say the new truth.
 // The API's overlay wins over the catalog. added is filtered in place
 // (its order and contents are not kept). Caller holds c.mu.
-func (c *Coordinator) applyChange(added, removed, changed []string) {
-	add, rm := added[:0], []string(nil) // no copy of a big change
+func (c *Coordinator) applyChange(added, removed, changed []repokey.Key) {
+	add, rm := added[:0], []repokey.Key(nil) // no copy of a big change
 	full := c.fullSessions()
 	for _, k := range added {
 		if ov, ok := c.overlay[k]; ok {
@@ -973,7 +983,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	}
 	for k := range c.overlayDirty {
 		b, _ := json.Marshal(c.overlay[k])
-		ops = append(ops, store.Op{Bucket: bucketOverlay, Key: k, Value: b})
+		ops = append(ops, store.Op{Bucket: bucketOverlay, Key: k.String(), Value: b})
 	}
 	ops = append(ops, c.listingOps()...)
 	for _, id := range c.forget {
@@ -982,14 +992,14 @@ func (c *Coordinator) persist(ctx context.Context) error {
 	for k, keep := range c.dirty {
 		r := c.status[k]
 		if !keep || r == nil {
-			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Delete: true})
+			ops = append(ops, store.Op{Bucket: bucketRepos, Key: k.String(), Delete: true})
 			continue
 		}
 		rec := r.record(k)
-		rec.Roots, rec.Network, rec.Parent = c.nets.Roots(k), c.nets.Of(k), c.nets.Parent(k)
+		rec.Roots, rec.Network, rec.Parent = c.nets.Roots(k), c.nets.Of(k), c.nets.Parent(k).String()
 		rec.Size = c.engine.Size(k)
 		b, _ := json.Marshal(rec)
-		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k, Value: b})
+		ops = append(ops, store.Op{Bucket: bucketRepos, Key: k.String(), Value: b})
 	}
 	ops = append(ops,
 		store.Op{Bucket: bucketMeta, Key: "membership", Value: c.table.Snapshot()},
@@ -998,7 +1008,7 @@ func (c *Coordinator) persist(ctx context.Context) error {
 		ops = append(ops, store.Op{Bucket: bucketMeta, Key: metaTier, Value: c.tier.Snapshot()})
 	}
 	dirty, meta, overlayDirty, forget, listingDirty := c.dirty, c.meta, c.overlayDirty, c.forget, c.listingDirty
-	c.dirty, c.meta, c.overlayDirty, c.forget, c.listingDirty = map[string]bool{}, map[string]string{}, map[string]bool{}, nil, map[string]bool{}
+	c.dirty, c.meta, c.overlayDirty, c.forget, c.listingDirty = map[repokey.Key]bool{}, map[string]string{}, map[repokey.Key]bool{}, nil, map[string]bool{}
 	c.memberDirty, c.placeDirty, c.tierDirty = false, false, false
 	c.mu.Unlock()
 	err := c.db.Batch(ctx, ops)

@@ -112,7 +112,7 @@ type feedHost struct {
 	// checks are the urgent checks the feed asked of owners, by key, for
 	// the full nodes' checks of the same push to ride on (rideFeedCheck);
 	// under the coordinator's mu, at most one a key.
-	checks map[string]*feedCheck
+	checks map[repokey.Key]*feedCheck
 }
 
 // feedCheck is the urgent check that a feed's push asked of a key's owner.
@@ -267,14 +267,14 @@ func (f *feedHost) figures(now time.Time) *fleetv1.FeedHost {
 
 // feedFed says whether a feed answered for key within its fed max age.
 // Caller holds c.mu.
-func (c *Coordinator) feedFed(key string, now time.Time) bool {
-	f := c.feeds[repokey.Host(key)]
+func (c *Coordinator) feedFed(key repokey.Key, now time.Time) bool {
+	f := c.feeds[key.Host()]
 	if f == nil {
 		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.plan.Fed(key, now)
+	return f.plan.Fed(key.String(), now)
 }
 
 // startFeeds makes the feeds of the configured hosts that have a client.
@@ -322,7 +322,7 @@ func (c *Coordinator) startFeeds() []*feedHost {
 		}
 		feeds = append(feeds, &feedHost{host: host, client: lk, perHour: perHour, batch: lk.BatchSize(), perRequest: perRequest,
 			plan: plan, sent: make(map[string]time.Time), deferred: make(map[string]time.Time),
-			wake: make(chan struct{}, 1), checks: make(map[string]*feedCheck)})
+			wake: make(chan struct{}, 1), checks: make(map[repokey.Key]*feedCheck)})
 	}
 	if len(feeds) == 0 {
 		return nil
@@ -353,8 +353,8 @@ func (c *Coordinator) feedAddAll() {
 		f.mu.Lock()
 		f.unaskable = 0 // counted again: every key comes
 	}
-	c.engine.Each(func(key string, _, _ uint32, _ bool) {
-		if f := c.feeds[repokey.Host(key)]; f != nil {
+	c.engine.Each(func(key repokey.Key, _, _ uint32, _ bool) {
+		if f := c.feeds[key.Host()]; f != nil {
 			f.add(key, now)
 		}
 	})
@@ -366,21 +366,21 @@ func (c *Coordinator) feedAddAll() {
 
 // add plans key, or counts it when the forge cannot name it. Caller holds
 // f.mu.
-func (f *feedHost) add(key string, now time.Time) {
-	if !f.client.Askable(strings.TrimPrefix(key, f.host+"/")) {
+func (f *feedHost) add(key repokey.Key, now time.Time) {
+	if !f.client.Askable(strings.TrimPrefix(key.String(), f.host+"/")) {
 		f.unaskable++
 		return
 	}
-	f.plan.Add(key, now, nil)
+	f.plan.Add(key.String(), now, nil)
 }
 
 // remove stops planning or counting key. Caller holds f.mu.
-func (f *feedHost) remove(key string) {
-	if !f.client.Askable(strings.TrimPrefix(key, f.host+"/")) {
+func (f *feedHost) remove(key repokey.Key) {
+	if !f.client.Askable(strings.TrimPrefix(key.String(), f.host+"/")) {
 		f.unaskable = max(f.unaskable-1, 0)
 		return
 	}
-	f.plan.Remove(key)
+	f.plan.Remove(key.String())
 }
 
 // wakeUp ends f's wait, if it waits for repositories to come.
@@ -393,13 +393,13 @@ func (f *feedHost) wakeUp() {
 
 // feedKeysChanged tells the feeds of keys added and removed. Caller holds
 // c.mu.
-func (c *Coordinator) feedKeysChanged(added, removed []string) {
+func (c *Coordinator) feedKeysChanged(added, removed []repokey.Key) {
 	if len(c.feeds) == 0 {
 		return
 	}
 	now := c.clk.Now()
 	for _, k := range added {
-		if f := c.feeds[repokey.Host(k)]; f != nil {
+		if f := c.feeds[k.Host()]; f != nil {
 			f.mu.Lock()
 			empty := f.plan.Len() == 0
 			f.add(k, now)
@@ -410,7 +410,7 @@ func (c *Coordinator) feedKeysChanged(added, removed []string) {
 		}
 	}
 	for _, k := range removed {
-		if f := c.feeds[repokey.Host(k)]; f != nil {
+		if f := c.feeds[k.Host()]; f != nil {
 			f.mu.Lock()
 			f.remove(k)
 			f.mu.Unlock()
@@ -533,7 +533,7 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 	for _, m := range ans.Missing {
 		// Its git answers decide: the owner checks it now (paced), and
 		// a 404 from there counts toward deleted as any other.
-		if k, err := c.cfg.Fold.Canonical(f.host + "/" + m); err == nil && c.feedMissing(f, k.String()) {
+		if k, err := c.cfg.Fold.Canonical(f.host + "/" + m); err == nil && c.feedMissing(f, k) {
 			c.log.Debug("forge feed: a repository the forge does not know (deleted, or private); the owner checks it", "host", f.host, "path", m)
 		}
 	}
@@ -605,10 +605,11 @@ func (c *Coordinator) askFeed(ctx context.Context, f *feedHost, now time.Time) (
 // checks ride on that one (rideFeedCheck). Not the owner's last check alone
 // decides: that is the owner's own claim, and a frozen owner claims fresh
 // checks. Paced per repository.
-func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, newPush bool) bool {
+func (c *Coordinator) feedPush(f *feedHost, ks string, pushed, now time.Time, newPush bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.engine.Has(key) {
+	key, ok := c.engine.Key(ks) // the forge's key of the host, if the engine places it
+	if !ok {
 		return false
 	}
 	st := c.status[key]
@@ -621,17 +622,17 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 	}
 	spacing := c.feedSpacing()
 	f.mu.Lock()
-	last, asked := f.sent[key]
+	last, asked := f.sent[ks]
 	if asked && now.Sub(last) < spacing {
 		// Paced: acted on when the spacing ends (the feed will not
 		// report this push as new again).
-		if t, ok := f.deferred[key]; !ok || pushed.After(t) {
-			f.deferred[key] = pushed
+		if t, ok := f.deferred[ks]; !ok || pushed.After(t) {
+			f.deferred[ks] = pushed
 		}
 		f.mu.Unlock()
 		return false
 	}
-	delete(f.deferred, key)
+	delete(f.deferred, ks)
 	if len(f.sent) > 100_000 {
 		for k, t := range f.sent {
 			if now.Sub(t) >= spacing {
@@ -639,7 +640,7 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 			}
 		}
 	}
-	f.sent[key] = now
+	f.sent[ks] = now
 	f.mu.Unlock()
 	owner, target := c.owner(key)
 	var fc *feedCheck
@@ -651,7 +652,7 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 		}
 	}
 	for _, s := range c.fullSessions() {
-		s.queueHint(&fleetv1.ChangeHint{Key: key, PushedAtUnix: pushed.Unix()})
+		s.queueHint(&fleetv1.ChangeHint{Key: ks, PushedAtUnix: pushed.Unix()})
 		if fc != nil {
 			fc.hinted[s.id] = true
 		}
@@ -666,7 +667,7 @@ func (c *Coordinator) feedPush(f *feedHost, key string, pushed, now time.Time, n
 
 // keepCheck records fc, the feed's check of key. The riders of an earlier
 // check of key not answered yet ride on fc. Caller holds c.mu.
-func (f *feedHost) keepCheck(key string, fc *feedCheck) {
+func (f *feedHost) keepCheck(key repokey.Key, fc *feedCheck) {
 	if old := f.checks[key]; old != nil && old.result == nil {
 		fc.riders = old.riders
 	}
@@ -686,8 +687,8 @@ func (f *feedHost) keepCheck(key string, fc *feedCheck) {
 // feeds' spacing, which paces the urgent checks of a repository anyway:
 // its task is answered by that check's result, at once if it is in. It
 // returns the node asked. Caller holds c.mu.
-func (c *Coordinator) rideFeedCheck(from uint32, key, task string) (uint32, bool) {
-	f := c.feeds[repokey.Host(key)]
+func (c *Coordinator) rideFeedCheck(from uint32, key repokey.Key, task string) (uint32, bool) {
+	f := c.feeds[key.Host()]
 	if f == nil || task == "" {
 		return 0, false
 	}
@@ -711,8 +712,8 @@ func (c *Coordinator) rideFeedCheck(from uint32, key, task string) (uint32, bool
 // unrideFeedCheck takes task off the feed's check of key it rides on, when
 // it does: the check goes on for the feed. It returns the node asked.
 // Caller holds c.mu.
-func (c *Coordinator) unrideFeedCheck(key, task string) (uint32, bool) {
-	f := c.feeds[repokey.Host(key)]
+func (c *Coordinator) unrideFeedCheck(key repokey.Key, task string) (uint32, bool) {
+	f := c.feeds[key.Host()]
 	if f == nil || f.checks[key] == nil {
 		return 0, false
 	}
@@ -727,12 +728,12 @@ func (c *Coordinator) unrideFeedCheck(key, task string) (uint32, bool) {
 
 // feedCheckDone records res when it answers a feed's check, and returns
 // the tasks that rode on it. Caller holds c.mu.
-func (c *Coordinator) feedCheckDone(res *fleetv1.CheckResult) []string {
-	f := c.feeds[repokey.Host(res.GetKey())]
+func (c *Coordinator) feedCheckDone(key repokey.Key, res *fleetv1.CheckResult) []string {
+	f := c.feeds[key.Host()]
 	if f == nil {
 		return nil
 	}
-	fc := f.checks[res.GetKey()]
+	fc := f.checks[key]
 	if fc == nil || fc.result != nil || !slices.Contains(res.GetTaskIds(), fc.task) {
 		return nil
 	}
@@ -800,7 +801,11 @@ func (c *Coordinator) feedCoverage(f *feedHost, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, keys := range [][]string{gained, lost} {
-		for _, k := range keys {
+		for _, ks := range keys {
+			k, ok := c.engine.Key(ks) // the feed plans the engine's keys
+			if !ok {
+				continue
+			}
 			// The owner, and a target cloning it (as a session's start
 			// sends them): an Assign again carries Repo.fed.
 			owner, target := c.owner(k)
@@ -850,11 +855,15 @@ func (c *Coordinator) runFeeds(ctx context.Context, feeds []*feedHost) {
 // its result reaches the full nodes as the state's head. Nothing while the
 // owner has said nothing of HEAD (a first clone to come, a previous
 // version). Paced as the feed's pushes are.
-func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
+func (c *Coordinator) feedHead(f *feedHost, ks, head string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	key, ok := c.engine.Key(ks) // the forge's key of the host, if the engine places it
+	if !ok {
+		return false
+	}
 	st := c.status[key]
-	if !c.engine.Has(key) || st == nil || st.head == "" || st.head == head {
+	if st == nil || st.head == "" || st.head == head {
 		return false
 	}
 	if !c.feedAskOwner(f, key) {
@@ -870,7 +879,7 @@ func (c *Coordinator) feedHead(f *feedHost, key, head string) bool {
 // it is gone already (its daily recheck stands). The check's answer
 // decides: a 404 counts toward deleted, a good answer (a private
 // repository the token cannot see) changes nothing.
-func (c *Coordinator) feedMissing(f *feedHost, key string) bool {
+func (c *Coordinator) feedMissing(f *feedHost, key repokey.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.status[key]
@@ -882,13 +891,13 @@ func (c *Coordinator) feedMissing(f *feedHost, key string) bool {
 
 // feedAskOwner asks key's owner for an urgent check, paced per repository
 // as the feed's pushes are (f.sent). Caller holds c.mu.
-func (c *Coordinator) feedAskOwner(f *feedHost, key string) bool {
+func (c *Coordinator) feedAskOwner(f *feedHost, key repokey.Key) bool {
 	now := c.clk.Now()
 	f.mu.Lock()
-	last, asked := f.sent[key]
+	last, asked := f.sent[key.String()]
 	paced := asked && now.Sub(last) < c.feedSpacing()
 	if !paced {
-		f.sent[key] = now
+		f.sent[key.String()] = now
 	}
 	f.mu.Unlock()
 	if paced {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/forge"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -131,12 +132,12 @@ func TestAForgesMadeUpNamesReachNeitherTheLogNorTheState(t *testing.T) {
 	defer c.mu.Unlock()
 	for _, p := range paths {
 		key := "github.com/" + p
-		if parent := c.nets.Parent(key); parent != "" {
+		if parent := c.nets.Parent(repokey.Key(key)); parent != "" {
 			t.Errorf("%s has the parent %q, of the forge's making", key, parent)
 		}
 	}
-	c.engine.Each(func(k string, _, _ uint32, _ bool) {
-		if strings.Contains(k, token) || strings.Contains(k, "..") {
+	c.engine.Each(func(k repokey.Key, _, _ uint32, _ bool) {
+		if strings.Contains(k.String(), token) || strings.Contains(k.String(), "..") {
 			t.Errorf("the fleet holds the key %q", k)
 		}
 	})

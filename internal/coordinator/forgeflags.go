@@ -26,11 +26,12 @@ type forgeFlag struct {
 func (c *Coordinator) feedFlags(keys []string, flags map[string]forge.Flag, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range keys {
-		if !c.engine.Has(k) {
+	for _, ks := range keys {
+		k, ok := c.engine.Key(ks) // the feed plans the engine's keys
+		if !ok {
 			continue
 		}
-		fl := flags[k]
+		fl := flags[ks]
 		old, had := c.forgeFlags[k]
 		if old.archived == fl.Archived && old.disabled == fl.Disabled {
 			continue

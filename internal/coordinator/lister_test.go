@@ -107,7 +107,7 @@ func TestAListersLastGoodListingIsKeptHeldAndStored(t *testing.T) {
 		var out []string
 		for _, k := range c.effectiveKeys() {
 			if c.engine.Has(k) {
-				out = append(out, k)
+				out = append(out, k.String())
 			}
 		}
 		slices.Sort(out)

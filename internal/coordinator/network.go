@@ -17,7 +17,7 @@ import (
 // declareNetworks gives the network package the declared network of keys,
 // from their effective entries (removed keys are forgotten), and applies
 // what changes. Caller holds c.mu.
-func (c *Coordinator) declareNetworks(keys []string) {
+func (c *Coordinator) declareNetworks(keys []repokey.Key) {
 	var changes []network.Change
 	for _, k := range keys {
 		e, ok := c.entry(k)
@@ -39,7 +39,7 @@ func (c *Coordinator) declareNetworks(keys []string) {
 
 // forgetNetworks forgets removed keys, and the fork relations that name
 // them. Caller holds c.mu.
-func (c *Coordinator) forgetNetworks(keys []string) {
+func (c *Coordinator) forgetNetworks(keys []repokey.Key) {
 	var changes []network.Change
 	for _, k := range keys {
 		c.parentForgotten(k)
@@ -50,7 +50,7 @@ func (c *Coordinator) forgetNetworks(keys []string) {
 
 // parentForgotten marks the stored state of key's forks dirty: removing
 // key forgets their parent. Caller holds c.mu.
-func (c *Coordinator) parentForgotten(key string) {
+func (c *Coordinator) parentForgotten(key repokey.Key) {
 	for _, f := range c.nets.Children(key) {
 		if _, ok := c.status[f]; ok {
 			c.dirty[f] = true
@@ -67,8 +67,12 @@ func (c *Coordinator) parentForgotten(key string) {
 // this as it is for the repository's URL. Caller holds c.mu.
 func (c *Coordinator) feedParents(parents map[string]string) {
 	var changes []network.Change
-	for k, p := range parents {
-		if !c.engine.Has(k) || !c.engine.Has(p) {
+	for ks, ps := range parents {
+		// The forge names keys of its host it was asked about: those the
+		// engine places are Keys, the others are ignored.
+		k, ok := c.engine.Key(ks)
+		p, pok := c.engine.Key(ps)
+		if !ok || !pok {
 			continue
 		}
 		if c.nets.Declared(k) != "" || c.nets.Declared(p) != "" {
@@ -86,7 +90,7 @@ func (c *Coordinator) feedParents(parents map[string]string) {
 
 // networkRoots records the roots a full node's pull of key found. Caller
 // holds c.mu.
-func (c *Coordinator) networkRoots(id uint32, key string, roots []string) {
+func (c *Coordinator) networkRoots(id uint32, key repokey.Key, roots []string) {
 	if rec := c.nodes[id]; rec == nil || !rec.full() {
 		return
 	}
@@ -102,7 +106,7 @@ func (c *Coordinator) applyNetworks(changes []network.Change) {
 	if len(changes) == 0 {
 		return
 	}
-	set := make(map[string]string, len(changes))
+	set := make(map[repokey.Key]string, len(changes))
 	for _, ch := range changes {
 		set[ch.Key] = ch.To
 		c.tierTouchNetwork(ch.Key, ch.From, ch.To)
@@ -153,12 +157,12 @@ func (c *Coordinator) resplit() {
 
 // declaredNetworks lists every key's declared network, from the catalog
 // and the API's overlay. Caller holds c.mu (or is restoring).
-func (c *Coordinator) declaredNetworks() map[string]string {
-	out := map[string]string{}
+func (c *Coordinator) declaredNetworks() map[repokey.Key]string {
+	out := map[repokey.Key]string{}
 	if c.cat != nil {
 		c.cat.Attr(catalog.AttrNetwork, func(k repokey.Key, v string) bool {
-			if _, ok := c.overlay[k.String()]; !ok {
-				out[k.String()] = v
+			if _, ok := c.overlay[k]; !ok {
+				out[k] = v
 			}
 			return true
 		})
@@ -172,8 +176,8 @@ func (c *Coordinator) declaredNetworks() map[string]string {
 }
 
 // networkMap is the network of every key in one, for the engine.
-func networkMap(n *network.Networks) map[string]string {
-	out := map[string]string{}
+func networkMap(n *network.Networks) map[repokey.Key]string {
+	out := map[repokey.Key]string{}
 	n.Each(func(e network.Entry) {
 		if e.Network != "" {
 			out[e.Key] = e.Network

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // targetOf is where key is or goes: its target during a move, else its owner.
 func targetOf(c *Coordinator, key string) uint32 {
-	o, t := c.owner(key)
+	o, t := c.owner(repokey.Key(key))
 	if t != 0 {
 		return t
 	}
@@ -106,14 +107,14 @@ func TestNetworksPlaceMembersTogetherAndTrustOnlyFullNodesRoots(t *testing.T) {
 		own := fmt.Sprintf("%040x", i+1)
 		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, Served: true, RootsKnown: true, Roots: []string{shared, own}})
 	}
-	name := c.nets.Of(forks[0])
+	name := c.nets.Of(repokey.Key(forks[0]))
 	if name != "root:"+shared {
 		t.Fatalf("the forks are in network %q, want root:%s", name, shared)
 	}
 	confirmAll()
-	owner, _ := c.owner(forks[0])
+	owner, _ := c.owner(repokey.Key(forks[0]))
 	for _, k := range forks {
-		if o, tgt := c.owner(k); o != owner || tgt != 0 {
+		if o, tgt := c.owner(repokey.Key(k)); o != owner || tgt != 0 {
 			t.Errorf("%s: owner %d target %d, want all on %d", k, o, tgt, owner)
 		}
 	}
@@ -130,14 +131,14 @@ func TestNetworksPlaceMembersTogetherAndTrustOnlyFullNodesRoots(t *testing.T) {
 		}
 	}
 	for _, k := range alone {
-		if n := c.nets.Of(k); n != "" {
+		if n := c.nets.Of(repokey.Key(k)); n != "" {
 			t.Errorf("a partial node's forged roots put %s in network %q", k, n)
 		}
 	}
 
 	// A fork whose history diverged entirely leaves.
 	c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: forks[7], Ok: true, Served: true, RootsKnown: true, Roots: []string{strings.Repeat("b", 40)}})
-	if n := c.nets.Of(forks[7]); n != "" {
+	if n := c.nets.Of(repokey.Key(forks[7])); n != "" {
 		t.Errorf("a fork with none of its network's roots is still in %q", n)
 	}
 
@@ -150,11 +151,11 @@ func TestNetworksPlaceMembersTogetherAndTrustOnlyFullNodesRoots(t *testing.T) {
 	r := newTestCoordinator(t, dir, testJoin, testFull)
 	c.mu.Lock()
 	for _, k := range append(append(declared, forks...), alone...) {
-		if got, want := r.nets.Of(k), c.nets.Of(k); got != want {
+		if got, want := r.nets.Of(repokey.Key(k)), c.nets.Of(repokey.Key(k)); got != want {
 			t.Errorf("after a restart %s is in %q, was in %q", k, got, want)
 		}
-		n1, p1, _ := r.engine.Network(k)
-		n2, p2, _ := c.engine.Network(k)
+		n1, p1, _ := r.engine.Network(repokey.Key(k))
+		n2, p2, _ := c.engine.Network(repokey.Key(k))
 		if n1 != n2 || p1 != p2 {
 			t.Errorf("after a restart the engine places %s in %q/%q, was %q/%q", k, n1, p1, n2, p2)
 		}
@@ -215,12 +216,12 @@ func TestASplitNetworksMembersThatKeepTheirOwnerAreSentTheirNewPool(t *testing.T
 			}
 		}
 	}
-	owner, _ := c.owner(members[0])
+	owner, _ := c.owner(repokey.Key(members[0]))
 	for _, k := range members {
-		if o, tgt := c.owner(k); o != owner || tgt != 0 {
+		if o, tgt := c.owner(repokey.Key(k)); o != owner || tgt != 0 {
 			t.Fatalf("%s: owner %d target %d, want the whole network on %d", k, o, tgt, owner)
 		}
-		if _, pool, n := c.engine.Network(k); pool != "linux" || n != 1 {
+		if _, pool, n := c.engine.Network(repokey.Key(k)); pool != "linux" || n != 1 {
 			t.Fatalf("%s: pool %q in %d parts, want linux whole", k, pool, n)
 		}
 	}
@@ -247,14 +248,14 @@ func TestASplitNetworksMembersThatKeepTheirOwnerAreSentTheirNewPool(t *testing.T
 	}
 	kept := 0
 	for _, k := range members[:8] {
-		_, pool, n := c.engine.Network(k)
+		_, pool, n := c.engine.Network(repokey.Key(k))
 		if n < 2 || !strings.HasPrefix(pool, "linux#") {
 			t.Fatalf("%s: pool %q in %d parts, want a part of a split linux", k, pool, n)
 		}
 		if st := states[k]; st.GetNetwork() != "linux" || st.GetNetworkParts() != uint32(n) {
 			t.Errorf("the full node is told %s is in %q in %d parts, want linux in %d", k, st.GetNetwork(), st.GetNetworkParts(), n)
 		}
-		o, tgt := c.owner(k)
+		o, tgt := c.owner(repokey.Key(k))
 		if o != owner || tgt != 0 {
 			continue // moves: its new owner's Assign carries the pool
 		}
@@ -356,12 +357,12 @@ func TestAFullNodeThatOwnsRepositoriesReportsRootsOnItsChecks(t *testing.T) {
 	shared := strings.Repeat("b", 40)
 	for i, k := range keys {
 		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, Cloned: true}) // the clone confirms it
-		if o, _ := c.owner(k); o != full.GetNodeId() {
+		if o, _ := c.owner(repokey.Key(k)); o != full.GetNodeId() {
 			t.Fatalf("%s is owned by %d, want the full node %d", k, o, full.GetNodeId())
 		}
 		c.result(full.GetNodeId(), &fleetv1.CheckResult{Key: k, Ok: true, RootsKnown: true, Roots: []string{shared, fmt.Sprintf("%040x", i+1)}})
 	}
-	if a, b := c.nets.Of(keys[0]), c.nets.Of(keys[1]); a == "" || a != b {
+	if a, b := c.nets.Of(repokey.Key(keys[0])), c.nets.Of(repokey.Key(keys[1])); a == "" || a != b {
 		t.Fatalf("the full node's own checks reported a shared root, and the networks are %q and %q", a, b)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // The rules of placement live in package placement (a pure engine); this
@@ -66,13 +67,13 @@ func (c *Coordinator) seedBase(receiver uint32) string {
 }
 
 // owner returns key's confirmed owner and target.
-func (c *Coordinator) owner(key string) (owner, target uint32) {
+func (c *Coordinator) owner(key repokey.Key) (owner, target uint32) {
 	o, t, _ := c.engine.Owner(key)
 	return o, t
 }
 
 // broadcastState queues key's state to every full node. Caller holds c.mu.
-func (c *Coordinator) broadcastState(key string) {
+func (c *Coordinator) broadcastState(key repokey.Key) {
 	for _, s := range c.sessions {
 		if s.full {
 			s.queueState(key)

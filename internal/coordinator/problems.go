@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // maxProblemLines bounds the catalog problems the coordinator keeps to
@@ -33,6 +34,6 @@ func (c *Coordinator) setProblems(problems []catalog.Problem) {
 
 // listed are those of keys that the catalog applied lists. Caller holds
 // c.mu (or is restoring).
-func (c *Coordinator) listed(keys []string) []string {
-	return slices.DeleteFunc(keys, func(k string) bool { return c.cat == nil || !c.cat.Has(k) })
+func (c *Coordinator) listed(keys []repokey.Key) []repokey.Key {
+	return slices.DeleteFunc(keys, func(k repokey.Key) bool { return c.cat == nil || !c.cat.Has(k.String()) })
 }

@@ -71,7 +71,7 @@ const (
 // are applied (and counted) when the window allows them, otherwise held.
 // It returns the removals to apply now. Caller holds c.mu; c.cat is still
 // the previous catalog (the held entries are read from it).
-func (c *Coordinator) holdOrCount(commit string, removed []string) []string {
+func (c *Coordinator) holdOrCount(commit string, removed []repokey.Key) []repokey.Key {
 	removed, inWindow, err := c.checkRemovals(removed, c.engine.Len())
 	if err == nil {
 		return removed
@@ -90,8 +90,8 @@ func (c *Coordinator) holdOrCount(commit string, removed []string) []string {
 // total. Within the share, the removals are counted in the window and
 // returned to apply; past it, err wraps catalog.ErrPurge and the caller
 // holds them. Caller holds c.mu.
-func (c *Coordinator) checkRemovals(removed []string, total int) (apply []string, inWindow int, err error) {
-	removed = slices.DeleteFunc(removed, func(k string) bool {
+func (c *Coordinator) checkRemovals(removed []repokey.Key, total int) (apply []repokey.Key, inWindow int, err error) {
+	removed = slices.DeleteFunc(removed, func(k repokey.Key) bool {
 		_, held := c.held[k] // held already (a restart that re-read the catalog)
 		return held
 	})
@@ -110,7 +110,7 @@ func (c *Coordinator) checkRemovals(removed []string, total int) (apply []string
 
 // hold holds the removal of keys at catalog commit, each under the entry
 // entryOf gives (its last one). Caller holds c.mu.
-func (c *Coordinator) hold(commit string, keys []string, entryOf func(string) (catalog.Entry, bool)) {
+func (c *Coordinator) hold(commit string, keys []repokey.Key, entryOf func(repokey.Key) (catalog.Entry, bool)) {
 	for _, k := range keys {
 		e, _ := entryOf(k)
 		c.held[k] = heldEntry{URL: e.URL, Fallbacks: e.Fallbacks, Attrs: e.Attrs, Commit: commit}
@@ -121,7 +121,7 @@ func (c *Coordinator) hold(commit string, keys []string, entryOf func(string) (c
 
 // unhold forgets held removals of keys that are listed again (or removed
 // or re-added through the API). Caller holds c.mu.
-func (c *Coordinator) unhold(keys []string) {
+func (c *Coordinator) unhold(keys []repokey.Key) {
 	changed := false
 	for _, k := range keys {
 		if _, ok := c.held[k]; ok {
@@ -138,7 +138,7 @@ func (c *Coordinator) unhold(keys []string) {
 // repository is still served.
 // heldEntryOf is the entry under which a held repository is still served.
 // Caller holds c.mu.
-func (c *Coordinator) heldEntryOf(key string) (catalog.Entry, bool) {
+func (c *Coordinator) heldEntryOf(key repokey.Key) (catalog.Entry, bool) {
 	h, ok := c.held[key]
 	if !ok || h.URL == "" {
 		return catalog.Entry{}, false
@@ -153,7 +153,7 @@ func (c *Coordinator) pendingPurge() *pendingPurge {
 	}
 	keys := make([]string, 0, len(c.held))
 	for k := range c.held {
-		keys = append(keys, k)
+		keys = append(keys, k.String())
 	}
 	sort.Strings(keys)
 	return &pendingPurge{commit: c.heldCommit, removed: len(keys), total: c.engine.Len(), keys: keys[:min(len(keys), 1000)]}
@@ -163,8 +163,8 @@ func (c *Coordinator) pendingPurge() *pendingPurge {
 // Caller holds c.mu.
 func (c *Coordinator) dirtyPurge() {
 	held, _ := json.Marshal(struct {
-		Commit string               `json:"commit"`
-		Keys   map[string]heldEntry `json:"keys"`
+		Commit string                    `json:"commit"`
+		Keys   map[repokey.Key]heldEntry `json:"keys"`
 	}{c.heldCommit, c.held})
 	window, _ := json.Marshal(c.removals)
 	c.dirtyMeta(metaHeld, string(held))
@@ -183,7 +183,7 @@ func (c *Coordinator) restorePurge(held, window []byte) error {
 		}
 		c.heldCommit = h.Commit
 		for k, e := range h.Keys {
-			c.held[k] = e
+			c.held[storedKey(k)] = e
 		}
 	}
 	if len(window) > 0 {
@@ -197,9 +197,9 @@ func (c *Coordinator) restorePurge(held, window []byte) error {
 // confirmHeld applies the held removals of the repositories that are still
 // out of the catalog. Caller holds c.mu.
 func (c *Coordinator) confirmHeld() (int, string) {
-	var keys []string
+	var keys []repokey.Key
 	for k := range c.held {
-		if c.cat != nil && c.cat.Has(k) {
+		if c.cat != nil && c.cat.Has(k.String()) {
 			continue
 		}
 		keys = append(keys, k)
@@ -226,7 +226,7 @@ func (c *Coordinator) confirmHeld() (int, string) {
 // whose problems include no refusal by the egress policy is not read again
 // (a restart of a large catalog with a few bad lines costs nothing more).
 // Caller holds c.mu (or is restoring).
-func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.Entry, error) {
+func (c *Coordinator) refusedEntries(ctx context.Context) (map[repokey.Key]catalog.Entry, error) {
 	if c.cat == nil || c.problems == 0 || !slices.ContainsFunc(c.cat.Problems(), refusedByPolicy) {
 		return nil, nil
 	}
@@ -239,13 +239,12 @@ func (c *Coordinator) refusedEntries(ctx context.Context) (map[string]catalog.En
 	if err != nil {
 		return nil, fmt.Errorf("read catalog commit %s again for the entries it refuses: %w", c.cat.Commit(), err)
 	}
-	out := make(map[string]catalog.Entry)
-	all.Keys(func(ck repokey.Key) bool {
-		k := ck.String()
+	out := make(map[repokey.Key]catalog.Entry)
+	all.Keys(func(k repokey.Key) bool {
 		_, api := c.overlay[k]
 		_, held := c.held[k]
-		if !api && !held && !c.cat.Has(k) {
-			out[k], _ = all.Get(k)
+		if !api && !held && !c.cat.Has(k.String()) {
+			out[k], _ = all.Get(k.String())
 		}
 		return true
 	})
@@ -261,7 +260,7 @@ func refusedByPolicy(p catalog.Problem) bool { return p.Refused }
 // are removals, applied within the share and held past it. It returns the
 // removals applied. Caller is restoring: keys is the key set of the
 // catalog and the overlay, without the refused entries.
-func (c *Coordinator) holdRefused(refused map[string]catalog.Entry, keys []string, wasPlaced func(cands []string) []string) []string {
+func (c *Coordinator) holdRefused(refused map[repokey.Key]catalog.Entry, keys []repokey.Key, wasPlaced func(cands []repokey.Key) []repokey.Key) []repokey.Key {
 	if len(refused) == 0 {
 		return nil
 	}
@@ -278,7 +277,7 @@ func (c *Coordinator) holdRefused(refused map[string]catalog.Entry, keys []strin
 			"commit", commit, "removed", len(apply), "removed_in_window", inWindow, "total", total)
 		return apply
 	}
-	c.hold(commit, apply, func(k string) (catalog.Entry, bool) { e, ok := refused[k]; return e, ok })
+	c.hold(commit, apply, func(k repokey.Key) (catalog.Entry, bool) { e, ok := refused[k]; return e, ok })
 	c.log.Error("restart: repositories the current egress policy refuses are held, still served: they would remove too many repositories within the purge window; "+
 		"restore the policy they were placed under (--allow-private-upstreams, --egress-allow, --egress-ports), or confirm their removal",
 		"commit", commit, "held", len(apply), "held_total", len(c.held), "removed_in_window", inWindow,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/store"
 )
 
@@ -132,7 +133,7 @@ func TestARestartThatRefusesPlacedEntriesHoldsThem(t *testing.T) {
 			t.Fatalf("%s: held %v, %d problems, %d placed; want the 4 private ones held, 4 problems, 44 placed", when, keys, problems, c.engine.Len())
 		}
 		c.mu.Lock()
-		e, ok := c.entry(want[0])
+		e, ok := c.entry(repokey.Key(want[0]))
 		c.mu.Unlock()
 		if !ok || e.URL != "http://10.1.2.3/g/p0" {
 			t.Fatalf("%s: a held repository's entry %+v (%v), want its last URL", when, e, ok)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -17,7 +18,7 @@ import (
 const errorClassRefused = "refused"
 
 // refused records node id's refusal of key. Caller holds c.mu.
-func (c *Coordinator) refused(id uint32, key string, res *fleetv1.CheckResult) {
+func (c *Coordinator) refused(id uint32, key repokey.Key, res *fleetv1.CheckResult) {
 	if !c.engine.Refuse(id, key) {
 		return // told already, or from a node that is not a member
 	}
@@ -64,7 +65,7 @@ func (c *Coordinator) liftRefusals(id uint32) {
 // keeps their verdict. A rename (renames.go) stands over every state but
 // these and legal: a renamed upstream's old path fails or redirects, and
 // its new name is what to show. Caller holds c.mu.
-func (c *Coordinator) stateSince(key string, r *repoStatus) (repostate.State, int64) {
+func (c *Coordinator) stateSince(key repokey.Key, r *repoStatus) (repostate.State, int64) {
 	if c.engine.Unplaceable(key) {
 		return repostate.Unplaceable, 0
 	}

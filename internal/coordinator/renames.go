@@ -38,7 +38,7 @@ type rename struct {
 // setRenamed records that key's upstream answers as to, as seen at at
 // (unix ms), and tells the full nodes when that is news. Caller holds
 // c.mu.
-func (c *Coordinator) setRenamed(key, to string, byGit bool, at int64) {
+func (c *Coordinator) setRenamed(key repokey.Key, to string, byGit bool, at int64) {
 	old, had := c.renames[key]
 	if had && old.to == to {
 		if !byGit && old.byGit {
@@ -48,7 +48,7 @@ func (c *Coordinator) setRenamed(key, to string, byGit bool, at int64) {
 		return
 	}
 	c.renames[key] = rename{to: to, since: at, byGit: byGit}
-	sameHost := repokey.Host(to) == repokey.Host(key)
+	sameHost := repokey.Host(to) == key.Host()
 	c.log.Info("a repository was renamed upstream", "key", key, "to", repokey.Redact(to), "same_host", sameHost, "by_git_redirect", byGit,
 		"before", old.to)
 	c.broadcastState(key)
@@ -57,7 +57,7 @@ func (c *Coordinator) setRenamed(key, to string, byGit bool, at int64) {
 // clearRenamed ends key's rename: its upstream answers under its own name
 // again (the forge's answer names it so, or, for a git server's redirect,
 // a check succeeded at the old path). Caller holds c.mu.
-func (c *Coordinator) clearRenamed(key string, byGit bool) {
+func (c *Coordinator) clearRenamed(key repokey.Key, byGit bool) {
 	old, had := c.renames[key]
 	if !had || old.byGit != byGit {
 		return
@@ -74,19 +74,15 @@ func (c *Coordinator) clearRenamed(key string, byGit bool) {
 func (c *Coordinator) feedRenames(renamed map[string]string, ids map[string]int64, same []string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, id := range ids {
-		if !c.engine.Has(k) {
+	for name, id := range ids {
+		k, ok := c.engine.Key(name) // the engine's copy: a million numbers add no copy of their keys
+		if !ok {
 			continue
 		}
 		old, had := c.forgeIDs[k]
-		if !had {
-			if ek, ok := c.engine.Key(k); ok {
-				k = ek // the engine's copy: a million numbers add no copy of their keys
-			}
-		}
 		c.forgeIDs[k] = id
 		if had && old != id {
-			_, moved := renamed[k]
+			_, moved := renamed[name]
 			c.log.Warn("forge feed: the repository's number changed: a repository made anew under the name, not a rename; the key mirrors the new one",
 				"key", k, "id", id, "before", old, "renamed", moved)
 			if !moved {
@@ -94,13 +90,15 @@ func (c *Coordinator) feedRenames(renamed map[string]string, ids map[string]int6
 			}
 		}
 	}
-	for k, to := range renamed {
-		if c.engine.Has(k) {
+	for name, to := range renamed {
+		if k, ok := c.engine.Key(name); ok {
 			c.setRenamed(k, to, false, now.UnixMilli())
 		}
 	}
-	for _, k := range same {
-		c.clearRenamed(k, false)
+	for _, name := range same {
+		if k, ok := c.engine.Key(name); ok {
+			c.clearRenamed(k, false)
+		}
 	}
 }
 
@@ -108,13 +106,13 @@ func (c *Coordinator) feedRenames(renamed map[string]string, ids map[string]int6
 // as a key again): a redirect the owner met marks the key renamed; a
 // check that succeeded at the old path ends a rename a redirect said.
 // Caller holds c.mu.
-func (c *Coordinator) checkRenamed(key string, ok bool, to string, at int64) {
+func (c *Coordinator) checkRenamed(key repokey.Key, ok bool, to string, at int64) {
 	switch {
 	case ok:
 		c.clearRenamed(key, true)
 	case to != "":
 		k, err := c.cfg.Fold.Canonical(to)
-		if err != nil || k.String() == key {
+		if err != nil || k == key {
 			c.log.Warn("result: ignored a redirect that is no other key", "key", key, "err", err)
 			return
 		}
@@ -147,7 +145,7 @@ func (c *Coordinator) feedAskByID(ctx context.Context, f *feedHost, missing []st
 			continue
 		}
 		c.mu.Lock()
-		id := c.forgeIDs[k.String()]
+		id := c.forgeIDs[k]
 		c.mu.Unlock()
 		if id == 0 {
 			continue

@@ -15,12 +15,13 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/forge"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
 // renamedStateOf is key's state as nodes and the API are told, and its new name.
-func (c *Coordinator) renamedStateOf(key string) (repostate.State, string) {
+func (c *Coordinator) renamedStateOf(key repokey.Key) (repostate.State, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.status[key]
@@ -113,7 +114,7 @@ func TestACheckResultsRedirectIsCheckedAndEndsWhenTheOldPathAnswers(t *testing.T
 	c := newTestCoordinator(t, t.TempDir(), testJoin, testFull)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := "github.com/o/old"
+	key := repokey.Key("github.com/o/old")
 	for _, bad := range []string{"../etc/passwd", "github.com/o/old", "github.com/-x/y", "no-path"} {
 		c.checkRenamed(key, false, bad, 1)
 		if _, had := c.renames[key]; had {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -30,7 +31,7 @@ type replicaDiff struct {
 // replicaReport records that full node id holds key with refs digest d
 // (a pull's result, its inventory), when it is one of key's replicas.
 // Caller holds c.mu.
-func (c *Coordinator) replicaReport(id uint32, key, d string, now time.Time) {
+func (c *Coordinator) replicaReport(id uint32, key repokey.Key, d string, now time.Time) {
 	if c.tier == nil || c.tier.Everyone() {
 		return
 	}
@@ -69,7 +70,7 @@ func (c *Coordinator) replicaReport(id uint32, key, d string, now time.Time) {
 // old at now: each replica that held old differs from now on, until it
 // reports the new one (its pull). A holder that is no longer a replica is
 // left out: it is not kept up to date. Caller holds c.mu.
-func (c *Coordinator) replicaDigestChanged(key, old string, now time.Time) {
+func (c *Coordinator) replicaDigestChanged(key repokey.Key, old string, now time.Time) {
 	if c.tier == nil || c.tier.Everyone() {
 		return
 	}
@@ -92,12 +93,12 @@ func (c *Coordinator) replicaDigestChanged(key, old string, now time.Time) {
 
 // setReplicaDiffs stores key's differing replicas (none: forgets key).
 // Caller holds c.mu.
-func (c *Coordinator) setReplicaDiffs(key string, diffs []replicaDiff) {
+func (c *Coordinator) setReplicaDiffs(key repokey.Key, diffs []replicaDiff) {
 	if len(diffs) == 0 {
 		delete(c.replicaDiffs, key)
 		return
 	}
-	if k, ok := c.engine.Key(key); ok {
+	if k, ok := c.engine.Key(key.String()); ok {
 		key = k // the engine's copy: the map shares the catalog's keys
 	}
 	c.replicaDiffs[key] = slices.Clip(diffs)
@@ -107,7 +108,7 @@ func (c *Coordinator) setReplicaDiffs(key string, diffs []replicaDiff) {
 // replicas that are not confirmed, or differ from the recorded digest, in
 // placement order; nil while every replica holds the recorded state.
 // Caller holds c.mu.
-func (c *Coordinator) replicaStates(key string) []*fleetv1.ReplicaState {
+func (c *Coordinator) replicaStates(key repokey.Key) []*fleetv1.ReplicaState {
 	if c.tier == nil || c.tier.Everyone() {
 		return nil
 	}
@@ -163,7 +164,7 @@ func (c *Coordinator) replicasBehind(now time.Time) []ReplicaBehind {
 		want, held, ok := c.tier.ReplicasOf(c.tierUnit(key))
 		for _, x := range diffs {
 			if ok && x.since <= cutoff && slices.Contains(want, x.node) && slices.Contains(held, x.node) {
-				out = append(out, ReplicaBehind{Key: key, Node: x.node, Since: time.UnixMilli(x.since)})
+				out = append(out, ReplicaBehind{Key: key.String(), Node: x.node, Since: time.UnixMilli(x.since)})
 			}
 		}
 	}

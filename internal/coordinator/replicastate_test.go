@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -30,10 +31,10 @@ func TestAReplicaWhoseDigestDiffersFromTheRecordedOneIsBehindAfterAPullsTime(t *
 	connect(c, part)
 	c.setMembers()
 	c.decide()
-	_, owner := c.owner(key) // the owner it is cloning for
+	_, owner := c.owner(repokey.Key(key)) // the owner it is cloning for
 	c.result(owner, &fleetv1.CheckResult{Key: key, Ok: true, Cloned: true})
 	c.syncTier()
-	replicas := c.replicas(key)
+	replicas := c.replicas(repokey.Key(key))
 	c.mu.Unlock()
 	if owner == 0 || len(replicas) != 2 {
 		t.Fatalf("%s: owner %d, replicas %v; want an owner and two replicas", key, owner, replicas)
@@ -53,7 +54,7 @@ func TestAReplicaWhoseDigestDiffersFromTheRecordedOneIsBehindAfterAPullsTime(t *
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		s := c.sessions[full[0].GetNodeId()]
-		s.sweep = append(s.sweep, key)
+		s.sweep = append(s.sweep, repokey.Key(key))
 		return networkSent(s, key).GetReplicaStates()
 	}
 	behind := func() (int, []ReplicaBehind) {

@@ -121,7 +121,7 @@ func (c *Coordinator) Session(stream fleetv1.Coordinator_SessionServer) error {
 	s.queueStanding(c.standingOf(rec.ID))
 	// The node gets what it owns or is cloning, and a full node the state
 	// of every repository.
-	c.engine.Each(func(k string, owner, target uint32, sent bool) {
+	c.engine.Each(func(k repokey.Key, owner, target uint32, sent bool) {
 		if owner == rec.ID || target == rec.ID && sent {
 			s.queueAssign(k, target == rec.ID)
 		}
@@ -196,9 +196,9 @@ func (c *Coordinator) recvLoop(id uint32, s *session, stream fleetv1.Coordinator
 			c.inventory(id, s, m.Inventory)
 			c.applyChanges(c.table.Heartbeat(id, c.clk.Now()))
 		case *fleetv1.NodeMessage_HandBack:
-			var keys []string
-			for _, k := range m.HandBack.GetKeys() {
-				if c.engine.Has(k) {
+			var keys []repokey.Key
+			for _, ks := range m.HandBack.GetKeys() {
+				if k, ok := c.engine.Key(ks); ok { // a key the engine does not place is nobody's to hand back
 					keys = append(keys, k)
 				}
 			}
@@ -241,9 +241,9 @@ func (c *Coordinator) heartbeat(id uint32, s *session, hb *fleetv1.Heartbeat) {
 // to no session) is told so once the catalog is loaded. Caller holds c.mu.
 func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 	for _, h := range inv.GetRepos() {
-		key := h.GetKey()
-		if err := repokey.Check(key); err != nil {
-			c.log.Warn("inventory: a node holds a mirror whose key is not valid; ignored", "node", id, "key", key, "err", err)
+		key, err := repokey.Parse(h.GetKey())
+		if err != nil {
+			c.log.Warn("inventory: a node holds a mirror whose key is not valid; ignored", "node", id, "key", h.GetKey(), "err", err)
 			continue
 		}
 		s.held = append(s.held, key)
@@ -267,10 +267,10 @@ func (c *Coordinator) inventory(id uint32, s *session, inv *fleetv1.Inventory) {
 // statusOf returns key's status, created on first use under the engine's
 // copy of key (a million statuses share their keys with the catalog).
 // Caller holds c.mu.
-func (c *Coordinator) statusOf(key string) *repoStatus {
+func (c *Coordinator) statusOf(key repokey.Key) *repoStatus {
 	r := c.status[key]
 	if r == nil {
-		if k, ok := c.engine.Key(key); ok {
+		if k, ok := c.engine.Key(key.String()); ok {
 			key = k
 		}
 		r = &repoStatus{}
@@ -310,11 +310,11 @@ func (c *Coordinator) applyHeld() {
 
 // result records a check result. Caller holds c.mu.
 func (c *Coordinator) result(id uint32, res *fleetv1.CheckResult) {
-	key := res.GetKey()
-	if !c.engine.Has(key) {
+	key, ok := c.engine.Key(res.GetKey()) // a result of a key the engine does not place is stale
+	if !ok {
 		return
 	}
-	defer c.taskDone(res)
+	defer c.taskDone(key, res)
 	if res.GetServed() {
 		// A full node's pull: it holds the repository (tier.go), and the
 		// roots it found make fork networks.
@@ -428,26 +428,26 @@ type session struct {
 
 	// guarded by c.mu
 	welcome bool
-	assign  map[string]assignment
-	drop    map[string]bool
-	states  map[string]bool
+	assign  map[repokey.Key]assignment
+	drop    map[repokey.Key]bool
+	states  map[repokey.Key]bool
 	// sweep is every key whose state a full node is sent in bulk (at the
 	// session's start, after a whole catalog is placed), in turn from
 	// sweepAt: a list of a million keys costs a third of a set of them,
 	// and is read in order. states has the keys that changed since, sent
 	// first.
-	sweep   []string
+	sweep   []repokey.Key
 	sweepAt int
-	removed map[string]bool
+	removed map[repokey.Key]bool
 	// tierDrop: repositories the full tier no longer places on this full
 	// node, with enough confirmed replicas without it (tier.go).
-	tierDrop map[string]bool
-	held     []string // inventory waiting for the catalog
+	tierDrop map[repokey.Key]bool
+	held     []repokey.Key // inventory waiting for the catalog
 	// checks is the queue of checks asked of the node: one entry a key
 	// (in checkOrder, the order they were first asked), which a second
 	// ask merges into, so that it is bounded by the keys as assign is.
-	checks     map[string]*queuedCheck
-	checkOrder []string
+	checks     map[repokey.Key]*queuedCheck
+	checkOrder []repokey.Key
 	cancels    []*fleetv1.CheckNow
 	hints      []*fleetv1.ChangeHint
 	// feedDirty: the feeds' status is to be sent (feed.go).
@@ -467,8 +467,8 @@ type session struct {
 
 func newSession(c *Coordinator, rec *nodeRecord, cancel context.CancelFunc) *session {
 	return &session{c: c, id: rec.ID, full: rec.full(), cancel: cancel,
-		assign: map[string]assignment{}, drop: map[string]bool{}, states: map[string]bool{}, removed: map[string]bool{}, tierDrop: map[string]bool{},
-		checks: map[string]*queuedCheck{}, creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
+		assign: map[repokey.Key]assignment{}, drop: map[repokey.Key]bool{}, states: map[repokey.Key]bool{}, removed: map[repokey.Key]bool{}, tierDrop: map[repokey.Key]bool{},
+		checks: map[repokey.Key]*queuedCheck{}, creds: map[uint32]bool{}, signal: make(chan struct{}, 1)}
 }
 
 func (s *session) kick() {
@@ -490,16 +490,16 @@ type assignment struct {
 	seed   bool // clone from a full node's copy
 }
 
-func (s *session) queueAssign(key string, urgent bool) { s.queueAssignSeed(key, urgent, false) }
+func (s *session) queueAssign(key repokey.Key, urgent bool) { s.queueAssignSeed(key, urgent, false) }
 
-func (s *session) queueAssignSeed(key string, urgent, seed bool) {
+func (s *session) queueAssignSeed(key repokey.Key, urgent, seed bool) {
 	delete(s.drop, key)
 	a := s.assign[key]
 	s.assign[key] = assignment{urgent: a.urgent || urgent, seed: a.seed || seed}
 	s.kick()
 }
 
-func (s *session) queueDrop(key string) {
+func (s *session) queueDrop(key repokey.Key) {
 	delete(s.assign, key)
 	s.drop[key] = true
 	s.kick()
@@ -507,7 +507,7 @@ func (s *session) queueDrop(key string) {
 
 // queueTierDrop tells the full node it may delete its copy of key; keep
 // false takes back a drop not sent yet (the tier placed key on it again).
-func (s *session) queueTierDrop(key string, drop bool) {
+func (s *session) queueTierDrop(key repokey.Key, drop bool) {
 	if !drop {
 		delete(s.tierDrop, key)
 		return
@@ -516,7 +516,7 @@ func (s *session) queueTierDrop(key string, drop bool) {
 	s.kick()
 }
 
-func (s *session) queueState(key string) {
+func (s *session) queueState(key repokey.Key) {
 	delete(s.removed, key)
 	s.states[key] = true
 	s.kick()
@@ -524,7 +524,7 @@ func (s *session) queueState(key string) {
 
 // queueSweep queues the state of every key of keys (every key of the
 // catalog), in bulk: it replaces a sweep under way, which it covers.
-func (s *session) queueSweep(keys iter.Seq[string]) {
+func (s *session) queueSweep(keys iter.Seq[repokey.Key]) {
 	s.sweep, s.sweepAt = s.sweep[:0], 0
 	for k := range keys {
 		delete(s.removed, k)
@@ -543,13 +543,15 @@ type queuedCheck struct {
 // queueCheck asks the node for an urgent check of key, answering task
 // taskID ("": none). A check of key already queued takes the task: the
 // node runs one check for both.
-func (s *session) queueCheck(key, taskID string) { s.queueCheckPushed(key, taskID, time.Time{}) }
+func (s *session) queueCheck(key repokey.Key, taskID string) {
+	s.queueCheckPushed(key, taskID, time.Time{})
+}
 
 // queueCheckPushed asks the node for an urgent check of key, which a
 // forge's feed says was pushed at pushed (zero: no push known), answering
 // task taskID ("": none). A check of key already queued is merged with
 // it: the newest push, and every task.
-func (s *session) queueCheckPushed(key, taskID string, pushed time.Time) {
+func (s *session) queueCheckPushed(key repokey.Key, taskID string, pushed time.Time) {
 	q := s.checks[key]
 	if q == nil {
 		q = &queuedCheck{}
@@ -582,18 +584,18 @@ const maxQueuedHints = 100_000
 // asked for. A task whose check is still queued is taken out of it
 // instead: the node never hears of it (and a check left without a task or
 // a push is not sent).
-func (s *session) queueCancel(key, taskID string) {
+func (s *session) queueCancel(key repokey.Key, taskID string) {
 	if q := s.checks[key]; q != nil {
 		if i := slices.Index(q.tasks, taskID); i >= 0 {
 			q.tasks = slices.Delete(q.tasks, i, i+1)
 			if len(q.tasks) == 0 && q.pushed == 0 {
 				delete(s.checks, key)
-				s.checkOrder = slices.DeleteFunc(s.checkOrder, func(k string) bool { return k == key })
+				s.checkOrder = slices.DeleteFunc(s.checkOrder, func(k repokey.Key) bool { return k == key })
 			}
 			return
 		}
 	}
-	s.cancels = append(s.cancels, &fleetv1.CheckNow{Key: key, TaskId: taskID, Cancel: true})
+	s.cancels = append(s.cancels, &fleetv1.CheckNow{Key: key.String(), TaskId: taskID, Cancel: true})
 	s.kick()
 }
 
@@ -611,7 +613,7 @@ func (s *session) queueStanding(st *fleetv1.Standing) {
 	}
 }
 
-func (s *session) queueRemoved(key string) {
+func (s *session) queueRemoved(key repokey.Key) {
 	delete(s.states, key)
 	delete(s.tierDrop, key) // a removal deletes it anyway
 	s.removed[key] = true
@@ -651,11 +653,11 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		s.standing = nil
 	}
 	if len(s.drop) > 0 {
-		keys := take(s.drop, n)
+		keys := keyStrings(take(s.drop, n))
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_Drop{Drop: &fleetv1.Drop{Keys: keys}}})
 	}
 	if len(s.removed) > 0 {
-		keys := take(s.removed, n)
+		keys := keyStrings(take(s.removed, n))
 		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_RepoRemoved{RepoRemoved: &fleetv1.RepoRemoved{Keys: keys}}})
 	}
 	if len(s.assign) > 0 {
@@ -669,10 +671,10 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			delete(s.assign, k)
 			if e, ok := c.entry(k); ok {
 				_, pool, _ := c.engine.Network(k)
-				r := &fleetv1.Repo{Key: k, Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
+				r := &fleetv1.Repo{Key: k.String(), Url: e.URL, FallbackUrls: e.Fallbacks, Urgent: as.urgent, Network: pool,
 					Fed: c.feedFed(k, now), Archive: catalog.Archives(e.Attrs), Archived: c.forgeFlags[k].archived}
 				if as.seed && seedBase != "" {
-					r.SeedUrl = seedBase + "/" + k + ".git"
+					r.SeedUrl = seedBase + "/" + k.String() + ".git"
 				}
 				a.Repos = append(a.Repos, r)
 			}
@@ -713,7 +715,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 			if state == repostate.Renamed {
 				renamedTo = c.renames[k].to
 			}
-			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k, Url: e.URL, Owner: owner, Digest: r.Digest(),
+			rs.Repos = append(rs.Repos, &fleetv1.RepoState{Key: k.String(), Url: e.URL, Owner: owner, Digest: r.Digest(),
 				State: state.String(), StateSinceMs: since, LastCheckMs: r.lastCheck, LastChangeMs: r.lastChange, LastError: r.errorText(k),
 				Class: uint32(r.class), Attrs: e.Attrs, FallbackUrls: e.Fallbacks, Checks: uint64(r.checks), Fetches: uint64(r.fetches),
 				LastDurationMs: r.lastDuration.ms(), Network: net, NetworkParts: uint32(parts), Replicas: c.replicas(k),
@@ -725,7 +727,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 	// node: the full node keeps a copy its state still names. A sweep
 	// under way (a new session's) sends every state: the drops wait for
 	// its end.
-	var drops []string
+	var drops []repokey.Key
 	for k := range s.tierDrop {
 		if s.sweepAt < len(s.sweep) {
 			break
@@ -741,7 +743,7 @@ func (s *session) next() []*fleetv1.CoordinatorMessage {
 		for _, k := range drops {
 			delete(s.tierDrop, k)
 		}
-		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TierDrop{TierDrop: &fleetv1.TierDrop{Keys: drops}}})
+		out = append(out, &fleetv1.CoordinatorMessage{Msg: &fleetv1.CoordinatorMessage_TierDrop{TierDrop: &fleetv1.TierDrop{Keys: keyStrings(drops)}}})
 	}
 	return out
 }
@@ -756,13 +758,13 @@ func (s *session) checksToSend() []*fleetv1.CheckNow {
 	for _, key := range s.checkOrder {
 		q := s.checks[key]
 		delete(s.checks, key)
-		ch := &fleetv1.CheckNow{Key: key, PushedAtUnix: q.pushed}
+		ch := &fleetv1.CheckNow{Key: key.String(), PushedAtUnix: q.pushed}
 		if len(q.tasks) > 0 {
 			ch.TaskId = q.tasks[0]
 		}
 		out = append(out, ch)
 		for _, t := range q.tasks[min(1, len(q.tasks)):] {
-			out = append(out, &fleetv1.CheckNow{Key: key, TaskId: t})
+			out = append(out, &fleetv1.CheckNow{Key: key.String(), TaskId: t})
 		}
 	}
 	s.checkOrder = s.checkOrder[:0]
@@ -772,8 +774,8 @@ func (s *session) checksToSend() []*fleetv1.CheckNow {
 }
 
 // take removes and returns up to n keys of m.
-func take(m map[string]bool, n int) []string {
-	keys := make([]string, 0, min(n, len(m)))
+func take(m map[repokey.Key]bool, n int) []repokey.Key {
+	keys := make([]repokey.Key, 0, min(n, len(m)))
 	for k := range m {
 		if len(keys) >= n {
 			break
@@ -784,6 +786,15 @@ func take(m map[string]bool, n int) []string {
 		delete(m, k)
 	}
 	return keys
+}
+
+// keyStrings writes keys as a message carries them.
+func keyStrings(keys []repokey.Key) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.String()
+	}
+	return out
 }
 
 func (s *session) sendLoop(ctx context.Context, stream fleetv1.Coordinator_SessionServer) error {

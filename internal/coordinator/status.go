@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gitcmd"
 	"github.com/gitfleet/gitfleet/internal/intern"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -103,18 +104,20 @@ func (s *repoStatus) setDigest(d string) bool {
 // maxErrorLen: with errs, as its shared template (the key's place marked;
 // package intern), since a host that fails fails the same way for every
 // repository it has. Read it with errorText.
-func (s *repoStatus) setError(e string, errs *intern.Templates, key string) {
+func (s *repoStatus) setError(e string, errs *intern.Templates, key repokey.Key) {
 	if len(e) > maxErrorLen {
 		e = strings.ToValidUTF8(e[:maxErrorLen], "") + "..."
 	}
 	if errs != nil {
-		e = errs.Pack(e, key)
+		e = errs.Pack(e, key.String())
 	}
 	s.lastError = e
 }
 
 // errorText is the error setError recorded for key.
-func (s *repoStatus) errorText(key string) string { return intern.Unpack(s.lastError, key) }
+func (s *repoStatus) errorText(key repokey.Key) string {
+	return intern.Unpack(s.lastError, key.String())
+}
 
 // packedMs is a duration in 16 bits, to keep a status small: milliseconds
 // up to 32.767 s, whole seconds above (the top bit set), up to 9 hours.
@@ -174,7 +177,7 @@ type statusRecord struct {
 	Head string `json:",omitempty"` // the branch HEAD names
 }
 
-func (s *repoStatus) record(key string) statusRecord {
+func (s *repoStatus) record(key repokey.Key) statusRecord {
 	return statusRecord{Digest: s.Digest(), State: s.state.String(), LastCheck: s.lastCheck, LastChange: s.lastChange, Since: s.since,
 		LastError: s.errorText(key), Class: s.class.String(), Failures: int(s.failures), NotFound: int(s.notFound),
 		Checks: uint64(s.checks), Fetches: uint64(s.fetches), DurationMs: s.lastDuration.ms(), Head: s.head}
@@ -183,7 +186,7 @@ func (s *repoStatus) record(key string) statusRecord {
 // status turns a stored record back into a repoStatus; a field out of range
 // is clamped, and a digest that is not one is dropped (the next check
 // brings it back).
-func (r statusRecord) status(errs *intern.Templates, key string) repoStatus {
+func (r statusRecord) status(errs *intern.Templates, key repokey.Key) repoStatus {
 	s := repoStatus{state: parseState(r.State), lastCheck: r.LastCheck, lastChange: r.LastChange, since: r.Since,
 		failures: uint16(min(max(r.Failures, 0), 1<<16-1)), notFound: uint8(min(max(r.NotFound, 0), 1<<8-1)),
 		checks: uint32(min(r.Checks, 1<<32-1)), fetches: uint32(min(r.Fetches, 1<<32-1)), lastDuration: packMs(r.DurationMs),

@@ -2,9 +2,9 @@ package coordinator
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -25,10 +25,10 @@ func TestASweepSendsEveryStateOnceAfterTheChanges(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := newSession(c, c.nodes[full.GetNodeId()], func() {})
-	s.queueSweep(slices.Values(keys))
-	s.queueState(keys[1000]) // changed meanwhile: goes first
+	s.queueSweep(keySeq(keys))
+	s.queueState(repokey.Key(keys[1000])) // changed meanwhile: goes first
 	gone := keys[700]
-	c.overlay[gone] = overlay{Removed: true}
+	c.overlay[repokey.Key(gone)] = overlay{Removed: true}
 	var batches [][]string
 	for range 100 {
 		var got []string
@@ -72,15 +72,15 @@ func TestASweepSendsEveryStateOnceAfterTheChanges(t *testing.T) {
 
 	// A churn of a whole batch of changes at every send still lets the
 	// sweep go on; a second sweep replaces the first, which it covers.
-	s.queueSweep(slices.Values(keys))
-	s.queueSweep(slices.Values(keys))
+	s.queueSweep(keySeq(keys))
+	s.queueSweep(keySeq(keys))
 	if len(s.sweep) != len(keys) {
 		t.Fatalf("two sweeps queued %d keys, want %d", len(s.sweep), len(keys))
 	}
 	swept := 0
 	for range 100 {
 		for _, k := range keys[:c.cfg.BatchSize] {
-			s.queueState(k)
+			s.queueState(repokey.Key(k))
 		}
 		before := s.sweepAt
 		s.next()
@@ -95,5 +95,16 @@ func TestASweepSendsEveryStateOnceAfterTheChanges(t *testing.T) {
 	}
 	if swept != len(keys) {
 		t.Fatalf("the sweep sent %d of %d keys under churn", swept, len(keys))
+	}
+}
+
+// keySeq yields keys as Keys.
+func keySeq(keys []string) func(func(repokey.Key) bool) {
+	return func(yield func(repokey.Key) bool) {
+		for _, k := range keys {
+			if !yield(repokey.Key(k)) {
+				return
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -29,26 +30,31 @@ import (
 const tierUnitPrefix = "network:"
 
 // tierUnit is the unit key is placed with on the full tier.
-func (c *Coordinator) tierUnit(key string) string {
+func (c *Coordinator) tierUnit(key repokey.Key) string {
 	if name := c.nets.Of(key); name != "" {
 		return tierUnitPrefix + name
 	}
-	return key
+	return key.String()
 }
 
 // tierKeys returns the repositories of unit.
-func (c *Coordinator) tierKeys(unit string) []string {
+func (c *Coordinator) tierKeys(unit string) []repokey.Key {
 	if name, ok := strings.CutPrefix(unit, tierUnitPrefix); ok {
 		return c.nets.Members(name)
 	}
-	return []string{unit}
+	if k, ok := c.engine.Key(unit); ok {
+		return []repokey.Key{k}
+	}
+	// A unit the engine no longer places (its key removed) is still the
+	// name tierUnit gave a Key, or the tier's snapshot stored.
+	return []repokey.Key{storedKey(unit)}
 }
 
 // tierUnits returns every unit with its weight: its bytes in KiB
 // (tierUnitBytes). Caller holds c.mu.
 func (c *Coordinator) tierUnits() map[string]int {
 	units := map[string]int{}
-	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+	c.engine.Each(func(k repokey.Key, _, _ uint32, _ bool) {
 		units[c.tierUnit(k)] += int(max(sizeBytes(c.engine.Size(k)), sizeFloor) / 1024)
 	})
 	return units
@@ -143,7 +149,7 @@ func (c *Coordinator) syncTier() {
 			continue
 		}
 		s := c.sessions[d.Node]
-		for _, k := range c.tierKeys(d.Key) {
+		for _, k := range c.tierKeys(d.Unit) {
 			c.broadcastState(k)
 			switch {
 			case s != nil && s.full:
@@ -160,7 +166,7 @@ func (c *Coordinator) syncTier() {
 // again), for its next session: the tier counts the copy as gone from
 // the moment it decided the drop, and would not decide it again unless
 // the node confirmed the copy anew. Caller holds c.mu.
-func (c *Coordinator) tierDropAway(id uint32, key string, drop bool) {
+func (c *Coordinator) tierDropAway(id uint32, key repokey.Key, drop bool) {
 	if !drop {
 		delete(c.tierDropsAway[id], key)
 		return
@@ -169,7 +175,7 @@ func (c *Coordinator) tierDropAway(id uint32, key string, drop bool) {
 		return
 	}
 	if c.tierDropsAway[id] == nil {
-		c.tierDropsAway[id] = map[string]bool{}
+		c.tierDropsAway[id] = map[repokey.Key]bool{}
 	}
 	c.tierDropsAway[id][key] = true
 }
@@ -189,9 +195,9 @@ func (c *Coordinator) tierDropsBack(s *session) {
 }
 
 // engineKeys yields every key of the engine. Caller holds c.mu.
-func (c *Coordinator) engineKeys(yield func(string) bool) {
+func (c *Coordinator) engineKeys(yield func(repokey.Key) bool) {
 	more := true
-	c.engine.Each(func(k string, _, _ uint32, _ bool) {
+	c.engine.Each(func(k repokey.Key, _, _ uint32, _ bool) {
 		more = more && yield(k)
 	})
 }
@@ -214,7 +220,7 @@ func (c *Coordinator) tierFeed() {
 
 // tierTouch records that the units of keys may have changed: keys added
 // or removed. Caller holds c.mu.
-func (c *Coordinator) tierTouch(keys ...string) {
+func (c *Coordinator) tierTouch(keys ...repokey.Key) {
 	if !c.tierFed {
 		return
 	}
@@ -225,12 +231,12 @@ func (c *Coordinator) tierTouch(keys ...string) {
 
 // tierTouchNetwork records that key moved from fork network from to to
 // ("" for none). Caller holds c.mu.
-func (c *Coordinator) tierTouchNetwork(key, from, to string) {
+func (c *Coordinator) tierTouchNetwork(key repokey.Key, from, to string) {
 	if !c.tierFed {
 		return
 	}
 	for _, n := range []string{from, to} {
-		u := key
+		u := key.String()
 		if n != "" {
 			u = tierUnitPrefix + n
 		}
@@ -239,7 +245,7 @@ func (c *Coordinator) tierTouchNetwork(key, from, to string) {
 }
 
 // tierConfirm records that full node id holds key. Caller holds c.mu.
-func (c *Coordinator) tierConfirm(id uint32, key string) {
+func (c *Coordinator) tierConfirm(id uint32, key repokey.Key) {
 	if unit := c.tierUnit(key); c.tier != nil && c.tier.Confirm(id, unit) {
 		c.tierDirty, c.tierShares = true, nil
 		for _, k := range c.tierKeys(unit) {
@@ -250,7 +256,7 @@ func (c *Coordinator) tierConfirm(id uint32, key string) {
 
 // replicas returns key's replicas on the full tier, in placement order.
 // Caller holds c.mu.
-func (c *Coordinator) replicas(key string) []uint32 {
+func (c *Coordinator) replicas(key repokey.Key) []uint32 {
 	if c.tier == nil {
 		return nil
 	}
@@ -323,9 +329,11 @@ func (c *Coordinator) underHealthy(now time.Time) int {
 	}
 	n := sh.short
 	need := min(c.tier.Replicas(), len(c.tier.Members()))
-	behind := map[string][]uint32{}
+	behind := map[repokey.Key][]uint32{}
 	for _, b := range c.replicasBehind(now) {
-		behind[b.Key] = append(behind[b.Key], b.Node)
+		if k, ok := c.engine.Key(b.Key); ok {
+			behind[k] = append(behind[k], b.Node)
+		}
 	}
 	for key, nodes := range behind {
 		_, held, _ := c.tier.ReplicasOf(c.tierUnit(key))

@@ -14,6 +14,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/etcdtest"
 	"github.com/gitfleet/gitfleet/internal/ha"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/repostate"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
@@ -69,7 +70,7 @@ func TestTheFullTierHoldsEachRepositoryOnTwoFullNodesAndANetworkAsOne(t *testing
 	ids := []uint32{full[0].GetNodeId(), full[1].GetNodeId(), full[2].GetNodeId()}
 	load := map[uint32]int{}
 	for _, k := range keys {
-		r := c.replicas(k)
+		r := c.replicas(repokey.Key(k))
 		if len(r) != 2 || r[0] == r[1] || !slices.Contains(ids, r[0]) || !slices.Contains(ids, r[1]) {
 			t.Fatalf("%s: replicas %v, want two distinct full nodes of %v", k, r, ids)
 		}
@@ -78,7 +79,7 @@ func TestTheFullTierHoldsEachRepositoryOnTwoFullNodesAndANetworkAsOne(t *testing
 	}
 	linux := c.replicas("example.org/linux/tree0")
 	for i := 1; i < 4; i++ {
-		if r := c.replicas(fmt.Sprintf("example.org/linux/tree%d", i)); !slices.Equal(r, linux) {
+		if r := c.replicas(repokey.Key(fmt.Sprintf("example.org/linux/tree%d", i))); !slices.Equal(r, linux) {
 			t.Errorf("linux/tree%d is on %v, tree0 on %v: a network is one unit", i, r, linux)
 		}
 	}
@@ -86,9 +87,9 @@ func TestTheFullTierHoldsEachRepositoryOnTwoFullNodesAndANetworkAsOne(t *testing
 		t.Errorf("the replicas are on %v: want all three full nodes used", load)
 	}
 	s := c.sessions[ids[0]]
-	s.sweep = append(s.sweep, keys[0])
-	if st := networkSent(s, keys[0]); st == nil || !slices.Equal(st.GetReplicas(), c.replicas(keys[0])) {
-		t.Errorf("the state sent for %s has replicas %v, want %v", keys[0], st.GetReplicas(), c.replicas(keys[0]))
+	s.sweep = append(s.sweep, repokey.Key(keys[0]))
+	if st := networkSent(s, keys[0]); st == nil || !slices.Equal(st.GetReplicas(), c.replicas(repokey.Key(keys[0]))) {
+		t.Errorf("the state sent for %s has replicas %v, want %v", keys[0], st.GetReplicas(), c.replicas(repokey.Key(keys[0])))
 	}
 }
 
@@ -130,8 +131,8 @@ func TestTheNodesListShowsEachFullNodesShareAndTheShortfall(t *testing.T) {
 	}
 	c.mu.Lock()
 	for _, k := range keys {
-		for _, id := range c.replicas(k) {
-			c.tierConfirm(id, k)
+		for _, id := range c.replicas(repokey.Key(k)) {
+			c.tierConfirm(id, repokey.Key(k))
 		}
 	}
 	c.syncTier()
@@ -155,8 +156,8 @@ func TestTheNodesListShowsEachFullNodesShareAndTheShortfall(t *testing.T) {
 	}
 	c.mu.Lock()
 	for _, k := range keys {
-		for _, id := range c.replicas(k) {
-			c.tierConfirm(id, k)
+		for _, id := range c.replicas(repokey.Key(k)) {
+			c.tierConfirm(id, repokey.Key(k))
 		}
 	}
 	c.syncTier()
@@ -174,7 +175,7 @@ func TestWithOneFullNodeItHoldsEveryRepository(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range keys {
-		if r := c.replicas(k); !slices.Equal(r, []uint32{full[0].GetNodeId()}) {
+		if r := c.replicas(repokey.Key(k)); !slices.Equal(r, []uint32{full[0].GetNodeId()}) {
 			t.Fatalf("%s: replicas %v, want the one full node", k, r)
 		}
 	}
@@ -210,7 +211,7 @@ func TestTheFullTierIsKeptInTheEtcdStore(t *testing.T) {
 	c.mu.Lock()
 	before := map[string][]uint32{}
 	for _, k := range keys {
-		before[k] = c.replicas(k)
+		before[k] = c.replicas(repokey.Key(k))
 	}
 	c.mu.Unlock()
 	if err := c.persist(ctx); err != nil {
@@ -226,7 +227,7 @@ func TestTheFullTierIsKeptInTheEtcdStore(t *testing.T) {
 		t.Fatalf("the next leader's tier has %d members, want the 3 stored", n)
 	}
 	for _, k := range keys {
-		if got := c.replicas(k); !slices.Equal(got, before[k]) {
+		if got := c.replicas(repokey.Key(k)); !slices.Equal(got, before[k]) {
 			t.Errorf("%s: the next leader has replicas %v, want %v", k, got, before[k])
 		}
 	}
@@ -266,7 +267,7 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 	}
 	var moved string
 	for _, k := range keys {
-		if r := c.replicas(k); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(k) == "" {
+		if r := c.replicas(repokey.Key(k)); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(repokey.Key(k)) == "" {
 			moved = k
 			break
 		}
@@ -274,7 +275,7 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 	if moved == "" {
 		t.Fatal("no repository placed on the two later full nodes alone")
 	}
-	r := c.replicas(moved)
+	r := c.replicas(repokey.Key(moved))
 	dropped := func() []uint32 {
 		var ids []uint32
 		for id, ks := range tierDropsSent(c) {
@@ -284,13 +285,13 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 		}
 		return ids
 	}
-	c.tierConfirm(r[0], moved)
+	c.tierConfirm(r[0], repokey.Key(moved))
 	c.syncTier()
 	first := dropped()
 	if len(first) != 1 || !slices.Contains(old, first[0]) {
 		t.Fatalf("once one new replica of %s confirmed, drops went to %v; want one old copy (two confirmed stay)", moved, first)
 	}
-	c.tierConfirm(r[1], moved)
+	c.tierConfirm(r[1], repokey.Key(moved))
 	c.syncTier()
 	second := dropped()
 	if len(second) != 1 || !slices.Contains(old, second[0]) || second[0] == first[0] {
@@ -302,8 +303,8 @@ func TestAFullNodeIsToldToDropARepositoryOnlyOnceItsNewReplicasConfirmedIt(t *te
 	// A drop queued for a node the tier places the key on again is taken
 	// back before it is sent.
 	s := c.sessions[old[0]]
-	s.queueTierDrop(keys[0], true)
-	s.queueTierDrop(keys[0], false)
+	s.queueTierDrop(repokey.Key(keys[0]), true)
+	s.queueTierDrop(repokey.Key(keys[0]), false)
 	if got := tierDropsSent(c); len(got[old[0]]) > 0 {
 		t.Errorf("a drop taken back was sent: %v", got[old[0]])
 	}
@@ -324,8 +325,9 @@ func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
 	old := []uint32{full[0].GetNodeId(), full[1].GetNodeId()}
 	c.syncTier()
 	tierDropsSent(c)
-	var moved []string
-	for _, k := range keys {
+	var moved []repokey.Key
+	for _, s := range keys {
+		k := repokey.Key(s)
 		if r := c.replicas(k); !slices.Contains(r, old[0]) && !slices.Contains(r, old[1]) && c.nets.Of(k) == "" {
 			moved = append(moved, k)
 		}
@@ -349,7 +351,7 @@ func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
 		c.tierConfirm(id, moved[1])
 	}
 	c.syncTier()
-	if _, held, _ := c.tier.ReplicasOf(moved[1]); slices.Contains(held, old[0]) || slices.Contains(held, old[1]) {
+	if _, held, _ := c.tier.ReplicasOf(c.tierUnit(moved[1])); slices.Contains(held, old[0]) || slices.Contains(held, old[1]) {
 		t.Fatalf("%s still counted on %v, a node away: the tier decided no drop", moved[1], held)
 	}
 
@@ -372,9 +374,9 @@ func TestATierDropDecidedWhileAFullNodeIsAwayIsSentWhenItIsBack(t *testing.T) {
 				}
 			}
 		}
-		want := []string{moved[1]}
+		want := []string{moved[1].String()}
 		if id == old[0] {
-			want = []string{moved[0], moved[1]}
+			want = []string{moved[0].String(), moved[1].String()}
 		}
 		for _, k := range want {
 			if !slices.Contains(drops, k) {
@@ -408,7 +410,8 @@ func TestRepositoriesWithFewerHealthyReplicasThanTheyShouldHaveAreUnderReplicate
 	}
 	c.mu.Lock()
 	c.syncTier()
-	for _, k := range keys {
+	for _, s := range keys {
+		k := repokey.Key(s)
 		for _, id := range c.replicas(k) {
 			c.tierConfirm(id, k)
 		}
@@ -417,9 +420,10 @@ func TestRepositoriesWithFewerHealthyReplicasThanTheyShouldHaveAreUnderReplicate
 	tierDropsSent(c)
 	// healthyShort counts the keys with fewer than two confirmed replicas
 	// that are neither on down nor, for key behindKey, on behindOn.
-	healthyShort := func(down, behindOn uint32, behindKey string) uint32 {
+	healthyShort := func(down, behindOn uint32, behindKey repokey.Key) uint32 {
 		var n uint32
-		for _, k := range keys {
+		for _, s := range keys {
+			k := repokey.Key(s)
 			_, held, _ := c.tier.ReplicasOf(c.tierUnit(k))
 			ok := 0
 			for _, id := range held {
@@ -437,8 +441,9 @@ func TestRepositoriesWithFewerHealthyReplicasThanTheyShouldHaveAreUnderReplicate
 		c.mu.Unlock()
 		t.Fatalf("%d repositories short of confirmed replicas once every replica confirmed", n)
 	}
-	var solo string
-	for _, k := range keys {
+	var solo repokey.Key
+	for _, s := range keys {
+		k := repokey.Key(s)
 		if c.nets.Of(k) == "" {
 			solo = k
 			break

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/catalog"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -42,7 +43,7 @@ func TestTheFullTierTakesEachChangeAsTheUnitsItTouches(t *testing.T) {
 		if c.tier.Len() != fresh.Len() {
 			t.Fatalf("%s: the tier has %d units, want %d", step, c.tier.Len(), fresh.Len())
 		}
-		c.engine.Each(func(k string, _, _ uint32, _ bool) {
+		c.engine.Each(func(k repokey.Key, _, _ uint32, _ bool) {
 			if got, want := c.replicas(k), fresh.Where(c.tierUnit(k)); !slices.Equal(got, want) {
 				t.Fatalf("%s: %s on %v, want %v as placed from scratch", step, k, got, want)
 			}
@@ -83,7 +84,7 @@ func TestWithTwoFullNodesTheTierHoldsNothingPerRepository(t *testing.T) {
 		t.Errorf("two full nodes, two replicas: the tier holds %d units, want none", n)
 	}
 	for _, k := range keys {
-		if r := c.replicas(k); !sameIDs(r, []uint32{full[0].GetNodeId(), full[1].GetNodeId()}) {
+		if r := c.replicas(repokey.Key(k)); !sameIDs(r, []uint32{full[0].GetNodeId(), full[1].GetNodeId()}) {
 			t.Fatalf("%s: replicas %v, want both full nodes", k, r)
 		}
 	}
@@ -97,7 +98,7 @@ func TestWithTwoFullNodesTheTierHoldsNothingPerRepository(t *testing.T) {
 		t.Errorf("three full nodes: the tier holds %d units, want %d", n, len(tierUnitsOf(keys)))
 	}
 	for _, k := range keys {
-		if r := c.replicas(k); len(r) != 2 || r[0] == r[1] {
+		if r := c.replicas(repokey.Key(k)); len(r) != 2 || r[0] == r[1] {
 			t.Fatalf("%s: replicas %v with three full nodes, want two", k, r)
 		}
 	}

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"math"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Repository sizes, which weigh the units of the full tier (tier.go). The
@@ -59,7 +61,7 @@ func sizeBytes(p uint16) uint64 {
 
 // reportedSize records the size node id reported of key (0: none), with
 // whether it is a full node. Caller holds c.mu.
-func (c *Coordinator) reportedSize(id uint32, full bool, key string, bytes uint64) {
+func (c *Coordinator) reportedSize(id uint32, full bool, key repokey.Key, bytes uint64) {
 	if bytes == 0 {
 		return
 	}
@@ -85,12 +87,14 @@ func (c *Coordinator) reportedSize(id uint32, full bool, key string, bytes uint6
 // is counted in them once (the full node counts it with the member it
 // pulled first). Caller holds c.mu.
 func (c *Coordinator) tierUnitBytes(unit string) int {
-	keys := []string{unit}
+	var keys []repokey.Key
 	name, network := strings.CutPrefix(unit, tierUnitPrefix)
 	if network {
 		keys = c.nets.Members(name)
-	} else if c.nets.Of(unit) != "" {
+	} else if k, ok := c.engine.Key(unit); !ok || c.nets.Of(k) != "" {
 		return 0
+	} else {
+		keys = []repokey.Key{k}
 	}
 	var kib uint64
 	for _, k := range keys {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -42,9 +43,9 @@ func TestTheFullTierWeighsRepositoriesByTheBytesFullNodesReport(t *testing.T) {
 		total += max(size, sizeFloor)
 	}
 	c.decide()
-	big := c.tier.WeightOf(c.tierUnit(keys[0]))
-	small := c.tier.WeightOf(c.tierUnit(keys[2]))
-	unmeasured := c.tier.WeightOf(c.tierUnit(keys[1]))
+	big := c.tier.WeightOf(c.tierUnit(repokey.Key(keys[0])))
+	small := c.tier.WeightOf(c.tierUnit(repokey.Key(keys[2])))
+	unmeasured := c.tier.WeightOf(c.tierUnit(repokey.Key(keys[1])))
 	linux := c.tier.WeightOf(c.tierUnit("example.org/linux/tree0"))
 	c.mu.Unlock()
 	if !withinStep(uint64(big)*1024, 100e9) || small != 1024 || unmeasured != 64 || linux != 4*1024 {
@@ -77,8 +78,8 @@ func TestAnOwnersSizeIsCappedAndGivesWayToAFullNodes(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	connect(c, owner)
-	weight := func() uint64 { c.decide(); return uint64(c.tier.WeightOf(c.tierUnit(key))) * 1024 }
-	c.reportedSize(owner.GetNodeId(), c.isFull(owner.GetNodeId()), key, 1e15)
+	weight := func() uint64 { c.decide(); return uint64(c.tier.WeightOf(c.tierUnit(repokey.Key(key)))) * 1024 }
+	c.reportedSize(owner.GetNodeId(), c.isFull(owner.GetNodeId()), repokey.Key(key), 1e15)
 	if w := weight(); !withinStep(w, ownerSizeCap) {
 		t.Fatalf("an owner said 1 PB: weighs %d bytes, want the cap %d", w, uint64(ownerSizeCap))
 	}
@@ -86,8 +87,8 @@ func TestAnOwnersSizeIsCappedAndGivesWayToAFullNodes(t *testing.T) {
 	if w := weight(); !withinStep(w, 300e6) {
 		t.Fatalf("a full node measured 300 MB: weighs %d bytes", w)
 	}
-	c.reportedSize(owner.GetNodeId(), false, key, 1e15)
-	c.reportedSize(owner.GetNodeId(), false, key, 1)
+	c.reportedSize(owner.GetNodeId(), false, repokey.Key(key), 1e15)
+	c.reportedSize(owner.GetNodeId(), false, repokey.Key(key), 1)
 	if w := weight(); !withinStep(w, 300e6) {
 		t.Errorf("the owner spoke again after a full node: weighs %d bytes, want the full node's 300 MB", w)
 	}
@@ -105,7 +106,7 @@ func TestARepositorysGrowthMovesItsUnitOnlyPastAFactorOfTwo(t *testing.T) {
 	weight := func(size uint64) int {
 		c.result(id, pulled(key, size))
 		c.decide()
-		return c.tier.WeightOf(c.tierUnit(key))
+		return c.tier.WeightOf(c.tierUnit(repokey.Key(key)))
 	}
 	w0 := weight(100 << 20)
 	if !withinStep(uint64(w0)*1024, 100<<20) {
@@ -136,7 +137,7 @@ func TestARestartedCoordinatorWeighsTheTierAsBefore(t *testing.T) {
 	c.decide()
 	before := map[string]int{}
 	for _, k := range keys {
-		before[k] = c.tier.WeightOf(c.tierUnit(k))
+		before[k] = c.tier.WeightOf(c.tierUnit(repokey.Key(k)))
 	}
 	c.mu.Unlock()
 	if err := c.persist(context.Background()); err != nil {
@@ -147,7 +148,7 @@ func TestARestartedCoordinatorWeighsTheTierAsBefore(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range keys {
-		if w := c.tier.WeightOf(c.tierUnit(k)); w != before[k] {
+		if w := c.tier.WeightOf(c.tierUnit(repokey.Key(k))); w != before[k] {
 			t.Errorf("%s weighs %d KiB after the restart, %d before", k, w, before[k])
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	fleetv1 "github.com/gitfleet/gitfleet/proto/gitfleet/v1"
 )
 
@@ -100,7 +101,7 @@ func TestTheCoordinatorPacesACappedNodeAndSparesARestingOne(t *testing.T) {
 	targeted := func() int {
 		n := 0
 		for _, k := range keys {
-			if _, target := c.owner(k); target == id {
+			if _, target := c.owner(repokey.Key(k)); target == id {
 				n++
 			}
 		}
@@ -115,7 +116,7 @@ func TestTheCoordinatorPacesACappedNodeAndSparesARestingOne(t *testing.T) {
 		t.Fatalf("resting: %d keys wait for the node; want only the 10 it was sent", n)
 	}
 	for _, k := range keys {
-		if _, target := c.owner(k); target == id {
+		if _, target := c.owner(repokey.Key(k)); target == id {
 			c.result(id, &fleetv1.CheckResult{Key: k, Ok: true, Cloned: true})
 		}
 	}

@@ -78,7 +78,7 @@ func (s *consoleSource) GetRepo(ctx context.Context, key string) (console.Detail
 		}
 	}
 	if d.Owner != 0 && d.Owner == f.n.ID() {
-		out.NextCheck, _ = f.n.NextCheck(key)
+		out.NextCheck, _ = f.n.NextCheck(k)
 	}
 	if es, _, err := f.flog.List(ctx, fetchlog.Query{Key: key, Result: fetchlog.ResultOK, Limit: 1}); err == nil && len(es) > 0 {
 		out.LastSuccess = es[0].At

@@ -84,7 +84,7 @@ func (f role) AdmitOwn(key repokey.Key, held bool) (func(), bool) {
 	if release, ok := f.gate(held); ok {
 		return release, true
 	}
-	f.n.Unschedule(key.String()) // before it waits: room may come at once
+	f.n.Unschedule(key) // before it waits: room may come at once
 	f.waitOwn(key)
 	return nil, false
 }

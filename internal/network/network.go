@@ -125,7 +125,7 @@ func checkRoot(r string) bool {
 
 // Change says that key moved from one network to another ("" is none).
 type Change struct {
-	Key      string
+	Key      repokey.Key
 	From, To string
 }
 
@@ -136,32 +136,32 @@ type Networks struct {
 	// behind declPrefix, and its fork relations behind parentPrefix (see
 	// setLinks), sorted: the edges of the graph whose connected
 	// components, over the keys, make the networks.
-	links map[string][]string
+	links map[repokey.Key][]string
 	// keys are the keys of each root (and declared name), the reverse of links.
-	keys map[string]map[string]struct{}
+	keys map[string]map[repokey.Key]struct{}
 	// parent is each fork's parent, as a forge says; children its reverse.
-	parent   map[string]string
-	children map[string]map[string]struct{}
+	parent   map[repokey.Key]repokey.Key
+	children map[repokey.Key]map[repokey.Key]struct{}
 	// of is the network of each key in one; members its reverse.
-	of      map[string]string
-	members map[string]map[string]struct{}
+	of      map[repokey.Key]string
+	members map[string]map[repokey.Key]struct{}
 }
 
 // New returns an empty state.
 func New() *Networks {
-	return &Networks{links: map[string][]string{}, keys: map[string]map[string]struct{}{},
-		parent: map[string]string{}, children: map[string]map[string]struct{}{},
-		of: map[string]string{}, members: map[string]map[string]struct{}{}}
+	return &Networks{links: map[repokey.Key][]string{}, keys: map[string]map[repokey.Key]struct{}{},
+		parent: map[repokey.Key]repokey.Key{}, children: map[repokey.Key]map[repokey.Key]struct{}{},
+		of: map[repokey.Key]string{}, members: map[string]map[repokey.Key]struct{}{}}
 }
 
 // Entry is one key's stored state: its roots, its declared network, its
 // parent (a forge's fork relation), and the network it was in (for names;
 // see Restore).
 type Entry struct {
-	Key      string
+	Key      repokey.Key
 	Roots    []string
 	Declared string
-	Parent   string
+	Parent   repokey.Key
 	Network  string
 }
 
@@ -171,8 +171,8 @@ type Entry struct {
 // name or invalid roots lose them, as SetRoots and Declare would.
 func Restore(entries []Entry) *Networks {
 	n := New()
-	prev := make(map[string]string, len(entries))
-	seeds := make([]string, 0, len(entries))
+	prev := make(map[repokey.Key]string, len(entries))
+	seeds := make([]repokey.Key, 0, len(entries))
 	for _, e := range entries {
 		if e.Parent != "" && e.Parent != e.Key && n.parent[e.Parent] != e.Key {
 			n.setParent(e.Key, e.Parent)
@@ -201,10 +201,10 @@ func Restore(entries []Entry) *Networks {
 }
 
 // Of returns key's network, "" if it is standalone.
-func (n *Networks) Of(key string) string { return n.of[key] }
+func (n *Networks) Of(key repokey.Key) string { return n.of[key] }
 
 // Members returns the keys of network name, sorted.
-func (n *Networks) Members(name string) []string {
+func (n *Networks) Members(name string) []repokey.Key {
 	return slices.Sorted(maps.Keys(n.members[name]))
 }
 
@@ -212,16 +212,16 @@ func (n *Networks) Members(name string) []string {
 func (n *Networks) Size(name string) int { return len(n.members[name]) }
 
 // Roots returns the roots last set for key.
-func (n *Networks) Roots(key string) []string { return slices.Clone(n.roots(key)) }
+func (n *Networks) Roots(key repokey.Key) []string { return slices.Clone(n.roots(key)) }
 
 // Declared returns the network key declares, "" if none.
-func (n *Networks) Declared(key string) string { return n.declared(key) }
+func (n *Networks) Declared(key repokey.Key) string { return n.declared(key) }
 
 // Parent returns the parent last set for key, "" if none.
-func (n *Networks) Parent(key string) string { return n.parent[key] }
+func (n *Networks) Parent(key repokey.Key) repokey.Key { return n.parent[key] }
 
 // Children returns the keys whose parent is key, sorted.
-func (n *Networks) Children(key string) []string {
+func (n *Networks) Children(key repokey.Key) []repokey.Key {
 	return slices.Sorted(maps.Keys(n.children[key]))
 }
 
@@ -240,7 +240,7 @@ func (n *Networks) Each(fn func(Entry)) {
 // a network, networks merging, or key leaving its network because its
 // history shares nothing with it any more (and what is left of a network
 // splitting, if key held it together).
-func (n *Networks) SetRoots(key string, roots []string) []Change {
+func (n *Networks) SetRoots(key repokey.Key, roots []string) []Change {
 	if key == "" {
 		return nil
 	}
@@ -253,7 +253,7 @@ func (n *Networks) SetRoots(key string, roots []string) []Change {
 
 // Declare records that key declares network name ("": it declares none).
 // An invalid name is an error, and changes nothing.
-func (n *Networks) Declare(key, name string) ([]Change, error) {
+func (n *Networks) Declare(key repokey.Key, name string) ([]Change, error) {
 	if name != "" {
 		if err := CheckName(name); err != nil {
 			return nil, err
@@ -271,7 +271,7 @@ func (n *Networks) Declare(key, name string) ([]Change, error) {
 // whose history diverged entirely still leaves. A parent that is key
 // itself, or that is a fork of key (directly or up a chain of parents),
 // is ignored. The caller decides that parent is a key of the fleet.
-func (n *Networks) SetParent(key, parent string) []Change {
+func (n *Networks) SetParent(key, parent repokey.Key) []Change {
 	if key == "" || parent == n.parent[key] || parent == key {
 		return nil
 	}
@@ -287,7 +287,7 @@ func (n *Networks) SetParent(key, parent string) []Change {
 	}
 	n.setParent(key, parent)
 	n.setLinks(key, n.roots(key), n.declared(key))
-	for _, p := range []string{old, parent} {
+	for _, p := range []repokey.Key{old, parent} {
 		if p != "" {
 			seeds = append(seeds, n.linked(p)...)
 			n.setLinks(p, n.roots(p), n.declared(p))
@@ -297,7 +297,7 @@ func (n *Networks) SetParent(key, parent string) []Change {
 }
 
 // setParent records key's parent in parent and children, without links.
-func (n *Networks) setParent(key, parent string) {
+func (n *Networks) setParent(key, parent repokey.Key) {
 	if old := n.parent[key]; old != "" {
 		delete(n.children[old], key)
 		if len(n.children[old]) == 0 {
@@ -311,15 +311,15 @@ func (n *Networks) setParent(key, parent string) {
 	n.parent[key] = parent
 	ch := n.children[parent]
 	if ch == nil {
-		ch = map[string]struct{}{}
+		ch = map[repokey.Key]struct{}{}
 		n.children[parent] = ch
 	}
 	ch[key] = struct{}{}
 }
 
 // linked is key and the keys that share a link with it.
-func (n *Networks) linked(key string) []string {
-	out := []string{key}
+func (n *Networks) linked(key repokey.Key) []repokey.Key {
+	out := []repokey.Key{key}
 	for _, l := range n.links[key] {
 		for k := range n.keys[l] {
 			out = append(out, k)
@@ -332,7 +332,7 @@ func (n *Networks) linked(key string) []string {
 // that name it: the returned changes say it left its network, and what is
 // left of the network if it split. Its forks keep their parent's other
 // relations (none: they are standalone until their roots are known).
-func (n *Networks) Remove(key string) []Change {
+func (n *Networks) Remove(key repokey.Key) []Change {
 	_, linked := n.links[key]
 	if !linked && n.parent[key] == "" && len(n.children[key]) == 0 {
 		return nil
@@ -356,7 +356,7 @@ func (n *Networks) Remove(key string) []Change {
 	return n.recompute(seeds, nil)
 }
 
-func (n *Networks) roots(key string) []string {
+func (n *Networks) roots(key repokey.Key) []string {
 	var out []string
 	for _, l := range n.links[key] {
 		if checkRoot(l) {
@@ -366,7 +366,7 @@ func (n *Networks) roots(key string) []string {
 	return out
 }
 
-func (n *Networks) declared(key string) string {
+func (n *Networks) declared(key repokey.Key) string {
 	if l := n.links[key]; len(l) > 0 && strings.HasPrefix(l[0], declPrefix) {
 		return l[0][len(declPrefix):]
 	}
@@ -393,7 +393,7 @@ func cleanRoots(roots []string) []string {
 }
 
 // relink replaces key's links and recomputes the networks it was and is in.
-func (n *Networks) relink(key string, roots []string, declared string) []Change {
+func (n *Networks) relink(key repokey.Key, roots []string, declared string) []Change {
 	// Every key of key's old network is reached from key or from its old
 	// links, whatever part it ends up in.
 	seeds := n.linked(key)
@@ -401,7 +401,7 @@ func (n *Networks) relink(key string, roots []string, declared string) []Change 
 	return n.recompute(seeds, nil)
 }
 
-func (n *Networks) setLinks(key string, roots []string, declared string) {
+func (n *Networks) setLinks(key repokey.Key, roots []string, declared string) {
 	for _, l := range n.links[key] {
 		if ks := n.keys[l]; ks != nil {
 			delete(ks, key)
@@ -417,10 +417,10 @@ func (n *Networks) setLinks(key string, roots []string, declared string) {
 	// A fork's relation counts until its roots are known; a parent
 	// carries the root of its forks.
 	if p := n.parent[key]; p != "" && len(roots) == 0 {
-		links = append(links, parentPrefix+p)
+		links = append(links, parentPrefix+p.String())
 	}
 	if len(n.children[key]) > 0 {
-		links = append(links, parentPrefix+key)
+		links = append(links, parentPrefix+key.String())
 	}
 	links = append(links, roots...)
 	slices.Sort(links)
@@ -433,7 +433,7 @@ func (n *Networks) setLinks(key string, roots []string, declared string) {
 	for _, l := range links {
 		ks := n.keys[l]
 		if ks == nil {
-			ks = map[string]struct{}{}
+			ks = map[repokey.Key]struct{}{}
 			n.keys[l] = ks
 		}
 		ks[key] = struct{}{}
@@ -442,15 +442,15 @@ func (n *Networks) setLinks(key string, roots []string, declared string) {
 
 // component is a connected part of the graph, being named.
 type component struct {
-	keys  []string // sorted
-	roots []string // sorted; declared names behind declPrefix first, then fork relations
+	keys  []repokey.Key // sorted
+	roots []string      // sorted; declared names behind declPrefix first, then fork relations
 }
 
 // recompute finds the components that contain seeds, names them and
 // returns the keys whose network changed. prev, when set, gives the
 // previous network of keys (Restore); otherwise the current one is.
-func (n *Networks) recompute(seeds []string, prev map[string]string) []Change {
-	seen := map[string]bool{}
+func (n *Networks) recompute(seeds []repokey.Key, prev map[repokey.Key]string) []Change {
+	seen := map[repokey.Key]bool{}
 	var comps []component
 	for _, s := range seeds {
 		if seen[s] {
@@ -458,7 +458,7 @@ func (n *Networks) recompute(seeds []string, prev map[string]string) []Change {
 		}
 		comps = append(comps, n.walk(s, seen))
 	}
-	old := map[string]string{}
+	old := map[repokey.Key]string{}
 	for _, c := range comps {
 		for _, k := range c.keys {
 			from := n.of[k]
@@ -477,7 +477,7 @@ func (n *Networks) recompute(seeds []string, prev map[string]string) []Change {
 		if c := cmp.Compare(len(b.keys), len(a.keys)); c != 0 {
 			return c
 		}
-		return strings.Compare(a.keys[0], b.keys[0])
+		return strings.Compare(string(a.keys[0]), string(b.keys[0]))
 	})
 	var changes []Change
 	for _, c := range comps {
@@ -495,15 +495,15 @@ func (n *Networks) recompute(seeds []string, prev map[string]string) []Change {
 			}
 		}
 	}
-	slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	return changes
 }
 
 // walk returns the component of key, marking its keys seen.
-func (n *Networks) walk(key string, seen map[string]bool) component {
+func (n *Networks) walk(key repokey.Key, seen map[repokey.Key]bool) component {
 	var c component
 	linked := map[string]bool{}
-	stack := []string{key}
+	stack := []repokey.Key{key}
 	seen[key] = true
 	for len(stack) > 0 {
 		k := stack[len(stack)-1]
@@ -534,7 +534,7 @@ func (n *Networks) walk(key string, seen map[string]bool) component {
 // component took; else a new one from its smallest shared root not in use. A
 // lone key that declares nothing is standalone (""). Ties go to the
 // smaller name.
-func (n *Networks) name(c component, old map[string]string) string {
+func (n *Networks) name(c component, old map[repokey.Key]string) string {
 	votes := map[string]int{}
 	for _, k := range c.keys {
 		if d := n.declared(k); d != "" {
@@ -594,17 +594,17 @@ func best(votes map[string]int) string {
 	return name
 }
 
-func (n *Networks) join(key, name string) {
+func (n *Networks) join(key repokey.Key, name string) {
 	m := n.members[name]
 	if m == nil {
-		m = map[string]struct{}{}
+		m = map[repokey.Key]struct{}{}
 		n.members[name] = m
 	}
 	m[key] = struct{}{}
 	n.of[key] = name
 }
 
-func (n *Networks) leave(key string) {
+func (n *Networks) leave(key repokey.Key) {
 	name, ok := n.of[key]
 	if !ok {
 		return

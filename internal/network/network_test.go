@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // root returns a commit ID made of c.
@@ -157,18 +159,18 @@ func TestNetworks(t *testing.T) {
 			for i, s := range tc.steps {
 				switch {
 				case s.remove:
-					n.Remove(s.key)
+					n.Remove(repokey.Key(s.key))
 				case s.parent != "":
-					n.SetParent(s.key, strings.TrimPrefix(s.parent, "-"))
+					n.SetParent(repokey.Key(s.key), repokey.Key(strings.TrimPrefix(s.parent, "-")))
 				case s.declare != "" || s.undecl:
-					if _, err := n.Declare(s.key, s.declare); err != nil {
+					if _, err := n.Declare(repokey.Key(s.key), s.declare); err != nil {
 						t.Fatalf("step %d: Declare(%q, %q): %v", i, s.key, s.declare, err)
 					}
 				default:
-					n.SetRoots(s.key, s.roots)
+					n.SetRoots(repokey.Key(s.key), s.roots)
 				}
 				for k, want := range s.expected {
-					if got := n.Of(k); got != want {
+					if got := n.Of(repokey.Key(k)); got != want {
 						t.Errorf("step %d: Of(%q) = %q, want %q", i, k, got, want)
 					}
 				}
@@ -240,8 +242,8 @@ func TestRestoreKeepsNames(t *testing.T) {
 	n.Each(func(e Entry) { entries = append(entries, e) })
 	r := Restore(entries)
 	for _, k := range []string{"x", "y", "z", "d"} {
-		if r.Of(k) != n.Of(k) {
-			t.Errorf("restored Of(%q) = %q, want %q", k, r.Of(k), n.Of(k))
+		if r.Of(repokey.Key(k)) != n.Of(repokey.Key(k)) {
+			t.Errorf("restored Of(%q) = %q, want %q", k, r.Of(repokey.Key(k)), n.Of(repokey.Key(k)))
 		}
 	}
 }
@@ -250,7 +252,7 @@ func TestRestoreKeepsNames(t *testing.T) {
 func partition(n *Networks, keys []string) string {
 	groups := map[string][]string{}
 	for _, k := range keys {
-		if name := n.Of(k); name != "" {
+		if name := n.Of(repokey.Key(k)); name != "" {
 			groups[name] = append(groups[name], k)
 		}
 	}
@@ -292,20 +294,20 @@ func TestPartitionIsOrderIndependent(t *testing.T) {
 			n := New()
 			for _, i := range rng.Perm(nkeys) {
 				if rng.IntN(3) == 0 { // a detour
-					n.SetRoots(keys[i], []string{root(byte('a' + rng.IntN(12)))})
+					n.SetRoots(repokey.Key(keys[i]), []string{root(byte('a' + rng.IntN(12)))})
 					if rng.IntN(2) == 0 {
-						n.Remove(keys[i])
+						n.Remove(repokey.Key(keys[i]))
 					}
 				}
-				n.SetRoots(keys[i], final[i])
+				n.SetRoots(repokey.Key(keys[i]), final[i])
 			}
 			for _, i := range rng.Perm(nkeys) {
 				if rng.IntN(3) == 0 { // a detour
-					n.SetParent(keys[i], keys[rng.IntN(nkeys)])
-					n.SetRoots(keys[i], nil)
-					n.SetRoots(keys[i], final[i])
+					n.SetParent(repokey.Key(keys[i]), repokey.Key(keys[rng.IntN(nkeys)]))
+					n.SetRoots(repokey.Key(keys[i]), nil)
+					n.SetRoots(repokey.Key(keys[i]), final[i])
 				}
-				n.SetParent(keys[i], parent[i])
+				n.SetParent(repokey.Key(keys[i]), repokey.Key(parent[i]))
 			}
 			got := partition(n, keys)
 			if run == 0 {
@@ -316,10 +318,10 @@ func TestPartitionIsOrderIndependent(t *testing.T) {
 				t.Fatalf("seed %d run %d: partition\n%s\nwant\n%s", seed, run, got, want)
 			}
 			for i, k := range keys {
-				if p := parent[i]; p != "" && len(final[i]) == 0 && n.Of(k) != n.Of(p) {
-					t.Fatalf("seed %d: %s, a fork of %s whose roots are unknown, is in %q, its parent in %q", seed, k, p, n.Of(k), n.Of(p))
+				if p := parent[i]; p != "" && len(final[i]) == 0 && n.Of(repokey.Key(k)) != n.Of(repokey.Key(p)) {
+					t.Fatalf("seed %d: %s, a fork of %s whose roots are unknown, is in %q, its parent in %q", seed, k, p, n.Of(repokey.Key(k)), n.Of(repokey.Key(p)))
 				}
-				if name := n.Of(k); name != "" && n.Size(name) < 2 {
+				if name := n.Of(repokey.Key(k)); name != "" && n.Size(name) < 2 {
 					t.Fatalf("seed %d: %s in a network of one without a declaration", seed, k)
 				}
 			}
@@ -337,21 +339,21 @@ func FuzzNetworks(f *testing.F) {
 			keys = append(keys, k)
 			switch op := ops[i+1]; op % 5 {
 			case 0:
-				n.Remove(k)
+				n.Remove(repokey.Key(k))
 			case 1:
-				n.Declare(k, fmt.Sprintf("n%d", op/4%2))
+				n.Declare(repokey.Key(k), fmt.Sprintf("n%d", op/4%2))
 			case 4:
 				p := fmt.Sprintf("k%d", op/5%9) // k8 is never set: a parent with no state of its own
 				keys = append(keys, p)
-				n.SetParent(k, p)
+				n.SetParent(repokey.Key(k), repokey.Key(p))
 			case 3:
 				if op/5%2 == 0 {
-					n.SetRoots(k, nil)
+					n.SetRoots(repokey.Key(k), nil)
 					break
 				}
 				fallthrough
 			default:
-				n.SetRoots(k, []string{root(byte('a' + op/4%6)), root(byte('a' + op/24%6))})
+				n.SetRoots(repokey.Key(k), []string{root(byte('a' + op/4%6)), root(byte('a' + op/24%6))})
 			}
 		}
 		// Whatever the path, the networks are what Restore computes

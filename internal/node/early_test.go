@@ -40,7 +40,7 @@ func TestACheckAskedBeforeItsAssignmentIsKept(t *testing.T) {
 	n.checkNow(late.Key, "task-1")
 	n.checkNow(late.Key, "") // a webhook's, without a task
 	n.assign(late)
-	if key, ok, _ := n.sched.Next(); !ok || key != late.Key {
+	if key, ok, _ := n.sched.Next(); !ok || key.String() != late.Key {
 		t.Fatalf("Next() = %q, %v; want the repository asked for, ahead of 100 first clones", key, ok)
 	}
 	if got := n.owned[late.Key].taskIDs; !reflect.DeepEqual(got, []string{"task-1"}) {

@@ -59,8 +59,9 @@ func (n *Node) fetchLoop(ctx context.Context) {
 	}
 }
 
-// check runs one check of key against its upstream and reports it.
-func (n *Node) check(ctx context.Context, key string) {
+// check runs one check of sk against its upstream and reports it.
+func (n *Node) check(ctx context.Context, sk repokey.Key) {
+	key := sk.String() // the books of what is owned hold the key as written
 	n.mu.Lock()
 	o := n.owned[key]
 	var k repokey.Key // the key parsed when it was assigned
@@ -75,7 +76,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	n.mu.Unlock()
 	defer endCheck()
 	if o == nil {
-		n.sched.Done(key, schedule.Outcome{})
+		n.sched.Done(sk, schedule.Outcome{})
 		return
 	}
 	// By the disk's high water: refused, the check ends here and the key
@@ -86,7 +87,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	}
 	defer release()
 	start := n.clk.Now()
-	had, prev := n.mirror.Has(k), n.sched.LastCheck(key)
+	had, prev := n.mirror.Has(k), n.sched.LastCheck(k)
 	kind := "check"
 	if !had {
 		kind = "clone"
@@ -174,7 +175,7 @@ func (n *Node) check(ctx context.Context, key string) {
 	if err == nil {
 		n.met.rechecked(prev, start)
 	}
-	n.sched.Done(key, out)
+	n.sched.Done(k, out)
 	n.Report(r)
 	e := n.WorkEntry(key, kind, start, res, err)
 	e.RenamedTo = r.RenamedTo
@@ -186,7 +187,7 @@ func (n *Node) check(ctx context.Context, key string) {
 
 // Unschedule ends the running check of key without an outcome and stops
 // scheduling it (a check its role refused: AdmitOwn).
-func (n *Node) Unschedule(key string) {
+func (n *Node) Unschedule(key repokey.Key) {
 	n.sched.Done(key, schedule.Outcome{})
 	n.sched.Remove(key)
 }

@@ -85,7 +85,7 @@ func TestAnAssignedRepositoryHeldOnDiskIsCheckedAtOnce(t *testing.T) {
 	n.digests[repokey.Key(key)] = "0123456789abcdef0123456789abcdef" // held, with refs known
 	n.assign(&fleetv1.Repo{Key: key, Url: "http://127.0.0.1/a/b.git"})
 	got, ok, wait := sched.Next()
-	if !ok || got != key {
+	if !ok || got.String() != key {
 		t.Fatalf("Next = %q, %v (wait %v), want %s at once", got, ok, wait, key)
 	}
 }

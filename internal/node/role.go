@@ -115,7 +115,7 @@ func (p partial) AdmitOwn(k repokey.Key, held bool) (func(), bool) {
 	delete(n.owned, key)
 	n.handBack = append(n.handBack, key)
 	n.mu.Unlock()
-	n.Unschedule(key)
+	n.Unschedule(k)
 	n.sendSoon()
 	return nil, false
 }

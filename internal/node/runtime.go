@@ -83,7 +83,7 @@ func (n *Node) CountServed(to string) func(int) { return n.met.addServed(to) }
 
 // NextCheck is when the node's scheduler may next check key, which the
 // node owns; false when it does not schedule key.
-func (n *Node) NextCheck(key string) (time.Time, bool) { return n.sched.Due(key) }
+func (n *Node) NextCheck(key repokey.Key) (time.Time, bool) { return n.sched.Due(key) }
 
 // BrokenState is key's state while its mirror is not served
 // (repostate.Corrupt, Repairing, Unchecked); false when it is whole.

@@ -56,14 +56,14 @@ func (n *Node) addToSchedule(k repokey.Key, host string) {
 			st.LastChange = st.ChangeTimes[len(st.ChangeTimes)-1]
 		}
 	}
-	n.sched.Add(key, host, st)
+	n.sched.Add(k, host, st)
 	switch {
 	case m != nil && st.Cloned && !m.Sched.Due.IsZero():
 		saved := m.Sched
-		saved.Key = key
+		saved.Key = k
 		n.sched.Restore([]schedule.PersistedRepo{saved})
 	case st.Cloned:
-		n.sched.Urgent(key)
+		n.sched.Urgent(k)
 	}
 }
 
@@ -123,20 +123,17 @@ func (n *Node) persistSchedule(ctx context.Context) {
 	snap := n.sched.Snapshot()
 	var ops []store.Op
 	n.mu.Lock()
-	dirty := make(map[string]bool, len(n.metaDirty)) // the scheduler's books hold the key as written
-	for k := range n.metaDirty {
-		dirty[k.String()] = true
-	}
 	for _, p := range snap {
-		m := n.meta[p.Key]
+		key := p.Key.String() // the saved schedule's books hold the key as written
+		m := n.meta[key]
 		if m == nil {
 			m = &repoMeta{}
-			n.meta[p.Key] = m
+			n.meta[key] = m
 		}
-		if m.Sched != p || dirty[p.Key] {
+		if m.Sched != p || n.metaDirty[p.Key] {
 			m.Sched = p
 			b, _ := json.Marshal(m)
-			ops = append(ops, store.Op{Bucket: bucketMeta, Key: p.Key, Value: b})
+			ops = append(ops, store.Op{Bucket: bucketMeta, Key: key, Value: b})
 		}
 	}
 	for k := range n.metaDirty {

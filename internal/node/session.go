@@ -337,7 +337,7 @@ func (n *Node) handle(ctx context.Context, msg *fleetv1.CoordinatorMessage) {
 			if at := m.CheckNow.GetPushedAtUnix(); at > 0 {
 				// A forge's feed saw this push: the scheduler learns the
 				// repository's rate from it.
-				n.sched.ObservePush(m.CheckNow.GetKey(), time.Unix(at, 0))
+				n.observePush(m.CheckNow.GetKey(), time.Unix(at, 0))
 			}
 			n.checkNow(m.CheckNow.GetKey(), m.CheckNow.GetTaskId())
 		}
@@ -386,10 +386,10 @@ func (n *Node) assign(r *fleetv1.Repo) {
 	}
 	// Fed only while the coordinator's feed answers for it (an Assign
 	// again says when that changes), and its host's feed works (setFeeds).
-	n.sched.SetAnswered(key, r.GetFed())
-	n.sched.SetArchived(key, r.GetArchived())
+	n.sched.SetAnswered(k, r.GetFed())
+	n.sched.SetArchived(k, r.GetArchived())
 	if r.GetUrgent() && known || asked {
-		n.sched.Urgent(key)
+		n.sched.Urgent(k)
 	}
 }
 
@@ -416,12 +416,12 @@ func (n *Node) checkBudget() {
 // full node serves them all), deletes its mirror.
 func (n *Node) drop(ctx context.Context, key string) {
 	n.mu.Lock()
-	_, known := n.owned[key]
+	o, known := n.owned[key]
 	delete(n.owned, key)
 	delete(n.early, key)
 	n.mu.Unlock()
 	if known {
-		n.sched.Remove(key)
+		n.sched.Remove(o.key) // the key parsed when it was assigned
 	}
 	// The one check of a dropped key, where the coordinator's message
 	// arrives: a key that is not one names no mirror here.
@@ -444,6 +444,18 @@ func (n *Node) drop(ctx context.Context, key string) {
 	n.log.Info("dropped", "key", key)
 }
 
+// observePush tells the scheduler of a push a forge's feed saw to key, if
+// the node owns it: its Key is the one parsed when it was assigned (the
+// scheduler holds no other).
+func (n *Node) observePush(key string, pushedAt time.Time) {
+	n.mu.Lock()
+	o := n.owned[key]
+	n.mu.Unlock()
+	if o != nil {
+		n.sched.ObservePush(o.key, pushedAt)
+	}
+}
+
 func (n *Node) checkNow(key, taskID string) {
 	n.mu.Lock()
 	o := n.owned[key]
@@ -459,7 +471,7 @@ func (n *Node) checkNow(key, taskID string) {
 		// An urgent check asks HEAD too: a feed may have seen the default
 		// branch switch, which moves no ref.
 		n.mirror.ExpireHead(o.key)
-		n.sched.Urgent(key)
+		n.sched.Urgent(o.key)
 		n.kick()
 	}
 }

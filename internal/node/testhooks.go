@@ -48,13 +48,13 @@ func (h TestHooks) SetWhole(key repokey.Key) { h.n.integrity.setWhole(key) }
 func (h TestHooks) Assign(r *fleetv1.Repo) { h.n.assign(r) }
 
 // Due returns the key the scheduler would check next, if one is due.
-func (h TestHooks) Due() (string, bool) {
+func (h TestHooks) Due() (repokey.Key, bool) {
 	key, ok, _ := h.n.sched.Next()
 	return key, ok
 }
 
 // Check runs a check of key, as a fetcher does once it is due.
-func (h TestHooks) Check(ctx context.Context, key string) { h.n.check(ctx, key) }
+func (h TestHooks) Check(ctx context.Context, key repokey.Key) { h.n.check(ctx, key) }
 
 // Result returns the result of key's check waiting to be sent.
 func (h TestHooks) Result(key string) (*fleetv1.CheckResult, bool) {

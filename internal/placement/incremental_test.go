@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -29,7 +30,7 @@ func checkPlacement(t *testing.T, e *Engine, step int) {
 	place := make([]uint32, len(e.keys))
 	held := make([]int, len(e.members))
 	for i, k := range e.keys {
-		names[i], place[i] = k.key, k.place
+		names[i], place[i] = string(k.key), k.place
 		held[e.rank[k.place]]++
 	}
 	if want := e.ring.Place(names); !slices.Equal(place, want) {
@@ -40,7 +41,7 @@ func checkPlacement(t *testing.T, e *Engine, step int) {
 	}
 	if e.plain {
 		for _, k := range e.keys {
-			if id, _ := e.ring.Lookup(k.key); id != k.place {
+			if id, _ := e.ring.Lookup(string(k.key)); id != k.place {
 				t.Fatalf("step %d: plain, but key %q is placed on %d, its consistent-hash owner is %d", step, k.key, k.place, id)
 			}
 		}
@@ -74,10 +75,10 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 			cfg := tt.cfg
 			cfg.MaxInFlight = 20
 			e := New(cfg)
-			present := map[string]bool{}
+			present := map[repokey.Key]bool{}
 			var members []ring.Member
-			pick := func(n int) []string {
-				ks := make([]string, n)
+			pick := func(n int) []repokey.Key {
+				ks := make([]repokey.Key, n)
 				for i := range ks {
 					ks[i] = universe[rng.IntN(len(universe))]
 				}
@@ -161,7 +162,7 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 			}
 
 			keys := slices.Sorted(maps.Keys(present))
-			for _, k := range slices.Concat(universe, []string{"never/added"}) {
+			for _, k := range slices.Concat(universe, []repokey.Key{"never/added"}) {
 				if _, _, ok := e.Owner(k); ok != present[k] {
 					t.Errorf("Owner(%q) known=%v, want %v", k, ok, present[k])
 				}
@@ -192,7 +193,7 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 			// has the same desired owners, and settles on them.
 			f := New(cfg)
 			f.AddKeys(keys...)
-			f.overrides = map[string][]uint32{}
+			f.overrides = map[repokey.Key][]uint32{}
 			for k, ex := range e.overrides {
 				f.overrides[k] = slices.Clone(ex)
 			}
@@ -217,7 +218,7 @@ func TestCatalogChangesPlaceKeysAsPlacingEveryKeyFromScratch(t *testing.T) {
 	}
 }
 
-func wantOf(e *Engine, key string) uint32 {
+func wantOf(e *Engine, key repokey.Key) uint32 {
 	i, _ := e.index.get(e.keys, key)
 	return e.want(i)
 }
@@ -239,7 +240,7 @@ func TestSmallCatalogChangesDoNotPlaceEveryKeyAgain(t *testing.T) {
 		t.Errorf("adding 100 keys: %d assigns, want 100", got)
 	}
 	for _, d := range ds {
-		if id, _ := e.ring.Lookup(d.Key); d.Node != id || d.From != 0 || d.Urgent {
+		if id, _ := e.ring.Lookup(string(d.Key)); d.Node != id || d.From != 0 || d.Urgent {
 			t.Errorf("new key assigned as %+v, want to its consistent-hash owner %d, not urgent, from nobody", d, id)
 		}
 	}
@@ -258,9 +259,9 @@ func TestACatalogChangeThatReachesABoundPlacesEveryKeyAgain(t *testing.T) {
 	e := New(Config{VnodesPerWeight: 10, LoadFactor: 1.5})
 	e.SetMembers(equalMembers(1, 2))
 	// Keys by their consistent-hash owner.
-	var on1, on2 []string
+	var on1, on2 []repokey.Key
 	for _, k := range testKeys(1000) {
-		if id, _ := e.ring.Lookup(k); id == 1 {
+		if id, _ := e.ring.Lookup(string(k)); id == 1 {
 			on1 = append(on1, k)
 		} else {
 			on2 = append(on2, k)

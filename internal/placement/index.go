@@ -1,6 +1,10 @@
 package placement
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // keyIndex maps each key to its index in Engine.keys. It is an
 // open-addressing table with linear probing whose slots are single words:
@@ -64,8 +68,8 @@ func (x *keyIndex) resize(size int) {
 
 // find returns the slot of key k (found) or the empty slot that ends its
 // probe sequence (not found), and k's hash.
-func (x *keyIndex) find(keys []keyState, k string) (pos uint64, h uint64, found bool) {
-	h = maphash.String(x.seed, k)
+func (x *keyIndex) find(keys []keyState, k repokey.Key) (pos uint64, h uint64, found bool) {
+	h = maphash.String(x.seed, string(k))
 	mask := uint64(len(x.slots) - 1)
 	for p := h >> x.shift; ; p = (p + 1) & mask {
 		s := x.slots[p]
@@ -79,8 +83,8 @@ func (x *keyIndex) find(keys []keyState, k string) (pos uint64, h uint64, found 
 }
 
 // get returns the index of k. It is find for the hot path of Owner.
-func (x *keyIndex) get(keys []keyState, k string) (int32, bool) {
-	h := maphash.String(x.seed, k)
+func (x *keyIndex) get(keys []keyState, k repokey.Key) (int32, bool) {
+	h := maphash.String(x.seed, string(k))
 	mask := uint64(len(x.slots) - 1)
 	for p := h >> x.shift; ; p = (p + 1) & mask {
 		s := x.slots[p]
@@ -93,8 +97,24 @@ func (x *keyIndex) get(keys []keyState, k string) (int32, bool) {
 	}
 }
 
+// lookup is get for a key as it is written: a snapshot's, which names a
+// key of the engine's set or none (keys[i].key is then the Key).
+func (x *keyIndex) lookup(keys []keyState, k string) (int32, bool) {
+	h := maphash.String(x.seed, k)
+	mask := uint64(len(x.slots) - 1)
+	for p := h >> x.shift; ; p = (p + 1) & mask {
+		s := x.slots[p]
+		if s == 0 {
+			return 0, false
+		}
+		if i := int32(uint32(s) - 1); s>>32 == h>>32 && string(keys[i].key) == k {
+			return i, true
+		}
+	}
+}
+
 // insert records that k is keys[i], unless k is in the index already.
-func (x *keyIndex) insert(keys []keyState, k string, i int32) bool {
+func (x *keyIndex) insert(keys []keyState, k repokey.Key, i int32) bool {
 	if (x.n+1)*4 > len(x.slots)*3 {
 		x.resize(2 * len(x.slots))
 	}
@@ -108,7 +128,7 @@ func (x *keyIndex) insert(keys []keyState, k string, i int32) bool {
 }
 
 // move records that k, in the index, is now keys[i].
-func (x *keyIndex) move(keys []keyState, k string, i int32) {
+func (x *keyIndex) move(keys []keyState, k repokey.Key, i int32) {
 	p, _, _ := x.find(keys, k)
 	x.slots[p] = x.slots[p]>>32<<32 | uint64(i+1)
 }
@@ -116,7 +136,7 @@ func (x *keyIndex) move(keys []keyState, k string, i int32) {
 // remove deletes k, in the index, and closes the gap it leaves: each slot
 // after it up to the next empty one that may move back (its home slot is
 // not between the gap and itself) fills the gap, and leaves its own.
-func (x *keyIndex) remove(keys []keyState, k string) {
+func (x *keyIndex) remove(keys []keyState, k repokey.Key) {
 	gap, _, _ := x.find(keys, k)
 	mask := uint64(len(x.slots) - 1)
 	for p := (gap + 1) & mask; x.slots[p] != 0; p = (p + 1) & mask {
@@ -145,7 +165,7 @@ func (x *keyIndex) build(keys []keyState) bool {
 	}
 	words := make([]uint64, n)
 	for i := range keys {
-		h := maphash.String(x.seed, keys[i].key)
+		h := maphash.String(x.seed, string(keys[i].key))
 		words[i] = h>>32<<32 | uint64(i+1)
 	}
 	// The table, still empty, is the sort's scratch space.

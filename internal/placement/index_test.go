@@ -5,11 +5,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // checkIndex fails unless every key is found at its index, absent keys are
 // not found, and every slot is reachable from its home slot.
-func checkIndex(t *testing.T, x *keyIndex, keys []keyState, absent []string) {
+func checkIndex(t *testing.T, x *keyIndex, keys []keyState, absent []repokey.Key) {
 	t.Helper()
 	if x.n != len(keys) {
 		t.Fatalf("index counts %d keys, want %d", x.n, len(keys))
@@ -39,13 +41,13 @@ func checkIndex(t *testing.T, x *keyIndex, keys []keyState, absent []string) {
 
 func TestKeyIndexAgreesWithAModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	universe := make([]string, 5000)
+	universe := make([]repokey.Key, 5000)
 	for i := range universe {
-		universe[i] = fmt.Sprintf("k%d", i)
+		universe[i] = repokey.Key(fmt.Sprintf("k%d", i))
 	}
 	x := newKeyIndex()
 	var keys []keyState // keys[i] is indexed at i, as in Engine.keys
-	at := map[string]int{}
+	at := map[repokey.Key]int{}
 	for range 200 {
 		for range rng.IntN(100) {
 			k := universe[rng.IntN(len(universe))]
@@ -77,7 +79,7 @@ func TestKeyIndexAgreesWithAModel(t *testing.T) {
 			}
 			keys = keys[:last]
 		}
-		var absent []string
+		var absent []repokey.Key
 		for range 20 {
 			if k := universe[rng.IntN(len(universe))]; !has(at, k) {
 				absent = append(absent, k)
@@ -90,10 +92,10 @@ func TestKeyIndexAgreesWithAModel(t *testing.T) {
 	}
 	// Sizing for a load, as AddKeys does for a catalog, keeps every key.
 	x.reserve(20 * len(keys))
-	checkIndex(t, &x, keys, []string{"absent"})
+	checkIndex(t, &x, keys, []repokey.Key{"absent"})
 }
 
-func has(m map[string]int, k string) bool {
+func has(m map[repokey.Key]int, k repokey.Key) bool {
 	_, ok := m[k]
 	return ok
 }
@@ -104,17 +106,17 @@ func TestKeyIndexBuildAgreesWithInserts(t *testing.T) {
 		for round := range 20 {
 			keys := make([]keyState, n)
 			for i := range keys {
-				keys[i].key = fmt.Sprintf("k%d-%d-%d", n, round, rng.Uint64())
+				keys[i].key = repokey.Key(fmt.Sprintf("k%d-%d-%d", n, round, rng.Uint64()))
 			}
 			x := newKeyIndex()
 			x.reserve(n)
 			if !x.build(keys) {
 				t.Fatalf("build of %d distinct keys reported a duplicate", n)
 			}
-			checkIndex(t, &x, keys, []string{"absent", "k"})
+			checkIndex(t, &x, keys, []repokey.Key{"absent", "k"})
 			// The built index goes on working like any other: insert,
 			// remove and grow.
-			more := keyState{key: fmt.Sprintf("more-%d", round)}
+			more := keyState{key: repokey.Key(fmt.Sprintf("more-%d", round))}
 			if !x.insert(keys, more.key, int32(len(keys))) {
 				t.Fatalf("insert into a built index refused %q", more.key)
 			}
@@ -124,7 +126,7 @@ func TestKeyIndexBuildAgreesWithInserts(t *testing.T) {
 			x.move(keys, keys[0].key, 0)
 			keys = keys[:len(keys)-1]
 			x.reserve(4 * n)
-			checkIndex(t, &x, keys, []string{"absent"})
+			checkIndex(t, &x, keys, []repokey.Key{"absent"})
 		}
 	}
 }
@@ -137,7 +139,7 @@ func TestKeyIndexBuildRefusesDuplicates(t *testing.T) {
 		n := 2 + rng.IntN(40)
 		keys := make([]keyState, n)
 		for i := range keys {
-			keys[i].key = fmt.Sprintf("k%d", i)
+			keys[i].key = repokey.Key(fmt.Sprintf("k%d", i))
 		}
 		i, j := rng.IntN(n), rng.IntN(n)
 		if i == j {
@@ -161,7 +163,7 @@ func TestAddKeysOnALoadWithDuplicatesKeepsEachOnce(t *testing.T) {
 	if e.Len() != 3 {
 		t.Fatalf("engine has %d keys, want 3", e.Len())
 	}
-	for _, k := range []string{"a", "b", "c"} {
+	for _, k := range []repokey.Key{"a", "b", "c"} {
 		if !e.Has(k) {
 			t.Fatalf("engine lost %q", k)
 		}

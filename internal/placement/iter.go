@@ -1,10 +1,12 @@
 package placement
 
+import "github.com/gitfleet/gitfleet/internal/repokey"
+
 // Each calls fn for every key with its confirmed owner, its target (0 when
 // no move is under way) and whether the assign to the target has been sent
 // (a clone in flight). The shell uses it to re-send a node what it holds or
 // is cloning when the node's session opens again.
-func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
+func (e *Engine) Each(fn func(key repokey.Key, owner, target uint32, sent bool)) {
 	for i := range e.keys {
 		k := &e.keys[i]
 		fn(k.key, k.owner, k.target, k.flags&flagSent != 0)
@@ -13,7 +15,7 @@ func (e *Engine) Each(fn func(key string, owner, target uint32, sent bool)) {
 
 // Sent reports whether the assign of key to its target has been sent (a
 // clone in flight), as Each does.
-func (e *Engine) Sent(key string) bool {
+func (e *Engine) Sent(key repokey.Key) bool {
 	i, ok := e.index.get(e.keys, key)
 	return ok && e.keys[i].flags&flagSent != 0
 }
@@ -22,15 +24,18 @@ func (e *Engine) Sent(key string) bool {
 func (e *Engine) Len() int { return len(e.keys) }
 
 // Has reports whether key is placed by the engine.
-func (e *Engine) Has(key string) bool {
+func (e *Engine) Has(key repokey.Key) bool {
 	_, _, ok := e.Owner(key)
 	return ok
 }
 
-// Key returns the engine's copy of key, if it has the key: a caller that
-// keeps per-key state for long can use it instead of a copy of its own.
-func (e *Engine) Key(key string) (string, bool) {
-	i, ok := e.index.get(e.keys, key)
+// Key returns the engine's Key of key as it is written (a message's, a
+// store's), if the engine has it: every key the engine holds was parsed
+// where it arrived, so a key found here needs no check of its own, and a
+// caller that keeps per-key state for long can keep this copy instead of
+// one of its own. A key the engine does not have is not a Key here.
+func (e *Engine) Key(key string) (repokey.Key, bool) {
+	i, ok := e.index.lookup(e.keys, key)
 	if !ok {
 		return "", false
 	}
@@ -39,7 +44,7 @@ func (e *Engine) Key(key string) (string, bool) {
 
 // Size returns the figure SetSize kept for key, 0 if none or if the
 // engine does not have key.
-func (e *Engine) Size(key string) uint16 {
+func (e *Engine) Size(key repokey.Key) uint16 {
 	i, ok := e.index.get(e.keys, key)
 	if !ok {
 		return 0
@@ -51,7 +56,7 @@ func (e *Engine) Size(key string) uint16 {
 // repository's size, as the full tier weighs it), in its record's spare
 // bytes; the engine places nothing by it, and its snapshots leave it out.
 // It reports whether key is the engine's.
-func (e *Engine) SetSize(key string, size uint16) bool {
+func (e *Engine) SetSize(key repokey.Key, size uint16) bool {
 	i, ok := e.index.get(e.keys, key)
 	if ok {
 		e.keys[i].size = size

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -39,7 +40,7 @@ type netState struct {
 // they are added. It takes time in proportion to the keys given, unless
 // the load bound, or a network's split changing, makes it place every key
 // again.
-func (e *Engine) SetNetworks(networks map[string]string) {
+func (e *Engine) SetNetworks(networks map[repokey.Key]string) {
 	var changed []int32
 	for _, k := range slices.Sorted(maps.Keys(networks)) {
 		name := networks[k]
@@ -90,7 +91,7 @@ func (e *Engine) SetNetworks(networks map[string]string) {
 // node keeps it in (the network's name, or "NAME#P" for part P of a split
 // network) and the number of parts (1 for a whole network, 0 for a
 // standalone key).
-func (e *Engine) Network(key string) (name, pool string, parts int) {
+func (e *Engine) Network(key repokey.Key) (name, pool string, parts int) {
 	i, ok := e.index.get(e.keys, key)
 	if !ok || !e.keys[i].inNet {
 		return "", "", 0
@@ -158,14 +159,14 @@ func (e *Engine) resize(ns *netState, size int) {
 func (e *Engine) unit(i int32) string {
 	k := &e.keys[i]
 	if !k.inNet {
-		return k.key
+		return string(k.key)
 	}
 	name := e.netOf[k.key]
 	ns := e.nets[name]
 	if ns.parts <= 1 {
 		return name
 	}
-	return fmt.Sprintf("%s#%d", name, jump(ring.Hash(k.key), ns.parts)+1)
+	return fmt.Sprintf("%s#%d", name, jump(ring.Hash(string(k.key)), ns.parts)+1)
 }
 
 // partLimit is the most members a network part may have: NetworkShare of
@@ -227,7 +228,7 @@ func (e *Engine) placeUnits() {
 	for i := range e.keys {
 		if !e.keys[i].inNet {
 			unitOf[i] = int32(len(units))
-			units = append(units, ring.Unit{Name: e.keys[i].key, Weight: 1})
+			units = append(units, ring.Unit{Name: string(e.keys[i].key), Weight: 1})
 			continue
 		}
 		name := e.unit(int32(i))

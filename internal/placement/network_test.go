@@ -7,13 +7,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // testNetworks puts keys into networks of the given sizes, from the front
 // of keys, named net0, net1, ...
-func testNetworks(keys []string, sizes ...int) map[string]string {
-	nets := map[string]string{}
+func testNetworks(keys []repokey.Key, sizes ...int) map[repokey.Key]string {
+	nets := map[repokey.Key]string{}
 	at := 0
 	for n, size := range sizes {
 		for range size {
@@ -25,7 +26,7 @@ func testNetworks(keys []string, sizes ...int) map[string]string {
 }
 
 // poolOwners returns the owners of each pool's keys, by pool.
-func poolOwners(t *testing.T, e *Engine, keys []string) map[string]map[uint32]int {
+func poolOwners(t *testing.T, e *Engine, keys []repokey.Key) map[string]map[uint32]int {
 	t.Helper()
 	out := map[string]map[uint32]int{}
 	for _, k := range keys {
@@ -173,8 +174,8 @@ func TestANetworkTooLargeForANodeIsSplitIntoParts(t *testing.T) {
 }
 
 // placesOf returns every key's placement.
-func placesOf(e *Engine) map[string]uint32 {
-	out := make(map[string]uint32, len(e.keys))
+func placesOf(e *Engine) map[repokey.Key]uint32 {
+	out := make(map[repokey.Key]uint32, len(e.keys))
 	for _, k := range e.keys {
 		out[k.key] = k.place
 	}
@@ -190,15 +191,15 @@ func TestNetworkChangesPlaceAsPlacingFromScratch(t *testing.T) {
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 24))
 			universe := testKeys(600)
-			in := map[string]bool{}
-			nets := map[string]string{}
+			in := map[repokey.Key]bool{}
+			nets := map[repokey.Key]string{}
 			cfg := Config{VnodesPerWeight: 50, LoadFactor: 1.1, NetworkShare: share}
 			e := New(cfg)
 			e.SetMembers(equalMembers(1, 2, 3, 4))
 			for step := range 150 {
 				switch rng.IntN(5) {
 				case 0, 1:
-					var add []string
+					var add []repokey.Key
 					for range rng.IntN(30) {
 						k := universe[rng.IntN(len(universe))]
 						add = append(add, k)
@@ -206,7 +207,7 @@ func TestNetworkChangesPlaceAsPlacingFromScratch(t *testing.T) {
 					}
 					e.AddKeys(add...)
 				case 2:
-					var rm []string
+					var rm []repokey.Key
 					for range rng.IntN(20) {
 						k := universe[rng.IntN(len(universe))]
 						rm = append(rm, k)
@@ -214,7 +215,7 @@ func TestNetworkChangesPlaceAsPlacingFromScratch(t *testing.T) {
 					}
 					e.RemoveKeys(rm...)
 				case 3:
-					change := map[string]string{}
+					change := map[repokey.Key]string{}
 					for range rng.IntN(40) {
 						k := universe[rng.IntN(len(universe))]
 						name := ""
@@ -273,8 +274,8 @@ func TestSmallNetworkChangesDoNotPlaceEveryKeyAgain(t *testing.T) {
 	settle(t, e)
 	before := e.placements
 	for i := range 100 {
-		e.SetNetworks(map[string]string{keys[1000+i]: "net1"})
-		e.AddKeys(fmt.Sprintf("github.com/new/repo-%d", i))
+		e.SetNetworks(map[repokey.Key]string{keys[1000+i]: "net1"})
+		e.AddKeys(repokey.Key(fmt.Sprintf("github.com/new/repo-%d", i)))
 		e.RemoveKeys(keys[5000+i])
 	}
 	settle(t, e)
@@ -321,7 +322,7 @@ func TestRestartWithNetworksMovesNothing(t *testing.T) {
 
 // benchNetworks puts about share of keys into networks of 2 to 200
 // members, sizes spread evenly.
-func benchNetworks(keys []string, share float64) map[string]string {
+func benchNetworks(keys []repokey.Key, share float64) map[repokey.Key]string {
 	var sizes []int
 	for total, i := 0, 0; total < int(share*float64(len(keys))); i++ {
 		s := 2 + i*37%199
@@ -353,7 +354,7 @@ func BenchmarkNetworks1M(b *testing.B) {
 		e := New(Config{})
 		e.SetNetworks(nets)
 		added := keys[benchKeys():]
-		join := map[string]string{}
+		join := map[repokey.Key]string{}
 		for i, k := range added {
 			join[k] = nets[keys[i*997%benchKeys()]] // spread over the networks
 			if join[k] == "" {

@@ -67,6 +67,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -153,7 +154,7 @@ func (k Kind) String() string {
 type Decision struct {
 	Kind Kind
 	Node uint32
-	Key  string
+	Key  repokey.Key
 	// Urgent (assign only): nobody serves the key now (its owner is gone);
 	// the node should clone it before its other work.
 	Urgent bool
@@ -166,7 +167,7 @@ type Decision struct {
 // keyState is what the engine knows of a key: 32 bytes, so that Owner reads
 // one cache line of it.
 type keyState struct {
-	key    string
+	key    repokey.Key
 	owner  uint32 // confirmed owner, 0 if none
 	target uint32 // owner-to-be during a move, 0 if none
 	place  uint32 // bounded-load placement without overrides; 0 without members
@@ -225,8 +226,8 @@ type Engine struct {
 	// placements counts the placements of every key, for tests.
 	placements int
 
-	overrides map[string][]uint32 // key -> members it must avoid
-	refused   map[string][]uint32 // key -> members that refused it (Refuse)
+	overrides map[repokey.Key][]uint32 // key -> members it must avoid
+	refused   map[repokey.Key][]uint32 // key -> members that refused it (Refuse)
 	nodes     map[uint32]*nodeState
 	ready     map[uint32]bool // nodes Decisions must look at
 	moving    int             // keys with a target
@@ -240,7 +241,7 @@ type Engine struct {
 	// each size, the part limit they were placed with, whether a
 	// network's size changed its number of parts since, and the networks
 	// whose number of parts changed since the last Resplit.
-	netOf    map[string]string
+	netOf    map[repokey.Key]string
 	nets     map[string]*netState
 	sizes    map[int]int
 	netLimit int
@@ -256,7 +257,7 @@ type nodeState struct {
 	// still targets this node and is queued.
 	urgent, normal queue
 	disk           uint8
-	back           []string // keys avoiding this node, to bring back while it has room
+	back           []repokey.Key // keys avoiding this node, to bring back while it has room
 }
 
 // queue is a FIFO of key indexes.
@@ -287,13 +288,13 @@ func New(cfg Config) *Engine {
 		cfg:       cfg.withDefaults(),
 		index:     newKeyIndex(),
 		rank:      map[uint32]int{},
-		overrides: map[string][]uint32{},
-		refused:   map[string][]uint32{},
+		overrides: map[repokey.Key][]uint32{},
+		refused:   map[repokey.Key][]uint32{},
 		nodes:     map[uint32]*nodeState{},
 		limits:    map[uint32]*nodeLimits{},
 		ready:     map[uint32]bool{},
 		owned:     map[uint32]int{},
-		netOf:     map[string]string{},
+		netOf:     map[repokey.Key]string{},
 		nets:      map[string]*netState{},
 		sizes:     map[int]int{},
 	}
@@ -303,13 +304,13 @@ func New(cfg Config) *Engine {
 // ignored) and places them: a new key is assigned to its desired owner,
 // paced like any clone. It takes time in proportion to the keys given,
 // unless the load bound makes it place every key again (see above).
-func (e *Engine) AddKeys(keys ...string) {
+func (e *Engine) AddKeys(keys ...repokey.Key) {
 	e.AddKeySeq(len(keys), slices.Values(keys))
 }
 
 // AddKeySeq is AddKeys for the keys of an iterator, of which there are
 // about n: a catalog's keys, without a list of a million strings.
-func (e *Engine) AddKeySeq(n int, keys iter.Seq[string]) {
+func (e *Engine) AddKeySeq(n int, keys iter.Seq[repokey.Key]) {
 	from := len(e.keys)
 	if !e.addKeys(n, keys) || e.ring == nil {
 		return
@@ -323,7 +324,7 @@ func (e *Engine) AddKeySeq(n int, keys iter.Seq[string]) {
 	}
 }
 
-func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
+func (e *Engine) addKeys(n int, keys iter.Seq[repokey.Key]) bool {
 	if len(e.keys) == 0 && n > 0 && n < math.MaxInt32 {
 		// Loading a catalog: size everything once, and index the keys in
 		// one pass unless one is listed twice.
@@ -341,7 +342,7 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 			go func() {
 				var d uint64
 				for i := range e.keys {
-					d += ring.Hash(e.keys[i].key)
+					d += ring.Hash(string(e.keys[i].key))
 				}
 				digest <- d
 			}()
@@ -359,7 +360,7 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 		}
 		all := e.keys
 		e.keys = make([]keyState, 0, len(all))
-		keys = func(yield func(string) bool) {
+		keys = func(yield func(repokey.Key) bool) {
 			for _, k := range all {
 				if !yield(k.key) {
 					return
@@ -380,7 +381,7 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 		}
 		e.keys = append(e.keys, keyState{key: k})
 		e.joinNet(int32(len(e.keys) - 1))
-		e.digest += ring.Hash(k)
+		e.digest += ring.Hash(string(k))
 		added = true
 	}
 	return added
@@ -390,7 +391,7 @@ func (e *Engine) addKeys(n int, keys iter.Seq[string]) bool {
 // told to drop them. Unknown keys are ignored. Like AddKeys, it takes time
 // in proportion to the keys given, unless the load bound makes it place
 // every key again.
-func (e *Engine) RemoveKeys(keys ...string) {
+func (e *Engine) RemoveKeys(keys ...repokey.Key) {
 	removed := false
 	for _, k := range keys {
 		i, ok := e.index.get(e.keys, k)
@@ -408,7 +409,7 @@ func (e *Engine) RemoveKeys(keys ...string) {
 		delete(e.refused, k)
 		e.leaveNet(i)
 		e.removeAt(i)
-		e.digest -= ring.Hash(k)
+		e.digest -= ring.Hash(string(k))
 		removed = true
 	}
 	if removed && e.ring != nil && !e.placeRemoved() {
@@ -454,7 +455,7 @@ func (e *Engine) SetMembers(ms []ring.Member) {
 		return
 	}
 	e.setRing(norm)
-	for _, m := range []map[string][]uint32{e.overrides, e.refused} {
+	for _, m := range []map[repokey.Key][]uint32{e.overrides, e.refused} {
 		for k, ex := range m {
 			ex = slices.DeleteFunc(ex, func(id uint32) bool { return !e.isMember(id) })
 			if len(ex) == 0 {
@@ -526,7 +527,7 @@ func (e *Engine) placeAll() {
 	}
 	names := make([]string, len(e.keys))
 	for i := range e.keys {
-		names[i] = e.keys[i].key
+		names[i] = string(e.keys[i].key)
 	}
 	clear(e.held)
 	for i, id := range e.ring.Place(names) {
@@ -783,7 +784,7 @@ func (e *Engine) emit(d Decision) { e.out = append(e.out, d) }
 // key's target, the move is done: node becomes the owner, its slot is
 // freed, and the old owner, if still a member, is told to drop the key.
 // Confirmations from other nodes change nothing.
-func (e *Engine) Confirm(node uint32, key string) {
+func (e *Engine) Confirm(node uint32, key repokey.Key) {
 	if i, ok := e.index.get(e.keys, key); ok && node != 0 && e.keys[i].target == node {
 		e.complete(i)
 	}
@@ -803,7 +804,7 @@ func (e *Engine) complete(i int32) {
 // retries the clone on its own schedule (its backoff) outside the pacing
 // until it confirms. So upstreams that fail cannot hold every slot while a
 // healthy repository waits. Repeated failures change nothing more.
-func (e *Engine) CloneFailed(node uint32, key string) {
+func (e *Engine) CloneFailed(node uint32, key repokey.Key) {
 	i, ok := e.index.get(e.keys, key)
 	if !ok || node == 0 || e.keys[i].target != node || e.keys[i].flags&(flagSent|flagFailed) != flagSent {
 		return
@@ -822,7 +823,7 @@ func (e *Engine) CloneFailed(node uint32, key string) {
 // then moves make-before-break if node is not its desired owner. Other
 // keys, and keys the engine does not know, are dropped: feed the catalog
 // before inventories. Before any members, every known key is adopted.
-func (e *Engine) Hold(node uint32, keys ...string) {
+func (e *Engine) Hold(node uint32, keys ...repokey.Key) {
 	if node == 0 {
 		return
 	}
@@ -893,8 +894,8 @@ func (e *Engine) avoidQueued(node uint32, ns *nodeState) {
 }
 
 // avoiding returns the keys that avoid node, sorted.
-func (e *Engine) avoiding(node uint32) []string {
-	var keys []string
+func (e *Engine) avoiding(node uint32) []repokey.Key {
+	var keys []repokey.Key
 	for k, ex := range e.overrides {
 		if slices.Contains(ex, node) {
 			keys = append(keys, k)
@@ -909,7 +910,7 @@ func (e *Engine) avoiding(node uint32) []string {
 // make-before-break, and the key avoids node until node reports room again
 // (SetDisk below DiskLowWater). Keys the node neither owns nor was to get
 // are ignored.
-func (e *Engine) HandBack(node uint32, keys ...string) {
+func (e *Engine) HandBack(node uint32, keys ...repokey.Key) {
 	if ns := e.nodes[node]; ns != nil && ns.disk == diskRoom {
 		// It has no room after all: wait for its next report of room.
 		ns.disk, ns.back = diskOK, nil
@@ -962,7 +963,7 @@ func (e *Engine) Decisions() []Decision {
 
 // bringBack lets keys of back, which avoid node, return to it, as many as
 // it has free slots for.
-func (e *Engine) bringBack(node uint32, ns *nodeState, back *[]string) {
+func (e *Engine) bringBack(node uint32, ns *nodeState, back *[]repokey.Key) {
 	for len(*back) > 0 && ns.inFlight+ns.queued < e.slots(node) {
 		k := (*back)[0]
 		*back = (*back)[1:]
@@ -1007,7 +1008,7 @@ func (e *Engine) release(node uint32, ns *nodeState) {
 // mirror yet) and its target (0 unless a move is under way); false if the
 // key is unknown. The owner may be a node that is no longer a member until
 // the target confirms.
-func (e *Engine) Owner(key string) (owner, target uint32, ok bool) {
+func (e *Engine) Owner(key repokey.Key) (owner, target uint32, ok bool) {
 	i, ok := e.index.get(e.keys, key)
 	if !ok {
 		return 0, 0, false

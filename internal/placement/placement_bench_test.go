@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/benchsize"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -80,7 +81,7 @@ func BenchmarkLoadKeys(b *testing.B) {
 }
 
 // settled returns an engine whose keys are all on their desired owners.
-func settled(b *testing.B, keys []string, ms []ring.Member) *Engine {
+func settled(b *testing.B, keys []repokey.Key, ms []ring.Member) *Engine {
 	e := New(Config{})
 	e.AddKeys(keys...)
 	e.SetMembers(ms)
@@ -212,7 +213,7 @@ func BenchmarkOwner(b *testing.B) {
 func BenchmarkSnapshot(b *testing.B) {
 	keys := testKeys(benchKeys())
 	e := settled(b, keys, equalMembers(span(1, 100)...))
-	var handed []string
+	var handed []repokey.Key
 	for _, k := range keys {
 		if o, _, _ := e.Owner(k); o == 1 && len(handed) < 100 {
 			handed = append(handed, k)

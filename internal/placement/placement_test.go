@@ -8,13 +8,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
-func testKeys(n int) []string {
-	keys := make([]string, n)
+func testKeys(n int) []repokey.Key {
+	keys := make([]repokey.Key, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("github.com/org%d/repo-%d", i%997, i)
+		keys[i] = repokey.Key(repokey.Key(fmt.Sprintf("github.com/org%d/repo-%d", i%997, i)))
 	}
 	return keys
 }
@@ -59,7 +60,7 @@ func settle(t testing.TB, e *Engine) []Decision {
 	return nil
 }
 
-func owners(t *testing.T, e *Engine, keys []string) []uint32 {
+func owners(t *testing.T, e *Engine, keys []repokey.Key) []uint32 {
 	t.Helper()
 	out := make([]uint32, len(keys))
 	for i, k := range keys {
@@ -440,9 +441,9 @@ func TestCloneFailedFreesTheSlotAndKeepsTheMoveWithItsNode(t *testing.T) {
 func TestFailingClonesDoNotBlockANewRepository(t *testing.T) {
 	e := New(Config{VnodesPerWeight: 200, MaxInFlight: 3})
 	e.SetMembers(equalMembers(1))
-	var dead []string
+	var dead []repokey.Key
 	for i := range 10 {
-		dead = append(dead, fmt.Sprintf("down.example/a/r%d", i))
+		dead = append(dead, repokey.Key(fmt.Sprintf("down.example/a/r%d", i)))
 	}
 	e.AddKeys(dead...)
 	for range 10 {
@@ -480,7 +481,7 @@ func TestReturnWithinGraceCausesNoDecisions(t *testing.T) {
 	// Membership keeps a suspect node a member with the same weight: the
 	// coordinator feeds the same set again, then the node's inventory.
 	e.SetMembers(slices.Clone(ms))
-	var held []string
+	var held []repokey.Key
 	for _, k := range keys {
 		if o, _, _ := e.Owner(k); o == 2 {
 			held = append(held, k)
@@ -569,7 +570,7 @@ func equalMaps(a, b map[uint32]int) bool {
 }
 
 func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
-	keys := []string{"a/b", "c/d", "k"}
+	keys := []repokey.Key{"a/b", "c/d", "k"}
 	e := New(fewVnodes)
 	e.AddKeys(keys...)
 	e.SetMembers(equalMembers(1, 2))
@@ -585,13 +586,13 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	tests := []struct {
 		name string
 		data []byte
-		keys []string
+		keys []repokey.Key
 	}{
 		{"empty", nil, keys},
 		{"wrong magic", []byte("gfplace\x03"), keys},
 		{"truncated", good[:len(good)-1], keys},
 		{"trailing bytes", append(slices.Clone(good), 0), keys},
-		{"another key set", good, []string{"a/b", "c/d", "x"}},
+		{"another key set", good, []repokey.Key{"a/b", "c/d", "x"}},
 		{"fewer keys", good, keys[:2]},
 		{"member ID 0", of(slices.Concat([]byte{1, 0}, one, []byte{0, 0})...), keys},
 		{"negative weight", of(1, 1, 0, 0, 0, 0, 0, 0, 0xf0, 0xbf, 0, 0), keys},
@@ -612,7 +613,7 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Restore(fewVnodes, good, []string{"k", "c/d", "a/b", "k"}); err != nil {
+	if _, err := Restore(fewVnodes, good, []repokey.Key{"k", "c/d", "a/b", "k"}); err != nil {
 		t.Errorf("Restore refused a good snapshot with its keys in another order: %v", err)
 	}
 	if _, err := Restore(fewVnodes, of(0, 0, 1, 0, 1, 'k', 1, 2, 2), keys); err != nil {
@@ -665,7 +666,7 @@ func TestHoldReconcilesAnInventory(t *testing.T) {
 	e.SetMembers(equalMembers(1, 2))
 	settle(t, e)
 	e.SetMembers(equalMembers(1, 2, 3))
-	var own1, own2, toward3 string
+	var own1, own2, toward3 repokey.Key
 	for _, k := range keys {
 		switch o, target, _ := e.Owner(k); {
 		case target == 3 && toward3 == "":
@@ -682,7 +683,7 @@ func TestHoldReconcilesAnInventory(t *testing.T) {
 	tests := []struct {
 		name      string
 		node      uint32
-		key       string
+		key       repokey.Key
 		want      []Decision
 		wantOwner uint32
 	}{
@@ -749,7 +750,7 @@ func TestRemovedKeysAreDroppedAtOwnerAndTarget(t *testing.T) {
 	e.SetMembers(equalMembers(1, 2))
 	settle(t, e)
 	e.SetMembers(equalMembers(1, 2, 3))
-	var moving string
+	var moving repokey.Key
 	for _, d := range e.Decisions() {
 		if d.Kind == Assign {
 			moving = d.Key
@@ -827,7 +828,7 @@ func TestFullDiskTakesNoNewClonesHandsBackAndGetsKeysBackPaced(t *testing.T) {
 	// next member that is not full, make-before-break.
 	e.SetDisk(3, 90, 100)
 	e.SetDisk(4, 90, 100)
-	var back []string
+	var back []repokey.Key
 	for i, k := range keys {
 		if joined[i] == 3 && len(back) < 100 {
 			back = append(back, k)
@@ -943,7 +944,7 @@ func TestDiskMarks(t *testing.T) {
 			e.AddKeys(keys...)
 			e.SetMembers(equalMembers(1, 2, 3))
 			settle(t, e)
-			var handed []string
+			var handed []repokey.Key
 			for _, k := range keys {
 				if o, _, _ := e.Owner(k); o == 1 && len(handed) < 10 {
 					handed = append(handed, k)

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"slices"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Refuse records that node refused key: its own policy (an egress policy
@@ -14,7 +16,7 @@ import (
 // owner keeps it until a member can take it. It reports whether the
 // refusal is new (false for a repeated one, an unknown key or a node that
 // is not a member), so that the caller tells of each refusal once.
-func (e *Engine) Refuse(node uint32, key string) bool {
+func (e *Engine) Refuse(node uint32, key repokey.Key) bool {
 	i, ok := e.index.get(e.keys, key)
 	if !ok || !e.isMember(node) || slices.Contains(e.refused[key], node) {
 		return false
@@ -38,8 +40,8 @@ func (e *Engine) Refuse(node uint32, key string) bool {
 // tells it by opening a new session, as a node's policy is set when it
 // starts). The keys it refused are placed again, and may return to it.
 // It returns those keys, sorted.
-func (e *Engine) PolicyChanged(node uint32) []string {
-	var lifted []string
+func (e *Engine) PolicyChanged(node uint32) []repokey.Key {
+	var lifted []repokey.Key
 	for k, no := range e.refused {
 		if !slices.Contains(no, node) {
 			continue
@@ -62,7 +64,7 @@ func (e *Engine) PolicyChanged(node uint32) []string {
 
 // Unplaceable reports whether every member refused key: nobody can
 // mirror it until a member's policy changes or a member joins.
-func (e *Engine) Unplaceable(key string) bool {
+func (e *Engine) Unplaceable(key repokey.Key) bool {
 	if len(e.refused[key]) == 0 || e.ring == nil {
 		return false
 	}
@@ -72,8 +74,8 @@ func (e *Engine) Unplaceable(key string) bool {
 
 // Refused returns the keys that some member refused, sorted: the keys whose
 // placement a refusal or its lifting can change (O(refused keys)).
-func (e *Engine) Refused() []string {
-	keys := make([]string, 0, len(e.refused))
+func (e *Engine) Refused() []repokey.Key {
+	keys := make([]repokey.Key, 0, len(e.refused))
 	for k := range e.refused {
 		keys = append(keys, k)
 	}

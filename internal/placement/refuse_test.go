@@ -5,13 +5,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
 // playRound answers every assign of ds: node refuser refuses what it is
 // given, the others confirm. It returns the keys refused.
-func playRound(e *Engine, ds []Decision, refuser uint32) []string {
-	var refused []string
+func playRound(e *Engine, ds []Decision, refuser uint32) []repokey.Key {
+	var refused []repokey.Key
 	for _, d := range ds {
 		if d.Kind != Assign {
 			continue
@@ -31,8 +32,8 @@ func TestARefusedKeyGoesToAnotherMemberAndIsNeverOfferedAgain(t *testing.T) {
 	e := New(Config{VnodesPerWeight: 200, MaxInFlight: 5})
 	e.AddKeys(keys...)
 	e.SetMembers(equalMembers(1, 2, 3))
-	refused := map[string]bool{}
-	offers := map[string]int{} // assigns of a key to node 2
+	refused := map[repokey.Key]bool{}
+	offers := map[repokey.Key]int{} // assigns of a key to node 2
 	for round := 0; ; round++ {
 		if round > 10_000 {
 			t.Fatal("decisions never stop: a refused key is offered again and again")
@@ -77,7 +78,7 @@ func TestARefusedKeyGoesToAnotherMemberAndIsNeverOfferedAgain(t *testing.T) {
 	if len(lifted) != len(refused) {
 		t.Fatalf("lifted %d refusals, want %d", len(lifted), len(refused))
 	}
-	back := map[string]bool{}
+	back := map[repokey.Key]bool{}
 	for {
 		ds := e.Decisions()
 		if len(ds) == 0 {
@@ -106,7 +107,7 @@ func TestARefusalFreesTheSlotAtOnce(t *testing.T) {
 	e := New(Config{VnodesPerWeight: 200, MaxInFlight: 1})
 	e.AddKeys(keys...)
 	e.SetMembers(equalMembers(1, 2))
-	var first string
+	var first repokey.Key
 	for _, d := range e.Decisions() {
 		if d.Kind == Assign && d.Node == 1 {
 			first = d.Key
@@ -180,7 +181,7 @@ func TestAnOwnerThatRefusesKeepsTheKeyUntilAnotherConfirms(t *testing.T) {
 	e.AddKeys(testKeys(50)...)
 	e.SetMembers(equalMembers(1, 2))
 	settle(t, e)
-	var key string
+	var key repokey.Key
 	for _, k := range testKeys(50) {
 		if o, _, _ := e.Owner(k); o == 1 {
 			key = k

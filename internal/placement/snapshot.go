@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -48,14 +49,14 @@ func (e *Engine) Snapshot() []byte {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
 	}
 
-	overridden := make([]string, 0, len(e.overrides))
+	overridden := make([]repokey.Key, 0, len(e.overrides))
 	for k := range e.overrides {
 		overridden = append(overridden, k)
 	}
 	slices.Sort(overridden)
 	b = binary.AppendUvarint(b, uint64(len(overridden)))
 	for _, k := range overridden {
-		b = appendString(b, k)
+		b = appendString(b, string(k))
 		ex := e.overrides[k]
 		b = binary.AppendUvarint(b, uint64(len(ex)))
 		for _, id := range ex {
@@ -90,7 +91,7 @@ func (e *Engine) Snapshot() []byte {
 	b = binary.AppendUvarint(b, uint64(len(records)))
 	prev := ""
 	for _, i := range records {
-		k := e.keys[i].key
+		k := string(e.keys[i].key)
 		shared := commonPrefix(prev, k)
 		b = binary.AppendUvarint(b, uint64(shared))
 		b = appendString(b, k[shared:])
@@ -133,7 +134,7 @@ func appendString(b []byte, s string) []byte {
 // damaged snapshot, and one taken with another key set: the owners it
 // would restore could not be trusted (start from New, and let the nodes'
 // inventories (Hold) tell who holds what).
-func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
+func Restore(cfg Config, data []byte, keys []repokey.Key) (*Engine, error) {
 	return RestoreNetworks(cfg, data, keys, nil)
 }
 
@@ -141,7 +142,7 @@ func Restore(cfg Config, data []byte, keys []string) (*Engine, error) {
 // networks (SetNetworks) when the snapshot was taken: networks must be
 // what they were then (persist them with the snapshot), since the owners
 // that equal the placement are not in the snapshot.
-func RestoreNetworks(cfg Config, data []byte, keys []string, networks map[string]string) (*Engine, error) {
+func RestoreNetworks(cfg Config, data []byte, keys []repokey.Key, networks map[repokey.Key]string) (*Engine, error) {
 	e := New(cfg)
 	for k, n := range networks {
 		if k != "" && n != "" {
@@ -190,14 +191,17 @@ func RestoreNetworks(cfg Config, data []byte, keys []string, networks map[string
 		if r.err != nil {
 			return nil, r.err
 		}
-		if _, ok := e.index.get(e.keys, k); !ok {
+		// A key the snapshot names is one of the keys given, or the
+		// snapshot is refused: the override is kept under the given Key.
+		i, ok := e.index.lookup(e.keys, k)
+		if !ok {
 			return nil, fmt.Errorf("placement: snapshot override of unknown key %q", k)
 		}
 		if len(ex) == 0 {
 			return nil, fmt.Errorf("placement: snapshot override of %q avoids no node", k)
 		}
 		slices.Sort(ex)
-		e.overrides[k] = slices.Compact(ex)
+		e.overrides[e.keys[i].key] = slices.Compact(ex)
 	}
 	for i := range e.keys {
 		e.setOwner(int32(i), e.want(int32(i)))
@@ -219,7 +223,7 @@ func RestoreNetworks(cfg Config, data []byte, keys []string, networks map[string
 		if (target == 0) != (state == recordSettled) || state > recordSent {
 			return nil, fmt.Errorf("placement: snapshot record of %q: target %d with move state %d", k, target, state)
 		}
-		i, ok := e.index.get(e.keys, k)
+		i, ok := e.index.lookup(e.keys, k)
 		if !ok {
 			return nil, fmt.Errorf("placement: snapshot record of unknown key %q", k)
 		}

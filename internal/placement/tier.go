@@ -85,6 +85,20 @@ func (c TierConfig) withDefaults() TierConfig {
 	return c
 }
 
+// TierDecision is an order for one full node about one unit: a Decision
+// whose subject is a unit's name (a fork network's, or a standalone
+// repository's key as it is written), not a key.
+type TierDecision struct {
+	Kind Kind
+	Node uint32
+	Unit string
+	// Urgent (assign only): the unit has fewer confirmed replicas than it
+	// should.
+	Urgent bool
+	// From (assign only) is a confirmed replica to copy from, 0 if none.
+	From uint32
+}
+
 // Tier holds the replicas of every unit on the full tier. Create it with
 // NewTier or RestoreTier.
 type Tier struct {
@@ -113,7 +127,7 @@ type Tier struct {
 	dirty bool     // every unit must be placed again
 	check bool     // units changed since the load was last held to the bound
 	touch []string // units to move towards their replicas at Decisions
-	out   []Decision
+	out   []TierDecision
 	// placings counts the times every unit was placed (the tests check
 	// that diffs do not).
 	placings int
@@ -414,19 +428,19 @@ func (t *Tier) settle(i int32) {
 	for _, w := range want {
 		if !slices.Contains(held, w) && !slices.Contains(sent, w) {
 			sent = append(sent, w)
-			t.out = append(t.out, Decision{Kind: Assign, Node: w, Key: name, Urgent: len(held) < len(want), From: from})
+			t.out = append(t.out, TierDecision{Kind: Assign, Node: w, Unit: name, Urgent: len(held) < len(want), From: from})
 		}
 	}
 	sent = slices.DeleteFunc(sent, func(id uint32) bool {
 		if slices.Contains(want, id) {
 			return false
 		}
-		t.out = append(t.out, Decision{Kind: Drop, Node: id, Key: name})
+		t.out = append(t.out, TierDecision{Kind: Drop, Node: id, Unit: name})
 		return true
 	})
 	for j := 0; j < len(held) && len(held) > len(want); {
 		if h := held[j]; !slices.Contains(want, h) {
-			t.out = append(t.out, Decision{Kind: Drop, Node: h, Key: name})
+			t.out = append(t.out, TierDecision{Kind: Drop, Node: h, Unit: name})
 			held = slices.Delete(held, j, j+1)
 			continue
 		}
@@ -440,7 +454,7 @@ func (t *Tier) settle(i int32) {
 // members require it, every unit), and returns the decisions taken since
 // the last call. Call it after each batch of events. With no more members
 // than Replicas it decides nothing: every member holds everything.
-func (t *Tier) Decisions() []Decision {
+func (t *Tier) Decisions() []TierDecision {
 	t.update()
 	out := t.out
 	t.out = nil

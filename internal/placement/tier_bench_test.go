@@ -22,7 +22,7 @@ func millionTier(b *testing.B, n int) (*Tier, []string) {
 	}
 	tier.SetMembers(equal(20))
 	for _, d := range tier.Decisions() {
-		tier.Confirm(d.Node, d.Key)
+		tier.Confirm(d.Node, d.Unit)
 	}
 	tier.Decisions()
 	if !tier.plain {
@@ -49,7 +49,7 @@ func BenchmarkTierDiff100(b *testing.B) {
 			tier.SetUnit(added[i], 1)
 		}
 		for _, d := range tier.Decisions() {
-			tier.Confirm(d.Node, d.Key)
+			tier.Confirm(d.Node, d.Unit)
 		}
 		tier.Decisions()
 		for _, k := range added {

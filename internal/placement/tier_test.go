@@ -38,10 +38,10 @@ func settledTier(t *testing.T, k int, members []ring.Member) *Tier {
 
 // confirmAll confirms every assign of ds, and returns the drops that
 // follow.
-func confirmAll(tier *Tier, ds []Decision) []Decision {
+func confirmAll(tier *Tier, ds []TierDecision) []TierDecision {
 	for _, d := range ds {
 		if d.Kind == Assign {
-			tier.Confirm(d.Node, d.Key)
+			tier.Confirm(d.Node, d.Unit)
 		}
 	}
 	return tier.Decisions()
@@ -79,7 +79,7 @@ func TestTierJoinIsMakeBeforeBreakPerReplica(t *testing.T) {
 	tier := settledTier(t, 2000, equal(4))
 	tier.SetMembers(equal(5))
 	ds := tier.Decisions()
-	var assigns []Decision
+	var assigns []TierDecision
 	for _, d := range ds {
 		if d.Kind != Assign || d.Node != 5 {
 			t.Fatalf("the join decided %v; want assigns to the new member only", d)
@@ -91,21 +91,21 @@ func TestTierJoinIsMakeBeforeBreakPerReplica(t *testing.T) {
 		t.Fatalf("the join moved %d replicas, want about 800", len(assigns))
 	}
 	for _, d := range assigns {
-		if _, held, _ := tier.ReplicasOf(d.Key); len(held) != 2 {
-			t.Fatalf("%s: %d confirmed replicas before the new one confirmed, want 2", d.Key, len(held))
+		if _, held, _ := tier.ReplicasOf(d.Unit); len(held) != 2 {
+			t.Fatalf("%s: %d confirmed replicas before the new one confirmed, want 2", d.Unit, len(held))
 		}
 		if d.From == 0 || d.Urgent {
 			t.Fatalf("%v: want a copy from a replica, not urgent", d)
 		}
 	}
 	a := assigns[0]
-	tier.Confirm(a.Node, a.Key)
+	tier.Confirm(a.Node, a.Unit)
 	drops := tier.Decisions()
-	if len(drops) != 1 || drops[0].Kind != Drop || drops[0].Key != a.Key || drops[0].Node == 5 {
-		t.Fatalf("after %s confirmed on 5: %v, want one drop of it elsewhere", a.Key, drops)
+	if len(drops) != 1 || drops[0].Kind != Drop || drops[0].Unit != a.Unit || drops[0].Node == 5 {
+		t.Fatalf("after %s confirmed on 5: %v, want one drop of it elsewhere", a.Unit, drops)
 	}
-	if want, held, _ := tier.ReplicasOf(a.Key); !sameSet(want, held) || !slices.Contains(held, 5) {
-		t.Fatalf("%s: confirmed %v, want %v", a.Key, held, want)
+	if want, held, _ := tier.ReplicasOf(a.Unit); !sameSet(want, held) || !slices.Contains(held, 5) {
+		t.Fatalf("%s: confirmed %v, want %v", a.Unit, held, want)
 	}
 }
 
@@ -200,7 +200,7 @@ func TestTierSnapshotRoundTrip(t *testing.T) {
 	tier := settledTier(t, 300, equal(3))
 	tier.SetMembers(equal(4))
 	ds := tier.Decisions()
-	tier.Confirm(ds[0].Node, ds[0].Key) // one move done, the others under way
+	tier.Confirm(ds[0].Node, ds[0].Unit) // one move done, the others under way
 	tier.Decisions()
 	units := map[string]int{}
 	for _, u := range tier.Units() {
@@ -215,7 +215,7 @@ func TestTierSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("the restored tier decided %d, want the %d moves under way again", len(again), len(ds)-1)
 	}
 	for _, d := range again {
-		if d.Kind != Assign || d.Node != 4 || d.Key == ds[0].Key {
+		if d.Kind != Assign || d.Node != 4 || d.Unit == ds[0].Unit {
 			t.Fatalf("the restored tier decided %v", d)
 		}
 	}
@@ -253,7 +253,7 @@ func BenchmarkTierMillion(b *testing.B) {
 		ds := tier.Decisions()
 		b.ReportMetric(time.Since(start).Seconds(), "s/place")
 		for _, d := range ds {
-			tier.Confirm(d.Node, d.Key)
+			tier.Confirm(d.Node, d.Unit)
 		}
 		ds = nil
 		tier.Decisions()

@@ -5,6 +5,8 @@ package placement
 // hours, outside which it rests: it gets no clones while another member
 // can take them.
 
+import "github.com/gitfleet/gitfleet/internal/repokey"
+
 // nodeLimits is what a node's volunteer set, kept apart from nodeState,
 // which is dropped with a node that leaves the members: a node that
 // registers before it is a member keeps its cap.
@@ -13,7 +15,7 @@ type nodeLimits struct {
 	resting bool // outside its active hours
 	// away are keys nobody served that went to another member while this
 	// node rested; they come back to it, paced, once it is active.
-	away []string
+	away []repokey.Key
 }
 
 func (e *Engine) limit(node uint32) *nodeLimits {

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"testing"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // perNode counts the assigns of ds by node.
@@ -33,7 +35,7 @@ func TestACappedNodeGetsFewerClonesAtOnce(t *testing.T) {
 		}
 	}
 	// Node 3 confirms its one: it gets one more, and only one.
-	var k3 string
+	var k3 repokey.Key
 	for _, k := range testKeys(2000) {
 		if _, target, _ := e.Owner(k); target == 3 {
 			if e.keys[mustIndex(t, e, k)].flags&flagSent != 0 {
@@ -53,7 +55,7 @@ func TestACappedNodeGetsFewerClonesAtOnce(t *testing.T) {
 	}
 }
 
-func mustIndex(t *testing.T, e *Engine, key string) int32 {
+func mustIndex(t *testing.T, e *Engine, key repokey.Key) int32 {
 	t.Helper()
 	i, ok := e.index.get(e.keys, key)
 	if !ok {

@@ -1,6 +1,10 @@
 package schedule
 
-import "time"
+import (
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // Archived repositories.
 //
@@ -22,7 +26,7 @@ import "time"
 // within its policy interval from now when it stopped being archived. A
 // failing repository keeps its retry delay; urgent and running checks are
 // left as they are.
-func (s *Scheduler) SetArchived(key string, archived bool) {
+func (s *Scheduler) SetArchived(key repokey.Key, archived bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // An archived repository is checked once per ArchivedInterval, the others
@@ -16,7 +17,7 @@ func TestAnArchivedRepositoryIsCheckedOncePerArchivedInterval(t *testing.T) {
 	cfg := Config{MaxInterval: aDay, MinInterval: time.Hour, ArchivedInterval: 30 * aDay}
 	s, clk := newTest(t, cfg)
 	for i := range 4 {
-		s.Add(fmt.Sprintf("h/%d", i), "h", RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
+		s.Add(repokey.Key(fmt.Sprintf("h/%d", i)), "h", RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
 	}
 	s.SetArchived("h/0", true)
 	s.SetArchived("h/unknown", true) // ignored

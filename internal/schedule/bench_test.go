@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/benchsize"
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // BenchmarkCheck measures one Next and Done of a node holding 100,000
@@ -22,7 +23,7 @@ func BenchmarkCheck(b *testing.B) {
 				b.Fatal(err)
 			}
 			for i := range repos {
-				s.Add(fmt.Sprint("github.com/r/", i), fmt.Sprint("h", i%20), RepoState{
+				s.Add(repokey.Key(fmt.Sprint("github.com/r/", i)), fmt.Sprint("h", i%20), RepoState{
 					LastCheck:   t0,
 					ChangeTimes: []time.Time{t0.Add(-time.Duration(i%1000+1) * time.Hour), t0.Add(-time.Duration(i%100+1) * time.Minute)},
 					Cloned:      true,
@@ -50,7 +51,7 @@ func BenchmarkCheck(b *testing.B) {
 func TestConcurrentUse(t *testing.T) {
 	s, clk := newTest(t, Config{Budget: 1000, Concurrency: 4})
 	for i := range 100 {
-		s.Add(fmt.Sprint(i), fmt.Sprint("h", i%3), RepoState{Cloned: i%10 != 0})
+		s.Add(repokey.Key(fmt.Sprint(i)), fmt.Sprint("h", i%3), RepoState{Cloned: i%10 != 0})
 	}
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -63,7 +64,7 @@ func TestConcurrentUse(t *testing.T) {
 					clk.Advance(time.Minute)
 				}
 				if i%50 == 0 {
-					s.Urgent(fmt.Sprint(i % 100))
+					s.Urgent(repokey.Key(fmt.Sprint(i % 100)))
 					s.Stats()
 				}
 			}
@@ -71,8 +72,8 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Go(func() {
 		for i := range 200 {
-			s.Add(fmt.Sprint("late", i), "h9", RepoState{Cloned: true})
-			s.Remove(fmt.Sprint(i % 100))
+			s.Add(repokey.Key(fmt.Sprint("late", i)), "h9", RepoState{Cloned: true})
+			s.Remove(repokey.Key(fmt.Sprint(i % 100)))
 			s.Snapshot()
 		}
 	})
@@ -94,12 +95,12 @@ func BenchmarkSetFed(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range repos {
-		s.Add(fmt.Sprint("r/", i), fmt.Sprint("h", i%2), RepoState{
+		s.Add(repokey.Key(fmt.Sprint("r/", i)), fmt.Sprint("h", i%2), RepoState{
 			LastCheck:   t0.Add(-time.Duration(i%1440) * time.Minute),
 			ChangeTimes: []time.Time{t0.Add(-time.Duration(i%1000+1) * time.Hour)},
 			Cloned:      true,
 		})
-		s.SetAnswered(fmt.Sprint("r/", i), true)
+		s.SetAnswered(repokey.Key(fmt.Sprint("r/", i)), true)
 	}
 	s.Stats() // places the first checks
 	for b.Loop() {

@@ -3,14 +3,16 @@ package schedule
 import (
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // failAndWait reports the running check of key as failed with class c
 // and returns how long until the scheduler would start it again.
 func failAndWait(t *testing.T, s *Scheduler, key string, c FailureClass) time.Duration {
 	t.Helper()
-	s.Done(key, Outcome{Class: c})
-	r := s.repos[key]
+	s.Done(repokey.Key(key), Outcome{Class: c})
+	r := s.repos[repokey.Key(key)]
 	if r.queue != waitingQueue {
 		t.Fatalf("%s after a %v failure is in queue %d, want waiting", key, c, r.queue)
 	}
@@ -20,8 +22,8 @@ func failAndWait(t *testing.T, s *Scheduler, key string, c FailureClass) time.Du
 // startNow makes key due and starts it.
 func startNow(t *testing.T, s *Scheduler, key string) {
 	t.Helper()
-	s.Urgent(key)
-	if got, ok, _ := s.Next(); !ok || got != key {
+	s.Urgent(repokey.Key(key))
+	if got, ok, _ := s.Next(); !ok || got != repokey.Key(key) {
 		t.Fatalf("Next() = %q, %v; want %q", got, ok, key)
 	}
 }

@@ -1,6 +1,10 @@
 package schedule
 
-import "time"
+import (
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // Fed repositories.
 //
@@ -44,7 +48,7 @@ func (s *Scheduler) SetFed(hostName string, fed bool) {
 // within its fed max age: the node calls it with each assignment of key.
 // Unknown keys are ignored. A change of whether key is fed reschedules it
 // as SetFed does.
-func (s *Scheduler) SetAnswered(key string, answered bool) {
+func (s *Scheduler) SetAnswered(key repokey.Key, answered bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 const aDay = 24 * time.Hour
@@ -51,16 +52,16 @@ func twoHosts(s *Scheduler, n int) {
 	for i := range n {
 		for _, h := range []string{"fed", "polled"} {
 			key := fmt.Sprintf("%s/%d", h, i)
-			s.Add(key, h, RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
-			s.SetAnswered(key, true)
+			s.Add(repokey.Key(key), h, RepoState{LastCheck: t0, ChangeTimes: pastChanges(i), Cloned: true})
+			s.SetAnswered(repokey.Key(key), true)
 		}
 	}
 }
 
 // addAnswered adds key on hostName, answered for by its feed.
 func addAnswered(s *Scheduler, key, hostName string, st RepoState) {
-	s.Add(key, hostName, st)
-	s.SetAnswered(key, true)
+	s.Add(repokey.Key(key), hostName, st)
+	s.SetAnswered(repokey.Key(key), true)
 }
 
 // perHost counts the checks of each host's repositories.

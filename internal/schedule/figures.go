@@ -1,6 +1,10 @@
 package schedule
 
-import "time"
+import (
+	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
+)
 
 // MaxInterval is the longest a repository may go unchecked (the
 // configured one, or its default).
@@ -12,7 +16,7 @@ func (s *Scheduler) MaxInterval() time.Duration {
 
 // LastCheck is when key was last checked successfully (zero if never, or
 // if it is not scheduled).
-func (s *Scheduler) LastCheck(key string) time.Time {
+func (s *Scheduler) LastCheck(key repokey.Key) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r := s.repos[key]; r != nil {
@@ -24,7 +28,7 @@ func (s *Scheduler) LastCheck(key string) time.Time {
 // Due is when key's next check may start (a background check waits for a
 // slot, the budget and its host from then on): now for a repository being
 // checked or asked for; false when key is not scheduled.
-func (s *Scheduler) Due(key string) (time.Time, bool) {
+func (s *Scheduler) Due(key repokey.Key) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()

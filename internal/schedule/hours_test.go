@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/hours"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func window(t *testing.T, s string) *hours.Window {
@@ -23,7 +24,7 @@ func TestBackgroundChecksRunOnlyInTheActiveHours(t *testing.T) {
 	w := window(t, "01:00-07:00")
 	s, clk := newTest(t, Config{Policy: PolicyFixed, MinInterval: 10 * time.Minute, MaxInterval: time.Hour, Hours: w})
 	for _, k := range []string{"h/a", "h/b", "h/c"} {
-		s.Add(k, "h", cloned(t0))
+		s.Add(repokey.Key(k), "h", cloned(t0))
 	}
 	// t0 is midnight: resting, nothing starts, and the wait is until 01:00.
 	if key, ok, wait := s.Next(); ok || wait != time.Hour {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // A repository over an operator's limit is not retried in a loop: it waits
@@ -88,8 +89,8 @@ func TestHostConcurrencyCapsTheChecksOfOneHostAndLeavesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		s.Add(fmt.Sprintf("small.example/r%d", i), "small.example", RepoState{})
-		s.Add(fmt.Sprintf("big.example/r%d", i), "big.example", RepoState{})
+		s.Add(repokey.Key(fmt.Sprintf("small.example/r%d", i)), "small.example", RepoState{})
+		s.Add(repokey.Key(fmt.Sprintf("big.example/r%d", i)), "big.example", RepoState{})
 	}
 	running := map[string]int{}
 	var keys []string
@@ -98,15 +99,15 @@ func TestHostConcurrencyCapsTheChecksOfOneHostAndLeavesOthers(t *testing.T) {
 		if !ok {
 			break
 		}
-		keys = append(keys, key)
-		running[strings.Split(key, "/")[0]]++
+		keys = append(keys, string(key))
+		running[strings.Split(string(key), "/")[0]]++
 	}
 	if running["small.example"] != 2 || running["big.example"] != 2 {
 		t.Fatalf("running %v, want 2 a host", running)
 	}
-	s.Done(keys[0], Outcome{Changed: true})
+	s.Done(repokey.Key(keys[0]), Outcome{Changed: true})
 	key, ok, _ := s.Next()
-	if !ok || strings.Split(key, "/")[0] != strings.Split(keys[0], "/")[0] {
+	if !ok || strings.Split(string(key), "/")[0] != strings.Split(keys[0], "/")[0] {
 		t.Fatalf("after one of %s ended: %q %v, want another of that host", keys[0], key, ok)
 	}
 	if _, err := New(Config{HostConcurrency: -1}, clk); err == nil {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // PersistedRepo is the part of a repository's schedule that a node saves so
@@ -11,7 +13,7 @@ import (
 // everything at once. What the adaptive policy has learned is not in it: it
 // is rebuilt from the change history given to Add.
 type PersistedRepo struct {
-	Key       string
+	Key       repokey.Key
 	Urgent    bool          // waiting in (or due back to) the urgent lane
 	Due       time.Time     // next background check
 	LastCheck time.Time     // last successful check
@@ -48,7 +50,7 @@ func (s *Scheduler) Snapshot() []PersistedRepo {
 		}
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b PersistedRepo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b PersistedRepo) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	return out
 }
 

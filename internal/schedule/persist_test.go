@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestRestoreResumesTheScheduleWithoutABurst(t *testing.T) {
@@ -15,7 +17,7 @@ func TestRestoreResumesTheScheduleWithoutABurst(t *testing.T) {
 			}
 			s, clk := newTest(t, cfg)
 			for i := range 100 {
-				s.Add(fmt.Sprint(i), "h", state(i))
+				s.Add(repokey.Key(fmt.Sprint(i)), "h", state(i))
 			}
 			drive(t, s, clk, t0.Add(36*time.Hour), always(success))
 			saved := s.Snapshot()
@@ -28,7 +30,7 @@ func TestRestoreResumesTheScheduleWithoutABurst(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 100 {
-				restarted.Add(fmt.Sprint(i), "h", state(i))
+				restarted.Add(repokey.Key(fmt.Sprint(i)), "h", state(i))
 			}
 			if n := restarted.Restore(saved); n != 100 {
 				t.Fatalf("Restore applied %d entries, want 100", n)
@@ -98,7 +100,7 @@ func TestRestoreKeepsFailuresAndTheUrgentLane(t *testing.T) {
 func TestAddSpreadsFirstChecksWithoutRestore(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyFixed, Budget: 100})
 	for i := range 100 {
-		s.Add(fmt.Sprint(i), "h", RepoState{Cloned: true})
+		s.Add(repokey.Key(fmt.Sprint(i)), "h", RepoState{Cloned: true})
 	}
 	// 100 repositories at 100 checks an hour: one an hour each, the
 	// first ones spread over that hour.
@@ -126,7 +128,7 @@ func TestDueTellsWhenTheNextCheckMayStart(t *testing.T) {
 	}
 	saved := map[string]time.Time{}
 	for _, p := range s.Snapshot() {
-		saved[p.Key] = p.Due
+		saved[string(p.Key)] = p.Due
 	}
 	if due, ok := s.Due("old"); !ok || !due.Equal(saved["old"]) || !due.After(clk.Now()) {
 		t.Errorf("a cloned repository: due %v %v, want its schedule's %v, later than now", due, ok, saved["old"])

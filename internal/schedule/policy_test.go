@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 func TestCompassStepFollowsTheSeedRule(t *testing.T) {
@@ -39,7 +41,7 @@ func TestCompassChecksTheSmallestPriorityAndAddsTheStep(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyCompass, Concurrency: 1})
 	// Added with priority 0 + step: cbrt of 1000s, 8000s, 27000s.
 	for key, ago := range map[string]time.Duration{"a": 1000 * time.Second, "b": 8000 * time.Second, "c": 27000 * time.Second} {
-		s.Add(key, "h", RepoState{LastCheck: t0, LastChange: t0.Add(-ago), Cloned: true})
+		s.Add(repokey.Key(key), "h", RepoState{LastCheck: t0, LastChange: t0.Add(-ago), Cloned: true})
 	}
 	var order []string
 	for range 6 {
@@ -110,7 +112,7 @@ func TestFixedSpendsTheBudgetEvenly(t *testing.T) {
 		t.Run(fmt.Sprintf("%d repos at %v/h", tt.repos, tt.budget), func(t *testing.T) {
 			s, _ := newTest(t, Config{Policy: PolicyFixed, Budget: tt.budget})
 			for i := range tt.repos {
-				s.Add(fmt.Sprint(i), "h", cloned(t0))
+				s.Add(repokey.Key(fmt.Sprint(i)), "h", cloned(t0))
 			}
 			if got := (fixed{s}).interval(); got != tt.want {
 				t.Errorf("interval = %v, want %v", got, tt.want)
@@ -122,7 +124,7 @@ func TestFixedSpendsTheBudgetEvenly(t *testing.T) {
 func TestFixedChecksRoundRobin(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyFixed, Budget: 4})
 	for i := range 8 {
-		s.Add(fmt.Sprint(i), "h", cloned(t0))
+		s.Add(repokey.Key(fmt.Sprint(i)), "h", cloned(t0))
 	}
 	starts := drive(t, s, clk, t0.Add(24*time.Hour), always(success))
 	for key, ts := range starts {
@@ -178,7 +180,7 @@ func TestAdaptiveChecksWhereChecksBuyFreshness(t *testing.T) {
 		return every(p, 7*time.Minute, t0.Add(-30*24*time.Hour), t0)
 	}
 	for key, p := range periods {
-		s.Add(key, "h", RepoState{LastCheck: t0, ChangeTimes: history(p), Cloned: true})
+		s.Add(repokey.Key(key), "h", RepoState{LastCheck: t0, ChangeTimes: history(p), Cloned: true})
 	}
 	starts := drive(t, s, clk, t0.Add(14*24*time.Hour), changesAt(func(key string, from, to time.Time) []time.Time {
 		if p := periods[key]; p > 0 {
@@ -258,7 +260,7 @@ func TestAdaptiveSpendsTheBudget(t *testing.T) {
 				history = append(history, c)
 			}
 		}
-		s.Add(key, "h", RepoState{LastCheck: t0, ChangeTimes: history, Cloned: true})
+		s.Add(repokey.Key(key), "h", RepoState{LastCheck: t0, ChangeTimes: history, Cloned: true})
 	}
 	starts := drive(t, s, clk, t0.Add(days*24*time.Hour), changesAt(func(key string, from, to time.Time) []time.Time {
 		var out []time.Time

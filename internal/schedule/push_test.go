@@ -4,10 +4,12 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // learnedRate is the change rate the adaptive policy has learned for key.
-func learnedRate(s *Scheduler, key string) float64 { return s.repos[key].est.rate.Rate() }
+func learnedRate(s *Scheduler, key string) float64 { return s.repos[repokey.Key(key)].est.rate.Rate() }
 
 func TestObservedPushesTeachTheAdaptivePolicyTheRate(t *testing.T) {
 	s, clk := newTest(t, Config{Budget: 1, MaxInterval: 7 * 24 * time.Hour})

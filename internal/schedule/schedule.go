@@ -35,6 +35,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/hours"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // Policy names accepted in Config.Policy.
@@ -226,9 +227,9 @@ type Scheduler struct {
 	clk      clock.Clock
 	pol      policy
 	rng      *rand.Rand
-	repos    map[string]*repo // includes removed repos whose check is running
-	live     int              // repositories not removed
-	fedLive  int              // of which on fed hosts
+	repos    map[repokey.Key]*repo // includes removed repos whose check is running
+	live     int                   // repositories not removed
+	fedLive  int                   // of which on fed hosts
 	hosts    map[string]*host
 	hostList []*host       // in order of first use, for deterministic ties
 	budget   *rate.Limiter // nil when unlimited (bucket.go)
@@ -243,7 +244,7 @@ type Scheduler struct {
 
 // repo is one repository's schedule state.
 type repo struct {
-	key     string
+	key     repokey.Key
 	host    *host
 	hostIdx int // in host.members
 	queue   queueKind
@@ -306,7 +307,7 @@ func New(cfg Config, clk clock.Clock) (*Scheduler, error) {
 		cfg:     cfg,
 		clk:     clk,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		repos:   make(map[string]*repo),
+		repos:   make(map[repokey.Key]*repo),
 		hosts:   make(map[string]*host),
 		healthy: true,
 	}
@@ -350,7 +351,7 @@ func (s *Scheduler) hostFor(name string) *host {
 // the first background check of the others is spread over their interval
 // from st.LastCheck (or from now), so that adding many at once does not
 // make them due at once.
-func (s *Scheduler) Add(key, hostName string, st RepoState) {
+func (s *Scheduler) Add(key repokey.Key, hostName string, st RepoState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()
@@ -429,7 +430,7 @@ func (s *Scheduler) spread() float64 {
 
 // Remove stops scheduling a repository. A check of it that is running
 // may still be reported with Done; it is then ignored.
-func (s *Scheduler) Remove(key string) {
+func (s *Scheduler) Remove(key repokey.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]
@@ -452,7 +453,7 @@ func (s *Scheduler) Remove(key string) {
 // background lane and outside the budget. It overrides the repository's
 // own backoff, not its host's. If the repository is being checked, it is
 // checked again once that check is done. Unknown keys are ignored.
-func (s *Scheduler) Urgent(key string) {
+func (s *Scheduler) Urgent(key repokey.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]
@@ -474,7 +475,7 @@ func (s *Scheduler) Urgent(key string) {
 // forge's clock cannot stop the counting of the pushes to come. It does
 // not ask for a check: a push the mirror lacks is asked for with Urgent.
 // Unknown keys and zero times are ignored.
-func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
+func (s *Scheduler) ObservePush(key repokey.Key, pushedAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]
@@ -501,7 +502,7 @@ func (s *Scheduler) ObservePush(key string, pushedAt time.Time) {
 // scheduled, every slot is busy, or the node is unhealthy with nothing
 // urgent). Outside the active hours, the wait is at most until they
 // begin.
-func (s *Scheduler) Next() (key string, ok bool, wait time.Duration) {
+func (s *Scheduler) Next() (key repokey.Key, ok bool, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()
@@ -635,7 +636,7 @@ func (s *Scheduler) start(r *repo, now time.Time) {
 
 // Done reports the outcome of a check started by Next. Reports for keys
 // that are not running are ignored.
-func (s *Scheduler) Done(key string, o Outcome) {
+func (s *Scheduler) Done(key repokey.Key, o Outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[key]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 )
 
 // t0 is a Monday, 00:00 UTC.
@@ -42,8 +43,8 @@ func drive(t *testing.T, s *Scheduler, clk *clock.Fake, end time.Time, outcome f
 		key, ok, wait := s.Next()
 		now := clk.Now()
 		if ok {
-			starts[key] = append(starts[key], now)
-			s.Done(key, outcome(key, now))
+			starts[string(key)] = append(starts[string(key)], now)
+			s.Done(key, outcome(string(key), now))
 			continue
 		}
 		if wait == 0 || !now.Add(wait).Before(end) {
@@ -118,7 +119,7 @@ func TestNotClonedRepoGoesToUrgentLane(t *testing.T) {
 func TestUrgentOvertakesBackground(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyFixed})
 	for i := range 5 {
-		s.Add(fmt.Sprint("bg", i), "h", cloned(t0.Add(-48*time.Hour)))
+		s.Add(repokey.Key(fmt.Sprint("bg", i)), "h", cloned(t0.Add(-48*time.Hour)))
 	}
 	s.Add("hook", "h", cloned(t0))
 	clk.Advance(time.Hour)
@@ -134,13 +135,13 @@ func TestUrgentOvertakesBackground(t *testing.T) {
 func TestUrgentChecksInOrderAsked(t *testing.T) {
 	s, _ := newTest(t, Config{})
 	for _, k := range []string{"a", "b", "c"} {
-		s.Add(k, "h"+k, cloned(t0))
+		s.Add(repokey.Key(k), "h"+k, cloned(t0))
 	}
 	for _, k := range []string{"c", "a", "b"} {
-		s.Urgent(k)
+		s.Urgent(repokey.Key(k))
 	}
 	for _, want := range []string{"c", "a", "b"} {
-		if key, _, _ := s.Next(); key != want {
+		if key, _, _ := s.Next(); key != repokey.Key(want) {
 			t.Errorf("Next() = %q, want %q", key, want)
 		}
 	}
@@ -153,7 +154,7 @@ func TestUrgentChecksInOrderAsked(t *testing.T) {
 func TestAskedChecksOvertakeFirstClones(t *testing.T) {
 	s, _ := newTest(t, Config{Concurrency: 100})
 	for i := range 1000 {
-		s.Add(fmt.Sprintf("new%04d", i), fmt.Sprint("h", i%7), RepoState{})
+		s.Add(repokey.Key(fmt.Sprintf("new%04d", i)), fmt.Sprint("h", i%7), RepoState{})
 	}
 	s.Add("mirror", "h0", cloned(t0))
 	s.Urgent("new0999")
@@ -161,7 +162,7 @@ func TestAskedChecksOvertakeFirstClones(t *testing.T) {
 	s.Urgent("new0999") // asked again while waiting: keeps its place
 	want := []string{"new0999", "mirror", "new0000", "new0001", "new0002"}
 	for _, w := range want {
-		if key, ok, _ := s.Next(); !ok || key != w {
+		if key, ok, _ := s.Next(); !ok || key != repokey.Key(w) {
 			t.Fatalf("Next() = %q, %v; want %q", key, ok, w)
 		}
 	}
@@ -210,7 +211,7 @@ func TestUrgentOverridesRepositoryBackoff(t *testing.T) {
 func TestConcurrencyLimitsRunningChecks(t *testing.T) {
 	s, _ := newTest(t, Config{Concurrency: 2})
 	for i := range 4 {
-		s.Add(fmt.Sprint(i), "h", RepoState{})
+		s.Add(repokey.Key(fmt.Sprint(i)), "h", RepoState{})
 	}
 	a, _, _ := s.Next()
 	s.Next()
@@ -245,7 +246,7 @@ func TestBudgetPacesBackgroundChecks(t *testing.T) {
 	const budget = 30 // an hour
 	s, clk := newTest(t, Config{Policy: PolicyCompass, Budget: budget, Concurrency: 5})
 	for i := range 200 {
-		s.Add(fmt.Sprint(i), "h", RepoState{LastCheck: t0, LastChange: t0.Add(-time.Hour), Cloned: true})
+		s.Add(repokey.Key(fmt.Sprint(i)), "h", RepoState{LastCheck: t0, LastChange: t0.Add(-time.Hour), Cloned: true})
 	}
 	starts := drive(t, s, clk, t0.Add(4*time.Hour), always(success))
 	n := 0
@@ -261,8 +262,8 @@ func TestBudgetPacesBackgroundChecks(t *testing.T) {
 func TestHostLimitPacesOnlyItsHost(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyCompass, HostLimits: map[string]float64{"slow": 6}})
 	for i := range 20 {
-		s.Add(fmt.Sprint("s", i), "slow", cloned(t0))
-		s.Add(fmt.Sprint("f", i), "fast", cloned(t0))
+		s.Add(repokey.Key(fmt.Sprint("s", i)), "slow", cloned(t0))
+		s.Add(repokey.Key(fmt.Sprint("f", i)), "fast", cloned(t0))
 	}
 	starts := drive(t, s, clk, t0.Add(2*time.Hour), always(success))
 	perHost := map[byte]int{}
@@ -281,14 +282,14 @@ func TestHostLimitPacesOnlyItsHost(t *testing.T) {
 func TestHostThrottlingBacksOffTheWholeHost(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyFixed, Budget: 1000})
 	for i := range 3 {
-		s.Add(fmt.Sprint("a", i), "a", cloned(t0.Add(-48*time.Hour)))
-		s.Add(fmt.Sprint("b", i), "b", cloned(t0.Add(-48*time.Hour)))
+		s.Add(repokey.Key(fmt.Sprint("a", i)), "a", cloned(t0.Add(-48*time.Hour)))
+		s.Add(repokey.Key(fmt.Sprint("b", i)), "b", cloned(t0.Add(-48*time.Hour)))
 	}
 	var throttled string
 	for throttled == "" {
 		key, _, _ := s.Next()
 		if key[0] == 'a' {
-			throttled = key
+			throttled = string(key)
 			s.Done(key, Outcome{Class: Transient, HostThrottled: true})
 		} else {
 			s.Done(key, success)
@@ -359,7 +360,7 @@ func TestMaxIntervalBoundsEveryPolicy(t *testing.T) {
 			// left to themselves, every policy would neglect the others.
 			s, clk := newTest(t, Config{Policy: policy, Budget: 40, MaxInterval: maxInterval})
 			for i := range 20 {
-				s.Add(fmt.Sprint(i), "h", RepoState{LastCheck: t0, LastChange: t0.Add(-time.Hour), Cloned: true})
+				s.Add(repokey.Key(fmt.Sprint(i)), "h", RepoState{LastCheck: t0, LastChange: t0.Add(-time.Hour), Cloned: true})
 			}
 			busy := func(key string, now time.Time) Outcome {
 				if key[len(key)-1]%2 == 0 {
@@ -461,7 +462,7 @@ func TestSameSeedSameSchedule(t *testing.T) {
 	run := func() string {
 		s, clk := newTest(t, Config{Budget: 100, Seed: 7})
 		for i := range 50 {
-			s.Add(fmt.Sprint(i), fmt.Sprint("h", i%3), RepoState{LastCheck: t0, LastChange: t0.Add(-time.Duration(i) * time.Hour), Cloned: true})
+			s.Add(repokey.Key(fmt.Sprint(i)), fmt.Sprint("h", i%3), RepoState{LastCheck: t0, LastChange: t0.Add(-time.Duration(i) * time.Hour), Cloned: true})
 		}
 		starts := drive(t, s, clk, t0.Add(24*time.Hour), func(key string, now time.Time) Outcome {
 			if len(key) == 1 {
@@ -481,8 +482,8 @@ func TestSameSeedSameSchedule(t *testing.T) {
 func TestStatsCountTheOverdueBacklog(t *testing.T) {
 	s, clk := newTest(t, Config{Policy: PolicyFixed, MinInterval: time.Hour, MaxInterval: 2 * time.Hour})
 	for i := range 20 {
-		s.Add(fmt.Sprintf("stale-%d", i), "h", cloned(t0.Add(-3*time.Hour))) // due, past MaxInterval
-		s.Add(fmt.Sprintf("fresh-%d", i), "h", cloned(t0))                   // due within the hour
+		s.Add(repokey.Key(fmt.Sprintf("stale-%d", i)), "h", cloned(t0.Add(-3*time.Hour))) // due, past MaxInterval
+		s.Add(repokey.Key(fmt.Sprintf("fresh-%d", i)), "h", cloned(t0))                   // due within the hour
 	}
 	check := func(what string, background, overdue, past int) {
 		t.Helper()
@@ -533,12 +534,12 @@ func TestRetryAfterIsHonouredUpToItsBound(t *testing.T) {
 				other = "a"
 			}
 			clk.Advance(tc.want - time.Second)
-			s.Urgent(other)
+			s.Urgent(repokey.Key(other))
 			if k, ok, _ := s.Next(); ok {
 				t.Errorf("%s started %v before the host's wait ended", k, time.Second)
 			}
 			clk.Advance(tc.most - tc.want + time.Second)
-			if k, ok, _ := s.Next(); !ok || k != other {
+			if k, ok, _ := s.Next(); !ok || k != repokey.Key(other) {
 				t.Errorf("Next() = %q, %v after the wait; want %s", k, ok, other)
 			}
 		})

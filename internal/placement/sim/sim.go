@@ -52,6 +52,7 @@ import (
 	"github.com/gitfleet/gitfleet/internal/clock"
 	"github.com/gitfleet/gitfleet/internal/membership"
 	"github.com/gitfleet/gitfleet/internal/placement"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/ring"
 )
 
@@ -274,15 +275,15 @@ type node struct {
 	left   bool // removed from the fleet
 	// cloning holds the clones it was told to make, by key, with the
 	// number of the assignment (a later one replaces an earlier one).
-	cloning map[string]uint64
-	held    []string // what it owned when it went down
+	cloning map[repokey.Key]uint64
+	held    []repokey.Key // what it owned when it went down
 }
 
 // job is a clone under way on a node that is up.
 type job struct {
 	at   time.Time
 	node uint32
-	key  string
+	key  repokey.Key
 	seq  uint64
 }
 
@@ -309,7 +310,7 @@ type simulator struct {
 	clk     *clock.Fake
 	table   *membership.Table
 	eng     *placement.Engine
-	keys    []string
+	keys    []repokey.Key
 	rng     *rand.Rand
 	members []ring.Member // as last given to the engine
 	nodes   map[uint32]*node
@@ -335,17 +336,23 @@ func run(ctx context.Context, o options, steps []step, report func(result) error
 		clk:    clock.NewFake(simStart),
 		table:  membership.New(cfg, simStart),
 		eng:    placement.New(placement.Config{MaxInFlight: o.maxInFlight}),
-		keys:   make([]string, o.keys),
+		keys:   make([]repokey.Key, o.keys),
 		rng:    rand.New(rand.NewPCG(o.seed, 0x9e3779b97f4a7c15)),
 		nodes:  map[uint32]*node{},
 		owners: make([]uint32, o.keys),
 	}
 	for i := range s.keys {
-		s.keys[i] = fmt.Sprintf("sim.example/org%d/repo%d", i%1000, i)
+		// Synthetic keys are parsed like any others: the engine takes
+		// only a repokey.Key.
+		k, err := repokey.Parse(fmt.Sprintf("sim.example/org%d/repo%d", i%1000, i))
+		if err != nil {
+			panic(err) // the format above is a valid key
+		}
+		s.keys[i] = k
 	}
 	s.eng.AddKeys(s.keys...)
 	for id := uint32(1); id <= uint32(o.nodes); id++ {
-		s.nodes[id] = &node{weight: 1, up: true, cloning: map[string]uint64{}}
+		s.nodes[id] = &node{weight: 1, up: true, cloning: map[repokey.Key]uint64{}}
 		s.table.Connect(membership.NodeInfo{ID: id, Name: fmt.Sprint("node-", id), Weight: 1, Member: true}, s.clk.Now())
 	}
 	if !s.table.Placing(s.clk.Now()) {
@@ -435,8 +442,8 @@ func (s *simulator) ownerList() []uint32 {
 	return out
 }
 
-func (s *simulator) ownedBy(id uint32) []string {
-	var keys []string
+func (s *simulator) ownedBy(id uint32) []repokey.Key {
+	var keys []repokey.Key
 	for _, k := range s.keys {
 		if o, _, _ := s.eng.Owner(k); o == id {
 			keys = append(keys, k)
@@ -475,7 +482,7 @@ func (s *simulator) apply(ctx context.Context, st step) error {
 		if n != nil && !n.left {
 			return fmt.Errorf("node %d is already in the fleet", id)
 		}
-		s.nodes[id] = &node{weight: st.weight, up: true, cloning: map[string]uint64{}}
+		s.nodes[id] = &node{weight: st.weight, up: true, cloning: map[repokey.Key]uint64{}}
 		s.table.Connect(membership.NodeInfo{ID: id, Name: fmt.Sprint("node-", id), Weight: st.weight, Member: true}, now)
 		s.sync()
 	case verbLeave:
@@ -615,7 +622,7 @@ func (s *simulator) pump() {
 
 // startJob starts a clone that takes from half to one and a half times the
 // mean clone time, in whole seconds.
-func (s *simulator) startJob(id uint32, key string, seq uint64) {
+func (s *simulator) startJob(id uint32, key repokey.Key, seq uint64) {
 	d := s.o.cloneTime/2 + time.Duration(s.rng.Int64N(int64(s.o.cloneTime)))
 	d = max(d.Round(time.Second), time.Second)
 	heap.Push(&s.jobs, job{at: s.clk.Now().Add(d), node: id, key: key, seq: seq})

@@ -90,14 +90,14 @@ func runTier(o tierOptions, report func(tierStep) error) error {
 			if d.Kind != placement.Assign {
 				continue
 			}
-			b := float64(size[d.Key])
+			b := float64(size[d.Unit])
 			st.Moved++
 			st.MovedBytes += b
 			in[d.Node] += b
 			if d.From != 0 {
 				out[d.From] += b
 			}
-			tier.Confirm(d.Node, d.Key)
+			tier.Confirm(d.Node, d.Unit)
 		}
 		tier.Decisions() // the drops the confirmations allow
 		var busiest float64

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/clock"
+	"github.com/gitfleet/gitfleet/internal/repokey"
 	"github.com/gitfleet/gitfleet/internal/schedule"
 	"github.com/gitfleet/gitfleet/internal/schedule/feedplan"
 	"github.com/gitfleet/gitfleet/internal/schedule/freshness"
@@ -317,9 +318,18 @@ func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (R
 		}
 	}
 	ms := newMirrors(tr, opts)
-	index := make(map[string]int, len(tr.Repos))
+	index := make(map[string]int, len(tr.Repos)) // by the trace's key, as the feed plans it
+	byKey := make(map[repokey.Key]int, len(tr.Repos))
+	keys := make([]repokey.Key, len(tr.Repos))
 	for i, r := range tr.Repos {
-		index[r.Key] = i
+		// The scheduler takes only a repokey.Key: a trace's key is parsed
+		// here, where it enters.
+		k, err := repokey.Parse(r.Key)
+		if err != nil {
+			return Result{}, fmt.Errorf("sim: trace: %w", err)
+		}
+		keys[i] = k
+		index[r.Key], byKey[k] = i, i
 		lo, _ := slices.BinarySearchFunc(r.Changes, opts.Start, time.Time.Compare)
 		st := schedule.RepoState{LastCheck: opts.Start, ChangeTimes: r.Changes[:lo], Cloned: true}
 		if lo > 0 {
@@ -327,25 +337,27 @@ func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (R
 		}
 		host := hostOf(r.Key)
 		if fp == nil || !opts.covers(host) {
-			s.Add(r.Key, host, st)
+			s.Add(k, host, st)
 			continue
 		}
 		if fed {
 			s.SetFed(host, true) // once per host: it returns at once after the first
 		}
-		s.Add(r.Key, host, st)
+		s.Add(k, host, st)
 		fp.Add(r.Key, opts.Start, r.Changes[:lo])
 	}
 	asks, requests, urgent := 0, 0, 0
 	ask := func(now time.Time) {
-		keys := fp.Next(now, opts.FeedBatch)
-		if len(keys) > 0 {
+		fkeys := fp.Next(now, opts.FeedBatch)
+		if len(fkeys) > 0 {
 			requests++
 		}
-		for _, key := range keys {
+		for _, fk := range fkeys {
 			asks++
-			pushed := latest(tr.Repos[index[key]].Changes, now)
-			fp.Observe(key, now, pushed)
+			i := index[fk]
+			key := keys[i]
+			pushed := latest(tr.Repos[i].Changes, now)
+			fp.Observe(fk, now, pushed)
 			if fed {
 				s.SetAnswered(key, true) // the simulated forge answers for every repository
 			}
@@ -370,7 +382,7 @@ func runScheduler(tr *Trace, policy string, withFeed, fed bool, opts Options) (R
 		key, ok, wait := s.Next()
 		now := clk.Now()
 		if ok {
-			fetched := ms[index[key]].check(now)
+			fetched := ms[byKey[key]].check(now)
 			checks++
 			if len(fetched) > 0 {
 				fetches++
