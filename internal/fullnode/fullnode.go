@@ -116,10 +116,14 @@ type Node struct {
 	// plan decides the pulls and the upstream checks: the queue and its
 	// backoff, the keys waiting for disk room or for the owner's next
 	// digest (over a limit), the change hints and the stale reports.
-	plan   *pullplan.Plan
-	signal chan struct{}
-	heads  chan repokey.Key // HEAD switches the owners reported (headLoop)
-	mark   diskMark         // the disk against its high water (fulldisk.go)
+	plan *pullplan.Plan
+	// keptDrops are the tier's drops kept because no other replica served
+	// the verified state yet (peer.go): tried again by dropRetryLoop, for
+	// the coordinator sends a drop once.
+	keptDrops map[repokey.Key]struct{}
+	signal    chan struct{}
+	heads     chan repokey.Key // HEAD switches the owners reported (headLoop)
+	mark      diskMark         // the disk against its high water (fulldisk.go)
 
 	proxySecret string                                                    // required by proxyLn (proxyauth.go)
 	mismatches  mismatchLedger                                            // forged tips served, by node (pullverify.go)
@@ -293,6 +297,7 @@ func (f *Node) serve(ctx context.Context) error {
 	wg.Go(func() { f.headLoop(ctx) })
 	wg.Go(func() { f.persistLoop(ctx) })
 	wg.Go(func() { f.seriesLoop(ctx) })
+	wg.Go(func() { f.dropRetryLoop(ctx) })
 	var err error
 	select {
 	case <-ctx.Done():

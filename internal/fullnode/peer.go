@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -197,13 +198,55 @@ func (f *Node) pullFromPeer(ctx context.Context, key repokey.Key, st *fleetv1.Re
 // (TierDrop), each only when its state no longer names this node, this
 // node does not own it, and a peer serves the verified state.
 func (f *Node) tierDropped(ctx context.Context, keys []string) {
-	self := f.n.ID()
+	parsed := make([]repokey.Key, 0, len(keys))
 	for _, s := range keys {
 		k, err := repokey.Parse(s) // a key from the coordinator's drops, checked where it arrives
 		if err != nil {
 			f.log.Error("coordinator dropped an invalid key; skipped", "key", s, "err", err)
 			continue
 		}
+		parsed = append(parsed, k)
+	}
+	f.dropCopies(ctx, parsed)
+}
+
+// dropRetry is how often the tier's drops kept for want of another
+// replica serving the verified state are tried again: the new replicas
+// are usually still pulling when the drop arrives.
+const dropRetry = 30 * time.Second
+
+// dropRetryLoop tries the kept drops again every dropRetry, until each is
+// done or no longer due (its state names this node again, or it left the
+// catalog).
+func (f *Node) dropRetryLoop(ctx context.Context) {
+	tick := f.clk.NewTicker(dropRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		f.retryKeptDrops(ctx)
+	}
+}
+
+// retryKeptDrops tries every kept drop once more.
+func (f *Node) retryKeptDrops(ctx context.Context) {
+	f.mu.Lock()
+	keys := slices.Collect(maps.Keys(f.keptDrops))
+	clear(f.keptDrops)
+	f.mu.Unlock()
+	if len(keys) > 0 {
+		f.dropCopies(ctx, keys)
+	}
+}
+
+// dropCopies is tierDropped's work on checked keys. A drop kept because
+// no peer serves the verified state is remembered for dropRetryLoop.
+func (f *Node) dropCopies(ctx context.Context, keys []repokey.Key) {
+	self := f.n.ID()
+	for _, k := range keys {
 		f.mu.Lock()
 		st := f.view.Get(k)
 		f.mu.Unlock()
@@ -221,8 +264,14 @@ func (f *Node) tierDropped(ctx context.Context, keys []string) {
 		}
 		peer, ok := f.peerServes(ctx, k, st)
 		if !ok {
-			f.log.Warn("tier drop: no other replica serves the verified state; the copy is kept", "key", k,
-				"replicas", st.GetReplicas(), "verified", st.GetDigest())
+			f.log.Warn("tier drop: no other replica serves the verified state yet; the copy is kept and the drop tried again", "key", k,
+				"replicas", st.GetReplicas(), "verified", st.GetDigest(), "retry", dropRetry)
+			f.mu.Lock()
+			if f.keptDrops == nil {
+				f.keptDrops = make(map[repokey.Key]struct{})
+			}
+			f.keptDrops[k] = struct{}{}
+			f.mu.Unlock()
 			continue
 		}
 		if err := f.mirror.Remove(ctx, k); err != nil {

@@ -91,7 +91,8 @@ func TestARelayWithNoReplicaReachableAnswers503WithRetryAfter(t *testing.T) {
 // last copy: the copy stays while its state still names this full node,
 // and while no other replica serves the verified state (here, none is
 // reachable); a drop of a repository removed from the catalog meanwhile
-// leaves it to the removal.
+// leaves it to the removal. A drop kept for want of a peer is tried
+// again until it is done or no longer due.
 func TestATierDropKeepsACopyThatNoOtherReplicaServes(t *testing.T) {
 	r := newUpstreamRig(t, Config{})
 	f := r.f
@@ -118,5 +119,26 @@ func TestATierDropKeepsACopyThatNoOtherReplicaServes(t *testing.T) {
 	}
 	if got, _ := f.n.Digest(key); got != r.old {
 		t.Errorf("after the drops it kept, the node serves %q, want %q", got, r.old)
+	}
+	// The coordinator sends a drop once: the one kept for want of a peer is
+	// tried again, as long as it is due, and forgotten once the tier places
+	// the repository here again.
+	kept := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		_, ok := f.keptDrops[key]
+		return ok
+	}
+	if !kept() {
+		t.Fatal("a drop kept for want of a peer is not remembered to be tried again")
+	}
+	f.retryKeptDrops(t.Context())
+	if !kept() || !f.mirror.Has(key) {
+		t.Fatalf("tried again with still no peer: remembered %v, copy held %v; want both", kept(), f.mirror.Has(key))
+	}
+	state(self, 5)
+	f.retryKeptDrops(t.Context())
+	if kept() || !f.mirror.Has(key) {
+		t.Fatalf("placed here again: remembered %v, copy held %v; want the drop forgotten and the copy held", kept(), f.mirror.Has(key))
 	}
 }
