@@ -578,6 +578,11 @@ func waitForTier(t *testing.T, f *fleet, keys []string, names []string,
 			if len(r) != 2 {
 				return fmt.Errorf("%s: replicas %v, want 2", k, r)
 			}
+			for _, id := range r {
+				if !slices.Contains(slices.Collect(maps.Values(ids)), id) {
+					return fmt.Errorf("%s: replicas %v name node %d, not an alive full node of %v", k, r, id, ids)
+				}
+			}
 			for name, id := range ids {
 				if want := slices.Contains(r, id); holds(name, k) != want {
 					return fmt.Errorf("%s: %s (node %d) holds it %v, replicas %v", k, name, id, !want, r)
