@@ -288,7 +288,7 @@ func (c *Coordinator) tierLoads() tierShares {
 		return tierShares{everyone: true}
 	}
 	if c.tierShares == nil {
-		loads, _ := c.tier.LoadsCounting(c.unitRepos)
+		loads := c.tier.LoadsCounting(c.unitRepos)
 		c.tierShares = &tierShares{loads: loads, short: -1}
 	}
 	return *c.tierShares

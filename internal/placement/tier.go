@@ -546,14 +546,14 @@ type TierLoad struct {
 // member when there are no more. It walks every unit; a unit counts as one
 // repository.
 func (t *Tier) Loads() (loads map[uint32]TierLoad, underUnits, underWeight int) {
-	loads, under := t.LoadsCounting(nil)
-	return loads, under.Units, under.Weight
+	under := t.Short(func(uint32) bool { return true }, nil)
+	return t.LoadsCounting(nil), under.Units, under.Weight
 }
 
-// LoadsCounting is Loads with each unit's repositories counted by repos
-// (a unit is one if repos is nil); under is the units confirmed on fewer
-// members than they should be on, in its Units, Weight and Repos.
-func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]TierLoad, under TierLoad) {
+// LoadsCounting is each member's TierLoad with each unit's repositories
+// counted by repos (a unit is one if repos is nil). The units short of
+// replicas are Short's.
+func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]TierLoad) {
 	loads = make(map[uint32]TierLoad, len(t.members))
 	count := func(i int) int {
 		if repos == nil {
@@ -561,7 +561,6 @@ func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]Tier
 		}
 		return repos(t.names[i])
 	}
-	need := min(t.cfg.Replicas, len(t.members))
 	for i := range t.names {
 		n, w := count(i), t.weights[i]
 		if t.Everyone() {
@@ -577,14 +576,10 @@ func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]Tier
 				loads[id] = l
 			}
 		}
-		held := t.sets.get(t.held[i])
-		for _, id := range held {
+		for _, id := range t.sets.get(t.held[i]) {
 			l := loads[id]
 			l.HeldUnits, l.HeldWeight, l.HeldRepos = l.HeldUnits+1, l.HeldWeight+w, l.HeldRepos+n
 			loads[id] = l
-		}
-		if len(held) < need {
-			under.Units, under.Weight, under.Repos = under.Units+1, under.Weight+w, under.Repos+n
 		}
 	}
 	if t.Everyone() {
@@ -594,7 +589,7 @@ func (t *Tier) LoadsCounting(repos func(unit string) int) (loads map[uint32]Tier
 			}
 		}
 	}
-	return loads, under
+	return loads
 }
 
 // Short counts the units with fewer healthy replicas than they should

@@ -98,9 +98,10 @@ func BenchmarkTierJoin(b *testing.B) {
 }
 
 // BenchmarkTierLoads is what the API's tier figures cost (each full
-// node's share and the units short of replicas: Tier.Loads, asked by
-// GET /api/v1/nodes and /api/v1/catalog): one walk of a settled tier of a
-// million units over 20 full nodes.
+// node's share and the units short of replicas: Tier.Loads, a walk for
+// the shares and one for the units short, as GET /api/v1/nodes and
+// /api/v1/catalog ask them) of a settled tier of a million units over 20
+// full nodes.
 //
 //	go test ./internal/placement/ -run '^$' -bench '^BenchmarkTierLoads$' -benchtime 20x
 func BenchmarkTierLoads(b *testing.B) {
